@@ -1,0 +1,36 @@
+# The two commands of the README: `make demo` (the main job) and `make test` (the whole suite).
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+LEARNERKIT := $(BIN)/learnerkit
+# A local wheelhouse (here: the PyTorch CPU wheel) and the host's CA bundle are build inputs.
+export LEARNERKIT_WHEELHOUSE ?= $(wildcard /opt/wheels)
+export LEARNERKIT_CA_BUNDLE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
+
+.PHONY: setup images demo lint typecheck test unit bench clean
+
+setup:
+	@scripts/setup.sh
+
+images: setup
+	$(LEARNERKIT) image build --all --quiet-log
+
+demo: setup
+	$(LEARNERKIT) image build pytorch:2.13-cpu --quiet-log
+	$(LEARNERKIT) image test pytorch:2.13-cpu --check smoke
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check learnerkit build learner_base/learner tests bench
+	@mkdir -p .learnerkit/typecheck && ln -sfn ../../build .learnerkit/typecheck/learnerkit_build
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: setup
+	$(BIN)/pytest tests/unit
+
+test: setup lint images
+	$(BIN)/pytest
+
+bench: setup images
+	$(BIN)/python bench/images.py

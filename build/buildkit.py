@@ -1,0 +1,124 @@
+"""Run `docker build` with BuildKit, streaming its log.
+
+docker-py speaks only the classic builder, which has no build secrets and no RUN mounts; those are how
+CA bundles, index credentials and wheelhouses stay out of every layer. So builds go through a docker CLI
+that has BuildKit: `docker buildx build --load` where buildx is installed, else a pre-23 CLI (Debian's
+docker.io 20.10) with DOCKER_BUILDKIT=1. Newer CLIs without buildx cannot build with BuildKit at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from learnerkit_build.errors import BuildError
+
+from learnerkit.errors import ToolMissingError
+
+LOG_TAIL_LINES = 40
+STEP_RE = re.compile(r"^#\d+ \[(?:(?P<stage>[\w.-]+) )?(?P<done>\d+)/(?P<total>\d+)\]")
+
+LogSink = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BuildkitCli:
+    argv: tuple[str, ...]
+    """Command prefix up to and including `build`."""
+    env: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    context: Path
+    image_name: str
+    """For messages only: images are tagged by the caller after a successful build."""
+    labels: dict[str, str]
+    secrets: dict[str, Path]
+    no_cache: bool = False
+
+
+@cache
+def find_buildkit_cli() -> BuildkitCli:
+    """The first docker CLI on PATH (then /usr/bin) that can build with BuildKit."""
+    candidates: list[str] = []
+    for folder in [*os.environ.get("PATH", "").split(os.pathsep), "/usr/bin"]:
+        exe = shutil.which("docker", path=folder)
+        if exe and os.path.realpath(exe) not in map(os.path.realpath, candidates):
+            candidates.append(exe)
+    for exe in candidates:
+        if _succeeds([exe, "buildx", "version"]):
+            return BuildkitCli(argv=(exe, "buildx", "build", "--load"), env=())
+        version = _client_version(exe)
+        if version is not None and version < 23:
+            return BuildkitCli(argv=(exe, "build"), env=(("DOCKER_BUILDKIT", "1"),))
+    raise ToolMissingError(
+        f"no docker CLI with BuildKit found (tried {', '.join(candidates) or 'none on PATH'}): install the "
+        "buildx plugin, or Debian's docker.io (`make setup` does)"
+    )
+
+
+def _succeeds(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=30, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _client_version(exe: str) -> int | None:
+    try:
+        out = subprocess.run(
+            [exe, "version", "--format", "{{.Client.Version}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.match(r"(\d+)\.", out.strip())
+    return int(match.group(1)) if match else None
+
+
+def run_build(request: BuildRequest, on_line: LogSink) -> str:
+    """Build the context; return the image ID. No tag is made here, so a failed build leaves none."""
+    cli = find_buildkit_cli()
+    with tempfile.TemporaryDirectory(prefix="learnerkit-iid-") as scratch:
+        iidfile = Path(scratch) / "iid"
+        argv = [*cli.argv, "--progress=plain", "--iidfile", str(iidfile)]
+        if request.no_cache:
+            argv.append("--no-cache")
+        for secret_id, path in sorted(request.secrets.items()):
+            argv += ["--secret", f"id={secret_id},src={path}"]
+        for key, value in sorted(request.labels.items()):
+            argv += ["--label", f"{key}={value}"]
+        argv.append(str(request.context))
+        tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+        env = {**os.environ, **dict(cli.env)}
+        with subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, errors="replace"
+        ) as proc:
+            try:
+                assert proc.stdout is not None
+                for raw in proc.stdout:
+                    line = raw.rstrip("\n")
+                    tail.append(line)
+                    on_line(line)
+            except BaseException:
+                proc.terminate()
+                proc.wait(timeout=30)
+                raise
+        if proc.returncode != 0:
+            raise BuildError(request.image_name, f"docker build exited {proc.returncode}", "\n".join(tail))
+        image = iidfile.read_text(encoding="utf-8").strip() if iidfile.exists() else ""
+        if not image:
+            raise BuildError(request.image_name, "docker build wrote no image ID", "\n".join(tail))
+        return image

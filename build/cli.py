@@ -1,0 +1,241 @@
+"""`learnerkit image ...` and `learnerkit framework ...`: argument parsing only; the work is elsewhere."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from learnerkit_build import views
+from learnerkit_build.baseimage import BASES, ensure_base, recipe_for
+from learnerkit_build.images import build_image, render_image
+from learnerkit_build.matrix import load_matrix
+from learnerkit_build.progress import BuildProgress
+from learnerkit_build.project import find_project_root
+from learnerkit_build.render import BuildInputs
+from learnerkit_build.scaffold import scaffold_framework
+from learnerkit_build.spec import ImageSpec
+
+from learnerkit.errors import LearnerkitError
+from learnerkit.output import console, emit, fail, output_option
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def handles_errors(func: F) -> F:
+    """Turn LearnerkitError into a clean message (or JSON) and a non-zero exit, never a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except LearnerkitError as e:
+            fail(kwargs.get("output", "table"), e)
+
+    return wrapper  # type: ignore[return-value]
+
+
+root_option = click.option(
+    "--root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="project folder with learner_base/ and frameworks/ [default: found from cwd]",
+)
+select_options = [
+    click.argument("specs", nargs=-1),
+    click.option("--all", "select_all", is_flag=True, help="every image of the matrix"),
+    click.option("--variant", "variants", multiple=True, help="only these variants (e.g. cpu); repeatable"),
+]
+inputs_options = [
+    click.option(
+        "--wheelhouse",
+        type=click.Path(path_type=Path, file_okay=False, exists=True),
+        default=None,
+        envvar="LEARNERKIT_WHEELHOUSE",
+        help="folder of wheels pip may use (never copied into a layer)",
+    ),
+    click.option(
+        "--ca-bundle",
+        type=click.Path(path_type=Path, dir_okay=False, exists=True),
+        default=None,
+        envvar="LEARNERKIT_CA_BUNDLE",
+        help=f"CA bundle for pip inside builds [default: {DEFAULT_CA_BUNDLE}]",
+    ),
+    click.option("--no-ca-bundle", is_flag=True, help="pass no CA bundle into builds"),
+    click.option("--index-url", default=None, envvar="LEARNERKIT_INDEX_URL", help="pip index replacing PyPI"),
+]
+
+
+def apply(options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    def decorate(func: F) -> F:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+def build_inputs(
+    wheelhouse: Path | None, ca_bundle: Path | None, no_ca_bundle: bool, index_url: str | None
+) -> BuildInputs:
+    if ca_bundle is None and not no_ca_bundle and DEFAULT_CA_BUNDLE.is_file():
+        ca_bundle = DEFAULT_CA_BUNDLE
+    return BuildInputs(wheelhouse=wheelhouse, ca_bundle=None if no_ca_bundle else ca_bundle, index_url=index_url)
+
+
+def selected(
+    root: Path | None, specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...]
+) -> tuple[Path, list[ImageSpec]]:
+    project = find_project_root(root)
+    images = load_matrix(project).select(list(specs), select_all=select_all, variants=list(variants) or None)
+    return project, images
+
+
+@click.group("image")
+def image_group() -> None:
+    """Render, build and test learner images."""
+
+
+@image_group.command("ls")
+@root_option
+@output_option
+@handles_errors
+def ls_command(root: Path | None, output: str) -> None:
+    """List the image matrix and what is built."""
+    project = find_project_root(root)
+    rows = views.image_rows(load_matrix(project).images)
+    emit(output, rows, lambda: console.print(views.image_table(rows)))
+
+
+@image_group.command("render")
+@apply(select_options)
+@apply(inputs_options)
+@click.option(
+    "--dest",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="write <dest>/<framework>/<tag>.Dockerfile instead of printing",
+)
+@root_option
+@output_option
+@handles_errors
+def render_command(
+    specs: tuple[str, ...],
+    select_all: bool,
+    variants: tuple[str, ...],
+    wheelhouse: Path | None,
+    ca_bundle: Path | None,
+    no_ca_bundle: bool,
+    index_url: str | None,
+    dest: Path | None,
+    root: Path | None,
+    output: str,
+) -> None:
+    """Render Dockerfiles from the templates (no engine needed)."""
+    project, images = selected(root, specs, select_all, variants)
+    inputs = build_inputs(wheelhouse, ca_bundle, no_ca_bundle, index_url)
+    rendered = {image.name: render_image(project, image, inputs) for image in images}
+    written = views.write_rendered(dest, images, rendered) if dest else {}
+    data = [{"spec": name, "dockerfile": written.get(name) or text} for name, text in rendered.items()]
+    emit(output, data, lambda: views.show_rendered(rendered, written))
+
+
+@image_group.command("base")
+@click.option("--rebuild", is_flag=True, help="make it again even if the recipe's image exists")
+@output_option
+@handles_errors
+def base_command(rebuild: bool, output: str) -> None:
+    """Make the local base images (debootstrap + docker import), cached by recipe."""
+    results = []
+    with BuildProgress(enabled=output != "json") as progress:
+        for name in sorted(BASES):
+            with progress.image(f"base {name}") as on_line:
+                image_id, made = ensure_base(recipe_for(name), on_line, rebuild=rebuild)
+            results.append({"base": name, "image_id": image_id, "status": "built" if made else "cached"})
+    emit(output, results, lambda: console.print(views.simple_table(results)))
+
+
+@image_group.command("build")
+@apply(select_options)
+@apply(inputs_options)
+@click.option("--rebuild", is_flag=True, help="build even if an image with the same inputs hash exists")
+@click.option("--quiet-log", is_flag=True, help="show progress bars without the build log")
+@root_option
+@output_option
+@handles_errors
+def build_command(
+    specs: tuple[str, ...],
+    select_all: bool,
+    variants: tuple[str, ...],
+    wheelhouse: Path | None,
+    ca_bundle: Path | None,
+    no_ca_bundle: bool,
+    index_url: str | None,
+    rebuild: bool,
+    quiet_log: bool,
+    root: Path | None,
+    output: str,
+) -> None:
+    """Build images whose inputs changed; tag each by version and by inputs hash."""
+    project, images = selected(root, specs, select_all, variants)
+    inputs = build_inputs(wheelhouse, ca_bundle, no_ca_bundle, index_url)
+    results = []
+    with BuildProgress(enabled=output != "json", show_log=not quiet_log) as progress:
+        for image in images:
+            with progress.image(image.name) as on_line:
+                results.append(build_image(project, image, inputs, on_line, rebuild=rebuild))
+    emit(output, results, lambda: console.print(views.build_table(results)))
+
+
+@image_group.command("test")
+@apply(select_options)
+@click.option("--check", "checks", multiple=True, help="run only these checks (see `--list-checks`); repeatable")
+@click.option("--list-checks", is_flag=True, help="list the checks and exit")
+@root_option
+@output_option
+@handles_errors
+def test_command(
+    specs: tuple[str, ...],
+    select_all: bool,
+    variants: tuple[str, ...],
+    checks: tuple[str, ...],
+    list_checks: bool,
+    root: Path | None,
+    output: str,
+) -> None:
+    """Run the contract checks and the smoke training (halt and resume) against built images."""
+    from learnerkit_build.imagetest import CHECKS, run_image_tests
+
+    if list_checks:
+        rows = [{"check": name, "description": check.description} for name, check in CHECKS.items()]
+        emit(output, rows, lambda: console.print(views.simple_table(rows)))
+        return
+    project, images = selected(root, specs, select_all, variants)
+    reports = run_image_tests(project, images, list(checks), verbose=output != "json")
+    emit(output, reports, lambda: console.print(views.test_table(reports)))
+    if not all(report.passed for report in reports):
+        raise SystemExit(1)
+
+
+@click.group("framework")
+def framework_group() -> None:
+    """Add frameworks to the matrix."""
+
+
+@framework_group.command("new")
+@click.argument("name")
+@click.option("--description", default=None, help="one line for framework.yaml")
+@click.option("--package", "packages", multiple=True, help="pip requirement of the cpu variant; repeatable")
+@root_option
+@output_option
+@handles_errors
+def new_command(name: str, description: str | None, packages: tuple[str, ...], root: Path | None, output: str) -> None:
+    """Scaffold frameworks/NAME with framework.yaml, Dockerfile.j2 and a smoke script."""
+    project = find_project_root(root)
+    created = scaffold_framework(project, name, description, list(packages))
+    rel = [os.path.relpath(path, project) for path in created]
+    emit(output, {"framework": name, "created": rel}, lambda: views.show_created(name, rel))

@@ -1,0 +1,151 @@
+"""Build learner images: resolve the base, render, hash the inputs, build only what is missing, tag."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from learnerkit_build import engine
+from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
+from learnerkit_build.buildkit import BuildRequest, LogSink, run_build
+from learnerkit_build.context import assemble_context, context_files, inputs_hash
+from learnerkit_build.render import BuildInputs, render_dockerfile
+from learnerkit_build.spec import ImageSpec
+
+HASH_LABEL = "io.learnerkit.inputs-hash"
+BuildStatus = Literal["built", "cached", "skipped"]
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    spec: str
+    status: BuildStatus
+    reference: str
+    """The moving tag, e.g. learnerkit/pytorch:2.13-cpu-py3.11."""
+    immutable_reference: str | None = None
+    """The content tag, e.g. learnerkit/pytorch:2.13-cpu-py3.11-<hash12>."""
+    image_id: str | None = None
+    inputs_hash: str | None = None
+    seconds: float = 0.0
+    reason: str | None = None
+
+
+def base_ref_for(image: ImageSpec) -> str:
+    """What the image's Dockerfile says FROM: the local base's content tag, or the external reference."""
+    local = image.local_base
+    return base_reference(recipe_for(local)) if local else image.variant.base
+
+
+def render_image(root: Path, image: ImageSpec, inputs: BuildInputs) -> str:
+    local = image.local_base
+    if local and recipe_for(local).python != image.python:
+        from learnerkit_build.errors import SpecError
+
+        raise SpecError(
+            f"{image.folder / 'framework.yaml'}: {image.name}: base local:{local} provides Python "
+            f"{recipe_for(local).python}, not {image.python}"
+        )
+    return render_dockerfile(root, image, base_ref_for(image), inputs)
+
+
+def build_image(
+    root: Path, image: ImageSpec, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool = False
+) -> BuildResult:
+    started = time.monotonic()
+    reference = f"{image.repository()}:{image.tag}"
+    base_id = _resolve_base(image, on_line)
+    if base_id is None:
+        return BuildResult(
+            spec=image.name,
+            status="skipped",
+            reference=reference,
+            reason=f"base image {image.variant.base} is not on this engine ({image.variant.accelerator} variants "
+            "are built where their base exists)",
+        )
+    dockerfile = render_image(root, image, inputs)
+    files = context_files(root, image, inputs)
+    digest = inputs_hash(dockerfile, files, base_id, inputs)
+    immutable = f"{reference}-{digest[:12]}"
+    existing = engine.image_id(immutable)
+    if existing and not rebuild:
+        if engine.image_id(reference) != existing:
+            engine.tag_image(existing, image.repository(), image.tag)
+        return BuildResult(
+            spec=image.name,
+            status="cached",
+            reference=reference,
+            immutable_reference=immutable,
+            image_id=existing,
+            inputs_hash=digest,
+            seconds=time.monotonic() - started,
+        )
+    labels = {
+        HASH_LABEL: digest,
+        "org.opencontainers.image.base.name": base_ref_for(image),
+        "org.opencontainers.image.base.digest": base_id,
+        "org.opencontainers.image.revision": source_revision(root),
+        "org.opencontainers.image.created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    with tempfile.TemporaryDirectory(prefix="learnerkit-ctx-") as scratch:
+        context = Path(scratch) / "context"
+        assemble_context(context, dockerfile, files)
+        secrets = _secrets(Path(scratch), inputs)
+        request = BuildRequest(context=context, image_name=image.name, labels=labels, secrets=secrets, no_cache=rebuild)
+        built = run_build(request, on_line)
+    # Tags last: an interrupted or failed build leaves no tag, and the content tag comes before the moving one.
+    engine.tag_image(built, image.repository(), f"{image.tag}-{digest[:12]}")
+    engine.tag_image(built, image.repository(), image.tag)
+    return BuildResult(
+        spec=image.name,
+        status="built",
+        reference=reference,
+        immutable_reference=immutable,
+        image_id=built,
+        inputs_hash=digest,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _resolve_base(image: ImageSpec, on_line: LogSink) -> str | None:
+    local = image.local_base
+    if local:
+        base_id, _ = ensure_base(recipe_for(local), on_line)
+        return base_id
+    return engine.image_id(image.variant.base)
+
+
+def _secrets(scratch: Path, inputs: BuildInputs) -> dict[str, Path]:
+    """The pip.conf secret (always present, so RUN mounts never dangle) and the CA bundle if given."""
+    lines = ["[global]"]
+    if inputs.wheelhouse is not None:
+        lines.append("find-links = /run/wheelhouse")
+    if inputs.ca_bundle is not None:
+        lines.append("cert = /run/secrets/ca.pem")
+    if inputs.index_url:
+        lines.append(f"index-url = {inputs.index_url}")
+    pip_conf = scratch / "pip.conf"
+    pip_conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    pip_conf.chmod(0o600)
+    secrets = {"pip_conf": pip_conf}
+    if inputs.ca_bundle is not None:
+        secrets["ca"] = inputs.ca_bundle
+    return secrets
+
+
+def source_revision(root: Path) -> str:
+    """`git describe`-like revision of the project, `unknown` outside a git checkout."""
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{rev}-dirty" if dirty else rev

@@ -1,0 +1,122 @@
+"""`learnerkit image test`: run the checks against built images and record what passed, per image ID."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from learnerkit_build import checks, engine
+from learnerkit_build.checks import CheckContext, CheckFailure
+from learnerkit_build.errors import ImageTestError
+from learnerkit_build.smoke import check_smoke
+from learnerkit_build.spec import ImageSpec
+
+from learnerkit.output import console
+
+CheckStatus = Literal["pass", "fail", "skip"]
+
+
+@dataclass(frozen=True)
+class Check:
+    description: str
+    run: Callable[[CheckContext], str]
+
+
+CHECKS: dict[str, Check] = {
+    "non-root": Check("USER is not root; the command runs as uid 1000", checks.check_non_root),
+    "arbitrary-uid": Check("an arbitrary UID in group 0 can write /job and /tmp", checks.check_arbitrary_uid),
+    "tini-pid1": Check("tini is PID 1", checks.check_tini_pid1),
+    "no-setuid": Check("no setuid/setgid files", checks.check_no_setuid),
+    "read-only-root": Check("runs with a read-only root file system", checks.check_read_only_root),
+    "clean-image": Check("no compilers, apt lists, archives or caches", checks.check_clean_image),
+    "waits-for-start": Check("learner-run waits for control/start", checks.check_waits_for_start),
+    "tee-and-exit": Check("output teed to learner.log; learner.exit records failures", checks.check_tee_and_exit_code),
+    "halt": Check("control/halt signals the command; reason halted", checks.check_halt),
+    "halt-timeout": Check("a command ignoring the halt is killed after the grace", checks.check_halt_timeout),
+    "scrubbed-env": Check("platform credentials never reach the command", checks.check_scrubbed_env),
+    "smoke": Check("real training, halted mid-run and resumed to the end", check_smoke),
+}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: CheckStatus
+    detail: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ImageTestReport:
+    spec: str
+    reference: str
+    image_id: str
+    checks: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(check.status != "fail" for check in self.checks)
+
+
+def state_home() -> Path:
+    return Path(os.environ.get("LEARNERKIT_HOME", Path.home() / ".local" / "share" / "learnerkit"))
+
+
+def run_image_tests(root: Path, images: list[ImageSpec], only: list[str], *, verbose: bool) -> list[ImageTestReport]:
+    unknown = [name for name in only if name not in CHECKS]
+    if unknown:
+        raise ImageTestError(f"unknown check(s) {', '.join(unknown)}; valid: {', '.join(CHECKS)}")
+    names = only or list(CHECKS)
+    return [_test_image(image, names, verbose) for image in images]
+
+
+def _test_image(image: ImageSpec, names: list[str], verbose: bool) -> ImageTestReport:
+    reference = f"{image.repository()}:{image.tag}"
+    image_id = engine.image_id(reference)
+    if image_id is None:
+        raise ImageTestError(f"{reference} is not built: run `learnerkit image build {image.name}` first")
+    results = []
+
+    def say(line: str) -> None:
+        if verbose:
+            console.print(f"[dim]{image.name} |[/] {line}", highlight=False, markup=True)
+
+    with tempfile.TemporaryDirectory(prefix="learnerkit-test-") as scratch:
+        ctx = CheckContext(image=image, reference=image_id, scratch=Path(scratch), say=say)
+        for name in names:
+            started = time.monotonic()
+            try:
+                detail = CHECKS[name].run(ctx)
+                status: CheckStatus = "pass"
+            except (CheckFailure, TimeoutError, engine.EngineError) as e:
+                detail, status = str(e), "fail"
+            results.append(CheckResult(name, status, detail, round(time.monotonic() - started, 2)))
+            say(f"{'[green]pass[/]' if status == 'pass' else '[red]FAIL[/]'} {name}: {detail}")
+    report = ImageTestReport(spec=image.name, reference=reference, image_id=image_id, checks=results)
+    _record(report)
+    return report
+
+
+def _record(report: ImageTestReport) -> None:
+    """Keep the result by image ID (atomically), so later gates know what exactly was tested."""
+    folder = state_home() / "image-tests"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{report.image_id.replace(':', '_')}.json"
+    payload = {
+        **asdict(report),
+        "passed": report.passed,
+        "tested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    fd, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=2)
+        handle.flush()
+        os.fsync(handle.fileno())
+    Path(temp).replace(path)

@@ -1,0 +1,99 @@
+"""Render a framework's Dockerfile.j2 (which extends learner_base's) for one image of the matrix."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+from learnerkit_build.errors import TemplateError
+from learnerkit_build.spec import ImageSpec
+
+BASE_TEMPLATE = "learner_base/Dockerfile.j2"
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """Inputs that change how an image is fetched or built, not what the templates say."""
+
+    wheelhouse: Path | None = None
+    """A folder of wheels pip may install from (bind-mounted into pip's RUN, never copied into a layer)."""
+    ca_bundle: Path | None = None
+    """A CA bundle for TLS-intercepting proxies (a BuildKit secret, never in a layer)."""
+    index_url: str | None = None
+    """A pip index replacing PyPI; may carry credentials, so it travels in the pip.conf secret."""
+
+
+def template_path(image: ImageSpec) -> str:
+    return f"frameworks/{image.framework.name}/Dockerfile.j2"
+
+
+def make_environment(root: Path) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,  # noqa: S701 - renders Dockerfiles, not HTML
+    )
+    env.filters["shell_quote"] = shlex.quote
+    return env
+
+
+def render_dockerfile(root: Path, image: ImageSpec, base_ref: str, inputs: BuildInputs) -> str:
+    """The Dockerfile text for `image` FROM `base_ref`; `TemplateError` names template, line and image."""
+    env = make_environment(root)
+    name = template_path(image)
+    context = {
+        "image": image,
+        "base_ref": base_ref,
+        "build": {
+            "wheelhouse": inputs.wheelhouse is not None,
+            "ca": inputs.ca_bundle is not None,
+            "index_url": inputs.index_url is not None,
+        },
+    }
+    try:
+        text = env.get_template(name).render(context)
+    except jinja2.TemplateNotFound as e:
+        raise TemplateError(f"{image.name}: template {e.name} not found under {root}") from e
+    except jinja2.TemplateSyntaxError as e:
+        raise TemplateError(f"{e.filename or name}:{e.lineno}: {e.message} (rendering {image.name})") from e
+    except jinja2.TemplateError as e:
+        raise TemplateError(f"{_template_location(name)}: {e.message} (rendering {image.name})") from e
+    if not _extends_base(env, name):
+        raise TemplateError(f'{name}: must start with {{% extends "{BASE_TEMPLATE}" %}} (rendering {image.name})')
+    return _squeeze_blank_lines(text)
+
+
+def _template_location(fallback: str) -> str:
+    """The innermost template frame of the exception being handled, as `file:line`."""
+    tb = sys.exc_info()[2]
+    found = fallback
+    for frame in traceback.extract_tb(tb):
+        if frame.filename.endswith(".j2"):
+            found = f"{frame.filename}:{frame.lineno}"
+    return found
+
+
+def _extends_base(env: jinja2.Environment, name: str) -> bool:
+    """Whether `name` is a `{% extends BASE_TEMPLATE %}` child: frameworks inherit, never copy the base."""
+    source = env.loader.get_source(env, name)[0] if env.loader else ""
+    return any(
+        isinstance(node, jinja2.nodes.Extends)
+        and isinstance(node.template, jinja2.nodes.Const)
+        and node.template.value == BASE_TEMPLATE
+        for node in env.parse(source).body
+    )
+
+
+def _squeeze_blank_lines(text: str) -> str:
+    out: list[str] = []
+    for line in text.splitlines():
+        if line.strip() or (out and out[-1].strip()):
+            out.append(line.rstrip())
+    return "\n".join(out).strip() + "\n"

@@ -1,0 +1,107 @@
+"""Tables and listings the build tool shows to people."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from learnerkit_build import engine
+from learnerkit_build.images import HASH_LABEL, BuildResult, base_ref_for
+from learnerkit_build.spec import ImageSpec
+from rich.table import Table
+
+from learnerkit.output import console
+
+
+def image_rows(images: Sequence[ImageSpec]) -> list[dict[str, Any]]:
+    """One row per image; `built` and `inputs_hash` only when an engine answers."""
+    try:
+        engine.engine()
+        have_engine = True
+    except engine.EngineError:
+        have_engine = False
+    rows = []
+    for image in images:
+        reference = f"{image.repository()}:{image.tag}"
+        row: dict[str, Any] = {
+            "spec": image.name,
+            "reference": reference,
+            "accelerator": image.variant.accelerator,
+            "python": image.python,
+            "base": base_ref_for(image),
+            "built": None,
+            "inputs_hash": None,
+        }
+        if have_engine:
+            image_id = engine.image_id(reference)
+            row["built"] = image_id is not None
+            row["inputs_hash"] = engine.image_labels(reference).get(HASH_LABEL) if image_id else None
+        rows.append(row)
+    return rows
+
+
+def image_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table("spec", "reference", "accel", "python", "base", "built", title="learner images")
+    for row in rows:
+        built = {True: "[green]yes[/]", False: "no", None: "?"}[row["built"]]
+        table.add_row(row["spec"], row["reference"], row["accelerator"], row["python"], row["base"], built)
+    return table
+
+
+def build_table(results: list[BuildResult]) -> Table:
+    table = Table("spec", "status", "reference", "inputs hash", "seconds", title="build")
+    colours = {"built": "green", "cached": "cyan", "skipped": "yellow"}
+    for result in results:
+        status = f"[{colours[result.status]}]{result.status}[/]"
+        if result.reason:
+            status += f": {result.reason}"
+        table.add_row(result.spec, status, result.reference, (result.inputs_hash or "")[:12], f"{result.seconds:.1f}")
+    return table
+
+
+def simple_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(*(rows[0].keys() if rows else ()))
+    for row in rows:
+        table.add_row(*(str(value) for value in row.values()))
+    return table
+
+
+def write_rendered(dest: Path, images: list[ImageSpec], rendered: dict[str, str]) -> dict[str, str]:
+    """Write each Dockerfile atomically to <dest>/<framework>/<tag>.Dockerfile; return spec -> path."""
+    written = {}
+    for image in images:
+        path = dest / image.framework.name / f"{image.tag}.Dockerfile"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_suffix(".tmp")
+        temp.write_text(rendered[image.name], encoding="utf-8")
+        temp.replace(path)
+        written[image.name] = str(path)
+    return written
+
+
+def show_rendered(rendered: dict[str, str], written: dict[str, str]) -> None:
+    for name, text in rendered.items():
+        if name in written:
+            console.print(f"{name} -> {written[name]}")
+        else:
+            console.rule(name)
+            console.out(text, highlight=False)
+
+
+def show_created(name: str, paths: list[str]) -> None:
+    console.print(f"scaffolded framework [bold]{name}[/]:")
+    for path in paths:
+        console.print(f"  {path}")
+    console.print(
+        "next: edit framework.yaml, then `learnerkit image build " + name + "` and `learnerkit image test " + name + "`"
+    )
+
+
+def test_table(reports: list[Any]) -> Table:
+    table = Table("image", "check", "result", "detail", title="image tests")
+    for report in reports:
+        for check in report.checks:
+            colour = {"pass": "green", "fail": "red", "skip": "yellow"}[check.status]
+            table.add_row(report.spec, check.name, f"[{colour}]{check.status}[/]", check.detail)
+    return table

@@ -1,0 +1,59 @@
+"""Training metrics as JSON lines in ``$LOG_DIR/metrics.jsonl``, which the sidecar tails.
+
+Each call appends exactly one line, ``{"step": 40, "time": 1718000000.5, "values": {"loss": 0.25}}``,
+with a single ``write`` on a file opened with ``O_APPEND``: concurrent writers never interleave within a
+line and a reader never sees half a line from this writer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+import time
+
+from learner.paths import log_dir
+
+METRICS_FILE = "metrics.jsonl"
+
+
+def _checked(key: str, value: object) -> int | float:
+    # numbers.Real admits numpy scalars (np.float32 is not a float); bool is an int but never a metric.
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        # ValueError, not TypeError: the contract promises one exception type for every bad value.
+        raise ValueError(  # noqa: TRY004
+            f"metric {key!r} must be a real number, got {type(value).__name__} (use .item() on a tensor)"
+        )
+    if isinstance(value, int):
+        return value
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"metric {key!r} must be finite, got {number}")
+    return number
+
+
+def log_metrics(step: int, **values: float) -> None:
+    """Append one metrics line for ``step``.
+
+    Raises ``ValueError`` (naming the key) for a value that is not a finite real number, for a step that
+    is not a non-negative int, or when no values are given. Prints nothing.
+
+    >>> log_metrics(40, loss=0.25, accuracy=0.91)  # doctest: +SKIP
+    """
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"step must be a non-negative int, got {step!r}")
+    if not values:
+        raise ValueError("log_metrics needs at least one value, e.g. log_metrics(step, loss=0.5)")
+    record = {"step": step, "time": time.time(), "values": {k: _checked(k, v) for k, v in values.items()}}
+    line = (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
+    directory = log_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / METRICS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        written = os.write(fd, line)
+        # A short write on a regular file only happens on a full disk or a signal; finish the line anyway.
+        while written < len(line):
+            written += os.write(fd, line[written:])
+    finally:
+        os.close(fd)

@@ -1,0 +1,22 @@
+"""The `learnerkit` command: one group per package, each defined in that package's own cli module."""
+
+from __future__ import annotations
+
+import click
+from learnerkit_build.cli import framework_group, image_group
+
+from learnerkit import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="learnerkit")
+def cli() -> None:
+    """Hardened learner images, a controller sidecar and a minimal scheduler."""
+
+
+cli.add_command(image_group)
+cli.add_command(framework_group)
+
+
+def main() -> None:
+    cli(auto_envvar_prefix="LEARNERKIT")

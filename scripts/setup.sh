@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# `make setup`: make this machine able to build, run and test learnerkit. Idempotent: it installs only
+# what is missing, starts a Docker engine only when none answers, and needs root (or sudo) only when it
+# has something to install or start.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages on the host, and why:
+#   docker.io    the engine, and a docker CLI with BuildKit (build secrets and RUN mounts)
+#   debootstrap  makes the Debian base image here (no registry can be pulled from)
+#   iptables     dockerd's networking
+#   git, make, ca-certificates, tar  the build itself
+APT_PACKAGES=(docker.io debootstrap iptables git make ca-certificates tar)
+STATE_DIR=.learnerkit
+LOG_DIR="$STATE_DIR/logs"
+VENV=.venv
+
+say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+  else echo "setup: '$*' needs root and sudo is not installed" >&2; exit 1
+  fi
+}
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
+if [ "${#missing[@]}" -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+mkdir -p "$LOG_DIR"
+if docker info >/dev/null 2>&1; then
+  say "Docker engine answers"
+else
+  say "starting dockerd (log: $LOG_DIR/dockerd.log)"
+  as_root sh -c "nohup dockerd >'$LOG_DIR/dockerd.log' 2>&1 &"
+  for _ in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && break
+    sleep 1
+  done
+  docker info >/dev/null 2>&1 || { echo "setup: dockerd did not come up; see $LOG_DIR/dockerd.log" >&2; tail -n 20 "$LOG_DIR/dockerd.log" >&2; exit 1; }
+  say "Docker engine is up"
+fi
+
+python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "learnerkit needs Python >= 3.11")'
+[ -x "$VENV/bin/python" ] || { say "creating $VENV"; python3 -m venv "$VENV"; }
+stamp="$VENV/.learnerkit-installed"
+want=$(sha256sum pyproject.toml setup.cfg | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing learnerkit and its dev tools into $VENV"
+  "$VENV/bin/pip" install -q --upgrade 'pip>=24'
+  "$VENV/bin/pip" install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+say "ready: $VENV/bin/learnerkit"

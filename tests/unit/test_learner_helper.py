@@ -1,0 +1,184 @@
+"""The `learner` helper that training scripts import: paths, metrics, halt, checkpoints."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import learner
+import pytest
+from learner.checkpoints import checkpoint_name
+
+pytestmark = pytest.mark.timeout(30)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def job_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for variable, name in [("LOG_DIR", "logs"), ("CHECKPOINT_DIR", "ckpt"), ("JOB_STATE_DIR", "control")]:
+        monkeypatch.setenv(variable, str(tmp_path / name))
+    return tmp_path
+
+
+# --- paths --------------------------------------------------------------------------------------------
+
+
+def test_paths_default_to_job_and_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("DATA_DIR", "MODEL_DIR", "RESULT_DIR", "CHECKPOINT_DIR", "LOG_DIR", "JOB_STATE_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    assert [learner.data_dir(), learner.model_dir(), learner.result_dir()] == [
+        Path("/job/data"),
+        Path("/job/model"),
+        Path("/job/results"),
+    ]
+    assert [learner.checkpoint_dir(), learner.log_dir(), learner.state_dir()] == [
+        Path("/job/checkpoints"),
+        Path("/job/logs"),
+        Path("/job/control"),
+    ]
+    monkeypatch.setenv("DATA_DIR", "/mnt/data")
+    monkeypatch.setenv("RESULT_DIR", "")
+    assert learner.data_dir() == Path("/mnt/data")
+    assert learner.result_dir() == Path("/job/results")
+
+
+# --- metrics ------------------------------------------------------------------------------------------
+
+
+def test_log_metrics_appends_one_json_line_per_call(job_dirs: Path) -> None:
+    before = time.time()
+    learner.log_metrics(40, loss=0.25, accuracy=Fraction(1, 2), correct=7)  # type: ignore[arg-type]
+    learner.log_metrics(41, loss=0.125)
+    lines = (job_dirs / "logs" / "metrics.jsonl").read_bytes().split(b"\n")
+    assert lines[-1] == b"" and len(lines) == 3
+    first, second = (json.loads(line) for line in lines[:2])
+    assert set(first) == {"step", "time", "values"}
+    assert first["step"] == 40 and first["values"] == {"loss": 0.25, "accuracy": 0.5, "correct": 7}
+    assert before <= first["time"] <= second["time"] <= time.time()
+    assert second == {"step": 41, "time": second["time"], "values": {"loss": 0.125}}
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), "0.5", None, True, [1.0]])
+def test_log_metrics_rejects_non_finite_and_non_numeric(job_dirs: Path, bad: object) -> None:
+    with pytest.raises(ValueError, match="'loss'"):
+        learner.log_metrics(1, ok=1.0, loss=bad)  # type: ignore[arg-type]
+    assert not (job_dirs / "logs" / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("step", [-1, 1.5, True])
+def test_log_metrics_rejects_bad_steps(step: object) -> None:
+    with pytest.raises(ValueError, match="step"):
+        learner.log_metrics(step, loss=1.0)  # type: ignore[arg-type]
+
+
+# --- checkpoints --------------------------------------------------------------------------------------
+
+
+def save(step: int, keep: int = 3, payload: bytes = b"weights") -> Path:
+    with learner.new_checkpoint(step, keep=keep) as path:
+        assert path.is_dir() and path.name.startswith(".tmp-") and path.parent == learner.checkpoint_dir()
+        assert list(path.iterdir()) == []
+        (path / "model.bin").write_bytes(payload)
+        (path / "sub").mkdir()
+        (path / "sub" / "opt.bin").write_bytes(payload)
+    return learner.checkpoint_dir() / checkpoint_name(step)
+
+
+def entries() -> list[str]:
+    return sorted(p.name for p in learner.checkpoint_dir().iterdir())
+
+
+def test_new_checkpoint_renames_into_place() -> None:
+    final = save(40)
+    assert final.name == "ckpt-0000000040"
+    assert entries() == ["ckpt-0000000040"]
+    assert (final / "model.bin").read_bytes() == b"weights"
+    assert (final / "sub" / "opt.bin").read_bytes() == b"weights"
+    assert learner.latest_checkpoint() == learner.Checkpoint(step=40, path=final)
+
+
+def test_latest_checkpoint_is_none_without_any() -> None:
+    assert learner.latest_checkpoint() is None
+    learner.checkpoint_dir().mkdir()
+    assert learner.latest_checkpoint() is None
+
+
+def test_latest_picks_the_highest_step_and_ignores_temp_entries() -> None:
+    for step in (100, 5, 40):
+        save(step, keep=10)
+    (learner.checkpoint_dir() / ".tmp-ckpt-0000009999-abc").mkdir()
+    (learner.checkpoint_dir() / "ckpt-12").mkdir()  # not zero-padded: not a checkpoint
+    (learner.checkpoint_dir() / "notes.txt").write_text("x")
+    latest = learner.latest_checkpoint()
+    assert latest is not None and latest.step == 100 and latest.path.name == "ckpt-0000000100"
+
+
+def test_keep_prunes_older_checkpoints() -> None:
+    for step in range(1, 6):
+        save(step * 10, keep=2)
+    assert entries() == ["ckpt-0000000040", "ckpt-0000000050"]
+
+
+def test_same_step_is_replaced() -> None:
+    save(7, payload=b"old")
+    final = save(7, payload=b"new")
+    assert entries() == ["ckpt-0000000007"]
+    assert (final / "model.bin").read_bytes() == b"new"
+
+
+def test_exception_removes_the_temp_dir_and_keeps_the_previous_checkpoint() -> None:
+    save(1)
+    with pytest.raises(RuntimeError, match="disk on fire"), learner.new_checkpoint(2) as path:
+        (path / "half.bin").write_bytes(b"half")
+        raise RuntimeError("disk on fire")
+    assert not path.exists()
+    assert entries() == ["ckpt-0000000001"]
+    latest = learner.latest_checkpoint()
+    assert latest is not None and latest.step == 1
+
+
+@pytest.mark.parametrize(("step", "keep"), [(-1, 3), (1, 0)])
+def test_new_checkpoint_rejects_bad_arguments(step: int, keep: int) -> None:
+    with pytest.raises(ValueError, match=r"step|keep"), learner.new_checkpoint(step, keep=keep):
+        pass
+
+
+# --- halt ---------------------------------------------------------------------------------------------
+
+
+def test_halt_requested_by_file(job_dirs: Path) -> None:
+    assert not learner.halt_requested()
+    (job_dirs / "control").mkdir()
+    (job_dirs / "control" / "halt").touch()
+    assert learner.halt_requested()
+
+
+HALT_SCRIPT = """
+import sys, time
+import learner
+learner.install_halt_handler()
+print("ready", flush=True)
+deadline = time.monotonic() + 10
+while not learner.halt_requested():
+    if time.monotonic() > deadline:
+        sys.exit(3)
+    time.sleep(0.005)
+print("halted", flush=True)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_halt_requested_by_signal(job_dirs: Path, signum: signal.Signals) -> None:
+    env = {"PYTHONPATH": str(REPO / "learner_base"), "JOB_STATE_DIR": str(job_dirs / "control")}
+    proc = subprocess.Popen([sys.executable, "-c", HALT_SCRIPT], stdout=subprocess.PIPE, env=env, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signum)
+    out, _ = proc.communicate(timeout=10)
+    assert (proc.returncode, out) == (0, "halted\n")

@@ -12,6 +12,7 @@ import click
 from learnerkit_build import views
 from learnerkit_build.baseimage import BASES, ensure_base, recipe_for
 from learnerkit_build.images import build_image, render_image
+from learnerkit_build.lint import lint_dockerfile
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.progress import BuildProgress
 from learnerkit_build.project import find_project_root
@@ -142,6 +143,26 @@ def render_command(
     written = views.write_rendered(dest, images, rendered) if dest else {}
     data = [{"spec": name, "dockerfile": written.get(name) or text} for name, text in rendered.items()]
     emit(output, data, lambda: views.show_rendered(rendered, written))
+
+
+@image_group.command("lint")
+@apply(select_options)
+@root_option
+@output_option
+@handles_errors
+def lint_command(
+    specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...], root: Path | None, output: str
+) -> None:
+    """Render and lint Dockerfiles with hadolint and the project's .hadolint.yaml (no engine needed)."""
+    project, images = selected(root, specs, select_all, variants)
+    inputs = build_inputs(None, None, False, None)
+    reports = [
+        lint_dockerfile(image.name, render_image(project, image, inputs), project / ".hadolint.yaml")
+        for image in images
+    ]
+    emit(output, reports, lambda: console.print(views.lint_table(reports)))
+    if not all(report.passed for report in reports):
+        raise SystemExit(1)
 
 
 @image_group.command("base")

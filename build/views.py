@@ -8,6 +8,7 @@ from typing import Any
 
 from learnerkit_build import engine
 from learnerkit_build.images import HASH_LABEL, BuildResult, base_ref_for
+from learnerkit_build.lint import LintReport
 from learnerkit_build.spec import ImageSpec
 from rich.table import Table
 
@@ -85,8 +86,9 @@ def show_rendered(rendered: dict[str, str], written: dict[str, str]) -> None:
         if name in written:
             console.print(f"{name} -> {written[name]}")
         else:
-            console.rule(name)
-            console.out(text, highlight=False)
+            if len(rendered) > 1:
+                console.rule(name)
+            console.out(text, highlight=False, end="")
 
 
 def show_created(name: str, paths: list[str]) -> None:
@@ -104,4 +106,12 @@ def test_table(reports: list[Any]) -> Table:
         for check in report.checks:
             colour = {"pass": "green", "fail": "red", "skip": "yellow"}[check.status]
             table.add_row(report.spec, check.name, f"[{colour}]{check.status}[/]", check.detail)
+    return table
+
+
+def lint_table(reports: list[LintReport]) -> Table:
+    table = Table("image", "result", "findings", title="hadolint")
+    for report in reports:
+        findings = "\n".join(f"line {f.line}: {f.code} {f.level}: {f.message}" for f in report.findings)
+        table.add_row(report.spec, "[green]pass[/]" if report.passed else "[red]FAIL[/]", findings)
     return table

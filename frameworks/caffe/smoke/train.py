@@ -164,6 +164,7 @@ def write_atomically(target: Path, write) -> None:
     os.close(fd)
     try:
         write(temp)
+        os.chmod(temp, 0o664)  # mkstemp makes it 0600; the sidecar (group 0) must read the results
         os.replace(temp, target)
     except BaseException:
         if os.path.exists(temp):

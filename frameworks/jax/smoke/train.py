@@ -29,14 +29,18 @@ def batch_indices(step, n):
     """Indices of step's minibatch: a fresh seeded shuffle per epoch, so the order is a function of the step."""
     epoch, k = divmod(step - 1, n // BATCH)
     order = np.random.default_rng(SEED + epoch).permutation(n)
-    return order[k * BATCH:(k + 1) * BATCH]
+    return order[k * BATCH : (k + 1) * BATCH]
 
 
 def init_params(n_in, n_hidden=16, n_out=2):
     """He-initialized weights, drawn with numpy: eager jax.random ops would each compile on first use."""
     rng = np.random.default_rng(SEED)
-    params = {"w1": rng.normal(0, np.sqrt(2.0 / n_in), (n_in, n_hidden)), "b1": np.zeros(n_hidden),
-              "w2": rng.normal(0, np.sqrt(1.0 / n_hidden), (n_hidden, n_out)), "b2": np.zeros(n_out)}
+    params = {
+        "w1": rng.normal(0, np.sqrt(2.0 / n_in), (n_in, n_hidden)),
+        "b1": np.zeros(n_hidden),
+        "w2": rng.normal(0, np.sqrt(1.0 / n_hidden), (n_hidden, n_out)),
+        "b2": np.zeros(n_out),
+    }
     return {name: jnp.asarray(value, dtype=jnp.float32) for name, value in params.items()}
 
 
@@ -58,16 +62,15 @@ def train_step(params, m, v, t, x, y):
     t = t + 1
     m = jax.tree_util.tree_map(lambda a, g: BETA1 * a + (1 - BETA1) * g, m, grads)
     v = jax.tree_util.tree_map(lambda a, g: BETA2 * a + (1 - BETA2) * g * g, v, grads)
-    scale = LEARNING_RATE * jnp.sqrt(1 - BETA2 ** t) / (1 - BETA1 ** t)
+    scale = LEARNING_RATE * jnp.sqrt(1 - BETA2**t) / (1 - BETA1**t)
     params = jax.tree_util.tree_map(lambda p, a, b: p - scale * a / (jnp.sqrt(b) + EPS), params, m, v)
     return params, m, v, t, loss, accuracy
 
 
 def write_json_atomic(path, doc):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2)
-    os.replace(tmp, path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)
 
 
 def main():
@@ -78,24 +81,28 @@ def main():
     min_step_seconds = float(os.environ.get("SMOKE_MIN_STEP_SECONDS", "0"))
 
     learner.install_halt_handler()
-    x, y = load_csv(os.path.join(learner.data_dir(), "train.csv"))
+    x, y = load_csv(learner.data_dir() / "train.csv")
     params = init_params(x.shape[1])
     m = {name: np.zeros(value.shape, np.float32) for name, value in params.items()}
     v = dict(m)
     t = np.int32(0)
 
     def save_checkpoint(step):
-        arrays = {f"{group}/{name}": np.asarray(value)
-                  for group, tree in (("params", params), ("m", m), ("v", v)) for name, value in tree.items()}
+        arrays = {
+            f"{group}/{name}": np.asarray(value)
+            for group, tree in (("params", params), ("m", m), ("v", v))
+            for name, value in tree.items()
+        }
         with learner.new_checkpoint(step) as tmpdir:
-            np.savez(os.path.join(tmpdir, "state.npz"), step=step, t=np.asarray(t), **arrays)
+            np.savez(tmpdir / "state.npz", step=step, t=np.asarray(t), **arrays)
 
     start_step = 1
     ckpt = learner.latest_checkpoint()
     if ckpt is not None:
-        with np.load(os.path.join(ckpt.path, "state.npz")) as saved:
-            params, m, v = ({name: jnp.asarray(saved[f"{group}/{name}"]) for name in params}
-                            for group in ("params", "m", "v"))
+        with np.load(ckpt.path / "state.npz") as saved:
+            params, m, v = (
+                {name: jnp.asarray(saved[f"{group}/{name}"]) for name in params} for group in ("params", "m", "v")
+            )
             t = jnp.asarray(saved["t"])
             start_step = int(saved["step"]) + 1
         print(f"resumed from step {start_step - 1}", flush=True)
@@ -118,11 +125,13 @@ def main():
         save_checkpoint(step)
     loss, accuracy = (float(value) for value in loss_and_accuracy(params, x, y))  # the whole training set
     result_dir = learner.result_dir()
-    tmp = os.path.join(result_dir, "model.tmp.npz")
+    tmp = result_dir / "model.tmp.npz"
     np.savez(tmp, **{name: np.asarray(value) for name, value in params.items()})
-    os.replace(tmp, os.path.join(result_dir, "model.npz"))
-    write_json_atomic(os.path.join(result_dir, "summary.json"), {
-        "framework": "jax", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy})
+    tmp.replace(result_dir / "model.npz")
+    write_json_atomic(
+        result_dir / "summary.json",
+        {"framework": "jax", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy},
+    )
     print(f"done: steps {start_step}..{step}, loss {loss:.4f}, accuracy {accuracy:.3f}", flush=True)
 
 

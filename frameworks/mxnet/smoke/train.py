@@ -28,14 +28,13 @@ def batch_indices(step, n):
     """Indices of step's minibatch: a fresh seeded shuffle per epoch, so the order is a function of the step."""
     epoch, k = divmod(step - 1, n // BATCH)
     order = np.random.default_rng(SEED + epoch).permutation(n)
-    return order[k * BATCH:(k + 1) * BATCH]
+    return order[k * BATCH : (k + 1) * BATCH]
 
 
 def write_json_atomic(path, doc):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2)
-    os.replace(tmp, path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)
 
 
 def main():
@@ -48,7 +47,7 @@ def main():
     learner.install_halt_handler()
     mx.random.seed(SEED)
     np.random.seed(SEED)
-    x, y = load_csv(os.path.join(learner.data_dir(), "train.csv"))
+    x, y = load_csv(learner.data_dir() / "train.csv")
     net = gluon.nn.HybridSequential()
     net.add(gluon.nn.Dense(16, activation="relu", in_units=x.shape[1]), gluon.nn.Dense(2, in_units=16))
     net.initialize(mx.init.Xavier())
@@ -58,18 +57,16 @@ def main():
 
     def save_checkpoint(step):
         with learner.new_checkpoint(step) as tmpdir:
-            net.save_parameters(os.path.join(tmpdir, "model.params"))
-            trainer.save_states(os.path.join(tmpdir, "trainer.states"))
-            with open(os.path.join(tmpdir, "step.json"), "w") as f:
-                json.dump({"step": step}, f)
+            net.save_parameters(str(tmpdir / "model.params"))
+            trainer.save_states(str(tmpdir / "trainer.states"))
+            (tmpdir / "step.json").write_text(json.dumps({"step": step}))
 
     start_step = 1
     ckpt = learner.latest_checkpoint()
     if ckpt is not None:
-        net.load_parameters(os.path.join(ckpt.path, "model.params"))
-        trainer.load_states(os.path.join(ckpt.path, "trainer.states"))
-        with open(os.path.join(ckpt.path, "step.json")) as f:
-            start_step = json.load(f)["step"] + 1
+        net.load_parameters(str(ckpt.path / "model.params"))
+        trainer.load_states(str(ckpt.path / "trainer.states"))
+        start_step = json.loads((ckpt.path / "step.json").read_text())["step"] + 1
         print(f"resumed from step {start_step - 1}", flush=True)
 
     step = start_step - 1
@@ -99,10 +96,12 @@ def main():
     loss = float(loss_fn(logits, mx.nd.array(y)).mean().asscalar())
     accuracy = float(np.mean(logits.asnumpy().argmax(axis=1) == y))
     result_dir = learner.result_dir()
-    net.save_parameters(os.path.join(result_dir, "model.params.tmp"))
-    os.replace(os.path.join(result_dir, "model.params.tmp"), os.path.join(result_dir, "model.params"))
-    write_json_atomic(os.path.join(result_dir, "summary.json"), {
-        "framework": "mxnet", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy})
+    net.save_parameters(str(result_dir / "model.params.tmp"))
+    (result_dir / "model.params.tmp").replace(result_dir / "model.params")
+    write_json_atomic(
+        result_dir / "summary.json",
+        {"framework": "mxnet", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy},
+    )
     print(f"done: steps {start_step}..{step}, loss {loss:.4f}, accuracy {accuracy:.3f}", flush=True)
 
 

@@ -19,7 +19,7 @@ BATCH = 32
 
 
 def load_csv(path):
-    with open(path, newline="") as f:
+    with path.open(newline="") as f:
         rows = list(csv.reader(f))
     data = torch.tensor([[float(v) for v in row] for row in rows[1:]])
     return data[:, :-1], data[:, -1].long()
@@ -30,20 +30,18 @@ def batch_indices(step, n):
     per_epoch = n // BATCH
     epoch, k = divmod(step - 1, per_epoch)
     order = torch.randperm(n, generator=torch.Generator().manual_seed(SEED + epoch))
-    return order[k * BATCH:(k + 1) * BATCH]
+    return order[k * BATCH : (k + 1) * BATCH]
 
 
 def save_checkpoint(step, model, opt):
     with learner.new_checkpoint(step) as tmpdir:
-        torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict()},
-                   os.path.join(tmpdir, "state.pt"))
+        torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict()}, tmpdir / "state.pt")
 
 
 def write_json_atomic(path, doc):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2)
-    os.replace(tmp, path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)
 
 
 def main():
@@ -56,7 +54,7 @@ def main():
     learner.install_halt_handler()
     torch.manual_seed(SEED)
     torch.set_num_threads(1)  # a tiny model: threads cost more than they give
-    x, y = load_csv(os.path.join(learner.data_dir(), "train.csv"))
+    x, y = load_csv(learner.data_dir() / "train.csv")
     model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -64,7 +62,7 @@ def main():
     start_step = 1
     ckpt = learner.latest_checkpoint()
     if ckpt is not None:
-        state = torch.load(os.path.join(ckpt.path, "state.pt"), weights_only=True)
+        state = torch.load(ckpt.path / "state.pt", weights_only=True)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start_step = state["step"] + 1
@@ -98,10 +96,12 @@ def main():
         loss = loss_fn(logits, y).item()
         accuracy = (logits.argmax(dim=1) == y).float().mean().item()
     result_dir = learner.result_dir()
-    torch.save(model.state_dict(), os.path.join(result_dir, "model.pt.tmp"))
-    os.replace(os.path.join(result_dir, "model.pt.tmp"), os.path.join(result_dir, "model.pt"))
-    write_json_atomic(os.path.join(result_dir, "summary.json"), {
-        "framework": "pytorch", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy})
+    torch.save(model.state_dict(), result_dir / "model.pt.tmp")
+    (result_dir / "model.pt.tmp").replace(result_dir / "model.pt")
+    write_json_atomic(
+        result_dir / "summary.json",
+        {"framework": "pytorch", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy},
+    )
     print(f"done: steps {start_step}..{step}, loss {loss:.4f}, accuracy {accuracy:.3f}", flush=True)
 
 

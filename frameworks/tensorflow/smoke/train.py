@@ -28,14 +28,13 @@ def batch_indices(step, n):
     """Indices of step's minibatch: a fresh seeded shuffle per epoch, so the order is a function of the step."""
     epoch, k = divmod(step - 1, n // BATCH)
     order = np.random.default_rng(SEED + epoch).permutation(n)
-    return order[k * BATCH:(k + 1) * BATCH]
+    return order[k * BATCH : (k + 1) * BATCH]
 
 
 def write_json_atomic(path, doc):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2)
-    os.replace(tmp, path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)
 
 
 def main():
@@ -47,12 +46,14 @@ def main():
 
     learner.install_halt_handler()
     tf.keras.utils.set_random_seed(SEED)
-    x, y = load_csv(os.path.join(learner.data_dir(), "train.csv"))
-    model = tf.keras.Sequential([
-        tf.keras.Input(shape=(x.shape[1],)),
-        tf.keras.layers.Dense(16, activation="relu"),
-        tf.keras.layers.Dense(2),
-    ])
+    x, y = load_csv(learner.data_dir() / "train.csv")
+    model = tf.keras.Sequential(
+        [
+            tf.keras.Input(shape=(x.shape[1],)),
+            tf.keras.layers.Dense(16, activation="relu"),
+            tf.keras.layers.Dense(2),
+        ]
+    )
     opt = tf.keras.optimizers.Adam(learning_rate=0.01)
     opt.build(model.trainable_variables)  # create the slots now, so a restore fills them at once
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -64,19 +65,19 @@ def main():
         with tf.GradientTape() as tape:
             logits = model(xb, training=True)
             loss = loss_fn(yb, logits)
-        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        opt.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
         accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, axis=1), yb), tf.float32))
         return loss, accuracy
 
     def save_checkpoint(step):
         step_var.assign(step)
         with learner.new_checkpoint(step) as tmpdir:
-            state.write(os.path.join(tmpdir, "state"))
+            state.write(str(tmpdir / "state"))
 
     start_step = 1
     ckpt = learner.latest_checkpoint()
     if ckpt is not None:
-        state.read(os.path.join(ckpt.path, "state")).assert_consumed()
+        state.read(str(ckpt.path / "state")).assert_consumed()
         start_step = int(step_var.numpy()) + 1
         print(f"resumed from step {start_step - 1}", flush=True)
 
@@ -100,13 +101,15 @@ def main():
     loss = float(loss_fn(y, logits))
     accuracy = float(np.mean(np.argmax(logits.numpy(), axis=1) == y))
     result_dir = learner.result_dir()
-    tmp, final = os.path.join(result_dir, "saved_model.tmp"), os.path.join(result_dir, "saved_model")
+    tmp, final = result_dir / "saved_model.tmp", result_dir / "saved_model"
     shutil.rmtree(tmp, ignore_errors=True)
-    tf.saved_model.save(model, tmp)
+    tf.saved_model.save(model, str(tmp))
     shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    write_json_atomic(os.path.join(result_dir, "summary.json"), {
-        "framework": "tensorflow", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy})
+    tmp.replace(final)
+    write_json_atomic(
+        result_dir / "summary.json",
+        {"framework": "tensorflow", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy},
+    )
     print(f"done: steps {start_step}..{step}, loss {loss:.4f}, accuracy {accuracy:.3f}", flush=True)
 
 

@@ -1,0 +1,128 @@
+"""The build tool against the real engine: caching, no half-made tags, secrets never in a layer, plug-ins."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from learnerkit_build import engine
+from learnerkit_build.errors import BuildError
+from learnerkit_build.images import build_image
+from learnerkit_build.imagetest import run_image_tests
+from learnerkit_build.matrix import load_matrix
+from learnerkit_build.render import BuildInputs
+from learnerkit_build.scaffold import scaffold_framework
+from tests.integration.conftest import CA_BUNDLE, REPO
+from tests.waiting import wait_until
+
+LEARNERKIT = [sys.executable, "-m", "learnerkit"]
+
+
+def write_framework(root: Path, name: str, template: str) -> None:
+    scaffold_framework(root, name, None, [])
+    (root / "frameworks" / name / "Dockerfile.j2").write_text(template, encoding="utf-8")
+
+
+def test_build_all_twice_does_nothing_the_second_time() -> None:
+    argv = [*LEARNERKIT, "image", "build", "--all", "-o", "json"]
+    first = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True, cwd=REPO).stdout)
+    second = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True, cwd=REPO).stdout)
+    assert {item["status"] for item in second} <= {"cached", "skipped"}
+    assert [item["image_id"] for item in first] == [item["image_id"] for item in second]
+    skipped = [item for item in second if item["status"] == "skipped"]
+    assert all("cuda" in item["spec"] and "not on this engine" in item["reason"] for item in skipped)
+
+
+def test_failed_build_leaves_no_tag_and_shows_the_log_tail(scratch_project: Path, image_cleanup: list[str]) -> None:
+    template = (
+        '{% extends "learner_base/Dockerfile.j2" %}\n{% block framework_files %}\n'
+        'RUN echo "planted failure" && exit 3\n{% endblock %}\n'
+    )
+    write_framework(scratch_project, "broken", template)
+    image_cleanup.append("learnerkit/broken")
+    image = load_matrix(scratch_project).select(["broken:1.0-cpu"])[0]
+    with pytest.raises(BuildError) as caught:
+        build_image(scratch_project, image, BuildInputs(), lambda line: None)
+    assert "planted failure" in caught.value.log_tail
+    assert "broken:1.0-cpu" in str(caught.value)
+    assert engine.engine().images.list(name="learnerkit/broken") == []
+
+
+def test_interrupted_build_leaves_no_tag(scratch_project: Path, image_cleanup: list[str]) -> None:
+    template = (
+        '{% extends "learner_base/Dockerfile.j2" %}\n{% block framework_files %}\n'
+        "RUN echo slow-step-started && sleep 120\n{% endblock %}\n"
+    )
+    write_framework(scratch_project, "slow", template)
+    image_cleanup.append("learnerkit/slow")
+    argv = [*LEARNERKIT, "image", "build", "slow:1.0-cpu", "--root", str(scratch_project), "--no-ca-bundle"]
+    log = scratch_project / "build.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200"})
+        try:
+            wait_until(
+                lambda: b"slow-step-started" in log.read_bytes() or proc.poll() is not None,
+                timeout=300,
+                message="the slow step",
+            )
+            assert proc.poll() is None, log.read_text()
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=60) != 0
+        finally:
+            proc.kill()
+    assert engine.engine().images.list(name="learnerkit/slow") == []
+
+
+def layer_bytes(docker_client: Any, image_id: str) -> bytes:
+    """Every file of every layer of the image, concatenated (names and contents)."""
+    archive = io.BytesIO(b"".join(docker_client.images.get(image_id).save()))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=archive) as outer:
+        for member in outer.getmembers():
+            if not member.name.endswith("layer.tar"):
+                continue
+            with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+                for item in layer.getmembers():
+                    out.write(item.name.encode() + b"\n")
+                    if item.isfile() and item.size < 50_000_000:
+                        out.write(layer.extractfile(item).read())  # type: ignore[union-attr]
+    return out.getvalue()
+
+
+@pytest.mark.timeout(1800)
+def test_scaffolded_framework_builds_with_secrets_outside_layers_and_passes_tests(
+    scratch_project: Path, tmp_path: Path, docker_client: Any, image_cleanup: list[str]
+) -> None:
+    """A new framework needs no Python: `framework new`, build, test. The CA bundle (marked) and the
+    wheelhouse reach pip inside the build, yet neither lands in any layer."""
+    scaffold_framework(scratch_project, "plugin", "plug-in proof", ["six==1.17.0"])
+    image_cleanup.append("learnerkit/plugin")
+    marker = "learnerkit-secret-marker-4c1d"
+    ca = tmp_path / "ca.pem"
+    ca.write_text(f"# {marker}\n" + CA_BUNDLE.read_text(encoding="utf-8"), encoding="utf-8")
+    wheelhouse = tmp_path / "wheels"
+    wheelhouse.mkdir()
+    (wheelhouse / f"{marker}-0.0.0-py3-none-any.whl").write_bytes(marker.encode())
+    inputs = BuildInputs(wheelhouse=wheelhouse, ca_bundle=ca)
+    image = load_matrix(scratch_project).select(["plugin:1.0-cpu"])[0]
+
+    result = build_image(scratch_project, image, inputs, lambda line: None)
+    assert result.status == "built"
+    content = layer_bytes(docker_client, result.image_id or "")
+    assert marker.encode() not in content
+    assert b"six.py" in content  # pip did reach the index through the CA secret
+
+    [report] = run_image_tests(scratch_project, [image], [], verbose=False)
+    failed = {check.name: check.detail for check in report.checks if check.status != "pass"}
+    assert not failed, failed
+    again = build_image(scratch_project, image, inputs, lambda line: None)
+    assert (again.status, again.image_id) == ("cached", result.image_id)

@@ -1,0 +1,88 @@
+"""framework.yaml parsing: valid files load; every kind of bad input names file, line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from learnerkit_build.errors import SpecError
+from learnerkit_build.matrix import load_matrix
+from learnerkit_build.spec import load_framework
+from tests.unit.conftest import VALID_YAML, MakeProject
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def error_for(make_project: MakeProject, yaml_text: str) -> str:
+    root = make_project(yaml_text)
+    with pytest.raises(SpecError) as caught:
+        load_framework(root / "frameworks" / "toy")
+    return str(caught.value)
+
+
+def test_valid_framework_loads_with_versions_and_variants(make_project: MakeProject) -> None:
+    spec = load_framework(make_project() / "frameworks" / "toy")
+    assert list(spec.versions) == ["1.0"]
+    variants = spec.versions["1.0"].variants
+    assert variants["cpu"].apt == ["libgomp1"]
+    assert variants["cuda"].python == "3.12"
+    assert spec.smoke.steps == 60
+
+
+def test_unknown_key_names_line_field_and_valid_keys(make_project: MakeProject) -> None:
+    message = error_for(make_project, VALID_YAML.replace("        apt: [libgomp1]\n", "        colour: red\n"))
+    assert "framework.yaml:11:" in message
+    assert 'versions["1.0"].variants.cpu.colour' in message
+    assert "unknown key 'colour'" in message
+    assert "accelerator, base, python, apt, pip, args" in message
+
+
+def test_bad_enum_value_names_field_and_choices(make_project: MakeProject) -> None:
+    message = error_for(make_project, VALID_YAML.replace("accelerator: cpu", "accelerator: tpu"))
+    assert "framework.yaml:10:" in message
+    assert "variants.cpu.accelerator" in message
+    assert "'cpu' or 'cuda'" in message
+
+
+def test_unquoted_version_key_is_refused_before_it_turns_into_a_number(make_project: MakeProject) -> None:
+    message = error_for(make_project, VALID_YAML.replace('"1.0":', "2.10:"))
+    assert "framework.yaml:6:" in message
+    assert "quote it" in message
+
+
+def test_duplicate_key_names_its_line(make_project: MakeProject) -> None:
+    message = error_for(
+        make_project, VALID_YAML.replace("description: a toy framework\n", "description: a\ndescription: b\n")
+    )
+    assert "framework.yaml:3: duplicate key description" in message
+
+
+def test_yaml_syntax_error_names_line(make_project: MakeProject) -> None:
+    message = error_for(make_project, VALID_YAML + "  bad: [unclosed\n")
+    assert "YAML syntax error" in message
+    assert "framework.yaml:" in message
+
+
+def test_invalid_requirement_is_named(make_project: MakeProject) -> None:
+    message = error_for(make_project, VALID_YAML.replace('["six==1.17.0"]', '["six=>>1"]', 1))
+    assert "variants.cpu.pip.packages" in message
+    assert "'six=>>1' is not a valid requirement" in message
+
+
+def test_name_must_match_folder(make_project: MakeProject) -> None:
+    message = error_for(make_project, VALID_YAML.replace("name: toy", "name: other"))
+    assert "must equal its folder name 'toy'" in message
+
+
+def test_missing_required_field_is_named(make_project: MakeProject) -> None:
+    message = error_for(make_project, VALID_YAML.replace("        accelerator: cpu\n", "", 1))
+    assert "variants.cpu.accelerator: Field required" in message
+
+
+def test_the_projects_own_matrix_is_valid_and_every_framework_has_cpu_and_cuda() -> None:
+    matrix = load_matrix(REPO)
+    assert {"caffe", "jax", "mxnet", "pytorch", "tensorflow"} <= set(matrix.frameworks)
+    for framework in matrix.frameworks:
+        variants = {image.variant.accelerator for image in matrix.images if image.framework.name == framework}
+        assert variants == {"cpu", "cuda"}, framework

@@ -17,10 +17,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from learnerkit.errors import ConfigError, LearnerkitError, ToolMissingError
 from learnerkit_build import engine
 from learnerkit_build.buildkit import LogSink
-
-from learnerkit.errors import ConfigError, LearnerkitError, ToolMissingError
 
 BASE_REPOSITORY = "learnerkit/base"
 RECIPE_SCHEME = "learnerkit-base/2"

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from learnerkit_build.errors import BuildError
-
 from learnerkit.errors import ToolMissingError
+from learnerkit_build.errors import BuildError
 
 LOG_TAIL_LINES = 40
 STEP_RE = re.compile(r"^#\d+ \[(?:(?P<stage>[\w.-]+) )?(?P<done>\d+)/(?P<total>\d+)\]")

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+
+from learnerkit.errors import LearnerkitError
+from learnerkit.output import console, emit, fail, output_option
 from learnerkit_build import views
 from learnerkit_build.baseimage import BASES, ensure_base, recipe_for
 from learnerkit_build.images import build_image, render_image
@@ -19,9 +22,6 @@ from learnerkit_build.project import find_project_root
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.scaffold import scaffold_framework
 from learnerkit_build.spec import ImageSpec
-
-from learnerkit.errors import LearnerkitError
-from learnerkit.output import console, emit, fail, output_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")

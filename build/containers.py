@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import docker.errors
+
 from learnerkit_build.engine import EngineError, engine
 
 JOB_SUBDIRS = ("data", "model", "results", "checkpoints", "logs", "control")

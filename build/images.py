@@ -14,6 +14,7 @@ from learnerkit_build import engine
 from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
 from learnerkit_build.buildkit import BuildRequest, LogSink, run_build
 from learnerkit_build.context import assemble_context, context_files, inputs_hash
+from learnerkit_build.errors import SpecError
 from learnerkit_build.render import BuildInputs, render_dockerfile
 from learnerkit_build.spec import ImageSpec
 
@@ -44,8 +45,6 @@ def base_ref_for(image: ImageSpec) -> str:
 def render_image(root: Path, image: ImageSpec, inputs: BuildInputs) -> str:
     local = image.local_base
     if local and recipe_for(local).python != image.python:
-        from learnerkit_build.errors import SpecError
-
         raise SpecError(
             f"{image.folder / 'framework.yaml'}: {image.name}: base local:{local} provides Python "
             f"{recipe_for(local).python}, not {image.python}"

@@ -12,13 +12,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from learnerkit.output import console
 from learnerkit_build import checks, engine
 from learnerkit_build.checks import CheckContext, CheckFailure
 from learnerkit_build.errors import ImageTestError
 from learnerkit_build.smoke import check_smoke
 from learnerkit_build.spec import ImageSpec
-
-from learnerkit.output import console
 
 CheckStatus = Literal["pass", "fail", "skip"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from learnerkit_build.buildkit import STEP_RE, LogSink
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -17,6 +16,7 @@ from rich.progress import (
 )
 
 from learnerkit.output import console
+from learnerkit_build.buildkit import STEP_RE, LogSink
 
 
 class BuildProgress:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+
 from learnerkit_build.errors import TemplateError
 from learnerkit_build.spec import ImageSpec
 

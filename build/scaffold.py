@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 import jinja2
-from learnerkit_build.spec import NAME_PATTERN
 
 from learnerkit.errors import ConfigError
+from learnerkit_build.spec import NAME_PATTERN
 
 TEMPLATES = Path(__file__).parent / "scaffold_templates"
 FILES = {

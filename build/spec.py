@@ -10,10 +10,11 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from learnerkit_build.errors import SpecError
-from learnerkit_build.yamlfile import LocatedYaml, format_field_path, load_located_yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from learnerkit_build.errors import SpecError
+from learnerkit_build.yamlfile import LocatedYaml, format_field_path, load_located_yaml
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]*$"
 VERSION_PATTERN = r"^[0-9][0-9a-z.]*$"

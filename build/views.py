@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
+
+from learnerkit.output import console
 from learnerkit_build import engine
 from learnerkit_build.images import HASH_LABEL, BuildResult, base_ref_for
 from learnerkit_build.lint import LintReport
 from learnerkit_build.spec import ImageSpec
-from rich.table import Table
-
-from learnerkit.output import console
 
 
 def image_rows(images: Sequence[ImageSpec]) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from learnerkit_build.errors import SpecError
 
 FieldPath = tuple[str | int, ...]

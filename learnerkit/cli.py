@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import click
-from learnerkit_build.cli import framework_group, image_group
 
 from learnerkit import __version__
+from learnerkit_build.cli import framework_group, image_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -10,8 +10,9 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-import learner
 import pytest
+
+import learner
 from learner.checkpoints import checkpoint_name
 
 pytestmark = pytest.mark.timeout(30)

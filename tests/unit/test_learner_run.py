@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from learner.run.errors import ConfigError
 from learner.run.scrub import scrub_env
 from learner.run.settings import SHELL, parse_signal, settings_from
-
 from tests.waiting import stays_true, wait_until
 
 pytestmark = pytest.mark.timeout(30)

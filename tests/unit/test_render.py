@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from learnerkit_build.errors import TemplateError
+from learnerkit_build.errors import SpecError, TemplateError
 from learnerkit_build.images import base_ref_for, render_image
 from learnerkit_build.lint import lint_dockerfile
 from learnerkit_build.matrix import load_matrix
@@ -36,7 +36,7 @@ def test_local_base_must_provide_the_declared_python(make_project: MakeProject) 
     root = make_project()
     image = load_matrix(root).select(["toy:1.0-cpu"])[0]
     wrong = image.model_copy(update={"python": "3.12"})
-    with pytest.raises(Exception, match="provides Python 3.11, not 3.12"):
+    with pytest.raises(SpecError, match=r"provides Python 3\.11, not 3\.12"):
         render_image(root, wrong, BuildInputs())
 
 
@@ -48,7 +48,10 @@ def test_template_syntax_error_names_template_line_and_image(make_project: MakeP
 
 
 def test_undefined_variable_names_template_and_line(make_project: MakeProject) -> None:
-    template = '{% extends "learner_base/Dockerfile.j2" %}\n{% block framework_files %}\nRUN echo {{ image.variant.args.nope }}\n{% endblock %}\n'
+    template = (
+        '{% extends "learner_base/Dockerfile.j2" %}\n{% block framework_files %}\n'
+        "RUN echo {{ image.variant.args.nope }}\n{% endblock %}\n"
+    )
     root = make_project(template=template)
     image = load_matrix(root).select(["toy:1.0-cpu"])[0]
     with pytest.raises(TemplateError, match=r"Dockerfile.j2:3: .*nope"):

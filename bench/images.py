@@ -35,7 +35,8 @@ FRAMEWORK_BYTES = (
     "total = sum(f.stat().st_size for d in site.iterdir() if d.name.split('-')[0] not in skip "
     "for f in ([d] if d.is_file() else d.rglob('*')) if f.is_file() and not f.is_symlink());"
     "caffe = pathlib.Path('/opt/caffe');"
-    "total += sum(f.stat().st_size for f in caffe.rglob('*') if f.is_file() and not f.is_symlink()) if caffe.exists() else 0;"
+    "total += sum(f.stat().st_size for f in caffe.rglob('*') if f.is_file() and not f.is_symlink())"
+    " if caffe.exists() else 0;"
     "print(total)"
 )
 

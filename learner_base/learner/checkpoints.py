@@ -100,6 +100,8 @@ def new_checkpoint(step: int, keep: int = 3) -> Iterator[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     name = checkpoint_name(step)
     temp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{name}-", dir=directory))
+    # mkdtemp makes 0700; the sidecar (another UID in group 0) must read checkpoints to upload them.
+    temp.chmod(0o775)
     try:
         yield temp
         _fsync_tree(temp)

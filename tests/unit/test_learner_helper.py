@@ -102,6 +102,7 @@ def test_new_checkpoint_renames_into_place() -> None:
     assert (final / "model.bin").read_bytes() == b"weights"
     assert (final / "sub" / "opt.bin").read_bytes() == b"weights"
     assert learner.latest_checkpoint() == learner.Checkpoint(step=40, path=final)
+    assert final.stat().st_mode & 0o777 == 0o775  # the sidecar, another UID in group 0, reads it
 
 
 def test_latest_checkpoint_is_none_without_any() -> None:

@@ -14,6 +14,7 @@ setup:
 
 images: setup
 	$(LEARNERKIT) image build --all --quiet-log
+	$(LEARNERKIT) image prune --all
 
 demo: setup
 	$(LEARNERKIT) image build pytorch:2.13-cpu --quiet-log

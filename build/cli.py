@@ -19,6 +19,7 @@ from learnerkit_build.lint import lint_dockerfile
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.progress import BuildProgress
 from learnerkit_build.project import find_project_root
+from learnerkit_build.prune import prune
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.scaffold import scaffold_framework
 from learnerkit_build.spec import ImageSpec
@@ -163,6 +164,22 @@ def lint_command(
     emit(output, reports, lambda: console.print(views.lint_table(reports)))
     if not all(report.passed for report in reports):
         raise SystemExit(1)
+
+
+@image_group.command("prune")
+@apply(select_options)
+@click.option("--dry-run", is_flag=True, help="list what would be removed")
+@root_option
+@output_option
+@handles_errors
+def prune_command(
+    specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...], dry_run: bool, root: Path | None, output: str
+) -> None:
+    """Remove content tags of superseded builds (all images when no spec is given)."""
+    _, images = selected(root, specs, select_all or not specs, variants)
+    results = prune(images, dry_run=dry_run)
+    rows = [{"tag": result.tag, "status": result.status} for result in results]
+    emit(output, results, lambda: console.print(views.simple_table(rows) if rows else "nothing to prune"))
 
 
 @image_group.command("base")

@@ -79,6 +79,9 @@ def run_image_tests(root: Path, images: list[ImageSpec], only: list[str], *, ver
 def _test_image(image: ImageSpec, names: list[str], verbose: bool) -> ImageTestReport:
     reference = f"{image.repository()}:{image.tag}"
     image_id = engine.image_id(reference)
+    if image_id is None and image.local_base is None and engine.image_id(image.variant.base) is None:
+        reason = f"not built: its base {image.variant.base} is not on this engine"
+        return ImageTestReport(image.name, reference, "", [CheckResult("all", "skip", reason, 0.0)])
     if image_id is None:
         raise ImageTestError(f"{reference} is not built: run `learnerkit image build {image.name}` first")
     results = []

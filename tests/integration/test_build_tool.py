@@ -19,6 +19,7 @@ from learnerkit_build.errors import BuildError
 from learnerkit_build.images import build_image
 from learnerkit_build.imagetest import run_image_tests
 from learnerkit_build.matrix import load_matrix
+from learnerkit_build.prune import prune
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.scaffold import scaffold_framework
 from tests.integration.conftest import CA_BUNDLE, REPO
@@ -126,3 +127,12 @@ def test_scaffolded_framework_builds_with_secrets_outside_layers_and_passes_test
     assert not failed, failed
     again = build_image(scratch_project, image, inputs, lambda line: None)
     assert (again.status, again.image_id) == ("cached", result.image_id)
+
+    script = scratch_project / "frameworks" / "plugin" / "smoke" / "train.py"
+    script.write_text(script.read_text(encoding="utf-8") + "# a changed input\n", encoding="utf-8")
+    changed = build_image(scratch_project, image, inputs, lambda line: None)
+    assert changed.status == "built" and changed.inputs_hash != result.inputs_hash
+    pruned = [item.tag for item in prune([image], dry_run=False) if item.tag.startswith("learnerkit/plugin")]
+    assert pruned == [result.immutable_reference]
+    assert engine.image_id(changed.immutable_reference) == changed.image_id
+    assert engine.image_id(result.immutable_reference) is None

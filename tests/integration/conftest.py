@@ -27,7 +27,8 @@ def docker_client() -> Any:
 
 @pytest.fixture(scope="session")
 def build_inputs() -> BuildInputs:
-    wheelhouse = os.environ.get("LEARNERKIT_WHEELHOUSE")
+    # The same defaults as the Makefile, so a bare `pytest` finds the images `make images` built.
+    wheelhouse = os.environ.get("LEARNERKIT_WHEELHOUSE") or ("/opt/wheels" if Path("/opt/wheels").is_dir() else None)
     ca = os.environ.get("LEARNERKIT_CA_BUNDLE") or (str(CA_BUNDLE) if CA_BUNDLE.is_file() else None)
     return BuildInputs(wheelhouse=Path(wheelhouse) if wheelhouse else None, ca_bundle=Path(ca) if ca else None)
 

@@ -17,6 +17,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import docker.errors
+import requests
+
 from learnerkit.errors import ConfigError, LearnerkitError, ToolMissingError
 from learnerkit_build import engine
 from learnerkit_build.buildkit import LogSink
@@ -144,7 +147,7 @@ def _make_base(recipe: BaseRecipe, reference: str, on_line: LogSink) -> str:
         repository, tag = reference.split(":", 1)
         try:
             engine.engine().api.import_image_from_file(str(tarball), repository=repository, tag=tag, changes=changes)
-        except Exception as e:  # docker-py raises several unrelated types here
+        except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as e:
             raise BaseImageError(f"docker import of {reference} failed: {e}") from e
     image = engine.image_id(reference)
     if image is None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import docker.errors
+import requests
 
 from learnerkit_build.engine import EngineError, engine
 
@@ -79,7 +80,7 @@ def wait_exit(container: Any, timeout: float) -> int:
     """The container's exit status; kills it and raises TimeoutError after `timeout` seconds."""
     try:
         return int(container.wait(timeout=timeout)["StatusCode"])
-    except Exception as e:  # requests' ReadTimeout and urllib3's differ between versions
+    except requests.exceptions.RequestException as e:  # the engine API read timed out
         container.kill()
         raise TimeoutError(
             f"container of {container.image.tags or container.image.id} still running after {timeout:.0f} s"

@@ -79,8 +79,10 @@ def check_smoke(ctx: CheckContext) -> str:
     follower.poll()
     info = read_exit(job)
     halted_at = latest_checkpoint_step(job)
+    # The script may see control/halt itself, checkpoint and start exiting before learner-run's SIGTERM lands
+    # in interpreter shutdown (exit 143): the reason, set by learner-run, is what must say halted.
     expect(
-        info.get("reason") == "halted" and status == 0,
+        info.get("reason") == "halted" and status in (0, 128 + 15),
         f"halt: exit {status}, learner.exit {info}\n{first_logs[-800:]}",
     )
     expect(

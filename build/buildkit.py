@@ -106,15 +106,15 @@ def run_build(request: BuildRequest, on_line: LogSink) -> str:
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, errors="replace"
         ) as proc:
             try:
-                assert proc.stdout is not None
-                for raw in proc.stdout:
+                for raw in proc.stdout or ():
                     line = raw.rstrip("\n")
                     tail.append(line)
                     on_line(line)
-            except BaseException:
-                proc.terminate()
-                proc.wait(timeout=30)
-                raise
+            finally:
+                # Still running here only when we were interrupted (Ctrl-C): stop the build, tag nothing.
+                if proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(timeout=30)
         if proc.returncode != 0:
             raise BuildError(request.image_name, f"docker build exited {proc.returncode}", "\n".join(tail))
         image = iidfile.read_text(encoding="utf-8").strip() if iidfile.exists() else ""

@@ -22,15 +22,22 @@ from learnerkit_build.matrix import load_matrix
 from learnerkit_build.prune import prune
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.scaffold import scaffold_framework
+from learnerkit_build.spec import ImageSpec
 from tests.integration.conftest import CA_BUNDLE, REPO
 from tests.waiting import wait_until
 
 LEARNERKIT = [sys.executable, "-m", "learnerkit"]
 
 
-def write_framework(root: Path, name: str, template: str) -> None:
+def framework_with_step(root: Path, name: str, run: str, image_cleanup: list[str]) -> ImageSpec:
+    """A scaffolded framework whose template adds one `RUN` step to the learner stage."""
     scaffold_framework(root, name, None, [])
+    template = (
+        f'{{% extends "learner_base/Dockerfile.j2" %}}\n{{% block framework_files %}}\nRUN {run}\n{{% endblock %}}\n'
+    )
     (root / "frameworks" / name / "Dockerfile.j2").write_text(template, encoding="utf-8")
+    image_cleanup.append(f"learnerkit/{name}")
+    return load_matrix(root).select([f"{name}:1.0-cpu"])[0]
 
 
 def test_build_all_twice_does_nothing_the_second_time() -> None:
@@ -44,13 +51,7 @@ def test_build_all_twice_does_nothing_the_second_time() -> None:
 
 
 def test_failed_build_leaves_no_tag_and_shows_the_log_tail(scratch_project: Path, image_cleanup: list[str]) -> None:
-    template = (
-        '{% extends "learner_base/Dockerfile.j2" %}\n{% block framework_files %}\n'
-        'RUN echo "planted failure" && exit 3\n{% endblock %}\n'
-    )
-    write_framework(scratch_project, "broken", template)
-    image_cleanup.append("learnerkit/broken")
-    image = load_matrix(scratch_project).select(["broken:1.0-cpu"])[0]
+    image = framework_with_step(scratch_project, "broken", 'echo "planted failure" && exit 3', image_cleanup)
     with pytest.raises(BuildError) as caught:
         build_image(scratch_project, image, BuildInputs(), lambda line: None)
     assert "planted failure" in caught.value.log_tail
@@ -59,12 +60,7 @@ def test_failed_build_leaves_no_tag_and_shows_the_log_tail(scratch_project: Path
 
 
 def test_interrupted_build_leaves_no_tag(scratch_project: Path, image_cleanup: list[str]) -> None:
-    template = (
-        '{% extends "learner_base/Dockerfile.j2" %}\n{% block framework_files %}\n'
-        "RUN echo slow-step-started && sleep 120\n{% endblock %}\n"
-    )
-    write_framework(scratch_project, "slow", template)
-    image_cleanup.append("learnerkit/slow")
+    framework_with_step(scratch_project, "slow", "echo slow-step-started && sleep 120", image_cleanup)
     argv = [*LEARNERKIT, "image", "build", "slow:1.0-cpu", "--root", str(scratch_project), "--no-ca-bundle"]
     log = scratch_project / "build.log"
     with log.open("wb") as sink:

@@ -22,7 +22,7 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check learnerkit build learner_base/learner tests bench
+	$(BIN)/ruff format --check learnerkit build learner_base/learner controller_sidecar tests bench
 	@mkdir -p .learnerkit/typecheck && ln -sfn ../../build .learnerkit/typecheck/learnerkit_build
 	$(BIN)/mypy
 	$(BIN)/lint-imports

@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 #   docker.io    the engine, and a docker CLI with BuildKit (build secrets and RUN mounts)
 #   debootstrap  makes the Debian base image here (no registry can be pulled from)
 #   iptables     dockerd's networking
+#   etcd-server  the job store and the sidecars' status (tests start their own members on free ports)
 #   git, make, ca-certificates, tar  the build itself
-APT_PACKAGES=(docker.io debootstrap iptables git make ca-certificates tar)
+APT_PACKAGES=(docker.io debootstrap iptables etcd-server git make ca-certificates tar)
 STATE_DIR=.learnerkit
 LOG_DIR="$STATE_DIR/logs"
 VENV=.venv

@@ -1,0 +1,55 @@
+"""The etcd key layout of DESIGN.md, in one place: ``/learnerkit/jobs/<job_id>/...``."""
+
+from __future__ import annotations
+
+import re
+
+ROOT = "/learnerkit/jobs"
+JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def job_prefix(job_id: str, root: str = ROOT) -> str:
+    """The prefix every key of one job lives under, with a trailing slash."""
+    if not JOB_ID_PATTERN.match(job_id):
+        raise ValueError(f"job id {job_id!r} must match {JOB_ID_PATTERN.pattern}")
+    return f"{root.rstrip('/')}/{job_id}/"
+
+
+def spec_key(job_id: str, root: str = ROOT) -> str:
+    return job_prefix(job_id, root) + "spec"
+
+
+def job_status_key(job_id: str, root: str = ROOT) -> str:
+    """The job's aggregate status, written by the scheduler."""
+    return job_prefix(job_id, root) + "status"
+
+
+def halt_key(job_id: str, root: str = ROOT) -> str:
+    """Any value here asks every learner of the job to halt."""
+    return job_prefix(job_id, root) + "halt"
+
+
+def learner_prefix(job_id: str, learner_id: int, root: str = ROOT) -> str:
+    return f"{job_prefix(job_id, root)}learners/{learner_id}/"
+
+
+def learner_status_key(job_id: str, learner_id: int, root: str = ROOT) -> str:
+    return learner_prefix(job_id, learner_id, root) + "status"
+
+
+def learner_alive_key(job_id: str, learner_id: int, root: str = ROOT) -> str:
+    """Held on the sidecar's lease: it disappears when the sidecar dies."""
+    return learner_prefix(job_id, learner_id, root) + "alive"
+
+
+def learner_metrics_key(job_id: str, learner_id: int, root: str = ROOT) -> str:
+    return learner_prefix(job_id, learner_id, root) + "metrics"
+
+
+def history_prefix(job_id: str, root: str = ROOT) -> str:
+    return job_prefix(job_id, root) + "history/"
+
+
+def history_key(job_id: str, sequence: str, root: str = ROOT) -> str:
+    """One transition of the job's history. ``sequence`` sorts in time order as a string."""
+    return history_prefix(job_id, root) + sequence

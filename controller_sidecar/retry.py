@@ -1,0 +1,66 @@
+"""Exponential backoff with full jitter, for the sidecar's etcd and S3 loops. Retries only TransientError."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from controller_sidecar.clock import SYSTEM_CLOCK, Clock
+from controller_sidecar.errors import TransientError
+
+LOGGER = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    initial_s: float = 0.1
+    """The first delay's upper bound."""
+    maximum_s: float = 5.0
+    """No delay is longer than this."""
+    multiplier: float = 2.0
+    max_attempts: int | None = 8
+    """Give up after this many attempts (None: retry until the deadline or cancellation)."""
+    deadline_s: float | None = None
+    """Give up once this many seconds have passed since the first attempt."""
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """The wait after failed attempt number ``attempt`` (1-based): uniform in [0, cap] (full jitter)."""
+        cap = min(self.maximum_s, self.initial_s * self.multiplier ** (attempt - 1))
+        return rng.uniform(0.0, cap)
+
+
+async def retry_async(
+    operation: Callable[[], Awaitable[T]],
+    backoff: Backoff,
+    *,
+    what: str,
+    clock: Clock = SYSTEM_CLOCK,
+    rng: random.Random | None = None,
+    on_retry: Callable[[int, TransientError], None] | None = None,
+) -> T:
+    """Run ``operation`` until it succeeds, retrying :class:`TransientError` with backoff.
+
+    Anything else propagates at once. When the attempts or the deadline run out, the last
+    TransientError propagates. ``on_retry(attempt, error)`` is called before each wait (for counters).
+    """
+    rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
+    started = clock.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await operation()
+        except TransientError as error:
+            delay = max(backoff.delay(attempt, rng), error.delay_s or 0.0)
+            out_of_attempts = backoff.max_attempts is not None and attempt >= backoff.max_attempts
+            past_deadline = backoff.deadline_s is not None and clock.monotonic() - started + delay > backoff.deadline_s
+            if out_of_attempts or past_deadline:
+                raise
+            LOGGER.debug("%s: attempt %d failed (%s); retrying in %.2fs", what, attempt, error, delay)
+            if on_retry is not None:
+                on_retry(attempt, error)
+            await clock.sleep(delay)

@@ -14,6 +14,7 @@ setup:
 
 images: setup
 	$(LEARNERKIT) image build --all --quiet-log
+	$(LEARNERKIT) sidecar build --quiet-log
 	$(LEARNERKIT) image prune --all
 
 demo: setup

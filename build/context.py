@@ -35,15 +35,15 @@ class ContextFile:
 def context_files(root: Path, image: ImageSpec, inputs: BuildInputs) -> list[ContextFile]:
     """Every file the build context of `image` holds, sorted by target path."""
     files = [
-        *_tree(root / "learner_base", "learner_base"),
-        *_tree(image.folder, f"frameworks/{image.folder.name}"),
+        *tree_files(root / "learner_base", "learner_base"),
+        *tree_files(image.folder, f"frameworks/{image.folder.name}"),
     ]
     if inputs.wheelhouse is not None:
-        files.extend(_tree(inputs.wheelhouse, WHEELHOUSE_DIR))
+        files.extend(tree_files(inputs.wheelhouse, WHEELHOUSE_DIR))
     return sorted(files, key=lambda f: f.target)
 
 
-def _tree(folder: Path, prefix: str) -> Iterator[ContextFile]:
+def tree_files(folder: Path, prefix: str) -> Iterator[ContextFile]:
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_NAMES)
         for filename in sorted(filenames):

@@ -93,7 +93,7 @@ def build_image(
     with tempfile.TemporaryDirectory(prefix="learnerkit-ctx-") as scratch:
         context = Path(scratch) / "context"
         assemble_context(context, dockerfile, files)
-        secrets = _secrets(Path(scratch), inputs)
+        secrets = build_secrets(Path(scratch), inputs)
         request = BuildRequest(context=context, image_name=image.name, labels=labels, secrets=secrets, no_cache=rebuild)
         built = run_build(request, on_line)
     # Tags last: an interrupted or failed build leaves no tag, and the content tag comes before the moving one.
@@ -118,7 +118,7 @@ def _resolve_base(image: ImageSpec, on_line: LogSink) -> str | None:
     return engine.image_id(image.variant.base)
 
 
-def _secrets(scratch: Path, inputs: BuildInputs) -> dict[str, Path]:
+def build_secrets(scratch: Path, inputs: BuildInputs) -> dict[str, Path]:
     """The pip.conf secret (always present, so RUN mounts never dangle) and the CA bundle if given."""
     lines = ["[global]"]
     if inputs.wheelhouse is not None:

@@ -30,3 +30,12 @@ class SystemClock:
 
 
 SYSTEM_CLOCK: Clock = SystemClock()
+
+
+async def event_or_timeout(event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait until ``event`` is set or ``timeout_s`` passes; whether it was set."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout=timeout_s)
+    except TimeoutError:
+        return False
+    return True

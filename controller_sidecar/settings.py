@@ -7,7 +7,6 @@ config file can be shown, logged and stored in etcd without them.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -21,6 +20,8 @@ from controller_sidecar.errors import SidecarConfigError
 from controller_sidecar.keys import JOB_ID_PATTERN
 
 CONFIG_ENV = "LEARNERKIT_SIDECAR_CONFIG"
+CONFIG_JSON_ENV = "LEARNERKIT_SIDECAR_CONFIG_JSON"
+"""The config document itself, for deployers that pass no files (it holds no secrets)."""
 DEFAULT_CONFIG_PATH = Path("/etc/learnerkit/sidecar.yaml")
 _BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -160,20 +161,29 @@ class SidecarSettings:
     """The manifest's ``evaluation_metrics`` as given (FfDL form); parsed by ``evalmetrics``."""
     metrics_port: int = 9102
     """Prometheus ``/metrics``; 0 turns the endpoint off."""
+    learner_cgroup_dir: Path | None = None
+    """The learner container's cgroup, mounted read-only (see ``learnercgroup``); None where the learner's
+    processes are visible instead (a shared PID namespace) or not at all."""
+    exit_when_done: bool = True
+    """Exit after the terminal status is stored; False keeps serving metrics until SIGTERM (a Kubernetes
+    native sidecar is restarted whenever it exits)."""
 
 
 def load_settings(environ: Mapping[str, str], config_path: Path | None = None) -> SidecarSettings:
-    """Read the config file (``$LEARNERKIT_SIDECAR_CONFIG``) and the environment into settings."""
+    """Read the config (``$LEARNERKIT_SIDECAR_CONFIG_JSON``, else the file ``$LEARNERKIT_SIDECAR_CONFIG``)
+    and the environment into settings."""
+    inline = environ.get(CONFIG_JSON_ENV) if config_path is None else None
     path = config_path or Path(environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
-    doc = _read_config(path)
-    reader = _Reader(doc, str(path), environ)
+    source = f"${CONFIG_JSON_ENV}" if inline else str(path)
+    doc = _parse_config(inline, source) if inline else _read_config(path)
+    reader = _Reader(doc, source, environ)
     job_id = reader.text("job_id", env="JOB_ID")
     if not JOB_ID_PATTERN.match(job_id):
-        raise SidecarConfigError(f"{path}: job_id {job_id!r} must match {JOB_ID_PATTERN.pattern}")
+        raise SidecarConfigError(f"{source}: job_id {job_id!r} must match {JOB_ID_PATTERN.pattern}")
     learner_id = reader.integer("learner_id", env="LEARNER_ID", minimum=1)
     num_learners = reader.integer("num_learners", env="NUM_LEARNERS", minimum=1, default=1)
     if learner_id > num_learners:
-        raise SidecarConfigError(f"{path}: learner_id {learner_id} is above num_learners {num_learners}")
+        raise SidecarConfigError(f"{source}: learner_id {learner_id} is above num_learners {num_learners}")
     return SidecarSettings(
         job_id=job_id,
         learner_id=learner_id,
@@ -213,7 +223,13 @@ def load_settings(environ: Mapping[str, str], config_path: Path | None = None) -
         ),
         evaluation_metrics=reader.optional_mapping("evaluation_metrics"),
         metrics_port=reader.integer("metrics_port", minimum=0, default=9102),
+        learner_cgroup_dir=_optional_path(reader.optional_text("learner_cgroup_dir")),
+        exit_when_done=reader.boolean("exit_when_done", default=True),
     )
+
+
+def _optional_path(text: str | None) -> Path | None:
+    return Path(text) if text else None
 
 
 def _read_config(path: Path) -> Mapping[str, Any]:
@@ -221,12 +237,17 @@ def _read_config(path: Path) -> Mapping[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise SidecarConfigError(f"cannot read the sidecar config {path} (set ${CONFIG_ENV}): {e.strerror}") from e
+    return _parse_config(text, str(path))
+
+
+def _parse_config(text: str, source: str) -> Mapping[str, Any]:
+    """YAML (a superset of JSON) into a mapping."""
     try:
-        doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as e:
-        raise SidecarConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {e}") from e
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SidecarConfigError(f"{source}: not valid YAML or JSON: {e}") from e
     if not isinstance(doc, Mapping):
-        raise SidecarConfigError(f"{path}: expected a mapping at the top level")
+        raise SidecarConfigError(f"{source}: expected a mapping at the top level")
     return doc
 
 
@@ -324,6 +345,14 @@ class _Reader:
         value = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else math.nan
         if not math.isfinite(value) or value <= 0:
             raise SidecarConfigError(f"{self.source}: {dotted} must be a positive number of seconds, got {raw!r}")
+        return value
+
+    def boolean(self, dotted: str, *, default: bool) -> bool:
+        value = self._get(dotted)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise SidecarConfigError(f"{self.source}: {dotted} must be true or false, got {value!r}")
         return value
 
     def optional_mapping(self, dotted: str) -> Mapping[str, Any] | None:

@@ -1,0 +1,57 @@
+"""The sidecar process: settings from the environment and the mounted config, signals, exit status.
+
+Exit status: 0 when the learner ended COMPLETED or HALTED, 1 when FAILED or when the shutdown deadline
+ran out, 2 for a bad setting. SIGTERM/SIGINT halt the learner and store what there is; the process ends
+within ``timing.shutdown_deadline_s`` whatever happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from controller_sidecar.errors import SidecarConfigError
+from controller_sidecar.runtime import Sidecar
+from controller_sidecar.settings import SidecarSettings, load_settings
+from controller_sidecar.status import Phase
+
+LOGGER = logging.getLogger("controller_sidecar")
+CONFIG_EXIT = 2
+
+
+def main() -> int:
+    logging.basicConfig(
+        level=os.environ.get("LEARNERKIT_SIDECAR_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        settings = load_settings(os.environ)
+    except SidecarConfigError as e:
+        sys.stderr.write(f"controller-sidecar: {e}\n")
+        return CONFIG_EXIT
+    return asyncio.run(serve(settings))
+
+
+async def serve(settings: SidecarSettings) -> int:
+    terminate = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, terminate.set)
+    run = asyncio.create_task(Sidecar(settings, terminate).run())
+    stop = asyncio.create_task(terminate.wait())
+    await asyncio.wait({run, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if not run.done():
+        LOGGER.info("terminating: finishing within %.1fs", settings.timing.shutdown_deadline_s)
+        done, _ = await asyncio.wait({run}, timeout=settings.timing.shutdown_deadline_s)
+        if not done:
+            LOGGER.error("shutdown deadline of %.1fs ran out", settings.timing.shutdown_deadline_s)
+            run.cancel()
+            await asyncio.gather(run, return_exceptions=True)
+            return 1
+    stop.cancel()
+    phase = run.result()
+    return 0 if phase in (Phase.COMPLETED, Phase.HALTED) else 1

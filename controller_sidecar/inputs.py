@@ -1,0 +1,93 @@
+"""DOWNLOADING: the training data, the model code archive and, on resume, the latest checkpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from controller_sidecar.archive import extract_archive
+from controller_sidecar.checkpointsync import restore_latest_checkpoint
+from controller_sidecar.download import download_prefix
+from controller_sidecar.errors import TransferError
+from controller_sidecar.prom import SidecarMetrics
+from controller_sidecar.retry import Backoff, retry_async
+from controller_sidecar.s3store import S3Store
+from controller_sidecar.settings import S3Location, SidecarSettings
+
+LOGGER = logging.getLogger(__name__)
+MODEL_ARCHIVE = "model-archive"
+
+
+@dataclass(frozen=True)
+class InputsReady:
+    data_files: int
+    data_bytes: int
+    model_bytes: int
+    restored_step: int | None
+
+
+def transfer_backoff(settings: SidecarSettings) -> Backoff:
+    return Backoff(initial_s=0.2, maximum_s=10.0, max_attempts=settings.s3.max_attempts)
+
+
+async def fetch_inputs(settings: SidecarSettings, store: S3Store, metrics: SidecarMetrics) -> InputsReady:
+    """Everything the learner needs before ``start``; each part resumes where a killed sidecar left it."""
+    backoff = transfer_backoff(settings)
+    dirs = settings.dirs
+    files = data_bytes = 0
+    if settings.locations.data is not None:
+        stats = await asyncio.to_thread(
+            download_prefix,
+            store,
+            settings.locations.data,
+            dirs.data,
+            state_file=dirs.control / "download-data.json",
+            concurrency=settings.s3.max_concurrency,
+            backoff=backoff,
+            on_retry=lambda: metrics.record_retry("download"),
+        )
+        metrics.record_transfer("download", "data", stats.bytes, stats.seconds)
+        files, data_bytes = stats.files, stats.bytes
+        LOGGER.info("data: %d files, %d bytes (%d already here)", stats.files, stats.bytes, stats.skipped)
+    model_bytes = 0
+    if settings.locations.model is not None:
+        started = time.monotonic()
+        model_bytes = await _fetch_model(settings, store, settings.locations.model, backoff)
+        metrics.record_transfer("download", "model", model_bytes, time.monotonic() - started)
+    restored = None
+    if settings.locations.resume_from is not None:
+        restored = await asyncio.to_thread(
+            restore_latest_checkpoint,
+            store,
+            settings.locations.resume_from,
+            dirs.checkpoints,
+            concurrency=settings.s3.max_concurrency,
+            backoff=backoff,
+        )
+        LOGGER.info("resume: %s", f"checkpoint of step {restored} restored" if restored is not None else "none")
+    return InputsReady(files, data_bytes, model_bytes, restored)
+
+
+async def _fetch_model(settings: SidecarSettings, store: S3Store, location: S3Location, backoff: Backoff) -> int:
+    listed = await retry_async(lambda: asyncio.to_thread(store.list, location), backoff, what=f"list {location}")
+    matches = [obj for obj in listed if obj.key == location.prefix]
+    if not matches:
+        raise TransferError(f"model archive {location} does not exist")
+    archive = settings.dirs.control / MODEL_ARCHIVE
+    await retry_async(
+        lambda: asyncio.to_thread(store.download, location.bucket, matches[0], archive),
+        backoff,
+        what=f"download {location}",
+    )
+    try:
+        return await asyncio.to_thread(
+            extract_archive,
+            archive,
+            settings.dirs.model,
+            max_bytes=settings.limits.max_archive_bytes,
+            max_members=settings.limits.max_archive_members,
+        )
+    finally:
+        archive.unlink(missing_ok=True)

@@ -1,0 +1,63 @@
+"""The learner container's CPU and memory, read from its cgroup, mounted read-only into the sidecar.
+
+On the local Docker engine the two containers share no PID namespace (a sidecar restart would otherwise
+take the learner down with it), so the sidecar reads the learner's cgroup instead: the deploying side
+bind-mounts the learner's cgroup folders under one directory, as ``unified/`` (cgroup v2) or ``memory/``
+and ``cpuacct/`` (cgroup v1). When those files vanish or the cgroup holds no process, the learner is gone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CgroupSample:
+    cpu_seconds: float
+    memory_bytes: int
+    processes: int
+
+
+class LearnerCgroup:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def version(self) -> int:
+        return 2 if (self.root / "unified").is_dir() else 1
+
+    def sample(self) -> CgroupSample | None:
+        """Cumulative CPU time and current memory of the learner; None when its cgroup is gone."""
+        try:
+            processes = len(self._procs().split())
+            if self.version == 2:
+                usage_usec = _stat_field(self.root / "unified" / "cpu.stat", "usage_usec")
+                memory = int((self.root / "unified" / "memory.current").read_text())
+                return CgroupSample(usage_usec / 1e6, memory, processes)
+            usage_ns = int((self.root / "cpuacct" / "cpuacct.usage").read_text())
+            memory = int((self.root / "memory" / "memory.usage_in_bytes").read_text())
+            return CgroupSample(usage_ns / 1e9, memory, processes)
+        except (OSError, ValueError):
+            return None
+
+    def _procs(self) -> str:
+        folder = "unified" if self.version == 2 else "memory"
+        return (self.root / folder / "cgroup.procs").read_text()
+
+    def populated(self) -> bool:
+        """Whether any learner process is alive; False once the learner container has stopped."""
+        try:
+            if self.version == 2:
+                return "populated 1" in (self.root / "unified" / "cgroup.events").read_text()
+            return bool(self._procs().strip())
+        except OSError:
+            return False
+
+
+def _stat_field(path: Path, name: str) -> int:
+    for line in path.read_text().splitlines():
+        key, _, value = line.partition(" ")
+        if key == name:
+            return int(value)
+    raise ValueError(f"{path}: no {name}")

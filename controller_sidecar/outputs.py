@@ -1,0 +1,85 @@
+"""Uploads of what the learner leaves: checkpoints (periodically and at the end), results, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from pathlib import Path
+
+from controller_sidecar.checkpointsync import upload_checkpoints
+from controller_sidecar.clock import event_or_timeout
+from controller_sidecar.errors import SidecarError
+from controller_sidecar.inputs import transfer_backoff
+from controller_sidecar.prom import SidecarMetrics, TransferKind
+from controller_sidecar.retry import retry_async
+from controller_sidecar.s3store import S3Store
+from controller_sidecar.settings import S3Location, SidecarSettings
+
+LOGGER = logging.getLogger(__name__)
+CHECKPOINT_STATE = "upload-checkpoints.json"
+
+
+async def store_checkpoints(settings: SidecarSettings, store: S3Store, metrics: SidecarMetrics) -> list[str]:
+    """Upload every complete checkpoint not uploaded yet; a checkpoint's marker goes last."""
+    uploaded = await retry_async(
+        lambda: asyncio.to_thread(
+            upload_checkpoints,
+            store,
+            settings.dirs.checkpoints,
+            settings.locations.checkpoint_files,
+            state_file=settings.dirs.control / CHECKPOINT_STATE,
+        ),
+        transfer_backoff(settings),
+        what="upload checkpoints",
+        on_retry=lambda _attempt, _error: metrics.record_retry("upload"),
+    )
+    if uploaded:
+        LOGGER.info("checkpoints uploaded: %s", ", ".join(uploaded))
+    return uploaded
+
+
+async def store_tree(
+    settings: SidecarSettings,
+    store: S3Store,
+    metrics: SidecarMetrics,
+    folder: Path,
+    location: S3Location,
+    kind: TransferKind,
+) -> int:
+    """Upload every regular file under ``folder`` to ``location``, keeping relative paths; returns bytes."""
+    total = 0
+    for path in sorted(_files(folder)):
+        key = location.key(path.relative_to(folder).as_posix())
+        started = time.monotonic()
+        await retry_async(
+            lambda path=path, key=key: asyncio.to_thread(store.upload_file, path, location.bucket, key),
+            transfer_backoff(settings),
+            what=f"upload {path}",
+            on_retry=lambda _attempt, _error: metrics.record_retry("upload"),
+        )
+        size = path.stat().st_size
+        metrics.record_transfer("upload", kind, size, time.monotonic() - started)
+        total += size
+    return total
+
+
+def _files(folder: Path) -> list[Path]:
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".tmp-")]
+        found.extend(Path(dirpath) / name for name in filenames if (Path(dirpath) / name).is_file())
+    return found
+
+
+async def periodic_checkpoints(
+    settings: SidecarSettings, store: S3Store, metrics: SidecarMetrics, stop: asyncio.Event
+) -> None:
+    """While training: upload new checkpoints every interval, so a crash loses at most one interval."""
+    while not await event_or_timeout(stop, settings.timing.checkpoint_interval_s):
+        try:
+            await store_checkpoints(settings, store, metrics)
+        except SidecarError as e:
+            # Not the job's failure: the next interval (or the final upload) tries again.
+            LOGGER.warning("periodic checkpoint upload failed: %s", e)

@@ -1,0 +1,299 @@
+"""The sidecar's whole life for one learner, with shutdown designed first.
+
+``PENDING -> DOWNLOADING -> PROCESSING -> STORING -> COMPLETED | FAILED | HALTED``. A halt (the job's
+``halt`` key in etcd) or the sidecar's own SIGTERM both end in the same path: ``control/halt`` to the
+learner, its exit awaited within the grace period, checkpoints stored, HALTED. Every step records its
+progress under ``control/``, so a restarted sidecar goes on where the killed one stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+
+from controller_sidecar import keys
+from controller_sidecar.control import LearnerExit, read_exit, signal_halt, signal_start
+from controller_sidecar.errors import SidecarError, UnsafePathError
+from controller_sidecar.etcdstore import EtcdStore
+from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
+from controller_sidecar.following import PublishMetrics, follow_metrics, make_log_shipper, sample_resources
+from controller_sidecar.health import HEARTBEAT_FILE
+from controller_sidecar.inputs import fetch_inputs
+from controller_sidecar.learnercgroup import LearnerCgroup
+from controller_sidecar.outcome import Outcome, outcome_of
+from controller_sidecar.outputs import periodic_checkpoints, store_checkpoints, store_tree
+from controller_sidecar.progress import ProgressFile
+from controller_sidecar.prom import SidecarMetrics
+from controller_sidecar.retry import Backoff, retry_async
+from controller_sidecar.s3store import S3Store
+from controller_sidecar.settings import SidecarSettings
+from controller_sidecar.status import ErrorCode, Phase, StatusRecord
+from controller_sidecar.statusqueue import Deliver, StatusReporter
+
+LOGGER = logging.getLogger(__name__)
+EXIT_WAIT_MARGIN_S = 5.0
+"""learner-run kills the command after its own grace period; this much longer we wait for its record."""
+LEARNER_LOST_AFTER_S = 3.0
+"""The learner's cgroup has been empty this long without a ``learner.exit``: the learner is gone."""
+HEARTBEAT_S = 10.0
+
+
+class Sidecar:
+    def __init__(self, settings: SidecarSettings, terminate: asyncio.Event) -> None:
+        self.settings = settings
+        self.terminate = terminate
+        """Set by SIGTERM/SIGINT: halt the learner, store what there is, exit before the deadline."""
+        self.halted = asyncio.Event()
+        """Set when the job's halt key appears."""
+        self.metrics = SidecarMetrics(settings.job_id, settings.learner_id)
+        self.store = S3Store(settings.s3)
+        self.progress = ProgressFile(settings.dirs.control)
+        self.cgroup = LearnerCgroup(settings.learner_cgroup_dir) if settings.learner_cgroup_dir else None
+        self.parser = MetricsParser(parse_evaluation_metrics(settings.evaluation_metrics))
+        self._terminated_at: float | None = None
+
+    async def run(self) -> Phase | None:
+        """Run the lifecycle; the terminal phase reported, or None when stopped before etcd answered."""
+        dirs = self.settings.dirs
+        for folder in (dirs.control, dirs.logs, dirs.data, dirs.model, dirs.results, dirs.checkpoints):
+            folder.mkdir(parents=True, exist_ok=True)
+        server = self.metrics.serve(self.settings.metrics_port) if self.settings.metrics_port else None
+        etcd = await self._connect()
+        if etcd is None:
+            return None
+        reporter = StatusReporter(self._deliver(etcd), learner_id=self.settings.learner_id, state_dir=dirs.control)
+        await reporter.start()
+        watcher = asyncio.create_task(self._watch_halt(etcd))
+        heartbeat = asyncio.create_task(self._heartbeat())
+        try:
+            async with etcd.hold_alive(
+                self.settings.job_id, self.settings.learner_id, self.settings.etcd.lease_ttl_s, self.settings.etcd.root
+            ):
+                phase = await self._lifecycle(reporter, etcd)
+                await reporter.flush(self._remaining(default=60.0))
+                if not self.settings.exit_when_done:
+                    await self.terminate.wait()
+                return phase
+        finally:
+            watcher.cancel()
+            heartbeat.cancel()
+            await asyncio.gather(watcher, heartbeat, return_exceptions=True)
+            delivered = await reporter.flush(self._remaining(default=10.0))
+            if not delivered:
+                LOGGER.error("status updates still queued at exit; they stay in %s for the next start", dirs.control)
+            await reporter.aclose()
+            await etcd.close()
+            if server is not None:
+                server.close()
+
+    async def _lifecycle(self, reporter: StatusReporter, etcd: EtcdStore) -> Phase:
+        settings, control = self.settings, self.settings.dirs.control
+        done = self.progress.current.terminal
+        if done is not None:
+            LOGGER.info("this learner already ended %s; nothing left to do", done)
+            return Phase(done)
+
+        if not self.progress.current.inputs_ready:
+            if reporter.last is None:
+                self._report(reporter, Phase.PENDING)
+            self._report(reporter, Phase.DOWNLOADING)
+            outcome = await self._download()
+            if outcome is not None:
+                signal_halt(control)  # learner-run then ends without running the command
+                return self._finish(reporter, outcome)
+        if not self.progress.current.started:
+            signal_start(control)
+            self.progress.update(started=True)
+        restored = self.progress.current.restored_step
+        self._report(reporter, Phase.PROCESSING, f"resumed from step {restored}" if restored is not None else "")
+
+        stop_following = asyncio.Event()
+        shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
+        followers = [
+            asyncio.create_task(shipper.run(stop_following)),
+            asyncio.create_task(
+                follow_metrics(settings, self.parser, self.metrics, self._publisher(etcd), stop_following)
+            ),
+            asyncio.create_task(periodic_checkpoints(settings, self.store, self.metrics, stop_following)),
+            asyncio.create_task(sample_resources(settings, self.metrics, stop_following)),
+        ]
+        exit_record, halt_requested = await self._await_exit()
+        self._report(reporter, Phase.STORING)
+        stop_following.set()
+        for result in await asyncio.gather(*followers, return_exceptions=True):
+            if isinstance(result, BaseException):
+                LOGGER.error("follower failed: %r", result)
+        outcome = outcome_of(exit_record, halt_requested=halt_requested)
+        if exit_record.reason == "lost":
+            outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
+        try:
+            await self._store_outputs()
+        except SidecarError as e:
+            LOGGER.warning("storing failed: %s", e)
+            if outcome.phase is Phase.COMPLETED:
+                outcome = Outcome(Phase.FAILED, ErrorCode.UPLOAD_FAILED, f"results not stored: {e}", outcome.exit_code)
+        if self._terminated_at is not None and outcome.phase is Phase.HALTED:
+            outcome = Outcome(outcome.phase, outcome.error_code, f"terminated: {outcome.message}", outcome.exit_code)
+        return self._finish(reporter, outcome)
+
+    def _report(self, reporter: StatusReporter, phase: Phase, message: str = "") -> None:
+        """Report ``phase`` unless a restarted sidecar already did (phases are reported once)."""
+        if reporter.last is None or reporter.last.phase != phase:
+            reporter.report(phase, message=message)
+        self.metrics.set_phase(phase)
+
+    def _finish(self, reporter: StatusReporter, outcome: Outcome) -> Phase:
+        reporter.report(
+            outcome.phase, error_code=outcome.error_code, message=outcome.message, exit_code=outcome.exit_code
+        )
+        self.metrics.set_phase(outcome.phase)
+        self.progress.update(terminal=outcome.phase.value)
+        LOGGER.info("learner %d: %s %s", self.settings.learner_id, outcome.phase.value, outcome.message)
+        return outcome.phase
+
+    async def _download(self) -> Outcome | None:
+        """Fetch the inputs; an Outcome when the learner must not start (halted, refused or failed)."""
+        fetch = asyncio.create_task(fetch_inputs(self.settings, self.store, self.metrics))
+        interrupt = asyncio.create_task(self._interrupted())
+        await asyncio.wait({fetch, interrupt}, return_when=asyncio.FIRST_COMPLETED)
+        interrupt.cancel()
+        if not fetch.done():
+            fetch.cancel()
+            await asyncio.gather(fetch, return_exceptions=True)
+            return Outcome(Phase.HALTED, ErrorCode.NONE, "halted before the learner started", None)
+        try:
+            ready = fetch.result()
+        except UnsafePathError as e:
+            return Outcome(Phase.FAILED, ErrorCode.BAD_INPUT, str(e), None)
+        except SidecarError as e:
+            return Outcome(Phase.FAILED, ErrorCode.DOWNLOAD_FAILED, str(e), None)
+        self.progress.update(inputs_ready=True, restored_step=ready.restored_step)
+        return None
+
+    async def _interrupted(self) -> None:
+        waits = [asyncio.create_task(self.halted.wait()), asyncio.create_task(self.terminate.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if self.terminate.is_set():
+            self._terminated_at = self._terminated_at or time.monotonic()
+
+    async def _await_exit(self) -> tuple[LearnerExit, bool]:
+        """Wait for ``learner.exit``, passing on a halt or our own termination; detect a vanished learner."""
+        control = self.settings.dirs.control
+        halt_sent = self.progress.current.halt_requested
+        deadline = time.monotonic() + self._halt_wait() if halt_sent else None
+        empty_since: float | None = None
+        while True:
+            record = read_exit(control)
+            if record is not None:
+                return record, halt_sent
+            if not halt_sent and (self.halted.is_set() or self.terminate.is_set()):
+                if self.terminate.is_set():
+                    self._terminated_at = self._terminated_at or time.monotonic()
+                signal_halt(control)
+                halt_sent = True
+                self.progress.update(halt_requested=True)
+                deadline = time.monotonic() + self._halt_wait()
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
+                return LearnerExit(137, "halt_timeout", error="no learner.exit within the halt grace period"), True
+            if self.cgroup is not None and not self.cgroup.populated():
+                empty_since = empty_since or now
+                if now - empty_since > LEARNER_LOST_AFTER_S:
+                    lost = "the learner container stopped without writing learner.exit"
+                    return LearnerExit(1, "lost", error=lost), halt_sent
+            else:
+                empty_since = None
+            await self._pause(self.settings.timing.poll_interval_s)
+
+    def _halt_wait(self) -> float:
+        wait = self.settings.timing.halt_grace_s + EXIT_WAIT_MARGIN_S
+        if self._terminated_at is not None:
+            # Leave half of what is left of the shutdown deadline for storing and reporting.
+            wait = min(wait, self._remaining(default=wait) / 2)
+        return wait
+
+    async def _pause(self, seconds: float) -> None:
+        waits = [asyncio.create_task(self.halted.wait()), asyncio.create_task(self.terminate.wait())]
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+
+    def _remaining(self, *, default: float) -> float:
+        """Seconds left before the shutdown deadline once terminated, else ``default``."""
+        if self._terminated_at is None and not self.terminate.is_set():
+            return default
+        started = self._terminated_at or time.monotonic()
+        self._terminated_at = started
+        return max(0.0, self.settings.timing.shutdown_deadline_s - (time.monotonic() - started))
+
+    async def _store_outputs(self) -> None:
+        settings, locations = self.settings, self.settings.locations
+        await store_checkpoints(settings, self.store, self.metrics)
+        await store_tree(settings, self.store, self.metrics, settings.dirs.results, locations.result_files, "results")
+        metrics_file = settings.dirs.logs / "metrics.jsonl"
+        if metrics_file.is_file():
+            await asyncio.to_thread(
+                self.store.upload_file,
+                metrics_file,
+                locations.log_files.bucket,
+                locations.log_files.key("metrics.jsonl"),
+            )
+
+    async def _log_sink(self, name: str, data: bytes) -> None:
+        location = self.settings.locations.log_files
+        await asyncio.to_thread(self.store.put_bytes, location.bucket, location.key(name), data)
+        self.metrics.log_bytes_shipped.inc(len(data))
+
+    def _publisher(self, etcd: EtcdStore) -> PublishMetrics:
+        async def publish(values: Mapping[str, float]) -> None:
+            await etcd.put_metrics(self.settings.job_id, self.settings.learner_id, values, self.settings.etcd.root)
+
+        return publish
+
+    def _deliver(self, etcd: EtcdStore) -> Deliver:
+        async def deliver(record: StatusRecord) -> None:
+            await etcd.put_status(self.settings.job_id, record, self.settings.etcd.root)
+            self.metrics.status_delivered.inc()
+
+        return deliver
+
+    async def _heartbeat(self) -> None:
+        """Touch ``control/sidecar.heartbeat`` for the image's healthcheck."""
+        path = self.settings.dirs.control / HEARTBEAT_FILE
+        while True:
+            path.touch()
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def _watch_halt(self, etcd: EtcdStore) -> None:
+        key = keys.halt_key(self.settings.job_id, self.settings.etcd.root)
+        try:
+            await etcd.wait_for_key(key)
+        except SidecarError as e:
+            LOGGER.warning("watching %s failed: %s", key, e)
+            return
+        LOGGER.info("halt requested (%s)", key)
+        self.halted.set()
+
+    async def _connect(self) -> EtcdStore | None:
+        backoff = Backoff(initial_s=0.2, maximum_s=5.0, max_attempts=None)
+        connect = asyncio.create_task(
+            retry_async(lambda: EtcdStore.connect(self.settings.etcd), backoff, what="connect to etcd")
+        )
+        stop = asyncio.create_task(self.terminate.wait())
+        await asyncio.wait({connect, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not connect.done():
+            connect.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await connect
+            return None
+        return connect.result()

@@ -1,0 +1,5 @@
+"""A learner + controller sidecar pair on the local Docker engine, sharing one ``/job`` volume.
+
+``learnerkit sidecar run-local`` runs one by hand; the scheduler's Docker backend builds on the same
+``spec`` and ``docker`` modules.
+"""

@@ -1,0 +1,173 @@
+"""Start, watch and remove one learner pair on a Docker engine.
+
+Order matters: the volume, then the learner (it waits for ``control/start``), then the sidecar with the
+learner's cgroup mounted read-only. The learner runs hardened: non-root, read-only root file system, no
+capabilities, no new privileges, no credentials, and no network unless the job is distributed. The
+sidecar gets the host network (etcd and S3 listen on the host's loopback here) and the secrets.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import docker.errors
+import docker.types
+
+from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
+from learnerkit.pair.spec import PairSpec
+from learnerkit_build.engine import EngineError, engine
+
+PAIR_LABEL = "io.learnerkit.pair"
+JOB_LABEL = "io.learnerkit.job-id"
+ROLE_LABEL = "io.learnerkit.role"
+RUN_AS = "1000:0"
+STOP_MARGIN_S = 10
+"""The sidecar's container stop timeout exceeds its own shutdown deadline by this much."""
+
+
+@dataclass(frozen=True)
+class PairHandle:
+    name: str
+    volume: str
+    learner: str
+    """Container IDs."""
+    sidecar: str
+
+
+def _hardened(spec: PairSpec, role: str) -> dict[str, Any]:
+    return {
+        "read_only": True,
+        "tmpfs": {"/tmp": "rw,size=512m,mode=1777"},
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "user": RUN_AS,
+        "detach": True,
+        "labels": {**spec.labels, PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id, ROLE_LABEL: role},
+    }
+
+
+def learner_options(spec: PairSpec, volume: str) -> dict[str, Any]:
+    env = {
+        "JOB_ID": spec.job_id,
+        "LEARNER_ID": str(spec.learner_id),
+        "NUM_LEARNERS": str(spec.num_learners),
+        "GPU_COUNT": str(spec.gpus),
+        "LEARNER_HALT_GRACE": f"{spec.halt_grace_s:g}",
+        **spec.learner_env,
+    }
+    command: list[str] | None = list(spec.command) if isinstance(spec.command, tuple) else None
+    if isinstance(spec.command, str):
+        env["LEARNER_COMMAND"] = spec.command
+    options: dict[str, Any] = {
+        **_hardened(spec, "learner"),
+        "image": spec.learner_image,
+        "name": f"{spec.name}-learner",
+        "command": command,
+        "environment": env,
+        "volumes": {volume: {"bind": "/job", "mode": "rw"}},
+        "shm_size": "1g",
+        "stop_signal": "SIGTERM",
+        "stop_timeout": int(spec.halt_grace_s) + STOP_MARGIN_S,
+    }
+    if spec.network is None:
+        options["network_mode"] = "none"
+    else:
+        options["network"] = spec.network
+        options["hostname"] = spec.hostname or f"{spec.name}-learner"
+    if spec.memory_bytes:
+        options["mem_limit"] = spec.memory_bytes
+        options["memswap_limit"] = spec.memory_bytes
+    if spec.nano_cpus:
+        options["nano_cpus"] = spec.nano_cpus
+    if spec.gpus:
+        options["device_requests"] = [docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])]
+    return options
+
+
+def sidecar_options(spec: PairSpec, volume: str, cgroups: dict[str, str]) -> dict[str, Any]:
+    config = dict(spec.sidecar_config)
+    if cgroups:
+        config["learner_cgroup_dir"] = SIDECAR_MOUNT
+    volumes: dict[str, dict[str, str]] = {volume: {"bind": "/job", "mode": "rw"}}
+    volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in cgroups.items()})
+    return {
+        **_hardened(spec, "sidecar"),
+        "image": spec.sidecar_image,
+        "name": f"{spec.name}-sidecar",
+        "environment": {
+            **spec.endpoints.sidecar_env(),
+            "JOB_ID": spec.job_id,
+            "LEARNER_ID": str(spec.learner_id),
+            "NUM_LEARNERS": str(spec.num_learners),
+            "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(config, sort_keys=True),
+        },
+        "volumes": volumes,
+        "network_mode": "host",
+        "stop_signal": "SIGTERM",
+        "stop_timeout": int(spec.shutdown_deadline_s) + STOP_MARGIN_S,
+    }
+
+
+def start_pair(spec: PairSpec) -> PairHandle:
+    """Create the volume and both containers; on any failure remove what was made, then raise."""
+    client = engine()
+    made: list[Any] = []
+    try:
+        volume = client.volumes.create(name=f"{spec.name}-job", labels={PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id})
+        made.append(volume)
+        learner = client.containers.run(**learner_options(spec, volume.name))
+        made.append(learner)
+        learner.reload()
+        cgroups = cgroup_mounts(int(learner.attrs["State"]["Pid"]))
+        sidecar = client.containers.run(**sidecar_options(spec, volume.name, cgroups))
+        made.append(sidecar)
+    except docker.errors.APIError as e:
+        for obj in reversed(made):
+            with suppress(docker.errors.NotFound, docker.errors.APIError):
+                obj.remove(force=True)
+        raise EngineError(f"starting learner pair {spec.name}: {e.explanation}") from e
+    return PairHandle(name=spec.name, volume=volume.name, learner=learner.id, sidecar=sidecar.id)
+
+
+def container(container_id: str) -> Any | None:
+    try:
+        return engine().containers.get(container_id)
+    except docker.errors.NotFound:
+        return None
+
+
+def exit_code(container_id: str) -> int | None:
+    """The container's exit status, or None while it runs (or when it is gone)."""
+    found = container(container_id)
+    if found is None:
+        return None
+    found.reload()
+    state = found.attrs["State"]
+    return None if state.get("Running") or state.get("Status") == "created" else int(state["ExitCode"])
+
+
+def remove_pair(handle: PairHandle) -> None:
+    """Remove both containers and the volume; nothing of the pair is left behind."""
+    for container_id in (handle.sidecar, handle.learner):
+        found = container(container_id)
+        if found is not None:
+            with suppress(docker.errors.NotFound):
+                found.remove(force=True)
+    with suppress(docker.errors.NotFound):
+        engine().volumes.get(handle.volume).remove(force=True)
+
+
+def pairs_of(job_id: str) -> list[PairHandle]:
+    """Every pair of a job that exists on the engine (for teardown after a scheduler restart)."""
+    client = engine()
+    found: dict[str, dict[str, str]] = {}
+    for item in client.containers.list(all=True, filters={"label": f"{JOB_LABEL}={job_id}"}):
+        pair = item.labels.get(PAIR_LABEL, "")
+        found.setdefault(pair, {})[item.labels.get(ROLE_LABEL, "")] = item.id
+    return [
+        PairHandle(name=pair, volume=f"{pair}-job", learner=roles.get("learner", ""), sidecar=roles.get("sidecar", ""))
+        for pair, roles in sorted(found.items())
+    ]

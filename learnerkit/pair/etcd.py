@@ -1,0 +1,56 @@
+"""What the host side reads from and writes to etcd for a pair: the learner's status, the halt key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from controller_sidecar import keys
+from controller_sidecar.etcdstore import EtcdStore
+from controller_sidecar.settings import EtcdSettings
+from controller_sidecar.status import StatusRecord
+
+T = TypeVar("T")
+
+
+def etcd_settings(endpoints: str) -> EtcdSettings:
+    return EtcdSettings(endpoints=tuple(part.strip() for part in endpoints.split(",") if part.strip()))
+
+
+def _call(settings: EtcdSettings, operation: Callable[[EtcdStore], Awaitable[T]]) -> T:
+    async def run() -> T:
+        store = await EtcdStore.connect(settings)
+        try:
+            return await operation(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def learner_status(settings: EtcdSettings, job_id: str, learner_id: int) -> StatusRecord | None:
+    key = keys.learner_status_key(job_id, learner_id, settings.root)
+    found = _call(settings, lambda store: store.get(key))
+    return None if found is None else StatusRecord.from_json(found[0])
+
+
+def learner_metrics(settings: EtcdSettings, job_id: str, learner_id: int) -> dict[str, object]:
+    key = keys.learner_metrics_key(job_id, learner_id, settings.root)
+    found = _call(settings, lambda store: store.get(key))
+    return {} if found is None else dict(json.loads(found[0]))
+
+
+def request_halt(settings: EtcdSettings, job_id: str) -> None:
+    """Ask every learner of the job to halt (the sidecars watch this key)."""
+    key = keys.halt_key(job_id, settings.root)
+    _call(settings, lambda store: store.put(key, "halt"))
+
+
+def job_history(settings: EtcdSettings, job_id: str) -> list[StatusRecord]:
+    """Every status transition of the job's learners, in the order each learner reported them."""
+    prefix = keys.history_prefix(job_id, settings.root)
+    found = _call(settings, lambda store: store.get_prefix(prefix))
+    records = [StatusRecord.from_json(value) for value in found.values()]
+    return sorted(records, key=lambda record: (record.learner_id, record.sequence))

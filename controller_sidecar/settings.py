@@ -66,6 +66,8 @@ class EtcdSettings:
     lease_ttl_s: int = 10
     """The ``alive`` key's lease: a dead sidecar is seen this long after it died."""
     root: str = "/learnerkit/jobs"
+    request_timeout_s: int = 5
+    """Each etcd request (and the creation of a watch) fails as transient after this many seconds."""
 
 
 @dataclass(frozen=True)

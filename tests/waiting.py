@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -46,3 +47,37 @@ def stays_true(
         if time.monotonic() >= deadline:
             return
         time.sleep(interval)
+
+
+async def await_until(
+    predicate: Callable[[], Awaitable[T]],
+    timeout: float = 10.0,
+    interval: float = DEFAULT_INTERVAL_S,
+    message: str | Callable[[], str] = "condition",
+) -> T:
+    """:func:`wait_until` for asyncio tests: polls an async predicate without blocking the event loop."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await predicate()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            text = message() if callable(message) else message
+            raise TimeoutError(f"timed out after {timeout:g}s waiting for {text}")
+        await asyncio.sleep(interval)
+
+
+async def holds_for(
+    predicate: Callable[[], object],
+    duration: float,
+    interval: float = DEFAULT_INTERVAL_S,
+    message: str = "condition",
+) -> None:
+    """:func:`stays_true` for asyncio tests: other tasks run while the condition is checked."""
+    deadline = time.monotonic() + duration
+    while True:
+        if not predicate():
+            raise AssertionError(f"{message} stopped holding before {duration:g}s had passed")
+        if time.monotonic() >= deadline:
+            return
+        await asyncio.sleep(interval)

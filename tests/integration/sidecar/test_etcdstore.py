@@ -1,0 +1,313 @@
+"""EtcdStore and StatusReporter against a real etcd, including outages (the server is stopped and started)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller_sidecar import keys
+from controller_sidecar.errors import TransientError
+from controller_sidecar.etcdstore import EtcdStore, WatchEvent, status_seq_key
+from controller_sidecar.settings import EtcdSettings
+from controller_sidecar.status import Phase, StatusRecord
+from controller_sidecar.statusqueue import StatusReporter
+from tests.servers.etcd import EtcdServer
+from tests.waiting import await_until, holds_for
+
+pytestmark = [pytest.mark.services, pytest.mark.timeout(90)]
+
+OUTAGE_S = 3.0
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(test())
+
+
+def record(sequence: int, phase: Phase, learner_id: int = 1) -> StatusRecord:
+    return StatusRecord(phase=phase, timestamp=datetime.now(UTC), learner_id=learner_id, sequence=sequence)
+
+
+async def outage(server: EtcdServer, seconds: float, during: Callable[[], object] = lambda: True) -> None:
+    """Stop etcd for ``seconds`` (checking ``during`` holds all along) and start it again."""
+    await asyncio.to_thread(server.stop)
+    try:
+        await holds_for(during, seconds, interval=0.1, message="the outage condition")
+    finally:
+        await asyncio.to_thread(server.start)
+
+
+def test_put_get_delete_and_prefix(etcd_server: EtcdServer, job_id: str) -> None:
+    prefix = keys.job_prefix(job_id)
+
+    async def scenario() -> None:
+        store = await EtcdStore.connect(etcd_server.settings())
+        try:
+            revision = await store.put(prefix + "spec", '{"name": "toy"}')
+            assert await store.get(prefix + "spec") == (b'{"name": "toy"}', revision)
+            await store.put(prefix + "halt", b"now")
+            assert await store.get_prefix(prefix) == {prefix + "spec": b'{"name": "toy"}', prefix + "halt": b"now"}
+            await store.delete(prefix + "halt")
+            assert await store.get(prefix + "halt") is None
+            await store.put_metrics(job_id, 1, {"loss": 0.5, "step": 10})
+            metrics = await store.get(keys.learner_metrics_key(job_id, 1))
+            assert metrics is not None and json.loads(metrics[0]) == {"loss": 0.5, "step": 10}
+        finally:
+            await store.close()
+
+    run(scenario)
+
+
+def test_connect_takes_the_first_endpoint_that_answers(etcd_server: EtcdServer) -> None:
+    async def scenario() -> None:
+        store = await EtcdStore.connect(EtcdSettings(endpoints=("127.0.0.1:1", etcd_server.endpoint)))
+        assert store.endpoint == etcd_server.endpoint
+        await store.close()
+        with pytest.raises(TransientError, match="no etcd endpoint answered"):
+            await EtcdStore.connect(EtcdSettings(endpoints=("127.0.0.1:1",)))
+
+    run(scenario)
+
+
+def test_put_status_writes_status_and_history_in_one_transaction(etcd_server: EtcdServer, job_id: str) -> None:
+    async def scenario() -> None:
+        store = await EtcdStore.connect(etcd_server.settings())
+        try:
+            first = record(1, Phase.PENDING)
+            await store.put_status(job_id, first)
+            status = await store.get(keys.learner_status_key(job_id, 1))
+            history = await store.get(keys.history_key(job_id, "001-0000000001"))
+            assert status is not None and history is not None
+            assert StatusRecord.from_json(status[0]) == first
+            assert history[0] == status[0]
+            assert status[1] == history[1], "status and history come from one revision: one transaction"
+            assert await store.get(status_seq_key(job_id, 1)) == (b"0000000001", status[1])
+        finally:
+            await store.close()
+
+    run(scenario)
+
+
+def test_an_older_sequence_never_overwrites_a_newer_status(etcd_server: EtcdServer, job_id: str) -> None:
+    async def scenario() -> None:
+        store = await EtcdStore.connect(etcd_server.settings())
+        try:
+            newer = record(12, Phase.PROCESSING)
+            await store.put_status(job_id, newer)
+            await store.put_status(job_id, record(9, Phase.DOWNLOADING))
+            await store.put_status(job_id, newer)  # a redelivery after an ambiguous failure
+            status = await store.get(keys.learner_status_key(job_id, 1))
+            assert status is not None and StatusRecord.from_json(status[0]) == newer
+            history = await store.get_prefix(keys.history_prefix(job_id))
+            assert sorted(history) == [
+                keys.history_key(job_id, "001-0000000009"),
+                keys.history_key(job_id, "001-0000000012"),
+            ]
+            await store.put_status(job_id, record(13, Phase.COMPLETED))
+            status = await store.get(keys.learner_status_key(job_id, 1))
+            assert status is not None and StatusRecord.from_json(status[0]).phase is Phase.COMPLETED
+        finally:
+            await store.close()
+
+    run(scenario)
+
+
+def test_alive_key_expires_when_its_holder_dies_and_goes_at_once_on_exit(etcd_server: EtcdServer, job_id: str) -> None:
+    alive = keys.learner_alive_key(job_id, 1)
+
+    async def scenario() -> None:
+        observer = await EtcdStore.connect(etcd_server.settings())
+        try:
+            crashed = await EtcdStore.connect(etcd_server.settings())
+            holder = crashed.hold_alive(job_id, 1, ttl_s=2)
+            await holder.__aenter__()
+            await await_until(lambda: observer.get(alive), timeout=5, message="the alive key")
+            await crashed.close()  # like a crash: the lease is not revoked
+            assert await observer.get(alive) is not None
+            await await_until(_absent(observer, alive), timeout=8, message="the alive key to expire")
+            await holder.__aexit__(None, None, None)
+
+            async with observer.hold_alive(job_id, 1, ttl_s=30):
+                await await_until(lambda: observer.get(alive), timeout=5, message="the alive key")
+            assert await observer.get(alive) is None, "a clean exit revokes the lease"
+        finally:
+            await observer.close()
+
+    run(scenario)
+
+
+def test_alive_key_is_kept_across_an_etcd_restart(etcd_server: EtcdServer, job_id: str) -> None:
+    alive = keys.learner_alive_key(job_id, 1)
+
+    async def scenario() -> None:
+        store = await EtcdStore.connect(etcd_server.settings())
+        try:
+            async with store.hold_alive(job_id, 1, ttl_s=2):
+                await await_until(lambda: store.get(alive), timeout=5, message="the alive key")
+                await outage(etcd_server, OUTAGE_S)
+                await await_until(lambda: store.get(alive), timeout=10, message="the alive key after the restart")
+                # No delete for more than two lease lifetimes: the holder refreshes the lease again.
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(_first_delete(store, alive), timeout=5)
+                assert await store.get(alive) is not None
+        finally:
+            await store.close()
+
+    run(scenario)
+
+
+def test_wait_for_key_survives_an_etcd_restart(etcd_server: EtcdServer, job_id: str) -> None:
+    halt = keys.halt_key(job_id)
+
+    async def scenario() -> None:
+        store = await EtcdStore.connect(etcd_server.settings())
+        try:
+            waiter = asyncio.create_task(store.wait_for_key(halt))
+            await holds_for(lambda: not waiter.done(), 0.5, message="waiting for the halt key")
+            await outage(etcd_server, OUTAGE_S, during=lambda: not waiter.done())
+            writer = await EtcdStore.connect(etcd_server.settings())
+            await writer.put(halt, b"halt")
+            await writer.close()
+            assert await asyncio.wait_for(waiter, timeout=15) == b"halt"
+            assert await store.wait_for_key(halt) == b"halt", "an existing key is returned at once"
+        finally:
+            await store.close()
+
+    run(scenario)
+
+
+def test_watch_prefix_survives_an_etcd_restart(etcd_server: EtcdServer, job_id: str) -> None:
+    prefix = keys.job_prefix(job_id)
+    seen: list[WatchEvent] = []
+
+    async def collect(store: EtcdStore) -> None:
+        async for event in store.watch_prefix(prefix):
+            seen.append(event)
+
+    async def scenario() -> None:
+        store = await EtcdStore.connect(etcd_server.settings())
+        watcher = asyncio.create_task(collect(store))
+        try:
+            await holds_for(lambda: not watcher.done(), 0.5, message="the watch")
+            await store.put(prefix + "a", b"1")
+            await await_until(_len_at_least(seen, 1), timeout=5, message="the first event")
+            await outage(etcd_server, OUTAGE_S)
+            await store.put(prefix + "b", b"2")
+            await store.delete(prefix + "a")
+            await await_until(_len_at_least(seen, 3), timeout=15, message="the events after the restart")
+            assert [(e.key, e.value) for e in seen] == [
+                (prefix + "a", b"1"),
+                (prefix + "b", b"2"),
+                (prefix + "a", None),
+            ]
+            assert [e.revision for e in seen] == sorted(e.revision for e in seen)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+            await store.close()
+
+    run(scenario)
+
+
+def test_watch_from_a_compacted_revision_reads_the_keys_again(etcd_server: EtcdServer, job_id: str) -> None:
+    prefix = keys.job_prefix(job_id)
+    seen: list[WatchEvent] = []
+
+    async def collect(store: EtcdStore, start: int) -> None:
+        async for event in store.watch_prefix(prefix, start_revision=start):
+            seen.append(event)
+
+    async def scenario() -> None:
+        store = await EtcdStore.connect(etcd_server.settings())
+        try:
+            first = await store.put(prefix + "a", b"1")
+            await store.put(prefix + "b", b"2")
+            latest = await store.put(prefix + "other-job-noise", b"x")
+            await store.compact(latest)
+            watcher = asyncio.create_task(collect(store, first))
+            try:
+                await await_until(_len_at_least(seen, 3), timeout=10, message="the re-read keys")
+                await store.put(prefix + "c", b"3")
+                await await_until(_len_at_least(seen, 4), timeout=10, message="the event after the re-read")
+            finally:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+            assert [(e.key, e.value) for e in seen] == [
+                (prefix + "a", b"1"),
+                (prefix + "b", b"2"),
+                (prefix + "other-job-noise", b"x"),
+                (prefix + "c", b"3"),
+            ]
+
+            key = prefix + "later"
+            waiter = asyncio.create_task(store.wait_for_key(key))
+            await holds_for(lambda: not waiter.done(), 0.3, message="waiting for the key")
+            await store.compact(await store.put(prefix + "noise", b"y"))
+            await store.put(key, b"here")
+            assert await asyncio.wait_for(waiter, timeout=10) == b"here"
+        finally:
+            await store.close()
+
+    run(scenario)
+
+
+def test_statuses_reported_during_a_10s_outage_all_arrive_in_order(
+    etcd_server: EtcdServer, job_id: str, tmp_path: Path
+) -> None:
+    phases = [Phase.PENDING, Phase.DOWNLOADING, Phase.PROCESSING, Phase.STORING, Phase.COMPLETED]
+
+    async def scenario() -> None:
+        store = await EtcdStore.connect(etcd_server.settings())
+        reporter = StatusReporter(functools.partial(store.put_status, job_id), learner_id=1, state_dir=tmp_path)
+        try:
+            await reporter.start()
+            reporter.report(phases[0])
+            assert await reporter.flush(timeout_s=10)
+            await asyncio.to_thread(etcd_server.stop)
+            try:
+                for phase in phases[1:]:
+                    reporter.report(phase)
+                    await holds_for(lambda: reporter.delivered == 1, 2.5, interval=0.1, message="no delivery")
+            finally:
+                await asyncio.to_thread(etcd_server.start)
+            assert len(reporter.pending) == 4
+            assert await reporter.flush(timeout_s=30)
+            history = await store.get_prefix(keys.history_prefix(job_id))
+            records = [StatusRecord.from_json(history[k]) for k in sorted(history)]
+            assert [(r.sequence, r.phase) for r in records] == list(enumerate(phases, start=1))
+            status = await store.get(keys.learner_status_key(job_id, 1))
+            assert status is not None and StatusRecord.from_json(status[0]).phase is Phase.COMPLETED
+            assert (reporter.delivered, reporter.dropped) == (5, 0)
+            assert reporter.retries > 0
+        finally:
+            await reporter.aclose()
+            await store.close()
+
+    run(scenario)
+
+
+def _absent(store: EtcdStore, key: str) -> Callable[[], Coroutine[Any, Any, bool]]:
+    async def check() -> bool:
+        return await store.get(key) is None
+
+    return check
+
+
+def _len_at_least(items: list[WatchEvent], count: int) -> Callable[[], Coroutine[Any, Any, bool]]:
+    async def check() -> bool:
+        return len(items) >= count
+
+    return check
+
+
+async def _first_delete(store: EtcdStore, key: str) -> WatchEvent:
+    async for event in store.watch_prefix(key):
+        if event.value is None:
+            return event
+    raise AssertionError("the watch ended")

@@ -1,0 +1,1 @@
+"""Real servers for tests, started as pytest session fixtures (register with ``pytest_plugins``)."""

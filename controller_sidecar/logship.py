@@ -1,0 +1,266 @@
+"""Shipping ``learner.log`` to the object store in numbered parts, with no loss and no duplicate bytes.
+
+The log is shipped as raw bytes, exactly as the learner wrote them (the learner contract never decodes it):
+parts ``learner.log.part-000001``, ``-000002``, ... under the learner's ``logs/`` prefix; concatenated in
+number order they are the log. A part is shipped every interval, or as soon as ``chunk_bytes`` have
+accumulated, so no part is larger than ``chunk_bytes``.
+
+Progress (the file offset and inode after the last shipped part, and the next part number) is recorded in a
+state file under ``/job/control`` only after the sink confirmed the part, written temp + fsync + rename. A
+sidecar that restarts continues from there: a part shipped but not yet recorded is shipped again under the
+same name, from the same offset, so it replaces itself (possibly grown) and no byte is lost or doubled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from controller_sidecar.clock import SYSTEM_CLOCK, Clock
+from controller_sidecar.errors import PermanentError, TransientError
+from controller_sidecar.logtail import FileTailer, FileWakeup, LineSplitter
+from controller_sidecar.retry import Backoff, retry_async
+
+LOGGER = logging.getLogger(__name__)
+
+Sink = Callable[[str, bytes], Awaitable[None]]
+"""Stores one part: (name relative to the learner's ``logs/`` prefix, bytes); raises TransientError to be retried."""
+LineHook = Callable[[bytes], None]
+"""Gets each line with its ``\\n``; a line without one continues in the next call (a piece of an over-long line)."""
+RetryHook = Callable[[int, TransientError], None]
+
+PART_PREFIX = "learner.log.part-"
+_PART_NAME = re.compile(r"(?:^|/)learner\.log\.part-(\d{6,})$")
+MAX_LINE_BYTES = 64 << 10
+"""Lines longer than this reach ``on_line`` in pieces (the shipped bytes are never cut)."""
+POLL_INTERVAL_S = 0.5
+"""Without a file event, the log is read this often anyway."""
+UNBOUNDED_RETRY = Backoff(initial_s=0.2, maximum_s=10.0, max_attempts=None)
+"""The store may be away for long; the shutdown deadline, not the attempt count, ends the retries."""
+
+
+def part_name(number: int) -> str:
+    return f"{PART_PREFIX}{number:06d}"
+
+
+@dataclass(frozen=True)
+class ShipState:
+    """What the state file records: where the shipped bytes end, and the next part's number."""
+
+    offset: int = 0
+    inode: int | None = None
+    next_part: int = 1
+    bytes_shipped: int = 0
+
+    @classmethod
+    def load(cls, path: Path) -> ShipState:
+        try:
+            raw = json.loads(path.read_bytes())
+            state = cls(
+                offset=int(raw["offset"]),
+                inode=None if raw["inode"] is None else int(raw["inode"]),
+                next_part=int(raw["next_part"]),
+                bytes_shipped=int(raw["bytes_shipped"]),
+            )
+        except FileNotFoundError:
+            return cls()
+        except (ValueError, TypeError, KeyError) as error:
+            # Starting over would ship every byte twice; a person has to look.
+            raise PermanentError(
+                f"{path}: log shipping state is unreadable ({error!r}); remove it to ship again"
+            ) from error
+        if state.offset < 0 or state.next_part < 1:
+            raise PermanentError(f"{path}: log shipping state is out of range: {raw!r}")
+        return state
+
+    def save(self, path: Path) -> None:
+        write_atomic(path, json.dumps(dataclasses.asdict(self)).encode())
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a reader or a crash sees the old or the new content, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    temp.replace(path)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class LogShipper:
+    """Tails ``log_path`` and ships it through ``sink`` in numbered parts; see the module docstring."""
+
+    def __init__(
+        self,
+        log_path: Path,
+        state_file: Path,
+        sink: Sink,
+        *,
+        interval_s: float,
+        chunk_bytes: int = 8 << 20,
+        on_line: LineHook | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        backoff: Backoff = UNBOUNDED_RETRY,
+        on_retry: RetryHook | None = None,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        poll_interval_s: float = POLL_INTERVAL_S,
+    ) -> None:
+        if interval_s <= 0 or chunk_bytes < 1:
+            raise ValueError(f"interval_s must be > 0 and chunk_bytes >= 1, got {interval_s}, {chunk_bytes}")
+        self._log_path = log_path
+        self._state_file = state_file
+        self._sink = sink
+        self._interval_s = interval_s
+        self._chunk_bytes = chunk_bytes
+        self._on_line = on_line
+        self._clock = clock
+        self._backoff = backoff
+        self._on_retry = on_retry
+        self._poll_interval_s = poll_interval_s
+        self._state = ShipState.load(state_file)
+        self._tailer = FileTailer(log_path, self._state.offset, inode=self._state.inode)
+        self._splitter = LineSplitter(max_line_bytes)
+        self._pending = bytearray()
+        """Read but not yet shipped; never more than ``chunk_bytes``, and it ends at the tailer's offset."""
+        self._lock = asyncio.Lock()
+        self.lines_seen = 0
+
+    @property
+    def state(self) -> ShipState:
+        """The progress recorded in the state file."""
+        return self._state
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Ship until ``stop`` is set, then ship everything that is left (the final flush)."""
+        async with FileWakeup([self._log_path], clock=self._clock) as wakeup:
+            due = self._clock.monotonic() + self._interval_s
+            while not stop.is_set():
+                got = await self._pull()
+                now = self._clock.monotonic()
+                full = len(self._pending) >= self._chunk_bytes
+                if full or (now >= due and self._pending):
+                    await self._ship_pending()
+                if now >= due:
+                    due = now + self._interval_s
+                if got or full:
+                    await asyncio.sleep(0)  # more may be waiting: read again before sleeping
+                    continue
+                await _first_of(stop.wait(), wakeup.wait(min(self._poll_interval_s, max(0.0, due - now))))
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Read the log to its end and ship all of it; then pass the unterminated last line to ``on_line``."""
+        while True:
+            if len(self._pending) >= self._chunk_bytes:
+                await self._ship_pending()
+            if not await self._pull():
+                break
+        await self._ship_pending()
+        self._deliver(self._splitter.flush())
+
+    async def _pull(self) -> int:
+        """Read what fits in the pending buffer; pass its complete lines on. Returns the number of bytes read."""
+        room = self._chunk_bytes - len(self._pending)
+        if room <= 0:
+            return 0
+        data = await asyncio.to_thread(self._tailer.read_new, room)
+        if data:
+            self._pending += data
+            self._deliver(self._splitter.feed(data))
+        return len(data)
+
+    def _deliver(self, lines: list[bytes]) -> None:
+        self.lines_seen += len(lines)
+        if self._on_line is not None:
+            for line in lines:
+                self._on_line(line)
+
+    async def _ship_pending(self) -> None:
+        async with self._lock:
+            if not self._pending:
+                return
+            data = bytes(self._pending)
+            name = part_name(self._state.next_part)
+
+            async def put() -> None:
+                await self._sink(name, data)
+
+            await retry_async(put, self._backoff, what=f"ship {name}", clock=self._clock, on_retry=self._on_retry)
+            self._pending.clear()
+            state = ShipState(
+                offset=self._tailer.offset,
+                inode=self._tailer.inode,
+                next_part=self._state.next_part + 1,
+                bytes_shipped=self._state.bytes_shipped + len(data),
+            )
+            await asyncio.to_thread(state.save, self._state_file)
+            self._state = state
+            LOGGER.debug("shipped %s (%d bytes, log offset %d)", name, len(data), state.offset)
+
+
+async def _first_of(*waits: Awaitable[object]) -> None:
+    """Wait until the first of ``waits`` finishes; cancel the others."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def structured_line(job_id: str, learner_id: int, line: bytes, *, ts: float | None = None) -> str:
+    """One JSON line for the sidecar's stdout carrying one learner line.
+
+    ``truncated`` is true for a piece of an over-long line (the line goes on in the next record) and for an
+    unterminated last line.
+    """
+    truncated = not line.endswith(b"\n")
+    text = line.removesuffix(b"\n").removesuffix(b"\r").decode("utf-8", errors="replace")
+    moment = datetime.fromtimestamp(ts, UTC) if ts is not None else datetime.now(UTC)
+    record = {
+        "ts": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "job_id": job_id,
+        "learner_id": learner_id,
+        "source": "learner",
+        "line": text,
+        "truncated": truncated,
+    }
+    return json.dumps(record, ensure_ascii=False)
+
+
+def assemble_log(parts: Iterable[tuple[str, bytes]]) -> bytes:
+    """The log from its parts ``(name, bytes)`` in any order; names may carry a prefix (``.../logs/``).
+
+    Raises ValueError for a name that is not a part, a number given twice, or a missing number.
+    """
+    numbered: dict[int, bytes] = {}
+    for name, data in parts:
+        match = _PART_NAME.search(name)
+        if match is None:
+            raise ValueError(f"{name!r} is not a log part (expected {PART_PREFIX}NNNNNN)")
+        number = int(match.group(1))
+        if number in numbered:
+            raise ValueError(f"log part {number} is given twice ({name!r})")
+        numbered[number] = data
+    missing = sorted(set(range(1, len(numbered) + 1)) - numbered.keys())
+    if missing:
+        raise ValueError(f"log parts are missing: {part_name(missing[0])} (and {len(missing) - 1} more)")
+    return b"".join(numbered[number] for number in sorted(numbered))

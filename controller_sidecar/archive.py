@@ -85,6 +85,13 @@ def _tar_members(archive: Path, max_members: int) -> Generator[_Member, None, No
                 raise UnsafePathError(f"{archive}: member {member.name!r} is a link or special file")
 
 
+def _strip_dot_slash(name: str) -> str:
+    """``./src/a.py`` -> ``src/a.py``: tar archives made with ``tar -C dir .`` name every member so."""
+    while name.startswith("./"):
+        name = name[2:]
+    return name
+
+
 @contextmanager
 def _staging(dest: Path) -> Iterator[Path]:
     """A temporary folder beside ``dest``, removed unless the caller moved it away."""
@@ -125,7 +132,10 @@ def extract_archive(archive: Path, dest: Path, *, max_bytes: int, max_members: i
         try:
             for name, executable, stream in members:
                 what = f"{archive}: member {name!r}"
-                parts = relative_parts(name.rstrip("/") if stream is None else name, what=what)
+                relative = _strip_dot_slash(name)
+                if stream is None and relative.rstrip("/") in ("", "."):
+                    continue  # the archive's own root folder, as `tar -C dir .` writes it
+                parts = relative_parts(relative.rstrip("/") if stream is None else relative, what=what)
                 target = content.joinpath(*parts)
                 if stream is None:
                     target.mkdir(parents=True, exist_ok=True)

@@ -58,23 +58,25 @@ def _files(folder: Path) -> list[tuple[str, Path]]:
     return found
 
 
-def _load_uploaded(state_file: Path, location: S3Location) -> set[str]:
-    """Names recorded as uploaded to ``location``; none when the file is missing, unreadable or for another."""
+def _identity(folder: Path) -> str:
+    """Changes when the learner replaces a checkpoint of the same step (a new folder renamed into place)."""
+    info = folder.stat()
+    return f"{info.st_ino}:{info.st_ctime_ns}"
+
+
+def _load_uploaded(state_file: Path, location: S3Location) -> dict[str, str]:
+    """Name -> folder identity of what was uploaded to ``location``; empty when missing, unreadable or other."""
     try:
         raw = json.loads(state_file.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return set()
+        return {}
     except (OSError, ValueError) as error:
         LOGGER.warning("ignoring the unreadable checkpoint upload state %s: %s", state_file, error)
-        return set()
+        return {}
     if not isinstance(raw, Mapping) or raw.get("destination") != str(location):
-        return set()
-    names = raw.get("uploaded")
-    return {str(name) for name in names} if isinstance(names, list) else set()
-
-
-def _save_uploaded(state_file: Path, location: S3Location, names: set[str]) -> None:
-    write_json_atomic(state_file, {"destination": str(location), "uploaded": sorted(names)})
+        return {}
+    uploaded = raw.get("uploaded")
+    return {str(k): str(v) for k, v in uploaded.items()} if isinstance(uploaded, Mapping) else {}
 
 
 def upload_checkpoints(
@@ -87,17 +89,19 @@ def upload_checkpoints(
 ) -> list[str]:
     """Upload each complete checkpoint not uploaded yet (oldest first); returns their names.
 
-    Files go first, the ``.complete`` marker last. The names uploaded are recorded in ``state_file``
-    (atomically), so calling this again uploads only what is new. A checkpoint the learner deletes while it
+    Files go first, the ``.complete`` marker last. Each uploaded folder is recorded in ``state_file``
+    (atomically, by name and identity), so calling this again uploads only what is new, including a
+    checkpoint the learner wrote again under the same step. A checkpoint the learner deletes while it
     is being uploaded (it keeps only its newest few) is skipped. ``backoff`` retries each request.
     """
     backoff = backoff or Backoff()
     uploaded = _load_uploaded(state_file, location)
     done: list[str] = []
     for step, folder in _local_checkpoints(checkpoint_dir):
-        if folder.name in uploaded:
-            continue
         try:
+            identity = _identity(folder)
+            if uploaded.get(folder.name) == identity:
+                continue
             manifest = _upload_one(store, folder, location, backoff)
         except FileNotFoundError:
             if folder.exists():
@@ -107,8 +111,8 @@ def upload_checkpoints(
         marker = json.dumps({"step": step, "files": manifest}, sort_keys=True).encode()
         key = location.key(f"{folder.name}/{MARKER}")
         retry_sync(partial(store.put_bytes, location.bucket, key, marker), backoff, what=key)
-        uploaded.add(folder.name)
-        _save_uploaded(state_file, location, uploaded)
+        uploaded[folder.name] = identity
+        write_json_atomic(state_file, {"destination": str(location), "uploaded": uploaded})
         done.append(folder.name)
     return done
 

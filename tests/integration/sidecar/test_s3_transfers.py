@@ -279,9 +279,16 @@ def test_checkpoint_round_trip_never_restores_a_half_uploaded_one(
     # The next upload round finishes step 30; now it is the one restored.
     assert upload_checkpoints(direct, local, location, state_file=state) == ["ckpt-0000000030"]
     assert restore_latest_checkpoint(direct, location, restored, concurrency=4, backoff=FAST) == 30
-    assert (restored / "ckpt-0000000030" / "model.pt").read_bytes() == (
-        local / "ckpt-0000000030" / "model.pt"
-    ).read_bytes()
+    newest = "ckpt-0000000030/model.pt"
+    assert (restored / newest).read_bytes() == (local / newest).read_bytes()
+
+    # The learner writes step 30 again (a new folder renamed over the old one): uploaded again.
+    rewrite = local / ".tmp-ckpt-0000000030-new"
+    make_checkpoint(rewrite, 30, 3)
+    (local / "ckpt-0000000030").rename(local / ".tmp-old")
+    (rewrite / "ckpt-0000000030").rename(local / "ckpt-0000000030")
+    assert upload_checkpoints(direct, local, location, state_file=state) == ["ckpt-0000000030"]
+    assert upload_checkpoints(direct, local, location, state_file=state) == []
 
 
 def test_restore_finds_nothing_in_an_empty_location(s3_server: SeaweedServer, tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ def test_replaces_an_existing_destination_whole(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["../evil.py", "a/../../evil.py", "/etc/passwd", "a//b.py", "./a.py", "a\\..\\b.py"],
+    ["../evil.py", "a/../../evil.py", "/etc/passwd", "a//b.py", "a/./b.py", "./../x.py", "a\\..\\b.py"],
 )
 def test_refuses_members_outside_dest(tmp_path: Path, name: str) -> None:
     archive = make_zip(tmp_path / "model.zip", {"ok.py": b"ok", name: b"evil"})
@@ -160,3 +160,11 @@ def test_refuses_tar_member_outside_dest(tmp_path: Path) -> None:
     archive = make_tar(tmp_path / "model.tar.gz", [tarfile.TarInfo("../x.py")], {"../x.py": b"x"})
     with pytest.raises(UnsafePathError, match=r"member '\.\./x\.py'"):
         extract_archive(archive, tmp_path / "model", **LIMITS)
+
+
+def test_extracts_a_tar_made_with_dot_prefixes(tmp_path: Path) -> None:
+    root, folder, script = tarfile.TarInfo("."), tarfile.TarInfo("./src"), tarfile.TarInfo("./src/train.py")
+    root.type = folder.type = tarfile.DIRTYPE
+    archive = make_tar(tmp_path / "model.tar", [root, folder, script], {"./src/train.py": b"go"})
+    assert extract_archive(archive, tmp_path / "model", **LIMITS) == 2
+    assert (tmp_path / "model" / "src" / "train.py").read_bytes() == b"go"

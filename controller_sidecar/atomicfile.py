@@ -1,7 +1,8 @@
-"""Atomic file writes (temp file in the same folder, fsync, rename, fsync the folder).
+"""Atomic file writes: a temp file in the same folder, fsync, rename, fsync of the folder.
 
 Everything the sidecar hands over (control files to the learner) or relies on after a restart (its
-progress) is written this way: a reader sees the old content or the new, never half of it.
+progress, resume records, the status queue, the log's shipped offset) is written this way: a reader, or a
+restarted sidecar, sees the old content or the new, never half of it.
 """
 
 from __future__ import annotations
@@ -13,34 +14,37 @@ from pathlib import Path
 from typing import Any
 
 
+def fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path, data: bytes, mode: int = 0o664) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temp = Path(temp_name)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fchmod(fd, mode)
-        os.fsync(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        temp.replace(path)
     except BaseException:
-        os.close(fd)
-        Path(temp).unlink(missing_ok=True)
+        temp.unlink(missing_ok=True)
         raise
-    os.close(fd)
-    try:
-        Path(temp).replace(path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_dir(path.parent)
 
 
-def write_json_atomic(path: Path, value: Any) -> None:
-    write_atomic(path, (json.dumps(value, sort_keys=True) + "\n").encode())
+def write_json_atomic(path: Path, document: Any) -> None:
+    write_atomic(path, (json.dumps(document, sort_keys=True) + "\n").encode())
 
 
 def read_json(path: Path) -> Any | None:

@@ -17,13 +17,13 @@ import asyncio
 import dataclasses
 import json
 import logging
-import os
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from controller_sidecar.atomicfile import write_atomic
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import PermanentError, TransientError
 from controller_sidecar.logtail import FileTailer, FileWakeup, LineSplitter
@@ -83,26 +83,6 @@ class ShipState:
 
     def save(self, path: Path) -> None:
         write_atomic(path, json.dumps(dataclasses.asdict(self)).encode())
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a reader or a crash sees the old or the new content, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    temp.replace(path)
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class LogShipper:

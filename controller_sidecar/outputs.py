@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -54,7 +55,7 @@ async def store_tree(
         key = location.key(path.relative_to(folder).as_posix())
         started = time.monotonic()
         await retry_async(
-            lambda path=path, key=key: asyncio.to_thread(store.upload_file, path, location.bucket, key),
+            functools.partial(asyncio.to_thread, store.upload_file, path, location.bucket, key),
             transfer_backoff(settings),
             what=f"upload {path}",
             on_retry=lambda _attempt, _error: metrics.record_retry("upload"),

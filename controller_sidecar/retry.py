@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -64,3 +65,34 @@ async def retry_async(
             if on_retry is not None:
                 on_retry(attempt, error)
             await clock.sleep(delay)
+
+
+def retry_sync(
+    operation: Callable[[], T],
+    backoff: Backoff,
+    *,
+    what: str,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+    rng: random.Random | None = None,
+    on_retry: Callable[[int, TransientError], None] | None = None,
+) -> T:
+    """:func:`retry_async` for blocking code (transfers in worker threads); ``sleep`` and ``monotonic``
+    are parameters so that tests run it in zero wall time."""
+    rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
+    started = monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return operation()
+        except TransientError as error:
+            delay = max(backoff.delay(attempt, rng), error.delay_s or 0.0)
+            out_of_attempts = backoff.max_attempts is not None and attempt >= backoff.max_attempts
+            past_deadline = backoff.deadline_s is not None and monotonic() - started + delay > backoff.deadline_s
+            if out_of_attempts or past_deadline:
+                raise
+            LOGGER.debug("%s: attempt %d failed (%s); retrying in %.2fs", what, attempt, error, delay)
+            if on_retry is not None:
+                on_retry(attempt, error)
+            sleep(delay)

@@ -14,9 +14,7 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import random
-import tempfile
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -24,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypedDict
 
+from controller_sidecar.atomicfile import write_json_atomic
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import PermanentError, SidecarError, TransientError
 from controller_sidecar.retry import Backoff, retry_async
@@ -204,28 +203,10 @@ class StatusReporter:
             last=self._last.to_raw() if self._last else None,
             pending=[record.to_raw() for record in self._pending],
         )
-        _write_atomically(self.state_path, json.dumps(state, sort_keys=True))
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Temp file in the same folder, fsync, rename, fsync the folder: the file is old or new, never torn."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as tmp_file:
-            tmp_file.write(text)
-            tmp_file.flush()
-            os.fsync(tmp_file.fileno())
-        tmp.replace(path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise SidecarError(f"cannot write the status queue {path}: {e.strerror}") from e
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+        try:
+            write_json_atomic(self.state_path, state)
+        except OSError as e:
+            raise SidecarError(f"cannot write the status queue {self.state_path}: {e.strerror}") from e
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:

@@ -14,7 +14,7 @@ from learnerkit.errors import ConfigError
 from learnerkit.output import console, emit, output_option
 from learnerkit.pair.docker import PairHandle, container
 from learnerkit.pair.etcd import etcd_settings, request_halt
-from learnerkit.pair.runlocal import LocalResult, LocalRun, run_local
+from learnerkit.pair.runlocal import LocalResult, LocalRun, new_job_id, run_local
 from learnerkit.pair.spec import Endpoints
 from learnerkit_build import views
 from learnerkit_build.cli import apply, build_inputs, handles_errors, inputs_options, root_option
@@ -127,7 +127,7 @@ def run_local_command(
         nano_cpus=int(cpus * 1e9) if cpus else None,
         evaluation_metrics=_metrics_rules(evaluation_metrics),
         keep=keep,
-        **({"job_id": job_id} if job_id else {}),
+        job_id=job_id or new_job_id(),
     )
     people = output != "json"
     result = run_local(

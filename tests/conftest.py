@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-pytest_plugins = ["tests.servers.etcd"]
+pytest_plugins = ["tests.servers.etcd", "tests.servers.s3"]

@@ -14,6 +14,10 @@ from learnerkit.pair.follow import stream_sidecar, wait_pair
 from learnerkit.pair.spec import Endpoints, PairSpec, parse_s3_url
 
 
+def new_job_id() -> str:
+    return f"local-{uuid.uuid4().hex[:10]}"
+
+
 @dataclass(frozen=True)
 class LocalRun:
     learner_image: str
@@ -28,7 +32,7 @@ class LocalRun:
     """``s3://bucket/key`` of a model code zip."""
     resume_from: str | None = None
     """``s3://bucket/prefix`` of an earlier run's ``checkpoints/``."""
-    job_id: str = field(default_factory=lambda: f"local-{uuid.uuid4().hex[:10]}")
+    job_id: str = field(default_factory=new_job_id)
     halt_grace_s: float = 30.0
     checkpoint_interval_s: float = 300.0
     memory_bytes: int | None = None

@@ -1,1 +1,1 @@
-"""Real servers for tests, started as pytest session fixtures (register with ``pytest_plugins``)."""
+"""Real servers for tests (etcd, SeaweedFS for S3), started as pytest session fixtures on free loopback ports."""

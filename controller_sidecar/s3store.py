@@ -1,0 +1,331 @@
+"""The object store, behind one small synchronous, thread-safe class: the only module that imports boto3.
+
+Every botocore failure is translated here (:func:`translate_error`): what a retry can fix becomes a
+:class:`TransientError` (with the server's ``Retry-After``), anything else a :class:`PermanentError` or
+:class:`TransferError` naming ``s3://bucket/key``. botocore's own retries are off; callers retry with
+:mod:`controller_sidecar.retry`.
+
+Integrity, as measured on SeaweedFS 4.x (which behaves like AWS here): a single-part object's ETag is the
+MD5 of its bytes; a multipart object's ETag is ``md5(md5(part1) + ... + md5(partN))-N``, and
+``HEAD ?partNumber=1`` tells the part size. Downloads hash while they stream and compare with the ETag the
+listing gave (the GET carries ``If-Match`` so a replaced object is refused, not mixed). Where the store
+keeps a whole-object CRC32 (botocore sends one with every single-part upload), botocore checks it on the
+GET as well; composite (multipart) checksums it skips, and the ETag check covers those. Uploads send a
+per-request CRC32 (botocore's default, checked by the server), and afterwards the stored ETag is compared
+with the one computed from the local file, which catches anything lost between the file and the store.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import hashlib
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionError,
+    FlexibleChecksumError,
+    HTTPClientError,
+    IncompleteReadError,
+    ResponseStreamingError,
+)
+from s3transfer.manager import TransferManager
+from s3transfer.utils import ChunksizeAdjuster
+
+from controller_sidecar.atomicfile import fsync_dir
+from controller_sidecar.errors import PermanentError, SidecarError, TransferError, TransientError
+from controller_sidecar.settings import S3Location, S3Settings
+
+LOGGER = logging.getLogger(__name__)
+MIB = 1024 * 1024
+PARTIAL_SUFFIX = ".lk-partial"
+"""Downloads stream into ``.<name>.<random>.lk-partial`` beside their destination, then are renamed."""
+_CHUNK = 1 * MIB
+_PART_SIZE = 8 * MIB
+_TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestTimeout",
+        "RequestTimeTooSkewed",
+        "InternalError",
+        "ServiceUnavailable",
+    }
+)
+_MULTIPART_ETAG = re.compile(r"^([0-9a-f]{32})-(\d+)$")
+
+
+@dataclass(frozen=True)
+class RemoteObject:
+    key: str
+    size: int
+    etag: str
+    """Without quotes: ``<md5>`` or ``<md5>-<parts>``."""
+
+
+def _url(bucket: str, key: str = "") -> str:
+    return f"s3://{bucket}/{key}"
+
+
+def _retry_after(headers: dict[str, str]) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date); None when absent or unreadable."""
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def translate_error(error: BotoCoreError | ClientError, where: str) -> SidecarError:
+    """The sidecar's error for a botocore one; ``where`` (``s3://bucket/key``) starts the message."""
+    if isinstance(error, ClientError):
+        code = str(error.response.get("Error", {}).get("Code", ""))
+        meta = error.response.get("ResponseMetadata", {})
+        status = int(meta.get("HTTPStatusCode", 0))
+        message = f"{where}: {code or 'HTTP ' + str(status)} (HTTP {status})"
+        if status >= 500 or status == 429 or code in _TRANSIENT_CODES:
+            return TransientError(message, delay_s=_retry_after(meta.get("HTTPHeaders", {})))
+        return TransferError(message)
+    if isinstance(error, FlexibleChecksumError):
+        return TransferError(f"{where}: {error}")
+    if isinstance(error, ConnectionError | HTTPClientError | IncompleteReadError | ResponseStreamingError):
+        return TransientError(f"{where}: {error}")
+    return PermanentError(f"{where}: {error}")
+
+
+@contextmanager
+def _translated(where: str) -> Iterator[None]:
+    try:
+        yield
+    except (BotoCoreError, ClientError) as error:
+        raise translate_error(error, where) from error
+
+
+def _check_etag(where: str, actual: str, expected: str) -> None:
+    if actual != expected:
+        raise TransferError(f"{where}: content hashes to ETag {actual}, the store says {expected}")
+
+
+class _Digest:
+    """MD5 of the whole stream and, for a multipart ETag, of each part: both ETag forms in one pass."""
+
+    def __init__(self, part_size: int | None) -> None:
+        self.part_size = part_size
+        self.whole = hashlib.md5(usedforsecurity=False)
+        self.part = hashlib.md5(usedforsecurity=False)
+        self.part_filled = 0
+        self.part_digests: list[bytes] = []
+
+    def update(self, data: bytes) -> None:
+        if self.part_size is None:
+            self.whole.update(data)
+            return
+        view = memoryview(data)
+        while view:
+            take = min(len(view), self.part_size - self.part_filled)
+            self.part.update(view[:take])
+            self.part_filled += take
+            view = view[take:]
+            if self.part_filled == self.part_size:
+                self._close_part()
+
+    def _close_part(self) -> None:
+        self.part_digests.append(self.part.digest())
+        self.part = hashlib.md5(usedforsecurity=False)
+        self.part_filled = 0
+
+    def etag(self) -> str:
+        if self.part_size is None:
+            return self.whole.hexdigest()
+        if self.part_filled:
+            self._close_part()
+        combined = hashlib.md5(b"".join(self.part_digests), usedforsecurity=False).hexdigest()
+        return f"{combined}-{len(self.part_digests)}"
+
+
+def file_etag(path: Path, part_size: int | None) -> str:
+    """The ETag S3 gives ``path`` uploaded whole (``part_size`` None) or in parts of ``part_size``."""
+    digest = _Digest(part_size)
+    with path.open("rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return digest.etag()
+
+
+class S3Store:
+    """Sync and thread-safe (one botocore client, which is); the asyncio runtime calls it via ``to_thread``."""
+
+    def __init__(self, settings: S3Settings) -> None:
+        self.settings = settings
+        session = boto3.session.Session()
+        self._client: Any = session.client(
+            "s3",
+            endpoint_url=settings.endpoint_url,
+            aws_access_key_id=settings.access_key,
+            aws_secret_access_key=settings.secret_key,
+            region_name=settings.region,
+            config=Config(
+                s3={"addressing_style": "path"},
+                signature_version="s3v4",
+                retries={"mode": "standard", "total_max_attempts": 1},
+                connect_timeout=10,
+                read_timeout=60,
+                max_pool_connections=max(10, 2 * settings.max_concurrency),
+            ),
+        )
+        threshold = settings.multipart_threshold_mb * MIB
+        self._transfer_config = TransferConfig(
+            multipart_threshold=threshold,
+            multipart_chunksize=max(5 * MIB, min(_PART_SIZE, threshold)),
+            max_concurrency=settings.max_concurrency,
+            use_threads=True,
+        )
+
+    def ensure_bucket(self, bucket: str) -> None:
+        """Create ``bucket`` unless this account already has it."""
+        try:
+            with _translated(_url(bucket)):
+                self._client.head_bucket(Bucket=bucket)
+        except TransferError:
+            LOGGER.info("creating bucket %s", bucket)
+        else:
+            return
+        try:
+            self._client.create_bucket(Bucket=bucket)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}:
+                raise translate_error(error, _url(bucket)) from error
+        except BotoCoreError as error:
+            raise translate_error(error, _url(bucket)) from error
+
+    def list(self, location: S3Location) -> list[RemoteObject]:
+        """Every object under the location's prefix, in key order."""
+        found: list[RemoteObject] = []
+        with _translated(str(location)):
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=location.bucket, Prefix=location.prefix
+            )
+            for page in pages:
+                for item in page.get("Contents", []):
+                    found.append(RemoteObject(item["Key"], int(item["Size"]), str(item["ETag"]).strip('"')))
+        return found
+
+    def head(self, bucket: str, key: str) -> RemoteObject:
+        with _translated(_url(bucket, key)):
+            answer = self._client.head_object(Bucket=bucket, Key=key)
+        return RemoteObject(key, int(answer["ContentLength"]), str(answer["ETag"]).strip('"'))
+
+    def _part_size(self, bucket: str, obj: RemoteObject) -> int | None:
+        """None for a single-part ETag; else the size of the object's first part (``HEAD ?partNumber=1``)."""
+        match = _MULTIPART_ETAG.match(obj.etag)
+        if match is None:
+            return None
+        with _translated(_url(bucket, obj.key)):
+            answer = self._client.head_object(Bucket=bucket, Key=obj.key, PartNumber=1, IfMatch=f'"{obj.etag}"')
+        return int(answer["ContentLength"])
+
+    def download(self, bucket: str, obj: RemoteObject, dest: Path) -> int:
+        """Fetch ``obj`` into ``dest`` (temp file, fsync, rename) and return its size.
+
+        Raises TransferError when the bytes differ from the listing's size or ETag (or the object was
+        replaced since it was listed), TransientError when the connection failed or the body was cut short.
+        """
+        where = _url(bucket, obj.key)
+        digest = _Digest(self._part_size(bucket, obj))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=PARTIAL_SUFFIX, dir=dest.parent)
+        temp = Path(temp_name)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                received = self._stream(bucket, obj, where, out, digest)
+                out.flush()
+                os.fsync(out.fileno())
+            _check_etag(where, digest.etag(), obj.etag)
+            temp.chmod(0o644)
+            temp.rename(dest)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        fsync_dir(dest.parent)
+        return received
+
+    def _stream(self, bucket: str, obj: RemoteObject, where: str, out: IO[bytes], digest: _Digest) -> int:
+        received = 0
+        with _translated(where):
+            answer = self._client.get_object(Bucket=bucket, Key=obj.key, IfMatch=f'"{obj.etag}"')
+            length = int(answer["ContentLength"])
+            if length != obj.size:
+                raise TransferError(f"{where}: the store sends {length} bytes, the listing said {obj.size}")
+            body = answer["Body"]
+            try:
+                while chunk := body.read(_CHUNK):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    received += len(chunk)
+            finally:
+                body.close()
+        if received < length:
+            raise TransientError(f"{where}: the connection ended after {received} of {length} bytes")
+        return received
+
+    def upload_file(self, path: Path, bucket: str, key: str) -> RemoteObject:
+        """Upload ``path`` (in parts above the multipart threshold) and check the stored ETag against it."""
+        where = _url(bucket, key)
+        size = path.stat().st_size
+        config = self._transfer_config
+        part_size = None
+        if size >= config.multipart_threshold:
+            part_size = ChunksizeAdjuster().adjust_chunksize(config.multipart_chunksize, size)
+        expected = file_etag(path, part_size)
+        with _translated(where), TransferManager(self._client, config) as manager:
+            manager.upload(str(path), bucket, key).result()
+        stored = self.head(bucket, key)
+        if stored.size != size or stored.etag != expected:
+            raise TransferError(
+                f"{path} -> {where}: stored {stored.size} bytes with ETag {stored.etag}, "
+                f"expected {size} bytes with ETag {expected}"
+            )
+        return stored
+
+    def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
+        """A small object in one request, with ``Content-MD5`` (the server refuses a mismatch: BadDigest)."""
+        md5 = base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode("ascii")
+        with _translated(_url(bucket, key)):
+            self._client.put_object(Bucket=bucket, Key=key, Body=data, ContentMD5=md5)
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        """A small object, whole; checked against its ETag when that is a plain MD5."""
+        where = _url(bucket, key)
+        with _translated(where):
+            answer = self._client.get_object(Bucket=bucket, Key=key)
+            body = answer["Body"]
+            try:
+                data: bytes = body.read()
+            finally:
+                body.close()
+        etag = str(answer["ETag"]).strip('"')
+        if _MULTIPART_ETAG.match(etag) is None and hashlib.md5(data, usedforsecurity=False).hexdigest() != etag:
+            raise TransferError(f"{where}: content does not match its ETag {etag}")
+        return data

@@ -2,8 +2,10 @@
 
 On the local Docker engine the two containers share no PID namespace (a sidecar restart would otherwise
 take the learner down with it), so the sidecar reads the learner's cgroup instead: the deploying side
-bind-mounts the learner's cgroup folders under one directory, as ``unified/`` (cgroup v2) or ``memory/``
-and ``cpuacct/`` (cgroup v1). When those files vanish or the cgroup holds no process, the learner is gone.
+bind-mounts the learner's cgroup folders under one directory, as ``unified/`` (cgroup v2) or ``memory/``,
+``cpuacct/`` and ``pids/`` (cgroup v1). When the cgroup holds no process (v2) or its folder vanished (v1: the
+runtime removes it when the container stops; ``cgroup.procs`` cannot tell, it lists only the PIDs of the
+reader's own PID namespace), the learner is gone.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ class LearnerCgroup:
     def sample(self) -> CgroupSample | None:
         """Cumulative CPU time and current memory of the learner; None when its cgroup is gone."""
         try:
-            processes = len(self._procs().split())
+            processes = self._processes()
             if self.version == 2:
                 usage_usec = _stat_field(self.root / "unified" / "cpu.stat", "usage_usec")
                 memory = int((self.root / "unified" / "memory.current").read_text())
@@ -41,16 +43,19 @@ class LearnerCgroup:
         except (OSError, ValueError):
             return None
 
-    def _procs(self) -> str:
-        folder = "unified" if self.version == 2 else "memory"
-        return (self.root / folder / "cgroup.procs").read_text()
+    def _processes(self) -> int:
+        folder = "unified" if self.version == 2 else "pids"
+        try:
+            return int((self.root / folder / "pids.current").read_text())
+        except (OSError, ValueError):
+            return 0
 
     def populated(self) -> bool:
         """Whether any learner process is alive; False once the learner container has stopped."""
         try:
             if self.version == 2:
                 return "populated 1" in (self.root / "unified" / "cgroup.events").read_text()
-            return bool(self._procs().strip())
+            return (self.root / "memory" / "memory.usage_in_bytes").is_file()
         except OSError:
             return False
 

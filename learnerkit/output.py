@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from learnerkit.errors import LearnerkitError
 
@@ -62,5 +63,5 @@ def fail(output: str, error: LearnerkitError, exit_code: int = 1) -> None:
     if output == OutputFormat.JSON.value:
         sys.stdout.write(json.dumps({"error": type(error).__name__, "message": str(error)}, indent=2) + "\n")
     else:
-        err_console.print(f"[bold red]error:[/] {error}", markup=True, highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(error))}", markup=True, highlight=False, soft_wrap=True)
     raise SystemExit(exit_code)

@@ -13,7 +13,7 @@ SIDECAR_MOUNT = "/learner-cgroup"
 
 
 def cgroup_mounts(pid: int, root: Path = CGROUP_ROOT) -> dict[str, str]:
-    """Host folder -> folder in the sidecar, for the process ``pid``'s cgroup (v2, or v1 memory + cpuacct)."""
+    """Host folder -> folder in the sidecar, for the process ``pid``'s cgroup (v2, or v1 memory, cpuacct, pids)."""
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
@@ -23,7 +23,7 @@ def cgroup_mounts(pid: int, root: Path = CGROUP_ROOT) -> dict[str, str]:
         _, controllers, path = line.split(":", 2)
         if controllers == "" and (root / "cgroup.controllers").exists():
             mounts[str(root / path.lstrip("/"))] = f"{SIDECAR_MOUNT}/unified"
-        for name in ("memory", "cpuacct"):
+        for name in ("memory", "cpuacct", "pids"):
             if name in controllers.split(","):
                 mounts[str(root / controllers / path.lstrip("/"))] = f"{SIDECAR_MOUNT}/{name}"
     return {host: inside for host, inside in mounts.items() if Path(host).is_dir()}

@@ -25,7 +25,7 @@ JOB_LABEL = "io.learnerkit.job-id"
 ROLE_LABEL = "io.learnerkit.role"
 RUN_AS = "1000:0"
 STOP_MARGIN_S = 10
-"""The sidecar's container stop timeout exceeds its own shutdown deadline by this much."""
+"""A stop waits this much longer than the sidecar's shutdown deadline (or the learner's halt grace)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,6 @@ def learner_options(spec: PairSpec, volume: str) -> dict[str, Any]:
         "volumes": {volume: {"bind": "/job", "mode": "rw"}},
         "shm_size": "1g",
         "stop_signal": "SIGTERM",
-        "stop_timeout": int(spec.halt_grace_s) + STOP_MARGIN_S,
     }
     if spec.network is None:
         options["network_mode"] = "none"
@@ -107,7 +106,6 @@ def sidecar_options(spec: PairSpec, volume: str, cgroups: dict[str, str]) -> dic
         "volumes": volumes,
         "network_mode": "host",
         "stop_signal": "SIGTERM",
-        "stop_timeout": int(spec.shutdown_deadline_s) + STOP_MARGIN_S,
     }
 
 
@@ -147,6 +145,18 @@ def exit_code(container_id: str) -> int | None:
     found.reload()
     state = found.attrs["State"]
     return None if state.get("Running") or state.get("Status") == "created" else int(state["ExitCode"])
+
+
+def stop_pair(handle: PairHandle, spec: PairSpec) -> None:
+    """Stop gracefully: the sidecar halts the learner, stores what there is, and exits within its deadline."""
+    for container_id, grace in (
+        (handle.sidecar, spec.shutdown_deadline_s + STOP_MARGIN_S),
+        (handle.learner, spec.halt_grace_s + STOP_MARGIN_S),
+    ):
+        found = container(container_id)
+        if found is not None:
+            with suppress(docker.errors.NotFound):
+                found.stop(timeout=int(grace))
 
 
 def remove_pair(handle: PairHandle) -> None:

@@ -154,7 +154,7 @@ def test_fifty_megabyte_log_with_binary_bytes_and_a_ten_megabyte_line_is_shipped
         "for i in range(40): out.write(bytes(r.getrandbits(8) for _ in range(4096)) + b'\\xff\\xfe\\n')\n"
         "out.write(b'L' * (10 * 1024 * 1024) + b'\\n')\n"
         "for i in range(40 * 1024): out.write(b'line %d \\xc3\\x28 caf\\xe9\\n' % i)\n"
-        "out.write(bytes(range(256)) * (38 * 1024 * 1024 // 256)); out.flush()\n"
+        "out.write(bytes(range(256)) * (40 * 1024 * 1024 // 256)); out.flush()\n"
     )
     spec = pairs.spec(("python", "-c", writer), data_prefix=None)
     handle = pairs.start(spec)

@@ -6,6 +6,7 @@ import click
 
 from learnerkit import __version__
 from learnerkit_build.cli import framework_group, image_group
+from learnerkit_scheduler.cli import job_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,6 +17,7 @@ def cli() -> None:
 
 cli.add_command(image_group)
 cli.add_command(framework_group)
+cli.add_command(job_group)
 
 
 def main() -> None:

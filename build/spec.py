@@ -13,8 +13,9 @@ from typing import Annotated, Any, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from learnerkit.errors import ConfigError
+from learnerkit.yamlfile import LocatedYaml, format_field_path, load_located_yaml
 from learnerkit_build.errors import SpecError
-from learnerkit_build.yamlfile import LocatedYaml, format_field_path, load_located_yaml
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]*$"
 VERSION_PATTERN = r"^[0-9][0-9a-z.]*$"
@@ -119,7 +120,10 @@ class ImageSpec(BaseModel):
 
 def load_framework(folder: Path) -> FrameworkSpec:
     """Parse and validate `folder/framework.yaml`; raise `SpecError` naming file, line and field."""
-    doc = load_located_yaml(folder / "framework.yaml")
+    try:
+        doc = load_located_yaml(folder / "framework.yaml")
+    except ConfigError as e:
+        raise SpecError(str(e)) from e
     if not isinstance(doc.data, dict):
         raise SpecError(f"{doc.path}:1: expected a mapping with keys {_field_names(FrameworkSpec)}")
     try:

@@ -7,6 +7,7 @@ import click
 from learnerkit import __version__
 from learnerkit.sidecar_cli import sidecar_group
 from learnerkit_build.cli import framework_group, image_group
+from learnerkit_scheduler.cli import job_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,6 +19,7 @@ def cli() -> None:
 cli.add_command(image_group)
 cli.add_command(framework_group)
 cli.add_command(sidecar_group)
+cli.add_command(job_group)
 
 
 def main() -> None:

@@ -55,7 +55,7 @@ def test_duplicate_key_names_its_line(make_project: MakeProject) -> None:
     message = error_for(
         make_project, VALID_YAML.replace("description: a toy framework\n", "description: a\ndescription: b\n")
     )
-    assert "framework.yaml:3: duplicate key description" in message
+    assert "framework.yaml:3: description: duplicate key" in message
 
 
 def test_yaml_syntax_error_names_line(make_project: MakeProject) -> None:

@@ -22,8 +22,9 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check learnerkit build learner_base/learner controller_sidecar tests bench
-	@mkdir -p .learnerkit/typecheck && ln -sfn ../../build .learnerkit/typecheck/learnerkit_build
+	$(BIN)/ruff format --check learnerkit build learner_base/learner controller_sidecar scheduler tests bench
+	@mkdir -p .learnerkit/typecheck && ln -sfn ../../build .learnerkit/typecheck/learnerkit_build \
+		&& ln -sfn ../../scheduler .learnerkit/typecheck/learnerkit_scheduler
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -35,3 +36,4 @@ test: setup lint images
 
 bench: setup images
 	$(BIN)/python bench/images.py
+	$(BIN)/python bench/scheduler_admission.py

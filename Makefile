@@ -37,3 +37,4 @@ test: setup lint images
 
 bench: setup images
 	$(BIN)/python bench/images.py
+	$(BIN)/python bench/scheduler_admission.py

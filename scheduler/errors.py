@@ -1,7 +1,30 @@
-"""Errors of the scheduler, all rooted at `LearnerkitError`."""
+"""The scheduler's errors, all rooted at `LearnerkitError`."""
 
+from __future__ import annotations
+
+from learnerkit.errors import ConfigError, LearnerkitError
 from learnerkit.yamlfile import YamlError
+
+
+class SchedulerError(LearnerkitError):
+    """Root of the scheduler's errors."""
 
 
 class ManifestError(YamlError):
     """A manifest cannot be used; `problems` names the line and field path of every problem found."""
+
+
+class InvalidRequestError(SchedulerError, ConfigError):
+    """A node, learner request or job that cannot be valid (negative resources, GPUs without a type)."""
+
+
+class CapacityError(SchedulerError):
+    """A reservation that does not fit the node, or a release of more than was reserved."""
+
+
+class UnknownJobError(SchedulerError):
+    """No job with this id is known to the scheduler."""
+
+
+class JobStateError(SchedulerError):
+    """The operation does not apply to the job in its current state (e.g. running a job that is queued)."""

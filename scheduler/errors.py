@@ -28,3 +28,16 @@ class UnknownJobError(SchedulerError):
 
 class JobStateError(SchedulerError):
     """The operation does not apply to the job in its current state (e.g. running a job that is queued)."""
+
+
+class InvalidObjectError(SchedulerError):
+    """A generated Kubernetes object does not validate against the pinned Kubernetes schema."""
+
+
+class BackendError(SchedulerError):
+    """The cluster (or engine) refused or failed an operation on a named object."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status the API answered with; None when it could not be reached at all."""

@@ -1,0 +1,261 @@
+"""The Kubernetes backend's API traffic against kmock, an emulated API server over real HTTP.
+
+kmock keeps objects in memory and answers create/read/list/delete like an API server, but it runs no
+controllers (pods never start; a test writes their status), ignores label selectors on lists (the backend
+re-checks labels), records a creation even when a reaction refuses it, and admits anything (schema
+validation is the object builders' job). The official client is synchronous and kmock serves from the
+test's event loop, so every backend call runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import kubernetes.client
+import pytest
+from kmock import KubernetesEmulator, method, resource
+
+from learnerkit_scheduler.backends import k8s_objects as ko
+from learnerkit_scheduler.backends.k8s import KubernetesBackend
+from learnerkit_scheduler.errors import BackendError
+
+pytestmark = pytest.mark.asyncio
+
+T = TypeVar("T")
+NAMESPACE = "training"
+RESOURCES = {
+    "Pod": "v1/pods",
+    "Service": "v1/services",
+    "Secret": "v1/secrets",
+    "NetworkPolicy": "networking.k8s.io/v1/networkpolicies",
+}
+
+
+def make_job(job_id: str = "job-7", learners: int = 2) -> ko.JobDeployment:
+    secrets = ko.Secrets(
+        "10.20.0.4:2379", s3_endpoint_url="http://10.30.0.5:8333", s3_access_key="AK", s3_secret_key="SK"
+    )
+    pods = tuple(
+        ko.LearnerDeployment(
+            job_id=job_id,
+            learner_id=n,
+            num_learners=learners,
+            learner_image="registry.local/learnerkit/pytorch:2.13-cpu-py3.11",
+            sidecar_image="registry.local/learnerkit/sidecar:0.1.0",
+            command=("python", "train.py"),
+            sidecar_config={"results": {"bucket": "results", "prefix": f"{job_id}/"}},
+            secrets=secrets,
+            cpus=1,
+            memory_bytes=1 << 30,
+            namespace=NAMESPACE,
+        )
+        for n in range(1, learners + 1)
+    )
+    return ko.JobDeployment(
+        job_id,
+        pods,
+        distributed=learners > 1,
+        platform_egress=(ko.Egress("10.20.0.4/32", 2379), ko.Egress("10.30.0.5/32", 8333)),
+        namespace=NAMESPACE,
+    )
+
+
+async def call(fn: Callable[..., T], *args: Any) -> T:
+    return await asyncio.to_thread(fn, *args)
+
+
+def stored(emulator: KubernetesEmulator) -> set[tuple[str, str, str]]:
+    """(resource, namespace, name) of every object the emulator holds now (deleted ones excluded)."""
+    return {
+        (f"{key[0].group}/{key[0].version}/{key[0].plural}".lstrip("/"), str(key[1]), str(key[2]))
+        for key, obj in emulator.objects.items()
+        if not obj.deleted
+    }
+
+
+def expected(job: ko.JobDeployment) -> set[tuple[str, str, str]]:
+    return {(RESOURCES[obj["kind"]], NAMESPACE, obj["metadata"]["name"]) for obj in ko.job_objects(job)}
+
+
+@pytest.fixture
+def backend(kmock: KubernetesEmulator) -> KubernetesBackend:
+    configuration = kubernetes.client.Configuration()
+    configuration.host = str(kmock.url).rstrip("/")
+    return KubernetesBackend(kubernetes.client.ApiClient(configuration), namespace=NAMESPACE)
+
+
+async def test_deploy_creates_exactly_the_jobs_objects(kmock: KubernetesEmulator, backend: KubernetesBackend) -> None:
+    job = make_job()
+    deployed = await call(backend.deploy, job)
+    assert stored(kmock) == expected(job)
+    assert len(deployed.created) == 5
+    assert deployed.existing == ()
+    pod = kmock.objects["v1/pods", NAMESPACE, "lk-job-7-2"]
+    assert pod["spec"]["initContainers"][0]["restartPolicy"] == "Always"
+    assert pod["metadata"]["labels"][ko.JOB_LABEL] == "job-7"
+    posts = [str(request.url.path) for request in kmock if request.method == method.POST]
+    assert posts == [
+        f"/api/v1/namespaces/{NAMESPACE}/secrets",
+        f"/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies",
+        f"/api/v1/namespaces/{NAMESPACE}/services",
+        f"/api/v1/namespaces/{NAMESPACE}/pods",
+        f"/api/v1/namespaces/{NAMESPACE}/pods",
+    ]
+
+
+async def test_redeploy_is_idempotent(kmock: KubernetesEmulator, backend: KubernetesBackend) -> None:
+    job = make_job()
+    await call(backend.deploy, job)
+    again = await call(backend.deploy, job)
+    assert again.created == ()
+    assert len(again.existing) == 5
+    assert stored(kmock) == expected(job)
+
+
+async def test_conflict_with_a_foreign_object_is_an_error(
+    kmock: KubernetesEmulator, backend: KubernetesBackend
+) -> None:
+    kmock.objects["v1/secrets", NAMESPACE, "lk-job-7-sidecar"] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "lk-job-7-sidecar", "namespace": NAMESPACE, "labels": {"team": "other"}},
+    }
+    with pytest.raises(
+        BackendError, match=r"Secret training/lk-job-7-sidecar: it exists and belongs to no learnerkit job"
+    ):
+        await call(backend.deploy, make_job())
+    assert stored(kmock) == {("v1/secrets", NAMESPACE, "lk-job-7-sidecar")}
+
+
+async def test_a_failed_deploy_removes_what_it_created(kmock: KubernetesEmulator, backend: KubernetesBackend) -> None:
+    kmock["post", resource("v1/pods")] << 403 << {"kind": "Status", "message": "pods are forbidden here"}
+    with pytest.raises(
+        BackendError, match=r"creating Pod training/lk-job-7-1: 403 .*pods are forbidden here"
+    ) as caught:
+        await call(backend.deploy, make_job())
+    assert caught.value.status == 403
+    # kmock records a creation even when a reaction answers it with an error: the refused pod stays in
+    # its memory. What matters is that everything created before it was deleted again.
+    assert stored(kmock) == {("v1/pods", NAMESPACE, "lk-job-7-1")}
+    deletes = [str(request.url.path).rsplit("/", 2)[-2:] for request in kmock if request.method == method.DELETE]
+    assert deletes == [["services", "lk-job-7"], ["networkpolicies", "lk-job-7"], ["secrets", "lk-job-7-sidecar"]]
+
+
+async def test_status_reads_pods_and_says_why_one_is_pending(
+    kmock: KubernetesEmulator, backend: KubernetesBackend
+) -> None:
+    await call(backend.deploy, make_job())
+    kmock.objects["v1/pods", NAMESPACE, "lk-job-7-1"].patch(
+        {
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+                "initContainerStatuses": [
+                    {
+                        "name": "sidecar",
+                        "ready": True,
+                        "restartCount": 0,
+                        "image": "s",
+                        "imageID": "",
+                        "state": {"running": {}},
+                    }
+                ],
+                "containerStatuses": [
+                    {
+                        "name": "learner",
+                        "ready": True,
+                        "restartCount": 0,
+                        "image": "l",
+                        "imageID": "",
+                        "state": {"running": {}},
+                    }
+                ],
+            }
+        }
+    )
+    kmock.objects["v1/pods", NAMESPACE, "lk-job-7-2"].patch(
+        {
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/3 nodes are available: 3 Insufficient cpu.",
+                    }
+                ],
+            }
+        }
+    )
+    status = await call(backend.status, "job-7")
+    first, second = status.pods
+    assert (first.name, first.learner_id, first.phase, first.ready) == ("lk-job-7-1", 1, "Running", True)
+    assert [(c.name, c.state) for c in first.containers] == [("sidecar", "running"), ("learner", "running")]
+    assert first.reason is None
+    assert (second.phase, second.ready) == ("Pending", False)
+    assert second.reason == "Unschedulable: 0/3 nodes are available: 3 Insufficient cpu."
+    assert [c.state for c in second.containers] == ["unknown", "unknown"]
+
+
+async def test_status_reports_a_failed_learner(kmock: KubernetesEmulator, backend: KubernetesBackend) -> None:
+    await call(backend.deploy, make_job(learners=1))
+    kmock.objects["v1/pods", NAMESPACE, "lk-job-7-1"].patch(
+        {
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {
+                        "name": "learner",
+                        "ready": False,
+                        "restartCount": 0,
+                        "image": "l",
+                        "imageID": "",
+                        "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+                    }
+                ],
+            }
+        }
+    )
+    (pod,) = (await call(backend.status, "job-7")).pods
+    learner = pod.containers[1]
+    assert (learner.state, learner.exit_code, learner.reason) == ("terminated", 137, "OOMKilled")
+
+
+async def test_teardown_deletes_everything_and_spares_other_jobs(
+    kmock: KubernetesEmulator, backend: KubernetesBackend
+) -> None:
+    job, other = make_job("job-7"), make_job("job-8", learners=1)
+    await call(backend.deploy, job)
+    await call(backend.deploy, other)
+    assert await call(backend.list_jobs) == ["job-7", "job-8"]
+    deleted = await call(backend.teardown, "job-7")
+    assert len(deleted) == 5
+    assert deleted[:2] == ["Pod training/lk-job-7-1", "Pod training/lk-job-7-2"]
+    assert deleted[-1] == "Secret training/lk-job-7-sidecar"
+    assert stored(kmock) == expected(other)
+    assert await call(backend.list_jobs) == ["job-8"]
+    assert await call(backend.teardown, "job-7") == []
+    assert not (await call(backend.status, "job-7")).exists
+
+
+async def test_deploy_after_teardown_creates_again(kmock: KubernetesEmulator, backend: KubernetesBackend) -> None:
+    job = make_job()
+    await call(backend.deploy, job)
+    await call(backend.teardown, "job-7")
+    again = await call(backend.deploy, job)
+    assert len(again.created) == 5
+    assert stored(kmock) == expected(job)
+
+
+async def test_an_unreachable_api_names_the_host() -> None:
+    configuration = kubernetes.client.Configuration()
+    configuration.host = "http://127.0.0.1:9"
+    configuration.retries = 0
+    backend = KubernetesBackend(kubernetes.client.ApiClient(configuration), namespace=NAMESPACE)
+    with pytest.raises(
+        BackendError, match=r"listing Pods in training .*cannot reach the Kubernetes API at http://127.0.0.1:9"
+    ):
+        await call(backend.status, "job-7")

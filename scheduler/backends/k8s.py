@@ -23,13 +23,13 @@ from learnerkit_scheduler.backends.k8s_objects import (
     JOB_LABEL,
     LEARNER_LABEL,
     MANAGED_BY,
-    JobDeployment,
     KubeObject,
     describe,
     job_objects,
     job_selector,
     validate_objects,
 )
+from learnerkit_scheduler.deployment import JobDeployment
 from learnerkit_scheduler.errors import BackendError
 
 HTTP_NOT_FOUND = 404

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import kubernetes.client
 import pytest
 
-from learnerkit_scheduler.backends import k8s_objects as ko
+from learnerkit_scheduler import deployment as dep
 from learnerkit_scheduler.backends.k8s import KubernetesBackend
 from tests.waiting import wait_until
 
@@ -41,7 +41,7 @@ def test_deploy_status_teardown_on_a_real_cluster(backend: KubernetesBackend) ->
     learner_image = os.environ.get("LEARNERKIT_E2E_LEARNER_IMAGE", BUSYBOX)
     sidecar_image = os.environ.get("LEARNERKIT_E2E_SIDECAR_IMAGE", BUSYBOX)
     learners = tuple(
-        ko.LearnerDeployment(
+        dep.LearnerDeployment(
             job_id="e2e",
             learner_id=n,
             num_learners=2,
@@ -49,7 +49,7 @@ def test_deploy_status_teardown_on_a_real_cluster(backend: KubernetesBackend) ->
             sidecar_image=sidecar_image,
             command=("sleep", "30"),
             sidecar_config={},
-            secrets=ko.Secrets("127.0.0.1:2379"),
+            secrets=dep.Secrets("127.0.0.1:2379"),
             cpus=0.1,
             memory_bytes=64 << 20,
             halt_grace_s=1,
@@ -58,7 +58,7 @@ def test_deploy_status_teardown_on_a_real_cluster(backend: KubernetesBackend) ->
         )
         for n in (1, 2)
     )
-    job = ko.JobDeployment("e2e", learners, distributed=True, namespace=backend.namespace)
+    job = dep.JobDeployment("e2e", learners, distributed=True, namespace=backend.namespace)
     deployed = backend.deploy(job)
     assert len(deployed.created) == 5
     assert backend.deploy(job).created == ()

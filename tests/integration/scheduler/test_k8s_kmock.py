@@ -17,6 +17,7 @@ import kubernetes.client
 import pytest
 from kmock import KubernetesEmulator, method, resource
 
+from learnerkit_scheduler import deployment as dep
 from learnerkit_scheduler.backends import k8s_objects as ko
 from learnerkit_scheduler.backends.k8s import KubernetesBackend
 from learnerkit_scheduler.errors import BackendError
@@ -33,12 +34,12 @@ RESOURCES = {
 }
 
 
-def make_job(job_id: str = "job-7", learners: int = 2) -> ko.JobDeployment:
-    secrets = ko.Secrets(
+def make_job(job_id: str = "job-7", learners: int = 2) -> dep.JobDeployment:
+    secrets = dep.Secrets(
         "10.20.0.4:2379", s3_endpoint_url="http://10.30.0.5:8333", s3_access_key="AK", s3_secret_key="SK"
     )
     pods = tuple(
-        ko.LearnerDeployment(
+        dep.LearnerDeployment(
             job_id=job_id,
             learner_id=n,
             num_learners=learners,
@@ -53,11 +54,11 @@ def make_job(job_id: str = "job-7", learners: int = 2) -> ko.JobDeployment:
         )
         for n in range(1, learners + 1)
     )
-    return ko.JobDeployment(
+    return dep.JobDeployment(
         job_id,
         pods,
         distributed=learners > 1,
-        platform_egress=(ko.Egress("10.20.0.4/32", 2379), ko.Egress("10.30.0.5/32", 8333)),
+        platform_egress=(dep.Egress("10.20.0.4/32", 2379), dep.Egress("10.30.0.5/32", 8333)),
         namespace=NAMESPACE,
     )
 
@@ -75,7 +76,7 @@ def stored(emulator: KubernetesEmulator) -> set[tuple[str, str, str]]:
     }
 
 
-def expected(job: ko.JobDeployment) -> set[tuple[str, str, str]]:
+def expected(job: dep.JobDeployment) -> set[tuple[str, str, str]]:
     return {(RESOURCES[obj["kind"]], NAMESPACE, obj["metadata"]["name"]) for obj in ko.job_objects(job)}
 
 

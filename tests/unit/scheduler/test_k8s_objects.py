@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from learnerkit.errors import ConfigError
+from learnerkit_scheduler import deployment as dep
 from learnerkit_scheduler.backends import k8s_objects as ko
 from learnerkit_scheduler.errors import InvalidObjectError
 
-SECRETS = ko.Secrets(
+SECRETS = dep.Secrets(
     etcd_endpoints="etcd.platform:2379",
     etcd_username="job-42",
     etcd_password="etcd-pw",
@@ -21,7 +22,7 @@ SECRETS = ko.Secrets(
     s3_secret_key="s3-secret",
 )
 SECRET_VALUES = {"etcd-pw", "AKIA-TEST", "s3-secret"}
-EGRESS = (ko.Egress("10.20.0.0/24", 2379), ko.Egress("10.30.0.5/32", 8333))
+EGRESS = (dep.Egress("10.20.0.0/24", 2379), dep.Egress("10.30.0.5/32", 8333))
 
 
 def make_job(
@@ -31,9 +32,9 @@ def make_job(
     gpus: int = 0,
     gpu_type: str | None = None,
     command: tuple[str, ...] | str = ("python", "/opt/learner/smoke/train.py"),
-) -> ko.JobDeployment:
+) -> dep.JobDeployment:
     pods = tuple(
-        ko.LearnerDeployment(
+        dep.LearnerDeployment(
             job_id="job-42",
             learner_id=n,
             num_learners=learners,
@@ -51,7 +52,7 @@ def make_job(
         )
         for n in range(1, learners + 1)
     )
-    return ko.JobDeployment(
+    return dep.JobDeployment(
         "job-42", pods, distributed=learners > 1, framework=framework, platform_egress=EGRESS, namespace="training"
     )
 
@@ -244,7 +245,7 @@ def test_distributed_env_generic_and_pytorch() -> None:
     for rank, pod in enumerate(pods):
         env = env_of(containers(pod)["learner"])
         assert env["MASTER_ADDR"] == "lk-job-42-1.lk-job-42"
-        assert env["MASTER_PORT"] == str(ko.DEFAULT_MASTER_PORT)
+        assert env["MASTER_PORT"] == str(dep.DEFAULT_MASTER_PORT)
         assert env["WORLD_SIZE"] == "3"
         assert env["RANK"] == str(rank)
         assert env["LEARNER_ID"] == str(rank + 1)

@@ -200,6 +200,29 @@ class EtcdStore:
             found = await self._client.get_prefix(prefix.encode())
         return {kv.key.decode(): kv.value for kv in found}
 
+    async def create_all(self, guard: str, items: Mapping[str, str | bytes]) -> bool:
+        """Put every item in one transaction, only if ``guard`` does not exist; whether they were written."""
+        ops = self._client.transactions
+        with _translated(f"create {guard}"):
+            succeeded, _ = await self._client.transaction(
+                compare=[ops.version(guard.encode()) == 0],
+                success=[ops.put(key.encode(), _bytes(value)) for key, value in items.items()],
+                failure=[],
+            )
+        return bool(succeeded)
+
+    async def put_all(self, items: Mapping[str, str | bytes], delete: tuple[str, ...] = ()) -> None:
+        """Put every item and delete every key in ``delete``, in one transaction."""
+        ops = self._client.transactions
+        writes = [ops.put(key.encode(), _bytes(value)) for key, value in items.items()]
+        writes += [ops.delete(key.encode()) for key in delete]
+        with _translated(f"write {', '.join(items) or ', '.join(delete)}"):
+            await self._client.transaction(compare=[], success=writes, failure=[])
+
+    async def delete_prefix(self, prefix: str) -> None:
+        with _translated(f"delete {prefix}*"):
+            await self._client.delete_prefix(prefix.encode())
+
     async def compact(self, revision: int) -> None:
         """Drop the history below ``revision`` (maintenance; watches from older revisions must re-read)."""
         with _translated(f"compact to revision {revision}"):

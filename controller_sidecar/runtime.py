@@ -64,7 +64,12 @@ class Sidecar:
         etcd = await self._connect()
         if etcd is None:
             return None
-        reporter = StatusReporter(self._deliver(etcd), learner_id=self.settings.learner_id, state_dir=dirs.control)
+        reporter = StatusReporter(
+            self._deliver(etcd),
+            learner_id=self.settings.learner_id,
+            state_dir=dirs.control,
+            first_sequence=self.settings.status_sequence_start,
+        )
         await reporter.start()
         watcher = asyncio.create_task(self._watch_halt(etcd))
         heartbeat = asyncio.create_task(self._heartbeat())

@@ -166,6 +166,8 @@ class SidecarSettings:
     learner_cgroup_dir: Path | None = None
     """The learner container's cgroup, mounted read-only (see ``learnercgroup``); None where the learner's
     processes are visible instead (a shared PID namespace) or not at all."""
+    status_sequence_start: int = 1
+    """The first status record's sequence number; the scheduler gives each attempt of a job its own range."""
     exit_when_done: bool = True
     """Exit after the terminal status is stored; False keeps serving metrics until SIGTERM (a Kubernetes
     native sidecar is restarted whenever it exits)."""
@@ -226,6 +228,7 @@ def load_settings(environ: Mapping[str, str], config_path: Path | None = None) -
         evaluation_metrics=reader.optional_mapping("evaluation_metrics"),
         metrics_port=reader.integer("metrics_port", minimum=0, default=9102),
         learner_cgroup_dir=_optional_path(reader.optional_text("learner_cgroup_dir")),
+        status_sequence_start=reader.integer("status_sequence_start", minimum=1, default=1),
         exit_when_done=reader.boolean("exit_when_done", default=True),
     )
 

@@ -54,7 +54,10 @@ class StatusReporter:
         state_dir: Path,
         clock: Clock = SYSTEM_CLOCK,
         backoff: Backoff = DEFAULT_BACKOFF,
+        first_sequence: int = 1,
     ) -> None:
+        """``first_sequence`` numbers a fresh learner's first record (the scheduler gives each attempt of a
+        job its own range, so a resumed job's records sort after, and never overwrite, the earlier ones)."""
         self._deliver = deliver
         self.learner_id = learner_id
         self.state_path = state_dir / STATE_FILE
@@ -63,7 +66,7 @@ class StatusReporter:
         self._backoff = replace(backoff, max_attempts=None, deadline_s=None)
         self._rng = random.Random()  # noqa: S311 - jitter, not cryptography
         self._pending: deque[StatusRecord] = deque()
-        self._next_sequence = 1
+        self._next_sequence = first_sequence
         self._last: StatusRecord | None = None
         self._started = False
         self._wakeup = asyncio.Event()

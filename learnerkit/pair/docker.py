@@ -76,6 +76,8 @@ def learner_options(spec: PairSpec, volume: str) -> dict[str, Any]:
     else:
         options["network"] = spec.network
         options["hostname"] = spec.hostname or f"{spec.name}-learner"
+        aliases = [options["hostname"], *spec.network_aliases]
+        options["networking_config"] = {spec.network: engine().api.create_endpoint_config(aliases=aliases)}
     if spec.memory_bytes:
         options["mem_limit"] = spec.memory_bytes
         options["memswap_limit"] = spec.memory_bytes

@@ -54,6 +54,8 @@ class PairSpec:
     network: str | None = None
     """The learners' network; None gives the learner no network at all (single-learner jobs)."""
     hostname: str | None = None
+    network_aliases: tuple[str, ...] = ()
+    """Further names the learner answers to on ``network`` (the rendezvous names of distributed jobs)."""
     memory_bytes: int | None = None
     nano_cpus: int | None = None
     gpus: int = 0

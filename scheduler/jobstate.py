@@ -1,0 +1,98 @@
+"""The scheduler's record of one job in etcd (``/learnerkit/jobs/<id>/status``), and its JSON wire form.
+
+Everything the scheduler knows of a job is here or in the job's ``spec``; after a restart it rebuilds its
+queue and reservations from these records alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+ATTEMPT_SEQUENCE_BLOCK = 1_000_000
+"""Each attempt's sidecars number their status records from ``attempt * ATTEMPT_SEQUENCE_BLOCK``."""
+
+
+class JobStatus(StrEnum):
+    QUEUED = "QUEUED"
+    PENDING = "PENDING"
+    DOWNLOADING = "DOWNLOADING"
+    PROCESSING = "PROCESSING"
+    STORING = "STORING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    HALTED = "HALTED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.HALTED, JobStatus.CANCELLED)
+
+
+class Stage(StrEnum):
+    """Where the job is in the scheduler's own cycle (the status is what users see)."""
+
+    QUEUED = "QUEUED"
+    """Waiting for admission."""
+    DEPLOYED = "DEPLOYED"
+    """Resources reserved and the learners deployed; not all running yet."""
+    RUNNING = "RUNNING"
+    """Every learner's containers run: the ready timeout no longer applies."""
+    DONE = "DONE"
+    """Terminal and torn down: nothing of it runs, nothing is reserved."""
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    tenant: str
+    name: str
+    submitted_at: float
+    """Epoch seconds: the queue's tie-breaker after priority."""
+    status: JobStatus = JobStatus.QUEUED
+    stage: Stage = Stage.QUEUED
+    reason: str = ""
+    updated_at: str = field(default_factory=now_iso)
+    attempt: int = 1
+    """Each deploy of the job (a resume, an automatic restart) is a new attempt with its own outputs."""
+    restarts: int = 0
+    """Automatic restarts after failures so far (bounded by the manifest's max_restarts)."""
+    resume_from_attempt: int | None = None
+    """The attempt whose checkpoints this attempt restores."""
+    nodes: tuple[str, ...] = ()
+    admitted_at: float | None = None
+    timeouts: int = 0
+    not_before: float = 0.0
+    history_sequence: int = 0
+    """How many job-level history entries were written."""
+
+    @property
+    def submitted_at_iso(self) -> str:
+        return datetime.fromtimestamp(self.submitted_at, UTC).isoformat().replace("+00:00", "Z")
+
+    @property
+    def first_sequence(self) -> int:
+        """The first status sequence of this attempt's sidecars."""
+        return self.attempt * ATTEMPT_SEQUENCE_BLOCK
+
+    def evolve(self, **changes: Any) -> JobState:
+        return replace(self, updated_at=now_iso(), **changes)
+
+    def to_raw(self) -> dict[str, Any]:
+        raw = asdict(self)
+        raw["status"], raw["stage"], raw["nodes"] = self.status.value, self.stage.value, list(self.nodes)
+        return raw
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> JobState:
+        values = dict(raw)
+        values["status"] = JobStatus(values["status"])
+        values["stage"] = Stage(values["stage"])
+        values["nodes"] = tuple(values.get("nodes", ()))
+        return cls(**values)

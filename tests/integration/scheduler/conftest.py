@@ -1,0 +1,158 @@
+"""The scheduler service against the real etcd, SeaweedFS and Docker engine, its loop on a thread of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+import threading
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import boto3
+import pytest
+
+from controller_sidecar.etcdstore import EtcdStore
+from learnerkit.pair.docker import JOB_LABEL
+from learnerkit_build import engine
+from learnerkit_build.render import BuildInputs
+from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.smokedata import write_smoke_dataset
+from learnerkit_scheduler.admission import AdmissionPolicy
+from learnerkit_scheduler.backends.docker import DockerBackend
+from learnerkit_scheduler.facade import JobView
+from learnerkit_scheduler.images import ImageCatalog
+from learnerkit_scheduler.jobstore import JobStore
+from learnerkit_scheduler.planning import Platform
+from learnerkit_scheduler.service import SchedulerService, ServiceOptions
+from tests.integration.conftest import REPO
+from tests.waiting import wait_until
+
+T = TypeVar("T")
+DATA_BUCKET = "sched-data"
+RESULTS_BUCKET = "sched-results"
+TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
+
+
+class Harness:
+    """A SchedulerService whose asyncio loop runs on a thread; tests call it synchronously."""
+
+    def __init__(self, etcd: Any, options: ServiceOptions) -> None:
+        self.etcd_server = etcd
+        self.options = options
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.stop_event: asyncio.Event | None = None
+        self.runner: Future[None] | None = None
+        self.service = self.call(self._make())
+
+    async def _make(self) -> SchedulerService:
+        etcd = await EtcdStore.connect(self.etcd_server.settings())
+        service = SchedulerService(JobStore(etcd), DockerBackend(), self.options)
+        await service.rebuild()
+        self.stop_event = asyncio.Event()
+        self.runner = asyncio.run_coroutine_threadsafe(service.run(self.stop_event), self.loop)
+        return service
+
+    def call(self, coroutine: Coroutine[Any, Any, T], timeout: float = 120) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def kill(self) -> None:
+        """Stop the loop as a killed process would: nothing is cleaned up, nothing is torn down."""
+        if self.stop_event is not None:
+            self.loop.call_soon_threadsafe(self.stop_event.set)
+        if self.runner is not None:
+            self.runner.result(timeout=60)
+        self.call(self.service.store.etcd.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+
+    def wait_status(self, tenant: str, job_id: str, statuses: set[str], timeout: float = 300) -> JobView:
+        def reached() -> JobView | None:
+            view = self.call(self.service.get(tenant, job_id))
+            return view if view.status in statuses else None
+
+        return wait_until(
+            reached,
+            timeout=timeout,
+            interval=0.05,
+            message=lambda: f"{job_id} to reach {statuses}: {self.call(self.service.get(tenant, job_id))}",
+        )
+
+
+def manifest(
+    s3: Any, command: str, *, data: str = "smoke", learners: int = 1, extra: str = "", cpus: float = 0.5
+) -> str:
+    return textwrap.dedent(
+        f"""\
+        name: test-job
+        description: a scheduler test
+        version: "1.0"
+        cpus: {cpus}
+        gpus: 0
+        memory: 1Gb
+        learners: {learners}
+        data_stores:
+          - id: store
+            type: s3_datastore
+            training_data:
+              container: {DATA_BUCKET}/{data}
+            training_results:
+              container: {RESULTS_BUCKET}
+            connection:
+              auth_url: {s3.endpoint_url}
+              user_name: {s3.access_key}
+              password: {s3.secret_key}
+        framework:
+          name: pytorch
+          version: "2.13"
+          command: {command}
+        """
+    ) + textwrap.dedent(extra)
+
+
+@pytest.fixture(scope="session")
+def scheduler_buckets(s3_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_server.endpoint_url,
+        aws_access_key_id=s3_server.access_key,
+        aws_secret_access_key=s3_server.secret_key,
+        region_name="us-east-1",
+    )
+    for bucket in (DATA_BUCKET, RESULTS_BUCKET):
+        client.create_bucket(Bucket=bucket)
+    client.upload_file(str(write_smoke_dataset(tmp_path_factory.mktemp("smoke"))), DATA_BUCKET, "smoke/train.csv")
+    return client
+
+
+@pytest.fixture(scope="session")
+def service_options(etcd_server: Any, build_inputs: BuildInputs) -> ServiceOptions:
+    catalog = ImageCatalog(REPO)
+    return ServiceOptions(
+        platform=Platform(
+            etcd_endpoints=etcd_server.endpoint,
+            sidecar_image=build_sidecar(REPO, build_inputs, lambda line: None).reference,
+        ),
+        catalog=catalog.frameworks(),
+        resolve_image=catalog.resolve,
+        policy=AdmissionPolicy(ready_timeout_s=120),
+        interval_s=0.1,
+    )
+
+
+@pytest.fixture
+def harness(etcd_server: Any, service_options: ServiceOptions, scheduler_buckets: Any) -> Iterator[Harness]:
+    made = Harness(etcd_server, service_options)
+    yield made
+    made.kill()
+
+
+def leftovers(job_id: str) -> list[str]:
+    """Everything of the job still on the engine: containers, volumes, networks."""
+    client = engine.engine()
+    found = [c.name for c in client.containers.list(all=True, filters={"label": f"{JOB_LABEL}={job_id}"})]
+    found += [v.name for v in client.volumes.list(filters={"label": f"{JOB_LABEL}={job_id}"})]
+    found += [n.name for n in client.networks.list(names=[f"lk-{job_id}-net"])]
+    return found

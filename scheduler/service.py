@@ -234,6 +234,9 @@ class SchedulerService:
 
     async def _monitor(self, tracked: Tracked, now: float) -> None:
         state = tracked.state
+        # Which sidecars have exited, before their statuses are read: a sidecar writes its final status
+        # before it exits, so one that exited without it in the records read after did fail.
+        exited = await asyncio.to_thread(self.backend.sidecars_exited, state.job_id)
         records, alive, metrics = await self.store.learner_records(state.job_id)
         tracked.records, tracked.alive, tracked.metrics = records, alive, metrics
         learners = tracked.manifest.resources.learners
@@ -241,7 +244,7 @@ class SchedulerService:
             async with self._lock:
                 self.admission.mark_running(state.job_id)
                 tracked.state = await self.store.save(tracked.state.evolve(stage=Stage.RUNNING))
-        lost = await self._lost_learners(tracked, now)
+        lost = self._lost_learners(tracked, exited, now)
         result = aggregate(learners, records, first_sequence=state.first_sequence, lost=lost)
         async with self._lock:
             if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
@@ -260,10 +263,9 @@ class SchedulerService:
             elif result.status is not tracked.state.status:
                 tracked.state = await self.store.save(tracked.state.evolve(status=result.status))
 
-    async def _lost_learners(self, tracked: Tracked, now: float) -> dict[int, str]:
+    def _lost_learners(self, tracked: Tracked, exited: dict[int, int], now: float) -> dict[int, str]:
         """Learners whose sidecar died: its container exited without a final status, or its lease expired."""
         state, lost = tracked.state, {}
-        exited = await asyncio.to_thread(self.backend.sidecars_exited, state.job_id)
         for n in range(1, tracked.manifest.resources.learners + 1):
             record = tracked.records.get(n)
             final = record is not None and record.sequence >= state.first_sequence and record.phase.terminal

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import textwrap
 import threading
 from collections.abc import Coroutine, Iterator
@@ -107,7 +108,7 @@ def manifest(
         framework:
           name: pytorch
           version: "2.13"
-          command: {command}
+          command: {json.dumps(command)}
         """
     ) + textwrap.dedent(extra)
 

@@ -125,7 +125,7 @@ def test_failed_job_auto_resumes_from_its_checkpoint(harness: Harness, s3_server
         "print('resumed at', learner.latest_checkpoint().step)\""
     )
     extra = "learnerkit:\n  max_restarts: 1\n"
-    view = harness.call(harness.service.submit("team-a", manifest(s3_server, json.dumps(script), extra=extra)))
+    view = harness.call(harness.service.submit("team-a", manifest(s3_server, script, extra=extra)))
     final = harness.wait_status("team-a", view.job_id, {"COMPLETED", "CANCELLED", "HALTED"}, timeout=300)
     assert final.status == "COMPLETED" and final.restarts == 1, final
     assert b"resumed at 7" in harness.call(harness.service.logs("team-a", view.job_id)).data

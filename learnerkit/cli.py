@@ -8,6 +8,7 @@ from learnerkit import __version__
 from learnerkit.sidecar_cli import sidecar_group
 from learnerkit_build.cli import framework_group, image_group
 from learnerkit_scheduler.cli import job_group
+from learnerkit_scheduler.cli_server import scheduler_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,6 +21,7 @@ cli.add_command(image_group)
 cli.add_command(framework_group)
 cli.add_command(sidecar_group)
 cli.add_command(job_group)
+cli.add_command(scheduler_group)
 
 
 def main() -> None:

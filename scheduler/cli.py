@@ -1,4 +1,7 @@
-"""`learnerkit job ...`: argument parsing and printing only; the work is in the scheduler's modules."""
+"""`learnerkit job ...`: argument parsing and printing only; the work is in the scheduler's modules.
+
+`validate` works offline; the commands that talk to the scheduler are in `cli_jobs`.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from learnerkit.output import OutputFormat, console, emit, err_console, fail, ou
 from learnerkit.yamlfile import format_field_path
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.project import find_project_root
+from learnerkit_scheduler.cli_jobs import JOB_COMMANDS
 from learnerkit_scheduler.errors import ManifestError
 from learnerkit_scheduler.manifest import FrameworkCatalog, JobManifest, load_manifest
 from learnerkit_scheduler.units import format_size
@@ -23,6 +27,10 @@ from learnerkit_scheduler.units import format_size
 @click.group("job")
 def job_group() -> None:
     """Check and run training jobs described by FfDL manifests."""
+
+
+for _command in JOB_COMMANDS:
+    job_group.add_command(_command)
 
 
 @job_group.command("validate")

@@ -24,7 +24,7 @@ from learnerkit_scheduler.admission import AdmissionPolicy, AdmissionState, JobP
 from learnerkit_scheduler.aggregate import aggregate
 from learnerkit_scheduler.capacity import Node
 from learnerkit_scheduler.deployment import JobDeployment
-from learnerkit_scheduler.errors import BackendError, JobStateError, UnknownJobError
+from learnerkit_scheduler.errors import BackendError, JobNotFoundError, JobStateError
 from learnerkit_scheduler.facade import JobView, LogChunk
 from learnerkit_scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit_scheduler.jobstore import JobStore
@@ -327,7 +327,7 @@ class SchedulerService:
     def _owned(self, tenant: str, job_id: str) -> Tracked:
         tracked = self.jobs.get(job_id)
         if tracked is None or tracked.state.tenant != tenant:
-            raise UnknownJobError(f"no job {job_id!r}")
+            raise JobNotFoundError(f"no job {job_id!r}")
         return tracked
 
     def _read_log(self, tracked: Tracked, learner_id: int) -> bytes:

@@ -1,0 +1,136 @@
+"""An in-memory `SchedulerFacade` for the API and CLI tests: jobs per tenant, scripted status changes."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+
+from learnerkit_scheduler.errors import JobNotFoundError, JobStateError
+from learnerkit_scheduler.facade import JobView, LearnerView, LogChunk
+from learnerkit_scheduler.manifest import parse_manifest
+
+TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
+RUNNING = {"PENDING", "DOWNLOADING", "PROCESSING", "STORING"}
+WAIT_REASON = "waiting for 2 GPU(s) of type nvidia-a100: 1 free"
+
+MANIFEST = """\
+name: mnist
+cpus: 1
+gpus: {gpus}
+gpu_type: nvidia-a100
+memory: 1Gb
+learners: 2
+data_stores:
+  - id: store
+    type: s3_datastore
+    training_data:
+      container: data
+    training_results:
+      container: results
+    connection:
+      auth_url: http://127.0.0.1:8333
+      user_name: key
+      password: secret
+framework:
+  name: pytorch
+  version: "2.13"
+  command: python train.py
+"""
+
+
+@dataclass
+class FakeJob:
+    view: JobView
+    script: list[JobView] = field(default_factory=list)
+    """Views that successive `get` calls move through, one per call (the last one stays)."""
+    log: bytes = b""
+    log_step: int = 8
+    """Bytes each `logs` call releases, so a follower needs several polls."""
+
+
+class FakeFacade:
+    def __init__(self) -> None:
+        self.jobs: dict[str, FakeJob] = {}
+        self._ids = itertools.count(1)
+        self.calls: list[tuple[str, str]] = []
+        self.after_submit: list[str] = []
+        """Statuses a submitted job then goes through, one per `get`."""
+
+    async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
+        self.calls.append(("submit", tenant))
+        manifest = parse_manifest(manifest_text, source)
+        job_id = f"job-{next(self._ids)}"
+        learners = tuple(LearnerView(learner_id=n, status="QUEUED") for n in range(1, manifest.resources.learners + 1))
+        view = JobView(
+            job_id=job_id,
+            tenant=tenant,
+            name=manifest.name,
+            status="QUEUED",
+            reason=WAIT_REASON,
+            submitted_at="2026-11-22T12:00:00+00:00",
+            priority=manifest.extensions.priority,
+            gpus=manifest.resources.gpus * manifest.resources.learners,
+            learners=learners,
+        )
+        self.jobs[job_id] = FakeJob(view, [replace(view, status=s, reason="") for s in self.after_submit])
+        return view
+
+    async def list_jobs(self, tenant: str) -> list[JobView]:
+        self.calls.append(("list", tenant))
+        return [job.view for job in self.jobs.values() if job.view.tenant == tenant]
+
+    async def get(self, tenant: str, job_id: str) -> JobView:
+        job = self._job(tenant, job_id)
+        if job.script:
+            job.view = job.script.pop(0)
+        return job.view
+
+    async def halt(self, tenant: str, job_id: str) -> JobView:
+        return self._move(tenant, job_id, RUNNING | {"QUEUED"}, "HALTED")
+
+    async def resume(self, tenant: str, job_id: str) -> JobView:
+        return self._move(tenant, job_id, {"HALTED", "FAILED"}, "QUEUED")
+
+    async def cancel(self, tenant: str, job_id: str) -> JobView:
+        return self._move(tenant, job_id, RUNNING | {"QUEUED", "HALTED"}, "CANCELLED")
+
+    async def logs(self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0) -> LogChunk:
+        job = self._job(tenant, job_id)
+        data = job.log[offset : offset + job.log_step]
+        end = offset + len(data)
+        if end >= len(job.log) and job.view.status not in TERMINAL:
+            # The job ends once its whole log has been read: the next poll reports the log finished.
+            job.view = replace(job.view, status="COMPLETED")
+            return LogChunk(data=data, next_offset=end, finished=False)
+        return LogChunk(data=data, next_offset=end, finished=job.view.status in TERMINAL and end >= len(job.log))
+
+    def add(self, view: JobView, *, script: list[JobView] | None = None, log: bytes = b"") -> None:
+        self.jobs[view.job_id] = FakeJob(view, script or [], log)
+
+    def _job(self, tenant: str, job_id: str) -> FakeJob:
+        self.calls.append(("job", tenant))
+        job = self.jobs.get(job_id)
+        if job is None or job.view.tenant != tenant:
+            # Deliberately telling: the API must not pass this message on.
+            owner = job.view.tenant if job else "nobody"
+            raise JobNotFoundError(f"job {job_id} belongs to {owner}")
+        return job
+
+    def _move(self, tenant: str, job_id: str, allowed: set[str], to: str) -> JobView:
+        job = self._job(tenant, job_id)
+        if job.view.status not in allowed:
+            raise JobStateError(f"job {job_id} is {job.view.status}: cannot make it {to}")
+        job.view = replace(job.view, status=to, reason="")
+        return job.view
+
+
+def view(job_id: str, tenant: str, status: str = "PROCESSING", **changes: object) -> JobView:
+    base = JobView(
+        job_id=job_id,
+        tenant=tenant,
+        name="mnist",
+        status=status,
+        submitted_at="2026-11-22T12:00:00+00:00",
+        learners=(LearnerView(learner_id=1, status=status, alive=True, metrics={"loss": 0.25, "step": 100.0}),),
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]

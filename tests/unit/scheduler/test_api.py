@@ -1,0 +1,248 @@
+"""The REST API over a fake facade: bearer auth, tenant isolation, manifest problems, the OpenAPI document."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry, Counter
+
+from learnerkit_scheduler.api import MAX_MANIFEST_BYTES, create_app
+from tests.unit.scheduler.conftest import Tenants
+from tests.unit.scheduler.fakefacade import MANIFEST, FakeFacade, view
+
+YAML = {"Content-Type": "application/yaml"}
+JOB_ENDPOINTS = [
+    ("GET", "/v1/jobs/{id}"),
+    ("POST", "/v1/jobs/{id}/halt"),
+    ("POST", "/v1/jobs/{id}/resume"),
+    ("POST", "/v1/jobs/{id}/cancel"),
+    ("GET", "/v1/jobs/{id}/logs"),
+]
+ALL_V1 = [("POST", "/v1/jobs"), ("GET", "/v1/jobs"), *JOB_ENDPOINTS]
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def client(fake: FakeFacade, tenants: Tenants) -> Iterator[TestClient]:
+    with TestClient(create_app(fake, tenants.path)) as test_client:
+        yield test_client
+
+
+def test_healthz_needs_no_token(client: TestClient) -> None:
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(("method", "path"), ALL_V1)
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        {"Authorization": "Bearer not-a-token"},
+        {"Authorization": "Bearer lkt_0123456789ab_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},
+    ],
+    ids=["none", "basic", "garbage", "unknown"],
+)
+def test_every_v1_endpoint_refuses_a_missing_or_bad_token(
+    client: TestClient, fake: FakeFacade, method: str, path: str, headers: dict[str, str]
+) -> None:
+    response = client.request(method, path.format(id="job-1"), headers=headers | YAML, content=MANIFEST)
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthorized"
+    assert response.headers["WWW-Authenticate"] == "Bearer"
+    assert fake.calls == [], "the facade is never reached without a tenant"
+
+
+def test_submit_yaml_returns_201_with_the_job_of_the_token_tenant(client: TestClient, tenants: Tenants) -> None:
+    response = client.post("/v1/jobs", content=MANIFEST.format(gpus=1), headers=bearer(tenants.a) | YAML)
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert job["tenant"] == "team-a"
+    assert job["status"] == "QUEUED"
+    assert job["reason"].startswith("waiting for 2 GPU")
+    assert [learner["learner_id"] for learner in job["learners"]] == [1, 2]
+
+
+def test_submit_json_body(client: TestClient, tenants: Tenants) -> None:
+    body = {"manifest": MANIFEST.format(gpus=2), "source": "mine.yml"}
+    response = client.post("/v1/jobs", json=body, headers=bearer(tenants.b))
+    assert response.status_code == 201, response.text
+    assert response.json()["tenant"] == "team-b"
+
+
+def test_manifest_problems_come_back_with_file_line_and_field(client: TestClient, tenants: Tenants) -> None:
+    text = MANIFEST.format(gpus=-1).replace("memory: 1Gb", "memory: lots").replace("cpus: 1", "cpus: 1\ncolour: red")
+    body = {"manifest": text, "source": "bad.yml"}
+    response = client.post("/v1/jobs", json=body, headers=bearer(tenants.a))
+    assert response.status_code == 422
+    error = response.json()
+    assert error["error"] == "invalid_manifest"
+    problems = {p["field"]: p for p in error["problems"]}
+    assert {"gpus", "memory", "colour"} <= set(problems)
+    assert problems["gpus"] == problems["gpus"] | {"file": "bad.yml", "line": 4}
+    assert problems["colour"]["line"] == 3
+    assert problems["memory"]["line"] == 6
+    assert all(p["message"] for p in error["problems"])
+
+
+def test_a_yaml_syntax_error_is_a_manifest_problem(client: TestClient, tenants: Tenants) -> None:
+    response = client.post("/v1/jobs", content="name: [unclosed\n", headers=bearer(tenants.a) | YAML)
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["file"] == "manifest.yml"
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type", "status", "code"),
+    [
+        (b"name: x", "application/xml", 415, "unsupported_media_type"),
+        (b"{not json", "application/json", 400, "bad_request"),
+        (b'{"text": "name: x"}', "application/json", 400, "bad_request"),
+        (b"name: \xff\xfe", "application/yaml", 400, "bad_request"),
+        (b"#" * (MAX_MANIFEST_BYTES + 1), "application/yaml", 413, "too_large"),
+    ],
+    ids=["media-type", "json-syntax", "json-shape", "not-utf8", "too-large"],
+)
+def test_bodies_that_are_no_manifest(
+    client: TestClient, tenants: Tenants, fake: FakeFacade, content: bytes, content_type: str, status: int, code: str
+) -> None:
+    response = client.post("/v1/jobs", content=content, headers=bearer(tenants.a) | {"Content-Type": content_type})
+    assert response.status_code == status, response.text
+    assert response.json()["error"] == code
+    assert fake.jobs == {}
+
+
+def test_list_shows_only_the_tenants_jobs(client: TestClient, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a"))
+    fake.add(view("b-1", "team-b"))
+    response = client.get("/v1/jobs", headers=bearer(tenants.a))
+    assert response.status_code == 200
+    assert [job["job_id"] for job in response.json()] == ["a-1"]
+
+
+def test_get_shows_reason_learners_and_metrics(client: TestClient, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a", status="QUEUED", reason="over quota"))
+    job = client.get("/v1/jobs/a-1", headers=bearer(tenants.a)).json()
+    assert job["reason"] == "over quota"
+    assert job["learners"][0] | {"metrics": None} == {
+        "learner_id": 1,
+        "status": "QUEUED",
+        "message": "",
+        "exit_code": None,
+        "metrics": None,
+        "alive": True,
+    }
+    assert job["learners"][0]["metrics"] == {"loss": 0.25, "step": 100.0}
+
+
+@pytest.mark.parametrize(("method", "path"), JOB_ENDPOINTS)
+def test_another_tenants_job_is_not_found_on_every_verb(
+    client: TestClient, tenants: Tenants, fake: FakeFacade, method: str, path: str
+) -> None:
+    fake.add(view("a-1", "team-a"), log=b"secret output")
+    response = client.request(method, path.format(id="a-1"), headers=bearer(tenants.b))
+    assert response.status_code == 404
+    assert response.json() == {"error": "not_found", "message": "no job 'a-1'"}
+    unknown = client.request(method, path.format(id="zz-9"), headers=bearer(tenants.b))
+    assert unknown.status_code == 404
+    assert unknown.json()["message"] == "no job 'zz-9'", "unknown and foreign jobs read alike"
+    assert fake.jobs["a-1"].view.status == "PROCESSING"
+
+
+def test_halt_resume_cancel(client: TestClient, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a"))
+    headers = bearer(tenants.a)
+    assert client.post("/v1/jobs/a-1/halt", headers=headers).json()["status"] == "HALTED"
+    assert client.post("/v1/jobs/a-1/resume", headers=headers).json()["status"] == "QUEUED"
+    assert client.post("/v1/jobs/a-1/cancel", headers=headers).json()["status"] == "CANCELLED"
+    response = client.post("/v1/jobs/a-1/halt", headers=headers)
+    assert response.status_code == 409
+    assert response.json() == {"error": "conflict", "message": "job a-1 is CANCELLED: cannot make it HALTED"}
+
+
+def test_logs_are_bytes_with_the_next_offset(client: TestClient, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a", status="COMPLETED"), log=b"epoch 1\nepoch 2\n")
+    response = client.get("/v1/jobs/a-1/logs", params={"offset": 8, "learner": 1}, headers=bearer(tenants.a))
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/octet-stream"
+    assert response.content == b"epoch 2\n"
+    assert response.headers["X-Next-Offset"] == "16"
+    assert response.headers["X-Finished"] == "true"
+
+
+@pytest.mark.parametrize("params", [{"learner": 0}, {"offset": -1}, {"learner": "one"}])
+def test_bad_log_parameters_have_the_error_shape(
+    client: TestClient, tenants: Tenants, fake: FakeFacade, params: dict[str, object]
+) -> None:
+    fake.add(view("a-1", "team-a"))
+    response = client.get("/v1/jobs/a-1/logs", params=params, headers=bearer(tenants.a))
+    assert response.status_code == 422
+    body = response.json()
+    assert body["error"] == "bad_request"
+    assert next(iter(params)) in body["message"]
+
+
+def test_unknown_routes_have_the_error_shape(client: TestClient) -> None:
+    response = client.get("/v2/jobs")
+    assert response.status_code == 404
+    assert response.json() == {"error": "not_found", "message": "Not Found"}
+
+
+def test_openapi_lists_every_endpoint(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    operations = {(method.upper(), path) for path, item in spec["paths"].items() for method in item}
+    assert operations == {
+        ("POST", "/v1/jobs"),
+        ("GET", "/v1/jobs"),
+        ("GET", "/v1/jobs/{job_id}"),
+        ("POST", "/v1/jobs/{job_id}/halt"),
+        ("POST", "/v1/jobs/{job_id}/resume"),
+        ("POST", "/v1/jobs/{job_id}/cancel"),
+        ("GET", "/v1/jobs/{job_id}/logs"),
+        ("GET", "/healthz"),
+    }
+    assert spec["components"]["securitySchemes"]["HTTPBearer"] == spec["components"]["securitySchemes"][
+        "HTTPBearer"
+    ] | {"type": "http", "scheme": "bearer"}
+    submit = spec["paths"]["/v1/jobs"]["post"]
+    assert set(submit["requestBody"]["content"]) == {"application/yaml", "application/json"}
+    assert {"201", "401", "422"} <= set(submit["responses"])
+    assert spec["paths"]["/v1/jobs/{job_id}"]["get"]["security"] == [{"HTTPBearer": []}]
+    assert "security" not in spec["paths"]["/healthz"]["get"]
+
+
+def test_metrics_come_from_the_registry_passed_in(fake: FakeFacade, tenants: Tenants) -> None:
+    registry = CollectorRegistry()
+    Counter("learnerkit_jobs_submitted", "jobs submitted", registry=registry).inc(3)
+    with TestClient(create_app(fake, tenants.path, registry=registry)) as client:
+        response = client.get("/metrics")
+        assert "/metrics" in client.get("/openapi.json").json()["paths"]
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    assert "learnerkit_jobs_submitted_total 3.0" in response.text
+
+
+def test_no_metrics_route_without_a_registry(client: TestClient) -> None:
+    assert client.get("/metrics").status_code == 404
+
+
+def test_the_services_lifespan_spans_the_server(fake: FakeFacade, tenants: Tenants) -> None:
+    events: list[str] = []
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        events.append("start")
+        yield
+        events.append("stop")
+
+    with TestClient(create_app(fake, tenants.path, lifespan=lifespan)) as client:
+        assert client.get("/healthz").status_code == 200
+        assert events == ["start"]
+    assert events == ["start", "stop"]

@@ -1,0 +1,135 @@
+"""Tokens per tenant: stored as salted scrypt hashes in a 0600 file, revocable, cached once verified."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from learnerkit_scheduler import auth
+from learnerkit_scheduler.auth import TokenStore, add_token, read_tokens, revoke
+from learnerkit_scheduler.errors import AuthError, TokensFileError
+
+
+def test_the_file_keeps_salted_hashes_never_the_token(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    first, second = add_token(path, "team-a"), add_token(path, "team-a")
+    text = path.read_text()
+    secret = first.split("_", 2)[2]
+    assert first not in text and secret not in text
+    entries = json.loads(text)["tokens"]
+    assert len(entries) == 2
+    salts = {entry["salt"] for entry in entries.values()}
+    assert len(salts) == 2, "each token has its own salt"
+    assert {entry["tenant"] for entry in entries.values()} == {"team-a"}
+    assert first != second
+
+
+def test_the_file_is_private_and_written_atomically(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    add_token(path, "team-a")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    add_token(path, "team-b")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tokens.json.lock", "tokens.json"], "no temp file left"
+
+
+def test_a_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    add_token(path, "team-a")
+    path.chmod(0o644)
+    with pytest.raises(TokensFileError, match="chmod 600"):
+        TokenStore(path)
+
+
+def test_a_missing_file_fails_at_start_naming_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(TokensFileError, match="token add"):
+        TokenStore(tmp_path / "absent.json")
+
+
+@pytest.mark.parametrize("tenant", ["", "a b", "../x", "-x", "t" * 65])
+def test_bad_tenant_names_are_refused(tmp_path: Path, tenant: str) -> None:
+    with pytest.raises(TokensFileError, match="tenant"):
+        add_token(tmp_path / "tokens.json", tenant)
+
+
+def test_authenticate_returns_the_tenant(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    token_a, token_b = add_token(path, "team-a"), add_token(path, "team-b")
+    store = TokenStore(path)
+    assert store.authenticate(f"Bearer {token_a}") == "team-a"
+    assert store.authenticate(f"bearer  {token_b} ") == "team-b"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [None, "", "Bearer", "Bearer ", "Basic dXNlcjpwYXNz", "lkt_0123456789ab_xxxxxxxxxxxxxxxxxxxxxxxx", "Bearer nope"],
+)
+def test_missing_or_malformed_headers_are_refused(tmp_path: Path, header: str | None) -> None:
+    path = tmp_path / "tokens.json"
+    add_token(path, "team-a")
+    with pytest.raises(AuthError):
+        TokenStore(path).authenticate(header)
+
+
+def test_a_wrong_secret_with_a_known_id_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    token = add_token(path, "team-a")
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    with pytest.raises(AuthError, match="unknown or revoked"):
+        TokenStore(path).authenticate(f"Bearer {forged}")
+
+
+def test_verified_tokens_skip_scrypt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "tokens.json"
+    token = add_token(path, "team-a")
+    store = TokenStore(path)
+    calls: list[int] = []
+    real = auth._scrypt
+
+    def counting(*args: object) -> bytes:
+        calls.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(auth, "_scrypt", counting)
+    for _ in range(5):
+        assert store.authenticate(f"Bearer {token}") == "team-a"
+    assert len(calls) == 1
+
+
+def test_revoke_by_tenant_and_by_id_takes_effect_in_a_running_store(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    a1, a2, b = add_token(path, "team-a"), add_token(path, "team-a"), add_token(path, "team-b")
+    store = TokenStore(path)
+    for token in (a1, a2, b):
+        store.authenticate(f"Bearer {token}")
+    b_id = b.split("_")[1]
+    assert revoke(path, token_id=b_id) == [b_id]
+    with pytest.raises(AuthError):
+        store.authenticate(f"Bearer {b}")
+    assert sorted(revoke(path, tenant="team-a")) == sorted(t.split("_")[1] for t in (a1, a2))
+    for token in (a1, a2):
+        with pytest.raises(AuthError):
+            store.authenticate(f"Bearer {token}")
+    assert read_tokens(path) == {}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_revoke_takes_a_tenant_or_an_id(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    add_token(path, "team-a")
+    with pytest.raises(TokensFileError):
+        revoke(path)
+    with pytest.raises(TokensFileError):
+        revoke(path, tenant="team-a", token_id="0123456789ab")
+    assert revoke(path, tenant="nobody") == []
+
+
+def test_a_corrupt_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_text('{"version": 1, "tokens": {"x": {"tenant": "a"}}}')
+    path.chmod(0o600)
+    with pytest.raises(TokensFileError, match="not a learnerkit tokens file"):
+        read_tokens(path)

@@ -1,0 +1,235 @@
+"""`learnerkit job ...` and `learnerkit scheduler token ...` against the API served by uvicorn on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import uvicorn
+from click.testing import CliRunner
+
+from learnerkit.cli import cli
+from learnerkit_scheduler.api import create_app
+from learnerkit_scheduler.auth import read_tokens
+from learnerkit_scheduler.client import SchedulerClient
+from learnerkit_scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
+from learnerkit_scheduler.facade import LearnerView
+from tests.unit.scheduler.conftest import Tenants
+from tests.unit.scheduler.fakefacade import MANIFEST, WAIT_REASON, FakeFacade, view
+from tests.waiting import wait_until
+
+FAST = ("--interval", "0.01")
+LOG = b"epoch 1 loss 0.9\nepoch 2 loss 0.5\nepoch 3 loss 0.2\n"
+
+
+@pytest.fixture
+def url(fake: FakeFacade, tenants: Tenants) -> Iterator[str]:
+    """The app with the fake facade, served by uvicorn in a thread on a free loopback port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(fake, tenants.path), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+
+
+def run(url: str, token: str, *args: str) -> tuple[int, str]:
+    env = {"LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": token}
+    result = CliRunner().invoke(cli, ["job", *args], env=env)
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Path:
+    path = tmp_path / "manifest.yml"
+    path.write_text(MANIFEST.format(gpus=1))
+    return path
+
+
+def test_submit(url: str, tenants: Tenants, manifest: Path) -> None:
+    code, out = run(url, tenants.a, "submit", str(manifest))
+    assert code == 0, out
+    assert "submitted job job-1: QUEUED" in out
+    code, out = run(url, tenants.a, "submit", str(manifest), "-o", "json")
+    assert code == 0, out
+    job = json.loads(out)
+    assert (job["job_id"], job["tenant"], job["gpus"]) == ("job-2", "team-a", 2)
+
+
+def test_submit_reports_every_problem_with_its_line(url: str, tenants: Tenants, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yml"
+    bad.write_text(MANIFEST.format(gpus=-1).replace("memory: 1Gb", "memory: lots"))
+    code, out = run(url, tenants.a, "submit", str(bad))
+    assert code == 1
+    assert "bad.yml:3: gpus:" in out
+    assert "bad.yml:5: memory:" in out
+    code, out = run(url, tenants.a, "submit", str(bad), "-o", "json")
+    assert code == 1
+    body = json.loads(out)
+    assert {(p["field"], p["line"]) for p in body["problems"]} >= {("gpus", 3), ("memory", 5)}
+
+
+def test_submit_follow_shows_progress_until_completed(
+    url: str, tenants: Tenants, fake: FakeFacade, manifest: Path
+) -> None:
+    fake.after_submit = ["PENDING", "PROCESSING", "PROCESSING", "STORING", "COMPLETED"]
+    code, out = run(url, tenants.a, "submit", str(manifest), "--follow", *FAST)
+    assert code == 0, out
+    assert "COMPLETED" in out
+    code, out = run(url, tenants.a, "submit", str(manifest), "--follow", "-o", "json", *FAST)
+    assert code == 0, out
+    statuses = [json.loads(line)["status"] for line in out.splitlines()]
+    assert statuses == ["QUEUED", "PENDING", "PROCESSING", "STORING", "COMPLETED"], "one line per change"
+
+
+def test_follow_exits_1_when_the_job_fails(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    failed = view("a-1", "team-a", status="FAILED", reason="learner 1 exited with 3")
+    fake.add(view("a-1", "team-a", status="PROCESSING"), script=[failed])
+    code, out = run(url, tenants.a, "status", "a-1", "--follow", *FAST)
+    assert code == 1
+    assert "job a-1 FAILED: learner 1 exited with 3" in out
+
+
+def test_list(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a"))
+    fake.add(view("b-1", "team-b"))
+    code, out = run(url, tenants.a, "list")
+    assert code == 0, out
+    assert "a-1" in out
+    assert "b-1" not in out
+    code, out = run(url, tenants.b, "list", "-o", "json")
+    assert [job["job_id"] for job in json.loads(out)] == ["b-1"]
+
+
+def test_status_shows_reason_and_each_learner(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    learners = (
+        LearnerView(learner_id=1, status="QUEUED", message="waiting for data", metrics={"loss": 0.25}),
+        LearnerView(learner_id=2, status="QUEUED", exit_code=None),
+    )
+    fake.add(view("a-1", "team-a", status="QUEUED", reason=WAIT_REASON, learners=learners))
+    code, out = run(url, tenants.a, "status", "a-1")
+    assert code == 0, out
+    for text in ("QUEUED", WAIT_REASON, "waiting for data", "loss=0.25"):
+        assert text in out
+    code, out = run(url, tenants.a, "status", "a-1", "-o", "json")
+    job = json.loads(out)
+    assert job["reason"] == WAIT_REASON
+    metrics = [(learner["learner_id"], learner["metrics"]) for learner in job["learners"]]
+    assert metrics == [(1, {"loss": 0.25}), (2, {})]
+
+
+def test_another_tenants_job_is_not_found(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a"))
+    for verb in ("status", "halt", "resume", "cancel", "logs"):
+        code, out = run(url, tenants.b, verb, "a-1", "-o", "json")
+        assert code == 1
+        assert json.loads(out) == {"error": "JobNotFoundError", "message": "no job 'a-1'"}
+
+
+def test_logs_follow_until_finished(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a"), log=LOG)
+    code, out = run(url, tenants.a, "logs", "a-1", "-f", *FAST)
+    assert code == 0, out
+    assert out.encode() == LOG
+    fake.add(view("a-2", "team-a"), log=LOG)
+    code, out = run(url, tenants.a, "logs", "a-2", "-f", "--learner", "1", "-o", "json", *FAST)
+    assert code == 0, out
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert "".join(line["data"] for line in lines).encode() == LOG
+    assert lines[-1]["finished"] is True
+    assert [line["offset"] for line in lines[1:]] == [line["next_offset"] for line in lines[:-1]]
+
+
+def test_logs_without_follow_print_what_is_there(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a", status="COMPLETED"), log=LOG)
+    code, out = run(url, tenants.a, "logs", "a-1", "-o", "json")
+    assert code == 0, out
+    assert json.loads(out) == {
+        "job_id": "a-1",
+        "learner": 1,
+        "data": LOG.decode(),
+        "next_offset": len(LOG),
+        "finished": True,
+    }
+
+
+def test_halt_resume_cancel(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a"))
+    code, out = run(url, tenants.a, "halt", "a-1")
+    assert (code, out.strip()) == (0, "job a-1: HALTED")
+    code, out = run(url, tenants.a, "resume", "a-1", "-o", "json")
+    assert (code, json.loads(out)["status"]) == (0, "QUEUED")
+    code, out = run(url, tenants.a, "cancel", "a-1", "-o", "json")
+    assert (code, json.loads(out)["status"]) == (0, "CANCELLED")
+    code, out = run(url, tenants.a, "resume", "a-1", "-o", "json")
+    assert code == 1
+    assert json.loads(out) == {"error": "JobStateError", "message": "job a-1 is CANCELLED: cannot make it QUEUED"}
+
+
+def test_a_bad_token_says_how_to_set_one(url: str) -> None:
+    code, out = run(url, "lkt_0123456789ab_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "list")
+    assert code == 1
+    assert "unknown or revoked token" in out
+    assert "LEARNERKIT_TOKEN" in out
+
+
+def test_client_errors_are_learnerkit_errors(url: str, tenants: Tenants) -> None:
+    with pytest.raises(JobNotFoundError, match="no job 'zz 9'"):
+        SchedulerClient(url, tenants.a).get("zz 9")
+    with pytest.raises(AuthError):
+        SchedulerClient(url, None).list_jobs()
+
+
+def test_an_unreachable_scheduler_is_named() -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    with pytest.raises(SchedulerUnreachableError, match=f"127.0.0.1:{port}"):
+        SchedulerClient(f"http://127.0.0.1:{port}", "t", timeout_s=2).list_jobs()
+
+
+def test_revoking_a_token_locks_out_a_running_server(url: str, tenants: Tenants, tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["scheduler", "token", "add", "team-c", "--tokens", str(tenants.path), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    token = json.loads(result.output)["token"]
+    assert run(url, token, "list")[0] == 0
+    listed = runner.invoke(cli, ["scheduler", "token", "list", "--tokens", str(tenants.path), "-o", "json"])
+    assert token not in listed.output
+    assert "team-c" in {row["tenant"] for row in json.loads(listed.output)}
+    revoked = runner.invoke(cli, ["scheduler", "token", "revoke", "team-c", "--tokens", str(tenants.path)])
+    assert revoked.exit_code == 0, revoked.output
+    assert run(url, token, "list")[0] == 1
+    assert "team-c" not in {e.tenant for e in read_tokens(tenants.path).values()}
+
+
+def test_token_add_prints_the_token_alone_on_stdout(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    result = CliRunner().invoke(cli, ["scheduler", "token", "add", "team-a", "--tokens", str(path)])
+    assert result.exit_code == 0, result.output
+    token = result.stdout.strip()
+    assert token.startswith("lkt_")
+    assert "shown once" in result.stderr
+    gone = CliRunner().invoke(cli, ["scheduler", "token", "revoke", "nobody", "--tokens", str(path)])
+    assert gone.exit_code == 1
+    assert "no token of tenant 'nobody'" in gone.output
+
+
+def test_follow_shows_changing_metrics(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    start = view("a-1", "team-a")
+    later = replace(start, status="COMPLETED", learners=(replace(start.learners[0], metrics={"loss": 0.125}),))
+    fake.add(start, script=[start, later])
+    code, out = run(url, tenants.a, "status", "a-1", "-f", "-o", "json", *FAST)
+    assert code == 0, out
+    assert [json.loads(line)["learners"][0]["metrics"]["loss"] for line in out.splitlines()] == [0.25, 0.125]

@@ -1,0 +1,72 @@
+"""The service's settings from the environment and options, and `scheduler serve` before the service exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from learnerkit.cli import cli
+from learnerkit_scheduler.errors import SchedulerError, SettingsError
+from learnerkit_scheduler.server import load_service_factory
+from learnerkit_scheduler.settings import BackendKind, SchedulerSettings
+
+
+def test_defaults_listen_on_loopback() -> None:
+    settings = SchedulerSettings.from_env({})
+    assert (settings.api.host, settings.api.port) == ("127.0.0.1", 8080)
+    assert settings.etcd.endpoints == ("127.0.0.1:2379",)
+    assert settings.backend.kind is BackendKind.DOCKER
+
+
+def test_from_env_reads_each_group() -> None:
+    settings = SchedulerSettings.from_env(
+        {
+            "LEARNERKIT_SCHEDULER_PORT": "9000",
+            "LEARNERKIT_SCHEDULER_TOKENS": "/srv/tokens.json",
+            "ETCD_ENDPOINTS": "http://10.0.0.1:2379, 10.0.0.2:2379",
+            "ETCD_PASSWORD": "etcd-secret",
+            "S3_ENDPOINT_URL": "http://127.0.0.1:8333",
+            "AWS_SECRET_ACCESS_KEY": "s3-secret",
+            "LEARNERKIT_SCHEDULER_BACKEND": "kubernetes",
+            "LEARNERKIT_SCHEDULER_HOST": "",
+        }
+    )
+    assert settings.api.port == 9000
+    assert settings.api.host == "127.0.0.1", "an empty variable counts as unset"
+    assert settings.api.tokens == Path("/srv/tokens.json")
+    assert settings.etcd.endpoints == ("10.0.0.1:2379", "10.0.0.2:2379")
+    assert settings.s3.endpoint_url == "http://127.0.0.1:8333"
+    assert settings.backend.kind is BackendKind.KUBERNETES
+    assert "secret" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"LEARNERKIT_SCHEDULER_PORT": "http"}, "LEARNERKIT_SCHEDULER_PORT='http'"),
+        ({"LEARNERKIT_SCHEDULER_PORT": "70000"}, "LEARNERKIT_SCHEDULER_PORT='70000'"),
+        ({"ETCD_ENDPOINTS": "etcd"}, "'etcd' is not host:port"),
+        ({"ETCD_ENDPOINTS": " , "}, "at least one host:port"),
+        ({"LEARNERKIT_SCHEDULER_BACKEND": "slurm"}, "docker, kubernetes"),
+    ],
+)
+def test_bad_values_are_named(environ: dict[str, str], named: str) -> None:
+    with pytest.raises(SettingsError, match=re.escape(named)):
+        SchedulerSettings.from_env(environ)
+
+
+def test_options_override_the_environment_and_none_keeps_it() -> None:
+    base = SchedulerSettings.from_env({"LEARNERKIT_SCHEDULER_PORT": "9000", "LEARNERKIT_S3_BUCKET": "jobs"})
+    settings = base.with_overrides(api={"port": 9100, "host": None}, s3={"bucket": None})
+    assert (settings.api.port, settings.api.host, settings.s3.bucket) == (9100, "127.0.0.1", "jobs")
+
+
+def test_serve_without_the_service_module_says_so(tmp_path: Path) -> None:
+    with pytest.raises(SchedulerError, match="not part of this installation yet"):
+        load_service_factory()
+    result = CliRunner().invoke(cli, ["scheduler", "serve", "--tokens", str(tmp_path / "t.json"), "--port", "9001"])
+    assert result.exit_code == 1
+    assert "learnerkit_scheduler.service is not part of this installation yet" in result.output

@@ -1,6 +1,6 @@
 """What `learnerkit scheduler serve` needs from the service: its facade, metrics registry and lifespan.
 
-The service module (``learnerkit_scheduler.service``) provides ``create_service(settings) -> HostedService``;
+The service module (``learnerkit_scheduler.hosted``) provides ``create_service(settings) -> HostedService``;
 the API layer never imports it, so the API is tested against a fake facade.
 """
 

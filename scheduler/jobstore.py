@@ -16,6 +16,7 @@ from typing import Any
 from controller_sidecar import keys
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.status import StatusRecord
+from learnerkit_scheduler.errors import SchedulerError
 from learnerkit_scheduler.jobstate import JobState, now_iso
 
 CREDENTIALS_ROOT = "/learnerkit/credentials"
@@ -41,9 +42,19 @@ def _history_entry(state: JobState) -> str:
 
 
 class JobStore:
-    def __init__(self, etcd: EtcdStore, root: str = keys.ROOT) -> None:
-        self.etcd = etcd
+    def __init__(self, etcd: EtcdStore | None = None, root: str = keys.ROOT) -> None:
+        self._etcd = etcd
         self.root = root
+
+    @property
+    def etcd(self) -> EtcdStore:
+        if self._etcd is None:
+            raise SchedulerError("the job store is not connected to etcd yet")
+        return self._etcd
+
+    def attach(self, etcd: EtcdStore) -> None:
+        """Connect a store made before the event loop ran (the API server's lifespan connects it)."""
+        self._etcd = etcd
 
     async def create(self, state: JobState, spec: Mapping[str, Any], manifest_text: str, source: str) -> bool:
         """Write a new job whole (spec, credentials, status, first history entry) or not at all."""

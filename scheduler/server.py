@@ -11,11 +11,11 @@ from learnerkit_scheduler.errors import SchedulerError
 from learnerkit_scheduler.hosting import HostedService, ServiceFactory
 from learnerkit_scheduler.settings import SchedulerSettings
 
-SERVICE_MODULE = "learnerkit_scheduler.service"
+SERVICE_MODULE = "learnerkit_scheduler.hosted"
 
 
 def serve(settings: SchedulerSettings, factory: ServiceFactory | None = None) -> None:
-    """Build the service (``factory``, by default ``learnerkit_scheduler.service.create_service``) and serve its
+    """Build the service (``factory``, by default ``learnerkit_scheduler.hosted.create_service``) and serve its
     API until SIGINT or SIGTERM."""
     service = (factory or load_service_factory())(settings)
     app = create_app(service.facade, settings.api.tokens, registry=service.registry, lifespan=service.lifespan)
@@ -25,15 +25,7 @@ def serve(settings: SchedulerSettings, factory: ServiceFactory | None = None) ->
 
 def load_service_factory() -> ServiceFactory:
     """``create_service`` of the service module, imported only now: the API layer never depends on it."""
-    try:
-        module = importlib.import_module(SERVICE_MODULE)
-    except ModuleNotFoundError as e:
-        if e.name != SERVICE_MODULE:
-            raise
-        raise SchedulerError(
-            f"{SERVICE_MODULE} is not part of this installation yet: the job store, monitor and backends that "
-            "`scheduler serve` runs are not implemented; the API and CLI can be used against another service"
-        ) from e
+    module = importlib.import_module(SERVICE_MODULE)
     factory = getattr(module, "create_service", None)
     if not callable(factory):
         raise SchedulerError(f"{SERVICE_MODULE} has no create_service(settings) -> HostedService")

@@ -67,6 +67,10 @@ class BackendSettings:
     """``$DOCKER_HOST``; None means the local engine's default socket."""
     namespace: str = "learnerkit"
     """``$LEARNERKIT_K8S_NAMESPACE``: the Kubernetes backend's namespace."""
+    sidecar_image: str | None = None
+    """``$LEARNERKIT_SIDECAR_IMAGE``; None means the sidecar image this project builds."""
+    registry: str | None = None
+    """``$LEARNERKIT_REGISTRY``: where learner images come from (None: the engine's local images)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,8 @@ class SchedulerSettings:
                 kind=_backend(env.get("LEARNERKIT_SCHEDULER_BACKEND", backend.kind.value)),
                 docker_host=env.get("DOCKER_HOST"),
                 namespace=env.get("LEARNERKIT_K8S_NAMESPACE", backend.namespace),
+                sidecar_image=env.get("LEARNERKIT_SIDECAR_IMAGE"),
+                registry=env.get("LEARNERKIT_REGISTRY"),
             ),
         )
 

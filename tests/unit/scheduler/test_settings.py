@@ -64,9 +64,15 @@ def test_options_override_the_environment_and_none_keeps_it() -> None:
     assert (settings.api.port, settings.api.host, settings.s3.bucket) == (9100, "127.0.0.1", "jobs")
 
 
-def test_serve_without_the_service_module_says_so(tmp_path: Path) -> None:
-    with pytest.raises(SchedulerError, match="not part of this installation yet"):
-        load_service_factory()
-    result = CliRunner().invoke(cli, ["scheduler", "serve", "--tokens", str(tmp_path / "t.json"), "--port", "9001"])
+def test_serve_loads_the_real_service_and_refuses_a_backend_it_cannot_run(tmp_path: Path) -> None:
+    from learnerkit_scheduler.hosted import create_service
+    from learnerkit_scheduler.service import SchedulerService
+
+    hosted = load_service_factory()(SchedulerSettings.from_env({}))
+    assert isinstance(hosted.facade, SchedulerService) and hosted.registry is hosted.facade.metrics.registry
+    with pytest.raises(SchedulerError, match="Docker backend"):
+        create_service(SchedulerSettings.from_env({"LEARNERKIT_SCHEDULER_BACKEND": "kubernetes"}))
+    args = ["scheduler", "serve", "--tokens", str(tmp_path / "t.json"), "--port", "9001", "--backend", "kubernetes"]
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code == 1
-    assert "learnerkit_scheduler.service is not part of this installation yet" in result.output
+    assert "Docker backend" in result.output

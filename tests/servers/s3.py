@@ -77,6 +77,7 @@ class SeaweedServer:
         self.secret_key = SECRET_KEY
         self.endpoint_url = f"http://127.0.0.1:{self.ports['s3.port']}"
         self.process: subprocess.Popen[bytes] | None = None
+        self._probes = 0
         (root / "data").mkdir(parents=True, exist_ok=True)
         identities = {
             "identities": [
@@ -138,15 +139,19 @@ class SeaweedServer:
         if self.process is not None and self.process.poll() is not None:
             pytest.fail(f"weed server exited with {self.process.returncode}: {self._log_tail()}")
         client = self.client()
+        # A new bucket each time: after a restart the volume server registers with the master a little
+        # later, and until then only buckets that already have volumes accept writes.
+        self._probes += 1
+        bucket = f"readiness-{self._probes}"
         try:
-            client.create_bucket(Bucket="readiness")
+            client.create_bucket(Bucket=bucket)
         except ClientError as error:
             if error.response["Error"]["Code"] not in {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}:
                 return False
         except BotoCoreError:
             return False
         try:
-            client.put_object(Bucket="readiness", Key="probe", Body=b"ok")
+            client.put_object(Bucket=bucket, Key="probe", Body=b"ok")
         except (ClientError, BotoCoreError):
             return False
         return True

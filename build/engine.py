@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -52,3 +53,26 @@ def tag_image(image: str, repository: str, tag: str) -> None:
 
 def image_size(reference: str) -> int:
     return int(engine().images.get(reference).attrs["Size"])
+
+
+def image_attrs(reference: str) -> dict[str, Any]:
+    """`docker image inspect` of a local image."""
+    try:
+        return dict(engine().images.get(reference).attrs)
+    except docker.errors.ImageNotFound as e:
+        raise EngineError(f"no image {reference} on this engine") from e
+    except docker.errors.APIError as e:
+        raise EngineError(f"inspecting image {reference}: {e.explanation}") from e
+
+
+def save_image(reference: str, dest: Path) -> None:
+    """`docker save` of one image into the file `dest`."""
+    try:
+        chunks = engine().images.get(reference).save(chunk_size=4 << 20, named=False)
+        with dest.open("wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+    except docker.errors.ImageNotFound as e:
+        raise EngineError(f"no image {reference} on this engine") from e
+    except docker.errors.APIError as e:
+        raise EngineError(f"saving image {reference}: {e.explanation}") from e

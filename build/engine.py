@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import tarfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -76,3 +78,36 @@ def save_image(reference: str, dest: Path) -> None:
         raise EngineError(f"no image {reference} on this engine") from e
     except docker.errors.APIError as e:
         raise EngineError(f"saving image {reference}: {e.explanation}") from e
+
+
+def push_image(repository: str, tag: str) -> str:
+    """Push `repository:tag`; the manifest digest the registry stored."""
+    digest = None
+    try:
+        for event in engine().images.push(repository, tag, stream=True, decode=True):
+            if "error" in event:
+                raise EngineError(f"pushing {repository}:{tag}: {event['error']}")
+            digest = (event.get("aux") or {}).get("Digest", digest)
+    except docker.errors.APIError as e:
+        raise EngineError(f"pushing {repository}:{tag}: {e.explanation}") from e
+    if digest is None:
+        raise EngineError(f"pushing {repository}:{tag}: the engine reported no digest")
+    return str(digest)
+
+
+def read_file(reference: str, path: str) -> bytes | None:
+    """One file of an image (from a created, never started, container), or None when it is absent."""
+    try:
+        container = engine().containers.create(reference, entrypoint=["/nonexistent"], network_disabled=True)
+    except docker.errors.APIError as e:
+        raise EngineError(f"creating a container of {reference}: {e.explanation}") from e
+    try:
+        stream, _ = container.get_archive(path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+            member = archive.next()
+            handle = archive.extractfile(member) if member is not None else None
+            return handle.read() if handle is not None else None
+    except docker.errors.NotFound:
+        return None
+    finally:
+        container.remove(force=True)

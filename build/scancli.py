@@ -9,6 +9,7 @@ import click
 
 from learnerkit.errors import LearnerkitError
 from learnerkit.output import console, emit, output_option
+from learnerkit_build import views
 from learnerkit_build.clitools import apply, handles_errors, root_option, select_options, selected
 from learnerkit_build.project import find_project_root
 from learnerkit_build.scan.reports import report_json, report_sarif, report_table
@@ -97,5 +98,86 @@ def scan_command(
         raise SystemExit(1)
 
 
+def _split(reference: str) -> tuple[str, str]:
+    repository, _, tag = reference.rpartition(":")
+    if not repository or "/" in tag:
+        return reference, "latest"
+    return repository, tag
+
+
+@click.command("publish")
+@click.argument("spec")
+@click.option("--registry", "target", required=True, help="HOST:PORT of the registry to push to")
+@click.option("--key", type=file_type, default=None, help="Ed25519 private key (PEM) [default: made on first use]")
+@root_option
+@output_option
+@handles_errors
+def publish_command(spec: str, target: str, key: Path | None, root: Path | None, output: str) -> None:
+    """Push an image whose test and scan passed for its exact ID, with SBOM, report and a signature."""
+    from learnerkit_build.publish import publish
+
+    if "/" in spec:
+        reference = spec
+        repository, tag = _split(spec)
+    else:
+        _, images = selected(root, (spec,), False, ())
+        if len(images) != 1:
+            raise click.UsageError(f"{spec} selects {len(images)} images; name one")
+        repository, tag = images[0].repository(), images[0].tag
+        reference = f"{repository}:{tag}"
+    done = publish(reference, repository, tag, target, key)
+    emit(
+        output,
+        done,
+        lambda: console.print(
+            f"[green]published[/] {done.pushed}@{done.digest}\n  attestation {done.attestation} (key {done.key_id})"
+        ),
+    )
+
+
+@click.command("verify")
+@click.argument("reference")
+@click.option(
+    "--public-key",
+    type=file_type,
+    default=None,
+    help="Ed25519 public key (PEM) [default: the local signing key's .pub]",
+)
+@output_option
+@handles_errors
+def verify_command(reference: str, public_key: Path | None, output: str) -> None:
+    """Check a published image: signature, digest, SBOM and report hashes, passed gates."""
+    from learnerkit_build.attest import default_key_path
+    from learnerkit_build.publish import verify
+
+    host, _, rest = reference.partition("/")
+    repository, tag = _split(rest)
+    done = verify(host, repository, tag, public_key or default_key_path().with_suffix(".pub"))
+    emit(output, done, lambda: console.print(f"[green]verified[/] {done.reference}@{done.digest} (key {done.key_id})"))
+
+
+@click.command("outdated")
+@apply(select_options)
+@root_option
+@output_option
+@handles_errors
+def outdated_command(
+    specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...], root: Path | None, output: str
+) -> None:
+    """List built images with pending Debian security updates or a changed base (rebuild them)."""
+    from learnerkit_build.outdated import outdated_images
+
+    _, images = selected(root, specs, select_all or not specs, variants)
+    found = outdated_images(images)
+    rows = [
+        {"spec": f.spec, "image_id": f.image_id[:19], "outdated": f.outdated, "reasons": "; ".join(f.reasons)}
+        for f in found
+    ]
+    emit(output, found, lambda: console.print(views.simple_table(rows) if rows else "no built images"))
+    if any(f.outdated for f in found):
+        raise SystemExit(1)
+
+
 def register_scan_commands(group: click.Group) -> None:
-    group.add_command(scan_command)
+    for command in (scan_command, publish_command, verify_command, outdated_command):
+        group.add_command(command)

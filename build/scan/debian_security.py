@@ -41,7 +41,7 @@ MAX_DEB_BYTES = 64 << 20
 MAX_CHANGELOGS = 40
 
 
-class IndexError_(LearnerkitError):
+class DebianIndexError(LearnerkitError):
     """A Debian index cannot be fetched, is not validly signed, or is past its Valid-Until."""
 
 
@@ -110,7 +110,7 @@ def verify_inrelease(data: bytes, keyring: Path = KEYRING) -> bytes:
             check=False,
         )
         if proc.returncode != 0:
-            raise IndexError_(f"InRelease signature rejected by gpgv ({keyring}): {proc.stderr.strip()[-300:]}")
+            raise DebianIndexError(f"InRelease signature rejected by gpgv ({keyring}): {proc.stderr.strip()[-300:]}")
         return out.read_bytes()
 
 
@@ -121,10 +121,10 @@ def parse_release(
     try:
         date = parsedate_to_datetime(release["Date"])
     except (KeyError, TypeError, ValueError) as e:
-        raise IndexError_(f"{where}: no valid Date field") from e
+        raise DebianIndexError(f"{where}: no valid Date field") from e
     valid_until = parsedate_to_datetime(release["Valid-Until"]) if release.get("Valid-Until") else None
     if valid_until is not None and valid_until < now:
-        raise IndexError_(f"{where}: expired (Valid-Until {valid_until.isoformat()}): a replayed or stale index")
+        raise DebianIndexError(f"{where}: expired (Valid-Until {valid_until.isoformat()}): a replayed or stale index")
     hashes = {}
     for line in release.get("SHA256", "").splitlines():
         parts = line.split()
@@ -138,7 +138,7 @@ def _get(url: str) -> bytes:
         response = requests.get(url, timeout=TIMEOUT_S)
         response.raise_for_status()
     except requests.RequestException as e:
-        raise IndexError_(f"fetching {url}: {e}") from e
+        raise DebianIndexError(f"fetching {url}: {e}") from e
     return response.content
 
 
@@ -157,10 +157,10 @@ def fetch_suite(mirror: str, suite: str, arch: str, keyring: Path = KEYRING) -> 
             data = _get(f"{base}/{name}")
             digest, size = hashes[name]
             if hashlib.sha256(data).hexdigest() != digest or len(data) != size:
-                raise IndexError_(f"{base}/{name}: SHA256 or size differs from the signed InRelease")
+                raise DebianIndexError(f"{base}/{name}: SHA256 or size differs from the signed InRelease")
             packages = parse_packages(decompress(data).decode("utf-8", errors="replace"))
             return SuiteIndex(suite, mirror, date, valid_until, packages)
-    raise IndexError_(f"{base}/InRelease lists no main/binary-{arch}/Packages index")
+    raise DebianIndexError(f"{base}/InRelease lists no main/binary-{arch}/Packages index")
 
 
 def parse_packages(text: str) -> dict[tuple[str, str], IndexEntry]:
@@ -218,7 +218,7 @@ def _changelogs(deb: bytes, package: str) -> Iterator[str]:
 
 def _ar_members(data: bytes) -> Iterator[tuple[str, bytes]]:
     if not data.startswith(b"!<arch>\n"):
-        raise IndexError_("not a .deb (ar) archive")
+        raise DebianIndexError("not a .deb (ar) archive")
     offset = 8
     while offset + 60 <= len(data):
         header = data[offset : offset + 60]
@@ -243,9 +243,9 @@ def check_pending(
         (upd_id, upd_title, Severity.LOW, f"{codename}-updates", "updates"),
     ):
         try:
-            index = _first_index(kind, suite, arch)
+            index = suite_index(kind, suite, arch)
             updates = _with_cves(pending_updates(installed, index), index, with_changelogs and kind == "security")
-        except IndexError_ as e:
+        except DebianIndexError as e:
             results.append(unknown(cid, title, severity, str(e)))
             continue
         evidence = [
@@ -266,14 +266,15 @@ def check_pending(
     return results
 
 
-def _first_index(kind: str, suite: str, arch: str) -> SuiteIndex:
+def suite_index(kind: str, suite: str, arch: str) -> SuiteIndex:
+    """The suite's index from the first of this host's mirrors that serves a valid one."""
     errors = []
     for mirror in apt_mirrors(kind):
         try:
             return fetch_suite(mirror, suite, arch)
-        except IndexError_ as e:
+        except DebianIndexError as e:
             errors.append(str(e))
-    raise IndexError_("; ".join(errors))
+    raise DebianIndexError("; ".join(errors))
 
 
 def _with_cves(pending: list[tuple[DebPackage, IndexEntry]], index: SuiteIndex, fetch: bool) -> list[PendingUpdate]:
@@ -284,7 +285,7 @@ def _with_cves(pending: list[tuple[DebPackage, IndexEntry]], index: SuiteIndex, 
         if fetch and entry.source not in fetched and len(fetched) < MAX_CHANGELOGS and entry.size <= MAX_DEB_BYTES:
             deb = _get(f"{index.mirror}/{entry.filename}")
             if hashlib.sha256(deb).hexdigest() != entry.sha256:
-                raise IndexError_(f"{index.mirror}/{entry.filename}: SHA256 differs from the signed index")
+                raise DebianIndexError(f"{index.mirror}/{entry.filename}: SHA256 differs from the signed index")
             fetched[entry.source] = changelog_cves(deb, package.name, package.version)
         if entry.source in fetched:
             update.cves = fetched[entry.source]

@@ -47,8 +47,10 @@ def wanted(path: str) -> bool:
 def deb_packages(index: ImageIndex) -> list[DebPackage] | None:
     """Installed Debian packages, or None when the image has no dpkg status file."""
     text = index.text(DPKG_STATUS)
-    if text is None:
-        return None
+    return None if text is None else parse_dpkg_status(text)
+
+
+def parse_dpkg_status(text: str) -> list[DebPackage]:
     packages = []
     for para in Deb822.iter_paragraphs(text.splitlines()):
         if "install ok installed" not in para.get("Status", ""):

@@ -88,41 +88,40 @@ def base_layer() -> LayerSpec:
 
 def write_archive(spec: ImageSpecT, dest: Path) -> Path:
     layer_names, diff_ids, history = [], [], []
-    outer = tarfile.open(dest, "w")
-    for number, layer in enumerate(spec.layers):
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as inner:
-            for item in layer.files:
-                name = item.path.lstrip("/")
-                if item.whiteout:
-                    parent, _, base = name.rpartition("/")
-                    name = f"{parent}/.wh.{base}" if parent else f".wh.{base}"
-                info = tarfile.TarInfo(name)
-                info.mode = item.mode
-                data = item.content.encode() if isinstance(item.content, str) else item.content
-                if item.kind == "dir":
-                    info.type = tarfile.DIRTYPE
-                elif item.kind == "symlink":
-                    info.type, info.linkname = tarfile.SYMTYPE, item.linkname
-                else:
-                    info.size = len(data)
-                inner.addfile(info, io.BytesIO(data) if info.isreg() else None)
-        raw = buffer.getvalue()
-        name = f"layer{number}/layer.tar"
-        _add(outer, name, raw)
-        layer_names.append(name)
-        diff_ids.append(f"sha256:{number:064x}")
-        history.append({"created_by": layer.created_by})
-    history += spec.extra_history
-    config = {
-        "architecture": "amd64",
-        "config": spec.config,
-        "history": history,
-        "rootfs": {"type": "layers", "diff_ids": diff_ids},
-    }
-    _add(outer, "config.json", json.dumps(config).encode())
-    _add(outer, "manifest.json", json.dumps([{"Config": "config.json", "Layers": layer_names}]).encode())
-    outer.close()
+    with tarfile.open(dest, "w") as outer:
+        for number, layer in enumerate(spec.layers):
+            buffer = io.BytesIO()
+            with tarfile.open(fileobj=buffer, mode="w") as inner:
+                for item in layer.files:
+                    name = item.path.lstrip("/")
+                    if item.whiteout:
+                        parent, _, base = name.rpartition("/")
+                        name = f"{parent}/.wh.{base}" if parent else f".wh.{base}"
+                    info = tarfile.TarInfo(name)
+                    info.mode = item.mode
+                    data = item.content.encode() if isinstance(item.content, str) else item.content
+                    if item.kind == "dir":
+                        info.type = tarfile.DIRTYPE
+                    elif item.kind == "symlink":
+                        info.type, info.linkname = tarfile.SYMTYPE, item.linkname
+                    else:
+                        info.size = len(data)
+                    inner.addfile(info, io.BytesIO(data) if info.isreg() else None)
+            raw = buffer.getvalue()
+            name = f"layer{number}/layer.tar"
+            _add(outer, name, raw)
+            layer_names.append(name)
+            diff_ids.append(f"sha256:{number:064x}")
+            history.append({"created_by": layer.created_by})
+        history += spec.extra_history
+        config = {
+            "architecture": "amd64",
+            "config": spec.config,
+            "history": history,
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        }
+        _add(outer, "config.json", json.dumps(config).encode())
+        _add(outer, "manifest.json", json.dumps([{"Config": "config.json", "Layers": layer_names}]).encode())
     return dest
 
 

@@ -108,8 +108,8 @@ def _record(report: ImageTestReport) -> None:
         "passed": report.passed,
         "tested_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    write_json(test_record_path(report.image_id), payload)
+    write_json(image_test_record(report.image_id), payload)
 
 
-def test_record_path(image_id: str) -> Path:
+def image_test_record(image_id: str) -> Path:
     return state_home() / "image-tests" / f"{id_file_name(image_id)}.json"

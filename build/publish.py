@@ -14,7 +14,7 @@ from typing import Any
 
 from learnerkit.errors import LearnerkitError
 from learnerkit_build import attest, engine, registry
-from learnerkit_build.imagetest import CHECKS, test_record_path
+from learnerkit_build.imagetest import CHECKS, image_test_record
 from learnerkit_build.scan.records import REPORT, SBOM, load_record
 from learnerkit_build.scan.runner import sha256_hex
 from learnerkit_build.state import read_json
@@ -61,7 +61,7 @@ def check_gates(reference: str) -> tuple[str, bytes, bytes]:
     image_id = engine.image_id(reference)
     if image_id is None:
         raise PublishRefused(f"{reference} is not on this engine")
-    test = read_json(test_record_path(image_id))
+    test = read_json(image_test_record(image_id))
     if test is None:
         raise PublishRefused(f"test gate: {reference} ({image_id}) was never tested: run `learnerkit image test`")
     ran = {check["name"] for check in test.get("checks", [])}

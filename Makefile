@@ -35,3 +35,4 @@ test: setup lint images
 
 bench: setup images
 	$(BIN)/python bench/images.py
+	$(BIN)/python bench/scan.py

@@ -52,6 +52,16 @@ def build_sbom(
     distro = f"{release.get('ID', '')}-{release.get('VERSION_ID', '')}" if release.get("ID") else ""
     labels = index.container_config.get("Labels") or {}
     components: list[dict[str, Any]] = []
+    if release.get("ID"):
+        components.append(
+            {
+                "type": "operating-system",
+                "bom-ref": f"os:{release['ID']}:{release.get('VERSION_ID', '')}",
+                "name": release["ID"],
+                "version": release.get("VERSION_ID", ""),
+                "description": release.get("PRETTY_NAME", ""),
+            }
+        )
     for package in debs:
         purl = deb_purl(package, distro)
         components.append(

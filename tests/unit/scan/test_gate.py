@@ -144,7 +144,7 @@ def test_sbom_validates_and_lists_sources(make_index: MakeIndex) -> None:
         sbom = build_sbom(index, "sha256:abc", debs, dists, version)
         validate_sbom(sbom)
     names = {(c["name"], c["version"]) for c in sbom["components"]}
-    assert names == {("libc6", "2.36-9+deb12u7"), ("tini", "0.19.0-1"), ("six", "1.17.0")}
+    assert names == {("debian", "12"), ("libc6", "2.36-9+deb12u7"), ("tini", "0.19.0-1"), ("six", "1.17.0")}
     libc = next(c for c in sbom["components"] if c["name"] == "libc6")
     assert {"name": "learnerkit:deb:source", "value": "glibc"} in libc["properties"]
     sbom["components"][0]["type"] = "not-a-type"

@@ -36,3 +36,4 @@ test: setup lint images
 
 bench: setup images
 	$(BIN)/python bench/images.py
+	$(BIN)/python bench/scan.py

@@ -38,3 +38,4 @@ test: setup lint images
 bench: setup images
 	$(BIN)/python bench/images.py
 	$(BIN)/python bench/scheduler_admission.py
+	$(BIN)/python bench/scan.py

@@ -43,13 +43,13 @@ from controller_sidecar.status import Phase
 from learnerkit.pair.docker import PairHandle, exit_code, remove_pair, start_pair
 from learnerkit.pair.etcd import job_history, learner_status, request_halt
 from learnerkit.pair.spec import Endpoints, PairSpec
+from learnerkit.services.etcd import EtcdServer
+from learnerkit.services.s3 import SeaweedServer
 from learnerkit_build import engine
 from learnerkit_build.containers import LearnerRun, make_job_folder, running, wait_exit
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
 from learnerkit_build.smokedata import write_smoke_dataset
-from tests.servers.etcd import EtcdServer
-from tests.servers.s3 import SeaweedServer
 
 REPO = Path(__file__).resolve().parents[1]
 LEARNER_IMAGE = "learnerkit/pytorch:2.13-cpu-py3.11"

@@ -3,103 +3,35 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
-from learnerkit.errors import LearnerkitError
-from learnerkit.output import console, emit, fail, output_option
+from learnerkit.output import console, emit, output_option
 from learnerkit_build import views
 from learnerkit_build.baseimage import BASES, ensure_base, recipe_for
+from learnerkit_build.clitools import (
+    apply,
+    build_inputs,
+    handles_errors,
+    inputs_options,
+    root_option,
+    select_options,
+    selected,
+)
 from learnerkit_build.images import build_image, render_image
 from learnerkit_build.lint import lint_dockerfile
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.progress import BuildProgress
 from learnerkit_build.project import find_project_root
 from learnerkit_build.prune import prune
-from learnerkit_build.render import BuildInputs
 from learnerkit_build.scaffold import scaffold_framework
-from learnerkit_build.spec import ImageSpec
-
-F = TypeVar("F", bound=Callable[..., Any])
-DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-
-
-def handles_errors(func: F) -> F:
-    """Turn LearnerkitError into a clean message (or JSON) and a non-zero exit, never a traceback."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except LearnerkitError as e:
-            fail(kwargs.get("output", "table"), e)
-
-    return wrapper  # type: ignore[return-value]
-
-
-root_option = click.option(
-    "--root",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="project folder with learner_base/ and frameworks/ [default: found from cwd]",
-)
-select_options = [
-    click.argument("specs", nargs=-1),
-    click.option("--all", "select_all", is_flag=True, help="every image of the matrix"),
-    click.option("--variant", "variants", multiple=True, help="only these variants (e.g. cpu); repeatable"),
-]
-inputs_options = [
-    click.option(
-        "--wheelhouse",
-        type=click.Path(path_type=Path, file_okay=False, exists=True),
-        default=None,
-        envvar="LEARNERKIT_WHEELHOUSE",
-        help="folder of wheels pip may use (never copied into a layer)",
-    ),
-    click.option(
-        "--ca-bundle",
-        type=click.Path(path_type=Path, dir_okay=False, exists=True),
-        default=None,
-        envvar="LEARNERKIT_CA_BUNDLE",
-        help=f"CA bundle for pip inside builds [default: {DEFAULT_CA_BUNDLE}]",
-    ),
-    click.option("--no-ca-bundle", is_flag=True, help="pass no CA bundle into builds"),
-    click.option("--index-url", default=None, envvar="LEARNERKIT_INDEX_URL", help="pip index replacing PyPI"),
-]
-
-
-def apply(options: list[Callable[[F], F]]) -> Callable[[F], F]:
-    def decorate(func: F) -> F:
-        for option in reversed(options):
-            func = option(func)
-        return func
-
-    return decorate
-
-
-def build_inputs(
-    wheelhouse: Path | None, ca_bundle: Path | None, no_ca_bundle: bool, index_url: str | None
-) -> BuildInputs:
-    if ca_bundle is None and not no_ca_bundle and DEFAULT_CA_BUNDLE.is_file():
-        ca_bundle = DEFAULT_CA_BUNDLE
-    return BuildInputs(wheelhouse=wheelhouse, ca_bundle=None if no_ca_bundle else ca_bundle, index_url=index_url)
-
-
-def selected(
-    root: Path | None, specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...]
-) -> tuple[Path, list[ImageSpec]]:
-    project = find_project_root(root)
-    images = load_matrix(project).select(list(specs), select_all=select_all, variants=list(variants) or None)
-    return project, images
+from learnerkit_build.scancli import register_scan_commands
 
 
 @click.group("image")
 def image_group() -> None:
-    """Render, build and test learner images."""
+    """Render, build, test, scan and publish learner images."""
 
 
 @image_group.command("ls")
@@ -277,3 +209,6 @@ def new_command(name: str, description: str | None, packages: tuple[str, ...], r
     created = scaffold_framework(project, name, description, list(packages))
     rel = [os.path.relpath(path, project) for path in created]
     emit(output, {"framework": name, "created": rel}, lambda: views.show_created(name, rel))
+
+
+register_scan_commands(image_group)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import tarfile
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -52,3 +55,59 @@ def tag_image(image: str, repository: str, tag: str) -> None:
 
 def image_size(reference: str) -> int:
     return int(engine().images.get(reference).attrs["Size"])
+
+
+def image_attrs(reference: str) -> dict[str, Any]:
+    """`docker image inspect` of a local image."""
+    try:
+        return dict(engine().images.get(reference).attrs)
+    except docker.errors.ImageNotFound as e:
+        raise EngineError(f"no image {reference} on this engine") from e
+    except docker.errors.APIError as e:
+        raise EngineError(f"inspecting image {reference}: {e.explanation}") from e
+
+
+def save_image(reference: str, dest: Path) -> None:
+    """`docker save` of one image into the file `dest`."""
+    try:
+        chunks = engine().images.get(reference).save(chunk_size=4 << 20, named=False)
+        with dest.open("wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+    except docker.errors.ImageNotFound as e:
+        raise EngineError(f"no image {reference} on this engine") from e
+    except docker.errors.APIError as e:
+        raise EngineError(f"saving image {reference}: {e.explanation}") from e
+
+
+def push_image(repository: str, tag: str) -> str:
+    """Push `repository:tag`; the manifest digest the registry stored."""
+    digest = None
+    try:
+        for event in engine().images.push(repository, tag, stream=True, decode=True):
+            if "error" in event:
+                raise EngineError(f"pushing {repository}:{tag}: {event['error']}")
+            digest = (event.get("aux") or {}).get("Digest", digest)
+    except docker.errors.APIError as e:
+        raise EngineError(f"pushing {repository}:{tag}: {e.explanation}") from e
+    if digest is None:
+        raise EngineError(f"pushing {repository}:{tag}: the engine reported no digest")
+    return str(digest)
+
+
+def read_file(reference: str, path: str) -> bytes | None:
+    """One file of an image (from a created, never started, container), or None when it is absent."""
+    try:
+        container = engine().containers.create(reference, entrypoint=["/nonexistent"], network_disabled=True)
+    except docker.errors.APIError as e:
+        raise EngineError(f"creating a container of {reference}: {e.explanation}") from e
+    try:
+        stream, _ = container.get_archive(path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+            member = archive.next()
+            handle = archive.extractfile(member) if member is not None else None
+            return handle.read() if handle is not None else None
+    except docker.errors.NotFound:
+        return None
+    finally:
+        container.remove(force=True)

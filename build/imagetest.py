@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -18,6 +16,7 @@ from learnerkit_build.checks import CheckContext, CheckFailure
 from learnerkit_build.errors import ImageTestError
 from learnerkit_build.smoke import check_smoke
 from learnerkit_build.spec import ImageSpec
+from learnerkit_build.state import id_file_name, state_home, write_json
 
 CheckStatus = Literal["pass", "fail", "skip"]
 
@@ -64,10 +63,6 @@ class ImageTestReport:
         return all(check.status != "fail" for check in self.checks)
 
 
-def state_home() -> Path:
-    return Path(os.environ.get("LEARNERKIT_HOME", Path.home() / ".local" / "share" / "learnerkit"))
-
-
 def run_image_tests(root: Path, images: list[ImageSpec], only: list[str], *, verbose: bool) -> list[ImageTestReport]:
     unknown = [name for name in only if name not in CHECKS]
     if unknown:
@@ -108,17 +103,13 @@ def _test_image(image: ImageSpec, names: list[str], verbose: bool) -> ImageTestR
 
 def _record(report: ImageTestReport) -> None:
     """Keep the result by image ID (atomically), so later gates know what exactly was tested."""
-    folder = state_home() / "image-tests"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{report.image_id.replace(':', '_')}.json"
     payload = {
         **asdict(report),
         "passed": report.passed,
         "tested_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=2)
-        handle.flush()
-        os.fsync(handle.fileno())
-    Path(temp).replace(path)
+    write_json(image_test_record(report.image_id), payload)
+
+
+def image_test_record(image_id: str) -> Path:
+    return state_home() / "image-tests" / f"{id_file_name(image_id)}.json"

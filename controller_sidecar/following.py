@@ -64,6 +64,7 @@ async def follow_metrics(
     tailer = FileTailer(settings.dirs.logs / METRICS_FILE)
     splitter = LineSplitter(MAX_LINE_BYTES)
     published: dict[str, float] = {}
+    failing = False
     while True:
         stopping = stop.is_set()
         for line in splitter.feed(tailer.read_new()):
@@ -73,9 +74,12 @@ async def follow_metrics(
             metrics.set_training_metrics(latest)
             try:
                 await publish(latest)
-                published = dict(latest)
             except SidecarError as e:
-                LOGGER.warning("metrics not published (will retry): %s", e)
+                if not failing:  # once per outage, not once per poll
+                    LOGGER.warning("metrics not published (retrying until etcd answers): %s", e)
+                failing = True
+            else:
+                published, failing = dict(latest), False
         if stopping:
             return
         await event_or_timeout(stop, settings.timing.poll_interval_s)

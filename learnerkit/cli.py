@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from learnerkit import __version__
+from learnerkit.services.cli import dev_group
 from learnerkit.sidecar_cli import sidecar_group
 from learnerkit_build.cli import framework_group, image_group
 from learnerkit_scheduler.cli import job_group
@@ -22,6 +23,7 @@ cli.add_command(framework_group)
 cli.add_command(sidecar_group)
 cli.add_command(job_group)
 cli.add_command(scheduler_group)
+cli.add_command(dev_group)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from learnerkit.pair.etcd import etcd_settings, request_halt
 from learnerkit.pair.runlocal import LocalResult, LocalRun, new_job_id, run_local
 from learnerkit.pair.spec import Endpoints
 from learnerkit_build import views
-from learnerkit_build.cli import apply, build_inputs, handles_errors, inputs_options, root_option
+from learnerkit_build.clitools import apply, build_inputs, handles_errors, inputs_options, root_option
 from learnerkit_build.progress import BuildProgress
 from learnerkit_build.project import find_project_root
 from learnerkit_build.sidecarimage import build_sidecar, sidecar_reference

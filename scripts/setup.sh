@@ -10,8 +10,10 @@ cd "$(dirname "$0")/.."
 #   debootstrap  makes the Debian base image here (no registry can be pulled from)
 #   iptables     dockerd's networking
 #   etcd-server  the job store and the sidecars' status (tests start their own members on free ports)
+#   docker-registry  the registry publish tests push to (tests start their own on a free 127.0.0.1 port)
+#   gpgv, debian-archive-keyring  verify the signed Debian security indexes the scan fetches
 #   git, make, ca-certificates, tar  the build itself
-APT_PACKAGES=(docker.io debootstrap iptables etcd-server git make ca-certificates tar)
+APT_PACKAGES=(docker.io debootstrap iptables etcd-server docker-registry gpgv debian-archive-keyring git make ca-certificates tar)
 STATE_DIR=.learnerkit
 LOG_DIR="$STATE_DIR/logs"
 VENV=.venv

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
 import shutil
+import socket
+import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from learnerkit_build import engine
 from learnerkit_build.render import BuildInputs
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -50,3 +57,58 @@ def image_cleanup(docker_client: Any) -> Iterator[list[str]]:
     for repository in repositories:
         for image in docker_client.images.list(name=repository):
             docker_client.images.remove(image.id, force=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Debian's docker-registry on a free 127.0.0.1 port with its own storage; killed in teardown."""
+    exe = shutil.which("docker-registry")
+    if exe is None:
+        pytest.fail("docker-registry is not installed: `make setup` installs it")
+    folder = tmp_path_factory.mktemp("registry")
+    port = free_port()
+    config = folder / "config.yml"
+    config.write_text(
+        f"version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {folder / 'data'}}}\n"
+        f"  delete: {{enabled: true}}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+        encoding="utf-8",
+    )
+    log = (folder / "registry.log").open("wb")
+    proc = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    host = f"127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return requests.get(f"http://{host}/v2/", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
+
+    try:
+        wait_until(up, timeout=30, interval=0.1, message=f"docker-registry on {host}")
+        yield host
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def loopback_file_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 serving tool.txt, for the bad image's ADD from a URL."""
+    folder = tmp_path_factory.mktemp("served")
+    (folder / "tool.txt").write_text("a tool\n", encoding="utf-8")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/tool.txt"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)

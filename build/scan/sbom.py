@@ -1,0 +1,132 @@
+"""A CycloneDX SBOM (1.6 JSON, 1.5 on request) of Debian packages and Python distributions, schema-validated."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import UTC, datetime
+from importlib.metadata import version as dist_version
+from typing import Any
+from urllib.parse import quote
+
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+
+from learnerkit.errors import LearnerkitError
+from learnerkit_build.scan.layers import ImageIndex
+from learnerkit_build.scan.packages import DebPackage, PythonDist, os_release
+
+SPEC_VERSIONS = {"1.6": SchemaVersion.V1_6, "1.5": SchemaVersion.V1_5}
+INPUTS_HASH_LABEL = "io.learnerkit.inputs-hash"
+BASE_LABEL = "org.opencontainers.image.base.name"
+BASE_DIGEST_LABEL = "org.opencontainers.image.base.digest"
+
+
+class SbomError(LearnerkitError):
+    """The SBOM does not validate against its CycloneDX schema."""
+
+
+def _prop(name: str, value: str) -> dict[str, str]:
+    return {"name": name, "value": value}
+
+
+def deb_purl(package: DebPackage, distro: str) -> str:
+    qualifiers = f"arch={package.architecture}" + (f"&distro={distro}" if distro else "")
+    if package.source != package.name:
+        qualifiers += f"&upstream={quote(package.source, safe='')}"
+    return f"pkg:deb/debian/{quote(package.name, safe='')}@{quote(package.version, safe='')}?{qualifiers}"
+
+
+def pypi_purl(dist: PythonDist) -> str:
+    name = re.sub(r"[-_.]+", "-", dist.name).lower()
+    return f"pkg:pypi/{name}@{quote(dist.version, safe='')}"
+
+
+def build_sbom(
+    index: ImageIndex, image_id: str, debs: list[DebPackage], dists: list[PythonDist], spec_version: str = "1.6"
+) -> dict[str, Any]:
+    if spec_version not in SPEC_VERSIONS:
+        raise SbomError(f"CycloneDX {spec_version} is not supported; valid: {', '.join(SPEC_VERSIONS)}")
+    release = os_release(index)
+    distro = f"{release.get('ID', '')}-{release.get('VERSION_ID', '')}" if release.get("ID") else ""
+    labels = index.container_config.get("Labels") or {}
+    components: list[dict[str, Any]] = []
+    if release.get("ID"):
+        components.append(
+            {
+                "type": "operating-system",
+                "bom-ref": f"os:{release['ID']}:{release.get('VERSION_ID', '')}",
+                "name": release["ID"],
+                "version": release.get("VERSION_ID", ""),
+                "description": release.get("PRETTY_NAME", ""),
+            }
+        )
+    for package in debs:
+        purl = deb_purl(package, distro)
+        components.append(
+            {
+                "type": "library",
+                "bom-ref": f"deb:{package.name}:{package.architecture}",
+                "name": package.name,
+                "version": package.version,
+                "purl": purl,
+                "properties": [
+                    _prop("learnerkit:package:type", "deb"),
+                    _prop("learnerkit:deb:source", package.source),
+                    _prop("learnerkit:deb:source-version", package.source_version),
+                ],
+            }
+        )
+    for dist in dists:
+        components.append(
+            {
+                "type": "library",
+                "bom-ref": f"pypi:{dist.path}",
+                "name": dist.name,
+                "version": dist.version,
+                "purl": pypi_purl(dist),
+                "properties": [_prop("learnerkit:package:type", "python"), _prop("learnerkit:location", dist.path)],
+            }
+        )
+    image_props = [_prop("learnerkit:image-id", image_id)]
+    for label, name in (
+        (BASE_LABEL, "base-image"),
+        (BASE_DIGEST_LABEL, "base-image-id"),
+        (INPUTS_HASH_LABEL, "inputs-hash"),
+    ):
+        if labels.get(label):
+            image_props.append(_prop(f"learnerkit:{name}", str(labels[label])))
+    return {
+        "bomFormat": "CycloneDX",
+        "specVersion": spec_version,
+        "serialNumber": f"urn:uuid:{uuid.uuid4()}",
+        "version": 1,
+        "metadata": {
+            "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+            "tools": {
+                "components": [{"type": "application", "name": "learnerkit", "version": dist_version("learnerkit")}]
+            },
+            "component": {
+                "type": "container",
+                "bom-ref": image_id,
+                "name": index.reference,
+                "version": image_id,
+                "properties": image_props,
+            },
+        },
+        "components": components,
+    }
+
+
+def validate_sbom(sbom: dict[str, Any]) -> None:
+    version = str(sbom.get("specVersion"))
+    validator = JsonStrictValidator(SPEC_VERSIONS[version])
+    error = validator.validate_str(json.dumps(sbom))
+    if error is not None:
+        raise SbomError(f"SBOM of {sbom['metadata']['component']['name']} is not valid CycloneDX {version}: {error}")
+
+
+def component_keys(sbom: dict[str, Any]) -> set[tuple[str, str]]:
+    """(name, version) of every component, for comparing with another tool's SBOM."""
+    return {(str(c["name"]), str(c.get("version", ""))) for c in sbom.get("components", [])}

@@ -1,0 +1,39 @@
+"""Where the build tool keeps what it learned per image ID: test results, scan reports, signing keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def state_home() -> Path:
+    return Path(os.environ.get("LEARNERKIT_HOME", Path.home() / ".local" / "share" / "learnerkit"))
+
+
+def id_file_name(image_id: str) -> str:
+    return image_id.replace(":", "_")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Temp file + fsync + rename, so a reader never sees half a record."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    Path(temp).replace(path)
+
+
+def write_json(path: Path, payload: Any) -> None:
+    write_atomic(path, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
+
+
+def read_json(path: Path) -> Any | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None

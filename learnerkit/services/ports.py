@@ -1,0 +1,51 @@
+"""Loopback ports: free ones from the kernel, and a preferred port when nothing listens on it."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel just handed out and released: free unless another process grabs one meanwhile.
+
+    All sockets stay bound until every port is chosen, so the ports differ from each other.
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((LOOPBACK, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def free_port() -> int:
+    [port] = free_ports(1)
+    return port
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server could bind ``port`` on loopback now (SO_REUSEADDR, as servers bind)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return False
+        return True
+
+
+def choose_ports(preferred: Mapping[str, int], *, any_port: bool = False) -> dict[str, int]:
+    """Each named port: its preferred number when free (and ``any_port`` is false), else a free one."""
+    chosen = {name: port for name, port in preferred.items() if not any_port and port_is_free(port)}
+    missing = [name for name in preferred if name not in chosen]
+    taken = set(chosen.values())
+    extra = [port for port in free_ports(len(missing) + len(taken)) if port not in taken]
+    chosen.update(zip(missing, extra, strict=False))
+    return {name: chosen[name] for name in preferred}

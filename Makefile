@@ -18,8 +18,7 @@ images: setup
 	$(LEARNERKIT) image prune --all
 
 demo: setup
-	$(LEARNERKIT) image build pytorch:2.13-cpu --quiet-log
-	$(LEARNERKIT) image test pytorch:2.13-cpu --check smoke
+	@scripts/demo.sh
 
 lint: setup
 	$(BIN)/ruff check .

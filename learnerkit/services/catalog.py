@@ -9,6 +9,7 @@ from __future__ import annotations
 from learnerkit.services.etcd import ETCD_SERVICE
 from learnerkit.services.prometheus import PROMETHEUS_SERVICE
 from learnerkit.services.s3 import S3_SERVICE
+from learnerkit.services.scheduler import SCHEDULER_SERVICE
 from learnerkit.services.service import Service
 
-DEV_SERVICES: tuple[Service, ...] = (ETCD_SERVICE, S3_SERVICE, PROMETHEUS_SERVICE)
+DEV_SERVICES: tuple[Service, ...] = (ETCD_SERVICE, S3_SERVICE, SCHEDULER_SERVICE, PROMETHEUS_SERVICE)

@@ -51,13 +51,15 @@ def status_table(rows: list[ServiceStatus]) -> Table:
 
 @dev_group.command("up")
 @click.option("--with-prometheus", is_flag=True, help="also start Prometheus, scraping the services' /metrics")
+@click.option("--with-scheduler", is_flag=True, help="also start the scheduler (Docker backend, tenant 'demo')")
 @click.option("--any-port", is_flag=True, help="free ports from the kernel, never the default ones")
 @output_option
 @click.pass_obj
 @handles_errors
-def up_command(services: DevServices, with_prometheus: bool, any_port: bool, output: str) -> None:
+def up_command(services: DevServices, with_prometheus: bool, with_scheduler: bool, any_port: bool, output: str) -> None:
     """Start the services that do not run (detached; they outlive this command)."""
-    rows = services.up(with_optional=("prometheus",) if with_prometheus else (), any_port=any_port)
+    optional = [name for name, wanted in (("prometheus", with_prometheus), ("scheduler", with_scheduler)) if wanted]
+    rows = services.up(with_optional=optional, any_port=any_port)
     emit(output, rows, lambda: console.print(status_table(rows)))
 
 

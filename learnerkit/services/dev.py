@@ -60,8 +60,18 @@ class DevServices:
             yield
 
     def _launch(self, service: Service, ports: Mapping[str, int], env: Mapping[str, str], state: DevState) -> Launch:
+        """What ``service`` sees: its ports, the credentials and what the services started before it export."""
         targets = tuple(r.scrape_target for r in state.services.values() if r.scrape_target and r.name != service.name)
-        return Launch(service.name, self.folder / service.name, dict(ports), dict(env), targets)
+        shared = dict(env)
+        for other in self.services:
+            if other.name == service.name:
+                break
+            record = state.services.get(other.name)
+            if record is not None:
+                shared.update(
+                    other.exports(Launch(other.name, self.folder / other.name, dict(record.ports), dict(env)))
+                )
+        return Launch(service.name, self.folder / service.name, dict(ports), shared, targets)
 
     def _service(self, name: str) -> Service | None:
         return next((s for s in self.services if s.name == name), None)

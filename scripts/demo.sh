@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `make demo`, the README's main job: an FfDL manifest submitted to the scheduler, run as a PyTorch learner
+# + controller sidecar pair on the local Docker engine against etcd and S3 (SeaweedFS), followed to
+# COMPLETED. Idempotent: images are cached by inputs, running services are reused.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LK=.venv/bin/learnerkit
+PY=.venv/bin/python
+DEMO=.learnerkit/demo
+say() { printf '\033[1mdemo:\033[0m %s\n' "$*"; }
+
+say "building the PyTorch learner image and the sidecar image (skipped when their inputs did not change)"
+"$LK" image build pytorch:2.13-cpu --quiet-log
+"$LK" sidecar build --quiet-log
+
+say "starting etcd, SeaweedFS (S3) and the scheduler"
+"$LK" dev up --with-scheduler
+eval "$("$LK" dev env)"
+
+say "uploading the sample dataset to s3://training-data/pytorch-smoke/"
+mkdir -p "$DEMO"
+"$PY" -c 'import sys; from pathlib import Path; from learnerkit_build.smokedata import write_smoke_dataset; write_smoke_dataset(Path(sys.argv[1]))' "$DEMO/data"
+"$LK" dev upload "$DEMO/data" s3://training-data/pytorch-smoke/
+
+say "submitting examples/pytorch-smoke/manifest.yml (the dev S3 endpoint and keys filled in)"
+umask 077
+"$PY" -c 'import os, sys; open(sys.argv[2], "w").write(os.path.expandvars(open(sys.argv[1]).read()))' \
+  examples/pytorch-smoke/manifest.yml "$DEMO/manifest.yml"
+job=$("$LK" job submit "$DEMO/manifest.yml" --output json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["job_id"])')
+say "job $job queued; following it"
+"$LK" job status "$job" --follow
+echo
+
+say "the last lines of its log:"
+"$LK" job logs "$job" | tail -n 3
+results=$("$LK" job status "$job" --output json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["results"])')
+say "results, logs and checkpoints are in $results (learner-1/results, learner-1/logs, learner-1/checkpoints)"
+say "stop the services with: $LK dev down"

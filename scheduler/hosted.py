@@ -1,4 +1,4 @@
-"""``create_service``: the real scheduler behind ``learnerkit scheduler serve``.
+"""``create_service``: the real scheduler behind ``learnerkit scheduler serve``, on Docker or Kubernetes.
 
 Nothing here does I/O until the API server's lifespan runs: then it connects etcd, rebuilds the jobs and
 starts the scheduling loop, and on shutdown stops the loop (running jobs go on; a restart finds them).
@@ -7,6 +7,7 @@ starts the scheduling loop, and on shutdown stops the loop (running jobs go on; 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,32 +16,57 @@ from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
 from learnerkit_build.project import find_project_root
 from learnerkit_build.sidecarimage import sidecar_reference
 from learnerkit_scheduler.backends.docker import DockerBackend
+from learnerkit_scheduler.backends.k8s import KubernetesBackend
+from learnerkit_scheduler.backends.k8s_objects import SIDECAR_METRICS_PORT
+from learnerkit_scheduler.backends.k8s_service import KubernetesServiceBackend
+from learnerkit_scheduler.deployment import Egress
 from learnerkit_scheduler.errors import SettingsError
 from learnerkit_scheduler.hosting import HostedService
 from learnerkit_scheduler.images import ImageCatalog
 from learnerkit_scheduler.jobstore import JobStore
 from learnerkit_scheduler.planning import Platform
-from learnerkit_scheduler.service import SchedulerService, ServiceOptions
+from learnerkit_scheduler.service import Backend, SchedulerService, ServiceOptions
 from learnerkit_scheduler.settings import BackendKind, SchedulerSettings
 
 
+def egress_from(specs: tuple[str, ...]) -> tuple[Egress, ...]:
+    """``CIDR:port`` entries into NetworkPolicy egress rules; the error names the setting."""
+    rules = []
+    for spec in specs:
+        cidr, _, port = spec.rpartition(":")
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            raise SettingsError(f"LEARNERKIT_K8S_EGRESS: {spec!r} is not CIDR:port") from None
+        if not port.isdigit():
+            raise SettingsError(f"LEARNERKIT_K8S_EGRESS: {spec!r} is not CIDR:port")
+        rules.append(Egress(cidr, int(port)))
+    return tuple(rules)
+
+
+def backend_for(settings: SchedulerSettings) -> tuple[Backend, int]:
+    """The backend of the settings, and the sidecars' metrics port on it."""
+    if settings.backend.kind is BackendKind.KUBERNETES:
+        cluster = KubernetesBackend.from_kubeconfig(namespace=settings.backend.namespace)
+        return KubernetesServiceBackend(cluster, egress_from(settings.backend.egress)), SIDECAR_METRICS_PORT
+    # On the Docker engine sidecars share the host network: no fixed port, or two would clash.
+    return DockerBackend(), 0
+
+
 def create_service(settings: SchedulerSettings) -> HostedService:
-    if settings.backend.kind is not BackendKind.DOCKER:
-        raise SettingsError(
-            f"backend {settings.backend.kind.value!r}: `scheduler serve` runs the Docker backend; the Kubernetes "
-            "backend (learnerkit_scheduler.backends.k8s) is driven through its own API for now"
-        )
     catalog = ImageCatalog(find_project_root(), settings.backend.registry)
+    backend, metrics_port = backend_for(settings)
     options = ServiceOptions(
         platform=Platform(
             etcd_endpoints=",".join(settings.etcd.endpoints),
             sidecar_image=settings.backend.sidecar_image or sidecar_reference(),
+            metrics_port=metrics_port,
         ),
         catalog=catalog.frameworks(),
         resolve_image=catalog.resolve,
     )
     store = JobStore(root=settings.etcd.root)
-    service = SchedulerService(store, DockerBackend(), options)
+    service = SchedulerService(store, backend, options)
     etcd_settings = SidecarEtcdSettings(
         endpoints=settings.etcd.endpoints,
         username=settings.etcd.username,

@@ -206,8 +206,8 @@ class SchedulerService:
                 tracked = self.jobs[job_id]
                 if tracked.state.reason != str(reason):
                     tracked.state = await self.store.save(tracked.state.evolve(reason=str(reason)))
-        for admitted in result.admitted:
-            await self._deploy(self.jobs[admitted.job_id], admitted.nodes, now)
+        # Deploys of one pass run side by side: the engine creates containers concurrently.
+        await asyncio.gather(*(self._deploy(self.jobs[a.job_id], a.nodes, now) for a in result.admitted))
         self._observe()
 
     async def _deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:

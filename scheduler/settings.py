@@ -71,6 +71,8 @@ class BackendSettings:
     """``$LEARNERKIT_SIDECAR_IMAGE``; None means the sidecar image this project builds."""
     registry: str | None = None
     """``$LEARNERKIT_REGISTRY``: where learner images come from (None: the engine's local images)."""
+    egress: tuple[str, ...] = ()
+    """``$LEARNERKIT_K8S_EGRESS``: ``CIDR:port`` of etcd and S3, comma-separated, for the jobs' NetworkPolicy."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,7 @@ class SchedulerSettings:
                 namespace=env.get("LEARNERKIT_K8S_NAMESPACE", backend.namespace),
                 sidecar_image=env.get("LEARNERKIT_SIDECAR_IMAGE"),
                 registry=env.get("LEARNERKIT_REGISTRY"),
+                egress=tuple(part.strip() for part in env.get("LEARNERKIT_K8S_EGRESS", "").split(",") if part.strip()),
             ),
         )
 

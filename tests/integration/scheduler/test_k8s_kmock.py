@@ -20,6 +20,7 @@ from kmock import KubernetesEmulator, method, resource
 from learnerkit_scheduler import deployment as dep
 from learnerkit_scheduler.backends import k8s_objects as ko
 from learnerkit_scheduler.backends.k8s import KubernetesBackend
+from learnerkit_scheduler.backends.k8s_service import KubernetesServiceBackend
 from learnerkit_scheduler.errors import BackendError
 
 pytestmark = pytest.mark.asyncio
@@ -260,3 +261,20 @@ async def test_an_unreachable_api_names_the_host() -> None:
         BackendError, match=r"listing Pods in training .*cannot reach the Kubernetes API at http://127.0.0.1:9"
     ):
         await call(backend.status, "job-7")
+
+
+async def test_the_service_side_deploys_sees_pods_start_and_tears_down(
+    kmock: KubernetesEmulator, backend: KubernetesBackend
+) -> None:
+    service_side = KubernetesServiceBackend(backend, egress=(dep.Egress("10.20.0.4/32", 2379),))
+    job = make_job("job-8", learners=2)
+    await call(service_side.deploy, job)
+    assert await call(service_side.job_ids) == {"job-8"}
+    assert not await call(service_side.started, "job-8", 2)
+    for n in (1, 2):
+        kmock.objects["v1/pods", NAMESPACE, f"lk-job-8-{n}"].patch({"status": {"phase": "Running"}})
+    assert await call(service_side.started, "job-8", 2)
+    kmock.objects["v1/pods", NAMESPACE, "lk-job-8-2"].patch({"status": {"phase": "Failed"}})
+    assert await call(service_side.sidecars_exited, "job-8") == {2: 1}
+    await call(service_side.teardown, "job-8")
+    assert stored(kmock) == set()

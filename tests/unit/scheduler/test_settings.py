@@ -6,9 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from learnerkit.cli import cli
 from learnerkit_scheduler.errors import SchedulerError, SettingsError
 from learnerkit_scheduler.server import load_service_factory
 from learnerkit_scheduler.settings import BackendKind, SchedulerSettings
@@ -64,15 +62,20 @@ def test_options_override_the_environment_and_none_keeps_it() -> None:
     assert (settings.api.port, settings.api.host, settings.s3.bucket) == (9100, "127.0.0.1", "jobs")
 
 
-def test_serve_loads_the_real_service_and_refuses_a_backend_it_cannot_run(tmp_path: Path) -> None:
-    from learnerkit_scheduler.hosted import create_service
+def test_serve_loads_the_real_service_and_refuses_a_backend_it_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from learnerkit_scheduler.deployment import Egress
+    from learnerkit_scheduler.hosted import create_service, egress_from
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     from learnerkit_scheduler.service import SchedulerService
 
     hosted = load_service_factory()(SchedulerSettings.from_env({}))
     assert isinstance(hosted.facade, SchedulerService) and hosted.registry is hosted.facade.metrics.registry
-    with pytest.raises(SchedulerError, match="Docker backend"):
-        create_service(SchedulerSettings.from_env({"LEARNERKIT_SCHEDULER_BACKEND": "kubernetes"}))
-    args = ["scheduler", "serve", "--tokens", str(tmp_path / "t.json"), "--port", "9001", "--backend", "kubernetes"]
-    result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 1
-    assert "Docker backend" in result.output
+    no_cluster = {"LEARNERKIT_SCHEDULER_BACKEND": "kubernetes", "KUBECONFIG": str(tmp_path / "none")}
+    with pytest.raises(SchedulerError, match="no Kubernetes configuration"):
+        create_service(SchedulerSettings.from_env(no_cluster))
+    with pytest.raises(SchedulerError, match=r"LEARNERKIT_K8S_EGRESS: 'etcd:2379' is not CIDR:port"):
+        egress_from(("etcd:2379",))
+    assert egress_from(("10.0.0.0/8:2379",)) == (Egress("10.0.0.0/8", 2379),)

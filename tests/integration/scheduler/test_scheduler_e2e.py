@@ -1,0 +1,102 @@
+"""The scheduler as a user runs it: `learnerkit dev up --with-scheduler`, then the `learnerkit job` CLI over the
+real REST API, the real service, etcd, SeaweedFS and the Docker engine (the path `make demo` takes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import string
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from learnerkit_build.render import BuildInputs
+from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.smokedata import write_smoke_dataset
+from tests.integration.conftest import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
+
+
+def run(argv: list[str], env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=420, cwd=REPO)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def learnerkit(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return run([sys.executable, "-m", "learnerkit", *args], env, check)
+
+
+@pytest.fixture(scope="module")
+def shell(tmp_path_factory: pytest.TempPathFactory, build_inputs: BuildInputs) -> Iterator[dict[str, str]]:
+    """The environment after `learnerkit dev up --with-scheduler` and `eval "$(learnerkit dev env)"`."""
+    build_sidecar(REPO, build_inputs, lambda line: None)
+    state = tmp_path_factory.mktemp("e2e-services")
+    env = {**os.environ, "LEARNERKIT_SERVICES_DIR": str(state)}
+    try:
+        learnerkit(env, "dev", "up", "--with-scheduler", "--any-port")
+        words = shlex.split(learnerkit(env, "dev", "env").stdout)
+        env.update(dict(word.split("=", 1) for word in words if "=" in word and word != "export"))
+        env["LEARNERKIT_SERVICES_STATE"] = str(state)
+        yield env
+    finally:
+        learnerkit(env, "dev", "down", check=False)
+
+
+def manifest_file(env: dict[str, str], folder: Path) -> Path:
+    """The demo's manifest with the dev S3 endpoint and keys filled in (as `make demo` does), trained shorter."""
+    text = string.Template((REPO / "examples" / "pytorch-smoke" / "manifest.yml").read_text()).safe_substitute(env)
+    path = folder / "manifest.yml"
+    path.write_text(text.replace("--steps 200", "--steps 40").replace("0.05", "0.01"))
+    return path
+
+
+def s3(env: dict[str, str]) -> Any:
+    return boto3.client(
+        "s3",
+        endpoint_url=env["S3_ENDPOINT_URL"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+
+
+def test_a_manifest_submitted_over_http_is_followed_to_completed(shell: dict[str, str], tmp_path: Path) -> None:
+    data = write_smoke_dataset(tmp_path / "data")
+    learnerkit(shell, "dev", "upload", str(data.parent), "s3://training-data/pytorch-smoke/")
+    manifest = manifest_file(shell, tmp_path)
+
+    submitted = json.loads(learnerkit(shell, "job", "submit", str(manifest), "--output", "json").stdout)
+    job_id = submitted["job_id"]
+    assert submitted["status"] == "QUEUED" and submitted["tenant"] == "demo"
+    followed = learnerkit(shell, "job", "status", job_id, "--follow", "--output", "json")
+    final = json.loads(followed.stdout.strip().splitlines()[-1])
+    assert final["status"] == "COMPLETED", final
+    assert {"loss", "accuracy"} <= set(final["learners"][0]["metrics"])
+    log = learnerkit(shell, "job", "logs", job_id).stdout
+    assert "done: steps 1..40" in log
+    summary = s3(shell).get_object(Bucket="training-results", Key=f"{job_id}/attempt-1/learner-1/results/summary.json")
+    assert json.loads(summary["Body"].read())["final_step"] == 40
+
+    listed = json.loads(learnerkit(shell, "job", "list", "--output", "json").stdout)
+    assert [job["job_id"] for job in listed].count(job_id) == 1
+
+    tokens = Path(shell["LEARNERKIT_SERVICES_STATE"]) / "scheduler" / "tokens.json"
+    other = learnerkit(shell, "scheduler", "token", "add", "other-team", "--tokens", str(tokens), "--output", "json")
+    stranger = {**shell, "LEARNERKIT_TOKEN": json.loads(other.stdout)["token"]}
+    refused = learnerkit(stranger, "job", "status", job_id, "--output", "json", check=False)
+    assert refused.returncode != 0 and "no job" in refused.stdout + refused.stderr
+    assert json.loads(learnerkit(stranger, "job", "list", "--output", "json").stdout) == []
+
+    with urllib.request.urlopen(f"{shell['LEARNERKIT_SCHEDULER_URL']}/metrics", timeout=10) as answer:
+        metrics = answer.read().decode()
+    assert 'learnerkit_scheduler_jobs{status="COMPLETED"} 1.0' in metrics

@@ -13,7 +13,7 @@ from typing import Literal
 from learnerkit_build import engine
 from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
 from learnerkit_build.buildkit import BuildRequest, LogSink, run_build
-from learnerkit_build.context import assemble_context, context_files, inputs_hash
+from learnerkit_build.context import ContextFile, assemble_context, context_files, inputs_hash
 from learnerkit_build.errors import SpecError
 from learnerkit_build.render import BuildInputs, render_dockerfile
 from learnerkit_build.spec import ImageSpec
@@ -66,48 +66,62 @@ def build_image(
             reason=f"base image {image.variant.base} is not on this engine ({image.variant.accelerator} variants "
             "are built where their base exists)",
         )
-    dockerfile = render_image(root, image, inputs)
-    files = context_files(root, image, inputs)
-    digest = inputs_hash(dockerfile, files, base_id, inputs)
+    plan = BuildPlan(
+        name=image.name,
+        repository=image.repository(),
+        tag=image.tag,
+        dockerfile=render_image(root, image, inputs),
+        files=context_files(root, image, inputs),
+        base_ref=base_ref_for(image),
+        base_id=base_id,
+    )
+    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started)
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """One image to build: what its context holds and what it is tagged."""
+
+    name: str
+    """For messages and the result: `pytorch:2.13-cpu`, `sidecar`."""
+    repository: str
+    tag: str
+    """The moving tag; the immutable one appends the inputs hash."""
+    dockerfile: str
+    files: list[ContextFile]
+    base_ref: str
+    base_id: str
+
+
+def build_plan(
+    root: Path, plan: BuildPlan, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool, started: float
+) -> BuildResult:
+    """Build unless an image of the same inputs hash exists; tag it by version and by that hash."""
+    digest = inputs_hash(plan.dockerfile, plan.files, plan.base_id, inputs)
+    reference = f"{plan.repository}:{plan.tag}"
     immutable = f"{reference}-{digest[:12]}"
     existing = engine.image_id(immutable)
     if existing and not rebuild:
         if engine.image_id(reference) != existing:
-            engine.tag_image(existing, image.repository(), image.tag)
-        return BuildResult(
-            spec=image.name,
-            status="cached",
-            reference=reference,
-            immutable_reference=immutable,
-            image_id=existing,
-            inputs_hash=digest,
-            seconds=time.monotonic() - started,
-        )
+            engine.tag_image(existing, plan.repository, plan.tag)
+        return BuildResult(plan.name, "cached", reference, immutable, existing, digest, time.monotonic() - started)
     labels = {
         HASH_LABEL: digest,
-        "org.opencontainers.image.base.name": base_ref_for(image),
-        "org.opencontainers.image.base.digest": base_id,
+        "org.opencontainers.image.base.name": plan.base_ref,
+        "org.opencontainers.image.base.digest": plan.base_id,
         "org.opencontainers.image.revision": source_revision(root),
         "org.opencontainers.image.created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     with tempfile.TemporaryDirectory(prefix="learnerkit-ctx-") as scratch:
         context = Path(scratch) / "context"
-        assemble_context(context, dockerfile, files)
+        assemble_context(context, plan.dockerfile, plan.files)
         secrets = build_secrets(Path(scratch), inputs)
-        request = BuildRequest(context=context, image_name=image.name, labels=labels, secrets=secrets, no_cache=rebuild)
+        request = BuildRequest(context=context, image_name=plan.name, labels=labels, secrets=secrets, no_cache=rebuild)
         built = run_build(request, on_line)
     # Tags last: an interrupted or failed build leaves no tag, and the content tag comes before the moving one.
-    engine.tag_image(built, image.repository(), f"{image.tag}-{digest[:12]}")
-    engine.tag_image(built, image.repository(), image.tag)
-    return BuildResult(
-        spec=image.name,
-        status="built",
-        reference=reference,
-        immutable_reference=immutable,
-        image_id=built,
-        inputs_hash=digest,
-        seconds=time.monotonic() - started,
-    )
+    engine.tag_image(built, plan.repository, f"{plan.tag}-{digest[:12]}")
+    engine.tag_image(built, plan.repository, plan.tag)
+    return BuildResult(plan.name, "built", reference, immutable, built, digest, time.monotonic() - started)
 
 
 def _resolve_base(image: ImageSpec, on_line: LogSink) -> str | None:

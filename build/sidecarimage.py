@@ -7,20 +7,17 @@ the two modules of ``learnerkit`` it imports; tagged ``learnerkit/sidecar:<versi
 
 from __future__ import annotations
 
-import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import jinja2
 
 from learnerkit import __version__
-from learnerkit_build import engine
 from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
-from learnerkit_build.buildkit import BuildRequest, LogSink, run_build
-from learnerkit_build.context import ContextFile, assemble_context, inputs_hash, tree_files
+from learnerkit_build.buildkit import LogSink
+from learnerkit_build.context import ContextFile, tree_files
 from learnerkit_build.errors import TemplateError
-from learnerkit_build.images import HASH_LABEL, BuildResult, build_secrets, source_revision
+from learnerkit_build.images import BuildPlan, BuildResult, build_plan
 from learnerkit_build.render import BuildInputs, make_environment
 
 SIDECAR_REPOSITORY = "learnerkit/sidecar"
@@ -75,34 +72,13 @@ def build_sidecar(root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild:
     recipe = recipe_for(SIDECAR_BASE)
     base_id, _ = ensure_base(recipe, on_line)
     base_ref = base_reference(recipe)
-    dockerfile = render_sidecar(root, base_ref, inputs)
-    files = sidecar_files(root, inputs)
-    digest = inputs_hash(dockerfile, files, base_id, inputs)
-    reference = sidecar_reference()
-    immutable = f"{reference}-{digest[:12]}"
-    existing = engine.image_id(immutable)
-    if existing and not rebuild:
-        if engine.image_id(reference) != existing:
-            engine.tag_image(existing, SIDECAR_REPOSITORY, __version__)
-        return BuildResult("sidecar", "cached", reference, immutable, existing, digest, time.monotonic() - started)
-    labels = {
-        HASH_LABEL: digest,
-        "org.opencontainers.image.base.name": base_ref,
-        "org.opencontainers.image.base.digest": base_id,
-        "org.opencontainers.image.revision": source_revision(root),
-        "org.opencontainers.image.created": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    with tempfile.TemporaryDirectory(prefix="learnerkit-ctx-") as scratch:
-        context = Path(scratch) / "context"
-        assemble_context(context, dockerfile, files)
-        request = BuildRequest(
-            context=context,
-            image_name="sidecar",
-            labels=labels,
-            secrets=build_secrets(Path(scratch), inputs),
-            no_cache=rebuild,
-        )
-        built = run_build(request, on_line)
-    engine.tag_image(built, SIDECAR_REPOSITORY, f"{__version__}-{digest[:12]}")
-    engine.tag_image(built, SIDECAR_REPOSITORY, __version__)
-    return BuildResult("sidecar", "built", reference, immutable, built, digest, time.monotonic() - started)
+    plan = BuildPlan(
+        name="sidecar",
+        repository=SIDECAR_REPOSITORY,
+        tag=__version__,
+        dockerfile=render_sidecar(root, base_ref, inputs),
+        files=sidecar_files(root, inputs),
+        base_ref=base_ref,
+        base_id=base_id,
+    )
+    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started)

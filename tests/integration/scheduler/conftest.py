@@ -10,11 +10,11 @@ from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-import boto3
 import pytest
 
 from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.pair.docker import JOB_LABEL
+from learnerkit.services.s3 import create_bucket
 from learnerkit_build import engine
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
@@ -115,15 +115,9 @@ def manifest(
 
 @pytest.fixture(scope="session")
 def scheduler_buckets(s3_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_server.endpoint_url,
-        aws_access_key_id=s3_server.access_key,
-        aws_secret_access_key=s3_server.secret_key,
-        region_name="us-east-1",
-    )
+    client = s3_server.client()
     for bucket in (DATA_BUCKET, RESULTS_BUCKET):
-        client.create_bucket(Bucket=bucket)
+        create_bucket(client, bucket)
     client.upload_file(str(write_smoke_dataset(tmp_path_factory.mktemp("smoke"))), DATA_BUCKET, "smoke/train.csv")
     return client
 

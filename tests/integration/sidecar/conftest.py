@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
 import docker.errors
 import pytest
 
@@ -16,6 +15,7 @@ from controller_sidecar.status import Phase, StatusRecord
 from learnerkit.pair.docker import PairHandle, exit_code, remove_pair, start_pair
 from learnerkit.pair.etcd import job_history, learner_metrics, learner_status
 from learnerkit.pair.spec import Endpoints, PairSpec
+from learnerkit.services.s3 import create_bucket
 from learnerkit_build import engine
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
@@ -45,17 +45,9 @@ def learner_image(docker_client: Any) -> str:
 
 @pytest.fixture(scope="session")
 def s3_client(s3_server: Any) -> Any:
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_server.endpoint_url,
-        aws_access_key_id=s3_server.access_key,
-        aws_secret_access_key=s3_server.secret_key,
-        region_name="us-east-1",
-    )
+    client = s3_server.client()
     for bucket in (DATA_BUCKET, RESULTS_BUCKET):
-        existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
-        if bucket not in existing:
-            client.create_bucket(Bucket=bucket)
+        create_bucket(client, bucket)
     return client
 
 

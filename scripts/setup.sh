@@ -12,8 +12,10 @@ cd "$(dirname "$0")/.."
 #   etcd-server  the job store and the sidecars' status (tests start their own members on free ports)
 #   docker-registry  the registry publish tests push to (tests start their own on a free 127.0.0.1 port)
 #   gpgv, debian-archive-keyring  verify the signed Debian security indexes the scan fetches
+#   prometheus   scrapes the dev services' /metrics (learnerkit dev up --with-prometheus; tested)
 #   git, make, ca-certificates, tar  the build itself
-APT_PACKAGES=(docker.io debootstrap iptables etcd-server docker-registry gpgv debian-archive-keyring git make ca-certificates tar)
+APT_PACKAGES=(docker.io debootstrap iptables etcd-server docker-registry gpgv debian-archive-keyring prometheus
+              git make ca-certificates tar)
 STATE_DIR=.learnerkit
 LOG_DIR="$STATE_DIR/logs"
 VENV=.venv

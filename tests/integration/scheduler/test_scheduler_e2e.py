@@ -9,6 +9,7 @@ import shlex
 import string
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
 from learnerkit_build.smokedata import write_smoke_dataset
 from tests.integration.conftest import REPO
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
 
@@ -38,12 +40,12 @@ def learnerkit(env: dict[str, str], *args: str, check: bool = True) -> subproces
 
 @pytest.fixture(scope="module")
 def shell(tmp_path_factory: pytest.TempPathFactory, build_inputs: BuildInputs) -> Iterator[dict[str, str]]:
-    """The environment after `learnerkit dev up --with-scheduler` and `eval "$(learnerkit dev env)"`."""
+    """The environment after `dev up --with-scheduler --with-prometheus` and `eval "$(learnerkit dev env)"`."""
     build_sidecar(REPO, build_inputs, lambda line: None)
     state = tmp_path_factory.mktemp("e2e-services")
     env = {**os.environ, "LEARNERKIT_SERVICES_DIR": str(state)}
     try:
-        learnerkit(env, "dev", "up", "--with-scheduler", "--any-port")
+        learnerkit(env, "dev", "up", "--with-scheduler", "--with-prometheus", "--any-port")
         words = shlex.split(learnerkit(env, "dev", "env").stdout)
         env.update(dict(word.split("=", 1) for word in words if "=" in word and word != "export"))
         env["LEARNERKIT_SERVICES_STATE"] = str(state)
@@ -100,3 +102,11 @@ def test_a_manifest_submitted_over_http_is_followed_to_completed(shell: dict[str
     with urllib.request.urlopen(f"{shell['LEARNERKIT_SCHEDULER_URL']}/metrics", timeout=10) as answer:
         metrics = answer.read().decode()
     assert 'learnerkit_scheduler_jobs{status="COMPLETED"} 1.0' in metrics
+    query = urllib.parse.urlencode({"query": 'learnerkit_scheduler_jobs{status="COMPLETED"}'})
+
+    def scraped() -> list[Any]:
+        with urllib.request.urlopen(f"{shell['PROMETHEUS_URL']}/api/v1/query?{query}", timeout=10) as answer:
+            result: list[Any] = json.load(answer)["data"]["result"]
+        return [sample for sample in result if sample["value"][1] == "1"]
+
+    wait_until(scraped, timeout=90, interval=1, message="Prometheus to scrape the scheduler's completed job")

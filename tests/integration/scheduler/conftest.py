@@ -61,6 +61,8 @@ class Harness:
 
     def kill(self) -> None:
         """Stop the loop as a killed process would: nothing is cleaned up, nothing is torn down."""
+        if not self.thread.is_alive():
+            return
         if self.stop_event is not None:
             self.loop.call_soon_threadsafe(self.stop_event.set)
         if self.runner is not None:

@@ -126,7 +126,7 @@ def test_failed_job_auto_resumes_from_its_checkpoint(harness: Harness, s3_server
     )
     extra = "learnerkit:\n  max_restarts: 1\n"
     view = harness.call(harness.service.submit("team-a", manifest(s3_server, script, extra=extra)))
-    final = harness.wait_status("team-a", view.job_id, {"COMPLETED", "CANCELLED", "HALTED"}, timeout=300)
+    final = harness.wait_status("team-a", view.job_id, TERMINAL, timeout=300)
     assert final.status == "COMPLETED" and final.restarts == 1, final
     assert b"resumed at 7" in harness.call(harness.service.logs("team-a", view.job_id)).data
 
@@ -148,17 +148,16 @@ def test_scheduler_restart_rebuilds_state_without_disturbing_running_jobs(
     again = Harness(etcd_server, harness.options)
     try:
         assert again.call(again.service.get("team-a", queued.job_id)).status == "QUEUED"
+        learner.reload()
+        assert learner.status == "running" and learner.attrs["State"]["StartedAt"] == started_at, "job restarted"
         final = again.wait_status("team-a", running.job_id, TERMINAL)
         assert final.status == "COMPLETED", final
-        learner.reload()
-        assert learner.attrs["State"]["StartedAt"] == started_at, "the running job was restarted"
         done = again.wait_status("team-a", queued.job_id, TERMINAL)
         assert done.status == "COMPLETED", done
         listed = [job.job_id for job in again.call(again.service.list_jobs("team-a"))]
         assert listed.count(running.job_id) == 1 and listed.count(queued.job_id) == 1
     finally:
         again.kill()
-        harness.thread.join(timeout=1)
 
 
 def test_unknown_framework_version_is_refused_with_its_field(harness: Harness, s3_server: Any) -> None:

@@ -19,7 +19,7 @@ from typing import Protocol
 from controller_sidecar.logship import assemble_log
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, S3Settings
-from learnerkit.errors import ConfigError
+from learnerkit.errors import ConfigError, LearnerkitError
 from learnerkit_scheduler.admission import AdmissionPolicy, AdmissionState, JobPhase, JobRecord
 from learnerkit_scheduler.aggregate import aggregate
 from learnerkit_scheduler.capacity import Node
@@ -168,7 +168,9 @@ class SchedulerService:
         while not stop.is_set():
             try:
                 await self.step()
-            except (BackendError, ConfigError) as e:
+            except LearnerkitError as e:
+                # etcd or the backend answered with an error (an outage, a container gone meanwhile): the next
+                # step starts over from what is recorded; nothing of the failed one was half-applied.
                 LOGGER.warning("scheduling step failed (retrying next step): %s", e)
             self._wake.clear()
             waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]

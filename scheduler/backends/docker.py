@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 
 import docker.errors
+import requests
 
 from learnerkit.pair.docker import JOB_LABEL, exit_code, pairs_of, remove_pair, start_pair
 from learnerkit.pair.spec import Endpoints, PairSpec
@@ -21,6 +23,10 @@ from learnerkit_scheduler.deployment import JobDeployment, LearnerDeployment, di
 from learnerkit_scheduler.errors import BackendError
 
 NODE_NAME = "local"
+MANAGED_LABEL = "io.learnerkit.managed-by"
+MANAGER = "learnerkit-scheduler"
+"""What the scheduler deploys carries this label; pairs run by hand (``sidecar run-local``) do not, and a
+restarted scheduler removes as orphans only what it deployed itself."""
 
 
 def network_name(job_id: str) -> str:
@@ -54,6 +60,7 @@ def pair_spec(job: JobDeployment, learner: LearnerDeployment) -> PairSpec:
         gpus=learner.gpus,
         halt_grace_s=learner.halt_grace_s,
         shutdown_deadline_s=learner.shutdown_deadline_s,
+        labels={MANAGED_LABEL: MANAGER},
     )
 
 
@@ -75,7 +82,8 @@ def local_gpus() -> tuple[int, str | None]:
 class DockerBackend:
     def nodes(self) -> list[Node]:
         """The engine's host as one node: its CPUs, memory and GPUs."""
-        info = engine().info()
+        with _engine_errors("reading the engine's capacity"):
+            info = engine().info()
         gpus, gpu_type = local_gpus()
         return [Node(NODE_NAME, float(info["NCPU"]), int(info["MemTotal"]), gpus, gpu_type)]
 
@@ -95,36 +103,40 @@ class DockerBackend:
 
     def started(self, job_id: str, learners: int) -> bool:
         """Whether every learner pair of the job exists and both its containers have started."""
-        handles = pairs_of(job_id)
-        return len(handles) == learners and all(_has_started(h.learner) and _has_started(h.sidecar) for h in handles)
+        with _engine_errors(f"inspecting job {job_id}"):
+            handles = pairs_of(job_id)
+            return len(handles) == learners and all(
+                _has_started(h.learner) and _has_started(h.sidecar) for h in handles
+            )
 
     def sidecars_exited(self, job_id: str) -> dict[int, int]:
         """Learner id -> exit status of each sidecar container that has ended."""
         ended: dict[int, int] = {}
-        for handle in pairs_of(job_id):
-            code = exit_code(handle.sidecar) if handle.sidecar else None
-            if code is not None:
-                ended[int(handle.name.rsplit("-", 1)[1])] = code
+        with _engine_errors(f"inspecting job {job_id}"):
+            for handle in pairs_of(job_id):
+                code = exit_code(handle.sidecar) if handle.sidecar else None
+                if code is not None:
+                    ended[int(handle.name.rsplit("-", 1)[1])] = code
         return ended
 
     def teardown(self, job_id: str) -> None:
         """Remove every container, volume and network of the job."""
-        for handle in pairs_of(job_id):
-            remove_pair(handle)
-        client = engine()
-        for volume in client.volumes.list(filters={"label": f"{JOB_LABEL}={job_id}"}):
-            with suppress(docker.errors.NotFound):
-                volume.remove(force=True)
-        for network in client.networks.list(names=[network_name(job_id)]):
-            with suppress(docker.errors.NotFound):
-                network.remove()
+        with _engine_errors(f"tearing down job {job_id}"):
+            for handle in pairs_of(job_id):
+                remove_pair(handle)
+            client = engine()
+            for volume in client.volumes.list(filters={"label": f"{JOB_LABEL}={job_id}"}):
+                with suppress(docker.errors.NotFound):
+                    volume.remove(force=True)
+            for network in client.networks.list(names=[network_name(job_id)]):
+                with suppress(docker.errors.NotFound):
+                    network.remove()
 
     def job_ids(self) -> set[str]:
-        """Jobs that have anything on the engine (to find orphans after a restart)."""
-        client = engine()
-        found = {c.labels.get(JOB_LABEL, "") for c in client.containers.list(all=True, filters={"label": JOB_LABEL})}
-        found |= {v.attrs["Labels"].get(JOB_LABEL, "") for v in client.volumes.list(filters={"label": JOB_LABEL})}
-        return {job for job in found if job}
+        """Jobs this scheduler deployed that have anything on the engine (to find orphans after a restart)."""
+        with _engine_errors("listing the scheduler's containers"):
+            managed = engine().containers.list(all=True, filters={"label": f"{MANAGED_LABEL}={MANAGER}"})
+            return {job for job in (c.labels.get(JOB_LABEL, "") for c in managed) if job}
 
     def _ensure_network(self, job_id: str) -> None:
         client = engine()
@@ -132,6 +144,15 @@ class DockerBackend:
             client.networks.create(
                 network_name(job_id), driver="bridge", internal=True, labels={JOB_LABEL: job_id}, check_duplicate=True
             )
+
+
+@contextmanager
+def _engine_errors(action: str) -> Iterator[None]:
+    """The engine's errors as BackendError: the service retries them on its next step."""
+    try:
+        yield
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
+        raise BackendError(f"{action}: {e}") from e
 
 
 def _has_started(container_id: str) -> bool:

@@ -26,7 +26,6 @@ from controller_sidecar.settings import SidecarSettings
 LOGGER = logging.getLogger(__name__)
 LOG_FILE = "learner.log"
 METRICS_FILE = "metrics.jsonl"
-METRICS_PUBLISH_S = 1.0
 MAX_LINE_BYTES = 1 << 20
 RESOURCE_SAMPLE_S = 2.0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import posixpath
 import tarfile
 from functools import cache
 from pathlib import Path
@@ -95,18 +96,31 @@ def push_image(repository: str, tag: str) -> str:
     return str(digest)
 
 
+MAX_SYMLINKS = 8
+
+
 def read_file(reference: str, path: str) -> bytes | None:
-    """One file of an image (from a created, never started, container), or None when it is absent."""
+    """One file of an image (from a created, never started, container), or None when it is absent.
+
+    Symbolic links are followed (``/etc/os-release`` links to ``../usr/lib/os-release`` on Debian).
+    """
     try:
         container = engine().containers.create(reference, entrypoint=["/nonexistent"], network_disabled=True)
     except docker.errors.APIError as e:
         raise EngineError(f"creating a container of {reference}: {e.explanation}") from e
     try:
-        stream, _ = container.get_archive(path)
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
-            member = archive.next()
-            handle = archive.extractfile(member) if member is not None else None
-            return handle.read() if handle is not None else None
+        for _ in range(MAX_SYMLINKS):
+            stream, _ = container.get_archive(path)
+            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+                member = archive.next()
+                if member is None:
+                    return None
+                if member.issym():
+                    path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
+                    continue
+                handle = archive.extractfile(member)
+                return handle.read() if handle is not None else None
+        raise EngineError(f"{reference}:{path}: more than {MAX_SYMLINKS} symbolic links")
     except docker.errors.NotFound:
         return None
     finally:

@@ -30,7 +30,7 @@ def check_image(image: ImageSpec) -> OutdatedImage | None:
     image_id = engine.image_id(reference)
     if image_id is None:
         return None
-    reasons = _base_reasons(reference)
+    reasons = base_reasons(reference)
     status = engine.read_file(reference, "/var/lib/dpkg/status")
     release = engine.read_file(reference, "/etc/os-release") or b""
     codename = next(
@@ -53,7 +53,8 @@ def check_image(image: ImageSpec) -> OutdatedImage | None:
     return OutdatedImage(image.name, reference, image_id, reasons)
 
 
-def _base_reasons(reference: str) -> list[str]:
+def base_reasons(reference: str) -> list[str]:
+    """Why the image's base is not the one it was built on any more (empty when it still is)."""
     labels = engine.image_labels(reference)
     name, built_on = labels.get(BASE_LABEL), labels.get(BASE_DIGEST_LABEL)
     if not name or not built_on:

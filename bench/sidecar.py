@@ -152,28 +152,37 @@ class Bench:
         finally:
             remove_pair(handle)
 
-    def halt_and_propagation(self, watch_steps: int) -> tuple[float, list[float]]:
-        """Halt-to-HALTED minus the upload time, and metric propagation latencies in ms."""
-        spec = self.spec((*SMOKE, "--steps", "5000", "--checkpoint-every", "50"), env={"SMOKE_MIN_STEP_SECONDS": "0.1"})
-        handle = start_pair(spec)
-        try:
-            self.wait_phase(spec.job_id, {Phase.PROCESSING})
-            seen = watch_metrics(self.etcd, spec.job_id, watch_steps)
-            request_halt(self.etcd.settings(), spec.job_id)
-            halted_at = time.time()  # the halt key is written (etcd acknowledged the put)
-            self.wait_phase(spec.job_id, {Phase.HALTED, Phase.FAILED, Phase.COMPLETED})
-            history = {record.phase: record for record in job_history(self.etcd.settings(), spec.job_id)}
-            # HALTED minus the upload time (STORING -> HALTED: checkpoints, the last log chunk) is the moment
-            # the sidecar reported STORING; both timestamps are the sidecar's, on this host's clock.
-            storing = history[Phase.STORING].timestamp.timestamp()
-            body = self.client.get_object(Bucket="bench-results", Key=f"{spec.job_id}/logs/metrics.jsonl")["Body"]
-            written = {
-                json.loads(line)["values"]["loss"]: json.loads(line)["time"] for line in body.read().splitlines()
-            }
-            latencies = [(at - written[loss]) * 1000 for at, loss in seen if loss in written]
-            return storing - halted_at, latencies
-        finally:
-            remove_pair(handle)
+    def halt_and_propagation(self, watch_steps: int, halts: int) -> tuple[list[float], list[float]]:
+        """Halt-to-HALTED minus the upload time (one figure per run), and metric propagation latencies in ms.
+
+        The first run also watches ``watch_steps`` metric updates before its halt; the others halt after
+        30 steps.
+        """
+        latencies: list[float] = []
+        halted: list[float] = []
+        for run in range(halts):
+            spec = self.spec(
+                (*SMOKE, "--steps", "5000", "--checkpoint-every", "50"), env={"SMOKE_MIN_STEP_SECONDS": "0.1"}
+            )
+            handle = start_pair(spec)
+            try:
+                self.wait_phase(spec.job_id, {Phase.PROCESSING})
+                seen = watch_metrics(self.etcd, spec.job_id, watch_steps if run == 0 else 30)
+                request_halt(self.etcd.settings(), spec.job_id)
+                halted_at = time.time()  # the halt key is written (etcd acknowledged the put)
+                self.wait_phase(spec.job_id, {Phase.HALTED, Phase.FAILED, Phase.COMPLETED})
+                history = {record.phase: record for record in job_history(self.etcd.settings(), spec.job_id)}
+                # HALTED minus the upload time (STORING -> HALTED: checkpoints, the last log chunk) is the
+                # moment the sidecar reported STORING; both timestamps are the sidecar's, on this host's clock.
+                halted.append(history[Phase.STORING].timestamp.timestamp() - halted_at)
+                if run == 0:
+                    key = f"{spec.job_id}/logs/metrics.jsonl"
+                    lines = self.client.get_object(Bucket="bench-results", Key=key)["Body"].read().splitlines()
+                    written = {json.loads(line)["values"]["loss"]: json.loads(line)["time"] for line in lines}
+                    latencies = [(at - written[loss]) * 1000 for at, loss in seen if loss in written]
+            finally:
+                remove_pair(handle)
+        return halted, latencies
 
     def log_scraping(self, lines: int) -> tuple[float, float]:
         """LogShipper lines/s over a written log (zero loss checked), and a bare read+split of the same file."""
@@ -346,8 +355,10 @@ def main() -> int:
             )
         )
         figures.append(Figure("sidecar peak RSS", rss, None, "MB", "<= 60 MB", rss <= 60))
-        halt, latencies = bench.halt_and_propagation(watch)
-        figures.append(Figure("halt -> HALTED minus checkpoint upload", halt, None, "s", "<= 1 s", halt <= 1.0))
+        halts, latencies = bench.halt_and_propagation(watch, 3)
+        halt = statistics.median(halts)
+        label = f"halt -> HALTED minus upload, median of {len(halts)} (max {max(halts):.2f})"
+        figures.append(Figure(label, halt, None, "s", "<= 1 s", halt <= 1.0))
         p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
         figures.append(Figure(f"status propagation p50 ({len(latencies)} samples)", p50, None, "ms", "", True))
         figures.append(Figure("status propagation p99", p99, None, "ms", "<= 250 ms", p99 <= 250))

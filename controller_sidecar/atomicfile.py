@@ -37,9 +37,8 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o664) -> None:
         finally:
             os.close(fd)
         temp.replace(path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    finally:
+        temp.unlink(missing_ok=True)  # only still there when something failed before the rename
     fsync_dir(path.parent)
 
 

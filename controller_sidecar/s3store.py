@@ -265,9 +265,8 @@ class S3Store:
             _check_etag(where, digest.etag(), obj.etag)
             temp.chmod(0o644)
             temp.rename(dest)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
+        finally:
+            temp.unlink(missing_ok=True)  # only still there when the transfer or its check failed
         fsync_dir(dest.parent)
         return received
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 import click
@@ -16,6 +17,7 @@ from learnerkit_build.clitools import (
     handles_errors,
     inputs_options,
     root_option,
+    run_builds,
     select_options,
     selected,
 )
@@ -153,12 +155,8 @@ def build_command(
     """Build images whose inputs changed; tag each by version and by inputs hash."""
     project, images = selected(root, specs, select_all, variants)
     inputs = build_inputs(wheelhouse, ca_bundle, no_ca_bundle, index_url)
-    results = []
-    with BuildProgress(enabled=output != "json", show_log=not quiet_log) as progress:
-        for image in images:
-            with progress.image(image.name) as on_line:
-                results.append(build_image(project, image, inputs, on_line, rebuild=rebuild))
-    emit(output, results, lambda: console.print(views.build_table(results)))
+    builds = [(image.name, partial(build_image, project, image, inputs, rebuild=rebuild)) for image in images]
+    run_builds(builds, output=output, quiet_log=quiet_log)
 
 
 @image_group.command("test")

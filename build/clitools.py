@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
@@ -10,13 +10,19 @@ from typing import Any, TypeVar
 import click
 
 from learnerkit.errors import LearnerkitError
-from learnerkit.output import fail
+from learnerkit.output import console, emit, fail
+from learnerkit_build import views
+from learnerkit_build.buildkit import LogSink
+from learnerkit_build.images import BuildResult
 from learnerkit_build.matrix import load_matrix
+from learnerkit_build.progress import BuildProgress
 from learnerkit_build.project import find_project_root
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.spec import ImageSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
+Build = Callable[[LogSink], BuildResult]
+"""One image's build, given the sink for its streamed log."""
 DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
@@ -87,3 +93,13 @@ def selected(
     project = find_project_root(root)
     images = load_matrix(project).select(list(specs), select_all=select_all, variants=list(variants) or None)
     return project, images
+
+
+def run_builds(builds: Sequence[tuple[str, Build]], *, output: str, quiet_log: bool) -> None:
+    """Run builds in order with a progress bar each (and the streamed log), then show or emit the results."""
+    results = []
+    with BuildProgress(enabled=output != "json", show_log=not quiet_log) as progress:
+        for name, build in builds:
+            with progress.image(name) as on_line:
+                results.append(build(on_line))
+    emit(output, results, lambda: console.print(views.build_table(results)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,7 @@ from learnerkit.pair.docker import PairHandle, container
 from learnerkit.pair.etcd import etcd_settings, request_halt
 from learnerkit.pair.runlocal import LocalResult, LocalRun, new_job_id, run_local
 from learnerkit.pair.spec import Endpoints
-from learnerkit_build import views
-from learnerkit_build.clitools import apply, build_inputs, handles_errors, inputs_options, root_option
-from learnerkit_build.progress import BuildProgress
+from learnerkit_build.clitools import apply, build_inputs, handles_errors, inputs_options, root_option, run_builds
 from learnerkit_build.project import find_project_root
 from learnerkit_build.sidecarimage import build_sidecar, sidecar_reference
 
@@ -48,12 +47,9 @@ def build_command(
     """Build the sidecar image (cached by the hash of its inputs)."""
     project = find_project_root(root)
     inputs = build_inputs(wheelhouse, ca_bundle, no_ca_bundle, index_url)
-    with (
-        BuildProgress(enabled=output != "json", show_log=not quiet_log) as progress,
-        progress.image("sidecar") as on_line,
-    ):
-        result = build_sidecar(project, inputs, on_line, rebuild=rebuild)
-    emit(output, [result], lambda: console.print(views.build_table([result])))
+    run_builds(
+        [("sidecar", partial(build_sidecar, project, inputs, rebuild=rebuild))], output=output, quiet_log=quiet_log
+    )
 
 
 @sidecar_group.command("run-local", context_settings={"ignore_unknown_options": True})

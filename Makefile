@@ -22,9 +22,8 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check learnerkit build scheduler learner_base/learner controller_sidecar tests bench
+	$(BIN)/ruff format --check learnerkit build learner_base/learner controller_sidecar tests bench
 	@mkdir -p .learnerkit/typecheck && ln -sfn ../../build .learnerkit/typecheck/learnerkit_build
-	@ln -sfn ../../scheduler .learnerkit/typecheck/learnerkit_scheduler
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

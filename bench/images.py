@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from learnerkit_build import engine
+from learnerkit.common import engine
 from learnerkit_build.buildkit import BuildRequest, run_build
 from learnerkit_build.images import base_ref_for, build_image
 from learnerkit_build.matrix import load_matrix

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from learnerkit_build import engine
+from learnerkit.common import engine
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.scan.policy import load_allowlist, load_policy
 from learnerkit_build.scan.runner import ScanRequest, scan_image

@@ -25,16 +25,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from controller_sidecar.etcdstore import EtcdStore
-from learnerkit.services.etcd import EtcdServer
-from learnerkit.services.s3 import SeaweedServer
+from learnerkit.dev.etcd import EtcdServer
+from learnerkit.dev.s3 import SeaweedServer
+from learnerkit.scheduler.backends.docker import DockerBackend
+from learnerkit.scheduler.core import Scheduler, SchedulerOptions
+from learnerkit.scheduler.facade import JobView
+from learnerkit.scheduler.images import ImageCatalog
+from learnerkit.scheduler.jobstore import JobStore
+from learnerkit.scheduler.planning import Platform
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
-from learnerkit_scheduler.backends.docker import DockerBackend
-from learnerkit_scheduler.facade import JobView
-from learnerkit_scheduler.images import ImageCatalog
-from learnerkit_scheduler.jobstore import JobStore
-from learnerkit_scheduler.planning import Platform
-from learnerkit_scheduler.service import SchedulerService, ServiceOptions
 
 REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -47,14 +47,14 @@ RUN_S = 5.0
 class Running:
     """The service's loop on a thread of its own."""
 
-    def __init__(self, etcd: EtcdServer, options: ServiceOptions) -> None:
+    def __init__(self, etcd: EtcdServer, options: SchedulerOptions) -> None:
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
         self.stop = asyncio.Event()
-        self.service: SchedulerService = self.call(self._start(etcd, options))
+        self.service: Scheduler = self.call(self._start(etcd, options))
 
-    async def _start(self, etcd: EtcdServer, options: ServiceOptions) -> SchedulerService:
-        service = SchedulerService(JobStore(await EtcdStore.connect(etcd.settings())), DockerBackend(), options)
+    async def _start(self, etcd: EtcdServer, options: SchedulerOptions) -> Scheduler:
+        service = Scheduler(JobStore(await EtcdStore.connect(etcd.settings())), DockerBackend(), options)
         await service.rebuild()
         self.runner = asyncio.ensure_future(service.run(self.stop))
         return service
@@ -152,7 +152,7 @@ def main() -> int:
             client = s3.client()
             for bucket in ("bench-data", "bench-results"):
                 client.create_bucket(Bucket=bucket)
-            options = ServiceOptions(
+            options = SchedulerOptions(
                 platform=Platform(etcd_endpoints=etcd.endpoint, sidecar_image=sidecar.reference),
                 catalog=catalog.frameworks(),
                 resolve_image=catalog.resolve,

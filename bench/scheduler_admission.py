@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from learnerkit_scheduler.admission import AdmissionPolicy, AdmissionState, PassResult
-from learnerkit_scheduler.capacity import GIB, LearnerRequest, Node
-from learnerkit_scheduler.queue import Job
+from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, PassResult
+from learnerkit.scheduler.capacity import GIB, LearnerRequest, Node
+from learnerkit.scheduler.queue import Job
 
 GPU_TYPES = (("nvidia-a100", 8), ("nvidia-v100", 8), ("nvidia-t4", 4))
 TENANTS = 8

@@ -40,12 +40,12 @@ from controller_sidecar.retry import Backoff
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location
 from controller_sidecar.status import Phase
+from learnerkit.common import engine
+from learnerkit.dev.etcd import EtcdServer
+from learnerkit.dev.s3 import SeaweedServer
 from learnerkit.pair.docker import PairHandle, exit_code, remove_pair, start_pair
 from learnerkit.pair.etcd import job_history, learner_status, request_halt
 from learnerkit.pair.spec import Endpoints, PairSpec
-from learnerkit.services.etcd import EtcdServer
-from learnerkit.services.s3 import SeaweedServer
-from learnerkit_build import engine
 from learnerkit_build.containers import LearnerRun, make_job_folder, running, wait_exit
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar

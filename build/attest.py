@@ -17,7 +17,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from learnerkit.errors import ConfigError, LearnerkitError
+from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit_build.state import state_home, write_atomic
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"

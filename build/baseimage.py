@@ -20,8 +20,8 @@ from pathlib import Path
 import docker.errors
 import requests
 
-from learnerkit.errors import ConfigError, LearnerkitError, ToolMissingError
-from learnerkit_build import engine
+from learnerkit.common import engine
+from learnerkit.common.errors import ConfigError, LearnerkitError, ToolMissingError
 from learnerkit_build.buildkit import LogSink
 
 BASE_REPOSITORY = "learnerkit/base"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from learnerkit.errors import ToolMissingError
+from learnerkit.common.errors import ToolMissingError
 from learnerkit_build.errors import BuildError
 
 LOG_TAIL_LINES = 40

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from learnerkit.common.engine import engine
 from learnerkit_build.containers import LearnerRun, make_job_folder, output_of, running, wait_exit, wait_until
-from learnerkit_build.engine import engine
 from learnerkit_build.spec import ImageSpec
 
 PY = "python3"

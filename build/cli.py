@@ -8,24 +8,15 @@ from pathlib import Path
 
 import click
 
-from learnerkit.output import console, emit, output_option
+from learnerkit.common.output import console, emit, handles_errors, output_option
+from learnerkit.common.project import find_project_root, root_option
 from learnerkit_build import views
 from learnerkit_build.baseimage import BASES, ensure_base, recipe_for
-from learnerkit_build.clitools import (
-    apply,
-    build_inputs,
-    handles_errors,
-    inputs_options,
-    root_option,
-    run_builds,
-    select_options,
-    selected,
-)
+from learnerkit_build.clitools import apply, build_inputs, inputs_options, run_builds, select_options, selected
 from learnerkit_build.images import build_image, render_image
 from learnerkit_build.lint import lint_dockerfile
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.progress import BuildProgress
-from learnerkit_build.project import find_project_root
 from learnerkit_build.prune import prune
 from learnerkit_build.scaffold import scaffold_framework
 from learnerkit_build.scancli import register_scan_commands

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from learnerkit.errors import LearnerkitError
-from learnerkit.output import console, emit, fail
+from learnerkit.common.output import console, emit
+from learnerkit.common.project import find_project_root
 from learnerkit_build import views
 from learnerkit_build.buildkit import LogSink
 from learnerkit_build.images import BuildResult
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.progress import BuildProgress
-from learnerkit_build.project import find_project_root
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.spec import ImageSpec
 
@@ -26,25 +24,6 @@ Build = Callable[[LogSink], BuildResult]
 DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
-def handles_errors(func: F) -> F:
-    """Turn LearnerkitError into a clean message (or JSON) and a non-zero exit, never a traceback."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except LearnerkitError as e:
-            fail(kwargs.get("output", "table"), e)
-
-    return wrapper  # type: ignore[return-value]
-
-
-root_option = click.option(
-    "--root",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="project folder with learner_base/ and frameworks/ [default: found from cwd]",
-)
 select_options = [
     click.argument("specs", nargs=-1),
     click.option("--all", "select_all", is_flag=True, help="every image of the matrix"),

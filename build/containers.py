@@ -13,7 +13,7 @@ from typing import Any
 import docker.errors
 import requests
 
-from learnerkit_build.engine import EngineError, engine
+from learnerkit.common.engine import EngineError, engine
 
 JOB_SUBDIRS = ("data", "model", "results", "checkpoints", "logs", "control")
 LEARNER_USER = "1000:0"

@@ -1,6 +1,6 @@
 """Errors of the build tool, all rooted at `LearnerkitError`."""
 
-from learnerkit.errors import ConfigError, LearnerkitError
+from learnerkit.common.errors import ConfigError, LearnerkitError
 
 
 class SpecError(ConfigError):

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from learnerkit_build import engine
+from learnerkit.common import engine
 from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
 from learnerkit_build.buildkit import BuildRequest, LogSink, run_build
 from learnerkit_build.context import ContextFile, assemble_context, context_files, inputs_hash

@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from learnerkit.output import console
-from learnerkit_build import checks, engine
+from learnerkit.common import engine
+from learnerkit.common.output import console
+from learnerkit_build import checks
 from learnerkit_build.checks import CheckContext, CheckFailure
 from learnerkit_build.errors import ImageTestError
 from learnerkit_build.smoke import check_smoke

@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from learnerkit.errors import ToolMissingError
+from learnerkit.common.errors import ToolMissingError
 from learnerkit_build.errors import ImageTestError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from learnerkit_build import engine
+from learnerkit.common import engine
 from learnerkit_build.scan.debian_security import DebianIndexError, pending_updates, suite_index
 from learnerkit_build.scan.packages import DebPackage, parse_dpkg_status
 from learnerkit_build.scan.sbom import BASE_DIGEST_LABEL, BASE_LABEL

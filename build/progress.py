@@ -15,7 +15,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from learnerkit.output import console
+from learnerkit.common.output import console
 from learnerkit_build.buildkit import STEP_RE, LogSink
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import docker.errors
 
-from learnerkit_build import engine
+from learnerkit.common import engine
 from learnerkit_build.baseimage import BASE_REPOSITORY, BASES, base_reference, recipe_for
 from learnerkit_build.spec import ImageSpec
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from learnerkit.errors import LearnerkitError
-from learnerkit_build import attest, engine, registry
+from learnerkit.common import engine
+from learnerkit.common.errors import LearnerkitError
+from learnerkit_build import attest, registry
 from learnerkit_build.imagetest import CHECKS, image_test_record
 from learnerkit_build.scan.records import REPORT, SBOM, load_record
 from learnerkit_build.scan.runner import sha256_hex

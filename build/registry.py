@@ -7,7 +7,7 @@ from typing import Any
 
 import requests
 
-from learnerkit.errors import LearnerkitError
+from learnerkit.common.errors import LearnerkitError
 
 MANIFEST_TYPES = ", ".join(
     [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jinja2
 
-from learnerkit.errors import ConfigError
+from learnerkit.common.errors import ConfigError
 from learnerkit_build.spec import NAME_PATTERN
 
 TEMPLATES = Path(__file__).parent / "scaffold_templates"

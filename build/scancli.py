@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from learnerkit.errors import LearnerkitError
-from learnerkit.output import console, emit, output_option
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.common.output import console, emit, handles_errors, output_option
+from learnerkit.common.project import find_project_root, root_option
 from learnerkit_build import views
-from learnerkit_build.clitools import apply, handles_errors, root_option, select_options, selected
-from learnerkit_build.project import find_project_root
+from learnerkit_build.clitools import apply, select_options, selected
 from learnerkit_build.scan.reports import report_json, report_sarif, report_table
 from learnerkit_build.scanning import ScanOptions, request_for_image, requests_for_specs, run_scans
 

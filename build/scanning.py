@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from learnerkit.errors import ConfigError, LearnerkitError
-from learnerkit_build import engine
+from learnerkit.common import engine
+from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit_build.images import render_image
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.scan.policy import load_allowlist, load_policy

@@ -1,7 +1,8 @@
 """The controller sidecar's image: rendered, hashed and cached like a learner image.
 
 Its inputs are ``controller_sidecar/image/`` (template and pinned requirements), the package's modules and
-the two modules of ``learnerkit`` it imports; tagged ``learnerkit/sidecar:<version>`` and
+the modules of ``learnerkit`` it imports (:data:`SHIPPED_HOST_MODULES`, kept in step with the
+``sidecar-standalone`` import contract); tagged ``learnerkit/sidecar:<version>`` and
 ``<version>-<inputs hash>``. An unchanged sidecar is not rebuilt.
 """
 
@@ -21,6 +22,8 @@ from learnerkit_build.images import BuildPlan, BuildResult, build_plan
 from learnerkit_build.render import BuildInputs, make_environment
 
 SIDECAR_REPOSITORY = "learnerkit/sidecar"
+SHIPPED_HOST_MODULES = ("learnerkit/__init__.py", "learnerkit/common/__init__.py", "learnerkit/common/errors.py")
+"""The only host modules the sidecar imports: the root of the error hierarchy."""
 SIDECAR_TEMPLATE = "controller_sidecar/image/Dockerfile.j2"
 REQUIREMENTS = "controller_sidecar/image/requirements.txt"
 SIDECAR_BASE = "debian-bookworm"
@@ -60,7 +63,7 @@ def sidecar_files(root: Path, inputs: BuildInputs) -> list[ContextFile]:
         for item in tree_files(root / "controller_sidecar", "controller_sidecar")
         if item.target.endswith(".py") and "/image/" not in item.target
     ]
-    files += [ContextFile(root / "learnerkit" / name, f"learnerkit/{name}") for name in ("__init__.py", "errors.py")]
+    files += [ContextFile(root / name, name) for name in SHIPPED_HOST_MODULES]
     files.append(ContextFile(root / REQUIREMENTS, REQUIREMENTS))
     if inputs.wheelhouse is not None:
         files.extend(tree_files(inputs.wheelhouse, ".wheelhouse"))

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from learnerkit.errors import ConfigError
-from learnerkit.yamlfile import LocatedYaml, format_field_path, load_located_yaml
+from learnerkit.common.errors import ConfigError
+from learnerkit.common.yamlfile import LocatedYaml, format_field_path, load_located_yaml
 from learnerkit_build.errors import SpecError
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]*$"

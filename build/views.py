@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.table import Table
 
-from learnerkit.output import console
-from learnerkit_build import engine
+from learnerkit.common import engine
+from learnerkit.common.output import console
 from learnerkit_build.images import HASH_LABEL, BuildResult, base_ref_for
 from learnerkit_build.lint import LintReport
 from learnerkit_build.spec import ImageSpec

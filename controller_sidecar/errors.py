@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from learnerkit.errors import ConfigError, LearnerkitError
+from learnerkit.common.errors import ConfigError, LearnerkitError
 
 
 class SidecarError(LearnerkitError):

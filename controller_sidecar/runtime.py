@@ -19,12 +19,12 @@ from controller_sidecar.control import LearnerExit, read_exit, signal_halt, sign
 from controller_sidecar.errors import SidecarError, UnsafePathError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
-from controller_sidecar.following import PublishMetrics, follow_metrics, make_log_shipper, sample_resources
 from controller_sidecar.health import HEARTBEAT_FILE
 from controller_sidecar.inputs import fetch_inputs
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
 from controller_sidecar.outputs import periodic_checkpoints, store_checkpoints, store_tree
+from controller_sidecar.processing import PublishMetrics, follow_metrics, make_log_shipper, sample_resources
 from controller_sidecar.progress import ProgressFile
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.retry import Backoff, retry_async
@@ -115,19 +115,19 @@ class Sidecar:
         restored = self.progress.current.restored_step
         self._report(reporter, Phase.PROCESSING, f"resumed from step {restored}" if restored is not None else "")
 
-        stop_following = asyncio.Event()
+        stop_processing = asyncio.Event()
         shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
         followers = [
-            asyncio.create_task(shipper.run(stop_following)),
+            asyncio.create_task(shipper.run(stop_processing)),
             asyncio.create_task(
-                follow_metrics(settings, self.parser, self.metrics, self._publisher(etcd), stop_following)
+                follow_metrics(settings, self.parser, self.metrics, self._publisher(etcd), stop_processing)
             ),
-            asyncio.create_task(periodic_checkpoints(settings, self.store, self.metrics, stop_following)),
-            asyncio.create_task(sample_resources(settings, self.metrics, stop_following)),
+            asyncio.create_task(periodic_checkpoints(settings, self.store, self.metrics, stop_processing)),
+            asyncio.create_task(sample_resources(settings, self.metrics, stop_processing)),
         ]
         exit_record, halt_requested = await self._await_exit()
         self._report(reporter, Phase.STORING)
-        stop_following.set()
+        stop_processing.set()
         for result in await asyncio.gather(*followers, return_exceptions=True):
             if isinstance(result, BaseException):
                 LOGGER.error("follower failed: %r", result)

@@ -28,7 +28,7 @@ from debian.changelog import Changelog
 from debian.deb822 import Deb822
 from debian.debian_support import Version
 
-from learnerkit.errors import LearnerkitError
+from learnerkit.common.errors import LearnerkitError
 from learnerkit_build.scan.model import CheckResult, Evidence, Severity, Status, result, unknown
 from learnerkit_build.scan.packages import DebPackage
 

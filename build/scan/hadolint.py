@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from learnerkit.errors import LearnerkitError
+from learnerkit.common.errors import LearnerkitError
 from learnerkit_build.lint import lint_dockerfile
 from learnerkit_build.scan.model import CheckResult, Evidence, Severity, result, unknown
 

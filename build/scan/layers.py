@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from learnerkit.errors import LearnerkitError
+from learnerkit.common.errors import LearnerkitError
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from learnerkit.errors import ConfigError
+from learnerkit.common.errors import ConfigError
 from learnerkit_build.scan.checks_config import DEFAULT_LABELS, ConfigPolicy
 from learnerkit_build.scan.model import CheckResult, Evidence, Severity, Status
 from learnerkit_build.scan.osv import DEFAULT_CANARIES, Canary, OsvPolicy

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from learnerkit.output import to_jsonable
+from learnerkit.common.output import to_jsonable
 from learnerkit_build.scan.model import CheckResult, Severity, Status
 from learnerkit_build.scan.runner import ScanReport
 

@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from learnerkit_build import engine
+from learnerkit.common import engine
 from learnerkit_build.scan import debian_security
 from learnerkit_build.scan.checks_config import config_checks
 from learnerkit_build.scan.checks_fs import fs_checks

@@ -13,7 +13,7 @@ from urllib.parse import quote
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
-from learnerkit.errors import LearnerkitError
+from learnerkit.common.errors import LearnerkitError
 from learnerkit_build.scan.layers import ImageIndex
 from learnerkit_build.scan.packages import DebPackage, PythonDist, os_release
 

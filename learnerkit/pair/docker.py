@@ -16,9 +16,9 @@ from typing import Any
 import docker.errors
 import docker.types
 
+from learnerkit.common.engine import EngineError, engine
 from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
 from learnerkit.pair.spec import PairSpec
-from learnerkit_build.engine import EngineError, engine
 
 PAIR_LABEL = "io.learnerkit.pair"
 JOB_LABEL = "io.learnerkit.job-id"

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import kubernetes.client
 import pytest
 
-from learnerkit_scheduler import deployment as dep
-from learnerkit_scheduler.backends.k8s import KubernetesBackend
+from learnerkit.scheduler import deployment as dep
+from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from tests.waiting import wait_until
 
 pytestmark = [
@@ -28,16 +28,16 @@ BUSYBOX = "busybox:1.36"
 
 
 @pytest.fixture
-def backend() -> Iterator[KubernetesBackend]:
+def backend() -> Iterator[KubernetesCluster]:
     namespace = f"learnerkit-e2e-{uuid.uuid4().hex[:8]}"
-    backend = KubernetesBackend.from_kubeconfig(os.environ["KUBECONFIG"], namespace=namespace)
+    backend = KubernetesCluster.from_kubeconfig(os.environ["KUBECONFIG"], namespace=namespace)
     core = kubernetes.client.CoreV1Api(backend.api)
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     yield backend
     core.delete_namespace(namespace)
 
 
-def test_deploy_status_teardown_on_a_real_cluster(backend: KubernetesBackend) -> None:
+def test_deploy_status_teardown_on_a_real_cluster(backend: KubernetesCluster) -> None:
     learner_image = os.environ.get("LEARNERKIT_E2E_LEARNER_IMAGE", BUSYBOX)
     sidecar_image = os.environ.get("LEARNERKIT_E2E_SIDECAR_IMAGE", BUSYBOX)
     learners = tuple(

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import requests
 
-from learnerkit_build import engine
+from learnerkit.common import engine
 from learnerkit_build.render import BuildInputs
 from tests.waiting import wait_until
 

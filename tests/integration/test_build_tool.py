@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from learnerkit_build import engine
+from learnerkit.common import engine
 from learnerkit_build.errors import BuildError
 from learnerkit_build.images import build_image
 from learnerkit_build.imagetest import run_image_tests

@@ -24,7 +24,7 @@ import pytest
 
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.settings import EtcdSettings
-from learnerkit.services.process import is_alive
+from learnerkit.dev.process import is_alive
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.timeout(240)]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from learnerkit_build import engine
+from learnerkit.common import engine
 from learnerkit_build.baseimage import BASE_REPOSITORY
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.outdated import base_reasons, check_image

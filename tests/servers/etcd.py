@@ -1,4 +1,4 @@
-"""pytest fixtures over :class:`learnerkit.services.etcd.EtcdServer`: a real etcd on free loopback ports.
+"""pytest fixtures over :class:`learnerkit.dev.etcd.EtcdServer`: a real etcd on free loopback ports.
 
 The server can be stopped and started again on the same ports and data, so tests can cause an outage.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from learnerkit.errors import ToolMissingError
-from learnerkit.services.etcd import EtcdServer, etcd_binary
+from learnerkit.common.errors import ToolMissingError
+from learnerkit.dev.etcd import EtcdServer, etcd_binary
 
 __all__ = ["EtcdServer", "etcd_server", "job_id"]
 

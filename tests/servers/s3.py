@@ -1,4 +1,4 @@
-"""pytest fixtures over :class:`learnerkit.services.s3.SeaweedServer`: a real S3 server (SeaweedFS).
+"""pytest fixtures over :class:`learnerkit.dev.s3.SeaweedServer`: a real S3 server (SeaweedFS).
 
 ``faulty_s3`` puts a loopback HTTP proxy in front of it that can answer 503, hold or corrupt responses,
 and counts requests.
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from learnerkit.errors import ToolMissingError
-from learnerkit.services.ports import free_ports
-from learnerkit.services.s3 import SeaweedServer
+from learnerkit.common.errors import ToolMissingError
+from learnerkit.dev.ports import free_ports
+from learnerkit.dev.s3 import SeaweedServer
 from tests.servers.proxy import FaultyProxy
 
 __all__ = ["SeaweedServer", "faulty_s3", "free_ports", "s3_server"]

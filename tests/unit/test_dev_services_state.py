@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from learnerkit.errors import ConfigError
-from learnerkit.services.credentials import ACCESS_KEY_VAR, SECRET_KEY_VAR, ensure_credentials
-from learnerkit.services.detached import running
-from learnerkit.services.dev import DevServices
-from learnerkit.services.ports import LOOPBACK, choose_ports
-from learnerkit.services.process import is_alive, proc_stat, start_ticks
-from learnerkit.services.service import Launch, Service
-from learnerkit.services.state import DevState, ServiceRecord, load_state, save_state
+from learnerkit.common.errors import ConfigError
+from learnerkit.dev.credentials import ACCESS_KEY_VAR, SECRET_KEY_VAR, ensure_credentials
+from learnerkit.dev.detached import running
+from learnerkit.dev.environment import DevServices
+from learnerkit.dev.ports import LOOPBACK, choose_ports
+from learnerkit.dev.process import is_alive, proc_stat, start_ticks
+from learnerkit.dev.service import Launch, Service
+from learnerkit.dev.state import DevState, ServiceRecord, load_state, save_state
 from tests.waiting import wait_until
 
 

@@ -13,19 +13,19 @@ from typing import Any, TypeVar
 import pytest
 
 from controller_sidecar.etcdstore import EtcdStore
+from learnerkit.common import engine
+from learnerkit.dev.s3 import create_bucket
 from learnerkit.pair.docker import JOB_LABEL
-from learnerkit.services.s3 import create_bucket
-from learnerkit_build import engine
+from learnerkit.scheduler.admission import AdmissionPolicy
+from learnerkit.scheduler.backends.docker import DockerBackend
+from learnerkit.scheduler.core import Scheduler, SchedulerOptions
+from learnerkit.scheduler.facade import JobView
+from learnerkit.scheduler.images import ImageCatalog
+from learnerkit.scheduler.jobstore import JobStore
+from learnerkit.scheduler.planning import Platform
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
 from learnerkit_build.smokedata import write_smoke_dataset
-from learnerkit_scheduler.admission import AdmissionPolicy
-from learnerkit_scheduler.backends.docker import DockerBackend
-from learnerkit_scheduler.facade import JobView
-from learnerkit_scheduler.images import ImageCatalog
-from learnerkit_scheduler.jobstore import JobStore
-from learnerkit_scheduler.planning import Platform
-from learnerkit_scheduler.service import SchedulerService, ServiceOptions
 from tests.integration.conftest import REPO
 from tests.waiting import wait_until
 
@@ -36,9 +36,9 @@ TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
 
 
 class Harness:
-    """A SchedulerService whose asyncio loop runs on a thread; tests call it synchronously."""
+    """A Scheduler whose asyncio loop runs on a thread; tests call it synchronously."""
 
-    def __init__(self, etcd: Any, options: ServiceOptions) -> None:
+    def __init__(self, etcd: Any, options: SchedulerOptions) -> None:
         self.etcd_server = etcd
         self.options = options
         self.loop = asyncio.new_event_loop()
@@ -48,9 +48,9 @@ class Harness:
         self.runner: Future[None] | None = None
         self.service = self.call(self._make())
 
-    async def _make(self) -> SchedulerService:
+    async def _make(self) -> Scheduler:
         etcd = await EtcdStore.connect(self.etcd_server.settings())
-        service = SchedulerService(JobStore(etcd), DockerBackend(), self.options)
+        service = Scheduler(JobStore(etcd), DockerBackend(), self.options)
         await service.rebuild()
         self.stop_event = asyncio.Event()
         self.runner = asyncio.run_coroutine_threadsafe(service.run(self.stop_event), self.loop)
@@ -125,9 +125,9 @@ def scheduler_buckets(s3_server: Any, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="session")
-def service_options(etcd_server: Any, build_inputs: BuildInputs) -> ServiceOptions:
+def service_options(etcd_server: Any, build_inputs: BuildInputs) -> SchedulerOptions:
     catalog = ImageCatalog(REPO)
-    return ServiceOptions(
+    return SchedulerOptions(
         platform=Platform(
             etcd_endpoints=etcd_server.endpoint,
             sidecar_image=build_sidecar(REPO, build_inputs, lambda line: None).reference,
@@ -140,7 +140,7 @@ def service_options(etcd_server: Any, build_inputs: BuildInputs) -> ServiceOptio
 
 
 @pytest.fixture
-def harness(etcd_server: Any, service_options: ServiceOptions, scheduler_buckets: Any) -> Iterator[Harness]:
+def harness(etcd_server: Any, service_options: SchedulerOptions, scheduler_buckets: Any) -> Iterator[Harness]:
     made = Harness(etcd_server, service_options)
     yield made
     made.kill()

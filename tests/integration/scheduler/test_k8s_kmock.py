@@ -17,11 +17,11 @@ import kubernetes.client
 import pytest
 from kmock import KubernetesEmulator, method, resource
 
-from learnerkit_scheduler import deployment as dep
-from learnerkit_scheduler.backends import k8s_objects as ko
-from learnerkit_scheduler.backends.k8s import KubernetesBackend
-from learnerkit_scheduler.backends.k8s_service import KubernetesServiceBackend
-from learnerkit_scheduler.errors import BackendError
+from learnerkit.scheduler import deployment as dep
+from learnerkit.scheduler.backends import k8s_objects as ko
+from learnerkit.scheduler.backends.k8s import KubernetesBackend
+from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
+from learnerkit.scheduler.errors import BackendError
 
 pytestmark = pytest.mark.asyncio
 
@@ -82,13 +82,13 @@ def expected(job: dep.JobDeployment) -> set[tuple[str, str, str]]:
 
 
 @pytest.fixture
-def backend(kmock: KubernetesEmulator) -> KubernetesBackend:
+def backend(kmock: KubernetesEmulator) -> KubernetesCluster:
     configuration = kubernetes.client.Configuration()
     configuration.host = str(kmock.url).rstrip("/")
-    return KubernetesBackend(kubernetes.client.ApiClient(configuration), namespace=NAMESPACE)
+    return KubernetesCluster(kubernetes.client.ApiClient(configuration), namespace=NAMESPACE)
 
 
-async def test_deploy_creates_exactly_the_jobs_objects(kmock: KubernetesEmulator, backend: KubernetesBackend) -> None:
+async def test_deploy_creates_exactly_the_jobs_objects(kmock: KubernetesEmulator, backend: KubernetesCluster) -> None:
     job = make_job()
     deployed = await call(backend.deploy, job)
     assert stored(kmock) == expected(job)
@@ -107,7 +107,7 @@ async def test_deploy_creates_exactly_the_jobs_objects(kmock: KubernetesEmulator
     ]
 
 
-async def test_redeploy_is_idempotent(kmock: KubernetesEmulator, backend: KubernetesBackend) -> None:
+async def test_redeploy_is_idempotent(kmock: KubernetesEmulator, backend: KubernetesCluster) -> None:
     job = make_job()
     await call(backend.deploy, job)
     again = await call(backend.deploy, job)
@@ -117,7 +117,7 @@ async def test_redeploy_is_idempotent(kmock: KubernetesEmulator, backend: Kubern
 
 
 async def test_conflict_with_a_foreign_object_is_an_error(
-    kmock: KubernetesEmulator, backend: KubernetesBackend
+    kmock: KubernetesEmulator, backend: KubernetesCluster
 ) -> None:
     kmock.objects["v1/secrets", NAMESPACE, "lk-job-7-sidecar"] = {
         "apiVersion": "v1",
@@ -131,7 +131,7 @@ async def test_conflict_with_a_foreign_object_is_an_error(
     assert stored(kmock) == {("v1/secrets", NAMESPACE, "lk-job-7-sidecar")}
 
 
-async def test_a_failed_deploy_removes_what_it_created(kmock: KubernetesEmulator, backend: KubernetesBackend) -> None:
+async def test_a_failed_deploy_removes_what_it_created(kmock: KubernetesEmulator, backend: KubernetesCluster) -> None:
     kmock["post", resource("v1/pods")] << 403 << {"kind": "Status", "message": "pods are forbidden here"}
     with pytest.raises(
         BackendError, match=r"creating Pod training/lk-job-7-1: 403 .*pods are forbidden here"
@@ -146,7 +146,7 @@ async def test_a_failed_deploy_removes_what_it_created(kmock: KubernetesEmulator
 
 
 async def test_status_reads_pods_and_says_why_one_is_pending(
-    kmock: KubernetesEmulator, backend: KubernetesBackend
+    kmock: KubernetesEmulator, backend: KubernetesCluster
 ) -> None:
     await call(backend.deploy, make_job())
     kmock.objects["v1/pods", NAMESPACE, "lk-job-7-1"].patch(
@@ -202,7 +202,7 @@ async def test_status_reads_pods_and_says_why_one_is_pending(
     assert [c.state for c in second.containers] == ["unknown", "unknown"]
 
 
-async def test_status_reports_a_failed_learner(kmock: KubernetesEmulator, backend: KubernetesBackend) -> None:
+async def test_status_reports_a_failed_learner(kmock: KubernetesEmulator, backend: KubernetesCluster) -> None:
     await call(backend.deploy, make_job(learners=1))
     kmock.objects["v1/pods", NAMESPACE, "lk-job-7-1"].patch(
         {
@@ -227,7 +227,7 @@ async def test_status_reports_a_failed_learner(kmock: KubernetesEmulator, backen
 
 
 async def test_teardown_deletes_everything_and_spares_other_jobs(
-    kmock: KubernetesEmulator, backend: KubernetesBackend
+    kmock: KubernetesEmulator, backend: KubernetesCluster
 ) -> None:
     job, other = make_job("job-7"), make_job("job-8", learners=1)
     await call(backend.deploy, job)
@@ -243,7 +243,7 @@ async def test_teardown_deletes_everything_and_spares_other_jobs(
     assert not (await call(backend.status, "job-7")).exists
 
 
-async def test_deploy_after_teardown_creates_again(kmock: KubernetesEmulator, backend: KubernetesBackend) -> None:
+async def test_deploy_after_teardown_creates_again(kmock: KubernetesEmulator, backend: KubernetesCluster) -> None:
     job = make_job()
     await call(backend.deploy, job)
     await call(backend.teardown, "job-7")
@@ -256,7 +256,7 @@ async def test_an_unreachable_api_names_the_host() -> None:
     configuration = kubernetes.client.Configuration()
     configuration.host = "http://127.0.0.1:9"
     configuration.retries = 0
-    backend = KubernetesBackend(kubernetes.client.ApiClient(configuration), namespace=NAMESPACE)
+    backend = KubernetesCluster(kubernetes.client.ApiClient(configuration), namespace=NAMESPACE)
     with pytest.raises(
         BackendError, match=r"listing Pods in training .*cannot reach the Kubernetes API at http://127.0.0.1:9"
     ):
@@ -264,9 +264,9 @@ async def test_an_unreachable_api_names_the_host() -> None:
 
 
 async def test_the_service_side_deploys_sees_pods_start_and_tears_down(
-    kmock: KubernetesEmulator, backend: KubernetesBackend
+    kmock: KubernetesEmulator, backend: KubernetesCluster
 ) -> None:
-    service_side = KubernetesServiceBackend(backend, egress=(dep.Egress("10.20.0.4/32", 2379),))
+    service_side = KubernetesBackend(backend, egress=(dep.Egress("10.20.0.4/32", 2379),))
     job = make_job("job-8", learners=2)
     await call(service_side.deploy, job)
     assert await call(service_side.job_ids) == {"job-8"}

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from learnerkit.common import engine
 from learnerkit.pair.docker import JOB_LABEL
-from learnerkit_build import engine
-from learnerkit_scheduler.errors import JobStateError, UnknownJobError
+from learnerkit.scheduler.errors import JobStateError, UnknownJobError
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, leftovers, manifest
 from tests.waiting import wait_until
 

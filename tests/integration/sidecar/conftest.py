@@ -12,11 +12,11 @@ import pytest
 
 from controller_sidecar.settings import EtcdSettings
 from controller_sidecar.status import Phase, StatusRecord
+from learnerkit.common import engine
+from learnerkit.dev.s3 import create_bucket
 from learnerkit.pair.docker import PairHandle, exit_code, remove_pair, start_pair
 from learnerkit.pair.etcd import job_history, learner_metrics, learner_status
 from learnerkit.pair.spec import Endpoints, PairSpec
-from learnerkit.services.s3 import create_bucket
-from learnerkit_build import engine
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
 from learnerkit_build.smokedata import write_smoke_dataset

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from controller_sidecar.status import ErrorCode, Phase
+from learnerkit.common import engine
 from learnerkit.pair.docker import PairHandle, exit_code
 from learnerkit.pair.etcd import request_halt
-from learnerkit_build import engine
 from tests.integration.sidecar.conftest import SMOKE, Pairs
 from tests.waiting import wait_until
 

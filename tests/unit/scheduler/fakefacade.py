@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field, replace
 
-from learnerkit_scheduler.errors import JobNotFoundError, JobStateError
-from learnerkit_scheduler.facade import JobView, LearnerView, LogChunk
-from learnerkit_scheduler.manifest import parse_manifest
+from learnerkit.scheduler.errors import JobNotFoundError, JobStateError
+from learnerkit.scheduler.facade import JobView, LearnerView, LogChunk
+from learnerkit.scheduler.manifest import parse_manifest
 
 TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
 RUNNING = {"PENDING", "DOWNLOADING", "PROCESSING", "STORING"}

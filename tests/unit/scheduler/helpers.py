@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from learnerkit_scheduler.capacity import GIB, LearnerRequest, Node
-from learnerkit_scheduler.queue import Job
+from learnerkit.scheduler.capacity import GIB, LearnerRequest, Node
+from learnerkit.scheduler.queue import Job
 
 A100 = "nvidia-a100"
 V100 = "nvidia-v100"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learnerkit_scheduler.admission import (
+from learnerkit.scheduler.admission import (
     AdmissionPolicy,
     AdmissionState,
     Admitted,
@@ -16,10 +16,10 @@ from learnerkit_scheduler.admission import (
     JobRecord,
     Requeued,
 )
-from learnerkit_scheduler.capacity import Node
-from learnerkit_scheduler.errors import InvalidRequestError, JobStateError, UnknownJobError
-from learnerkit_scheduler.queue import Job
-from learnerkit_scheduler.reasons import (
+from learnerkit.scheduler.capacity import Node
+from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, UnknownJobError
+from learnerkit.scheduler.queue import Job
+from learnerkit.scheduler.reasons import (
     BackingOff,
     BehindQueue,
     OverQuota,

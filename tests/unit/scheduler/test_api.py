@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, Counter
 
-from learnerkit_scheduler.api import MAX_MANIFEST_BYTES, create_app
+from learnerkit.scheduler.api import MAX_MANIFEST_BYTES, create_app
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, FakeFacade, view
 

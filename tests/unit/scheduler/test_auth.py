@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from learnerkit_scheduler import auth
-from learnerkit_scheduler.auth import TokenStore, add_token, read_tokens, revoke
-from learnerkit_scheduler.errors import AuthError, TokensFileError
+from learnerkit.scheduler import auth
+from learnerkit.scheduler.auth import TokenStore, add_token, read_tokens, revoke
+from learnerkit.scheduler.errors import AuthError, TokensFileError
 
 
 def test_the_file_keeps_salted_hashes_never_the_token(tmp_path: Path) -> None:

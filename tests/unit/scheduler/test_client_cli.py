@@ -14,11 +14,11 @@ import uvicorn
 from click.testing import CliRunner
 
 from learnerkit.cli import cli
-from learnerkit_scheduler.api import create_app
-from learnerkit_scheduler.auth import read_tokens
-from learnerkit_scheduler.client import SchedulerClient
-from learnerkit_scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
-from learnerkit_scheduler.facade import LearnerView
+from learnerkit.scheduler.api import create_app
+from learnerkit.scheduler.auth import read_tokens
+from learnerkit.scheduler.client import SchedulerClient
+from learnerkit.scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
+from learnerkit.scheduler.facade import LearnerView
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, WAIT_REASON, FakeFacade, view
 from tests.waiting import wait_until

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from learnerkit.errors import ConfigError
-from learnerkit_scheduler import deployment as dep
-from learnerkit_scheduler.backends import k8s_objects as ko
-from learnerkit_scheduler.errors import InvalidObjectError
+from learnerkit.common.errors import ConfigError
+from learnerkit.scheduler import deployment as dep
+from learnerkit.scheduler.backends import k8s_objects as ko
+from learnerkit.scheduler.errors import InvalidObjectError
 
 SECRETS = dep.Secrets(
     etcd_endpoints="etcd.platform:2379",

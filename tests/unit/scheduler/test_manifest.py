@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from learnerkit.cli import cli
-from learnerkit_scheduler.cli import framework_catalog
-from learnerkit_scheduler.errors import ManifestError
-from learnerkit_scheduler.manifest import DistributedMode, JobManifest, load_manifest, parse_manifest
-from learnerkit_scheduler.units import format_size, parse_size
+from learnerkit.scheduler.cli import framework_catalog
+from learnerkit.scheduler.errors import ManifestError
+from learnerkit.scheduler.manifest import DistributedMode, JobManifest, load_manifest, parse_manifest
+from learnerkit.scheduler.units import format_size, parse_size
 
 REPO = Path(__file__).resolve().parents[3]
 MANIFESTS = Path(__file__).parent / "manifests"

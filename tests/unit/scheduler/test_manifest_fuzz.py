@@ -10,9 +10,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from learnerkit.yamlfile import format_field_path
-from learnerkit_scheduler.errors import ManifestError
-from learnerkit_scheduler.manifest import JobManifest, parse_manifest
+from learnerkit.common.yamlfile import format_field_path
+from learnerkit.scheduler.errors import ManifestError
+from learnerkit.scheduler.manifest import JobManifest, parse_manifest
 
 VALID = (Path(__file__).parent / "manifests" / "learnerkit-pytorch-ddp.yml").read_text()
 VALID_DATA = yaml.safe_load(VALID)

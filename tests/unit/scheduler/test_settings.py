@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from learnerkit_scheduler.errors import SchedulerError, SettingsError
-from learnerkit_scheduler.server import load_service_factory
-from learnerkit_scheduler.settings import BackendKind, SchedulerSettings
+from learnerkit.scheduler.errors import SchedulerError, SettingsError
+from learnerkit.scheduler.server import load_service_factory
+from learnerkit.scheduler.settings import BackendKind, SchedulerSettings
 
 
 def test_defaults_listen_on_loopback() -> None:
@@ -65,17 +65,17 @@ def test_options_override_the_environment_and_none_keeps_it() -> None:
 def test_serve_loads_the_real_service_and_refuses_a_backend_it_cannot_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from learnerkit_scheduler.deployment import Egress
-    from learnerkit_scheduler.hosted import create_service, egress_from
+    from learnerkit.scheduler.deployment import Egress
+    from learnerkit.scheduler.hosted import create_scheduler, egress_from
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
-    from learnerkit_scheduler.service import SchedulerService
+    from learnerkit.scheduler.core import Scheduler
 
     hosted = load_service_factory()(SchedulerSettings.from_env({}))
-    assert isinstance(hosted.facade, SchedulerService) and hosted.registry is hosted.facade.metrics.registry
+    assert isinstance(hosted.facade, Scheduler) and hosted.registry is hosted.facade.metrics.registry
     no_cluster = {"LEARNERKIT_SCHEDULER_BACKEND": "kubernetes", "KUBECONFIG": str(tmp_path / "none")}
     with pytest.raises(SchedulerError, match="no Kubernetes configuration"):
-        create_service(SchedulerSettings.from_env(no_cluster))
+        create_scheduler(SchedulerSettings.from_env(no_cluster))
     with pytest.raises(SchedulerError, match=r"LEARNERKIT_K8S_EGRESS: 'etcd:2379' is not CIDR:port"):
         egress_from(("etcd:2379",))
     assert egress_from(("10.0.0.0/8:2379",)) == (Egress("10.0.0.0/8", 2379),)

@@ -1,0 +1,127 @@
+"""The Docker engine through docker-py: one client, engine errors translated to learnerkit errors."""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import tarfile
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+
+from learnerkit.common.errors import LearnerkitError
+
+
+class EngineError(LearnerkitError):
+    """The Docker engine cannot be reached or refused a request."""
+
+
+@cache
+def engine() -> Any:
+    """A docker-py client for the engine of $DOCKER_HOST (default: the local socket)."""
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except docker.errors.DockerException as e:
+        raise EngineError(f"no Docker engine answers ({e}); start one, e.g. with `make setup`") from e
+    return client
+
+
+def image_id(reference: str) -> str | None:
+    """The ID of a local image, or None when the engine has no such image."""
+    try:
+        return str(engine().images.get(reference).id)
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.APIError as e:
+        raise EngineError(f"inspecting image {reference}: {e.explanation}") from e
+
+
+def image_labels(reference: str) -> dict[str, str]:
+    try:
+        return dict(engine().images.get(reference).labels or {})
+    except docker.errors.ImageNotFound as e:
+        raise EngineError(f"no image {reference} on this engine") from e
+
+
+def tag_image(image: str, repository: str, tag: str) -> None:
+    try:
+        engine().images.get(image).tag(repository, tag)
+    except docker.errors.APIError as e:
+        raise EngineError(f"tagging {image} as {repository}:{tag}: {e.explanation}") from e
+
+
+def image_size(reference: str) -> int:
+    return int(engine().images.get(reference).attrs["Size"])
+
+
+def image_attrs(reference: str) -> dict[str, Any]:
+    """`docker image inspect` of a local image."""
+    try:
+        return dict(engine().images.get(reference).attrs)
+    except docker.errors.ImageNotFound as e:
+        raise EngineError(f"no image {reference} on this engine") from e
+    except docker.errors.APIError as e:
+        raise EngineError(f"inspecting image {reference}: {e.explanation}") from e
+
+
+def save_image(reference: str, dest: Path) -> None:
+    """`docker save` of one image into the file `dest`."""
+    try:
+        chunks = engine().images.get(reference).save(chunk_size=4 << 20, named=False)
+        with dest.open("wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+    except docker.errors.ImageNotFound as e:
+        raise EngineError(f"no image {reference} on this engine") from e
+    except docker.errors.APIError as e:
+        raise EngineError(f"saving image {reference}: {e.explanation}") from e
+
+
+def push_image(repository: str, tag: str) -> str:
+    """Push `repository:tag`; the manifest digest the registry stored."""
+    digest = None
+    try:
+        for event in engine().images.push(repository, tag, stream=True, decode=True):
+            if "error" in event:
+                raise EngineError(f"pushing {repository}:{tag}: {event['error']}")
+            digest = (event.get("aux") or {}).get("Digest", digest)
+    except docker.errors.APIError as e:
+        raise EngineError(f"pushing {repository}:{tag}: {e.explanation}") from e
+    if digest is None:
+        raise EngineError(f"pushing {repository}:{tag}: the engine reported no digest")
+    return str(digest)
+
+
+MAX_SYMLINKS = 8
+
+
+def read_file(reference: str, path: str) -> bytes | None:
+    """One file of an image (from a created, never started, container), or None when it is absent.
+
+    Symbolic links are followed (``/etc/os-release`` links to ``../usr/lib/os-release`` on Debian).
+    """
+    try:
+        container = engine().containers.create(reference, entrypoint=["/nonexistent"], network_disabled=True)
+    except docker.errors.APIError as e:
+        raise EngineError(f"creating a container of {reference}: {e.explanation}") from e
+    try:
+        for _ in range(MAX_SYMLINKS):
+            stream, _ = container.get_archive(path)
+            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+                member = archive.next()
+                if member is None:
+                    return None
+                if member.issym():
+                    path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
+                    continue
+                handle = archive.extractfile(member)
+                return handle.read() if handle is not None else None
+        raise EngineError(f"{reference}:{path}: more than {MAX_SYMLINKS} symbolic links")
+    except docker.errors.NotFound:
+        return None
+    finally:
+        container.remove(force=True)

@@ -1,0 +1,83 @@
+"""How commands talk to people (rich) and to machines (`--output json`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
+from enum import Enum, StrEnum
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from learnerkit.common.errors import LearnerkitError
+
+console = Console(stderr=False, highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class OutputFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+output_option = click.option(
+    "--output",
+    "-o",
+    "output",
+    type=click.Choice([f.value for f in OutputFormat]),
+    default=OutputFormat.TABLE.value,
+    show_default=True,
+    help="table for people, json for machines",
+)
+
+
+def to_jsonable(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable(asdict(value))
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def emit(output: str, data: Any, show: Callable[[], None]) -> None:
+    """Print `data` as JSON for `--output json`, else call `show` to draw it for people."""
+    if output == OutputFormat.JSON.value:
+        sys.stdout.write(json.dumps(to_jsonable(data), indent=2) + "\n")
+    else:
+        show()
+
+
+def fail(output: str, error: LearnerkitError, exit_code: int = 1) -> None:
+    """Report an error in the chosen format and exit."""
+    if output == OutputFormat.JSON.value:
+        sys.stdout.write(json.dumps({"error": type(error).__name__, "message": str(error)}, indent=2) + "\n")
+    else:
+        err_console.print(f"[bold red]error:[/] {escape(str(error))}", markup=True, highlight=False, soft_wrap=True)
+    raise SystemExit(exit_code)
+
+
+def handles_errors(func: F) -> F:
+    """Turn LearnerkitError into a clean message (or JSON) and a non-zero exit, never a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except LearnerkitError as e:
+            fail(kwargs.get("output", "table"), e)
+
+    return wrapper  # type: ignore[return-value]

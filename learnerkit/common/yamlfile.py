@@ -1,0 +1,181 @@
+"""Load YAML while remembering the line of every key, so errors can name `file:line: field.path`.
+
+Shared by the build tool (framework.yaml) and the scheduler (manifest.yml); it lives in the root package
+because the scheduler must not import the build tool. YAML-level problems (duplicate keys, non-string
+keys, recursive aliases) are collected and raised together, like the schema problems of both callers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from learnerkit.common.errors import ConfigError
+
+FieldPath = tuple[str | int, ...]
+
+MAX_DEPTH = 64
+"""Deeper nesting is refused: no manifest or framework.yaml needs it, and Python's stack would."""
+MAX_NODES = 100_000
+"""Aliases can expand a small text into a huge tree ("billion laughs"); stop well before memory does."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a YAML document: where it is and what is wrong."""
+
+    path: Path
+    line: int | None
+    loc: FieldPath
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return f"{where}: {format_field_path(self.loc)}: {self.message}"
+
+
+class YamlError(ConfigError):
+    """A YAML document cannot be read; `problems` lists every problem found, in line order."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        ordered = sorted(problems, key=lambda p: (p.line or 0, format_field_path(p.loc)))
+        super().__init__("\n".join(str(p) for p in ordered))
+        self.problems = tuple(ordered)
+
+
+@dataclass(frozen=True)
+class LocatedYaml:
+    """A parsed YAML document plus the 1-based line where each field path starts."""
+
+    path: Path
+    data: Any
+    lines: dict[FieldPath, int] = field(default_factory=dict)
+
+    def line_of(self, loc: FieldPath) -> int | None:
+        """The line of the longest prefix of `loc` that the document has."""
+        for end in range(len(loc), -1, -1):
+            line = self.lines.get(tuple(loc[:end]))
+            if line is not None:
+                return line
+        return None
+
+    def where(self, loc: FieldPath) -> str:
+        """`file:line` for a field path, for error messages."""
+        line = self.line_of(loc)
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    def problem(self, loc: FieldPath, message: str) -> Problem:
+        return Problem(path=self.path, line=self.line_of(loc), loc=loc, message=message)
+
+
+def format_field_path(loc: FieldPath) -> str:
+    """`versions["2.13"].variants.cpu.pip` style, readable and unambiguous for keys with dots."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.replace("_", "").replace("-", "").isalnum():
+            out += f".{part}" if out else part
+        else:
+            out += f'["{part}"]'
+    return out or "(document)"
+
+
+def load_located_yaml(path: Path) -> LocatedYaml:
+    """Read and parse `path`; see `parse_located_yaml`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from e
+    return parse_located_yaml(text, path)
+
+
+def parse_located_yaml(text: str, path: Path) -> LocatedYaml:
+    """Parse one YAML document; syntax errors and duplicate keys raise `YamlError` naming their lines."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark else None
+        raise YamlError([Problem(path, line, (), f"YAML syntax error: {e.problem or e.context}")]) from e
+    except yaml.YAMLError as e:
+        raise YamlError([Problem(path, None, (), f"not YAML text: {e}")]) from e
+    except RecursionError as e:
+        raise YamlError([Problem(path, None, (), f"nested deeper than {MAX_DEPTH} levels")]) from e
+    builder = _Builder(path)
+    data = builder.build(root, ()) if root is not None else None
+    if builder.problems:
+        raise YamlError(builder.problems)
+    return LocatedYaml(path=path, data=data, lines=builder.lines)
+
+
+class _Builder:
+    """Turns composed nodes into plain Python data, recording lines and collecting problems."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines: dict[FieldPath, int] = {(): 1}
+        self.problems: list[Problem] = []
+        self.loader = yaml.SafeLoader("")
+        self.active: set[int] = set()
+        self.count = 0
+
+    def _problem(self, node: yaml.Node, loc: FieldPath, message: str) -> None:
+        self.problems.append(Problem(self.path, node.start_mark.line + 1, loc, message))
+
+    def build(self, node: yaml.Node, loc: FieldPath) -> Any:
+        self.lines.setdefault(loc, node.start_mark.line + 1)
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise YamlError([Problem(self.path, None, (), f"more than {MAX_NODES} values (alias expansion?)")])
+        if len(loc) > MAX_DEPTH:
+            self._problem(node, loc, f"nested deeper than {MAX_DEPTH} levels")
+            return None
+        if id(node) in self.active:
+            self._problem(node, loc, "recursive alias: a value may not contain itself")
+            return None
+        if isinstance(node, yaml.MappingNode):
+            self.active.add(id(node))
+            out = self._mapping(node, loc)
+            self.active.discard(id(node))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            self.active.add(id(node))
+            items = [self.build(item, (*loc, i)) for i, item in enumerate(node.value)]
+            self.active.discard(id(node))
+            return items
+        return self._scalar(node, loc)
+
+    def _mapping(self, node: yaml.MappingNode, loc: FieldPath) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = self._scalar(key_node, loc) if isinstance(key_node, yaml.ScalarNode) else key_node
+            if not isinstance(key, str):
+                shown = repr(key) if isinstance(key_node, yaml.ScalarNode) else "a collection"
+                self._problem(
+                    key_node,
+                    loc,
+                    f"key {shown} must be a string: quote it (YAML reads 2.10 as the number 2.1)",
+                )
+                continue
+            if key in out:
+                self._problem(key_node, (*loc, key), "duplicate key")
+                continue
+            self.lines[(*loc, key)] = key_node.start_mark.line + 1
+            out[key] = self.build(value_node, (*loc, key))
+        return out
+
+    def _scalar(self, node: yaml.Node, loc: FieldPath) -> Any:
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except yaml.MarkedYAMLError as e:
+            self._problem(node, loc, f"cannot read value: {e.problem}")
+        except (ValueError, OverflowError) as e:
+            # PyYAML's own converters raise these, e.g. for the timestamp 2024-02-30 or `!!int x`.
+            self._problem(node, loc, f"cannot read value {node.value!r}: {e}")
+        return None

@@ -1,0 +1,281 @@
+"""The scheduler's REST API (FastAPI) over a `SchedulerFacade`; docs/api.md describes it for users.
+
+The tenant of every ``/v1`` request comes from its bearer token and nowhere else, and the facade answers only
+for that tenant: another tenant's job is "not found" (404), so a tenant cannot even learn that it exists.
+Errors have one body shape, ``{"error": <code>, "message": <text>}``; a refused manifest adds ``problems``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
+
+from learnerkit import __version__
+from learnerkit.common.errors import ConfigError, LearnerkitError
+from learnerkit.common.yamlfile import format_field_path
+from learnerkit.scheduler.auth import TokenStore
+from learnerkit.scheduler.errors import (
+    AuthError,
+    JobStateError,
+    ManifestError,
+    TokensFileError,
+    UnknownJobError,
+)
+from learnerkit.scheduler.facade import JobView, SchedulerFacade
+from learnerkit.scheduler.hosting import Lifespan
+
+MAX_MANIFEST_BYTES = 1024 * 1024
+YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain"})
+NEXT_OFFSET_HEADER = "X-Next-Offset"
+FINISHED_HEADER = "X-Finished"
+
+
+class ErrorBody(BaseModel):
+    error: str
+    """A stable code: unauthorized, not_found, conflict, invalid_manifest, bad_request, ..."""
+    message: str
+
+
+class ProblemBody(BaseModel):
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+
+class ManifestErrorBody(ErrorBody):
+    problems: list[ProblemBody]
+
+
+class SubmitBody(BaseModel):
+    manifest: str
+    """The manifest's YAML text."""
+    source: str = "manifest.yml"
+    """The file name problems are reported against."""
+
+
+class Health(BaseModel):
+    status: str
+
+
+_UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody, "description": "no or a bad token"}}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "no such job for the tenant"}}
+_CONFLICT: dict[int | str, dict[str, Any]] = {409: {"model": ErrorBody, "description": "not in a state for this"}}
+_MANIFEST_BODY = {
+    "required": True,
+    "content": {
+        "application/yaml": {"schema": {"type": "string"}},
+        "application/json": {"schema": SubmitBody.model_json_schema()},
+    },
+}
+_LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the learner's log from `offset`",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        "headers": {
+            NEXT_OFFSET_HEADER: {"description": "the offset to ask for next", "schema": {"type": "integer"}},
+            FINISHED_HEADER: {"description": "`true` when the log is complete", "schema": {"type": "string"}},
+        },
+    }
+}
+
+
+_bearer = HTTPBearer(auto_error=False, description="a tenant's token: `learnerkit scheduler token add`")
+
+
+def _tenant(request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
+    # Sync on purpose: FastAPI runs it in a worker thread, so a first-time scrypt check never blocks the loop.
+    tokens: TokenStore = request.app.state.tokens
+    return tokens.authenticate(request.headers.get("authorization"))
+
+
+Tenant = Annotated[str, Depends(_tenant)]
+"""The tenant whose token the request carries; declaring it makes an endpoint need a token."""
+
+
+def create_app(
+    facade: SchedulerFacade,
+    tokens_path: Path,
+    *,
+    registry: CollectorRegistry | None = None,
+    lifespan: Lifespan | None = None,
+) -> FastAPI:
+    """The ASGI app; fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
+    tokens = TokenStore(tokens_path)
+
+    @asynccontextmanager
+    async def app_lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if lifespan is None:
+            yield
+        else:
+            async with lifespan():
+                yield
+
+    app = FastAPI(
+        title="learnerkit scheduler",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=app_lifespan,
+    )
+    app.add_exception_handler(LearnerkitError, _learnerkit_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.state.tokens = tokens
+    app.include_router(_jobs_router(facade))
+    app.add_api_route("/healthz", _healthz, methods=["GET"], response_model=Health, tags=["service"])
+    if registry is not None:
+        app.add_api_route("/metrics", _metrics_endpoint(registry), methods=["GET"], tags=["service"])
+    return app
+
+
+def _jobs_router(facade: SchedulerFacade) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["jobs"], responses=_UNAUTHORIZED)
+
+    @router.post(
+        "/jobs",
+        status_code=201,
+        response_model=JobView,
+        openapi_extra={"requestBody": _MANIFEST_BODY},
+        responses={
+            400: {"model": ErrorBody, "description": "the body is not a manifest"},
+            413: {"model": ErrorBody, "description": f"the manifest is over {MAX_MANIFEST_BYTES} bytes"},
+            415: {"model": ErrorBody, "description": "neither YAML nor JSON"},
+            422: {"model": ManifestErrorBody, "description": "every problem of the manifest"},
+        },
+    )
+    async def submit_job(request: Request, tenant: Tenant) -> JobView:
+        """Queue a job from an FfDL manifest: YAML text, or JSON ``{"manifest": "...", "source": "..."}``."""
+        text, source = await _manifest_of(request)
+        return await facade.submit(tenant, text, source=source)
+
+    @router.get("/jobs", response_model=list[JobView])
+    async def list_jobs(tenant: Tenant) -> list[JobView]:
+        """The tenant's jobs."""
+        return await facade.list_jobs(tenant)
+
+    @router.get("/jobs/{job_id}", response_model=JobView, responses=_NOT_FOUND)
+    async def get_job(job_id: str, tenant: Tenant) -> JobView:
+        """One job: its status, why it waits, and each learner's status, message and metrics."""
+        return await facade.get(tenant, job_id)
+
+    @router.post("/jobs/{job_id}/halt", response_model=JobView, responses=_NOT_FOUND | _CONFLICT)
+    async def halt_job(job_id: str, tenant: Tenant) -> JobView:
+        """Checkpoint and stop; the job ends HALTED and can be resumed."""
+        return await facade.halt(tenant, job_id)
+
+    @router.post("/jobs/{job_id}/resume", response_model=JobView, responses=_NOT_FOUND | _CONFLICT)
+    async def resume_job(job_id: str, tenant: Tenant) -> JobView:
+        """Queue a HALTED or FAILED job again from its latest checkpoint."""
+        return await facade.resume(tenant, job_id)
+
+    @router.post("/jobs/{job_id}/cancel", response_model=JobView, responses=_NOT_FOUND | _CONFLICT)
+    async def cancel_job(job_id: str, tenant: Tenant) -> JobView:
+        """Stop without a checkpoint; the job ends CANCELLED."""
+        return await facade.cancel(tenant, job_id)
+
+    @router.get("/jobs/{job_id}/logs", response_class=Response, responses=_LOG_RESPONSE | _NOT_FOUND)
+    async def job_logs(
+        job_id: str,
+        tenant: Tenant,
+        learner: Annotated[int, Query(ge=1, description="1-based learner id")] = 1,
+        offset: Annotated[int, Query(ge=0, description="byte offset to read from")] = 0,
+    ) -> Response:
+        """A learner's log from ``offset``; poll with the returned next offset until finished."""
+        chunk = await facade.logs(tenant, job_id, learner_id=learner, offset=offset)
+        headers = {NEXT_OFFSET_HEADER: str(chunk.next_offset), FINISHED_HEADER: str(chunk.finished).lower()}
+        return Response(content=chunk.data, media_type="application/octet-stream", headers=headers)
+
+    return router
+
+
+async def _manifest_of(request: Request) -> tuple[str, str]:
+    body = await request.body()
+    if len(body) > MAX_MANIFEST_BYTES:
+        raise _RequestError(413, "too_large", f"the manifest is over {MAX_MANIFEST_BYTES} bytes")
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type == "application/json":
+        try:
+            parsed = SubmitBody.model_validate_json(body)
+        except ValidationError as e:
+            raise _RequestError(400, "bad_request", f'expected {{"manifest": "<yaml text>"}}: {e}') from e
+        return parsed.manifest, parsed.source
+    if media_type not in YAML_TYPES:
+        raise _RequestError(415, "unsupported_media_type", "send the manifest as application/yaml or JSON")
+    try:
+        return body.decode("utf-8"), "manifest.yml"
+    except UnicodeDecodeError as e:
+        raise _RequestError(400, "bad_request", f"the manifest is not UTF-8 text: {e}") from e
+
+
+class _RequestError(LearnerkitError):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+def _learnerkit_error(request: Request, exc: Exception) -> JSONResponse:
+    status, code, message = _classify(request, exc)
+    body: dict[str, Any] = {"error": code, "message": message}
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, ManifestError):
+        body["problems"] = [
+            {"file": str(p.path), "line": p.line, "field": format_field_path(p.loc), "message": p.message}
+            for p in exc.problems
+        ]
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
+    if isinstance(exc, _RequestError):
+        return exc.status, exc.code, str(exc)
+    if isinstance(exc, AuthError):
+        return 401, "unauthorized", str(exc)
+    if isinstance(exc, UnknownJobError):
+        # The API's own words: the facade's message must not tell whether another tenant has this job.
+        job_id = request.path_params.get("job_id", "")
+        return 404, "not_found", f"no job {job_id!r}"
+    if isinstance(exc, JobStateError):
+        return 409, "conflict", str(exc)
+    if isinstance(exc, ManifestError):
+        return 422, "invalid_manifest", f"{len(exc.problems)} problem(s) in the manifest"
+    if isinstance(exc, ConfigError) and not isinstance(exc, TokensFileError):
+        return 400, "bad_request", str(exc)
+    return 500, "internal", f"{type(exc).__name__}: {exc}"
+
+
+def _http_error(_request: Request, error: Exception) -> JSONResponse:
+    exc = cast(HTTPException, error)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, f"http_{exc.status_code}")
+    return JSONResponse({"error": code, "message": str(exc.detail)}, status_code=exc.status_code)
+
+
+def _validation_error(_request: Request, error: Exception) -> JSONResponse:
+    exc = cast(RequestValidationError, error)
+    details = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    message = "; ".join(f"{'.'.join(str(p) for p in d['loc'])}: {d['msg']}" for d in details)
+    return JSONResponse({"error": "bad_request", "message": message, "detail": details}, status_code=422)
+
+
+async def _healthz() -> Health:
+    """The API answers; says nothing about etcd or the backend."""
+    return Health(status="ok")
+
+
+def _metrics_endpoint(registry: CollectorRegistry) -> Callable[[], Awaitable[Response]]:
+    async def metrics() -> Response:
+        """Prometheus text from the service's registry."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return metrics

@@ -1,0 +1,163 @@
+"""The Docker backend, the embedded default: every learner a sidecar + learner pair on the local engine.
+
+Single-learner jobs run the learner with no network at all. Distributed jobs get one internal network
+(no route out) on which each learner answers to the rendezvous names the Kubernetes backend's headless
+Service gives (``lk-<job>-<n>.lk-<job>``), so the distributed variables are the same on both backends.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+import docker.errors
+import requests
+
+from learnerkit.common.engine import EngineError, engine
+from learnerkit.pair.docker import JOB_LABEL, exit_code, pairs_of, remove_pair, start_pair
+from learnerkit.pair.spec import Endpoints, PairSpec
+from learnerkit.scheduler.capacity import Node
+from learnerkit.scheduler.deployment import JobDeployment, LearnerDeployment, distributed_env
+from learnerkit.scheduler.errors import BackendError
+
+NODE_NAME = "local"
+MANAGED_LABEL = "io.learnerkit.managed-by"
+MANAGER = "learnerkit-scheduler"
+"""What the scheduler deploys carries this label; pairs run by hand (``sidecar run-local``) do not, and a
+restarted scheduler removes as orphans only what it deployed itself."""
+
+
+def network_name(job_id: str) -> str:
+    return f"lk-{job_id}-net"
+
+
+def pair_spec(job: JobDeployment, learner: LearnerDeployment) -> PairSpec:
+    secrets = learner.secrets
+    return PairSpec(
+        job_id=learner.job_id,
+        learner_id=learner.learner_id,
+        learner_image=learner.learner_image,
+        sidecar_image=learner.sidecar_image,
+        command=learner.command,
+        sidecar_config=learner.sidecar_config,
+        endpoints=Endpoints(
+            etcd=secrets.etcd_endpoints,
+            s3_endpoint_url=secrets.s3_endpoint_url,
+            s3_access_key=secrets.s3_access_key,
+            s3_secret_key=secrets.s3_secret_key,
+            etcd_username=secrets.etcd_username,
+            etcd_password=secrets.etcd_password,
+        ),
+        num_learners=learner.num_learners,
+        learner_env={**learner.learner_env, **distributed_env(job, learner)},
+        network=network_name(job.job_id) if job.distributed else None,
+        hostname=learner.name if job.distributed else None,
+        network_aliases=(f"{learner.name}.{job.name}",) if job.distributed else (),
+        memory_bytes=learner.memory_bytes,
+        nano_cpus=int(learner.cpus * 1e9) if learner.cpus else None,
+        gpus=learner.gpus,
+        halt_grace_s=learner.halt_grace_s,
+        shutdown_deadline_s=learner.shutdown_deadline_s,
+        labels={MANAGED_LABEL: MANAGER},
+    )
+
+
+def local_gpus() -> tuple[int, str | None]:
+    """The NVIDIA GPUs of this host (count and product name), from ``nvidia-smi``; none without it."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return 0, None
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0, None
+    names = [line.strip() for line in out.splitlines() if line.strip()]
+    return len(names), (names[0].replace(" ", "-") if names else None)
+
+
+class DockerBackend:
+    def nodes(self) -> list[Node]:
+        """The engine's host as one node: its CPUs, memory and GPUs."""
+        with _engine_errors("reading the engine's capacity"):
+            info = engine().info()
+        gpus, gpu_type = local_gpus()
+        return [Node(NODE_NAME, float(info["NCPU"]), int(info["MemTotal"]), gpus, gpu_type)]
+
+    def deploy(self, job: JobDeployment) -> None:
+        """Start every learner pair not running yet (a redeploy after a scheduler restart adds nothing)."""
+        existing = {handle.name for handle in pairs_of(job.job_id)}
+        try:
+            if job.distributed:
+                self._ensure_network(job.job_id)
+            for learner in job.learners:
+                spec = pair_spec(job, learner)
+                if spec.name not in existing:
+                    start_pair(spec)
+        except (EngineError, docker.errors.APIError) as e:
+            self.teardown(job.job_id)
+            raise BackendError(f"deploying job {job.job_id}: {e}") from e
+
+    def started(self, job_id: str, learners: int) -> bool:
+        """Whether every learner pair of the job exists and both its containers have started."""
+        with _engine_errors(f"inspecting job {job_id}"):
+            handles = pairs_of(job_id)
+            return len(handles) == learners and all(
+                _has_started(h.learner) and _has_started(h.sidecar) for h in handles
+            )
+
+    def sidecars_exited(self, job_id: str) -> dict[int, int]:
+        """Learner id -> exit status of each sidecar container that has ended."""
+        ended: dict[int, int] = {}
+        with _engine_errors(f"inspecting job {job_id}"):
+            for handle in pairs_of(job_id):
+                code = exit_code(handle.sidecar) if handle.sidecar else None
+                if code is not None:
+                    ended[int(handle.name.rsplit("-", 1)[1])] = code
+        return ended
+
+    def teardown(self, job_id: str) -> None:
+        """Remove every container, volume and network of the job."""
+        with _engine_errors(f"tearing down job {job_id}"):
+            for handle in pairs_of(job_id):
+                remove_pair(handle)
+            client = engine()
+            for volume in client.volumes.list(filters={"label": f"{JOB_LABEL}={job_id}"}):
+                with suppress(docker.errors.NotFound):
+                    volume.remove(force=True)
+            for network in client.networks.list(names=[network_name(job_id)]):
+                with suppress(docker.errors.NotFound):
+                    network.remove()
+
+    def job_ids(self) -> set[str]:
+        """Jobs this scheduler deployed that have anything on the engine (to find orphans after a restart)."""
+        with _engine_errors("listing the scheduler's containers"):
+            managed = engine().containers.list(all=True, filters={"label": f"{MANAGED_LABEL}={MANAGER}"})
+            return {job for job in (c.labels.get(JOB_LABEL, "") for c in managed) if job}
+
+    def _ensure_network(self, job_id: str) -> None:
+        client = engine()
+        if not client.networks.list(names=[network_name(job_id)]):
+            client.networks.create(
+                network_name(job_id), driver="bridge", internal=True, labels={JOB_LABEL: job_id}, check_duplicate=True
+            )
+
+
+@contextmanager
+def _engine_errors(action: str) -> Iterator[None]:
+    """The engine's errors as BackendError: the service retries them on its next step."""
+    try:
+        yield
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
+        raise BackendError(f"{action}: {e}") from e
+
+
+def _has_started(container_id: str) -> bool:
+    try:
+        found = engine().containers.get(container_id)
+    except docker.errors.NotFound:
+        return False
+    return bool(found.attrs["State"].get("StartedAt", "").replace("0001-01-01T00:00:00Z", ""))

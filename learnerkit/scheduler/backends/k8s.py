@@ -1,0 +1,76 @@
+"""The Kubernetes backend as the scheduler drives it (the same verbs as the Docker backend).
+
+Capacity comes from the nodes' allocatable CPU, memory and ``nvidia.com/gpu``, with the GPU type from NVIDIA
+feature discovery's ``nvidia.com/gpu.product`` label; cordoned and not-ready nodes count for nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import kubernetes.client
+from kubernetes.client.rest import ApiException
+from kubernetes.utils.quantity import parse_quantity
+
+from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
+from learnerkit.scheduler.backends.k8s_objects import GPU_PRODUCT_LABEL, GPU_RESOURCE
+from learnerkit.scheduler.capacity import Node
+from learnerkit.scheduler.deployment import Egress, JobDeployment
+from learnerkit.scheduler.errors import BackendError
+
+FAILED_PHASES = ("Failed", "Unknown")
+
+
+def node_from_api(raw: dict[str, Any]) -> Node | None:
+    """A schedulable, ready node's capacity from the API's JSON; None for the others."""
+    spec, status = raw.get("spec") or {}, raw.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    if spec.get("unschedulable") or not ready:
+        return None
+    allocatable = status.get("allocatable") or {}
+    gpus = int(parse_quantity(allocatable.get(GPU_RESOURCE, "0")))
+    labels = (raw.get("metadata") or {}).get("labels") or {}
+    return Node(
+        name=raw["metadata"]["name"],
+        cpus=float(parse_quantity(allocatable.get("cpu", "0"))),
+        memory_bytes=int(parse_quantity(allocatable.get("memory", "0"))),
+        gpus=gpus,
+        gpu_type=labels.get(GPU_PRODUCT_LABEL) if gpus else None,
+    )
+
+
+class KubernetesBackend:
+    def __init__(self, backend: KubernetesCluster, egress: tuple[Egress, ...] = ()) -> None:
+        self.backend = backend
+        self.egress = egress
+        """etcd and S3 as CIDR and port, for the job's NetworkPolicy."""
+
+    def nodes(self) -> list[Node]:
+        try:
+            listed = kubernetes.client.CoreV1Api(self.backend.api).list_node(_preload_content=False)
+        except ApiException as e:
+            raise BackendError(f"listing the cluster's nodes: {e.status} {e.reason}", status=e.status) from e
+        items = json.loads(listed.data).get("items", [])
+        return [node for node in (node_from_api(item) for item in items) if node is not None]
+
+    def deploy(self, job: JobDeployment) -> None:
+        namespace = self.backend.namespace
+        learners = tuple(replace(learner, namespace=namespace) for learner in job.learners)
+        self.backend.deploy(replace(job, learners=learners, namespace=namespace, platform_egress=self.egress))
+
+    def started(self, job_id: str, learners: int) -> bool:
+        pods = self.backend.status(job_id).pods
+        return len(pods) == learners and all(pod.phase in ("Running", "Succeeded") for pod in pods)
+
+    def sidecars_exited(self, job_id: str) -> dict[int, int]:
+        """Learners whose pod failed or vanished: a native sidecar is restarted in place, its pod is not."""
+        pods = self.backend.status(job_id).pods
+        return {pod.learner_id: 1 for pod in pods if pod.phase in FAILED_PHASES}
+
+    def teardown(self, job_id: str) -> None:
+        self.backend.teardown(job_id)
+
+    def job_ids(self) -> set[str]:
+        return set(self.backend.list_jobs())

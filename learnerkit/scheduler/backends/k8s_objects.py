@@ -1,0 +1,332 @@
+"""A job's Kubernetes objects as plain dicts: pure functions, no API calls (``k8s.py`` sends them).
+
+Per learner a Pod: the learner container plus the controller sidecar as a *native sidecar* (an init
+container with ``restartPolicy: Always``, Kubernetes 1.29+), sharing ``/job``. Per job a Secret that only
+the sidecar references, a NetworkPolicy, and for multi-learner jobs a headless Service that gives every
+learner a stable DNS name. See docs/kubernetes.md for the reasoning behind each field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
+
+import kubernetes_validate
+import kubernetes_validate.utils
+
+from learnerkit.scheduler.deployment import (
+    JobDeployment,
+    LearnerDeployment,
+    distributed_env,
+)
+from learnerkit.scheduler.errors import InvalidObjectError
+
+KUBERNETES_VERSION = "1.30"
+"""The schema every object is validated against; 1.29 made native sidecars default-on."""
+
+JOB_LABEL = "learnerkit.io/job-id"
+LEARNER_LABEL = "learnerkit.io/learner-id"
+MANAGED_BY = "learnerkit-scheduler"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+"""Set on every GPU node by NVIDIA GPU feature discovery (part of the GPU operator)."""
+RUN_AS_USER = 1000
+SHM_SIZE = "1Gi"
+TMP_SIZE = "512Mi"
+STOP_MARGIN_S = 10
+"""The pod's grace period exceeds the learner's halt grace plus the sidecar's deadline by this much."""
+SIDECAR_METRICS_PORT = 9102
+SIDECAR_RESOURCES: dict[str, dict[str, str]] = {
+    "requests": {"cpu": "100m", "memory": "256Mi"},
+    "limits": {"cpu": "1", "memory": "1Gi"},
+}
+"""Fixed for every sidecar: it moves files and tails logs, whatever the learner's size."""
+
+
+class ObjectMeta(TypedDict, total=False):
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+class KubeObject(TypedDict, total=False):
+    """One Kubernetes object as the API takes it (the wire format; dataclasses stay inside)."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: dict[str, Any]
+    type: str
+    stringData: dict[str, str]
+    immutable: bool
+
+
+def job_labels(job_id: str) -> dict[str, str]:
+    """The labels every object of a job carries; ``learnerkit.io/job-id`` is what teardown selects on."""
+    return {
+        "app.kubernetes.io/name": "learnerkit-learner",
+        "app.kubernetes.io/instance": f"lk-{job_id}",
+        "app.kubernetes.io/part-of": "learnerkit",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        JOB_LABEL: job_id,
+    }
+
+
+def job_selector(job_id: str) -> str:
+    """The label selector of everything a job owns."""
+    return f"{JOB_LABEL}={job_id},app.kubernetes.io/managed-by={MANAGED_BY}"
+
+
+def _meta(name: str, namespace: str, labels: Mapping[str, str]) -> ObjectMeta:
+    return {"name": name, "namespace": namespace, "labels": dict(labels)}
+
+
+def restricted_security_context() -> dict[str, Any]:
+    """The Pod Security Standard "restricted" profile, plus a read-only root file system."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": 0,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _quantity_cpu(cpus: float) -> str:
+    return f"{math.ceil(cpus * 1000)}m"
+
+
+def learner_resources(learner: LearnerDeployment) -> dict[str, dict[str, str]]:
+    """Requests equal limits (Guaranteed QoS for the learner); GPUs are an extended resource (limit only)."""
+    limits: dict[str, str] = {}
+    if learner.cpus:
+        limits["cpu"] = _quantity_cpu(learner.cpus)
+    if learner.memory_bytes:
+        limits["memory"] = str(learner.memory_bytes)
+    requests = dict(limits)
+    if learner.gpus:
+        limits[GPU_RESOURCE] = str(learner.gpus)
+    return {"requests": requests, "limits": limits}
+
+
+def _env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"name": name, "value": value} for name, value in sorted(env.items())]
+
+
+def learner_container(job: JobDeployment, learner: LearnerDeployment) -> dict[str, Any]:
+    """The learner: no credentials, no service account token, nothing of the Secret."""
+    env = {
+        "JOB_ID": learner.job_id,
+        "LEARNER_ID": str(learner.learner_id),
+        "NUM_LEARNERS": str(learner.num_learners),
+        "GPU_COUNT": str(learner.gpus),
+        "LEARNER_HALT_GRACE": f"{learner.halt_grace_s:g}",
+        # With shareProcessNamespace the pause process is PID 1: tini then reaps as a subreaper.
+        "TINI_SUBREAPER": "1",
+        **learner.learner_env,
+        **distributed_env(job, learner),
+    }
+    container: dict[str, Any] = {
+        "name": "learner",
+        "image": learner.learner_image,
+        "securityContext": restricted_security_context(),
+        "resources": learner_resources(learner),
+        "volumeMounts": [
+            {"name": "job", "mountPath": "/job"},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "learner-tmp", "mountPath": "/tmp"},
+        ],
+    }
+    if isinstance(learner.command, str):
+        env["LEARNER_COMMAND"] = learner.command
+    else:
+        container["args"] = list(learner.command)
+    container["env"] = _env_list(env)
+    if job.distributed:
+        container["ports"] = [{"name": "rendezvous", "containerPort": job.master_port}]
+    return container
+
+
+def sidecar_container(job: JobDeployment, learner: LearnerDeployment) -> dict[str, Any]:
+    """The native sidecar: started before the learner, kept running, stopped after it."""
+    # A native sidecar that exits is restarted, so it must stay up after the learner ends.
+    config = {
+        **learner.sidecar_config,
+        "job_id": learner.job_id,
+        "learner_id": learner.learner_id,
+        "num_learners": learner.num_learners,
+        "exit_when_done": False,
+    }
+    return {
+        "name": "sidecar",
+        "image": learner.sidecar_image,
+        "restartPolicy": "Always",
+        "securityContext": restricted_security_context(),
+        "resources": SIDECAR_RESOURCES,
+        "env": _env_list(
+            {
+                "JOB_ID": learner.job_id,
+                "LEARNER_ID": str(learner.learner_id),
+                "NUM_LEARNERS": str(learner.num_learners),
+                "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(config, sort_keys=True),
+            }
+        ),
+        "envFrom": [{"secretRef": {"name": job.secret_name}}],
+        "ports": [{"name": "metrics", "containerPort": SIDECAR_METRICS_PORT}],
+        "volumeMounts": [
+            {"name": "job", "mountPath": "/job"},
+            {"name": "sidecar-tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def termination_grace_s(learner: LearnerDeployment) -> int:
+    """Kubelet stops the learner first, then the sidecar: both budgets must fit in the grace period."""
+    return math.ceil(learner.halt_grace_s + learner.shutdown_deadline_s) + STOP_MARGIN_S
+
+
+def _gpu_scheduling(learner: LearnerDeployment) -> dict[str, Any]:
+    if not learner.gpus:
+        return {}
+    spec: dict[str, Any] = {
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    if learner.gpu_type:
+        term = {"matchExpressions": [{"key": GPU_PRODUCT_LABEL, "operator": "In", "values": [learner.gpu_type]}]}
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        }
+    return spec
+
+
+def learner_pod(job: JobDeployment, learner: LearnerDeployment) -> KubeObject:
+    labels = {
+        **job_labels(job.job_id),
+        "app.kubernetes.io/component": "learner",
+        LEARNER_LABEL: str(learner.learner_id),
+    }
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": termination_grace_s(learner),
+        # The sidecar samples the learner's CPU and memory from /proc.
+        "shareProcessNamespace": True,
+        # No API token and no service variables: the learner sees nothing of the cluster.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "initContainers": [sidecar_container(job, learner)],
+        "containers": [learner_container(job, learner)],
+        "volumes": [
+            {"name": "job", "emptyDir": {}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+            {"name": "learner-tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
+            {"name": "sidecar-tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
+        ],
+        **_gpu_scheduling(learner),
+    }
+    if job.distributed:
+        spec["hostname"] = learner.name
+        spec["subdomain"] = job.name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _meta(learner.name, job.namespace, labels),
+        "spec": spec,
+    }
+
+
+def sidecar_secret(job: JobDeployment) -> KubeObject:
+    """The credentials, as the sidecar's variables; only the sidecar container references it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(job.secret_name, job.namespace, job_labels(job.job_id)),
+        "type": "Opaque",
+        "immutable": True,
+        "stringData": job.learners[0].secrets.env(),
+    }
+
+
+def headless_service(job: JobDeployment) -> KubeObject:
+    """DNS records ``lk-<job>-<n>.lk-<job>`` for every learner, published before they are ready."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(job.name, job.namespace, job_labels(job.job_id)),
+        "spec": {
+            "clusterIP": "None",
+            # Learners rendezvous before any of them could be called ready.
+            "publishNotReadyAddresses": True,
+            "selector": {JOB_LABEL: job.job_id, "app.kubernetes.io/component": "learner"},
+            "ports": [{"name": "rendezvous", "port": job.master_port, "targetPort": job.master_port}],
+        },
+    }
+
+
+def network_policy(job: JobDeployment) -> KubeObject:
+    """Ingress only from the job's own pods (none for one learner); egress to DNS, peers, etcd and S3.
+
+    A NetworkPolicy selects pods, not containers: the etcd/S3 egress is open to the learner container too.
+    What keeps the learner from using it is that it holds no credential (the Secret is the sidecar's).
+    """
+    peers = [{"podSelector": {"matchLabels": {JOB_LABEL: job.job_id}}}]
+    dns = {
+        "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }
+    egress: list[dict[str, Any]] = [dns]
+    ingress: list[dict[str, Any]] = []
+    if job.distributed:
+        ingress.append({"from": peers})
+        egress.append({"to": peers})
+    egress.extend(
+        {"to": [{"ipBlock": {"cidr": target.cidr}}], "ports": [{"protocol": target.protocol, "port": target.port}]}
+        for target in job.platform_egress
+    )
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(job.name, job.namespace, job_labels(job.job_id)),
+        "spec": {
+            "podSelector": {"matchLabels": {JOB_LABEL: job.job_id}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": ingress,
+            "egress": egress,
+        },
+    }
+
+
+def job_objects(job: JobDeployment) -> list[KubeObject]:
+    """Every object of the job, in creation order: the Secret and the policy exist before any pod."""
+    objects = [sidecar_secret(job), network_policy(job)]
+    if job.distributed:
+        objects.append(headless_service(job))
+    objects.extend(learner_pod(job, learner) for learner in sorted(job.learners, key=lambda item: item.learner_id))
+    return objects
+
+
+def describe(obj: KubeObject) -> str:
+    """``Kind namespace/name``, the way errors name an object."""
+    meta = obj.get("metadata", {})
+    return f"{obj.get('kind', '?')} {meta.get('namespace', '?')}/{meta.get('name', '?')}"
+
+
+def validate_objects(objects: Sequence[KubeObject], version: str = KUBERNETES_VERSION) -> None:
+    """Validate each object against the strict schema of ``version``; the error names object and field."""
+    for obj in objects:
+        try:
+            kubernetes_validate.validate(dict(obj), version, strict=True)
+        except kubernetes_validate.utils.ValidationError as e:
+            where = ".".join(str(part) for part in e.absolute_path) or "(top level)"
+            raise InvalidObjectError(f"{describe(obj)}: {where}: {e.message} (Kubernetes {version})") from e
+        except kubernetes_validate.utils.SchemaNotFoundError as e:
+            raise InvalidObjectError(f"{describe(obj)}: no schema for it in Kubernetes {version}") from e

@@ -1,0 +1,164 @@
+"""`learnerkit job submit|list|status|logs|halt|resume|cancel`: talk to the scheduler's REST API.
+
+The server comes from ``--url`` / ``$LEARNERKIT_SCHEDULER_URL``, the tenant's token from ``--token`` /
+``$LEARNERKIT_TOKEN``. ``--follow`` shows the job live until it ends and exits 1 when it ends FAILED.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rich.markup import escape
+
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, output_option, to_jsonable
+from learnerkit.scheduler.client import SchedulerClient
+from learnerkit.scheduler.errors import ManifestRejectedError
+from learnerkit.scheduler.facade import JobView
+from learnerkit.scheduler.jobviews import job_details, jobs_table, styled_status, watch_job
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def connected(command: F) -> F:
+    """Add ``--url``, ``--token``, ``--output``; hand the command a client; report errors in the chosen format."""
+
+    @click.option("--url", default=None, help="the scheduler [env LEARNERKIT_SCHEDULER_URL; http://127.0.0.1:8080]")
+    @click.option("--token", default=None, help="the tenant's token [env LEARNERKIT_TOKEN]")
+    @output_option
+    @wraps(command)
+    def wrapper(*args: Any, url: str | None, token: str | None, output: str, **kwargs: Any) -> Any:
+        client = SchedulerClient.from_env(url, token)
+        try:
+            return command(*args, client=client, output=output, **kwargs)
+        except ManifestRejectedError as e:
+            _report_rejected(output, e)
+        except LearnerkitError as e:
+            fail(output, e)
+        finally:
+            client.close()
+
+    return wrapper  # type: ignore[return-value]
+
+
+follow_option = click.option("--follow", "-f", is_flag=True, help="show the job live until it ends")
+interval_option = click.option("--interval", type=float, default=2.0, hidden=True, help="seconds between polls")
+
+
+@click.command("submit")
+@click.argument("manifest", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@follow_option
+@interval_option
+@connected
+def submit(manifest: Path, follow: bool, interval: float, client: SchedulerClient, output: str) -> None:
+    """Queue the job MANIFEST describes (an FfDL manifest.yml)."""
+    job = client.submit(manifest.read_text(encoding="utf-8"), source=manifest.name)
+    if follow:
+        _follow(client, job, interval, output)
+    else:
+        emit(output, job, lambda: console.print(f"submitted job [bold]{job.job_id}[/]: {styled_status(job.status)}"))
+
+
+@click.command("list")
+@connected
+def list_jobs(client: SchedulerClient, output: str) -> None:
+    """The tenant's jobs."""
+    jobs = client.list_jobs()
+    emit(output, jobs, lambda: console.print(jobs_table(jobs)))
+
+
+@click.command("status")
+@click.argument("job_id")
+@follow_option
+@interval_option
+@connected
+def status(job_id: str, follow: bool, interval: float, client: SchedulerClient, output: str) -> None:
+    """JOB_ID's status, why it waits, and each learner's status, message and metrics."""
+    job = client.get(job_id)
+    if follow:
+        _follow(client, job, interval, output)
+    else:
+        emit(output, job, lambda: console.print(job_details(job)))
+
+
+@click.command("logs")
+@click.argument("job_id")
+@click.option("--follow", "-f", is_flag=True, help="keep printing until the job has finished")
+@click.option("--learner", type=click.IntRange(min=1), default=1, show_default=True, help="1-based learner id")
+@interval_option
+@connected
+def logs(job_id: str, follow: bool, learner: int, interval: float, client: SchedulerClient, output: str) -> None:
+    """A learner's log: what is there now, or with -f everything until the job has finished."""
+    as_json = output == OutputFormat.JSON.value
+    stdout = sys.stdout.buffer
+    offset = 0
+    pieces: list[bytes] = []
+    while True:
+        chunk = client.logs(job_id, learner_id=learner, offset=offset)
+        if as_json and follow:
+            line = {"job_id": job_id, "learner": learner, "offset": offset, **_chunk_json(chunk.data)}
+            sys.stdout.write(json.dumps(line | {"next_offset": chunk.next_offset, "finished": chunk.finished}) + "\n")
+            sys.stdout.flush()
+        elif as_json:
+            pieces.append(chunk.data)
+        else:
+            stdout.write(chunk.data)
+            stdout.flush()
+        caught_up = chunk.next_offset == offset
+        offset = chunk.next_offset
+        if chunk.finished or (caught_up and not follow):
+            break
+        if caught_up:
+            time.sleep(interval)
+    if as_json and not follow:
+        body = {"job_id": job_id, "learner": learner, **_chunk_json(b"".join(pieces))}
+        sys.stdout.write(json.dumps(body | {"next_offset": offset, "finished": chunk.finished}, indent=2) + "\n")
+
+
+def _chunk_json(data: bytes) -> dict[str, str]:
+    return {"data": data.decode("utf-8", errors="replace")}
+
+
+def _verb(name: str, call: Callable[[SchedulerClient, str], JobView], help_text: str) -> click.Command:
+    @click.command(name, help=help_text)
+    @click.argument("job_id")
+    @connected
+    def command(job_id: str, client: SchedulerClient, output: str) -> None:
+        job = call(client, job_id)
+        emit(output, job, lambda: console.print(f"job [bold]{job.job_id}[/]: {styled_status(job.status)}"))
+
+    return command
+
+
+halt = _verb("halt", SchedulerClient.halt, "Checkpoint and stop JOB_ID; `resume` starts it again from there.")
+resume = _verb("resume", SchedulerClient.resume, "Queue a HALTED or FAILED JOB_ID again from its latest checkpoint.")
+cancel = _verb("cancel", SchedulerClient.cancel, "Stop JOB_ID without a checkpoint; it ends CANCELLED.")
+JOB_COMMANDS = (submit, list_jobs, status, logs, halt, resume, cancel)
+
+
+def _follow(client: SchedulerClient, job: JobView, interval: float, output: str) -> None:
+    as_json = output == OutputFormat.JSON.value
+    final = watch_job(lambda: client.get(job.job_id), interval_s=interval, as_json=as_json, console=console, first=job)
+    if final.status == "FAILED":
+        if not as_json:
+            reason = escape(final.reason)
+            err_console.print(f"[bold red]job {escape(final.job_id)} FAILED[/]: {reason}", highlight=False)
+        raise SystemExit(1)
+
+
+def _report_rejected(output: str, error: ManifestRejectedError) -> NoReturn:
+    if output == OutputFormat.JSON.value:
+        body = {"error": type(error).__name__, "message": str(error), "problems": to_jsonable(list(error.problems))}
+        sys.stdout.write(json.dumps(body, indent=2) + "\n")
+    else:
+        count = len(error.problems)
+        err_console.print(f"[bold red]error:[/] the scheduler refused the manifest: {count} problem(s)")
+        err_console.print(str(error), markup=False, highlight=False, soft_wrap=True)
+    raise SystemExit(1)

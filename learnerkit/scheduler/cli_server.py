@@ -1,0 +1,126 @@
+"""`learnerkit scheduler serve` and `learnerkit scheduler token add|revoke|list`.
+
+Options override the environment (`SchedulerSettings.from_env`); secrets (etcd password, S3 keys) are read from
+the environment only, so they never show in a process list.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, output_option
+from learnerkit.scheduler.auth import add_token, read_tokens, revoke
+from learnerkit.scheduler.errors import TokensFileError
+from learnerkit.scheduler.server import serve
+from learnerkit.scheduler.settings import DEFAULT_TOKENS, BackendKind, SchedulerSettings, parse_endpoints
+
+tokens_option = click.option(
+    "--tokens",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar="LEARNERKIT_SCHEDULER_TOKENS",
+    default=DEFAULT_TOKENS,
+    show_default=True,
+    help="the tokens file [env LEARNERKIT_SCHEDULER_TOKENS]",
+)
+
+
+@click.group("scheduler")
+def scheduler_group() -> None:
+    """Run the scheduler service and manage its tenants' tokens."""
+
+
+@scheduler_group.command("serve")
+@click.option("--host", default=None, help="address to listen on [env LEARNERKIT_SCHEDULER_HOST; 127.0.0.1]")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="[env LEARNERKIT_SCHEDULER_PORT; 8080]")
+@click.option("--tokens", type=click.Path(path_type=Path, dir_okay=False), default=None, help="the tokens file")
+@click.option("--etcd-endpoints", default=None, help="comma-separated host:port [env ETCD_ENDPOINTS]")
+@click.option("--s3-endpoint", default=None, help="S3 endpoint URL [env S3_ENDPOINT_URL; AWS]")
+@click.option("--s3-bucket", default=None, help="bucket for logs, checkpoints, results [env LEARNERKIT_S3_BUCKET]")
+@click.option("--backend", type=click.Choice([k.value for k in BackendKind]), default=None, help="where learners run")
+def serve_command(
+    host: str | None,
+    port: int | None,
+    tokens: Path | None,
+    etcd_endpoints: str | None,
+    s3_endpoint: str | None,
+    s3_bucket: str | None,
+    backend: str | None,
+) -> None:
+    """Serve the REST API (docs/api.md) in front of the job store, monitor and backend."""
+    try:
+        settings = SchedulerSettings.from_env(os.environ).with_overrides(
+            api={"host": host, "port": port, "tokens": tokens},
+            etcd={"endpoints": parse_endpoints(etcd_endpoints) if etcd_endpoints is not None else None},
+            s3={"endpoint_url": s3_endpoint, "bucket": s3_bucket},
+            backend={"kind": BackendKind(backend) if backend else None},
+        )
+        serve(settings)
+    except LearnerkitError as e:
+        fail(OutputFormat.TABLE.value, e)
+
+
+@scheduler_group.group("token")
+def token_group() -> None:
+    """Bearer tokens per tenant, stored hashed in the tokens file."""
+
+
+@token_group.command("add")
+@click.argument("tenant")
+@tokens_option
+@output_option
+def token_add(tenant: str, tokens: Path, output: str) -> None:
+    """Create a token for TENANT and print it: it is shown this once, the file keeps only its hash."""
+    try:
+        token = add_token(tokens, tenant)
+    except LearnerkitError as e:
+        fail(output, e)
+        return
+    if output == OutputFormat.TABLE.value:
+        err_console.print(f"token for tenant {escape(tenant)} (shown once; {escape(str(tokens))} keeps its hash):")
+    emit(output, {"tenant": tenant, "token": token}, lambda: click.echo(token))
+
+
+@token_group.command("revoke")
+@click.argument("tenant", required=False)
+@click.option("--id", "token_id", default=None, help="revoke only this token (see `token list`)")
+@tokens_option
+@output_option
+def token_revoke(tenant: str | None, token_id: str | None, tokens: Path, output: str) -> None:
+    """Revoke every token of TENANT, or the one given by --id; a running server notices at once."""
+    try:
+        gone = revoke(tokens, tenant=tenant, token_id=token_id)
+        if not gone:
+            raise TokensFileError(f"{tokens}: no token of {f'tenant {tenant!r}' if tenant else f'id {token_id!r}'}")
+    except LearnerkitError as e:
+        fail(output, e)
+        return
+    emit(output, {"revoked": gone}, lambda: console.print(f"revoked {len(gone)} token(s): {', '.join(gone)}"))
+
+
+@token_group.command("list")
+@tokens_option
+@output_option
+def token_list(tokens: Path, output: str) -> None:
+    """Each token's id, tenant and creation time (never the token)."""
+    try:
+        entries = sorted(read_tokens(tokens).values(), key=lambda e: (e.tenant, e.created_at))
+    except LearnerkitError as e:
+        fail(output, e)
+        return
+    rows = [{"id": e.token_id, "tenant": e.tenant, "created_at": e.created_at} for e in entries]
+
+    def show() -> None:
+        table = Table(title=str(tokens), title_justify="left")
+        for column in ("id", "tenant", "created_at"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*(escape(row[c]) for c in ("id", "tenant", "created_at")))
+        console.print(table)
+
+    emit(output, rows, show)

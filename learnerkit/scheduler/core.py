@@ -1,0 +1,370 @@
+"""The scheduler service: the facade the API serves, and the loop that admits, deploys and monitors jobs.
+
+One asyncio loop runs both. State changes happen under one lock; the backend's blocking calls (Docker,
+Kubernetes) run in threads outside it. Every change is written to etcd before it is acted on, so a
+restarted scheduler rebuilds the same queue and reservations (:meth:`Scheduler.rebuild`), leaves
+running jobs undisturbed, and submits nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from controller_sidecar.logship import assemble_log
+from controller_sidecar.s3store import S3Store
+from controller_sidecar.settings import S3Location, S3Settings
+from learnerkit.common.errors import ConfigError, LearnerkitError
+from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, JobPhase, JobRecord
+from learnerkit.scheduler.aggregate import aggregate
+from learnerkit.scheduler.capacity import Node
+from learnerkit.scheduler.deployment import JobDeployment
+from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError
+from learnerkit.scheduler.facade import JobView, LogChunk
+from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
+from learnerkit.scheduler.jobstore import JobStore
+from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest, parse_manifest
+from learnerkit.scheduler.metrics import SchedulerMetrics
+from learnerkit.scheduler.planning import Platform, outputs_prefix, plan_job, secrets_for
+from learnerkit.scheduler.tracking import Tracked
+from learnerkit.scheduler.views import job_view
+
+LOGGER = logging.getLogger(__name__)
+STARTUP_GRACE_S = 60.0
+"""A learner whose sidecar never took its lease is lost only after this long (image start, etcd connect)."""
+
+
+class Backend(Protocol):
+    def nodes(self) -> list[Node]: ...
+    def deploy(self, job: JobDeployment) -> None: ...
+    def started(self, job_id: str, learners: int) -> bool: ...
+    def sidecars_exited(self, job_id: str) -> dict[int, int]: ...
+    def teardown(self, job_id: str) -> None: ...
+    def job_ids(self) -> set[str]: ...
+
+
+@dataclass(frozen=True)
+class SchedulerOptions:
+    platform: Platform
+    catalog: FrameworkCatalog | None
+    resolve_image: Callable[[JobManifest], str]
+    policy: AdmissionPolicy = field(default_factory=AdmissionPolicy)
+    lease_ttl_s: float = 10.0
+    """The sidecars' lease: a learner whose lease is gone this long (twice over) is lost."""
+    interval_s: float = 0.5
+
+
+class Scheduler:
+    def __init__(self, store: JobStore, backend: Backend, options: SchedulerOptions) -> None:
+        self.store = store
+        self.backend = backend
+        self.options = options
+        self.metrics = SchedulerMetrics()
+        self.jobs: dict[str, Tracked] = {}
+        self.admission = AdmissionState([], options.policy)
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+
+    # -- startup ------------------------------------------------------------------------------------
+
+    async def rebuild(self) -> None:
+        """Load every job from etcd, re-reserve what admitted jobs hold, and remove orphans."""
+        nodes = await asyncio.to_thread(self.backend.nodes)
+        records: list[JobRecord] = []
+        for stored in await self.store.load_all():
+            manifest = parse_manifest(stored.manifest_text, stored.source, self.options.catalog)
+            tracked = Tracked(stored.state, manifest, stored.manifest_text, stored.source)
+            self.jobs[stored.state.job_id] = tracked
+            if stored.state.stage is not Stage.DONE:
+                records.append(_admission_record(tracked))
+        self.admission = AdmissionState.rebuild(records, nodes, self.options.policy)
+        running = {job_id for job_id, tracked in self.jobs.items() if tracked.active}
+        for orphan in await asyncio.to_thread(self.backend.job_ids) - running:
+            LOGGER.warning("removing orphaned job %s from the backend", orphan)
+            await asyncio.to_thread(self.backend.teardown, orphan)
+        LOGGER.info("rebuilt %d jobs (%d running) from etcd", len(self.jobs), len(running))
+
+    # -- the facade -------------------------------------------------------------------------------------
+
+    async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
+        manifest = parse_manifest(manifest_text, source, self.options.catalog)
+        if manifest.extensions.tenant not in ("default", tenant):
+            raise ConfigError(f"{source}: learnerkit.tenant {manifest.extensions.tenant!r} is not your tenant")
+        self.options.resolve_image(manifest)
+        secrets_for(manifest, self.options.platform)  # refuses a results store the sidecar cannot use
+        state = JobState(f"job-{uuid.uuid4().hex[:12]}", tenant, manifest.name, time.time())
+        tracked = Tracked(state, manifest, manifest_text, source)
+        async with self._lock:
+            if not await self.store.create(state, _spec(tracked), manifest_text, source):
+                raise JobStateError(f"job id {state.job_id} exists already")
+            self.jobs[state.job_id] = tracked
+            rejected = self.admission.submit(tracked.admission_job())
+            if rejected is not None:
+                await self._end(tracked, JobStatus.FAILED, f"unschedulable: {rejected.message}", release=True)
+        self._wake.set()
+        return job_view(tracked)
+
+    async def list_jobs(self, tenant: str) -> list[JobView]:
+        return [
+            job_view(t)
+            for t in sorted(self.jobs.values(), key=lambda t: t.state.submitted_at)
+            if t.state.tenant == tenant
+        ]
+
+    async def get(self, tenant: str, job_id: str) -> JobView:
+        return job_view(self._owned(tenant, job_id))
+
+    async def halt(self, tenant: str, job_id: str) -> JobView:
+        tracked = self._owned(tenant, job_id)
+        async with self._lock:
+            status = tracked.state.status
+            if status.terminal:
+                raise JobStateError(f"job {job_id} is {status.value}: nothing to halt")
+            if tracked.state.stage is Stage.QUEUED:
+                await self._end(tracked, JobStatus.HALTED, "halted while queued", release=True)
+            else:
+                await self.store.request_halt(job_id)
+                tracked.state = await self.store.save(tracked.state.evolve(reason="halt requested"))
+        self._wake.set()
+        return job_view(tracked)
+
+    async def resume(self, tenant: str, job_id: str) -> JobView:
+        tracked = self._owned(tenant, job_id)
+        async with self._lock:
+            if tracked.state.status not in (JobStatus.HALTED, JobStatus.FAILED):
+                raise JobStateError(f"job {job_id} is {tracked.state.status.value}: only HALTED or FAILED jobs resume")
+            await self._requeue(tracked, "resumed", restart=False)
+        self._wake.set()
+        return job_view(tracked)
+
+    async def cancel(self, tenant: str, job_id: str) -> JobView:
+        tracked = self._owned(tenant, job_id)
+        async with self._lock:
+            if tracked.state.status.terminal and tracked.state.stage is Stage.DONE:
+                raise JobStateError(f"job {job_id} is {tracked.state.status.value} already")
+            await asyncio.to_thread(self.backend.teardown, job_id)
+            await self._end(tracked, JobStatus.CANCELLED, "cancelled", release=True)
+        return job_view(tracked)
+
+    async def logs(self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0) -> LogChunk:
+        tracked = self._owned(tenant, job_id)
+        finished = tracked.state.status.terminal and tracked.state.stage is Stage.DONE
+        if not 1 <= learner_id <= tracked.manifest.resources.learners:
+            raise ConfigError(f"job {job_id} has learners 1..{tracked.manifest.resources.learners}")
+        data = await asyncio.to_thread(self._read_log, tracked, learner_id)
+        return LogChunk(data[offset:], max(offset, len(data)), finished)
+
+    def render_metrics(self) -> bytes:
+        return self.metrics.render()
+
+    # -- the loop ---------------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.step()
+            except LearnerkitError as e:
+                # etcd or the backend answered with an error (an outage, a container gone meanwhile): the next
+                # step starts over from what is recorded; nothing of the failed one was half-applied.
+                LOGGER.warning("scheduling step failed (retrying next step): %s", e)
+            self._wake.clear()
+            waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]
+            await asyncio.wait(waits, timeout=self.options.interval_s, return_when=asyncio.FIRST_COMPLETED)
+            for wait in waits:
+                wait.cancel()
+
+    async def step(self) -> None:
+        now = time.time()
+        for tracked in [t for t in self.jobs.values() if t.active]:
+            await self._monitor(tracked, now)
+        async with self._lock:
+            for requeued in self.admission.tick(now):
+                tracked = self.jobs[requeued.job_id]
+                await asyncio.to_thread(self.backend.teardown, requeued.job_id)
+                tracked.new_attempt()
+                tracked.state = await self.store.save(
+                    tracked.state.evolve(
+                        status=JobStatus.QUEUED,
+                        stage=Stage.QUEUED,
+                        nodes=(),
+                        admitted_at=None,
+                        timeouts=requeued.timeouts,
+                        not_before=requeued.not_before,
+                        reason=f"learners did not start within {self.options.policy.ready_timeout_s:.0f}s; requeued",
+                    ),
+                    clear_learners=True,
+                )
+            started = time.perf_counter()
+            result = self.admission.schedule(now)
+            self.metrics.scheduling_pass_seconds.observe(time.perf_counter() - started)
+            for job_id, why in result.rejected.items():
+                await self._end(self.jobs[job_id], JobStatus.FAILED, f"unschedulable: {why.message}", release=True)
+            for job_id, reason in result.waiting.items():
+                tracked = self.jobs[job_id]
+                if tracked.state.reason != str(reason):
+                    tracked.state = await self.store.save(tracked.state.evolve(reason=str(reason)))
+        # Deploys of one pass run side by side: the engine creates containers concurrently.
+        await asyncio.gather(*(self._deploy(self.jobs[a.job_id], a.nodes, now) for a in result.admitted))
+        self._observe()
+
+    async def _deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
+        state = tracked.state
+        self.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
+        image = self.options.resolve_image(tracked.manifest)
+        plan = plan_job(tracked.manifest, state, self.options.platform, image)
+        async with self._lock:
+            tracked.state = await self.store.save(
+                state.evolve(
+                    status=JobStatus.PENDING, stage=Stage.DEPLOYED, nodes=nodes, admitted_at=now, reason="deploying"
+                ),
+                clear_learners=True,
+            )
+        try:
+            await asyncio.to_thread(self.backend.deploy, plan)
+        except BackendError as e:
+            self.metrics.deploy_failures.inc()
+            async with self._lock:
+                await self._end(tracked, JobStatus.FAILED, f"deploy failed: {e}", release=True)
+            return
+        async with self._lock:
+            tracked.state = await self.store.save(tracked.state.evolve(reason=""))
+
+    async def _monitor(self, tracked: Tracked, now: float) -> None:
+        state = tracked.state
+        # Which sidecars have exited, before their statuses are read: a sidecar writes its final status
+        # before it exits, so one that exited without it in the records read after did fail.
+        exited = await asyncio.to_thread(self.backend.sidecars_exited, state.job_id)
+        records, alive, metrics = await self.store.learner_records(state.job_id)
+        tracked.records, tracked.alive, tracked.metrics = records, alive, metrics
+        learners = tracked.manifest.resources.learners
+        if state.stage is Stage.DEPLOYED and await asyncio.to_thread(self.backend.started, state.job_id, learners):
+            async with self._lock:
+                self.admission.mark_running(state.job_id)
+                tracked.state = await self.store.save(tracked.state.evolve(stage=Stage.RUNNING))
+        lost = self._lost_learners(tracked, exited, now)
+        result = aggregate(learners, records, first_sequence=state.first_sequence, lost=lost)
+        async with self._lock:
+            if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
+                return  # cancelled meanwhile
+            if result.status.terminal:
+                await asyncio.to_thread(self.backend.teardown, state.job_id)
+                extensions = tracked.manifest.extensions
+                if (
+                    result.status is JobStatus.FAILED
+                    and extensions.auto_resume
+                    and tracked.state.restarts < extensions.max_restarts
+                ):
+                    await self._requeue(tracked, f"restarting after: {result.reason}", restart=True)
+                else:
+                    await self._end(tracked, result.status, result.reason, release=True)
+            elif result.status is not tracked.state.status:
+                tracked.state = await self.store.save(tracked.state.evolve(status=result.status))
+
+    def _lost_learners(self, tracked: Tracked, exited: dict[int, int], now: float) -> dict[int, str]:
+        """Learners whose sidecar died: its container exited without a final status, or its lease expired."""
+        state, lost = tracked.state, {}
+        for n in range(1, tracked.manifest.resources.learners + 1):
+            record = tracked.records.get(n)
+            final = record is not None and record.sequence >= state.first_sequence and record.phase.terminal
+            if final:
+                continue
+            if n in exited:
+                lost[n] = f"its sidecar exited with status {exited[n]} before reporting a final status"
+            elif n in tracked.alive:
+                tracked.seen_alive.add(n)
+                tracked.missing_since.pop(n, None)
+            elif n in tracked.seen_alive:
+                since = tracked.missing_since.setdefault(n, now)
+                if now - since > 2 * self.options.lease_ttl_s:
+                    lost[n] = "its sidecar's lease expired"
+            elif (
+                state.admitted_at is not None
+                and now - state.admitted_at > STARTUP_GRACE_S + 2 * self.options.lease_ttl_s
+                and (record is None or record.sequence < state.first_sequence)
+            ):
+                lost[n] = f"its sidecar never reported within {STARTUP_GRACE_S:.0f}s"
+        return lost
+
+    # -- transitions (called under the lock) ---------------------------------------------------------------
+
+    async def _end(self, tracked: Tracked, status: JobStatus, reason: str, *, release: bool) -> None:
+        if release and tracked.state.job_id in {r.job.job_id for r in self.admission.records()}:
+            self.admission.release(tracked.state.job_id)
+        tracked.state = await self.store.save(
+            tracked.state.evolve(status=status, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
+        )
+        LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
+
+    async def _requeue(self, tracked: Tracked, reason: str, *, restart: bool) -> None:
+        """A new attempt of the job, restoring the latest checkpoint of the last one."""
+        job_id = tracked.state.job_id
+        if job_id in {r.job.job_id for r in self.admission.records()}:
+            self.admission.release(job_id)
+        tracked.new_attempt()
+        tracked.state = await self.store.save(
+            tracked.state.evolve(
+                status=JobStatus.QUEUED,
+                stage=Stage.QUEUED,
+                attempt=tracked.state.attempt + 1,
+                resume_from_attempt=tracked.state.attempt,
+                restarts=tracked.state.restarts + (1 if restart else 0),
+                nodes=(),
+                admitted_at=None,
+                timeouts=0,
+                not_before=0.0,
+                reason=reason,
+            ),
+            clear_learners=True,
+            clear_halt=True,
+        )
+        self.admission.submit(tracked.admission_job())
+
+    # -- helpers -------------------------------------------------------------------------------------------
+
+    def _owned(self, tenant: str, job_id: str) -> Tracked:
+        tracked = self.jobs.get(job_id)
+        if tracked is None or tracked.state.tenant != tenant:
+            raise JobNotFoundError(f"no job {job_id!r}")
+        return tracked
+
+    def _read_log(self, tracked: Tracked, learner_id: int) -> bytes:
+        secrets = secrets_for(tracked.manifest, self.options.platform)
+        store = S3Store(
+            S3Settings(
+                endpoint_url=secrets.s3_endpoint_url,
+                access_key=secrets.s3_access_key,
+                secret_key=secrets.s3_secret_key,
+            )
+        )
+        bucket, prefix = outputs_prefix(tracked.manifest, tracked.state.job_id, tracked.state.attempt, learner_id)
+        parts = store.list(S3Location(bucket, f"{prefix}logs/learner.log.part-"))
+        named = [(obj.key.rsplit("/", 1)[1], store.get_bytes(bucket, obj.key)) for obj in parts]
+        return assemble_log(named)
+
+    def _observe(self) -> None:
+        queued = sum(1 for t in self.jobs.values() if t.state.stage is Stage.QUEUED)
+        gpus = sum(t.manifest.resources.gpus * t.manifest.resources.learners for t in self.jobs.values() if t.active)
+        self.metrics.observe_jobs((t.state.status for t in self.jobs.values()), queued, gpus)
+
+
+def _spec(tracked: Tracked) -> dict[str, object]:
+    return {"job_id": tracked.state.job_id, "tenant": tracked.state.tenant, "manifest": tracked.manifest.to_dict()}
+
+
+def _admission_record(tracked: Tracked) -> JobRecord:
+    phase = {Stage.QUEUED: JobPhase.QUEUED, Stage.DEPLOYED: JobPhase.ADMITTED, Stage.RUNNING: JobPhase.RUNNING}
+    state = tracked.state
+    return JobRecord(
+        tracked.admission_job(),
+        phase[state.stage],
+        state.nodes,
+        state.admitted_at,
+        state.timeouts,
+        state.not_before,
+        state.reason,
+    )

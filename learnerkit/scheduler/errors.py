@@ -1,0 +1,85 @@
+"""The scheduler's errors, all rooted at `LearnerkitError`."""
+
+from __future__ import annotations
+
+from learnerkit.common.errors import ConfigError, LearnerkitError
+from learnerkit.common.yamlfile import YamlError
+
+
+class SchedulerError(LearnerkitError):
+    """Root of the scheduler's errors."""
+
+
+class ManifestError(YamlError):
+    """A manifest cannot be used; `problems` names the line and field path of every problem found."""
+
+
+class InvalidRequestError(SchedulerError, ConfigError):
+    """A node, learner request or job that cannot be valid (negative resources, GPUs without a type)."""
+
+
+class CapacityError(SchedulerError):
+    """A reservation that does not fit the node, or a release of more than was reserved."""
+
+
+class UnknownJobError(SchedulerError):
+    """No job with this id is known to the scheduler."""
+
+
+class JobStateError(SchedulerError):
+    """The operation does not apply to the job in its current state (e.g. running a job that is queued)."""
+
+
+class InvalidObjectError(SchedulerError):
+    """A generated Kubernetes object does not validate against the pinned Kubernetes schema."""
+
+
+class BackendError(SchedulerError):
+    """The cluster (or engine) refused or failed an operation on a named object."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status the API answered with; None when it could not be reached at all."""
+
+
+class JobNotFoundError(UnknownJobError):
+    """The tenant has no job with this id: a job of another tenant is reported the same way, never as forbidden."""
+
+
+class AuthError(SchedulerError):
+    """A request without a bearer token, or with one that is unknown or revoked."""
+
+
+class TokensFileError(SchedulerError, ConfigError):
+    """The tokens file cannot be read or written, or others can read it."""
+
+
+class ManifestRejectedError(SchedulerError):
+    """The scheduler refused a manifest; `problems` holds each problem as the server reported it."""
+
+    def __init__(self, message: str, problems: list[dict[str, object]]) -> None:
+        lines = [
+            f"{p.get('file')}:{p.get('line')}: {p.get('field')}: {p.get('message')}"
+            if p.get("line")
+            else f"{p.get('file')}: {p.get('field')}: {p.get('message')}"
+            for p in problems
+        ]
+        super().__init__("\n".join(lines) or message)
+        self.problems = tuple(problems)
+
+
+class ApiError(SchedulerError):
+    """The scheduler answered with an error the client has no narrower type for; `status` is the HTTP code."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SchedulerUnreachableError(SchedulerError):
+    """No answer from the scheduler's URL (refused, timed out, not HTTP)."""
+
+
+class SettingsError(SchedulerError, ConfigError):
+    """A scheduler setting (option or environment variable) that cannot be used."""

@@ -1,0 +1,75 @@
+"""What the REST API and the CLI see of the scheduler: jobs per tenant, and the verbs on them.
+
+The service (``learnerkit.scheduler.core``) implements :class:`SchedulerFacade`; the API layer depends only
+on this module, so it is tested against a fake and the service against real etcd and Docker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class LearnerView:
+    learner_id: int
+    status: str
+    """The sidecar's phase: PENDING ... COMPLETED | FAILED | HALTED; QUEUED before deploy."""
+    message: str = ""
+    exit_code: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    alive: bool = False
+    """Whether the learner's sidecar holds its etcd lease."""
+
+
+@dataclass(frozen=True)
+class JobView:
+    job_id: str
+    tenant: str
+    name: str
+    status: str
+    """The job's aggregate phase: QUEUED, PENDING, DOWNLOADING, PROCESSING, STORING, COMPLETED, FAILED, HALTED,
+    CANCELLED."""
+    reason: str = ""
+    """Why the job waits (admission), or why it ended."""
+    submitted_at: str = ""
+    """ISO-8601 UTC."""
+    updated_at: str = ""
+    priority: int = 0
+    gpus: int = 0
+    learners: tuple[LearnerView, ...] = ()
+    restarts: int = 0
+    results: str = ""
+    """``s3://bucket/prefix`` of the job's outputs."""
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    data: bytes
+    next_offset: int
+    finished: bool
+    """True when the job is terminal and everything up to ``next_offset`` is all there is."""
+
+
+class SchedulerFacade(Protocol):
+    """Every method is scoped to ``tenant``: a job of another tenant is reported as not found."""
+
+    async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
+        """Validate and queue; raises ``ManifestError`` (every problem with its field and line)."""
+
+    async def list_jobs(self, tenant: str) -> list[JobView]: ...
+
+    async def get(self, tenant: str, job_id: str) -> JobView:
+        """Raises ``JobNotFoundError`` for unknown jobs and for other tenants' jobs alike."""
+
+    async def halt(self, tenant: str, job_id: str) -> JobView:
+        """Checkpoint and stop; the job ends HALTED and can be resumed. ``JobStateError`` when not running."""
+
+    async def resume(self, tenant: str, job_id: str) -> JobView:
+        """Queue a HALTED (or FAILED) job again, restoring its latest checkpoint; ``JobStateError`` otherwise."""
+
+    async def cancel(self, tenant: str, job_id: str) -> JobView:
+        """Stop the job without a checkpoint and remove everything it runs; it ends CANCELLED."""
+
+    async def logs(self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0) -> LogChunk:
+        """The learner's log from ``offset`` (as shipped to the object store)."""

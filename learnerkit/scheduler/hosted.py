@@ -1,0 +1,91 @@
+"""``create_scheduler``: the real scheduler behind ``learnerkit scheduler serve``, on Docker or Kubernetes.
+
+Nothing here does I/O until the API server's lifespan runs: then it connects etcd, rebuilds the jobs and
+starts the scheduling loop, and on shutdown stops the loop (running jobs go on; a restart finds them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from controller_sidecar.etcdstore import EtcdStore
+from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
+from learnerkit.common.project import find_project_root
+from learnerkit.scheduler.backends.docker import DockerBackend
+from learnerkit.scheduler.backends.k8s import KubernetesBackend
+from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
+from learnerkit.scheduler.backends.k8s_objects import SIDECAR_METRICS_PORT
+from learnerkit.scheduler.core import Backend, Scheduler, SchedulerOptions
+from learnerkit.scheduler.deployment import Egress
+from learnerkit.scheduler.errors import SettingsError
+from learnerkit.scheduler.hosting import HostedScheduler
+from learnerkit.scheduler.images import ImageCatalog
+from learnerkit.scheduler.jobstore import JobStore
+from learnerkit.scheduler.planning import Platform
+from learnerkit.scheduler.settings import BackendKind, SchedulerSettings
+from learnerkit_build.sidecarimage import sidecar_reference
+
+
+def egress_from(specs: tuple[str, ...]) -> tuple[Egress, ...]:
+    """``CIDR:port`` entries into NetworkPolicy egress rules; the error names the setting."""
+    rules = []
+    for spec in specs:
+        cidr, _, port = spec.rpartition(":")
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            raise SettingsError(f"LEARNERKIT_K8S_EGRESS: {spec!r} is not CIDR:port") from None
+        if not port.isdigit():
+            raise SettingsError(f"LEARNERKIT_K8S_EGRESS: {spec!r} is not CIDR:port")
+        rules.append(Egress(cidr, int(port)))
+    return tuple(rules)
+
+
+def backend_for(settings: SchedulerSettings) -> tuple[Backend, int]:
+    """The backend of the settings, and the sidecars' metrics port on it."""
+    if settings.backend.kind is BackendKind.KUBERNETES:
+        cluster = KubernetesCluster.from_kubeconfig(namespace=settings.backend.namespace)
+        return KubernetesBackend(cluster, egress_from(settings.backend.egress)), SIDECAR_METRICS_PORT
+    # On the Docker engine sidecars share the host network: no fixed port, or two would clash.
+    return DockerBackend(), 0
+
+
+def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
+    catalog = ImageCatalog(find_project_root(), settings.backend.registry)
+    backend, metrics_port = backend_for(settings)
+    options = SchedulerOptions(
+        platform=Platform(
+            etcd_endpoints=",".join(settings.etcd.endpoints),
+            sidecar_image=settings.backend.sidecar_image or sidecar_reference(),
+            metrics_port=metrics_port,
+        ),
+        catalog=catalog.frameworks(),
+        resolve_image=catalog.resolve,
+    )
+    store = JobStore(root=settings.etcd.root)
+    service = Scheduler(store, backend, options)
+    etcd_settings = SidecarEtcdSettings(
+        endpoints=settings.etcd.endpoints,
+        username=settings.etcd.username,
+        password=settings.etcd.password,
+        root=settings.etcd.root,
+    )
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        etcd = await EtcdStore.connect(etcd_settings)
+        store.attach(etcd)
+        await service.rebuild()
+        stop = asyncio.Event()
+        loop = asyncio.create_task(service.run(stop), name="scheduler loop")
+        try:
+            yield
+        finally:
+            stop.set()
+            await loop
+            await etcd.close()
+
+    return HostedScheduler(facade=service, registry=service.metrics.registry, lifespan=lifespan)

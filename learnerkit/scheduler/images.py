@@ -1,0 +1,41 @@
+"""Which learner image runs a manifest: its own (``learnerkit.image`` or FfDL's custom framework), or the
+project's build of the named framework version, CPU variant without GPUs and CUDA with them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from learnerkit.common.errors import ConfigError
+from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
+from learnerkit_build.matrix import load_matrix
+
+
+class ImageCatalog:
+    def __init__(self, root: Path, registry: str | None = None) -> None:
+        self.matrix = load_matrix(root)
+        self.registry = registry
+
+    def frameworks(self) -> FrameworkCatalog:
+        """Framework -> the versions a manifest may name (`2.13`, `2.13-cpu`, the full tag)."""
+        catalog: dict[str, set[str]] = {}
+        for image in self.matrix.images:
+            catalog.setdefault(image.framework.name, set()).update(
+                {image.version, f"{image.version}-{image.variant_name}", image.tag}
+            )
+        return catalog
+
+    def resolve(self, manifest: JobManifest) -> str:
+        if manifest.image:
+            return manifest.image
+        accelerator = "cuda" if manifest.resources.gpus else "cpu"
+        name, version = manifest.framework.name, manifest.framework.version
+        for image in self.matrix.images:
+            if image.framework.name != name or version not in (
+                image.version,
+                f"{image.version}-{image.variant_name}",
+                image.tag,
+            ):
+                continue
+            if image.variant.accelerator == accelerator:
+                return f"{image.repository(self.registry)}:{image.tag}"
+        raise ConfigError(f"framework {name} {version}: no {accelerator} image in the matrix")

@@ -1,0 +1,136 @@
+"""Jobs in etcd: what the scheduler writes (spec, status, history) and reads (the learners' statuses).
+
+Layout (DESIGN.md): ``/learnerkit/jobs/<id>/spec`` (the validated manifest without credentials, plus the
+tenant), ``status`` (:class:`JobState`), ``history/job-<n>``, and the sidecars' ``learners/<n>/...``. The
+manifest as submitted, credentials included, is kept apart under ``/learnerkit/credentials/<id>``: the
+scheduler needs it to redeploy the job after a restart; nothing else reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller_sidecar import keys
+from controller_sidecar.etcdstore import EtcdStore
+from controller_sidecar.status import StatusRecord
+from learnerkit.scheduler.errors import SchedulerError
+from learnerkit.scheduler.jobstate import JobState, now_iso
+
+CREDENTIALS_ROOT = "/learnerkit/credentials"
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    state: JobState
+    spec: Mapping[str, Any]
+    manifest_text: str
+    source: str
+
+
+def credentials_key(job_id: str) -> str:
+    return f"{CREDENTIALS_ROOT}/{job_id}"
+
+
+def _history_entry(state: JobState) -> str:
+    return json.dumps(
+        {"status": state.status.value, "reason": state.reason, "timestamp": now_iso(), "attempt": state.attempt},
+        sort_keys=True,
+    )
+
+
+class JobStore:
+    def __init__(self, etcd: EtcdStore | None = None, root: str = keys.ROOT) -> None:
+        self._etcd = etcd
+        self.root = root
+
+    @property
+    def etcd(self) -> EtcdStore:
+        if self._etcd is None:
+            raise SchedulerError("the job store is not connected to etcd yet")
+        return self._etcd
+
+    def attach(self, etcd: EtcdStore) -> None:
+        """Connect a store made before the event loop ran (the API server's lifespan connects it)."""
+        self._etcd = etcd
+
+    async def create(self, state: JobState, spec: Mapping[str, Any], manifest_text: str, source: str) -> bool:
+        """Write a new job whole (spec, credentials, status, first history entry) or not at all."""
+        first = state.evolve(history_sequence=1)
+        items = {
+            keys.spec_key(state.job_id, self.root): json.dumps(dict(spec), sort_keys=True),
+            credentials_key(state.job_id): json.dumps({"manifest": manifest_text, "source": source}),
+            keys.job_status_key(state.job_id, self.root): json.dumps(first.to_raw(), sort_keys=True),
+            keys.history_key(state.job_id, "job-0000000001", self.root): _history_entry(first),
+        }
+        return await self.etcd.create_all(keys.spec_key(state.job_id, self.root), items)
+
+    async def save(self, state: JobState, *, clear_learners: bool = False, clear_halt: bool = False) -> JobState:
+        """Write the job's status; a change of status also gets a history entry (same transaction)."""
+        stored = await self.etcd.get(keys.job_status_key(state.job_id, self.root))
+        previous = JobState.from_raw(json.loads(stored[0])) if stored else None
+        items: dict[str, str | bytes] = {}
+        if previous is None or (previous.status, previous.reason, previous.attempt) != (
+            state.status,
+            state.reason,
+            state.attempt,
+        ):
+            state = state.evolve(history_sequence=state.history_sequence + 1)
+            entry = f"job-{state.history_sequence:010d}"
+            items[keys.history_key(state.job_id, entry, self.root)] = _history_entry(state)
+        items[keys.job_status_key(state.job_id, self.root)] = json.dumps(state.to_raw(), sort_keys=True)
+        deletes: tuple[str, ...] = ()
+        if clear_halt:
+            deletes += (keys.halt_key(state.job_id, self.root),)
+        await self.etcd.put_all(items, deletes)
+        if clear_learners:
+            await self.etcd.delete_prefix(f"{keys.job_prefix(state.job_id, self.root)}learners/")
+        return state
+
+    async def load_all(self) -> list[StoredJob]:
+        """Every job with its spec and submitted manifest (for the rebuild after a restart)."""
+        found = await self.etcd.get_prefix(f"{self.root.rstrip('/')}/")
+        secrets = await self.etcd.get_prefix(f"{CREDENTIALS_ROOT}/")
+        jobs: list[StoredJob] = []
+        for key, value in found.items():
+            if not key.endswith("/status") or "/learners/" in key:
+                continue
+            state = JobState.from_raw(json.loads(value))
+            spec = found.get(keys.spec_key(state.job_id, self.root))
+            secret = secrets.get(credentials_key(state.job_id))
+            if spec is None or secret is None:
+                continue
+            submitted = json.loads(secret)
+            jobs.append(StoredJob(state, json.loads(spec), submitted["manifest"], submitted["source"]))
+        return sorted(jobs, key=lambda job: job.state.submitted_at)
+
+    async def learner_records(
+        self, job_id: str
+    ) -> tuple[dict[int, StatusRecord], set[int], dict[int, dict[str, float]]]:
+        """The learners' latest status records, which learners hold their lease, and their metrics."""
+        prefix = f"{keys.job_prefix(job_id, self.root)}learners/"
+        found = await self.etcd.get_prefix(prefix)
+        records: dict[int, StatusRecord] = {}
+        alive: set[int] = set()
+        metrics: dict[int, dict[str, float]] = {}
+        for key, value in found.items():
+            learner, _, leaf = key[len(prefix) :].partition("/")
+            if not learner.isdigit():
+                continue
+            n = int(learner)
+            if leaf == "status":
+                records[n] = StatusRecord.from_json(value)
+            elif leaf == "alive":
+                alive.add(n)
+            elif leaf == "metrics":
+                metrics[n] = {k: float(v) for k, v in json.loads(value).items() if isinstance(v, int | float)}
+        return records, alive, metrics
+
+    async def request_halt(self, job_id: str) -> None:
+        await self.etcd.put(keys.halt_key(job_id, self.root), "halt")
+
+    async def delete(self, job_id: str) -> None:
+        await self.etcd.delete_prefix(keys.job_prefix(job_id, self.root))
+        await self.etcd.delete(credentials_key(job_id))

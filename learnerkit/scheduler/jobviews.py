@@ -1,0 +1,109 @@
+"""How jobs look in the terminal (rich), and following one live until it ends."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from learnerkit.common.output import to_jsonable
+from learnerkit.scheduler.facade import JobView, LearnerView
+
+TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "HALTED", "CANCELLED"})
+_STYLES = {"COMPLETED": "green", "FAILED": "bold red", "HALTED": "yellow", "CANCELLED": "yellow", "QUEUED": "cyan"}
+
+
+def styled_status(status: str) -> str:
+    style = _STYLES.get(status, "bold blue")
+    return f"[{style}]{escape(status)}[/]"
+
+
+def format_metrics(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{name}={value:.6g}" for name, value in sorted(metrics.items()))
+
+
+def jobs_table(jobs: list[JobView]) -> Table:
+    table = Table(title="jobs", title_justify="left")
+    for column in ("job", "name", "status", "learners", "gpus", "submitted", "reason"):
+        table.add_column(column)
+    for job in jobs:
+        table.add_row(
+            escape(job.job_id),
+            escape(job.name),
+            styled_status(job.status),
+            str(len(job.learners)),
+            str(job.gpus),
+            escape(job.submitted_at),
+            escape(job.reason),
+        )
+    return table
+
+
+def job_details(job: JobView) -> RenderableType:
+    """The job's status, the reason it waits or ended, and one row per learner."""
+    summary = Table(title=f"job {escape(job.job_id)}", show_header=False, title_justify="left")
+    summary.add_column(style="bold")
+    summary.add_column()
+    summary.add_row("name", escape(job.name))
+    summary.add_row("status", styled_status(job.status))
+    if job.reason:
+        summary.add_row("reason", escape(job.reason))
+    summary.add_row("priority / gpus", f"{job.priority} / {job.gpus}")
+    summary.add_row("submitted", escape(job.submitted_at))
+    if job.updated_at:
+        summary.add_row("updated", escape(job.updated_at))
+    if job.restarts:
+        summary.add_row("restarts", str(job.restarts))
+    if job.results:
+        summary.add_row("results", escape(job.results))
+    if not job.learners:
+        return summary
+    return Group(summary, _learners_table(job.learners))
+
+
+def _learners_table(learners: tuple[LearnerView, ...]) -> Table:
+    table = Table(title="learners", title_justify="left")
+    for column in ("learner", "status", "alive", "exit", "message", "metrics"):
+        table.add_column(column)
+    for learner in learners:
+        table.add_row(
+            str(learner.learner_id),
+            styled_status(learner.status),
+            "yes" if learner.alive else "no",
+            "" if learner.exit_code is None else str(learner.exit_code),
+            escape(learner.message),
+            escape(format_metrics(learner.metrics)),
+        )
+    return table
+
+
+def watch_job(
+    fetch: Callable[[], JobView], *, interval_s: float, as_json: bool, console: Console, first: JobView | None = None
+) -> JobView:
+    """Poll ``fetch`` until the job is terminal and return it, showing each change: a live rich view for
+    people, one JSON line per change for machines."""
+    job = first or fetch()
+    if as_json:
+        last = None
+        while True:
+            line = json.dumps(to_jsonable(job), sort_keys=True)
+            if line != last:
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
+                last = line
+            if job.status in TERMINAL_STATES:
+                return job
+            time.sleep(interval_s)
+            job = fetch()
+    with Live(job_details(job), console=console, refresh_per_second=4) as live:
+        while job.status not in TERMINAL_STATES:
+            time.sleep(interval_s)
+            job = fetch()
+            live.update(job_details(job))
+    return job

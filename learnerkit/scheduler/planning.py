@@ -1,0 +1,123 @@
+"""From a manifest to what a backend deploys: images, the sidecar's config and secret, per learner.
+
+Outputs of attempt ``k`` go to ``<results bucket>/<prefix><job_id>/attempt-<k>/learner-<n>/`` (results,
+logs, checkpoints); an attempt that resumes restores the latest checkpoint of the attempt it resumes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from learnerkit.common.errors import ConfigError
+from learnerkit.scheduler.deployment import Framework, JobDeployment, LearnerDeployment, Secrets
+from learnerkit.scheduler.jobstate import JobState
+from learnerkit.scheduler.manifest import DataStore, DistributedMode, JobManifest
+
+ImageResolver = Callable[[JobManifest], str]
+"""The learner image of a manifest's framework and version (and GPU or CPU variant)."""
+
+SHUTDOWN_DEADLINE_S = 20.0
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What every job's sidecars need from the platform, beside what the manifest says."""
+
+    etcd_endpoints: str
+    sidecar_image: str
+    metrics_port: int = 0
+    """The sidecars' Prometheus port; 0 on the Docker backend, whose sidecars share the host network."""
+
+
+def split_container(container: str) -> tuple[str, str]:
+    """FfDL's `container` is a bucket; `bucket/prefix` narrows it to a folder."""
+    bucket, _, prefix = container.partition("/")
+    return bucket, (prefix.rstrip("/") + "/" if prefix else "")
+
+
+def outputs_prefix(manifest: JobManifest, job_id: str, attempt: int, learner_id: int) -> tuple[str, str]:
+    store = results_store(manifest)
+    bucket, prefix = split_container(store.training_results or "")
+    return bucket, f"{prefix}{job_id}/attempt-{attempt}/learner-{learner_id}/"
+
+
+def results_store(manifest: JobManifest) -> DataStore:
+    store = manifest.training_results_store
+    if store is None or not store.training_results:
+        raise ConfigError(f"job {manifest.name!r}: no data store names a training_results container")
+    if store.mode != "copy":
+        raise ConfigError(f"data_stores {store.id!r}: results need an object store (s3_datastore)")
+    return store
+
+
+def secrets_for(manifest: JobManifest, platform: Platform) -> Secrets:
+    """The sidecar's credentials: the results store's, which must also serve the training data."""
+    store = results_store(manifest)
+    data = manifest.training_data_store
+    if data.mode == "copy" and data.connection.get("auth_url") != store.connection.get("auth_url"):
+        raise ConfigError(
+            f"data_stores {data.id!r} and {store.id!r}: training data and results must be on one object store"
+        )
+    return Secrets(
+        etcd_endpoints=platform.etcd_endpoints,
+        s3_endpoint_url=store.connection.get("auth_url"),
+        s3_access_key=store.credentials.get("user_name"),
+        s3_secret_key=store.credentials.get("password"),
+    )
+
+
+def sidecar_config(manifest: JobManifest, state: JobState, learner_id: int, platform: Platform) -> dict[str, Any]:
+    bucket, prefix = outputs_prefix(manifest, state.job_id, state.attempt, learner_id)
+    data = manifest.training_data_store
+    config: dict[str, Any] = {
+        "results": {"bucket": bucket, "prefix": prefix},
+        "data": {"mode": "mount"},
+        "timing": {"halt_grace_s": float(manifest.extensions.halt_grace)},
+        "status_sequence_start": state.first_sequence,
+        "metrics_port": platform.metrics_port,
+    }
+    if data.mode == "copy" and data.training_data:
+        data_bucket, data_prefix = split_container(data.training_data)
+        config["data"] = {"mode": "copy", "bucket": data_bucket, "prefix": data_prefix}
+    if manifest.extensions.checkpoint_interval:
+        config["timing"]["checkpoint_interval_s"] = float(manifest.extensions.checkpoint_interval)
+    if state.resume_from_attempt is not None:
+        _, earlier = outputs_prefix(manifest, state.job_id, state.resume_from_attempt, learner_id)
+        config["resume_from"] = {"bucket": bucket, "prefix": f"{earlier}checkpoints/"}
+    if manifest.evaluation_metrics:
+        config["evaluation_metrics"] = dict(manifest.evaluation_metrics)
+    return config
+
+
+def plan_job(manifest: JobManifest, state: JobState, platform: Platform, image: str) -> JobDeployment:
+    resources = manifest.resources
+    secrets = secrets_for(manifest, platform)
+    learners = tuple(
+        LearnerDeployment(
+            job_id=state.job_id,
+            learner_id=n,
+            learner_image=image,
+            sidecar_image=platform.sidecar_image,
+            command=manifest.framework.command,
+            sidecar_config=sidecar_config(manifest, state, n, platform),
+            secrets=secrets,
+            num_learners=resources.learners,
+            cpus=resources.cpus,
+            memory_bytes=resources.memory_bytes,
+            gpus=resources.gpus,
+            gpu_type=resources.gpu_type,
+            halt_grace_s=float(manifest.extensions.halt_grace),
+            shutdown_deadline_s=SHUTDOWN_DEADLINE_S,
+        )
+        for n in range(1, resources.learners + 1)
+    )
+    name = manifest.framework.name
+    framework: Framework = name if name in get_args(Framework) else "generic"  # type: ignore[assignment]
+    return JobDeployment(
+        job_id=state.job_id,
+        learners=learners,
+        distributed=manifest.extensions.distributed is not DistributedMode.NONE and resources.learners > 1,
+        framework=framework,
+    )

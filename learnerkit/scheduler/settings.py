@@ -1,0 +1,153 @@
+"""The scheduler service's settings, grouped by what they configure; `SchedulerSettings.from_env` reads them.
+
+Each field names its environment variable. Where the sidecar reads the same thing (etcd, S3) the variable is the
+same one, so one environment serves both. Secrets come only from the environment, never from the command line,
+and are left out of ``repr()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from learnerkit.scheduler.errors import SettingsError
+
+DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
+
+
+class BackendKind(StrEnum):
+    DOCKER = "docker"
+    KUBERNETES = "kubernetes"
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    host: str = "127.0.0.1"
+    """``$LEARNERKIT_SCHEDULER_HOST``; loopback unless the API is meant to be reached from elsewhere."""
+    port: int = 8080
+    """``$LEARNERKIT_SCHEDULER_PORT``."""
+    tokens: Path = DEFAULT_TOKENS
+    """``$LEARNERKIT_SCHEDULER_TOKENS``: the tokens file (`learnerkit scheduler token add`)."""
+
+
+@dataclass(frozen=True)
+class EtcdSettings:
+    endpoints: tuple[str, ...] = ("127.0.0.1:2379",)
+    """``$ETCD_ENDPOINTS``, comma-separated ``host:port``."""
+    username: str | None = None
+    """``$ETCD_USERNAME``."""
+    password: str | None = field(default=None, repr=False)
+    """``$ETCD_PASSWORD``."""
+    root: str = "/learnerkit/jobs"
+    """``$LEARNERKIT_ETCD_ROOT``: the prefix of every job's keys."""
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    endpoint_url: str | None = None
+    """``$S3_ENDPOINT_URL``; None means AWS."""
+    bucket: str = "learnerkit"
+    """``$LEARNERKIT_S3_BUCKET``: where jobs' logs, checkpoints and results go unless a manifest says otherwise."""
+    access_key: str | None = field(default=None, repr=False)
+    """``$AWS_ACCESS_KEY_ID``."""
+    secret_key: str | None = field(default=None, repr=False)
+    """``$AWS_SECRET_ACCESS_KEY``."""
+    region: str = "us-east-1"
+    """``$AWS_DEFAULT_REGION``."""
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    kind: BackendKind = BackendKind.DOCKER
+    """``$LEARNERKIT_SCHEDULER_BACKEND``: where learners run."""
+    docker_host: str | None = None
+    """``$DOCKER_HOST``; None means the local engine's default socket."""
+    namespace: str = "learnerkit"
+    """``$LEARNERKIT_K8S_NAMESPACE``: the Kubernetes backend's namespace."""
+    sidecar_image: str | None = None
+    """``$LEARNERKIT_SIDECAR_IMAGE``; None means the sidecar image this project builds."""
+    registry: str | None = None
+    """``$LEARNERKIT_REGISTRY``: where learner images come from (None: the engine's local images)."""
+    egress: tuple[str, ...] = ()
+    """``$LEARNERKIT_K8S_EGRESS``: ``CIDR:port`` of etcd and S3, comma-separated, for the jobs' NetworkPolicy."""
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    api: ApiSettings = field(default_factory=ApiSettings)
+    etcd: EtcdSettings = field(default_factory=EtcdSettings)
+    s3: S3Settings = field(default_factory=S3Settings)
+    backend: BackendSettings = field(default_factory=BackendSettings)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> SchedulerSettings:
+        """Settings from the environment, defaults where a variable is unset or empty."""
+        env = {k: v for k, v in environ.items() if v}
+        api, etcd, s3, backend = ApiSettings(), EtcdSettings(), S3Settings(), BackendSettings()
+        return cls(
+            api=ApiSettings(
+                host=env.get("LEARNERKIT_SCHEDULER_HOST", api.host),
+                port=_port(env.get("LEARNERKIT_SCHEDULER_PORT"), api.port),
+                tokens=Path(env.get("LEARNERKIT_SCHEDULER_TOKENS", str(api.tokens))),
+            ),
+            etcd=EtcdSettings(
+                endpoints=parse_endpoints(env["ETCD_ENDPOINTS"]) if "ETCD_ENDPOINTS" in env else etcd.endpoints,
+                username=env.get("ETCD_USERNAME"),
+                password=env.get("ETCD_PASSWORD"),
+                root=env.get("LEARNERKIT_ETCD_ROOT", etcd.root),
+            ),
+            s3=S3Settings(
+                endpoint_url=env.get("S3_ENDPOINT_URL"),
+                bucket=env.get("LEARNERKIT_S3_BUCKET", s3.bucket),
+                access_key=env.get("AWS_ACCESS_KEY_ID"),
+                secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
+                region=env.get("AWS_DEFAULT_REGION", s3.region),
+            ),
+            backend=BackendSettings(
+                kind=_backend(env.get("LEARNERKIT_SCHEDULER_BACKEND", backend.kind.value)),
+                docker_host=env.get("DOCKER_HOST"),
+                namespace=env.get("LEARNERKIT_K8S_NAMESPACE", backend.namespace),
+                sidecar_image=env.get("LEARNERKIT_SIDECAR_IMAGE"),
+                registry=env.get("LEARNERKIT_REGISTRY"),
+                egress=tuple(part.strip() for part in env.get("LEARNERKIT_K8S_EGRESS", "").split(",") if part.strip()),
+            ),
+        )
+
+    def with_overrides(self, **groups: Mapping[str, Any]) -> SchedulerSettings:
+        """A copy with the given fields replaced per group, skipping None: ``api={"port": 9000}``."""
+        changed = {
+            name: replace(getattr(self, name), **{k: v for k, v in values.items() if v is not None})
+            for name, values in groups.items()
+        }
+        return replace(self, **changed)
+
+
+def parse_endpoints(raw: str) -> tuple[str, ...]:
+    """``host:port`` of each etcd member from a comma-separated list (``http://`` prefixes allowed)."""
+    endpoints = tuple(part.strip().removeprefix("http://") for part in raw.split(",") if part.strip())
+    if not endpoints:
+        raise SettingsError("etcd endpoints: give at least one host:port")
+    for endpoint in endpoints:
+        host, _, port = endpoint.rpartition(":")
+        if not host or not port.isdigit():
+            raise SettingsError(f"etcd endpoints: {endpoint!r} is not host:port")
+    return endpoints
+
+
+def _port(raw: str | None, default: int) -> int:
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise SettingsError(f"LEARNERKIT_SCHEDULER_PORT={raw!r}: expected a port number 1-65535")
+    return int(raw)
+
+
+def _backend(raw: str) -> BackendKind:
+    try:
+        return BackendKind(raw)
+    except ValueError as e:
+        choices = ", ".join(k.value for k in BackendKind)
+        raise SettingsError(f"LEARNERKIT_SCHEDULER_BACKEND={raw!r}: expected one of {choices}") from e

@@ -1,9 +1,0 @@
-"""Errors of the local services; all derive from the one learnerkit root."""
-
-from __future__ import annotations
-
-from learnerkit.errors import LearnerkitError
-
-
-class ServiceError(LearnerkitError):
-    """A service did not start, answer or stop; the message names it and ends with its log's tail."""

@@ -1,0 +1,31 @@
+"""Cluster capacity from the nodes' API objects, as the Kubernetes backend reports it to admission."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from learnerkit.scheduler.backends.k8s import node_from_api
+from learnerkit.scheduler.capacity import Node
+
+
+def node(name: str, allocatable: dict[str, str], *, ready: str = "True", **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+        "spec": spec,
+        "status": {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+def test_gpu_node_capacity_and_type() -> None:
+    raw = node("gpu-1", {"cpu": "31500m", "memory": "128Gi", "nvidia.com/gpu": "4"})
+    assert node_from_api(raw) == Node("gpu-1", 31.5, 128 << 30, 4, "NVIDIA-A100-SXM4-80GB")
+
+
+def test_cpu_node_has_no_gpu_type_even_when_labelled() -> None:
+    raw = node("cpu-1", {"cpu": "8", "memory": "32768Ki"})
+    assert node_from_api(raw) == Node("cpu-1", 8.0, 32768 * 1024, 0, None)
+
+
+def test_cordoned_and_not_ready_nodes_count_for_nothing() -> None:
+    assert node_from_api(node("c", {"cpu": "8", "memory": "1Gi"}, unschedulable=True)) is None
+    assert node_from_api(node("n", {"cpu": "8", "memory": "1Gi"}, ready="False")) is None

@@ -6,16 +6,16 @@ import importlib
 
 import uvicorn
 
-from learnerkit_scheduler.api import create_app
-from learnerkit_scheduler.errors import SchedulerError
-from learnerkit_scheduler.hosting import HostedService, ServiceFactory
-from learnerkit_scheduler.settings import SchedulerSettings
+from learnerkit.scheduler.api import create_app
+from learnerkit.scheduler.errors import SchedulerError
+from learnerkit.scheduler.hosting import HostedScheduler, SchedulerFactory
+from learnerkit.scheduler.settings import SchedulerSettings
 
-SERVICE_MODULE = "learnerkit_scheduler.hosted"
+SERVICE_MODULE = "learnerkit.scheduler.hosted"
 
 
-def serve(settings: SchedulerSettings, factory: ServiceFactory | None = None) -> None:
-    """Build the service (``factory``, by default ``learnerkit_scheduler.hosted.create_service``) and serve its
+def serve(settings: SchedulerSettings, factory: SchedulerFactory | None = None) -> None:
+    """Build the service (``factory``, by default ``learnerkit.scheduler.hosted.create_scheduler``) and serve its
     API until SIGINT or SIGTERM."""
     service = (factory or load_service_factory())(settings)
     app = create_app(service.facade, settings.api.tokens, registry=service.registry, lifespan=service.lifespan)
@@ -23,21 +23,21 @@ def serve(settings: SchedulerSettings, factory: ServiceFactory | None = None) ->
     uvicorn.Server(config).run()
 
 
-def load_service_factory() -> ServiceFactory:
-    """``create_service`` of the service module, imported only now: the API layer never depends on it."""
+def load_service_factory() -> SchedulerFactory:
+    """``create_scheduler`` of the service module, imported only now: the API layer never depends on it."""
     module = importlib.import_module(SERVICE_MODULE)
-    factory = getattr(module, "create_service", None)
+    factory = getattr(module, "create_scheduler", None)
     if not callable(factory):
-        raise SchedulerError(f"{SERVICE_MODULE} has no create_service(settings) -> HostedService")
+        raise SchedulerError(f"{SERVICE_MODULE} has no create_scheduler(settings) -> HostedScheduler")
     return _checked(factory)
 
 
-def _checked(factory: ServiceFactory) -> ServiceFactory:
-    def build(settings: SchedulerSettings) -> HostedService:
+def _checked(factory: SchedulerFactory) -> SchedulerFactory:
+    def build(settings: SchedulerSettings) -> HostedScheduler:
         service = factory(settings)
-        if not isinstance(service, HostedService):
+        if not isinstance(service, HostedScheduler):
             raise SchedulerError(
-                f"{SERVICE_MODULE}.create_service returned {type(service).__name__}, not HostedService"
+                f"{SERVICE_MODULE}.create_scheduler returned {type(service).__name__}, not HostedScheduler"
             )
         return service
 

@@ -20,7 +20,7 @@ from learnerkit_build.scan.osv import Canary, OsvPolicy, check_osv
 from learnerkit_build.scan.packages import DebPackage, PythonDist, deb_packages, python_dists
 from learnerkit_build.scan.policy import AllowEntry, Policy, apply_allowlist, decide, load_allowlist
 from learnerkit_build.scan.sbom import SbomError, build_sbom, validate_sbom
-from tests.unit.scan.conftest import F, LayerSpec, MakeIndex
+from tests.unit.learnerkit_build.scan.conftest import F, LayerSpec, MakeIndex
 
 TODAY = date(2026, 11, 22)
 FAIL_SECRET = CheckResult(

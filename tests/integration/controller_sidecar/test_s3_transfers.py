@@ -103,7 +103,14 @@ def test_sidecar_killed_mid_download_resumes_without_refetching(
     dest, state = tmp_path / "data", tmp_path / "control" / "download.json"
     hold = faulty_s3.hold_matching("GET", "/big.bin", after_bytes=3 * 1024 * 1024)
     env = {**os.environ, "S3_ACCESS_KEY": s3_server.access_key, "S3_SECRET_KEY": s3_server.secret_key}
-    argv = [sys.executable, "-m", "tests.integration.sidecar.download_child", faulty_s3.endpoint_url, BUCKET, PREFIX]
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.integration.controller_sidecar.download_child",
+        faulty_s3.endpoint_url,
+        BUCKET,
+        PREFIX,
+    ]
     child = subprocess.Popen([*argv, str(dest), str(state)], cwd=REPO, env=env)
     try:
         wait_until(hold.reached.is_set, timeout=60, message="the child to be half-way through big.bin")

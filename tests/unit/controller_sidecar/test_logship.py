@@ -14,7 +14,7 @@ import pytest
 from controller_sidecar.errors import PermanentError, TransientError
 from controller_sidecar.logship import LogShipper, ShipState, assemble_log, part_name, structured_line
 from tests.fakeclock import FakeClock
-from tests.unit.sidecar.memsink import MemorySink, measure_lines_per_second
+from tests.unit.controller_sidecar.memsink import MemorySink, measure_lines_per_second
 
 pytestmark = pytest.mark.timeout(120)
 

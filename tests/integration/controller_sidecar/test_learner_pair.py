@@ -13,7 +13,7 @@ from controller_sidecar.status import ErrorCode, Phase
 from learnerkit.common import engine
 from learnerkit.pair.docker import PairHandle, exit_code
 from learnerkit.pair.etcd import request_halt
-from tests.integration.sidecar.conftest import SMOKE, Pairs
+from tests.integration.controller_sidecar.conftest import SMOKE, Pairs
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]

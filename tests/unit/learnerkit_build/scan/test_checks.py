@@ -11,7 +11,7 @@ from learnerkit_build.scan.checks_fs import fs_checks
 from learnerkit_build.scan.checks_history import history_checks
 from learnerkit_build.scan.model import CheckResult, Status
 from learnerkit_build.scan.secrets import secret_checks
-from tests.unit.scan.conftest import F, LayerSpec, MakeIndex
+from tests.unit.learnerkit_build.scan.conftest import F, LayerSpec, MakeIndex
 
 RSA_KEY = "-----BEGIN RSA PRIVATE KEY-----\n" + "MIIEpAIBAAKCAQEA7planted" * 4 + "\n-----END RSA PRIVATE KEY-----\n"
 

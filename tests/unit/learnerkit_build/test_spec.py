@@ -11,7 +11,7 @@ from learnerkit_build.matrix import load_matrix
 from learnerkit_build.spec import load_framework
 from tests.unit.conftest import VALID_YAML, MakeProject
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def error_for(make_project: MakeProject, yaml_text: str) -> str:

@@ -17,7 +17,7 @@ from learner.checkpoints import checkpoint_name
 
 pytestmark = pytest.mark.timeout(30)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """A sidecar's download phase in its own process, so that a test can SIGKILL it mid-way.
 
-Usage: python -m tests.integration.sidecar.download_child ENDPOINT BUCKET PREFIX DEST STATE_FILE
+Usage: python -m tests.integration.controller_sidecar.download_child ENDPOINT BUCKET PREFIX DEST STATE_FILE
 (credentials in $S3_ACCESS_KEY and $S3_SECRET_KEY).
 """
 

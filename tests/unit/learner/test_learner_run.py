@@ -22,7 +22,7 @@ from tests.waiting import stays_true, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LEARNER_RUN = REPO / "learner_base" / "bin" / "learner-run"
 PY = sys.executable
 

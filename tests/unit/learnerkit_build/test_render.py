@@ -13,7 +13,7 @@ from learnerkit_build.matrix import load_matrix
 from learnerkit_build.render import BuildInputs
 from tests.unit.conftest import MakeProject
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 MATRIX = load_matrix(REPO)
 
 

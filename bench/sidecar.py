@@ -34,6 +34,7 @@ from s3transfer.manager import TransferManager
 
 from controller_sidecar import keys
 from controller_sidecar.download import download_prefix
+from controller_sidecar.endpoints import Endpoints
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.logship import LogShipper
 from controller_sidecar.retry import Backoff
@@ -45,7 +46,7 @@ from learnerkit.dev.etcd import EtcdServer
 from learnerkit.dev.s3 import SeaweedServer
 from learnerkit.pair.docker import PairHandle, exit_code, remove_pair, start_pair
 from learnerkit.pair.etcd import job_history, learner_status, request_halt
-from learnerkit.pair.spec import Endpoints, PairSpec
+from learnerkit.pair.spec import PairSpec
 from learnerkit_build.containers import LearnerRun, make_job_folder, running, wait_exit
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
@@ -114,7 +115,12 @@ class Bench:
                 "timing": {"halt_grace_s": 20, "log_ship_interval_s": 2.0},
                 "metrics_port": 0,
             },
-            endpoints=Endpoints(self.etcd.endpoint, self.s3.endpoint_url, self.s3.access_key, self.s3.secret_key),
+            endpoints=Endpoints(
+                self.etcd.endpoint,
+                s3_endpoint_url=self.s3.endpoint_url,
+                s3_access_key=self.s3.access_key,
+                s3_secret_key=self.s3.secret_key,
+            ),
             learner_env=env or {},
             halt_grace_s=20,
         )

@@ -16,6 +16,14 @@ from typing import Any, Literal
 
 import yaml
 
+from controller_sidecar.endpoints import (
+    ETCD_ENDPOINTS,
+    ETCD_PASSWORD,
+    ETCD_USERNAME,
+    S3_ACCESS_KEY,
+    S3_ENDPOINT_URL,
+    S3_SECRET_KEY,
+)
 from controller_sidecar.errors import SidecarConfigError
 from controller_sidecar.keys import JOB_ID_PATTERN
 
@@ -194,16 +202,16 @@ def load_settings(environ: Mapping[str, str], config_path: Path | None = None) -
         num_learners=num_learners,
         locations=_locations(reader),
         etcd=EtcdSettings(
-            endpoints=_endpoints(environ.get("ETCD_ENDPOINTS") or reader.optional_text("etcd.endpoints") or ""),
-            username=environ.get("ETCD_USERNAME") or None,
-            password=environ.get("ETCD_PASSWORD") or None,
+            endpoints=_endpoints(environ.get(ETCD_ENDPOINTS) or reader.optional_text("etcd.endpoints") or ""),
+            username=environ.get(ETCD_USERNAME) or None,
+            password=environ.get(ETCD_PASSWORD) or None,
             lease_ttl_s=reader.integer("etcd.lease_ttl_s", minimum=2, default=10),
             root=reader.optional_text("etcd.root") or EtcdSettings.root,
         ),
         s3=S3Settings(
-            endpoint_url=environ.get("S3_ENDPOINT_URL") or reader.optional_text("s3.endpoint_url"),
-            access_key=environ.get("AWS_ACCESS_KEY_ID") or None,
-            secret_key=environ.get("AWS_SECRET_ACCESS_KEY") or None,
+            endpoint_url=environ.get(S3_ENDPOINT_URL) or reader.optional_text("s3.endpoint_url"),
+            access_key=environ.get(S3_ACCESS_KEY) or None,
+            secret_key=environ.get(S3_SECRET_KEY) or None,
             region=environ.get("AWS_DEFAULT_REGION") or reader.optional_text("s3.region") or S3Settings.region,
             max_concurrency=reader.integer("s3.max_concurrency", minimum=1, default=S3Settings.max_concurrency),
             multipart_threshold_mb=reader.integer(

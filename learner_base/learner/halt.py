@@ -10,9 +10,7 @@ from __future__ import annotations
 import signal
 from types import FrameType
 
-from learner.paths import state_dir
-
-HALT_FILE = "halt"
+from learner.paths import HALT_FILE, state_dir
 
 _halt_signal: int | None = None
 

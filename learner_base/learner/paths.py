@@ -15,6 +15,10 @@ DIR_DEFAULTS: Mapping[str, str] = {
     "JOB_STATE_DIR": "/job/control",
 }
 """Variable -> default path. An unset or empty variable means the default."""
+START_FILE = "start"
+"""In ``$JOB_STATE_DIR``: the sidecar writes it when the inputs are in place; ``learner-run`` then starts."""
+HALT_FILE = "halt"
+"""In ``$JOB_STATE_DIR``: the sidecar writes it to ask the learner to checkpoint and stop."""
 
 
 def env_path(variable: str, environ: Mapping[str, str] | None = None) -> Path:

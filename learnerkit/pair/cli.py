@@ -11,13 +11,13 @@ from typing import Any
 import click
 import yaml
 
+from controller_sidecar.endpoints import Endpoints
 from learnerkit.common.errors import ConfigError
 from learnerkit.common.output import console, emit, handles_errors, output_option
 from learnerkit.common.project import find_project_root, root_option
 from learnerkit.pair.docker import PairHandle, container
 from learnerkit.pair.etcd import etcd_settings, request_halt
 from learnerkit.pair.runlocal import LocalResult, LocalRun, new_job_id, run_local
-from learnerkit.pair.spec import Endpoints
 from learnerkit_build.clitools import apply, build_inputs, inputs_options, run_builds
 from learnerkit_build.sidecarimage import build_sidecar, sidecar_reference
 
@@ -109,7 +109,7 @@ def run_local_command(
         command=tuple(argv) if argv else str(shell_command),
         results=results,
         endpoints=Endpoints(
-            etcd=etcd,
+            etcd_endpoints=etcd,
             s3_endpoint_url=s3_endpoint,
             s3_access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
             s3_secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
@@ -120,7 +120,7 @@ def run_local_command(
         halt_grace_s=halt_grace,
         checkpoint_interval_s=checkpoint_interval,
         memory_bytes=memory_mb * (1 << 20) if memory_mb else None,
-        nano_cpus=int(cpus * 1e9) if cpus else None,
+        cpus=cpus,
         evaluation_metrics=_metrics_rules(evaluation_metrics),
         keep=keep,
         job_id=job_id or new_job_id(),
@@ -169,7 +169,7 @@ def _wait_halting_on_ctrl_c(handle: PairHandle, run: LocalRun, people: bool) -> 
     except KeyboardInterrupt:
         if people:
             console.print("[yellow]halting: the learner checkpoints and stops (Ctrl-C again to abandon)[/]")
-        request_halt(etcd_settings(run.endpoints.etcd), run.job_id)
+        request_halt(etcd_settings(run.endpoints.etcd_endpoints), run.job_id)
         sidecar.wait()
 
 

@@ -9,8 +9,9 @@ sidecar gets the host network (etcd and S3 listen on the host's loopback here) a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import docker.errors
@@ -29,6 +30,18 @@ STOP_MARGIN_S = 10
 
 
 @dataclass(frozen=True)
+class DockerPlacement:
+    """Where a pair's learner sits on the engine: its network and names (distributed jobs), extra labels."""
+
+    network: str | None = None
+    """The learners' network; None gives the learner no network at all (single-learner jobs)."""
+    hostname: str | None = None
+    network_aliases: tuple[str, ...] = ()
+    """Further names the learner answers to on ``network`` (the rendezvous names of distributed jobs)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PairHandle:
     name: str
     volume: str
@@ -37,7 +50,7 @@ class PairHandle:
     sidecar: str
 
 
-def _hardened(spec: PairSpec, role: str) -> dict[str, Any]:
+def _hardened(spec: PairSpec, placement: DockerPlacement, role: str) -> dict[str, Any]:
     return {
         "read_only": True,
         "tmpfs": {"/tmp": "rw,size=512m,mode=1777"},
@@ -45,11 +58,11 @@ def _hardened(spec: PairSpec, role: str) -> dict[str, Any]:
         "security_opt": ["no-new-privileges"],
         "user": RUN_AS,
         "detach": True,
-        "labels": {**spec.labels, PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id, ROLE_LABEL: role},
+        "labels": {**placement.labels, PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id, ROLE_LABEL: role},
     }
 
 
-def learner_options(spec: PairSpec, volume: str) -> dict[str, Any]:
+def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> dict[str, Any]:
     env = {
         "JOB_ID": spec.job_id,
         "LEARNER_ID": str(spec.learner_id),
@@ -62,7 +75,7 @@ def learner_options(spec: PairSpec, volume: str) -> dict[str, Any]:
     if isinstance(spec.command, str):
         env["LEARNER_COMMAND"] = spec.command
     options: dict[str, Any] = {
-        **_hardened(spec, "learner"),
+        **_hardened(spec, placement, "learner"),
         "image": spec.learner_image,
         "name": f"{spec.name}-learner",
         "command": command,
@@ -71,35 +84,35 @@ def learner_options(spec: PairSpec, volume: str) -> dict[str, Any]:
         "shm_size": "1g",
         "stop_signal": "SIGTERM",
     }
-    if spec.network is None:
+    if placement.network is None:
         options["network_mode"] = "none"
     else:
-        options["network"] = spec.network
-        options["hostname"] = spec.hostname or f"{spec.name}-learner"
-        aliases = [options["hostname"], *spec.network_aliases]
-        options["networking_config"] = {spec.network: engine().api.create_endpoint_config(aliases=aliases)}
+        options["network"] = placement.network
+        options["hostname"] = placement.hostname or f"{spec.name}-learner"
+        aliases = [options["hostname"], *placement.network_aliases]
+        options["networking_config"] = {placement.network: engine().api.create_endpoint_config(aliases=aliases)}
     if spec.memory_bytes:
         options["mem_limit"] = spec.memory_bytes
         options["memswap_limit"] = spec.memory_bytes
-    if spec.nano_cpus:
-        options["nano_cpus"] = spec.nano_cpus
+    if spec.cpus:
+        options["nano_cpus"] = int(spec.cpus * 1e9)
     if spec.gpus:
         options["device_requests"] = [docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])]
     return options
 
 
-def sidecar_options(spec: PairSpec, volume: str, cgroups: dict[str, str]) -> dict[str, Any]:
+def sidecar_options(spec: PairSpec, placement: DockerPlacement, volume: str, cgroups: dict[str, str]) -> dict[str, Any]:
     config = dict(spec.sidecar_config)
     if cgroups:
         config["learner_cgroup_dir"] = SIDECAR_MOUNT
     volumes: dict[str, dict[str, str]] = {volume: {"bind": "/job", "mode": "rw"}}
     volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in cgroups.items()})
     return {
-        **_hardened(spec, "sidecar"),
+        **_hardened(spec, placement, "sidecar"),
         "image": spec.sidecar_image,
         "name": f"{spec.name}-sidecar",
         "environment": {
-            **spec.endpoints.sidecar_env(),
+            **spec.endpoints.env(),
             "JOB_ID": spec.job_id,
             "LEARNER_ID": str(spec.learner_id),
             "NUM_LEARNERS": str(spec.num_learners),
@@ -111,18 +124,19 @@ def sidecar_options(spec: PairSpec, volume: str, cgroups: dict[str, str]) -> dic
     }
 
 
-def start_pair(spec: PairSpec) -> PairHandle:
+def start_pair(spec: PairSpec, placement: DockerPlacement | None = None) -> PairHandle:
     """Create the volume and both containers; on any failure remove what was made, then raise."""
+    placement = placement or DockerPlacement()
     client = engine()
     made: list[Any] = []
     try:
         volume = client.volumes.create(name=f"{spec.name}-job", labels={PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id})
         made.append(volume)
-        learner = client.containers.run(**learner_options(spec, volume.name))
+        learner = client.containers.run(**learner_options(spec, placement, volume.name))
         made.append(learner)
         learner.reload()
         cgroups = cgroup_mounts(int(learner.attrs["State"]["Pid"]))
-        sidecar = client.containers.run(**sidecar_options(spec, volume.name, cgroups))
+        sidecar = client.containers.run(**sidecar_options(spec, placement, volume.name, cgroups))
         made.append(sidecar)
     except docker.errors.APIError as e:
         for obj in reversed(made):
@@ -147,18 +161,6 @@ def exit_code(container_id: str) -> int | None:
     found.reload()
     state = found.attrs["State"]
     return None if state.get("Running") or state.get("Status") == "created" else int(state["ExitCode"])
-
-
-def stop_pair(handle: PairHandle, spec: PairSpec) -> None:
-    """Stop gracefully: the sidecar halts the learner, stores what there is, and exits within its deadline."""
-    for container_id, grace in (
-        (handle.sidecar, spec.shutdown_deadline_s + STOP_MARGIN_S),
-        (handle.learner, spec.halt_grace_s + STOP_MARGIN_S),
-    ):
-        found = container(container_id)
-        if found is not None:
-            with suppress(docker.errors.NotFound):
-                found.stop(timeout=int(grace))
 
 
 def remove_pair(handle: PairHandle) -> None:

@@ -11,6 +11,7 @@ from controller_sidecar import keys
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.settings import EtcdSettings
 from controller_sidecar.status import StatusRecord
+from learnerkit.common.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -42,10 +43,20 @@ def learner_metrics(settings: EtcdSettings, job_id: str, learner_id: int) -> dic
     return {} if found is None else dict(json.loads(found[0]))
 
 
+async def put_halt(store: EtcdStore, job_id: str, root: str = keys.ROOT) -> None:
+    """Ask every learner of the job to halt: the one writer of the halt key, which the sidecars watch."""
+    await store.put(keys.halt_key(job_id, root), "halt")
+
+
 def request_halt(settings: EtcdSettings, job_id: str) -> None:
-    """Ask every learner of the job to halt (the sidecars watch this key)."""
-    key = keys.halt_key(job_id, settings.root)
-    _call(settings, lambda store: store.put(key, "halt"))
+    """Halt a pair run by hand; a job of the scheduler is refused, since the scheduler must record its halt."""
+
+    async def halt(store: EtcdStore) -> None:
+        if await store.get(keys.spec_key(job_id, settings.root)) is not None:
+            raise ConfigError(f"job {job_id} is run by the scheduler: halt it with `learnerkit job halt {job_id}`")
+        await put_halt(store, job_id, settings.root)
+
+    _call(settings, halt)
 
 
 def job_history(settings: EtcdSettings, job_id: str) -> list[StatusRecord]:

@@ -7,11 +7,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller_sidecar.endpoints import Endpoints
 from controller_sidecar.status import StatusRecord
 from learnerkit.pair.docker import PairHandle, remove_pair, start_pair
 from learnerkit.pair.etcd import etcd_settings, learner_metrics, learner_status
 from learnerkit.pair.follow import stream_sidecar, wait_pair
-from learnerkit.pair.spec import Endpoints, PairSpec, parse_s3_url
+from learnerkit.pair.spec import PairSpec, parse_s3_url
 
 
 def new_job_id() -> str:
@@ -36,7 +37,7 @@ class LocalRun:
     halt_grace_s: float = 30.0
     checkpoint_interval_s: float = 300.0
     memory_bytes: int | None = None
-    nano_cpus: int | None = None
+    cpus: float | None = None
     evaluation_metrics: Mapping[str, Any] | None = None
     metrics_port: int = 0
     keep: bool = False
@@ -93,7 +94,7 @@ def pair_spec(run: LocalRun) -> PairSpec:
         sidecar_config=config,
         endpoints=run.endpoints,
         memory_bytes=run.memory_bytes,
-        nano_cpus=run.nano_cpus,
+        cpus=run.cpus,
         halt_grace_s=run.halt_grace_s,
     )
 
@@ -117,7 +118,7 @@ def run_local(
             wait(handle)
         end = wait_pair(handle)
         follower.join(timeout=10)
-        settings = etcd_settings(run.endpoints.etcd)
+        settings = etcd_settings(run.endpoints.etcd_endpoints)
         status = learner_status(settings, run.job_id, 1)
         metrics = learner_metrics(settings, run.job_id, 1)
     finally:

@@ -1,4 +1,9 @@
-"""What one learner pair is made of: images, command, where the sidecar finds etcd and S3, limits."""
+"""What one learner pair is, whatever runs it: the learner and its controller sidecar, their images, the
+learner's command and limits, and where the sidecar reaches etcd and S3.
+
+``learnerkit sidecar run-local`` and the scheduler's Docker backend start a :class:`PairSpec` as two containers
+sharing a volume (:mod:`learnerkit.pair.docker`); the Kubernetes backend as one pod.
+"""
 
 from __future__ import annotations
 
@@ -7,65 +12,56 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller_sidecar.endpoints import Endpoints
 from learnerkit.common.errors import ConfigError
 
 S3_URL = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<key>.*))?$")
-
-
-@dataclass(frozen=True)
-class Endpoints:
-    """Where the sidecar reaches etcd and the object store, and with which credentials."""
-
-    etcd: str
-    """Comma-separated ``host:port`` of the etcd members."""
-    s3_endpoint_url: str | None = None
-    s3_access_key: str | None = field(default=None, repr=False)
-    s3_secret_key: str | None = field(default=None, repr=False)
-    etcd_username: str | None = None
-    etcd_password: str | None = field(default=None, repr=False)
-
-    def sidecar_env(self) -> dict[str, str]:
-        """The sidecar's environment: secrets travel here, never in the config document."""
-        env = {
-            "ETCD_ENDPOINTS": self.etcd,
-            "S3_ENDPOINT_URL": self.s3_endpoint_url,
-            "AWS_ACCESS_KEY_ID": self.s3_access_key,
-            "AWS_SECRET_ACCESS_KEY": self.s3_secret_key,
-            "ETCD_USERNAME": self.etcd_username,
-            "ETCD_PASSWORD": self.etcd_password,
-        }
-        return {name: value for name, value in env.items() if value}
+# The pod name `lk-<job>-<n>` must stay a DNS label (63 characters) for the headless Service's records.
+JOB_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
 class PairSpec:
     job_id: str
     learner_id: int
+    """1-based."""
     learner_image: str
     sidecar_image: str
     command: tuple[str, ...] | str
-    """An argv, or one shell string (an FfDL manifest's ``command``) run by ``bash -c``."""
+    """An argv (the image's ``learner-run`` entrypoint stays), or one shell string (an FfDL manifest's
+    ``command``) that ``learner-run`` runs from ``LEARNER_COMMAND``."""
     sidecar_config: Mapping[str, Any]
     """The sidecar's config document (locations, timing, evaluation metrics); no secrets."""
     endpoints: Endpoints
     num_learners: int = 1
     learner_env: Mapping[str, str] = field(default_factory=dict)
     """Extra variables for the learner (distributed training: MASTER_ADDR, RANK...)."""
-    network: str | None = None
-    """The learners' network; None gives the learner no network at all (single-learner jobs)."""
-    hostname: str | None = None
-    network_aliases: tuple[str, ...] = ()
-    """Further names the learner answers to on ``network`` (the rendezvous names of distributed jobs)."""
+    cpus: float | None = None
     memory_bytes: int | None = None
-    nano_cpus: int | None = None
     gpus: int = 0
+    gpu_type: str | None = None
+    """A ``nvidia.com/gpu.product`` label value, e.g. ``NVIDIA-A100-SXM4-80GB``."""
     halt_grace_s: float = 30.0
     shutdown_deadline_s: float = 20.0
-    labels: Mapping[str, str] = field(default_factory=dict)
+    namespace: str = "default"
+    """The Kubernetes namespace; the Docker engine has none."""
+
+    def __post_init__(self) -> None:
+        if not JOB_ID.match(self.job_id):
+            raise ConfigError(
+                f"job id {self.job_id!r}: must be lowercase letters, digits and '-', at most 50 characters"
+                " (it names containers, pods and DNS records)"
+            )
+        if not 1 <= self.learner_id <= self.num_learners:
+            raise ConfigError(f"job {self.job_id}: learner id {self.learner_id} not in 1..{self.num_learners}")
+        if self.gpus < 0:
+            raise ConfigError(f"job {self.job_id}: gpus must not be negative, got {self.gpus}")
+        if self.gpu_type and not self.gpus:
+            raise ConfigError(f"job {self.job_id}: gpu_type {self.gpu_type!r} given but gpus is 0")
 
     @property
     def name(self) -> str:
-        """The stem of every object of this pair: ``lk-<job>-<learner>``."""
+        """The stem of every object of this pair, and the learner's DNS host name: ``lk-<job>-<learner>``."""
         return f"lk-{self.job_id}-{self.learner_id}"
 
 

@@ -30,7 +30,7 @@ from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobstore import JobStore
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest, parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
-from learnerkit.scheduler.planning import Platform, outputs_prefix, plan_job, secrets_for
+from learnerkit.scheduler.planning import Platform, endpoints_for, outputs_prefix, plan_job
 from learnerkit.scheduler.tracking import Tracked
 from learnerkit.scheduler.views import job_view
 
@@ -96,7 +96,7 @@ class Scheduler:
         if manifest.extensions.tenant not in ("default", tenant):
             raise ConfigError(f"{source}: learnerkit.tenant {manifest.extensions.tenant!r} is not your tenant")
         self.options.resolve_image(manifest)
-        secrets_for(manifest, self.options.platform)  # refuses a results store the sidecar cannot use
+        endpoints_for(manifest, self.options.platform)  # refuses a results store the sidecar cannot use
         state = JobState(f"job-{uuid.uuid4().hex[:12]}", tenant, manifest.name, time.time())
         tracked = Tracked(state, manifest, manifest_text, source)
         async with self._lock:
@@ -333,12 +333,12 @@ class Scheduler:
         return tracked
 
     def _read_log(self, tracked: Tracked, learner_id: int) -> bytes:
-        secrets = secrets_for(tracked.manifest, self.options.platform)
+        endpoints = endpoints_for(tracked.manifest, self.options.platform)
         store = S3Store(
             S3Settings(
-                endpoint_url=secrets.s3_endpoint_url,
-                access_key=secrets.s3_access_key,
-                secret_key=secrets.s3_secret_key,
+                endpoint_url=endpoints.s3_endpoint_url,
+                access_key=endpoints.s3_access_key,
+                secret_key=endpoints.s3_secret_key,
             )
         )
         bucket, prefix = outputs_prefix(tracked.manifest, tracked.state.job_id, tracked.state.attempt, learner_id)

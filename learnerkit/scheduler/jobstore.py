@@ -16,6 +16,7 @@ from typing import Any
 from controller_sidecar import keys
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.status import StatusRecord
+from learnerkit.pair.etcd import put_halt
 from learnerkit.scheduler.errors import SchedulerError
 from learnerkit.scheduler.jobstate import JobState, now_iso
 
@@ -129,7 +130,7 @@ class JobStore:
         return records, alive, metrics
 
     async def request_halt(self, job_id: str) -> None:
-        await self.etcd.put(keys.halt_key(job_id, self.root), "halt")
+        await put_halt(self.etcd, job_id, self.root)
 
     async def delete(self, job_id: str) -> None:
         await self.etcd.delete_prefix(keys.job_prefix(job_id, self.root))

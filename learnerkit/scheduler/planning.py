@@ -10,8 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from controller_sidecar.endpoints import Endpoints
 from learnerkit.common.errors import ConfigError
-from learnerkit.scheduler.deployment import Framework, JobDeployment, LearnerDeployment, Secrets
+from learnerkit.pair.spec import PairSpec
+from learnerkit.scheduler.deployment import Framework, JobDeployment
 from learnerkit.scheduler.jobstate import JobState
 from learnerkit.scheduler.manifest import DataStore, DistributedMode, JobManifest
 
@@ -52,7 +54,7 @@ def results_store(manifest: JobManifest) -> DataStore:
     return store
 
 
-def secrets_for(manifest: JobManifest, platform: Platform) -> Secrets:
+def endpoints_for(manifest: JobManifest, platform: Platform) -> Endpoints:
     """The sidecar's credentials: the results store's, which must also serve the training data."""
     store = results_store(manifest)
     data = manifest.training_data_store
@@ -60,7 +62,7 @@ def secrets_for(manifest: JobManifest, platform: Platform) -> Secrets:
         raise ConfigError(
             f"data_stores {data.id!r} and {store.id!r}: training data and results must be on one object store"
         )
-    return Secrets(
+    return Endpoints(
         etcd_endpoints=platform.etcd_endpoints,
         s3_endpoint_url=store.connection.get("auth_url"),
         s3_access_key=store.credentials.get("user_name"),
@@ -93,16 +95,16 @@ def sidecar_config(manifest: JobManifest, state: JobState, learner_id: int, plat
 
 def plan_job(manifest: JobManifest, state: JobState, platform: Platform, image: str) -> JobDeployment:
     resources = manifest.resources
-    secrets = secrets_for(manifest, platform)
+    endpoints = endpoints_for(manifest, platform)
     learners = tuple(
-        LearnerDeployment(
+        PairSpec(
             job_id=state.job_id,
             learner_id=n,
             learner_image=image,
             sidecar_image=platform.sidecar_image,
             command=manifest.framework.command,
             sidecar_config=sidecar_config(manifest, state, n, platform),
-            secrets=secrets,
+            endpoints=endpoints,
             num_learners=resources.learners,
             cpus=resources.cpus,
             memory_bytes=resources.memory_bytes,

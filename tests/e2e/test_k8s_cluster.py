@@ -15,6 +15,8 @@ from collections.abc import Iterator
 import kubernetes.client
 import pytest
 
+from controller_sidecar.endpoints import Endpoints
+from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler import deployment as dep
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from tests.waiting import wait_until
@@ -41,7 +43,7 @@ def test_deploy_status_teardown_on_a_real_cluster(backend: KubernetesCluster) ->
     learner_image = os.environ.get("LEARNERKIT_E2E_LEARNER_IMAGE", BUSYBOX)
     sidecar_image = os.environ.get("LEARNERKIT_E2E_SIDECAR_IMAGE", BUSYBOX)
     learners = tuple(
-        dep.LearnerDeployment(
+        PairSpec(
             job_id="e2e",
             learner_id=n,
             num_learners=2,
@@ -49,7 +51,7 @@ def test_deploy_status_teardown_on_a_real_cluster(backend: KubernetesCluster) ->
             sidecar_image=sidecar_image,
             command=("sleep", "30"),
             sidecar_config={},
-            secrets=dep.Secrets("127.0.0.1:2379"),
+            endpoints=Endpoints("127.0.0.1:2379"),
             cpus=0.1,
             memory_bytes=64 << 20,
             halt_grace_s=1,

@@ -20,14 +20,13 @@ from datetime import datetime
 from enum import Enum
 from types import FrameType
 
+from learner.paths import HALT_FILE, START_FILE
 from learner.run.errors import SetupError
 from learner.run.exitfile import ExitRecord, Reason, remove_stale_exit_file, utc_now
 from learner.run.scrub import scrub_env
 from learner.run.settings import RunSettings
 from learner.run.tee import OutputPump, open_log
 
-START_FILE = "start"
-HALT_FILE = "halt"
 LOG_FILE = "learner.log"
 START_TIMEOUT_EXIT = 124
 DRAIN_S = 0.5

@@ -11,15 +11,16 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 
 import docker.errors
 import requests
 
 from learnerkit.common.engine import EngineError, engine
-from learnerkit.pair.docker import JOB_LABEL, exit_code, pairs_of, remove_pair, start_pair
-from learnerkit.pair.spec import Endpoints, PairSpec
+from learnerkit.pair.docker import JOB_LABEL, DockerPlacement, exit_code, pairs_of, remove_pair, start_pair
+from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.capacity import Node
-from learnerkit.scheduler.deployment import JobDeployment, LearnerDeployment, distributed_env
+from learnerkit.scheduler.deployment import JobDeployment, distributed_env
 from learnerkit.scheduler.errors import BackendError
 
 NODE_NAME = "local"
@@ -33,33 +34,14 @@ def network_name(job_id: str) -> str:
     return f"lk-{job_id}-net"
 
 
-def pair_spec(job: JobDeployment, learner: LearnerDeployment) -> PairSpec:
-    secrets = learner.secrets
-    return PairSpec(
-        job_id=learner.job_id,
-        learner_id=learner.learner_id,
-        learner_image=learner.learner_image,
-        sidecar_image=learner.sidecar_image,
-        command=learner.command,
-        sidecar_config=learner.sidecar_config,
-        endpoints=Endpoints(
-            etcd=secrets.etcd_endpoints,
-            s3_endpoint_url=secrets.s3_endpoint_url,
-            s3_access_key=secrets.s3_access_key,
-            s3_secret_key=secrets.s3_secret_key,
-            etcd_username=secrets.etcd_username,
-            etcd_password=secrets.etcd_password,
-        ),
-        num_learners=learner.num_learners,
-        learner_env={**learner.learner_env, **distributed_env(job, learner)},
-        network=network_name(job.job_id) if job.distributed else None,
-        hostname=learner.name if job.distributed else None,
-        network_aliases=(f"{learner.name}.{job.name}",) if job.distributed else (),
-        memory_bytes=learner.memory_bytes,
-        nano_cpus=int(learner.cpus * 1e9) if learner.cpus else None,
-        gpus=learner.gpus,
-        halt_grace_s=learner.halt_grace_s,
-        shutdown_deadline_s=learner.shutdown_deadline_s,
+def placement(job: JobDeployment, learner: PairSpec) -> DockerPlacement:
+    """Distributed learners share the job's internal network under their rendezvous names."""
+    if not job.distributed:
+        return DockerPlacement(labels={MANAGED_LABEL: MANAGER})
+    return DockerPlacement(
+        network=network_name(job.job_id),
+        hostname=learner.name,
+        network_aliases=(f"{learner.name}.{job.name}",),
         labels={MANAGED_LABEL: MANAGER},
     )
 
@@ -94,9 +76,9 @@ class DockerBackend:
             if job.distributed:
                 self._ensure_network(job.job_id)
             for learner in job.learners:
-                spec = pair_spec(job, learner)
-                if spec.name not in existing:
-                    start_pair(spec)
+                if learner.name not in existing:
+                    spec = replace(learner, learner_env={**learner.learner_env, **distributed_env(job, learner)})
+                    start_pair(spec, placement(job, learner))
         except (EngineError, docker.errors.APIError) as e:
             self.teardown(job.job_id)
             raise BackendError(f"deploying job {job.job_id}: {e}") from e

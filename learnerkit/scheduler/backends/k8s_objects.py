@@ -1,4 +1,4 @@
-"""A job's Kubernetes objects as plain dicts: pure functions, no API calls (``k8s.py`` sends them).
+"""A job's Kubernetes objects as plain dicts: pure functions, no API calls (``k8s_cluster.py`` sends them).
 
 Per learner a Pod: the learner container plus the controller sidecar as a *native sidecar* (an init
 container with ``restartPolicy: Always``, Kubernetes 1.29+), sharing ``/job``. Per job a Secret that only
@@ -16,11 +16,8 @@ from typing import Any, TypedDict
 import kubernetes_validate
 import kubernetes_validate.utils
 
-from learnerkit.scheduler.deployment import (
-    JobDeployment,
-    LearnerDeployment,
-    distributed_env,
-)
+from learnerkit.pair.spec import PairSpec
+from learnerkit.scheduler.deployment import JobDeployment, distributed_env
 from learnerkit.scheduler.errors import InvalidObjectError
 
 KUBERNETES_VERSION = "1.30"
@@ -101,7 +98,7 @@ def _quantity_cpu(cpus: float) -> str:
     return f"{math.ceil(cpus * 1000)}m"
 
 
-def learner_resources(learner: LearnerDeployment) -> dict[str, dict[str, str]]:
+def learner_resources(learner: PairSpec) -> dict[str, dict[str, str]]:
     """Requests equal limits (Guaranteed QoS for the learner); GPUs are an extended resource (limit only)."""
     limits: dict[str, str] = {}
     if learner.cpus:
@@ -118,7 +115,7 @@ def _env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"name": name, "value": value} for name, value in sorted(env.items())]
 
 
-def learner_container(job: JobDeployment, learner: LearnerDeployment) -> dict[str, Any]:
+def learner_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
     """The learner: no credentials, no service account token, nothing of the Secret."""
     env = {
         "JOB_ID": learner.job_id,
@@ -152,7 +149,7 @@ def learner_container(job: JobDeployment, learner: LearnerDeployment) -> dict[st
     return container
 
 
-def sidecar_container(job: JobDeployment, learner: LearnerDeployment) -> dict[str, Any]:
+def sidecar_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
     """The native sidecar: started before the learner, kept running, stopped after it."""
     # A native sidecar that exits is restarted, so it must stay up after the learner ends.
     config = {
@@ -185,12 +182,12 @@ def sidecar_container(job: JobDeployment, learner: LearnerDeployment) -> dict[st
     }
 
 
-def termination_grace_s(learner: LearnerDeployment) -> int:
+def termination_grace_s(learner: PairSpec) -> int:
     """Kubelet stops the learner first, then the sidecar: both budgets must fit in the grace period."""
     return math.ceil(learner.halt_grace_s + learner.shutdown_deadline_s) + STOP_MARGIN_S
 
 
-def _gpu_scheduling(learner: LearnerDeployment) -> dict[str, Any]:
+def _gpu_scheduling(learner: PairSpec) -> dict[str, Any]:
     if not learner.gpus:
         return {}
     spec: dict[str, Any] = {
@@ -204,7 +201,7 @@ def _gpu_scheduling(learner: LearnerDeployment) -> dict[str, Any]:
     return spec
 
 
-def learner_pod(job: JobDeployment, learner: LearnerDeployment) -> KubeObject:
+def learner_pod(job: JobDeployment, learner: PairSpec) -> KubeObject:
     labels = {
         **job_labels(job.job_id),
         "app.kubernetes.io/component": "learner",
@@ -252,7 +249,7 @@ def sidecar_secret(job: JobDeployment) -> KubeObject:
         "metadata": _meta(job.secret_name, job.namespace, job_labels(job.job_id)),
         "type": "Opaque",
         "immutable": True,
-        "stringData": job.learners[0].secrets.env(),
+        "stringData": job.learners[0].endpoints.env(),
     }
 
 

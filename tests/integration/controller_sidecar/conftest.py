@@ -10,13 +10,14 @@ from typing import Any
 import docker.errors
 import pytest
 
+from controller_sidecar.endpoints import Endpoints
 from controller_sidecar.settings import EtcdSettings
 from controller_sidecar.status import Phase, StatusRecord
 from learnerkit.common import engine
 from learnerkit.dev.s3 import create_bucket
 from learnerkit.pair.docker import PairHandle, exit_code, remove_pair, start_pair
 from learnerkit.pair.etcd import job_history, learner_metrics, learner_status
-from learnerkit.pair.spec import Endpoints, PairSpec
+from learnerkit.pair.spec import PairSpec
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
 from learnerkit_build.smokedata import write_smoke_dataset
@@ -95,7 +96,7 @@ class Pairs:
             command=command,
             sidecar_config=document,
             endpoints=Endpoints(
-                etcd=self.etcd.endpoint,
+                etcd_endpoints=self.etcd.endpoint,
                 s3_endpoint_url=self.s3.endpoint_url,
                 s3_access_key=self.s3.access_key,
                 s3_secret_key=self.s3.secret_key,

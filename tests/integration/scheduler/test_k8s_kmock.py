@@ -17,6 +17,8 @@ import kubernetes.client
 import pytest
 from kmock import KubernetesEmulator, method, resource
 
+from controller_sidecar.endpoints import Endpoints
+from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler import deployment as dep
 from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
@@ -36,11 +38,11 @@ RESOURCES = {
 
 
 def make_job(job_id: str = "job-7", learners: int = 2) -> dep.JobDeployment:
-    secrets = dep.Secrets(
+    endpoints = Endpoints(
         "10.20.0.4:2379", s3_endpoint_url="http://10.30.0.5:8333", s3_access_key="AK", s3_secret_key="SK"
     )
     pods = tuple(
-        dep.LearnerDeployment(
+        PairSpec(
             job_id=job_id,
             learner_id=n,
             num_learners=learners,
@@ -48,7 +50,7 @@ def make_job(job_id: str = "job-7", learners: int = 2) -> dep.JobDeployment:
             sidecar_image="registry.local/learnerkit/sidecar:0.1.0",
             command=("python", "train.py"),
             sidecar_config={"results": {"bucket": "results", "prefix": f"{job_id}/"}},
-            secrets=secrets,
+            endpoints=endpoints,
             cpus=1,
             memory_bytes=1 << 30,
             namespace=NAMESPACE,

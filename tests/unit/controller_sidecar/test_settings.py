@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from controller_sidecar.endpoints import Endpoints
 from controller_sidecar.errors import SidecarConfigError
 from controller_sidecar.settings import load_settings
 
@@ -74,3 +75,27 @@ def test_unreadable_config_names_the_file(tmp_path: Path) -> None:
 def test_mount_mode_needs_no_data_bucket(tmp_path: Path) -> None:
     settings = settings_from({**DOC, "data": {"mode": "mount"}}, tmp_path)
     assert settings.locations.data is None and settings.locations.data_mode == "mount"
+
+
+def test_what_a_producer_puts_in_endpoints_is_what_the_sidecar_reads() -> None:
+    endpoints = Endpoints(
+        etcd_endpoints="10.0.0.1:2379,10.0.0.2:2379",
+        etcd_username="job-1",
+        etcd_password="etcd-pw",
+        s3_endpoint_url="http://s3.local:8333",
+        s3_access_key="AK",
+        s3_secret_key="SK",
+    )
+    environ = {**endpoints.env(), "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(DOC)}
+    settings = load_settings(environ)
+    assert settings.etcd.endpoints == ("10.0.0.1:2379", "10.0.0.2:2379")
+    assert (settings.etcd.username, settings.etcd.password) == ("job-1", "etcd-pw")
+    assert (settings.s3.endpoint_url, settings.s3.access_key, settings.s3.secret_key) == (
+        "http://s3.local:8333",
+        "AK",
+        "SK",
+    )
+
+
+def test_endpoints_leave_unset_values_out_of_the_environment() -> None:
+    assert Endpoints("127.0.0.1:2379").env() == {"ETCD_ENDPOINTS": "127.0.0.1:2379"}

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
+from controller_sidecar.endpoints import Endpoints
 from learnerkit.common.errors import ConfigError
+from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler import deployment as dep
 from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.errors import InvalidObjectError
 
-SECRETS = dep.Secrets(
+ENDPOINTS = Endpoints(
     etcd_endpoints="etcd.platform:2379",
     etcd_username="job-42",
     etcd_password="etcd-pw",
@@ -34,7 +36,7 @@ def make_job(
     command: tuple[str, ...] | str = ("python", "/opt/learner/smoke/train.py"),
 ) -> dep.JobDeployment:
     pods = tuple(
-        dep.LearnerDeployment(
+        PairSpec(
             job_id="job-42",
             learner_id=n,
             num_learners=learners,
@@ -42,7 +44,7 @@ def make_job(
             sidecar_image="registry.local/learnerkit/sidecar:0.1.0",
             command=command,
             sidecar_config={"data": {"mode": "copy", "bucket": "training-data", "prefix": "mnist/"}},
-            secrets=SECRETS,
+            endpoints=ENDPOINTS,
             learner_env={"EPOCHS": "3"},
             cpus=1.5,
             memory_bytes=4 << 30,
@@ -192,7 +194,7 @@ def test_secret_is_referenced_by_the_sidecar_only() -> None:
     job = make_job(2)
     objects = ko.job_objects(job)
     (secret,) = by_kind(objects, "Secret")
-    assert secret["stringData"] == SECRETS.env()
+    assert secret["stringData"] == ENDPOINTS.env()
     assert set(secret["stringData"].values()) >= SECRET_VALUES
     for pod in by_kind(objects, "Pod"):
         sidecar, learner = containers(pod)["sidecar"], containers(pod)["learner"]
@@ -304,6 +306,6 @@ def test_distributed_job_with_one_learner_is_refused() -> None:
 
 def test_learners_must_share_the_sidecar_credentials() -> None:
     job = make_job(2)
-    other = replace(job.learners[1], secrets=replace(SECRETS, s3_secret_key="other"))
+    other = replace(job.learners[1], endpoints=replace(ENDPOINTS, s3_secret_key="other"))
     with pytest.raises(ConfigError, match="credentials"):
         replace(job, learners=(job.learners[0], other))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from learnerkit import __version__
-from learnerkit.dev.cli import dev_group
-from learnerkit.pair.cli import sidecar_group
-from learnerkit.scheduler.cli import job_group
-from learnerkit.scheduler.cli_server import scheduler_group
-from learnerkit_build.cli import framework_group, image_group
+from learnerkit.dev.cli_dev import dev_group
+from learnerkit.pair.cli_sidecar import sidecar_group
+from learnerkit.scheduler.cli_job import job_group
+from learnerkit.scheduler.cli_scheduler import scheduler_group
+from learnerkit_build.cli_framework import framework_group
+from learnerkit_build.cli_image import image_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -28,7 +28,8 @@ from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobState
 from learnerkit.scheduler.facade import JobView, LogChunk
 from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobstore import JobStore
-from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest, parse_manifest
+from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
+from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
 from learnerkit.scheduler.planning import Platform, endpoints_for, outputs_prefix, plan_job
 from learnerkit.scheduler.tracking import Tracked

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from learnerkit.scheduler.errors import JobNotFoundError, JobStateError
 from learnerkit.scheduler.facade import JobView, LearnerView, LogChunk
-from learnerkit.scheduler.manifest import parse_manifest
+from learnerkit.scheduler.manifest_parser import parse_manifest
 
 TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
 RUNNING = {"PENDING", "DOWNLOADING", "PROCESSING", "STORING"}

@@ -9,9 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from learnerkit.cli import cli
-from learnerkit.scheduler.cli import framework_catalog
+from learnerkit.scheduler.cli_job import framework_catalog
 from learnerkit.scheduler.errors import ManifestError
-from learnerkit.scheduler.manifest import DistributedMode, JobManifest, load_manifest, parse_manifest
+from learnerkit.scheduler.manifest import DistributedMode, JobManifest
+from learnerkit.scheduler.manifest_parser import load_manifest, parse_manifest
 from learnerkit.scheduler.units import format_size, parse_size
 
 REPO = Path(__file__).resolve().parents[3]

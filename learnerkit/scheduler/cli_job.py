@@ -1,7 +1,8 @@
-"""`learnerkit job submit|list|status|logs|halt|resume|cancel`: talk to the scheduler's REST API.
+"""`learnerkit job ...`: argument parsing and printing only; the work is in the scheduler's modules.
 
-The server comes from ``--url`` / ``$LEARNERKIT_SCHEDULER_URL``, the tenant's token from ``--token`` /
-``$LEARNERKIT_TOKEN``. ``--follow`` shows the job live until it ends and exits 1 when it ends FAILED.
+`validate` works offline; the other verbs talk to the scheduler's REST API. The server comes from ``--url`` /
+``$LEARNERKIT_SCHEDULER_URL``, the tenant's token from ``--token`` / ``$LEARNERKIT_TOKEN``. ``--follow`` shows
+the job live until it ends and exits 1 when it ends FAILED.
 """
 
 from __future__ import annotations
@@ -16,13 +17,20 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.markup import escape
+from rich.table import Table
 
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, output_option, to_jsonable
+from learnerkit.common.project import find_project_root
+from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.client import SchedulerClient
-from learnerkit.scheduler.errors import ManifestRejectedError
+from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError
 from learnerkit.scheduler.facade import JobView
 from learnerkit.scheduler.jobviews import job_details, jobs_table, styled_status, watch_job
+from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
+from learnerkit.scheduler.manifest_parser import load_manifest
+from learnerkit.scheduler.units import format_size
+from learnerkit_build.matrix import load_matrix
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,11 +56,16 @@ def connected(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+@click.group("job")
+def job_group() -> None:
+    """Check and run training jobs described by FfDL manifests."""
+
+
 follow_option = click.option("--follow", "-f", is_flag=True, help="show the job live until it ends")
 interval_option = click.option("--interval", type=float, default=2.0, hidden=True, help="seconds between polls")
 
 
-@click.command("submit")
+@job_group.command("submit")
 @click.argument("manifest", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @follow_option
 @interval_option
@@ -66,7 +79,7 @@ def submit(manifest: Path, follow: bool, interval: float, client: SchedulerClien
         emit(output, job, lambda: console.print(f"submitted job [bold]{job.job_id}[/]: {styled_status(job.status)}"))
 
 
-@click.command("list")
+@job_group.command("list")
 @connected
 def list_jobs(client: SchedulerClient, output: str) -> None:
     """The tenant's jobs."""
@@ -74,7 +87,7 @@ def list_jobs(client: SchedulerClient, output: str) -> None:
     emit(output, jobs, lambda: console.print(jobs_table(jobs)))
 
 
-@click.command("status")
+@job_group.command("status")
 @click.argument("job_id")
 @follow_option
 @interval_option
@@ -88,7 +101,7 @@ def status(job_id: str, follow: bool, interval: float, client: SchedulerClient, 
         emit(output, job, lambda: console.print(job_details(job)))
 
 
-@click.command("logs")
+@job_group.command("logs")
 @click.argument("job_id")
 @click.option("--follow", "-f", is_flag=True, help="keep printing until the job has finished")
 @click.option("--learner", type=click.IntRange(min=1), default=1, show_default=True, help="1-based learner id")
@@ -127,7 +140,7 @@ def _chunk_json(data: bytes) -> dict[str, str]:
 
 
 def _verb(name: str, call: Callable[[SchedulerClient, str], JobView], help_text: str) -> click.Command:
-    @click.command(name, help=help_text)
+    @job_group.command(name, help=help_text)
     @click.argument("job_id")
     @connected
     def command(job_id: str, client: SchedulerClient, output: str) -> None:
@@ -140,7 +153,6 @@ def _verb(name: str, call: Callable[[SchedulerClient, str], JobView], help_text:
 halt = _verb("halt", SchedulerClient.halt, "Checkpoint and stop JOB_ID; `resume` starts it again from there.")
 resume = _verb("resume", SchedulerClient.resume, "Queue a HALTED or FAILED JOB_ID again from its latest checkpoint.")
 cancel = _verb("cancel", SchedulerClient.cancel, "Stop JOB_ID without a checkpoint; it ends CANCELLED.")
-JOB_COMMANDS = (submit, list_jobs, status, logs, halt, resume, cancel)
 
 
 def _follow(client: SchedulerClient, job: JobView, interval: float, output: str) -> None:
@@ -162,3 +174,75 @@ def _report_rejected(output: str, error: ManifestRejectedError) -> NoReturn:
         err_console.print(f"[bold red]error:[/] the scheduler refused the manifest: {count} problem(s)")
         err_console.print(str(error), markup=False, highlight=False, soft_wrap=True)
     raise SystemExit(1)
+
+
+@job_group.command("validate")
+@click.argument("manifest", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="project whose frameworks/ lists the frameworks a job may name [default: found from cwd]",
+)
+@output_option
+def validate(manifest: Path, root: Path | None, output: str) -> None:
+    """Check MANIFEST (an FfDL manifest.yml); print a summary, or every problem and exit 1."""
+    try:
+        job = load_manifest(manifest, framework_catalog(find_project_root(root)))
+    except ManifestError as e:
+        _report_problems(output, e)
+    except LearnerkitError as e:
+        fail(output, e)
+        return
+    emit(output, {"valid": True, "manifest": job.to_dict()}, lambda: _show(manifest, job))
+
+
+def framework_catalog(root: Path) -> FrameworkCatalog:
+    """Each framework of the matrix with every way a manifest may name its versions."""
+    catalog: dict[str, set[str]] = {}
+    for image in load_matrix(root).images:
+        names = catalog.setdefault(image.framework.name, set())
+        names.update({image.version, f"{image.version}-{image.variant_name}", image.tag})
+    return catalog
+
+
+def _report_problems(output: str, error: ManifestError) -> NoReturn:
+    if output == OutputFormat.JSON.value:
+        problems = [
+            {"file": str(p.path), "line": p.line, "field": format_field_path(p.loc), "message": p.message}
+            for p in error.problems
+        ]
+        sys.stdout.write(json.dumps({"valid": False, "problems": problems}, indent=2) + "\n")
+    else:
+        count = len(error.problems)
+        err_console.print(f"[bold red]error:[/] {count} problem{'s' if count != 1 else ''} in the manifest")
+        for problem in error.problems:
+            err_console.print(str(problem), markup=False, highlight=False, soft_wrap=True)
+    raise SystemExit(1)
+
+
+def _show(path: Path, job: JobManifest) -> None:
+    r = job.resources
+    table = Table(title=f"{path}: valid", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("name", job.name)
+    table.add_row("framework", f"{job.framework.name} {job.framework.version}")
+    if job.image:
+        table.add_row("image", job.image)
+    gpus = f"{r.gpus} gpus" + (f" ({r.gpu_type})" if r.gpu_type else "")
+    table.add_row("learners", f"{r.learners} x {r.cpus:g} cpus, {gpus}, {format_size(r.memory_bytes)} memory")
+    for store in job.data_stores:
+        used = ", ".join(
+            f"{role} {container}"
+            for role, container in (("data", store.training_data), ("results", store.training_results))
+            if container
+        )
+        table.add_row("data store", f"{store.id} ({store.type}, {store.mode}): {used}")
+    ext = job.extensions
+    table.add_row(
+        "scheduling",
+        f"tenant {ext.tenant}, queue {ext.queue}, priority {ext.priority}, distributed {ext.distributed.value}",
+    )
+    table.add_row("command", job.framework.command)
+    console.print(table)

@@ -104,7 +104,7 @@ class ImageSpec(BaseModel):
 
     @property
     def tag(self) -> str:
-        """The image tag of DESIGN.md: `<version>-<variant>-py<python>`."""
+        """The image tag (docs/images.md): `<version>-<variant>-py<python>`."""
         return f"{self.version}-{self.variant_name}-py{self.python}"
 
     def repository(self, registry: str | None = None) -> str:

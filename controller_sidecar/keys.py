@@ -1,4 +1,4 @@
-"""The etcd key layout of DESIGN.md, in one place: ``/learnerkit/jobs/<job_id>/...``."""
+"""The etcd key layout (docs/architecture.md), in one place: ``/learnerkit/jobs/<job_id>/...``."""
 
 from __future__ import annotations
 

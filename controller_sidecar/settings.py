@@ -36,7 +36,7 @@ _BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 @dataclass(frozen=True)
 class JobDirs:
-    """The shared volume's folders (the learner contract of DESIGN.md)."""
+    """The shared volume's folders (the learner contract, docs/architecture.md)."""
 
     root: Path = Path("/job")
 

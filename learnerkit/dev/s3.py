@@ -253,6 +253,6 @@ S3_SERVICE = Service(
     on_ready=_dev_buckets,
     exports=_dev_exports,
     start_timeout_s=READY_TIMEOUT_S,
-    # `weed server` took 25 s to exit on SIGTERM here; DESIGN.md stops it with SIGKILL. Give it a moment.
+    # `weed server` took 25 s to exit on SIGTERM here; the stop ends it with SIGKILL after a moment.
     stop_timeout_s=5.0,
 )

@@ -275,7 +275,7 @@ async def _healthz() -> Health:
 
 def _metrics_endpoint(registry: CollectorRegistry) -> Callable[[], Awaitable[Response]]:
     async def metrics() -> Response:
-        """Prometheus text from the service's registry."""
+        """Prometheus text from the scheduler's registry."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return metrics

@@ -32,7 +32,7 @@ tokens_option = click.option(
 
 @click.group("scheduler")
 def scheduler_group() -> None:
-    """Run the scheduler service and manage its tenants' tokens."""
+    """Run the scheduler and manage its tenants' tokens."""
 
 
 @scheduler_group.command("serve")

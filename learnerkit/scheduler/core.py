@@ -1,4 +1,4 @@
-"""The scheduler service: the facade the API serves, and the loop that admits, deploys and monitors jobs.
+"""The scheduler: the facade the API serves, and the loop that admits, deploys and monitors jobs.
 
 One asyncio loop runs both. State changes happen under one lock; the backend's blocking calls (Docker,
 Kubernetes) run in threads outside it. Every change is written to etcd before it is acted on, so a

@@ -1,7 +1,7 @@
 """What the REST API and the CLI see of the scheduler: jobs per tenant, and the verbs on them.
 
-The service (``learnerkit.scheduler.core``) implements :class:`SchedulerFacade`; the API layer depends only
-on this module, so it is tested against a fake and the service against real etcd and Docker.
+The scheduler (``learnerkit.scheduler.core``) implements :class:`SchedulerFacade`; the API layer depends only
+on this module, so it is tested against a fake and the scheduler against real etcd and Docker.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         resolve_image=catalog.resolve,
     )
     store = JobStore(root=settings.etcd.root)
-    service = Scheduler(store, backend, options)
+    scheduler = Scheduler(store, backend, options)
     etcd_settings = SidecarEtcdSettings(
         endpoints=settings.etcd.endpoints,
         username=settings.etcd.username,
@@ -78,9 +78,9 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
     async def lifespan() -> AsyncIterator[None]:
         etcd = await EtcdStore.connect(etcd_settings)
         store.attach(etcd)
-        await service.rebuild()
+        await scheduler.rebuild()
         stop = asyncio.Event()
-        loop = asyncio.create_task(service.run(stop), name="scheduler loop")
+        loop = asyncio.create_task(scheduler.run(stop), name="scheduler loop")
         try:
             yield
         finally:
@@ -88,4 +88,4 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             await loop
             await etcd.close()
 
-    return HostedScheduler(facade=service, registry=service.metrics.registry, lifespan=lifespan)
+    return HostedScheduler(facade=scheduler, registry=scheduler.metrics.registry, lifespan=lifespan)

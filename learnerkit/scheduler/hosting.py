@@ -1,6 +1,6 @@
-"""What `learnerkit scheduler serve` needs from the service: its facade, metrics registry and lifespan.
+"""What `learnerkit scheduler serve` needs from the scheduler: its facade, metrics registry and lifespan.
 
-The service module (``learnerkit.scheduler.hosted``) provides ``create_scheduler(settings) -> HostedScheduler``;
+The module ``learnerkit.scheduler.hosted`` provides ``create_scheduler(settings) -> HostedScheduler``;
 the API layer never imports it, so the API is tested against a fake facade.
 """
 
@@ -28,4 +28,4 @@ class HostedScheduler:
 
 
 SchedulerFactory = Callable[[SchedulerSettings], HostedScheduler]
-"""Builds the service from settings without doing I/O; the I/O belongs in the lifespan."""
+"""Builds the scheduler from settings without doing I/O; the I/O belongs in the lifespan."""

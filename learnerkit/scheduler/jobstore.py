@@ -1,6 +1,6 @@
 """Jobs in etcd: what the scheduler writes (spec, status, history) and reads (the learners' statuses).
 
-Layout (DESIGN.md): ``/learnerkit/jobs/<id>/spec`` (the validated manifest without credentials, plus the
+Layout (docs/architecture.md): ``/learnerkit/jobs/<id>/spec`` (the validated manifest without credentials, plus the
 tenant), ``status`` (:class:`JobState`), ``history/job-<n>``, and the sidecars' ``learners/<n>/...``. The
 manifest as submitted, credentials included, is kept apart under ``/learnerkit/credentials/<id>``: the
 scheduler needs it to redeploy the job after a restart; nothing else reads it.

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 
 from learnerkit.scheduler.jobstate import JobStatus
 
-PREFIX = "learnerkit.scheduler"
+PREFIX = "learnerkit_scheduler"
 
 
 class SchedulerMetrics:

@@ -1,4 +1,4 @@
-"""The scheduler service's settings, grouped by what they configure; `SchedulerSettings.from_env` reads them.
+"""The scheduler's settings, grouped by what they configure; `SchedulerSettings.from_env` reads them.
 
 Each field names its environment variable. Where the sidecar reads the same thing (etcd, S3) the variable is the
 same one, so one environment serves both. Secrets come only from the environment, never from the command line,

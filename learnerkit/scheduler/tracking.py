@@ -1,4 +1,4 @@
-"""What the service keeps in memory per job: its record (mirrored in etcd), its parsed manifest, and what
+"""What the scheduler keeps in memory per job: its record (mirrored in etcd), its parsed manifest, and what
 the monitor last saw of its learners. All of it is rebuilt from etcd after a restart."""
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ class DockerBackend:
 
 @contextmanager
 def _engine_errors(action: str) -> Iterator[None]:
-    """The engine's errors as BackendError: the service retries them on its next step."""
+    """The engine's errors as BackendError: the scheduler retries them on its next step."""
     try:
         yield
     except (docker.errors.DockerException, requests.exceptions.RequestException) as e:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from learnerkit.scheduler.errors import SchedulerError, SettingsError
-from learnerkit.scheduler.server import load_service_factory
+from learnerkit.scheduler.server import load_scheduler_factory
 from learnerkit.scheduler.settings import BackendKind, SchedulerSettings
 
 
@@ -71,7 +71,7 @@ def test_serve_loads_the_real_service_and_refuses_a_backend_it_cannot_run(
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     from learnerkit.scheduler.core import Scheduler
 
-    hosted = load_service_factory()(SchedulerSettings.from_env({}))
+    hosted = load_scheduler_factory()(SchedulerSettings.from_env({}))
     assert isinstance(hosted.facade, Scheduler) and hosted.registry is hosted.facade.metrics.registry
     no_cluster = {"LEARNERKIT_SCHEDULER_BACKEND": "kubernetes", "KUBECONFIG": str(tmp_path / "none")}
     with pytest.raises(SchedulerError, match="no Kubernetes configuration"):

@@ -34,7 +34,8 @@ PAIR_TIMEOUT_S = 300.0
 @pytest.fixture(scope="session")
 def sidecar_image(build_inputs: BuildInputs) -> str:
     """The sidecar image, built now unless `make images` already built these exact inputs."""
-    return build_sidecar(REPO, build_inputs, lambda line: None).reference
+    built = build_sidecar(REPO, build_inputs, lambda line: None)
+    return built.immutable_reference or built.reference
 
 
 @pytest.fixture(scope="session")

@@ -127,10 +127,11 @@ def scheduler_buckets(s3_server: Any, tmp_path_factory: pytest.TempPathFactory) 
 @pytest.fixture(scope="session")
 def service_options(etcd_server: Any, build_inputs: BuildInputs) -> SchedulerOptions:
     catalog = ImageCatalog(REPO)
+    sidecar = build_sidecar(REPO, build_inputs, lambda line: None)
     return SchedulerOptions(
         platform=Platform(
             etcd_endpoints=etcd_server.endpoint,
-            sidecar_image=build_sidecar(REPO, build_inputs, lambda line: None).reference,
+            sidecar_image=sidecar.immutable_reference or sidecar.reference,
         ),
         catalog=catalog.frameworks(),
         resolve_image=catalog.resolve,

@@ -36,7 +36,7 @@ def default_folder() -> Path:
 )
 @click.pass_context
 def dev_group(ctx: click.Context, state_dir: Path | None) -> None:
-    """Local services for development and the demo: etcd, SeaweedFS (S3), optionally Prometheus."""
+    """Local services for development and the demo: etcd, SeaweedFS (S3), the scheduler, Prometheus."""
     ctx.obj = DevServices((state_dir or default_folder()).absolute())
 
 

@@ -30,7 +30,6 @@ from learnerkit.scheduler.jobviews import job_details, jobs_table, styled_status
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import load_manifest
 from learnerkit.scheduler.units import format_size
-from learnerkit_build.matrix import load_matrix
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -199,6 +198,8 @@ def validate(manifest: Path, root: Path | None, output: str) -> None:
 
 def framework_catalog(root: Path) -> FrameworkCatalog:
     """Each framework of the matrix with every way a manifest may name its versions."""
+    from learnerkit_build.matrix import load_matrix  # imported here: only `validate` pays for the build tool
+
     catalog: dict[str, set[str]] = {}
     for image in load_matrix(root).images:
         names = catalog.setdefault(image.framework.name, set())

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -60,14 +61,17 @@ def test_failed_build_leaves_no_tag_and_shows_the_log_tail(scratch_project: Path
 
 
 def test_interrupted_build_leaves_no_tag(scratch_project: Path, image_cleanup: list[str]) -> None:
-    framework_with_step(scratch_project, "slow", "echo slow-step-started && sleep 120", image_cleanup)
+    # The marker is printed by the step, not found in its command line (BuildKit echoes the command as the
+    # step's name), and the run id keeps BuildKit's cache from answering the step without running it.
+    run_id = uuid.uuid4().hex
+    framework_with_step(scratch_project, "slow", f"echo slow-step-$((6 * 7))-{run_id} && sleep 120", image_cleanup)
     argv = [*LEARNERKIT, "image", "build", "slow:1.0-cpu", "--root", str(scratch_project), "--no-ca-bundle"]
     log = scratch_project / "build.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200"})
         try:
             wait_until(
-                lambda: b"slow-step-started" in log.read_bytes() or proc.poll() is not None,
+                lambda: f"slow-step-42-{run_id}".encode() in log.read_bytes() or proc.poll() is not None,
                 timeout=300,
                 message="the slow step",
             )

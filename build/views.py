@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 
 from learnerkit.common import engine
-from learnerkit.common.output import console
+from learnerkit.common.output import console, keep_whole
 from learnerkit_build.images import HASH_LABEL, BuildResult, base_ref_for
 from learnerkit_build.lint import LintReport
 from learnerkit_build.spec import ImageSpec
@@ -47,7 +47,7 @@ def image_table(rows: list[dict[str, Any]]) -> Table:
     for row in rows:
         built = {True: "[green]yes[/]", False: "no", None: "?"}[row["built"]]
         table.add_row(row["spec"], row["reference"], row["accelerator"], row["python"], row["base"], built)
-    return table
+    return keep_whole(table, "spec", "reference")
 
 
 def build_table(results: list[BuildResult]) -> Table:
@@ -58,7 +58,7 @@ def build_table(results: list[BuildResult]) -> Table:
         if result.reason:
             status += f": {result.reason}"
         table.add_row(result.spec, status, result.reference, (result.inputs_hash or "")[:12], f"{result.seconds:.1f}")
-    return table
+    return keep_whole(table, "spec", "reference", "inputs hash")
 
 
 def simple_table(rows: list[dict[str, Any]]) -> Table:
@@ -106,7 +106,7 @@ def test_table(reports: list[Any]) -> Table:
         for check in report.checks:
             colour = {"pass": "green", "fail": "red", "skip": "yellow"}[check.status]
             table.add_row(report.spec, check.name, f"[{colour}]{check.status}[/]", check.detail)
-    return table
+    return keep_whole(table, "image", "check", "result")
 
 
 def lint_table(reports: list[LintReport]) -> Table:

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 from learnerkit.common.errors import LearnerkitError
 
@@ -81,3 +83,19 @@ def handles_errors(func: F) -> F:
             fail(kwargs.get("output", "table"), e)
 
     return wrapper  # type: ignore[return-value]
+
+
+def keep_whole(table: Table, *headers: str) -> Table:
+    """Never shorten what a user copies (ids, references): those columns neither wrap nor end in an ellipsis
+    at any terminal width; every other column folds its text onto more lines rather than cutting it."""
+    for column in table.columns:
+        if column.header in headers:
+            column.no_wrap = True
+            column.min_width = max([_cell_width(cell) for cell in column.cells] + [_cell_width(column.header)])
+        else:
+            column.overflow = "fold"
+    return table
+
+
+def _cell_width(cell: object) -> int:
+    return Text.from_markup(cell).cell_len if isinstance(cell, str) else 0

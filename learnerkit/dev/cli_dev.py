@@ -11,7 +11,7 @@ from rich.table import Table
 
 from controller_sidecar.settings import S3Settings
 from learnerkit.common.errors import ConfigError
-from learnerkit.common.output import console, emit, err_console, handles_errors, output_option
+from learnerkit.common.output import console, emit, err_console, handles_errors, keep_whole, output_option
 from learnerkit.common.project import find_project_root
 from learnerkit.dev.credentials import ACCESS_KEY_VAR, SECRET_KEY_VAR
 from learnerkit.dev.environment import DEFAULT_FOLDER, FOLDER_ENV, DevServices, ServiceStatus
@@ -45,7 +45,7 @@ def status_table(rows: list[ServiceStatus]) -> Table:
     for row in rows:
         healthy = "[green]yes[/]" if row.healthy else "[red]no[/]"
         table.add_row(row.name, row.state, str(row.pid or ""), row.endpoint or "", healthy, row.action or "")
-    return table
+    return keep_whole(table, "service", "state", "pid", "endpoint")
 
 
 @dev_group.command("up")

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from learnerkit.common.errors import LearnerkitError
-from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, output_option
+from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, keep_whole, output_option
 from learnerkit.scheduler.auth import add_token, read_tokens, revoke
 from learnerkit.scheduler.errors import TokensFileError
 from learnerkit.scheduler.server import serve
@@ -121,6 +121,6 @@ def token_list(tokens: Path, output: str) -> None:
             table.add_column(column)
         for row in rows:
             table.add_row(*(escape(row[c]) for c in ("id", "tenant", "created_at")))
-        console.print(table)
+        console.print(keep_whole(table, "id", "tenant"))
 
     emit(output, rows, show)

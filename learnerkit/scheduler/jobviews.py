@@ -6,13 +6,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from learnerkit.common.output import to_jsonable
+from learnerkit.common.output import keep_whole, to_jsonable
 from learnerkit.scheduler.facade import JobView, LearnerView
 
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "HALTED", "CANCELLED"})
@@ -28,9 +29,11 @@ def format_metrics(metrics: dict[str, float]) -> str:
     return ", ".join(f"{name}={value:.6g}" for name, value in sorted(metrics.items()))
 
 
-def jobs_table(jobs: list[JobView]) -> Table:
+def jobs_table(jobs: list[JobView], now: datetime | None = None) -> Table:
+    """One row per job; the job id is never shortened, so it can be copied at any terminal width."""
+    now = now or datetime.now(UTC)
     table = Table(title="jobs", title_justify="left")
-    for column in ("job", "name", "status", "learners", "gpus", "submitted", "reason"):
+    for column in ("job", "name", "status", "learners", "gpus", "age", "reason"):
         table.add_column(column)
     for job in jobs:
         table.add_row(
@@ -39,10 +42,23 @@ def jobs_table(jobs: list[JobView]) -> Table:
             styled_status(job.status),
             str(len(job.learners)),
             str(job.gpus),
-            escape(job.submitted_at),
+            age(job.submitted_at, now),
             escape(job.reason),
         )
-    return table
+    return keep_whole(table, "job", "status", "learners", "gpus", "age")
+
+
+def age(timestamp: str, now: datetime) -> str:
+    """How long ago an ISO-8601 time was, in its largest unit (``42s``, ``5m``, ``3h``, ``2d``)."""
+    try:
+        then = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return "?"
+    seconds = max(0, int((now - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def job_details(job: JobView) -> RenderableType:
@@ -62,6 +78,7 @@ def job_details(job: JobView) -> RenderableType:
         summary.add_row("restarts", str(job.restarts))
     if job.results:
         summary.add_row("results", escape(job.results))
+    keep_whole(summary)
     if not job.learners:
         return summary
     return Group(summary, _learners_table(job.learners))
@@ -80,7 +97,7 @@ def _learners_table(learners: tuple[LearnerView, ...]) -> Table:
             escape(learner.message),
             escape(format_metrics(learner.metrics)),
         )
-    return table
+    return keep_whole(table)
 
 
 def watch_job(

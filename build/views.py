@@ -6,7 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich import box
+from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from learnerkit.common import engine
 from learnerkit.common.output import console, keep_whole
@@ -42,23 +45,27 @@ def image_rows(images: Sequence[ImageSpec]) -> list[dict[str, Any]]:
     return rows
 
 
-def image_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table("spec", "reference", "accel", "python", "base", "built", title="learner images")
+def image_table(rows: list[dict[str, Any]]) -> RenderableType:
+    """Spec and reference whole (both are copied: one into `learnerkit image ...`, one into `docker run`) in 80
+    columns; the accelerator is in the spec's variant, and the bases, shared by many images, follow the table."""
+    table = Table("spec", "reference", "python", "built", title="learner images", box=box.SIMPLE_HEAD, pad_edge=False)
     for row in rows:
         built = {True: "[green]yes[/]", False: "no", None: "?"}[row["built"]]
-        table.add_row(row["spec"], row["reference"], row["accelerator"], row["python"], row["base"], built)
-    return keep_whole(table, "spec", "reference")
+        table.add_row(row["spec"], row["reference"], row["python"], built)
+    bases = sorted({str(row["base"]) for row in rows})
+    return Group(keep_whole(table, "spec", "reference", "python", "built"), Text("bases: " + ", ".join(bases)))
 
 
-def build_table(results: list[BuildResult]) -> Table:
-    table = Table("spec", "status", "reference", "inputs hash", "seconds", title="build")
+def build_table(results: list[BuildResult]) -> RenderableType:
+    """What each build did, in 80 columns; why an image was skipped follows the table."""
+    table = Table("spec", "status", "reference", "seconds", title="build", box=box.SIMPLE_HEAD, pad_edge=False)
     colours = {"built": "green", "cached": "cyan", "skipped": "yellow"}
     for result in results:
-        status = f"[{colours[result.status]}]{result.status}[/]"
-        if result.reason:
-            status += f": {result.reason}"
-        table.add_row(result.spec, status, result.reference, (result.inputs_hash or "")[:12], f"{result.seconds:.1f}")
-    return keep_whole(table, "spec", "reference", "inputs hash")
+        table.add_row(
+            result.spec, f"[{colours[result.status]}]{result.status}[/]", result.reference, f"{result.seconds:.1f}"
+        )
+    reasons = [Text(f"{result.spec}: {result.reason}") for result in results if result.reason]
+    return Group(keep_whole(table, "spec", "status", "reference", "seconds"), *reasons)
 
 
 def simple_table(rows: list[dict[str, Any]]) -> Table:

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from controller_sidecar import keys
 from controller_sidecar.control import LearnerExit, read_exit, signal_halt, signal_start
@@ -60,6 +60,8 @@ class Sidecar:
         self.cgroup = LearnerCgroup(settings.learner_cgroup_dir) if settings.learner_cgroup_dir else None
         self.parser = MetricsParser(parse_evaluation_metrics(settings.evaluation_metrics))
         self._terminated_at: float | None = None
+        self._last_metrics: asyncio.Task[None] | None = None
+        """Follows the learner's metrics; after PROCESSING it retries the last ones until etcd has them."""
 
     async def run(self) -> Phase | None:
         """Run the lifecycle; the terminal phase reported, or None when stopped before etcd answered."""
@@ -84,7 +86,7 @@ class Sidecar:
                 self.settings.job_id, self.settings.learner_id, self.settings.etcd.lease_ttl_s, self.settings.etcd.root
             ):
                 phase = await self._lifecycle(reporter, etcd)
-                await reporter.flush(self._remaining(default=60.0))
+                await self._flush(reporter, self._remaining(default=60.0))
                 if not self.settings.exit_when_done:
                     await self.terminate.wait()
                 return phase
@@ -92,6 +94,7 @@ class Sidecar:
             watcher.cancel()
             heartbeat.cancel()
             await asyncio.gather(watcher, heartbeat, return_exceptions=True)
+            await self._stop_last_metrics()
             delivered = await reporter.flush(self._remaining(default=10.0))
             if not delivered:
                 LOGGER.error("status updates still queued at exit; they stay in %s for the next start", dirs.control)
@@ -124,11 +127,11 @@ class Sidecar:
         stop_processing = asyncio.Event()
         shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
         store = await self._s3()
+        self._last_metrics = asyncio.create_task(
+            follow_metrics(settings, self.parser, self.metrics, self._publisher(etcd), stop_processing)
+        )
         followers = [
             asyncio.create_task(shipper.run(stop_processing)),
-            asyncio.create_task(
-                follow_metrics(settings, self.parser, self.metrics, self._publisher(etcd), stop_processing)
-            ),
             asyncio.create_task(periodic_checkpoints(settings, store, self.metrics, stop_processing)),
             asyncio.create_task(sample_resources(settings, self.metrics, stop_processing)),
         ]
@@ -150,6 +153,24 @@ class Sidecar:
         if self._terminated_at is not None and outcome.phase is Phase.HALTED:
             outcome = Outcome(outcome.phase, outcome.error_code, f"terminated: {outcome.message}", outcome.exit_code)
         return self._finish(reporter, outcome)
+
+    async def _flush(self, reporter: StatusReporter, timeout_s: float) -> None:
+        """Wait, at most ``timeout_s``, until the last metrics and every queued status are in etcd."""
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(reporter.flush(timeout_s))}
+        if self._last_metrics is not None:
+            waits.add(self._last_metrics)
+        await asyncio.wait(waits, timeout=timeout_s)
+
+    async def _stop_last_metrics(self) -> None:
+        task = self._last_metrics
+        if task is None:
+            return
+        if not task.done():
+            LOGGER.error("the last metrics were not in etcd before the sidecar stopped")
+            task.cancel()
+        for result in await asyncio.gather(task, return_exceptions=True):
+            if isinstance(result, Exception):
+                LOGGER.error("following the metrics failed: %r", result)
 
     def _report(self, reporter: StatusReporter, phase: Phase, message: str = "") -> None:
         """Report ``phase`` unless a restarted sidecar already did (phases are reported once)."""

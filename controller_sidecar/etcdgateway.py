@@ -119,7 +119,14 @@ class Gateway:
 
     async def stream(self, path: str, body: Mapping[str, Any], what: str) -> AsyncGenerator[Json, None]:
         """POST ``body`` to a streaming ``/v3/<path>`` and yield each message's ``result`` until the caller stops."""
-        response = await self._in_thread(self._open_stream, path, body, what)
+        opening = asyncio.get_running_loop().run_in_executor(
+            self._executor, functools.partial(self._open_stream, path, body, what)
+        )
+        try:
+            response = await asyncio.shield(opening)
+        except asyncio.CancelledError:  # the stream opens anyway: cut it once it has
+            opening.add_done_callback(_shut_when_open)
+            raise
         self._streams.add(response)
         pending = b""
         try:
@@ -232,6 +239,11 @@ def _json(data: bytes, what: str) -> Json:
     if not isinstance(answer, dict):
         raise PermanentError(f"{what}: etcd sent {type(answer).__name__}, not an object")
     return answer
+
+
+def _shut_when_open(opening: asyncio.Future[BaseHTTPResponse]) -> None:
+    if opening.exception() is None:
+        _shut(opening.result())
 
 
 def _shut(response: BaseHTTPResponse) -> None:

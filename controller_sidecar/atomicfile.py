@@ -23,7 +23,8 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o664) -> None:
+def write_atomic(path: Path, data: bytes, mode: int = 0o664, *, durable: bool = True) -> None:
+    """``durable=False`` skips both fsyncs: the file still survives the process (not the host) dying."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     temp = Path(temp_name)
@@ -33,13 +34,15 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o664) -> None:
             while view:
                 view = view[os.write(fd, view) :]
             os.fchmod(fd, mode)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         temp.replace(path)
     finally:
         temp.unlink(missing_ok=True)  # only still there when something failed before the rename
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def write_json_atomic(path: Path, document: Any) -> None:

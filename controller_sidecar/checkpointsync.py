@@ -17,13 +17,17 @@ import tempfile
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller_sidecar.atomicfile import fsync_dir, write_json_atomic
 from controller_sidecar.download import download_prefix
 from controller_sidecar.errors import TransferError
 from controller_sidecar.retry import Backoff, retry_sync
-from controller_sidecar.s3store import RemoteObject, S3Store
+from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
+
+if TYPE_CHECKING:
+    from controller_sidecar.s3store import S3Store
 
 LOGGER = logging.getLogger(__name__)
 MARKER = ".complete"

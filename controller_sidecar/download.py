@@ -17,13 +17,17 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller_sidecar.atomicfile import write_json_atomic
 from controller_sidecar.errors import TransientError
 from controller_sidecar.retry import Backoff, retry_sync
-from controller_sidecar.s3store import PARTIAL_SUFFIX, RemoteObject, S3Store
+from controller_sidecar.s3objects import PARTIAL_SUFFIX, RemoteObject
 from controller_sidecar.safepaths import safe_destination
 from controller_sidecar.settings import S3Location
+
+if TYPE_CHECKING:
+    from controller_sidecar.s3store import S3Store
 
 LOGGER = logging.getLogger(__name__)
 STATE_FLUSH_S = 0.5

@@ -8,6 +8,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller_sidecar.checkpointsync import upload_checkpoints
 from controller_sidecar.clock import event_or_timeout
@@ -15,8 +16,10 @@ from controller_sidecar.errors import SidecarError
 from controller_sidecar.inputs import transfer_backoff
 from controller_sidecar.prom import SidecarMetrics, TransferKind
 from controller_sidecar.retry import retry_async
-from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, SidecarSettings
+
+if TYPE_CHECKING:
+    from controller_sidecar.s3store import S3Store
 
 LOGGER = logging.getLogger(__name__)
 CHECKPOINT_STATE = "upload-checkpoints.json"

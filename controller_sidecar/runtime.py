@@ -4,6 +4,9 @@
 ``halt`` key in etcd) or the sidecar's own SIGTERM both end in the same path: ``control/halt`` to the
 learner, its exit awaited within the grace period, checkpoints stored, HALTED. Every step records its
 progress under ``control/``, so a restarted sidecar goes on where the killed one stopped.
+
+Start cost: the S3 client (boto3) is imported and made on a worker thread when the sidecar first needs it,
+after its first status is queued, so the first status write never waits for it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from controller_sidecar import keys
 from controller_sidecar.control import LearnerExit, read_exit, signal_halt, signal_start
@@ -20,7 +24,7 @@ from controller_sidecar.errors import SidecarError, UnsafePathError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
 from controller_sidecar.health import HEARTBEAT_FILE
-from controller_sidecar.inputs import fetch_inputs
+from controller_sidecar.inputs import InputsReady, fetch_inputs
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
 from controller_sidecar.outputs import periodic_checkpoints, store_checkpoints, store_tree
@@ -28,10 +32,12 @@ from controller_sidecar.processing import PublishMetrics, follow_metrics, make_l
 from controller_sidecar.progress import ProgressFile
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.retry import Backoff, retry_async
-from controller_sidecar.s3store import S3Store
-from controller_sidecar.settings import SidecarSettings
+from controller_sidecar.settings import S3Settings, SidecarSettings
 from controller_sidecar.status import ErrorCode, Phase, StatusRecord
 from controller_sidecar.statusqueue import Deliver, StatusReporter
+
+if TYPE_CHECKING:
+    from controller_sidecar.s3store import S3Store
 
 LOGGER = logging.getLogger(__name__)
 EXIT_WAIT_MARGIN_S = 5.0
@@ -49,11 +55,13 @@ class Sidecar:
         self.halted = asyncio.Event()
         """Set when the job's halt key appears."""
         self.metrics = SidecarMetrics(settings.job_id, settings.learner_id)
-        self.store = S3Store(settings.s3)
+        self._store: asyncio.Task[S3Store] | None = None
         self.progress = ProgressFile(settings.dirs.control)
         self.cgroup = LearnerCgroup(settings.learner_cgroup_dir) if settings.learner_cgroup_dir else None
         self.parser = MetricsParser(parse_evaluation_metrics(settings.evaluation_metrics))
         self._terminated_at: float | None = None
+        self._last_metrics: asyncio.Task[None] | None = None
+        """Follows the learner's metrics; after PROCESSING it retries the last ones until etcd has them."""
 
     async def run(self) -> Phase | None:
         """Run the lifecycle; the terminal phase reported, or None when stopped before etcd answered."""
@@ -78,7 +86,7 @@ class Sidecar:
                 self.settings.job_id, self.settings.learner_id, self.settings.etcd.lease_ttl_s, self.settings.etcd.root
             ):
                 phase = await self._lifecycle(reporter, etcd)
-                await reporter.flush(self._remaining(default=60.0))
+                await self._flush(reporter, self._remaining(default=60.0))
                 if not self.settings.exit_when_done:
                     await self.terminate.wait()
                 return phase
@@ -86,6 +94,7 @@ class Sidecar:
             watcher.cancel()
             heartbeat.cancel()
             await asyncio.gather(watcher, heartbeat, return_exceptions=True)
+            await self._stop_last_metrics()
             delivered = await reporter.flush(self._remaining(default=10.0))
             if not delivered:
                 LOGGER.error("status updates still queued at exit; they stay in %s for the next start", dirs.control)
@@ -117,12 +126,13 @@ class Sidecar:
 
         stop_processing = asyncio.Event()
         shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
+        store = await self._s3()
+        self._last_metrics = asyncio.create_task(
+            follow_metrics(settings, self.parser, self.metrics, self._publisher(etcd), stop_processing)
+        )
         followers = [
             asyncio.create_task(shipper.run(stop_processing)),
-            asyncio.create_task(
-                follow_metrics(settings, self.parser, self.metrics, self._publisher(etcd), stop_processing)
-            ),
-            asyncio.create_task(periodic_checkpoints(settings, self.store, self.metrics, stop_processing)),
+            asyncio.create_task(periodic_checkpoints(settings, store, self.metrics, stop_processing)),
             asyncio.create_task(sample_resources(settings, self.metrics, stop_processing)),
         ]
         exit_record, halt_requested = await self._await_exit()
@@ -144,6 +154,24 @@ class Sidecar:
             outcome = Outcome(outcome.phase, outcome.error_code, f"terminated: {outcome.message}", outcome.exit_code)
         return self._finish(reporter, outcome)
 
+    async def _flush(self, reporter: StatusReporter, timeout_s: float) -> None:
+        """Wait, at most ``timeout_s``, until the last metrics and every queued status are in etcd."""
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(reporter.flush(timeout_s))}
+        if self._last_metrics is not None:
+            waits.add(self._last_metrics)
+        await asyncio.wait(waits, timeout=timeout_s)
+
+    async def _stop_last_metrics(self) -> None:
+        task = self._last_metrics
+        if task is None:
+            return
+        if not task.done():
+            LOGGER.error("the last metrics were not in etcd before the sidecar stopped")
+            task.cancel()
+        for result in await asyncio.gather(task, return_exceptions=True):
+            if isinstance(result, Exception):
+                LOGGER.error("following the metrics failed: %r", result)
+
     def _report(self, reporter: StatusReporter, phase: Phase, message: str = "") -> None:
         """Report ``phase`` unless a restarted sidecar already did (phases are reported once)."""
         if reporter.last is None or reporter.last.phase != phase:
@@ -161,7 +189,7 @@ class Sidecar:
 
     async def _download(self) -> Outcome | None:
         """Fetch the inputs; an Outcome when the learner must not start (halted, refused or failed)."""
-        fetch = asyncio.create_task(fetch_inputs(self.settings, self.store, self.metrics))
+        fetch = asyncio.create_task(self._fetch_inputs())
         interrupt = asyncio.create_task(self._interrupted())
         await asyncio.wait({fetch, interrupt}, return_when=asyncio.FIRST_COMPLETED)
         interrupt.cancel()
@@ -177,6 +205,9 @@ class Sidecar:
             return Outcome(Phase.FAILED, ErrorCode.DOWNLOAD_FAILED, str(e), None)
         self.progress.update(inputs_ready=True, restored_step=ready.restored_step)
         return None
+
+    async def _fetch_inputs(self) -> InputsReady:
+        return await fetch_inputs(self.settings, await self._s3(), self.metrics)
 
     async def _interrupted(self) -> None:
         waits = [asyncio.create_task(self.halted.wait()), asyncio.create_task(self.terminate.wait())]
@@ -241,13 +272,13 @@ class Sidecar:
         return max(0.0, self.settings.timing.shutdown_deadline_s - (time.monotonic() - started))
 
     async def _store_outputs(self) -> None:
-        settings, locations = self.settings, self.settings.locations
-        await store_checkpoints(settings, self.store, self.metrics)
-        await store_tree(settings, self.store, self.metrics, settings.dirs.results, locations.result_files, "results")
+        settings, locations, store = self.settings, self.settings.locations, await self._s3()
+        await store_checkpoints(settings, store, self.metrics)
+        await store_tree(settings, store, self.metrics, settings.dirs.results, locations.result_files, "results")
         metrics_file = settings.dirs.logs / "metrics.jsonl"
         if metrics_file.is_file():
             await asyncio.to_thread(
-                self.store.upload_file,
+                store.upload_file,
                 metrics_file,
                 locations.log_files.bucket,
                 locations.log_files.key("metrics.jsonl"),
@@ -255,8 +286,14 @@ class Sidecar:
 
     async def _log_sink(self, name: str, data: bytes) -> None:
         location = self.settings.locations.log_files
-        await asyncio.to_thread(self.store.put_bytes, location.bucket, location.key(name), data)
+        await asyncio.to_thread((await self._s3()).put_bytes, location.bucket, location.key(name), data)
         self.metrics.log_bytes_shipped.inc(len(data))
+
+    async def _s3(self) -> S3Store:
+        """The S3 client, made on first use on a worker thread (the event loop keeps delivering statuses)."""
+        if self._store is None:
+            self._store = asyncio.create_task(asyncio.to_thread(_open_store, self.settings.s3))
+        return await asyncio.shield(self._store)
 
     def _publisher(self, etcd: EtcdStore) -> PublishMetrics:
         async def publish(values: Mapping[str, float]) -> None:
@@ -302,3 +339,10 @@ class Sidecar:
                 await connect
             return None
         return connect.result()
+
+
+def _open_store(settings: S3Settings) -> S3Store:
+    """Import boto3 and make the client: the sidecar's largest start cost, deferred until S3 is needed."""
+    from controller_sidecar.s3store import S3Store  # here, not at the top: deferred on purpose
+
+    return S3Store(settings)

@@ -26,7 +26,6 @@ import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -48,12 +47,11 @@ from s3transfer.utils import ChunksizeAdjuster
 
 from controller_sidecar.atomicfile import fsync_dir
 from controller_sidecar.errors import PermanentError, SidecarError, TransferError, TransientError
+from controller_sidecar.s3objects import PARTIAL_SUFFIX, RemoteObject
 from controller_sidecar.settings import S3Location, S3Settings
 
 LOGGER = logging.getLogger(__name__)
 MIB = 1024 * 1024
-PARTIAL_SUFFIX = ".lk-partial"
-"""Downloads stream into ``.<name>.<random>.lk-partial`` beside their destination, then are renamed."""
 _CHUNK = 1 * MIB
 _PART_SIZE = 8 * MIB
 _TRANSIENT_CODES = frozenset(
@@ -68,14 +66,6 @@ _TRANSIENT_CODES = frozenset(
     }
 )
 _MULTIPART_ETAG = re.compile(r"^([0-9a-f]{32})-(\d+)$")
-
-
-@dataclass(frozen=True)
-class RemoteObject:
-    key: str
-    size: int
-    etag: str
-    """Without quotes: ``<md5>`` or ``<md5>-<parts>``."""
 
 
 def _url(bucket: str, key: str = "") -> str:

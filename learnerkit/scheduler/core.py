@@ -14,9 +14,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from controller_sidecar.logship import assemble_log
+from controller_sidecar.retry import HOST_CALLS, retry_sync
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, S3Settings
 from learnerkit.common.errors import ConfigError, LearnerkitError
@@ -343,8 +345,12 @@ class Scheduler:
             )
         )
         bucket, prefix = outputs_prefix(tracked.manifest, tracked.state.job_id, tracked.state.attempt, learner_id)
-        parts = store.list(S3Location(bucket, f"{prefix}logs/learner.log.part-"))
-        named = [(obj.key.rsplit("/", 1)[1], store.get_bytes(bucket, obj.key)) for obj in parts]
+        location = S3Location(bucket, f"{prefix}logs/learner.log.part-")
+        parts = retry_sync(lambda: store.list(location), HOST_CALLS, what=f"list {location}")
+        named = [
+            (obj.key.rsplit("/", 1)[1], retry_sync(partial(store.get_bytes, bucket, obj.key), HOST_CALLS, what=obj.key))
+            for obj in parts
+        ]
         return assemble_log(named)
 
     def _observe(self) -> None:

@@ -175,6 +175,8 @@ class Sidecar:
             return Outcome(Phase.FAILED, ErrorCode.BAD_INPUT, str(e), None)
         except SidecarError as e:
             return Outcome(Phase.FAILED, ErrorCode.DOWNLOAD_FAILED, str(e), None)
+        except OSError as e:  # the transfers name their object; this is the net under everything else
+            return Outcome(Phase.FAILED, ErrorCode.DOWNLOAD_FAILED, f"placing the inputs failed: {e}", None)
         self.progress.update(inputs_ready=True, restored_step=ready.restored_step)
         return None
 

@@ -53,7 +53,7 @@ from controller_sidecar.settings import S3Location, S3Settings
 LOGGER = logging.getLogger(__name__)
 MIB = 1024 * 1024
 PARTIAL_SUFFIX = ".lk-partial"
-"""Downloads stream into ``.<name>.<random>.lk-partial`` beside their destination, then are renamed."""
+"""Downloads stream into ``.<random>.lk-partial`` beside their destination, then are renamed."""
 _CHUNK = 1 * MIB
 _PART_SIZE = 8 * MIB
 _TRANSIENT_CODES = frozenset(
@@ -255,7 +255,8 @@ class S3Store:
         where = _url(bucket, obj.key)
         digest = _Digest(self._part_size(bucket, obj))
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=PARTIAL_SUFFIX, dir=dest.parent)
+        # A short temp name: ``dest.name`` may already take the file system's whole NAME_MAX.
+        fd, temp_name = tempfile.mkstemp(prefix=".", suffix=PARTIAL_SUFFIX, dir=dest.parent)
         temp = Path(temp_name)
         try:
             with os.fdopen(fd, "wb") as out:

@@ -19,7 +19,7 @@ import docker.types
 
 from learnerkit.common.engine import EngineError, engine
 from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
-from learnerkit.pair.spec import PairSpec
+from learnerkit.pair.spec import SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, PairSpec
 
 PAIR_LABEL = "io.learnerkit.pair"
 JOB_LABEL = "io.learnerkit.job-id"
@@ -121,6 +121,9 @@ def sidecar_options(spec: PairSpec, placement: DockerPlacement, volume: str, cgr
         "volumes": volumes,
         "network_mode": "host",
         "stop_signal": "SIGTERM",
+        "nano_cpus": int(SIDECAR_CPUS * 1e9),
+        "mem_limit": SIDECAR_MEMORY_BYTES,
+        "memswap_limit": SIDECAR_MEMORY_BYTES,
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 import kubernetes_validate
 import kubernetes_validate.utils
 
-from learnerkit.pair.spec import PairSpec
+from learnerkit.pair.spec import SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, PairSpec
 from learnerkit.scheduler.deployment import JobDeployment, distributed_env
 from learnerkit.scheduler.errors import InvalidObjectError
 
@@ -37,9 +37,10 @@ STOP_MARGIN_S = 10
 SIDECAR_METRICS_PORT = 9102
 SIDECAR_RESOURCES: dict[str, dict[str, str]] = {
     "requests": {"cpu": "100m", "memory": "256Mi"},
-    "limits": {"cpu": "1", "memory": "1Gi"},
+    "limits": {"cpu": f"{SIDECAR_CPUS:g}", "memory": f"{SIDECAR_MEMORY_BYTES >> 20}Mi"},
 }
-"""Fixed for every sidecar: it moves files and tails logs, whatever the learner's size."""
+"""Fixed for every sidecar (``SIDECAR_CPUS``, ``SIDECAR_MEMORY_BYTES``, as on Docker); requests are what it
+needs when idle."""
 
 
 class ObjectMeta(TypedDict, total=False):

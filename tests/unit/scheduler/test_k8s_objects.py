@@ -10,7 +10,7 @@ import pytest
 
 from controller_sidecar.endpoints import Endpoints
 from learnerkit.common.errors import ConfigError
-from learnerkit.pair.spec import PairSpec
+from learnerkit.pair.spec import SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, PairSpec
 from learnerkit.scheduler import deployment as dep
 from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.errors import InvalidObjectError
@@ -309,3 +309,12 @@ def test_learners_must_share_the_sidecar_credentials() -> None:
     other = replace(job.learners[1], endpoints=replace(ENDPOINTS, s3_secret_key="other"))
     with pytest.raises(ConfigError, match="credentials"):
         replace(job, learners=(job.learners[0], other))
+
+
+def test_the_sidecar_limits_are_those_of_the_docker_backend() -> None:
+    limits = ko.SIDECAR_RESOURCES["limits"]
+    assert limits == {"cpu": "1", "memory": "1024Mi"}
+    assert (float(limits["cpu"]), int(limits["memory"].removesuffix("Mi")) << 20) == (
+        SIDECAR_CPUS,
+        SIDECAR_MEMORY_BYTES,
+    )

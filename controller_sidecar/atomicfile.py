@@ -8,10 +8,16 @@ restarted sidecar, sees the old content or the new, never half of it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from controller_sidecar.errors import UnsafeFileError
+from controller_sidecar.jobfiles import read_regular
+
+LOGGER = logging.getLogger(__name__)
 
 
 def fsync_dir(path: Path) -> None:
@@ -47,8 +53,11 @@ def write_json_atomic(path: Path, document: Any) -> None:
 
 
 def read_json(path: Path) -> Any | None:
-    """The JSON in ``path``, or None when it does not exist."""
+    """The JSON in ``path``, or None when it does not exist or is not a regular file (a planted link)."""
     try:
-        return json.loads(path.read_bytes())
+        return json.loads(read_regular(path))
     except FileNotFoundError:
+        return None
+    except UnsafeFileError as error:
+        LOGGER.warning("ignoring %s", error)
         return None

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller_sidecar.atomicfile import write_json_atomic
-from controller_sidecar.errors import PermanentError, TransientError, UnsafePathError
+from controller_sidecar.errors import PermanentError, TransientError, UnsafeFileError, UnsafePathError
+from controller_sidecar.jobfiles import read_regular
 from controller_sidecar.retry import Backoff, retry_sync
 from controller_sidecar.s3store import PARTIAL_SUFFIX, RemoteObject, S3Store
 from controller_sidecar.safepaths import safe_destination
@@ -63,10 +64,10 @@ class ResumeState:
         """The recorded state; empty when the file is missing, unreadable or for another location."""
         state = cls(path, location)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = json.loads(read_regular(path))
         except FileNotFoundError:
             return state
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, UnsafeFileError) as error:
             LOGGER.warning("ignoring the unreadable download state %s: %s", path, error)
             return state
         if not isinstance(raw, Mapping) or raw.get("version") != STATE_VERSION or raw.get("source") != state.source:

@@ -16,15 +16,22 @@ from collections.abc import Mapping
 
 from controller_sidecar import keys
 from controller_sidecar.control import LearnerExit, read_exit, signal_halt, signal_start
-from controller_sidecar.errors import SidecarError, UnsafePathError
+from controller_sidecar.errors import SidecarError, UnsafeFileError, UnsafePathError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
 from controller_sidecar.health import HEARTBEAT_FILE
 from controller_sidecar.inputs import fetch_inputs
+from controller_sidecar.jobfiles import open_regular
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
 from controller_sidecar.outputs import periodic_checkpoints, store_checkpoints, store_tree
-from controller_sidecar.processing import PublishMetrics, follow_metrics, make_log_shipper, sample_resources
+from controller_sidecar.processing import (
+    METRICS_FILE,
+    PublishMetrics,
+    follow_metrics,
+    make_log_shipper,
+    sample_resources,
+)
 from controller_sidecar.progress import ProgressFile
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.retry import Backoff, retry_async
@@ -54,6 +61,7 @@ class Sidecar:
         self.cgroup = LearnerCgroup(settings.learner_cgroup_dir) if settings.learner_cgroup_dir else None
         self.parser = MetricsParser(parse_evaluation_metrics(settings.evaluation_metrics))
         self._terminated_at: float | None = None
+        self._refused: UnsafeFileError | None = None
 
     async def run(self) -> Phase | None:
         """Run the lifecycle; the terminal phase reported, or None when stopped before etcd answered."""
@@ -125,6 +133,8 @@ class Sidecar:
             asyncio.create_task(periodic_checkpoints(settings, self.store, self.metrics, stop_processing)),
             asyncio.create_task(sample_resources(settings, self.metrics, stop_processing)),
         ]
+        for follower in followers:
+            follower.add_done_callback(self._follower_done)
         exit_record, halt_requested = await self._await_exit()
         self._report(reporter, Phase.STORING)
         stop_processing.set()
@@ -136,10 +146,14 @@ class Sidecar:
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
         try:
             await self._store_outputs()
+        except UnsafeFileError as e:
+            self._refuse(e)
         except SidecarError as e:
             LOGGER.warning("storing failed: %s", e)
             if outcome.phase is Phase.COMPLETED:
                 outcome = Outcome(Phase.FAILED, ErrorCode.UPLOAD_FAILED, f"results not stored: {e}", outcome.exit_code)
+        if self._refused is not None:
+            outcome = Outcome(Phase.FAILED, ErrorCode.UNSAFE_FILE, str(self._refused), outcome.exit_code)
         if self._terminated_at is not None and outcome.phase is Phase.HALTED:
             outcome = Outcome(outcome.phase, outcome.error_code, f"terminated: {outcome.message}", outcome.exit_code)
         return self._finish(reporter, outcome)
@@ -197,10 +211,14 @@ class Sidecar:
         deadline = time.monotonic() + self._halt_wait() if halt_sent else None
         empty_since: float | None = None
         while True:
-            record = read_exit(control)
+            try:
+                record = read_exit(control)
+            except UnsafeFileError as error:
+                self._refuse(error)
+                record = None
             if record is not None:
                 return record, halt_sent
-            if not halt_sent and (self.halted.is_set() or self.terminate.is_set()):
+            if not halt_sent and (self.halted.is_set() or self.terminate.is_set() or self._refused is not None):
                 if self.terminate.is_set():
                     self._terminated_at = self._terminated_at or time.monotonic()
                 signal_halt(control)
@@ -218,6 +236,18 @@ class Sidecar:
             else:
                 empty_since = None
             await self._pause(self.settings.timing.poll_interval_s)
+
+    def _follower_done(self, task: asyncio.Task[None]) -> None:
+        error = None if task.cancelled() else task.exception()
+        if isinstance(error, UnsafeFileError):
+            self._refuse(error)
+
+    def _refuse(self, error: UnsafeFileError) -> None:
+        """The learner put a link or special file where the sidecar reads its log, metrics or exit record:
+        the learner is halted and the job ends FAILED with this message."""
+        if self._refused is None:
+            LOGGER.error("%s: halting the learner", error)
+            self._refused = error
 
     def _halt_wait(self) -> float:
         wait = self.settings.timing.halt_grace_s + EXIT_WAIT_MARGIN_S
@@ -246,14 +276,14 @@ class Sidecar:
         settings, locations = self.settings, self.settings.locations
         await store_checkpoints(settings, self.store, self.metrics)
         await store_tree(settings, self.store, self.metrics, settings.dirs.results, locations.result_files, "results")
-        metrics_file = settings.dirs.logs / "metrics.jsonl"
-        if metrics_file.is_file():
-            await asyncio.to_thread(
-                self.store.upload_file,
-                metrics_file,
-                locations.log_files.bucket,
-                locations.log_files.key("metrics.jsonl"),
-            )
+        metrics_file = settings.dirs.logs / METRICS_FILE
+        try:
+            handle = await asyncio.to_thread(open_regular, metrics_file)
+        except FileNotFoundError:
+            return
+        with handle:
+            bucket, key = locations.log_files.bucket, locations.log_files.key(METRICS_FILE)
+            await asyncio.to_thread(self.store.upload_stream, handle, bucket, key, source=str(metrics_file))
 
     async def _log_sink(self, name: str, data: bytes) -> None:
         location = self.settings.locations.log_files

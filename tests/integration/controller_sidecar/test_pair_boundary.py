@@ -1,0 +1,70 @@
+"""The learner <-> sidecar boundary through a real pair: what the learner plants under /job never makes the
+sidecar read its own secrets, and the job always ends with a final status."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller_sidecar.status import ErrorCode, Phase
+from learnerkit.common import engine
+from learnerkit.pair.docker import PairHandle
+from tests.integration.controller_sidecar.conftest import Pairs
+
+pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
+
+FINISH_S = 120.0
+"""Each job here ends within seconds; this only bounds the wait."""
+
+
+def assert_no_secret_leaked(pairs: Pairs, handle: PairHandle, job_id: str) -> None:
+    """Nothing of the sidecar's environment in the job's objects or in the sidecar's output."""
+    secrets = [pairs.s3.secret_key.encode(), pairs.s3.access_key.encode(), b"AWS_SECRET_ACCESS_KEY", b"ETCD_ENDPOINTS"]
+    stored = pairs.objects(f"{job_id}/")
+    output = engine.engine().containers.get(handle.sidecar).logs()
+    for secret in secrets:
+        assert not [key for key, body in stored.items() if secret in body or secret in key.encode()], secret
+        assert secret not in output, secret
+
+
+def test_links_in_results_and_checkpoints_are_skipped_and_the_job_completes(pairs: Pairs) -> None:
+    plant = (
+        "set -e; mkdir -p $RESULT_DIR/sub $CHECKPOINT_DIR/ckpt-0000000001; echo kept > $RESULT_DIR/sub/kept.txt; "
+        "ln -s /proc/self/environ $RESULT_DIR/environ; ln -s /proc/self $RESULT_DIR/proc; "
+        "ln -s /etc $RESULT_DIR/sub/etc; ln -s /etc/hostname $RESULT_DIR/hostname; "
+        "echo weights > $CHECKPOINT_DIR/ckpt-0000000001/model.pt; "
+        "ln -s /proc/self/environ $CHECKPOINT_DIR/ckpt-0000000001/environ; "
+        "ln -s /proc/self $CHECKPOINT_DIR/ckpt-0000000002; echo planted"
+    )
+    spec = pairs.spec(plant, data_prefix=None)
+    handle = pairs.start(spec)
+    final = pairs.wait_terminal(handle, spec.job_id, timeout=FINISH_S)
+    assert final.phase is Phase.COMPLETED, pairs.describe(handle, spec.job_id)
+    prefix = f"{spec.job_id}/learner-1/"
+    stored = {key.removeprefix(prefix) for key in pairs.objects(prefix)}
+    assert {key for key in stored if key.startswith(("results/", "checkpoints/"))} == {
+        "results/sub/kept.txt",
+        "checkpoints/ckpt-0000000001/model.pt",
+        "checkpoints/ckpt-0000000001/.complete",
+    }
+    assert_no_secret_leaked(pairs, handle, spec.job_id)
+
+
+@pytest.mark.parametrize(
+    ("planted", "named"),
+    [
+        ("rm $LOG_DIR/learner.log; ln -s /proc/self/environ $LOG_DIR/learner.log", "/job/logs/learner.log"),
+        ("ln -s /proc/self/environ $LOG_DIR/metrics.jsonl", "/job/logs/metrics.jsonl"),
+        ("ln -s /proc/self/environ $JOB_STATE_DIR/learner.exit", "/job/control/learner.exit"),
+    ],
+    ids=["log", "metrics", "exit-record"],
+)
+def test_a_link_where_the_sidecar_reads_halts_the_learner_and_fails_the_job(
+    pairs: Pairs, planted: str, named: str
+) -> None:
+    spec = pairs.spec(f"echo before; sleep 1; {planted}; echo after; sleep 120", data_prefix=None, halt_grace_s=5)
+    handle = pairs.start(spec)
+    final = pairs.wait_terminal(handle, spec.job_id, timeout=FINISH_S)
+    assert (final.phase, final.error_code) == (Phase.FAILED, ErrorCode.UNSAFE_FILE), pairs.describe(handle, spec.job_id)
+    assert final.message.startswith(f"{named}: is a symbolic link, not a regular file")
+    assert b"before" in pairs.shipped_log(spec.job_id)
+    assert_no_secret_leaked(pairs, handle, spec.job_id)

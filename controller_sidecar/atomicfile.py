@@ -29,7 +29,8 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o664) -> None:
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """``data`` at ``path``; the learner (another user of the same group) may read it, never change it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     temp = Path(temp_name)

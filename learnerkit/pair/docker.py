@@ -3,7 +3,8 @@
 Order matters: the volume, then the learner (it waits for ``control/start``), then the sidecar with the
 learner's cgroup mounted read-only. The learner runs hardened: non-root, read-only root file system, no
 capabilities, no new privileges, no credentials, and no network unless the job is distributed. The
-sidecar gets the host network (etcd and S3 listen on the host's loopback here) and the secrets.
+sidecar runs as its own user (``SIDECAR_UID``), with CPU and memory limits, and gets the host network
+(etcd and S3 listen on the host's loopback here) and the secrets.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import docker.types
 
 from learnerkit.common.engine import EngineError, engine
 from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
-from learnerkit.pair.spec import SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, PairSpec
+from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 
 PAIR_LABEL = "io.learnerkit.pair"
 JOB_LABEL = "io.learnerkit.job-id"
 ROLE_LABEL = "io.learnerkit.role"
-RUN_AS = "1000:0"
+LEARNER_RUN_AS = f"{LEARNER_UID}:0"
+SIDECAR_RUN_AS = f"{SIDECAR_UID}:0"
 STOP_MARGIN_S = 10
 """A stop waits this much longer than the sidecar's shutdown deadline (or the learner's halt grace)."""
 
@@ -50,13 +52,13 @@ class PairHandle:
     sidecar: str
 
 
-def _hardened(spec: PairSpec, placement: DockerPlacement, role: str) -> dict[str, Any]:
+def _hardened(spec: PairSpec, placement: DockerPlacement, role: str, user: str) -> dict[str, Any]:
     return {
         "read_only": True,
         "tmpfs": {"/tmp": "rw,size=512m,mode=1777"},
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
-        "user": RUN_AS,
+        "user": user,
         "detach": True,
         "labels": {**placement.labels, PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id, ROLE_LABEL: role},
     }
@@ -75,7 +77,7 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
     if isinstance(spec.command, str):
         env["LEARNER_COMMAND"] = spec.command
     options: dict[str, Any] = {
-        **_hardened(spec, placement, "learner"),
+        **_hardened(spec, placement, "learner", LEARNER_RUN_AS),
         "image": spec.learner_image,
         "name": f"{spec.name}-learner",
         "command": command,
@@ -108,7 +110,7 @@ def sidecar_options(spec: PairSpec, placement: DockerPlacement, volume: str, cgr
     volumes: dict[str, dict[str, str]] = {volume: {"bind": "/job", "mode": "rw"}}
     volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in cgroups.items()})
     return {
-        **_hardened(spec, placement, "sidecar"),
+        **_hardened(spec, placement, "sidecar", SIDECAR_RUN_AS),
         "image": spec.sidecar_image,
         "name": f"{spec.name}-sidecar",
         "environment": {

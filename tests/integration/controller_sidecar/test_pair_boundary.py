@@ -3,11 +3,13 @@ sidecar read its own secrets, and the job always ends with a final status."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from controller_sidecar.status import ErrorCode, Phase
 from learnerkit.common import engine
-from learnerkit.pair.docker import PairHandle
+from learnerkit.pair.docker import LEARNER_RUN_AS, PairHandle
 from tests.integration.controller_sidecar.conftest import Pairs
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
@@ -68,3 +70,39 @@ def test_a_link_where_the_sidecar_reads_halts_the_learner_and_fails_the_job(
     assert final.message.startswith(f"{named}: is a symbolic link, not a regular file")
     assert b"before" in pairs.shipped_log(spec.job_id)
     assert_no_secret_leaked(pairs, handle, spec.job_id)
+
+
+PROBE = """
+import json, os
+found = {}
+for pid in sorted((p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()), key=int):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            found[pid] = environ.read().decode("latin-1")
+    except OSError as error:
+        found[pid] = f"refused: {error.strerror}"
+print(json.dumps(found))
+"""
+
+
+def test_the_learners_user_cannot_read_the_sidecars_environment_in_a_shared_pid_namespace(pairs: Pairs) -> None:
+    """As on Kubernetes (shareProcessNamespace): a process of the learner's user beside the sidecar's."""
+    spec = pairs.spec(("sleep", "60"), data_prefix=None, halt_grace_s=2)
+    handle = pairs.start(spec)
+    pairs.wait_phase(spec.job_id, Phase.PROCESSING, timeout=FINISH_S)
+    output = engine.engine().containers.run(
+        image=spec.learner_image,
+        entrypoint=["python", "-c", PROBE],
+        user=LEARNER_RUN_AS,
+        pid_mode=f"container:{handle.sidecar}",
+        network_mode="none",
+        read_only=True,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        remove=True,
+    )
+    found = json.loads(output.decode().strip().splitlines()[-1])
+    assert found, "no sidecar process was visible: nothing tested"
+    assert all(text.startswith("refused: Permission denied") for text in found.values()), found
+    for secret in (pairs.s3.secret_key, pairs.s3.access_key, "AWS_SECRET_ACCESS_KEY"):
+        assert secret.encode() not in output

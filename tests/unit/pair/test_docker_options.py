@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from controller_sidecar.endpoints import Endpoints
-from learnerkit.pair.docker import DockerPlacement, sidecar_options
+from learnerkit.pair.docker import DockerPlacement, learner_options, sidecar_options
 from learnerkit.pair.spec import SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, PairSpec
 
 SPEC = PairSpec(
@@ -23,3 +23,9 @@ def test_the_sidecar_has_cpu_and_memory_limits_whatever_the_learner_asks() -> No
     options = sidecar_options(SPEC, DockerPlacement(), "vol", {})
     assert options["nano_cpus"] == int(SIDECAR_CPUS * 1e9) == 1_000_000_000
     assert options["mem_limit"] == options["memswap_limit"] == SIDECAR_MEMORY_BYTES == 1 << 30
+
+
+def test_learner_and_sidecar_are_two_users_of_group_0() -> None:
+    learner = learner_options(SPEC, DockerPlacement(), "vol")
+    sidecar = sidecar_options(SPEC, DockerPlacement(), "vol", {})
+    assert (learner["user"], sidecar["user"]) == ("1000:0", "1001:0")

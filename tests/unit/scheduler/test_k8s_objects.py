@@ -139,12 +139,14 @@ def test_sidecar_config_keeps_running_and_names_the_learner() -> None:
     assert not SECRET_VALUES & set(json.dumps(config).split('"'))
 
 
-def test_every_container_runs_restricted() -> None:
+def test_every_container_runs_restricted_and_the_sidecar_as_its_own_user() -> None:
     pod = by_kind(ko.job_objects(make_job(gpus=1)), "Pod")[0]
+    users = {name: container["securityContext"]["runAsUser"] for name, container in containers(pod).items()}
+    assert users == {"learner": 1000, "sidecar": 1001}
     for container in containers(pod).values():
         context = container["securityContext"]
         assert context["runAsNonRoot"] is True
-        assert context["runAsUser"] == 1000
+        assert context["runAsGroup"] == 0
         assert context["allowPrivilegeEscalation"] is False
         assert context["readOnlyRootFilesystem"] is True
         assert context["capabilities"] == {"drop": ["ALL"]}

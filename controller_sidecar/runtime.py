@@ -44,7 +44,8 @@ LOGGER = logging.getLogger(__name__)
 EXIT_WAIT_MARGIN_S = 5.0
 """learner-run kills the command after its own grace period; this much longer we wait for its record."""
 LEARNER_LOST_AFTER_S = 3.0
-"""The learner's cgroup has been empty this long without a ``learner.exit``: the learner is gone."""
+"""The learner's cgroup has been empty (or absent: it ended before the sidecar started) this long without a
+``learner.exit``: the learner is gone."""
 HEARTBEAT_S = 10.0
 
 
@@ -231,7 +232,7 @@ class Sidecar:
             if self.cgroup is not None and not self.cgroup.populated():
                 empty_since = empty_since or now
                 if now - empty_since > LEARNER_LOST_AFTER_S:
-                    lost = "the learner container stopped without writing learner.exit"
+                    lost = "the learner ended without learner-run's exit record: is learner-run the image's entrypoint?"
                     return LearnerExit(1, "lost", error=lost), halt_sent
             else:
                 empty_since = None

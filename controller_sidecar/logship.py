@@ -32,6 +32,7 @@ from pathlib import Path
 from controller_sidecar.atomicfile import write_atomic
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import PermanentError, TransientError
+from controller_sidecar.jobfiles import read_regular
 from controller_sidecar.logtail import FileTailer, FileWakeup, LineSplitter
 from controller_sidecar.retry import Backoff, retry_async
 
@@ -69,7 +70,7 @@ class ShipState:
     @classmethod
     def load(cls, path: Path) -> ShipState:
         try:
-            raw = json.loads(path.read_bytes())
+            raw = json.loads(read_regular(path))
             state = cls(
                 offset=int(raw["offset"]),
                 inode=None if raw["inode"] is None else int(raw["inode"]),

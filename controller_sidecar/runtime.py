@@ -20,15 +20,22 @@ from typing import TYPE_CHECKING, Any
 
 from controller_sidecar import keys
 from controller_sidecar.control import LearnerExit, read_exit, signal_halt, signal_start
-from controller_sidecar.errors import SidecarError, UnsafePathError
+from controller_sidecar.errors import SidecarError, UnsafeFileError, UnsafePathError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
 from controller_sidecar.health import HEARTBEAT_FILE
 from controller_sidecar.inputs import InputsReady, fetch_inputs
+from controller_sidecar.jobfiles import open_regular
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
 from controller_sidecar.outputs import periodic_checkpoints, store_checkpoints, store_tree
-from controller_sidecar.processing import PublishMetrics, follow_metrics, make_log_shipper, sample_resources
+from controller_sidecar.processing import (
+    METRICS_FILE,
+    PublishMetrics,
+    follow_metrics,
+    make_log_shipper,
+    sample_resources,
+)
 from controller_sidecar.progress import ProgressFile
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.retry import Backoff, retry_async
@@ -43,7 +50,8 @@ LOGGER = logging.getLogger(__name__)
 EXIT_WAIT_MARGIN_S = 5.0
 """learner-run kills the command after its own grace period; this much longer we wait for its record."""
 LEARNER_LOST_AFTER_S = 3.0
-"""The learner's cgroup has been empty this long without a ``learner.exit``: the learner is gone."""
+"""The learner's cgroup has been empty (or absent: it ended before the sidecar started) this long without a
+``learner.exit``: the learner is gone."""
 HEARTBEAT_S = 10.0
 
 
@@ -62,6 +70,7 @@ class Sidecar:
         self._terminated_at: float | None = None
         self._last_metrics: asyncio.Task[None] | None = None
         """Follows the learner's metrics; after PROCESSING it retries the last ones until etcd has them."""
+        self._refused: UnsafeFileError | None = None
 
     async def run(self) -> Phase | None:
         """Run the lifecycle; the terminal phase reported, or None when stopped before etcd answered."""
@@ -135,6 +144,8 @@ class Sidecar:
             asyncio.create_task(periodic_checkpoints(settings, store, self.metrics, stop_processing)),
             asyncio.create_task(sample_resources(settings, self.metrics, stop_processing)),
         ]
+        for follower in followers:
+            follower.add_done_callback(self._follower_done)
         exit_record, halt_requested = await self._await_exit()
         self._report(reporter, Phase.STORING)
         stop_processing.set()
@@ -146,10 +157,14 @@ class Sidecar:
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
         try:
             await self._store_outputs()
+        except UnsafeFileError as e:
+            self._refuse(e)
         except SidecarError as e:
             LOGGER.warning("storing failed: %s", e)
             if outcome.phase is Phase.COMPLETED:
                 outcome = Outcome(Phase.FAILED, ErrorCode.UPLOAD_FAILED, f"results not stored: {e}", outcome.exit_code)
+        if self._refused is not None:
+            outcome = Outcome(Phase.FAILED, ErrorCode.UNSAFE_FILE, str(self._refused), outcome.exit_code)
         if self._terminated_at is not None and outcome.phase is Phase.HALTED:
             outcome = Outcome(outcome.phase, outcome.error_code, f"terminated: {outcome.message}", outcome.exit_code)
         return self._finish(reporter, outcome)
@@ -203,6 +218,8 @@ class Sidecar:
             return Outcome(Phase.FAILED, ErrorCode.BAD_INPUT, str(e), None)
         except SidecarError as e:
             return Outcome(Phase.FAILED, ErrorCode.DOWNLOAD_FAILED, str(e), None)
+        except OSError as e:  # the transfers name their object; this is the net under everything else
+            return Outcome(Phase.FAILED, ErrorCode.DOWNLOAD_FAILED, f"placing the inputs failed: {e}", None)
         self.progress.update(inputs_ready=True, restored_step=ready.restored_step)
         return None
 
@@ -226,10 +243,14 @@ class Sidecar:
         deadline = time.monotonic() + self._halt_wait() if halt_sent else None
         empty_since: float | None = None
         while True:
-            record = read_exit(control)
+            try:
+                record = read_exit(control)
+            except UnsafeFileError as error:
+                self._refuse(error)
+                record = None
             if record is not None:
                 return record, halt_sent
-            if not halt_sent and (self.halted.is_set() or self.terminate.is_set()):
+            if not halt_sent and (self.halted.is_set() or self.terminate.is_set() or self._refused is not None):
                 if self.terminate.is_set():
                     self._terminated_at = self._terminated_at or time.monotonic()
                 signal_halt(control)
@@ -242,11 +263,23 @@ class Sidecar:
             if self.cgroup is not None and not self.cgroup.populated():
                 empty_since = empty_since or now
                 if now - empty_since > LEARNER_LOST_AFTER_S:
-                    lost = "the learner container stopped without writing learner.exit"
+                    lost = "the learner ended without learner-run's exit record: is learner-run the image's entrypoint?"
                     return LearnerExit(1, "lost", error=lost), halt_sent
             else:
                 empty_since = None
             await self._pause(self.settings.timing.poll_interval_s)
+
+    def _follower_done(self, task: asyncio.Task[None]) -> None:
+        error = None if task.cancelled() else task.exception()
+        if isinstance(error, UnsafeFileError):
+            self._refuse(error)
+
+    def _refuse(self, error: UnsafeFileError) -> None:
+        """The learner put a link or special file where the sidecar reads its log, metrics or exit record:
+        the learner is halted and the job ends FAILED with this message."""
+        if self._refused is None:
+            LOGGER.error("%s: halting the learner", error)
+            self._refused = error
 
     def _halt_wait(self) -> float:
         wait = self.settings.timing.halt_grace_s + EXIT_WAIT_MARGIN_S
@@ -275,14 +308,14 @@ class Sidecar:
         settings, locations, store = self.settings, self.settings.locations, await self._s3()
         await store_checkpoints(settings, store, self.metrics)
         await store_tree(settings, store, self.metrics, settings.dirs.results, locations.result_files, "results")
-        metrics_file = settings.dirs.logs / "metrics.jsonl"
-        if metrics_file.is_file():
-            await asyncio.to_thread(
-                store.upload_file,
-                metrics_file,
-                locations.log_files.bucket,
-                locations.log_files.key("metrics.jsonl"),
-            )
+        metrics_file = settings.dirs.logs / METRICS_FILE
+        try:
+            handle = await asyncio.to_thread(open_regular, metrics_file)
+        except FileNotFoundError:
+            return
+        with handle:
+            bucket, key = locations.log_files.bucket, locations.log_files.key(METRICS_FILE)
+            await asyncio.to_thread(store.upload_stream, handle, bucket, key, source=str(metrics_file))
 
     async def _log_sink(self, name: str, data: bytes) -> None:
         location = self.settings.locations.log_files

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PARTIAL_SUFFIX = ".lk-partial"
-"""Downloads stream into ``.<name>.<random>.lk-partial`` beside their destination, then are renamed."""
+"""Downloads stream into ``.<random>.lk-partial`` beside their destination, then are renamed."""
 
 
 @dataclass(frozen=True)

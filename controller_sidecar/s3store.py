@@ -157,10 +157,16 @@ class _Digest:
 
 def file_etag(path: Path, part_size: int | None) -> str:
     """The ETag S3 gives ``path`` uploaded whole (``part_size`` None) or in parts of ``part_size``."""
-    digest = _Digest(part_size)
     with path.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
+        return stream_etag(stream, part_size)
+
+
+def stream_etag(stream: IO[bytes], part_size: int | None) -> str:
+    """The ETag of ``stream``'s content from its start (it is read to its end)."""
+    digest = _Digest(part_size)
+    stream.seek(0)
+    while chunk := stream.read(_CHUNK):
+        digest.update(chunk)
     return digest.etag()
 
 
@@ -245,7 +251,8 @@ class S3Store:
         where = _url(bucket, obj.key)
         digest = _Digest(self._part_size(bucket, obj))
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=PARTIAL_SUFFIX, dir=dest.parent)
+        # A short temp name: ``dest.name`` may already take the file system's whole NAME_MAX.
+        fd, temp_name = tempfile.mkstemp(prefix=".", suffix=PARTIAL_SUFFIX, dir=dest.parent)
         temp = Path(temp_name)
         try:
             with os.fdopen(fd, "wb") as out:
@@ -281,19 +288,29 @@ class S3Store:
 
     def upload_file(self, path: Path, bucket: str, key: str) -> RemoteObject:
         """Upload ``path`` (in parts above the multipart threshold) and check the stored ETag against it."""
+        with path.open("rb") as stream:
+            return self.upload_stream(stream, bucket, key, source=str(path))
+
+    def upload_stream(self, stream: IO[bytes], bucket: str, key: str, *, source: str) -> RemoteObject:
+        """Upload an open file, from its start, and check the stored ETag; ``source`` names it in errors.
+
+        The sidecar uploads the learner's files this way: opened once without following links
+        (:mod:`controller_sidecar.jobfiles`), so what is sent is the file that was checked.
+        """
         where = _url(bucket, key)
-        size = path.stat().st_size
+        size = stream.seek(0, os.SEEK_END)
         config = self._transfer_config
         part_size = None
         if size >= config.multipart_threshold:
             part_size = ChunksizeAdjuster().adjust_chunksize(config.multipart_chunksize, size)
-        expected = file_etag(path, part_size)
+        expected = stream_etag(stream, part_size)
+        stream.seek(0)
         with _translated(where), TransferManager(self._client, config) as manager:
-            manager.upload(str(path), bucket, key).result()
+            manager.upload(stream, bucket, key).result()
         stored = self.head(bucket, key)
         if stored.size != size or stored.etag != expected:
             raise TransferError(
-                f"{path} -> {where}: stored {stored.size} bytes with ETag {stored.etag}, "
+                f"{source} -> {where}: stored {stored.size} bytes with ETag {stored.etag}, "
                 f"expected {size} bytes with ETag {expected}"
             )
         return stored

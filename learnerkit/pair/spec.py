@@ -18,6 +18,15 @@ from learnerkit.common.errors import ConfigError
 S3_URL = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<key>.*))?$")
 # The pod name `lk-<job>-<n>` must stay a DNS label (63 characters) for the headless Service's records.
 JOB_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
+LEARNER_UID = 1000
+SIDECAR_UID = 1001
+"""Two users, one group (0, which owns ``/job``; its folders are group-writable): the learner cannot read the
+sidecar's ``/proc/<pid>/environ`` (its S3 and etcd secrets) even where they share a PID namespace
+(Kubernetes' ``shareProcessNamespace``), and each still reads what the other writes."""
+SIDECAR_CPUS = 1.0
+SIDECAR_MEMORY_BYTES = 1 << 30
+"""The sidecar's limits on every backend, whatever the learner's size: it moves files, tails logs and matches
+the manifest's metric rules, so a runaway (a rule, a leak) is held here instead of starving the learner."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 import kubernetes_validate
 import kubernetes_validate.utils
 
-from learnerkit.pair.spec import PairSpec
+from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 from learnerkit.scheduler.deployment import JobDeployment, distributed_env
 from learnerkit.scheduler.errors import InvalidObjectError
 
@@ -29,7 +29,6 @@ MANAGED_BY = "learnerkit-scheduler"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """Set on every GPU node by NVIDIA GPU feature discovery (part of the GPU operator)."""
-RUN_AS_USER = 1000
 SHM_SIZE = "1Gi"
 TMP_SIZE = "512Mi"
 STOP_MARGIN_S = 10
@@ -37,9 +36,10 @@ STOP_MARGIN_S = 10
 SIDECAR_METRICS_PORT = 9102
 SIDECAR_RESOURCES: dict[str, dict[str, str]] = {
     "requests": {"cpu": "100m", "memory": "256Mi"},
-    "limits": {"cpu": "1", "memory": "1Gi"},
+    "limits": {"cpu": f"{SIDECAR_CPUS:g}", "memory": f"{SIDECAR_MEMORY_BYTES >> 20}Mi"},
 }
-"""Fixed for every sidecar: it moves files and tails logs, whatever the learner's size."""
+"""Fixed for every sidecar (``SIDECAR_CPUS``, ``SIDECAR_MEMORY_BYTES``, as on Docker); requests are what it
+needs when idle."""
 
 
 class ObjectMeta(TypedDict, total=False):
@@ -81,11 +81,11 @@ def _meta(name: str, namespace: str, labels: Mapping[str, str]) -> ObjectMeta:
     return {"name": name, "namespace": namespace, "labels": dict(labels)}
 
 
-def restricted_security_context() -> dict[str, Any]:
-    """The Pod Security Standard "restricted" profile, plus a read-only root file system."""
+def restricted_security_context(uid: int) -> dict[str, Any]:
+    """The Pod Security Standard "restricted" profile, plus a read-only root file system, as user ``uid``."""
     return {
         "runAsNonRoot": True,
-        "runAsUser": RUN_AS_USER,
+        "runAsUser": uid,
         "runAsGroup": 0,
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -131,7 +131,7 @@ def learner_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "learner",
         "image": learner.learner_image,
-        "securityContext": restricted_security_context(),
+        "securityContext": restricted_security_context(LEARNER_UID),
         "resources": learner_resources(learner),
         "volumeMounts": [
             {"name": "job", "mountPath": "/job"},
@@ -163,7 +163,8 @@ def sidecar_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
         "name": "sidecar",
         "image": learner.sidecar_image,
         "restartPolicy": "Always",
-        "securityContext": restricted_security_context(),
+        # Its own user: with shareProcessNamespace the learner could otherwise read its /proc/<pid>/environ.
+        "securityContext": restricted_security_context(SIDECAR_UID),
         "resources": SIDECAR_RESOURCES,
         "env": _env_list(
             {
@@ -217,7 +218,7 @@ def learner_pod(job: JobDeployment, learner: PairSpec) -> KubeObject:
         "enableServiceLinks": False,
         "securityContext": {
             "runAsNonRoot": True,
-            "runAsUser": RUN_AS_USER,
+            "runAsUser": LEARNER_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "initContainers": [sidecar_container(job, learner)],

@@ -139,6 +139,7 @@ class Sidecar:
         self._last_metrics = asyncio.create_task(
             follow_metrics(settings, self.parser, self.metrics, self._publisher(etcd), stop_processing)
         )
+        self._last_metrics.add_done_callback(self._follower_done)
         followers = [
             asyncio.create_task(shipper.run(stop_processing)),
             asyncio.create_task(periodic_checkpoints(settings, store, self.metrics, stop_processing)),

@@ -166,7 +166,7 @@ def exit_code(container_id: str) -> int | None:
 def remove_pair(handle: PairHandle) -> None:
     """Remove both containers and the volume; nothing of the pair is left behind."""
     for container_id in (handle.sidecar, handle.learner):
-        found = container(container_id)
+        found = container(container_id) if container_id else None  # a half-made pair has no sidecar yet
         if found is not None:
             with suppress(docker.errors.NotFound):
                 found.remove(force=True)

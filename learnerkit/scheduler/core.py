@@ -20,18 +20,19 @@ from controller_sidecar.logship import assemble_log
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, S3Settings
 from learnerkit.common.errors import ConfigError, LearnerkitError
-from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, JobPhase, JobRecord
+from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, JobPhase, JobRecord, Requeued
 from learnerkit.scheduler.aggregate import aggregate
 from learnerkit.scheduler.capacity import Node
 from learnerkit.scheduler.deployment import JobDeployment
 from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError
 from learnerkit.scheduler.facade import JobView, LogChunk
 from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
-from learnerkit.scheduler.jobstore import JobStore
+from learnerkit.scheduler.jobstore import JobStore, StoredJob
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
 from learnerkit.scheduler.planning import Platform, endpoints_for, outputs_prefix, plan_job
+from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_submission
 from learnerkit.scheduler.tracking import Tracked
 from learnerkit.scheduler.views import job_view
 
@@ -55,6 +56,7 @@ class SchedulerOptions:
     catalog: FrameworkCatalog | None
     resolve_image: Callable[[JobManifest], str]
     policy: AdmissionPolicy = field(default_factory=AdmissionPolicy)
+    submit_policy: SubmitPolicy = field(default_factory=SubmitPolicy)
     lease_ttl_s: float = 10.0
     """The sidecars' lease: a learner whose lease is gone this long (twice over) is lost."""
     interval_s: float = 0.5
@@ -69,19 +71,27 @@ class Scheduler:
         self.jobs: dict[str, Tracked] = {}
         self.admission = AdmissionState([], options.policy)
         self._lock = asyncio.Lock()
+        """Guards the jobs' states and the admission state; taken inside a job's backend lock, never around it."""
         self._wake = asyncio.Event()
+        self._teardowns: set[str] = set()
+        """Jobs whose teardown failed: retried by every step."""
 
     # -- startup ------------------------------------------------------------------------------------
 
     async def rebuild(self) -> None:
-        """Load every job from etcd, re-reserve what admitted jobs hold, and remove orphans."""
+        """Load every job from etcd, re-reserve what admitted jobs hold, and remove orphans.
+
+        A stored job that can no longer be admitted (a manifest this scheduler refuses) is FAILED with the
+        reason instead of stopping the start.
+        """
         nodes = await asyncio.to_thread(self.backend.nodes)
         records: list[JobRecord] = []
         for stored in await self.store.load_all():
-            manifest = parse_manifest(stored.manifest_text, stored.source, self.options.catalog)
-            tracked = Tracked(stored.state, manifest, stored.manifest_text, stored.source)
+            tracked = await self._restore(stored)
+            if tracked is None:
+                continue
             self.jobs[stored.state.job_id] = tracked
-            if stored.state.stage is not Stage.DONE:
+            if tracked.state.stage is not Stage.DONE:
                 records.append(_admission_record(tracked))
         self.admission = AdmissionState.rebuild(records, nodes, self.options.policy)
         running = {job_id for job_id, tracked in self.jobs.items() if tracked.active}
@@ -90,23 +100,49 @@ class Scheduler:
             await asyncio.to_thread(self.backend.teardown, orphan)
         LOGGER.info("rebuilt %d jobs (%d running) from etcd", len(self.jobs), len(running))
 
+    async def _restore(self, stored: StoredJob) -> Tracked | None:
+        """The stored job as tracked; one that cannot be admitted is FAILED, and shown if its manifest allows."""
+        try:
+            manifest = self._admissible(stored.manifest_text, stored.source, self.options.catalog)
+            return Tracked(stored.state, manifest, stored.manifest_text, stored.source)
+        except LearnerkitError as e:
+            why = str(e)
+        state = stored.state
+        if state.stage is not Stage.DONE:
+            reason = f"not admitted after a scheduler restart: {why}"
+            failed = state.evolve(status=JobStatus.FAILED, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
+            state = await self.store.save(failed)
+            LOGGER.warning("job %s: %s", state.job_id, reason)
+        try:
+            shown = self._admissible(stored.manifest_text, stored.source, None)
+        except LearnerkitError:
+            LOGGER.warning("job %s: its stored manifest cannot be shown; it is left out", state.job_id)
+            return None
+        return Tracked(state, shown, stored.manifest_text, stored.source)
+
+    def _admissible(self, text: str, source: str, catalog: FrameworkCatalog | None) -> JobManifest:
+        manifest = parse_manifest(text, source, catalog)
+        check_admissible(manifest, self.options.submit_policy, source)
+        return manifest
+
     # -- the facade -------------------------------------------------------------------------------------
 
     async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
+        """Check everything, then store the job and queue it: a refused job leaves nothing behind."""
         manifest = parse_manifest(manifest_text, source, self.options.catalog)
-        if manifest.extensions.tenant not in ("default", tenant):
-            raise ConfigError(f"{source}: learnerkit.tenant {manifest.extensions.tenant!r} is not your tenant")
+        check_submission(manifest, tenant, self.options.submit_policy, source)
         self.options.resolve_image(manifest)
         endpoints_for(manifest, self.options.platform)  # refuses a results store the sidecar cannot use
         state = JobState(f"job-{uuid.uuid4().hex[:12]}", tenant, manifest.name, time.time())
         tracked = Tracked(state, manifest, manifest_text, source)
+        job = tracked.admission_job()
         async with self._lock:
             if not await self.store.create(state, _spec(tracked), manifest_text, source):
                 raise JobStateError(f"job id {state.job_id} exists already")
             self.jobs[state.job_id] = tracked
-            rejected = self.admission.submit(tracked.admission_job())
+            rejected = self.admission.submit(job)
             if rejected is not None:
-                await self._end(tracked, JobStatus.FAILED, f"unschedulable: {rejected.message}", release=True)
+                await self._end(tracked, JobStatus.FAILED, rejected.message, release=True)
         self._wake.set()
         return job_view(tracked)
 
@@ -144,12 +180,17 @@ class Scheduler:
         return job_view(tracked)
 
     async def cancel(self, tenant: str, job_id: str) -> JobView:
+        """CANCELLED at once; the teardown then waits for a deploy in flight, which itself removes what it made."""
         tracked = self._owned(tenant, job_id)
         async with self._lock:
             if tracked.state.status.terminal and tracked.state.stage is Stage.DONE:
                 raise JobStateError(f"job {job_id} is {tracked.state.status.value} already")
-            await asyncio.to_thread(self.backend.teardown, job_id)
             await self._end(tracked, JobStatus.CANCELLED, "cancelled", release=True)
+        async with tracked.backend_lock:
+            try:
+                await self._teardown(job_id)
+            except BackendError as e:
+                LOGGER.warning("job %s: teardown failed; the next steps retry it: %s", job_id, e)
         return job_view(tracked)
 
     async def logs(self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0) -> LogChunk:
@@ -183,10 +224,31 @@ class Scheduler:
         now = time.time()
         for tracked in [t for t in self.jobs.values() if t.active]:
             await self._monitor(tracked, now)
+        await self._retry_teardowns()
         async with self._lock:
-            for requeued in self.admission.tick(now):
-                tracked = self.jobs[requeued.job_id]
-                await asyncio.to_thread(self.backend.teardown, requeued.job_id)
+            requeued = self.admission.tick(now)
+        for timed_out in requeued:
+            await self._requeue_timed_out(self.jobs[timed_out.job_id], timed_out)
+        async with self._lock:
+            started = time.perf_counter()
+            result = self.admission.schedule(now)
+            self.metrics.scheduling_pass_seconds.observe(time.perf_counter() - started)
+            for job_id, why in result.rejected.items():
+                await self._end(self.jobs[job_id], JobStatus.FAILED, why.message, release=True)
+            for job_id, reason in result.waiting.items():
+                tracked = self.jobs[job_id]
+                if tracked.state.reason != str(reason):
+                    tracked.state = await self.store.save(tracked.state.evolve(reason=str(reason)))
+        # Deploys of one pass run side by side: the engine creates containers concurrently.
+        await asyncio.gather(*(self._deploy(self.jobs[a.job_id], a.nodes, now) for a in result.admitted))
+        self._observe()
+
+    async def _requeue_timed_out(self, tracked: Tracked, requeued: Requeued) -> None:
+        async with tracked.backend_lock:
+            await self._teardown(requeued.job_id)
+            async with self._lock:
+                if tracked.state.stage is Stage.DONE:
+                    return  # cancelled or halted meanwhile
                 tracked.new_attempt()
                 tracked.state = await self.store.save(
                     tracked.state.evolve(
@@ -200,40 +262,41 @@ class Scheduler:
                     ),
                     clear_learners=True,
                 )
-            started = time.perf_counter()
-            result = self.admission.schedule(now)
-            self.metrics.scheduling_pass_seconds.observe(time.perf_counter() - started)
-            for job_id, why in result.rejected.items():
-                await self._end(self.jobs[job_id], JobStatus.FAILED, f"unschedulable: {why.message}", release=True)
-            for job_id, reason in result.waiting.items():
-                tracked = self.jobs[job_id]
-                if tracked.state.reason != str(reason):
-                    tracked.state = await self.store.save(tracked.state.evolve(reason=str(reason)))
-        # Deploys of one pass run side by side: the engine creates containers concurrently.
-        await asyncio.gather(*(self._deploy(self.jobs[a.job_id], a.nodes, now) for a in result.admitted))
-        self._observe()
 
     async def _deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
-        state = tracked.state
-        self.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
-        image = self.options.resolve_image(tracked.manifest)
-        plan = plan_job(tracked.manifest, state, self.options.platform, image)
-        async with self._lock:
-            tracked.state = await self.store.save(
-                state.evolve(
-                    status=JobStatus.PENDING, stage=Stage.DEPLOYED, nodes=nodes, admitted_at=now, reason="deploying"
-                ),
-                clear_learners=True,
-            )
-        try:
-            await asyncio.to_thread(self.backend.deploy, plan)
-        except BackendError as e:
-            self.metrics.deploy_failures.inc()
+        """Deploy an admitted job; its backend lock keeps a cancel's teardown from meeting a half-made job."""
+        async with tracked.backend_lock:
             async with self._lock:
-                await self._end(tracked, JobStatus.FAILED, f"deploy failed: {e}", release=True)
-            return
-        async with self._lock:
-            tracked.state = await self.store.save(tracked.state.evolve(reason=""))
+                state = tracked.state
+                if state.stage is not Stage.QUEUED:
+                    return  # cancelled or halted since the pass admitted it
+                self.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
+                try:
+                    image = self.options.resolve_image(tracked.manifest)
+                    plan = plan_job(tracked.manifest, state, self.options.platform, image)
+                except LearnerkitError as e:
+                    await self._end(tracked, JobStatus.FAILED, f"deploy refused: {e}", release=True)
+                    return
+                tracked.state = await self.store.save(
+                    state.evolve(
+                        status=JobStatus.PENDING, stage=Stage.DEPLOYED, nodes=nodes, admitted_at=now, reason="deploying"
+                    ),
+                    clear_learners=True,
+                )
+            try:
+                await asyncio.to_thread(self.backend.deploy, plan)
+            except BackendError as e:
+                self.metrics.deploy_failures.inc()
+                async with self._lock:
+                    if tracked.state.stage is not Stage.DONE:
+                        await self._end(tracked, JobStatus.FAILED, f"deploy failed: {e}", release=True)
+                return
+            async with self._lock:
+                ended = tracked.state.stage is Stage.DONE
+                if not ended:
+                    tracked.state = await self.store.save(tracked.state.evolve(reason=""))
+            if ended:
+                await self._teardown(tracked.state.job_id)  # cancelled while the deploy ran: remove what it made
 
     async def _monitor(self, tracked: Tracked, now: float) -> None:
         state = tracked.state
@@ -245,15 +308,16 @@ class Scheduler:
         learners = tracked.manifest.resources.learners
         if state.stage is Stage.DEPLOYED and await asyncio.to_thread(self.backend.started, state.job_id, learners):
             async with self._lock:
-                self.admission.mark_running(state.job_id)
-                tracked.state = await self.store.save(tracked.state.evolve(stage=Stage.RUNNING))
+                if tracked.state.stage is Stage.DEPLOYED:
+                    self.admission.mark_running(state.job_id)
+                    tracked.state = await self.store.save(tracked.state.evolve(stage=Stage.RUNNING))
         lost = self._lost_learners(tracked, exited, now)
         result = aggregate(learners, records, first_sequence=state.first_sequence, lost=lost)
-        async with self._lock:
+        async with tracked.backend_lock, self._lock:
             if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
                 return  # cancelled meanwhile
             if result.status.terminal:
-                await asyncio.to_thread(self.backend.teardown, state.job_id)
+                await self._teardown(state.job_id)
                 extensions = tracked.manifest.extensions
                 if (
                     result.status is JobStatus.FAILED
@@ -324,6 +388,24 @@ class Scheduler:
             clear_halt=True,
         )
         self.admission.submit(tracked.admission_job())
+
+    async def _teardown(self, job_id: str) -> None:
+        """Remove everything of the job from the backend; after a failure, steps retry it while the job is done."""
+        try:
+            await asyncio.to_thread(self.backend.teardown, job_id)
+        except BackendError:
+            self._teardowns.add(job_id)
+            raise
+        self._teardowns.discard(job_id)
+
+    async def _retry_teardowns(self) -> None:
+        for job_id in sorted(self._teardowns):
+            tracked = self.jobs[job_id]
+            if tracked.state.stage is not Stage.DONE:
+                self._teardowns.discard(job_id)  # deployed again: its own transitions tear it down
+                continue
+            async with tracked.backend_lock:
+                await self._teardown(job_id)
 
     # -- helpers -------------------------------------------------------------------------------------------
 

@@ -1,0 +1,124 @@
+"""The tenant <-> scheduler boundary against the real etcd, SeaweedFS and Docker engine (docs/security.md):
+refused jobs leave nothing behind, a cancel always stops what a deploy made, a scheduler sweeps only its own
+containers, and a restart reads any amount of history."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pytest
+
+from controller_sidecar.etcdstore import EtcdStore
+from learnerkit.common import engine
+from learnerkit.pair.docker import JOB_LABEL
+from learnerkit.scheduler.backends.docker import local_gpus
+from learnerkit.scheduler.core import SchedulerOptions
+from learnerkit.scheduler.errors import ManifestError
+from learnerkit.scheduler.jobstate import JobState
+from learnerkit.scheduler.jobstore import JobStore
+from tests.integration.scheduler.conftest import Harness, leftovers, manifest
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
+
+HUGE = 10**20
+
+
+def stored_job_ids(harness: Harness) -> set[str]:
+    found = harness.call(harness.service.store.etcd.get_prefix(f"{harness.root}/"))
+    return {key.split("/")[-2] for key in found if key.endswith("/spec")}
+
+
+def stays_empty(job_id: str, seconds: float) -> None:
+    """Nothing of the job appears on the engine for a while (a deploy still running would make some)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert leftovers(job_id) == [], f"{job_id} has containers after it was cancelled"
+        time.sleep(0.2)
+
+
+def test_a_refused_submit_stores_nothing(harness: Harness, s3_server: Any) -> None:
+    before = stored_job_ids(harness)
+    with pytest.raises(ManifestError, match="learners"):
+        harness.call(harness.service.submit("team-a", manifest(s3_server, "true", learners=HUGE)))
+    assert stored_job_ids(harness) == before
+
+
+def test_gpus_without_a_gpu_type_ask_for_any_gpu(harness: Harness, s3_server: Any, etcd_server: Any) -> None:
+    job = manifest(s3_server, "true").replace("gpus: 0", "gpus: 1")
+    view = harness.call(harness.service.submit("team-a", job))
+    if local_gpus()[0]:
+        assert view.status == "QUEUED", view
+        harness.call(harness.service.cancel("team-a", view.job_id))
+    else:
+        assert (view.status, view.reason) == ("FAILED", "unschedulable: no node has GPUs of any type")
+    harness.kill()
+    again = Harness(etcd_server, harness.options)
+    try:
+        assert again.call(again.service.get("team-a", view.job_id)).status in ("FAILED", "CANCELLED")
+    finally:
+        again.kill()
+
+
+def test_a_stored_job_that_cannot_be_admitted_fails_at_the_restart(
+    etcd_server: Any, service_options: SchedulerOptions, s3_server: Any, scheduler_buckets: Any
+) -> None:
+    # A record as an older scheduler stored it: queued, with more learners than any limit allows.
+    text = manifest(s3_server, "true", learners=HUGE)
+    state = JobState(f"job-unadmittable-{int(time.time())}", "team-a", "test-job", time.time())
+
+    async def arrange(create: bool) -> None:
+        etcd = await EtcdStore.connect(etcd_server.settings())
+        store = JobStore(etcd)
+        if create:
+            assert await store.create(state, {"job_id": state.job_id, "tenant": state.tenant}, text, "manifest.yml")
+        else:
+            await store.delete(state.job_id)
+        await etcd.close()
+
+    asyncio.run(arrange(create=True))
+    try:
+        started = Harness(etcd_server, service_options)
+        try:
+            stored = started.call(started.service.store.etcd.get(f"/learnerkit/jobs/{state.job_id}/status"))
+            assert stored is not None
+            status = json.loads(stored[0])
+            assert status["status"] == "FAILED" and "learners" in status["reason"], status
+        finally:
+            started.kill()
+    finally:
+        asyncio.run(arrange(create=False))
+
+
+def test_cancel_during_deploy_leaves_nothing_running(harness: Harness, s3_server: Any) -> None:
+    for _ in range(3):
+        view = harness.call(harness.service.submit("team-a", manifest(s3_server, "sleep 300", learners=3, cpus=0.2)))
+        wait_until(
+            lambda job_id=view.job_id: harness.call(harness.service.get("team-a", job_id)).reason == "deploying",
+            timeout=120,
+            interval=0.01,
+            message="the deploy to begin",
+        )
+        cancelled = harness.call(harness.service.cancel("team-a", view.job_id))
+        assert cancelled.status == "CANCELLED"
+        stays_empty(view.job_id, 5)
+        assert harness.call(harness.service.get("team-a", view.job_id)).status == "CANCELLED"
+
+
+def test_a_starting_scheduler_leaves_other_schedulers_jobs_running(
+    harness: Harness, s3_server: Any, etcd_server: Any
+) -> None:
+    view = harness.call(harness.service.submit("team-a", manifest(s3_server, "sleep 300")))
+    harness.wait_status("team-a", view.job_id, {"PROCESSING"})
+    learner = engine.engine().containers.list(filters={"label": f"{JOB_LABEL}={view.job_id}"})[0]
+    other = Harness(etcd_server, harness.options, root="/learnerkit-other-scheduler/jobs")
+    try:
+        learner.reload()
+        assert learner.status == "running", "another scheduler removed this scheduler's job"
+    finally:
+        other.kill()
+    harness.call(harness.service.cancel("team-a", view.job_id))
+    assert leftovers(view.job_id) == []

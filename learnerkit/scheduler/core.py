@@ -9,11 +9,12 @@ running jobs undisturbed, and submits nothing twice.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from controller_sidecar.logship import assemble_log
@@ -47,7 +48,7 @@ class Backend(Protocol):
     def started(self, job_id: str, learners: int) -> bool: ...
     def sidecars_exited(self, job_id: str) -> dict[int, int]: ...
     def teardown(self, job_id: str) -> None: ...
-    def job_ids(self) -> set[str]: ...
+    def job_ids(self, instance: str) -> set[str]: ...
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,10 @@ class SchedulerOptions:
     resolve_image: Callable[[JobManifest], str]
     policy: AdmissionPolicy = field(default_factory=AdmissionPolicy)
     submit_policy: SubmitPolicy = field(default_factory=SubmitPolicy)
+    instance: str | None = None
+    """This scheduler's instance id (``$LEARNERKIT_SCHEDULER_INSTANCE``); None: derived from the etcd endpoints and
+    root at the first start, and kept in etcd. It labels what the scheduler deploys; its orphan sweep removes
+    only what carries its own id."""
     lease_ttl_s: float = 10.0
     """The sidecars' lease: a learner whose lease is gone this long (twice over) is lost."""
     interval_s: float = 0.5
@@ -73,6 +78,8 @@ class Scheduler:
         self._lock = asyncio.Lock()
         """Guards the jobs' states and the admission state; taken inside a job's backend lock, never around it."""
         self._wake = asyncio.Event()
+        self.instance = options.instance or ""
+        """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
         self._teardowns: set[str] = set()
         """Jobs whose teardown failed: retried by every step."""
 
@@ -84,6 +91,10 @@ class Scheduler:
         A stored job that can no longer be admitted (a manifest this scheduler refuses) is FAILED with the
         reason instead of stopping the start.
         """
+        derived = derive_instance(self.options.platform.etcd_endpoints, self.store.root)
+        self.instance = await self.store.claim_instance(
+            self.options.instance or derived, fixed=self.options.instance is not None
+        )
         nodes = await asyncio.to_thread(self.backend.nodes)
         records: list[JobRecord] = []
         for stored in await self.store.load_all():
@@ -95,7 +106,7 @@ class Scheduler:
                 records.append(_admission_record(tracked))
         self.admission = AdmissionState.rebuild(records, nodes, self.options.policy)
         running = {job_id for job_id, tracked in self.jobs.items() if tracked.active}
-        for orphan in await asyncio.to_thread(self.backend.job_ids) - running:
+        for orphan in await asyncio.to_thread(self.backend.job_ids, self.instance) - running:
             LOGGER.warning("removing orphaned job %s from the backend", orphan)
             await asyncio.to_thread(self.backend.teardown, orphan)
         LOGGER.info("rebuilt %d jobs (%d running) from etcd", len(self.jobs), len(running))
@@ -273,7 +284,9 @@ class Scheduler:
                 self.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
                 try:
                     image = self.options.resolve_image(tracked.manifest)
-                    plan = plan_job(tracked.manifest, state, self.options.platform, image)
+                    plan = replace(
+                        plan_job(tracked.manifest, state, self.options.platform, image), instance=self.instance
+                    )
                 except LearnerkitError as e:
                     await self._end(tracked, JobStatus.FAILED, f"deploy refused: {e}", release=True)
                     return
@@ -433,6 +446,12 @@ class Scheduler:
         queued = sum(1 for t in self.jobs.values() if t.state.stage is Stage.QUEUED)
         gpus = sum(t.manifest.resources.gpus * t.manifest.resources.learners for t in self.jobs.values() if t.active)
         self.metrics.observe_jobs((t.state.status for t in self.jobs.values()), queued, gpus)
+
+
+def derive_instance(etcd_endpoints: str, root: str) -> str:
+    """An instance id from where the scheduler keeps its jobs: the same etcd and root give the same id."""
+    endpoints = ",".join(sorted(e.strip() for e in etcd_endpoints.split(",") if e.strip()))
+    return "lk-" + hashlib.sha256(f"{endpoints}|{root}".encode()).hexdigest()[:12]
 
 
 def _spec(tracked: Tracked) -> dict[str, object]:

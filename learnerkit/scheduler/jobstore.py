@@ -90,6 +90,22 @@ class JobStore:
             await self.etcd.delete_prefix(f"{keys.job_prefix(state.job_id, self.root)}learners/")
         return state
 
+    def instance_key(self) -> str:
+        """Beside the jobs' prefix, not under it: ``/learnerkit/jobs.instance``."""
+        return f"{self.root.rstrip('/')}.instance"
+
+    async def claim_instance(self, proposed: str, *, fixed: bool) -> str:
+        """The scheduler instance of this job root: the one stored, else ``proposed`` (stored now); a ``fixed``
+        one (a setting) replaces what is stored."""
+        key = self.instance_key()
+        if fixed:
+            await self.etcd.put(key, proposed)
+            return proposed
+        if await self.etcd.create_all(key, {key: proposed}):
+            return proposed
+        stored = await self.etcd.get(key)
+        return stored[0].decode() if stored else proposed
+
     async def load_all(self) -> list[StoredJob]:
         """Every job with its spec and submitted manifest (for the rebuild after a restart)."""
         found = await self.etcd.get_prefix(f"{self.root.rstrip('/')}/")

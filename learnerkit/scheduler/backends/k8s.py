@@ -72,5 +72,5 @@ class KubernetesBackend:
     def teardown(self, job_id: str) -> None:
         self.backend.teardown(job_id)
 
-    def job_ids(self) -> set[str]:
-        return set(self.backend.list_jobs())
+    def job_ids(self, instance: str) -> set[str]:
+        return set(self.backend.list_jobs(instance=instance))

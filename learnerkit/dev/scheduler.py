@@ -48,6 +48,8 @@ def _argv(launch: Launch) -> list[str]:
         str(_tokens(launch)),
         "--etcd-endpoints",
         launch.env["ETCD_ENDPOINTS"],
+        "--s3-endpoint",
+        launch.env["S3_ENDPOINT_URL"],
     ]
 
 

@@ -25,7 +25,7 @@ from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, JobP
 from learnerkit.scheduler.aggregate import aggregate
 from learnerkit.scheduler.capacity import Node
 from learnerkit.scheduler.deployment import JobDeployment
-from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError
+from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
 from learnerkit.scheduler.facade import JobView, LogChunk
 from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobstore import JobStore, StoredJob
@@ -38,6 +38,8 @@ from learnerkit.scheduler.tracking import Tracked
 from learnerkit.scheduler.views import job_view
 
 LOGGER = logging.getLogger(__name__)
+PARSES_AT_ONCE = 2
+"""Manifests read side by side (each in a thread): more wait their turn without holding the event loop."""
 STARTUP_GRACE_S = 60.0
 """A learner whose sidecar never took its lease is lost only after this long (image start, etcd connect)."""
 
@@ -75,6 +77,7 @@ class Scheduler:
         self.metrics = SchedulerMetrics()
         self.jobs: dict[str, Tracked] = {}
         self.admission = AdmissionState([], options.policy)
+        self._parsing = asyncio.Semaphore(PARSES_AT_ONCE)
         self._lock = asyncio.Lock()
         """Guards the jobs' states and the admission state; taken inside a job's backend lock, never around it."""
         self._wake = asyncio.Event()
@@ -131,6 +134,19 @@ class Scheduler:
             return None
         return Tracked(state, shown, stored.manifest_text, stored.source)
 
+    async def _parse(self, text: str, source: str) -> JobManifest:
+        """Refuse an oversized manifest unread; read the others in a thread, within the policy's time budget."""
+        policy = self.options.submit_policy
+        size = len(text.encode())
+        if size > policy.max_manifest_bytes:
+            raise ManifestTooLargeError(
+                f"the manifest has {size} bytes; this scheduler reads at most {policy.max_manifest_bytes}"
+            )
+        async with self._parsing:
+            return await asyncio.to_thread(
+                parse_manifest, text, source, self.options.catalog, seconds=policy.parse_seconds
+            )
+
     def _admissible(self, text: str, source: str, catalog: FrameworkCatalog | None) -> JobManifest:
         manifest = parse_manifest(text, source, catalog)
         check_admissible(manifest, self.options.submit_policy, source)
@@ -140,7 +156,7 @@ class Scheduler:
 
     async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
         """Check everything, then store the job and queue it: a refused job leaves nothing behind."""
-        manifest = parse_manifest(manifest_text, source, self.options.catalog)
+        manifest = await self._parse(manifest_text, source)
         check_submission(manifest, tenant, self.options.submit_policy, source)
         self.options.resolve_image(manifest)
         endpoints_for(manifest, self.options.platform)  # refuses a results store the sidecar cannot use

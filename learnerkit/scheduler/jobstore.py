@@ -9,18 +9,22 @@ scheduler needs it to redeploy the job after a restart; nothing else reads it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from controller_sidecar import keys
+from controller_sidecar.errors import TransientError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.status import StatusRecord
 from learnerkit.pair.etcd import put_halt
-from learnerkit.scheduler.errors import SchedulerError
+from learnerkit.scheduler.errors import ManifestTooLargeError, SchedulerError, StoreUnavailableError
 from learnerkit.scheduler.jobstate import JobState, now_iso
 
 CREDENTIALS_ROOT = "/learnerkit/credentials"
+MAX_CREATE_BYTES = 1024 * 1024
+"""A new job's keys in one transaction: below etcd's default request limit (1.5 MiB) with room to spare."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,15 @@ def _history_entry(state: JobState) -> str:
         {"status": state.status.value, "reason": state.reason, "timestamp": now_iso(), "attempt": state.attempt},
         sort_keys=True,
     )
+
+
+@contextmanager
+def _answering(what: str) -> Iterator[None]:
+    """etcd not answering (an outage, a restart) as `StoreUnavailableError`: the API's 503, retried by the loop."""
+    try:
+        yield
+    except TransientError as e:
+        raise StoreUnavailableError(f"{what}: the job store (etcd) does not answer; try again shortly: {e}") from e
 
 
 class JobStore:
@@ -66,10 +79,18 @@ class JobStore:
             keys.job_status_key(state.job_id, self.root): json.dumps(first.to_raw(), sort_keys=True),
             keys.history_key(state.job_id, "job-0000000001", self.root): _history_entry(first),
         }
-        return await self.etcd.create_all(keys.spec_key(state.job_id, self.root), items)
+        size = sum(len(key) + len(value.encode()) for key, value in items.items())
+        if size > MAX_CREATE_BYTES:
+            raise ManifestTooLargeError(f"job {state.job_id}: its records would take {size} bytes in etcd")
+        with _answering(f"storing job {state.job_id}"):
+            return await self.etcd.create_all(keys.spec_key(state.job_id, self.root), items)
 
     async def save(self, state: JobState, *, clear_learners: bool = False, clear_halt: bool = False) -> JobState:
         """Write the job's status; a change of status also gets a history entry (same transaction)."""
+        with _answering(f"saving job {state.job_id}"):
+            return await self._save(state, clear_learners=clear_learners, clear_halt=clear_halt)
+
+    async def _save(self, state: JobState, *, clear_learners: bool, clear_halt: bool) -> JobState:
         stored = await self.etcd.get(keys.job_status_key(state.job_id, self.root))
         previous = JobState.from_raw(json.loads(stored[0])) if stored else None
         items: dict[str, str | bytes] = {}
@@ -146,7 +167,8 @@ class JobStore:
         return records, alive, metrics
 
     async def request_halt(self, job_id: str) -> None:
-        await put_halt(self.etcd, job_id, self.root)
+        with _answering(f"halting job {job_id}"):
+            await put_halt(self.etcd, job_id, self.root)
 
     async def delete(self, job_id: str) -> None:
         await self.etcd.delete_prefix(keys.job_prefix(job_id, self.root))

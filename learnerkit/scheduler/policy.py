@@ -19,10 +19,15 @@ PriorityRange = tuple[int, int]
 DEFAULT_PRIORITY: PriorityRange = (-1000, 0)
 """A tenant may lower its jobs' priority but not raise it above 0 unless its settings allow it."""
 DEFAULT_MAX_LEARNERS = 64
+DEFAULT_MAX_MANIFEST_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
 class SubmitPolicy:
+    max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES
+    """``$LEARNERKIT_MAX_MANIFEST_BYTES``: larger manifests are refused unread."""
+    parse_seconds: float | None = 5.0
+    """``$LEARNERKIT_MANIFEST_PARSE_BUDGET_S``: reading one manifest may take this long."""
     max_learners: int = DEFAULT_MAX_LEARNERS
     """``$LEARNERKIT_MAX_LEARNERS``: learners per job."""
     object_stores: tuple[str, ...] = ()

@@ -16,7 +16,7 @@ from learnerkit.common import engine
 from learnerkit.pair.docker import JOB_LABEL
 from learnerkit.scheduler.backends.docker import local_gpus
 from learnerkit.scheduler.core import SchedulerOptions
-from learnerkit.scheduler.errors import ManifestError
+from learnerkit.scheduler.errors import ManifestError, ManifestTooLargeError, StoreUnavailableError
 from learnerkit.scheduler.jobstate import JobState
 from learnerkit.scheduler.jobstore import JobStore
 from tests.integration.scheduler.conftest import Harness, leftovers, manifest
@@ -45,6 +45,35 @@ def test_a_refused_submit_stores_nothing(harness: Harness, s3_server: Any) -> No
     with pytest.raises(ManifestError, match="learners"):
         harness.call(harness.service.submit("team-a", manifest(s3_server, "true", learners=HUGE)))
     assert stored_job_ids(harness) == before
+
+
+def test_a_manifest_over_the_size_limit_is_refused_and_stores_nothing(harness: Harness, s3_server: Any) -> None:
+    # 0.8 MiB: under the old 1 MiB limit, but spec and credentials together passed etcd's request limit (a 500).
+    job = manifest(s3_server, "true").replace("description: a scheduler test", "description: " + "x" * 800_000)
+    before = stored_job_ids(harness)
+    with pytest.raises(ManifestTooLargeError, match="at most 262144"):
+        harness.call(harness.service.submit("team-a", job))
+    assert stored_job_ids(harness) == before
+
+
+def test_a_submit_while_etcd_is_down_is_unavailable_not_a_failure(
+    harness: Harness, s3_server: Any, etcd_server: Any
+) -> None:
+    etcd_server.stop()
+    try:
+        with pytest.raises(StoreUnavailableError, match="does not answer"):
+            harness.call(harness.service.submit("team-a", manifest(s3_server, "true")))
+    finally:
+        etcd_server.start()
+
+    def accepted() -> str | None:
+        try:
+            return harness.call(harness.service.submit("team-a", manifest(s3_server, "true"))).job_id
+        except StoreUnavailableError:
+            return None
+
+    job_id = wait_until(accepted, timeout=60, interval=0.5, message="a submit once etcd is back")
+    assert harness.wait_status("team-a", job_id, {"COMPLETED", "FAILED"}).status == "COMPLETED"
 
 
 def test_gpus_without_a_gpu_type_ask_for_any_gpu(harness: Harness, s3_server: Any, etcd_server: Any) -> None:

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from learnerkit import __version__
@@ -101,10 +102,17 @@ _LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
 _bearer = HTTPBearer(auto_error=False, description="a tenant's token: `learnerkit scheduler token add`")
 
 
-def _tenant(request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
-    # Sync on purpose: FastAPI runs it in a worker thread, so a first-time scrypt check never blocks the loop.
+async def _tenant(
+    request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> str:
+    # A verified token costs one HMAC, here on the loop; a first-time scrypt check runs in a worker thread.
     tokens: TokenStore = request.app.state.tokens
-    return tokens.authenticate(request.headers.get("authorization"))
+    header = request.headers.get("authorization")
+    known = tokens.cached(header)
+    if known is not None:
+        return known
+    client = request.client.host if request.client else ""
+    return await run_in_threadpool(tokens.authenticate, header, client)
 
 
 Tenant = Annotated[str, Depends(_tenant)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
@@ -62,6 +63,18 @@ def test_every_v1_endpoint_refuses_a_missing_or_bad_token(
     assert response.json()["error"] == "unauthorized"
     assert response.headers["WWW-Authenticate"] == "Bearer"
     assert fake.calls == [], "the facade is never reached without a tenant"
+
+
+def test_a_flood_of_wrong_secrets_is_refused_cheaply_and_a_verified_tenant_stays_fast(
+    client: TestClient, tenants: Tenants
+) -> None:
+    assert client.get("/v1/jobs", headers=bearer(tenants.a)).status_code == 200
+    forged = tenants.a[:17] + ("A" if tenants.a[17] != "A" else "B") + tenants.a[18:]
+    statuses = [client.get("/v1/jobs", headers=bearer(forged)).status_code for _ in range(40)]
+    assert statuses == [401] * 5 + [429] * 35
+    started = time.perf_counter()
+    assert client.get("/v1/jobs", headers=bearer(tenants.a)).status_code == 200
+    assert time.perf_counter() - started < 0.5
 
 
 def test_submit_yaml_returns_201_with_the_job_of_the_token_tenant(client: TestClient, tenants: Tenants) -> None:

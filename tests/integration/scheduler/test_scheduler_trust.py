@@ -47,6 +47,17 @@ def test_a_refused_submit_stores_nothing(harness: Harness, s3_server: Any) -> No
     assert stored_job_ids(harness) == before
 
 
+@pytest.mark.parametrize("auth_url", ["http://127.0.0.1:22", "http://169.254.169.254"])
+def test_an_object_store_outside_the_allowlist_is_refused_by_field(
+    harness: Harness, s3_server: Any, auth_url: str
+) -> None:
+    job = manifest(s3_server, "true").replace(f"auth_url: {s3_server.endpoint_url}", f"auth_url: {auth_url}")
+    before = stored_job_ids(harness)
+    with pytest.raises(ManifestError, match=r"data_stores\[0\]\.connection\.auth_url: .* is not an object store"):
+        harness.call(harness.service.submit("team-a", job))
+    assert stored_job_ids(harness) == before
+
+
 def test_a_manifest_over_the_size_limit_is_refused_and_stores_nothing(harness: Harness, s3_server: Any) -> None:
     # 0.8 MiB: under the old 1 MiB limit, but spec and credentials together passed etcd's request limit (a 500).
     job = manifest(s3_server, "true").replace("description: a scheduler test", "description: " + "x" * 800_000)

@@ -43,6 +43,9 @@ T = TypeVar("T")
 RECONNECT_BACKOFF = Backoff(initial_s=0.1, maximum_s=2.0, max_attempts=None)
 """Watches, reads for watches and the lease keeper retry this way until cancelled."""
 SEQUENCE_DIGITS = 10
+PAGE_KEYS = 256
+"""Keys per request of :meth:`EtcdStore.iter_prefix`."""
+PAGE_TIMEOUT_S = 30.0
 _CHANNEL_OPTIONS = {
     # gRPC's own reconnect backoff grows to 120 s; after a long outage that would keep the channel failing
     # well after etcd is back. Our loops already back off, so let the channel retry quickly.
@@ -199,6 +202,29 @@ class EtcdStore:
         with _translated(f"get {prefix}*"):
             found = await self._client.get_prefix(prefix.encode())
         return {kv.key.decode(): kv.value for kv in found}
+
+    async def iter_prefix(self, prefix: str, page: int = PAGE_KEYS) -> AsyncIterator[tuple[str, bytes]]:
+        """Every key under ``prefix`` with its value, in key order, read ``page`` keys per request: any amount
+        of data passes the client's 4 MiB message limit (a page too large for it is read again, halved)."""
+        start, end = prefix.encode(), _prefix_end(prefix.encode())
+        while True:
+            # aetcd's range calls take no limit: the request is made here, on aetcd's own connection.
+            request = rpc.RangeRequest(key=start, range_end=end, limit=page)
+            try:
+                with _translated(f"get {prefix}* (a page of {page})"):
+                    response = await self._client.kvstub.Range(
+                        request, timeout=PAGE_TIMEOUT_S, metadata=self._client.metadata
+                    )
+            except TransientError as e:
+                if page > 1 and _grpc_code(e.__cause__ or e) is rpc.StatusCode.RESOURCE_EXHAUSTED:
+                    page = max(1, page // 2)
+                    continue
+                raise
+            for kv in response.kvs:
+                yield kv.key.decode(), kv.value
+            if not response.more or not response.kvs:
+                return
+            start = response.kvs[-1].key + b"\0"
 
     async def create_all(self, guard: str, items: Mapping[str, str | bytes]) -> bool:
         """Put every item in one transaction, only if ``guard`` does not exist; whether they were written."""

@@ -126,6 +126,7 @@ class Scheduler:
             reason = f"not admitted after a scheduler restart: {why}"
             failed = state.evolve(status=JobStatus.FAILED, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
             state = await self.store.save(failed)
+            await self.store.trim(state.job_id)
             LOGGER.warning("job %s: %s", state.job_id, reason)
         try:
             shown = self._admissible(stored.manifest_text, stored.source, None)
@@ -218,6 +219,7 @@ class Scheduler:
                 await self._teardown(job_id)
             except BackendError as e:
                 LOGGER.warning("job %s: teardown failed; the next steps retry it: %s", job_id, e)
+        await self.store.trim(job_id)  # what the sidecars wrote until they were stopped
         return job_view(tracked)
 
     async def logs(self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0) -> LogChunk:
@@ -392,6 +394,7 @@ class Scheduler:
         tracked.state = await self.store.save(
             tracked.state.evolve(status=status, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
         )
+        await self.store.trim(tracked.state.job_id)
         LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
 
     async def _requeue(self, tracked: Tracked, reason: str, *, restart: bool) -> None:

@@ -128,21 +128,39 @@ class JobStore:
         return stored[0].decode() if stored else proposed
 
     async def load_all(self) -> list[StoredJob]:
-        """Every job with its spec and submitted manifest (for the rebuild after a restart)."""
-        found = await self.etcd.get_prefix(f"{self.root.rstrip('/')}/")
-        secrets = await self.etcd.get_prefix(f"{CREDENTIALS_ROOT}/")
+        """Every job with its spec and submitted manifest (for the rebuild after a restart), read in pages: only
+        specs, statuses and credentials are kept, whatever else the jobs hold."""
+        with _answering("reading the jobs"):
+            statuses: dict[str, bytes] = {}
+            specs: dict[str, bytes] = {}
+            async for key, value in self.etcd.iter_prefix(f"{self.root.rstrip('/')}/"):
+                job_id, _, leaf = key[len(self.root.rstrip("/")) + 1 :].partition("/")
+                if leaf == "status":
+                    statuses[job_id] = value
+                elif leaf == "spec":
+                    specs[job_id] = value
+            secrets: dict[str, bytes] = {}
+            async for key, value in self.etcd.iter_prefix(f"{CREDENTIALS_ROOT}/"):
+                job_id = key[len(CREDENTIALS_ROOT) + 1 :]
+                if job_id in statuses:
+                    secrets[job_id] = value
         jobs: list[StoredJob] = []
-        for key, value in found.items():
-            if not key.endswith("/status") or "/learners/" in key:
+        for job_id, value in statuses.items():
+            if job_id not in specs or job_id not in secrets:
                 continue
+            submitted = json.loads(secrets[job_id])
             state = JobState.from_raw(json.loads(value))
-            spec = found.get(keys.spec_key(state.job_id, self.root))
-            secret = secrets.get(credentials_key(state.job_id))
-            if spec is None or secret is None:
-                continue
-            submitted = json.loads(secret)
-            jobs.append(StoredJob(state, json.loads(spec), submitted["manifest"], submitted["source"]))
+            jobs.append(StoredJob(state, json.loads(specs[job_id]), submitted["manifest"], submitted["source"]))
         return sorted(jobs, key=lambda job: job.state.submitted_at)
+
+    async def trim(self, job_id: str) -> None:
+        """Drop a finished job's history and its learners' records: its spec, final status and credentials stay
+        (the results' location follows from them), so stored jobs cost little however long they ran."""
+        prefix = keys.job_prefix(job_id, self.root)
+        with _answering(f"trimming job {job_id}"):
+            for part in ("history/", "learners/"):
+                await self.etcd.delete_prefix(f"{prefix}{part}")
+            await self.etcd.delete(keys.halt_key(job_id, self.root))
 
     async def learner_records(
         self, job_id: str

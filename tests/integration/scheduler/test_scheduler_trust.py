@@ -7,19 +7,21 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from typing import Any
 
 import pytest
 
+from controller_sidecar import keys
 from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.common import engine
 from learnerkit.pair.docker import JOB_LABEL
 from learnerkit.scheduler.backends.docker import local_gpus
 from learnerkit.scheduler.core import SchedulerOptions
 from learnerkit.scheduler.errors import ManifestError, ManifestTooLargeError, StoreUnavailableError
-from learnerkit.scheduler.jobstate import JobState
+from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobstore import JobStore
-from tests.integration.scheduler.conftest import Harness, leftovers, manifest
+from tests.integration.scheduler.conftest import TERMINAL, Harness, leftovers, manifest
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
@@ -85,6 +87,50 @@ def test_a_submit_while_etcd_is_down_is_unavailable_not_a_failure(
 
     job_id = wait_until(accepted, timeout=60, interval=0.5, message="a submit once etcd is back")
     assert harness.wait_status("team-a", job_id, {"COMPLETED", "FAILED"}).status == "COMPLETED"
+
+
+def test_a_restart_reads_more_history_than_one_etcd_answer_holds(
+    etcd_server: Any, service_options: SchedulerOptions, s3_server: Any, scheduler_buckets: Any
+) -> None:
+    # 30 finished jobs whose manifests (kept with their credentials) and history pass 4 MiB twice over.
+    root = f"/learnerkit-big-{uuid.uuid4().hex[:8]}/jobs"
+    text = manifest(s3_server, "true").replace("description: a scheduler test", "description: " + "x" * 200_000)
+    states = [
+        JobState(
+            f"job-big-{n:02d}-{uuid.uuid4().hex[:6]}", "team-a", "big", time.time() + n, JobStatus.COMPLETED, Stage.DONE
+        )
+        for n in range(30)
+    ]
+
+    async def arrange(create: bool) -> None:
+        etcd = await EtcdStore.connect(etcd_server.settings())
+        store = JobStore(etcd, root)
+        for state in states:
+            if create:
+                assert await store.create(state, {"job_id": state.job_id}, text, "manifest.yml")
+                await etcd.put(keys.history_key(state.job_id, "job-0000000002", root), "h" * 150_000)
+            else:
+                await store.delete(state.job_id)
+        await etcd.close()
+
+    asyncio.run(arrange(create=True))
+    try:
+        started = Harness(etcd_server, service_options, root=root)
+        try:
+            listed = started.call(started.service.list_jobs("team-a"))
+            assert [job.job_id for job in listed] == [state.job_id for state in states]
+        finally:
+            started.kill()
+    finally:
+        asyncio.run(arrange(create=False))
+
+
+def test_a_finished_job_keeps_only_its_spec_and_final_status(harness: Harness, s3_server: Any) -> None:
+    view = harness.call(harness.service.submit("team-a", manifest(s3_server, "true")))
+    assert harness.wait_status("team-a", view.job_id, TERMINAL).status == "COMPLETED"
+    found = harness.call(harness.service.store.etcd.get_prefix(keys.job_prefix(view.job_id)))
+    assert sorted(key.rsplit("/", 1)[1] for key in found) == ["spec", "status"]
+    assert harness.call(harness.service.get("team-a", view.job_id)).results.endswith(f"/{view.job_id}/attempt-1/")
 
 
 def test_gpus_without_a_gpu_type_ask_for_any_gpu(harness: Harness, s3_server: Any, etcd_server: Any) -> None:

@@ -50,6 +50,7 @@ def _argv(launch: Launch) -> list[str]:
         launch.env["ETCD_ENDPOINTS"],
         "--s3-endpoint",
         launch.env["S3_ENDPOINT_URL"],
+        "--trust-project-images",  # the dev environment runs the images built here, scanned or not (docs/security.md)
     ]
 
 

@@ -159,7 +159,7 @@ class Scheduler:
         """Check everything, then store the job and queue it: a refused job leaves nothing behind."""
         manifest = await self._parse(manifest_text, source)
         check_submission(manifest, tenant, self.options.submit_policy, source)
-        self.options.resolve_image(manifest)
+        await asyncio.to_thread(self.options.resolve_image, manifest)  # the image gate reads its records
         endpoints_for(manifest, self.options.platform)  # refuses a results store the sidecar cannot use
         state = JobState(f"job-{uuid.uuid4().hex[:12]}", tenant, manifest.name, time.time())
         tracked = Tracked(state, manifest, manifest_text, source)
@@ -295,25 +295,9 @@ class Scheduler:
     async def _deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
         """Deploy an admitted job; its backend lock keeps a cancel's teardown from meeting a half-made job."""
         async with tracked.backend_lock:
-            async with self._lock:
-                state = tracked.state
-                if state.stage is not Stage.QUEUED:
-                    return  # cancelled or halted since the pass admitted it
-                self.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
-                try:
-                    image = self.options.resolve_image(tracked.manifest)
-                    plan = replace(
-                        plan_job(tracked.manifest, state, self.options.platform, image), instance=self.instance
-                    )
-                except LearnerkitError as e:
-                    await self._end(tracked, JobStatus.FAILED, f"deploy refused: {e}", release=True)
-                    return
-                tracked.state = await self.store.save(
-                    state.evolve(
-                        status=JobStatus.PENDING, stage=Stage.DEPLOYED, nodes=nodes, admitted_at=now, reason="deploying"
-                    ),
-                    clear_learners=True,
-                )
+            plan = await self._plan(tracked, nodes, now)
+            if plan is None:
+                return
             try:
                 await asyncio.to_thread(self.backend.deploy, plan)
             except BackendError as e:
@@ -328,6 +312,34 @@ class Scheduler:
                     tracked.state = await self.store.save(tracked.state.evolve(reason=""))
             if ended:
                 await self._teardown(tracked.state.job_id)  # cancelled while the deploy ran: remove what it made
+
+    async def _plan(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> JobDeployment | None:
+        """The admitted job's deployment, recorded as deploying; None when it ended meanwhile or was refused."""
+        try:
+            image = await asyncio.to_thread(self.options.resolve_image, tracked.manifest)  # the image gate, again
+            refused = ""
+        except LearnerkitError as e:
+            image, refused = "", str(e)
+        async with self._lock:
+            state = tracked.state
+            if state.stage is not Stage.QUEUED:
+                return None  # cancelled or halted since the pass admitted it
+            self.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
+            plan: JobDeployment | None = None
+            try:
+                plan = plan_job(tracked.manifest, state, self.options.platform, image) if not refused else None
+            except LearnerkitError as e:
+                refused = str(e)
+            if plan is None:
+                await self._end(tracked, JobStatus.FAILED, f"deploy refused: {refused}", release=True)
+                return None
+            tracked.state = await self.store.save(
+                state.evolve(
+                    status=JobStatus.PENDING, stage=Stage.DEPLOYED, nodes=nodes, admitted_at=now, reason="deploying"
+                ),
+                clear_learners=True,
+            )
+        return replace(plan, instance=self.instance)
 
     async def _monitor(self, tracked: Tracked, now: float) -> None:
         state = tracked.state

@@ -23,6 +23,7 @@ from learnerkit.scheduler.core import Backend, Scheduler, SchedulerOptions
 from learnerkit.scheduler.deployment import Egress
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.hosting import HostedScheduler
+from learnerkit.scheduler.imagegate import ImageGate
 from learnerkit.scheduler.images import ImageCatalog
 from learnerkit.scheduler.jobstore import JobStore
 from learnerkit.scheduler.planning import Platform
@@ -81,7 +82,9 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             metrics_port=metrics_port,
         ),
         catalog=catalog.frameworks(),
-        resolve_image=catalog.resolve,
+        resolve_image=ImageGate(
+            settings.trust.images, catalog.references() if settings.trust.project_images else ()
+        ).gated(catalog.resolve),
         policy=AdmissionPolicy(quotas=tenants.quotas(), default_quota=tenants.default.quota),
         submit_policy=submit_policy(settings, tenants),
         instance=settings.trust.instance,

@@ -104,6 +104,9 @@ class TrustSettings:
     """``$LEARNERKIT_HOST_PATHS``: host folders that ``mount_volume`` stores may mount (read-only); none: refused."""
     images: tuple[str, ...] = ()
     """``$LEARNERKIT_IMAGE_ALLOWLIST``: image patterns (fnmatch) that run without passing the scan gate."""
+    project_images: bool = False
+    """``$LEARNERKIT_TRUST_PROJECT_IMAGES`` (``1``): this project's own framework images run without the gate;
+    for development setups (``learnerkit dev up --with-scheduler``, ``make demo``)."""
     instance: str | None = None
     """``$LEARNERKIT_SCHEDULER_INSTANCE``: this scheduler's id on the engine; None: derived and kept in etcd."""
 
@@ -165,6 +168,7 @@ class SchedulerSettings:
                 object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),
                 host_paths=_folders(env, "LEARNERKIT_HOST_PATHS"),
                 images=_list(env, "LEARNERKIT_IMAGE_ALLOWLIST"),
+                project_images=env.get("LEARNERKIT_TRUST_PROJECT_IMAGES") == "1",
                 instance=env.get("LEARNERKIT_SCHEDULER_INSTANCE"),
             ),
         )

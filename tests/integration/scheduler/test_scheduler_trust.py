@@ -8,6 +8,8 @@ import asyncio
 import json
 import time
 import uuid
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +21,11 @@ from learnerkit.pair.docker import JOB_LABEL
 from learnerkit.scheduler.backends.docker import local_gpus
 from learnerkit.scheduler.core import SchedulerOptions
 from learnerkit.scheduler.errors import ManifestError, ManifestTooLargeError, StoreUnavailableError
+from learnerkit.scheduler.imagegate import ImageGate
+from learnerkit.scheduler.images import ImageCatalog
 from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobstore import JobStore
+from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import TERMINAL, Harness, leftovers, manifest
 from tests.waiting import wait_until
 
@@ -131,6 +136,32 @@ def test_a_finished_job_keeps_only_its_spec_and_final_status(harness: Harness, s
     found = harness.call(harness.service.store.etcd.get_prefix(keys.job_prefix(view.job_id)))
     assert sorted(key.rsplit("/", 1)[1] for key in found) == ["spec", "status"]
     assert harness.call(harness.service.get("team-a", view.job_id)).results.endswith(f"/{view.job_id}/attempt-1/")
+
+
+def test_only_images_that_passed_the_gates_or_are_trusted_run(
+    etcd_server: Any,
+    service_options: SchedulerOptions,
+    s3_server: Any,
+    scheduler_buckets: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LEARNERKIT_HOME", str(tmp_path))  # no test or scan record on this host
+    catalog = ImageCatalog(REPO)
+    gated = replace(service_options, resolve_image=ImageGate().gated(catalog.resolve))
+    harness = Harness(etcd_server, gated)
+    try:
+        with pytest.raises(ManifestError, match=r"framework\.version: image learnerkit/pytorch:.* was never tested"):
+            harness.call(harness.service.submit("team-a", manifest(s3_server, "true")))
+    finally:
+        harness.kill()
+    trusted = replace(service_options, resolve_image=ImageGate(trusted=catalog.references()).gated(catalog.resolve))
+    harness = Harness(etcd_server, trusted)
+    try:
+        view = harness.call(harness.service.submit("team-a", manifest(s3_server, "true")))
+        assert harness.wait_status("team-a", view.job_id, TERMINAL).status == "COMPLETED"
+    finally:
+        harness.kill()
 
 
 def test_gpus_without_a_gpu_type_ask_for_any_gpu(harness: Harness, s3_server: Any, etcd_server: Any) -> None:

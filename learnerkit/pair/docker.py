@@ -25,6 +25,7 @@ PAIR_LABEL = "io.learnerkit.pair"
 JOB_LABEL = "io.learnerkit.job-id"
 ROLE_LABEL = "io.learnerkit.role"
 RUN_AS = "1000:0"
+DATA_DIR = "/job/data"
 STOP_MARGIN_S = 10
 """A stop waits this much longer than the sidecar's shutdown deadline (or the learner's halt grace)."""
 
@@ -80,7 +81,10 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
         "name": f"{spec.name}-learner",
         "command": command,
         "environment": env,
-        "volumes": {volume: {"bind": "/job", "mode": "rw"}},
+        "volumes": {
+            volume: {"bind": "/job", "mode": "rw"},
+            **({spec.data_mount: {"bind": DATA_DIR, "mode": "ro"}} if spec.data_mount else {}),
+        },
         "shm_size": "1g",
         "stop_signal": "SIGTERM",
     }

@@ -33,7 +33,7 @@ from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
 from learnerkit.scheduler.planning import Platform, endpoints_for, outputs_prefix, plan_job
-from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_submission
+from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_submission, host_folder, store_folder
 from learnerkit.scheduler.tracking import Tracked
 from learnerkit.scheduler.views import job_view
 
@@ -327,7 +327,9 @@ class Scheduler:
             self.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
             plan: JobDeployment | None = None
             try:
-                plan = plan_job(tracked.manifest, state, self.options.platform, image) if not refused else None
+                if not refused:
+                    mount = _data_mount(tracked.manifest, self.options.submit_policy)
+                    plan = plan_job(tracked.manifest, state, self.options.platform, image, mount)
             except LearnerkitError as e:
                 refused = str(e)
             if plan is None:
@@ -477,6 +479,14 @@ class Scheduler:
         queued = sum(1 for t in self.jobs.values() if t.state.stage is Stage.QUEUED)
         gpus = sum(t.manifest.resources.gpus * t.manifest.resources.learners for t in self.jobs.values() if t.active)
         self.metrics.observe_jobs((t.state.status for t in self.jobs.values()), queued, gpus)
+
+
+def _data_mount(manifest: JobManifest, policy: SubmitPolicy) -> str | None:
+    """The host folder of a ``mount_volume`` training data store, checked again (its links may have changed)."""
+    store = manifest.training_data_store
+    if store.type != "mount_volume":
+        return None
+    return host_folder(store_folder(store), policy)
 
 
 def derive_instance(etcd_endpoints: str, root: str) -> str:

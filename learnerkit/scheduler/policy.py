@@ -6,14 +6,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
+from learnerkit.common.errors import ConfigError
 from learnerkit.common.yamlfile import FieldPath, Problem
 from learnerkit.scheduler.errors import ManifestError
-from learnerkit.scheduler.manifest import JobManifest
+from learnerkit.scheduler.manifest import DataStore, JobManifest
 
 PriorityRange = tuple[int, int]
 DEFAULT_PRIORITY: PriorityRange = (-1000, 0)
@@ -73,7 +75,7 @@ def check_submission(manifest: JobManifest, tenant: str, policy: SubmitPolicy, s
     for index, store in enumerate(manifest.data_stores):
         loc: FieldPath = ("data_stores", index, "connection")
         if store.type == "mount_volume":
-            problems += _host_path_problems(store.connection.get("path", ""), policy, (*loc, "path"))
+            problems += _host_path_problems(store_folder(store), policy, (*loc, "path"))
         elif (url := store.connection.get("auth_url")) is not None and origin(url) not in policy.object_stores:
             allowed = ", ".join(policy.object_stores) or "none (set LEARNERKIT_OBJECT_STORES)"
             problems.append(((*loc, "auth_url"), f"{url!r} is not an object store this scheduler allows: {allowed}"))
@@ -94,10 +96,26 @@ def _refuse(problems: list[tuple[FieldPath, str]], source: str) -> None:
         raise ManifestError([Problem(Path(source), None, loc, message) for loc, message in problems])
 
 
-def _host_path_problems(path: str, policy: SubmitPolicy, loc: FieldPath) -> list[tuple[FieldPath, str]]:
+def store_folder(store: DataStore) -> str:
+    """The host folder of a ``mount_volume`` store: its ``path``, and in it its ``training_data`` container."""
+    return str(PurePosixPath(store.connection.get("path", "")) / (store.training_data or ""))
+
+
+def host_folder(path: str, policy: SubmitPolicy) -> str:
+    """The host folder a ``mount_volume`` store mounts, its links resolved; `ConfigError` unless it lies under a
+    folder of ``policy.host_paths``."""
     if not policy.host_paths:
-        return [(loc, "host mounts are off on this scheduler (LEARNERKIT_HOST_PATHS names no host folder)")]
-    wanted = PurePosixPath(path)
-    if ".." in wanted.parts or not any(wanted.is_relative_to(allowed) for allowed in policy.host_paths):
-        return [(loc, f"{path!r} is not under a host folder this scheduler allows: {', '.join(policy.host_paths)}")]
+        raise ConfigError("host mounts are off on this scheduler (LEARNERKIT_HOST_PATHS names no host folder)")
+    resolved = PurePosixPath(os.path.realpath(path))
+    allowed = [PurePosixPath(os.path.realpath(folder)) for folder in policy.host_paths]
+    if ".." in PurePosixPath(path).parts or not any(resolved.is_relative_to(folder) for folder in allowed):
+        raise ConfigError(f"{path!r} is not under a host folder this scheduler allows: {', '.join(policy.host_paths)}")
+    return str(resolved)
+
+
+def _host_path_problems(path: str, policy: SubmitPolicy, loc: FieldPath) -> list[tuple[FieldPath, str]]:
+    try:
+        host_folder(path, policy)
+    except ConfigError as e:
+        return [(loc, str(e))]
     return []

@@ -26,7 +26,7 @@ from learnerkit.scheduler.images import ImageCatalog
 from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobstore import JobStore
 from tests.integration.conftest import REPO
-from tests.integration.scheduler.conftest import TERMINAL, Harness, leftovers, manifest
+from tests.integration.scheduler.conftest import DATA_BUCKET, TERMINAL, Harness, leftovers, manifest
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
@@ -160,6 +160,47 @@ def test_only_images_that_passed_the_gates_or_are_trusted_run(
     try:
         view = harness.call(harness.service.submit("team-a", manifest(s3_server, "true")))
         assert harness.wait_status("team-a", view.job_id, TERMINAL).status == "COMPLETED"
+    finally:
+        harness.kill()
+
+
+def host_data_job(s3_server: Any, folder: Path, command: str) -> str:
+    """The test job with its training data in a host folder (FfDL's mount_volume) and results in S3."""
+    job = manifest(s3_server, command).replace(f"    training_data:\n      container: {DATA_BUCKET}/smoke\n", "")
+    host = (
+        "  - id: host\n    type: mount_volume\n    training_data:\n      container: "
+        f"{folder.name}\n    connection:\n      type: host_mount\n      path: {folder.parent}\n"
+    )
+    return job.replace("data_stores:\n", "data_stores:\n" + host)
+
+
+def test_a_host_folder_is_refused_unless_allowed_then_mounted_read_only(
+    etcd_server: Any, service_options: SchedulerOptions, s3_server: Any, scheduler_buckets: Any, tmp_path: Path
+) -> None:
+    folder = tmp_path / "datasets" / "mnist"
+    folder.mkdir(parents=True)
+    (folder / "hello.txt").write_text("hello from the host\n")
+    for path in (tmp_path, folder.parent, folder):
+        path.chmod(0o755)
+    (folder / "hello.txt").chmod(0o644)
+    job = host_data_job(s3_server, folder, 'cat "$DATA_DIR/hello.txt" && ! touch "$DATA_DIR/written"')
+    harness = Harness(etcd_server, service_options)
+    try:
+        with pytest.raises(ManifestError, match=r"data_stores\[0\]\.connection\.path: host mounts are off"):
+            harness.call(harness.service.submit("team-a", job))
+    finally:
+        harness.kill()
+    policy = replace(service_options.submit_policy, host_paths=(str(folder.parent),))
+    harness = Harness(etcd_server, replace(service_options, submit_policy=policy))
+    try:
+        outside = host_data_job(s3_server, tmp_path, "true")
+        with pytest.raises(ManifestError, match="is not under a host folder this scheduler allows"):
+            harness.call(harness.service.submit("team-a", outside))
+        view = harness.call(harness.service.submit("team-a", job))
+        final = harness.wait_status("team-a", view.job_id, TERMINAL)
+        assert final.status == "COMPLETED", final
+        assert b"hello from the host" in harness.call(harness.service.logs("team-a", view.job_id)).data
+        assert not (folder / "written").exists()
     finally:
         harness.kill()
 

@@ -59,7 +59,9 @@ class SchedulerOptions:
     catalog: FrameworkCatalog | None
     resolve_image: Callable[[JobManifest], str]
     policy: AdmissionPolicy = field(default_factory=AdmissionPolicy)
+    """Quotas and the ready timeout."""
     submit_policy: SubmitPolicy = field(default_factory=SubmitPolicy)
+    """What tenants may submit; its default allows no object store, so every job is refused until one is named."""
     instance: str | None = None
     """This scheduler's instance id (``$LEARNERKIT_SCHEDULER_INSTANCE``); None: derived from the etcd endpoints and
     root at the first start, and kept in etcd. It labels what the scheduler deploys; its orphan sweep removes

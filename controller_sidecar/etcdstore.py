@@ -138,6 +138,20 @@ class EtcdStore:
         found, _ = await self._read_prefix(prefix)
         return {key: value for key, (value, _) in found.items()}
 
+    async def iter_prefix(self, prefix: str, page: int = PAGE_SIZE) -> AsyncIterator[tuple[str, bytes]]:
+        """Every key under ``prefix`` with its value, in key order, ``page`` keys per request, without holding
+        them all: any amount of data passes the size limits of one answer."""
+        end = b64(_prefix_end(prefix.encode()))
+        request: Json = {"key": b64(prefix), "range_end": end, "limit": page}
+        while True:
+            answer = await self._gateway.call("kv/range", request, f"get {prefix}* (a page of {page})")
+            found = answer.get("kvs", [])
+            for kv in found:
+                yield unb64(kv["key"]).decode(), _value(kv)
+            if not answer.get("more") or not found:
+                return
+            request["key"] = b64(unb64(found[-1]["key"]) + b"\0")
+
     async def create_all(self, guard: str, items: Mapping[str, str | bytes]) -> bool:
         """Put every item in one transaction, only if ``guard`` does not exist; whether they were written."""
         txn = {"compare": [_version_is_zero(guard)], "success": [_put(k, v) for k, v in items.items()]}

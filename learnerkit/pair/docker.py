@@ -27,6 +27,7 @@ JOB_LABEL = "io.learnerkit.job-id"
 ROLE_LABEL = "io.learnerkit.role"
 LEARNER_RUN_AS = f"{LEARNER_UID}:0"
 SIDECAR_RUN_AS = f"{SIDECAR_UID}:0"
+DATA_DIR = "/job/data"
 STOP_MARGIN_S = 10
 """A stop waits this much longer than the sidecar's shutdown deadline (or the learner's halt grace)."""
 
@@ -82,7 +83,10 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
         "name": f"{spec.name}-learner",
         "command": command,
         "environment": env,
-        "volumes": {volume: {"bind": "/job", "mode": "rw"}},
+        "volumes": {
+            volume: {"bind": "/job", "mode": "rw"},
+            **({spec.data_mount: {"bind": DATA_DIR, "mode": "ro"}} if spec.data_mount else {}),
+        },
         "shm_size": "1g",
         "stop_signal": "SIGTERM",
     }
@@ -208,7 +212,7 @@ def exit_code(container_id: str) -> int | None:
 def remove_pair(handle: PairHandle) -> None:
     """Remove both containers and the volume; nothing of the pair is left behind."""
     for container_id in (handle.sidecar, handle.learner):
-        found = container(container_id)
+        found = container(container_id) if container_id else None  # a half-made pair has no sidecar yet
         if found is not None:
             with suppress(docker.errors.NotFound):
                 found.remove(force=True)

@@ -54,6 +54,9 @@ class PairSpec:
     shutdown_deadline_s: float = 20.0
     namespace: str = "default"
     """The Kubernetes namespace; the Docker engine has none."""
+    data_mount: str | None = None
+    """A host folder mounted read-only at the learner's ``/job/data`` (an FfDL ``mount_volume`` store); the
+    Docker engine only."""
 
     def __post_init__(self) -> None:
         if not JOB_ID.match(self.job_id):
@@ -67,6 +70,8 @@ class PairSpec:
             raise ConfigError(f"job {self.job_id}: gpus must not be negative, got {self.gpus}")
         if self.gpu_type and not self.gpus:
             raise ConfigError(f"job {self.job_id}: gpu_type {self.gpu_type!r} given but gpus is 0")
+        if self.data_mount is not None and not self.data_mount.startswith("/"):
+            raise ConfigError(f"job {self.job_id}: the data mount {self.data_mount!r} is not an absolute host path")
 
     @property
     def name(self) -> str:

@@ -9,11 +9,12 @@ running jobs undisturbed, and submits nothing twice.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
@@ -22,22 +23,25 @@ from controller_sidecar.retry import HOST_CALLS, retry_sync
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, S3Settings
 from learnerkit.common.errors import ConfigError, LearnerkitError
-from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, JobPhase, JobRecord
+from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, JobPhase, JobRecord, Requeued
 from learnerkit.scheduler.aggregate import aggregate
 from learnerkit.scheduler.capacity import Node
 from learnerkit.scheduler.deployment import JobDeployment
-from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError
+from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
 from learnerkit.scheduler.facade import JobView, LogChunk
 from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
-from learnerkit.scheduler.jobstore import JobStore
+from learnerkit.scheduler.jobstore import JobStore, StoredJob
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
 from learnerkit.scheduler.planning import Platform, endpoints_for, outputs_prefix, plan_job
+from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_submission, host_folder, store_folder
 from learnerkit.scheduler.tracking import Tracked
 from learnerkit.scheduler.views import job_view
 
 LOGGER = logging.getLogger(__name__)
+PARSES_AT_ONCE = 2
+"""Manifests read side by side (each in a thread): more wait their turn without holding the event loop."""
 STARTUP_GRACE_S = 60.0
 """A learner whose sidecar never took its lease is lost only after this long (image start, etcd connect)."""
 
@@ -48,7 +52,7 @@ class Backend(Protocol):
     def started(self, job_id: str, learners: int) -> bool: ...
     def sidecars_exited(self, job_id: str) -> dict[int, int]: ...
     def teardown(self, job_id: str) -> None: ...
-    def job_ids(self) -> set[str]: ...
+    def job_ids(self, instance: str) -> set[str]: ...
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,13 @@ class SchedulerOptions:
     catalog: FrameworkCatalog | None
     resolve_image: Callable[[JobManifest], str]
     policy: AdmissionPolicy = field(default_factory=AdmissionPolicy)
+    """Quotas and the ready timeout."""
+    submit_policy: SubmitPolicy = field(default_factory=SubmitPolicy)
+    """What tenants may submit; its default allows no object store, so every job is refused until one is named."""
+    instance: str | None = None
+    """This scheduler's instance id (``$LEARNERKIT_SCHEDULER_INSTANCE``); None: derived from the etcd endpoints and
+    root at the first start, and kept in etcd. It labels what the scheduler deploys; its orphan sweep removes
+    only what carries its own id."""
     lease_ttl_s: float = 10.0
     """The sidecars' lease: a learner whose lease is gone this long (twice over) is lost."""
     interval_s: float = 0.5
@@ -70,45 +81,100 @@ class Scheduler:
         self.metrics = SchedulerMetrics()
         self.jobs: dict[str, Tracked] = {}
         self.admission = AdmissionState([], options.policy)
+        self._parsing = asyncio.Semaphore(PARSES_AT_ONCE)
         self._lock = asyncio.Lock()
+        """Guards the jobs' states and the admission state; taken inside a job's backend lock, never around it."""
         self._wake = asyncio.Event()
+        self.instance = options.instance or ""
+        """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
+        self._teardowns: set[str] = set()
+        """Jobs whose teardown failed: retried by every step."""
 
     # -- startup ------------------------------------------------------------------------------------
 
     async def rebuild(self) -> None:
-        """Load every job from etcd, re-reserve what admitted jobs hold, and remove orphans."""
+        """Load every job from etcd, re-reserve what admitted jobs hold, and remove orphans.
+
+        A stored job that can no longer be admitted (a manifest this scheduler refuses) is FAILED with the
+        reason instead of stopping the start.
+        """
+        derived = derive_instance(self.options.platform.etcd_endpoints, self.store.root)
+        self.instance = await self.store.claim_instance(
+            self.options.instance or derived, fixed=self.options.instance is not None
+        )
         nodes = await asyncio.to_thread(self.backend.nodes)
         records: list[JobRecord] = []
         for stored in await self.store.load_all():
-            manifest = parse_manifest(stored.manifest_text, stored.source, self.options.catalog)
-            tracked = Tracked(stored.state, manifest, stored.manifest_text, stored.source)
+            tracked = await self._restore(stored)
+            if tracked is None:
+                continue
             self.jobs[stored.state.job_id] = tracked
-            if stored.state.stage is not Stage.DONE:
+            if tracked.state.stage is not Stage.DONE:
                 records.append(_admission_record(tracked))
         self.admission = AdmissionState.rebuild(records, nodes, self.options.policy)
         running = {job_id for job_id, tracked in self.jobs.items() if tracked.active}
-        for orphan in await asyncio.to_thread(self.backend.job_ids) - running:
+        for orphan in await asyncio.to_thread(self.backend.job_ids, self.instance) - running:
             LOGGER.warning("removing orphaned job %s from the backend", orphan)
             await asyncio.to_thread(self.backend.teardown, orphan)
         LOGGER.info("rebuilt %d jobs (%d running) from etcd", len(self.jobs), len(running))
 
+    async def _restore(self, stored: StoredJob) -> Tracked | None:
+        """The stored job as tracked; one that cannot be admitted is FAILED, and shown if its manifest allows."""
+        try:
+            manifest = self._admissible(stored.manifest_text, stored.source, self.options.catalog)
+            return Tracked(stored.state, manifest, stored.manifest_text, stored.source)
+        except LearnerkitError as e:
+            why = str(e)
+        state = stored.state
+        if state.stage is not Stage.DONE:
+            reason = f"not admitted after a scheduler restart: {why}"
+            failed = state.evolve(status=JobStatus.FAILED, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
+            state = await self.store.save(failed)
+            await self.store.trim(state.job_id)
+            LOGGER.warning("job %s: %s", state.job_id, reason)
+        try:
+            shown = self._admissible(stored.manifest_text, stored.source, None)
+        except LearnerkitError:
+            LOGGER.warning("job %s: its stored manifest cannot be shown; it is left out", state.job_id)
+            return None
+        return Tracked(state, shown, stored.manifest_text, stored.source)
+
+    async def _parse(self, text: str, source: str) -> JobManifest:
+        """Refuse an oversized manifest unread; read the others in a thread, within the policy's time budget."""
+        policy = self.options.submit_policy
+        size = len(text.encode())
+        if size > policy.max_manifest_bytes:
+            raise ManifestTooLargeError(
+                f"the manifest has {size} bytes; this scheduler reads at most {policy.max_manifest_bytes}"
+            )
+        async with self._parsing:
+            return await asyncio.to_thread(
+                parse_manifest, text, source, self.options.catalog, seconds=policy.parse_seconds
+            )
+
+    def _admissible(self, text: str, source: str, catalog: FrameworkCatalog | None) -> JobManifest:
+        manifest = parse_manifest(text, source, catalog)
+        check_admissible(manifest, self.options.submit_policy, source)
+        return manifest
+
     # -- the facade -------------------------------------------------------------------------------------
 
     async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
-        manifest = parse_manifest(manifest_text, source, self.options.catalog)
-        if manifest.extensions.tenant not in ("default", tenant):
-            raise ConfigError(f"{source}: learnerkit.tenant {manifest.extensions.tenant!r} is not your tenant")
-        self.options.resolve_image(manifest)
+        """Check everything, then store the job and queue it: a refused job leaves nothing behind."""
+        manifest = await self._parse(manifest_text, source)
+        check_submission(manifest, tenant, self.options.submit_policy, source)
+        await asyncio.to_thread(self.options.resolve_image, manifest)  # the image gate reads its records
         endpoints_for(manifest, self.options.platform)  # refuses a results store the sidecar cannot use
         state = JobState(f"job-{uuid.uuid4().hex[:12]}", tenant, manifest.name, time.time())
         tracked = Tracked(state, manifest, manifest_text, source)
+        job = tracked.admission_job()
         async with self._lock:
             if not await self.store.create(state, _spec(tracked), manifest_text, source):
                 raise JobStateError(f"job id {state.job_id} exists already")
             self.jobs[state.job_id] = tracked
-            rejected = self.admission.submit(tracked.admission_job())
+            rejected = self.admission.submit(job)
             if rejected is not None:
-                await self._end(tracked, JobStatus.FAILED, f"unschedulable: {rejected.message}", release=True)
+                await self._end(tracked, JobStatus.FAILED, rejected.message, release=True)
         self._wake.set()
         return job_view(tracked)
 
@@ -146,12 +212,18 @@ class Scheduler:
         return job_view(tracked)
 
     async def cancel(self, tenant: str, job_id: str) -> JobView:
+        """CANCELLED at once; the teardown then waits for a deploy in flight, which itself removes what it made."""
         tracked = self._owned(tenant, job_id)
         async with self._lock:
             if tracked.state.status.terminal and tracked.state.stage is Stage.DONE:
                 raise JobStateError(f"job {job_id} is {tracked.state.status.value} already")
-            await asyncio.to_thread(self.backend.teardown, job_id)
             await self._end(tracked, JobStatus.CANCELLED, "cancelled", release=True)
+        async with tracked.backend_lock:
+            try:
+                await self._teardown(job_id)
+            except BackendError as e:
+                LOGGER.warning("job %s: teardown failed; the next steps retry it: %s", job_id, e)
+        await self.store.trim(job_id)  # what the sidecars wrote until they were stopped
         return job_view(tracked)
 
     async def logs(self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0) -> LogChunk:
@@ -185,10 +257,31 @@ class Scheduler:
         now = time.time()
         for tracked in [t for t in self.jobs.values() if t.active]:
             await self._monitor(tracked, now)
+        await self._retry_teardowns()
         async with self._lock:
-            for requeued in self.admission.tick(now):
-                tracked = self.jobs[requeued.job_id]
-                await asyncio.to_thread(self.backend.teardown, requeued.job_id)
+            requeued = self.admission.tick(now)
+        for timed_out in requeued:
+            await self._requeue_timed_out(self.jobs[timed_out.job_id], timed_out)
+        async with self._lock:
+            started = time.perf_counter()
+            result = self.admission.schedule(now)
+            self.metrics.scheduling_pass_seconds.observe(time.perf_counter() - started)
+            for job_id, why in result.rejected.items():
+                await self._end(self.jobs[job_id], JobStatus.FAILED, why.message, release=True)
+            for job_id, reason in result.waiting.items():
+                tracked = self.jobs[job_id]
+                if tracked.state.reason != str(reason):
+                    tracked.state = await self.store.save(tracked.state.evolve(reason=str(reason)))
+        # Deploys of one pass run side by side: the engine creates containers concurrently.
+        await asyncio.gather(*(self._deploy(self.jobs[a.job_id], a.nodes, now) for a in result.admitted))
+        self._observe()
+
+    async def _requeue_timed_out(self, tracked: Tracked, requeued: Requeued) -> None:
+        async with tracked.backend_lock:
+            await self._teardown(requeued.job_id)
+            async with self._lock:
+                if tracked.state.stage is Stage.DONE:
+                    return  # cancelled or halted meanwhile
                 tracked.new_attempt()
                 tracked.state = await self.store.save(
                     tracked.state.evolve(
@@ -202,40 +295,57 @@ class Scheduler:
                     ),
                     clear_learners=True,
                 )
-            started = time.perf_counter()
-            result = self.admission.schedule(now)
-            self.metrics.scheduling_pass_seconds.observe(time.perf_counter() - started)
-            for job_id, why in result.rejected.items():
-                await self._end(self.jobs[job_id], JobStatus.FAILED, f"unschedulable: {why.message}", release=True)
-            for job_id, reason in result.waiting.items():
-                tracked = self.jobs[job_id]
-                if tracked.state.reason != str(reason):
-                    tracked.state = await self.store.save(tracked.state.evolve(reason=str(reason)))
-        # Deploys of one pass run side by side: the engine creates containers concurrently.
-        await asyncio.gather(*(self._deploy(self.jobs[a.job_id], a.nodes, now) for a in result.admitted))
-        self._observe()
 
     async def _deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
-        state = tracked.state
-        self.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
-        image = self.options.resolve_image(tracked.manifest)
-        plan = plan_job(tracked.manifest, state, self.options.platform, image)
+        """Deploy an admitted job; its backend lock keeps a cancel's teardown from meeting a half-made job."""
+        async with tracked.backend_lock:
+            plan = await self._plan(tracked, nodes, now)
+            if plan is None:
+                return
+            try:
+                await asyncio.to_thread(self.backend.deploy, plan)
+            except BackendError as e:
+                self.metrics.deploy_failures.inc()
+                async with self._lock:
+                    if tracked.state.stage is not Stage.DONE:
+                        await self._end(tracked, JobStatus.FAILED, f"deploy failed: {e}", release=True)
+                return
+            async with self._lock:
+                ended = tracked.state.stage is Stage.DONE
+                if not ended:
+                    tracked.state = await self.store.save(tracked.state.evolve(reason=""))
+            if ended:
+                await self._teardown(tracked.state.job_id)  # cancelled while the deploy ran: remove what it made
+
+    async def _plan(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> JobDeployment | None:
+        """The admitted job's deployment, recorded as deploying; None when it ended meanwhile or was refused."""
+        try:
+            image = await asyncio.to_thread(self.options.resolve_image, tracked.manifest)  # the image gate, again
+            refused = ""
+        except LearnerkitError as e:
+            image, refused = "", str(e)
         async with self._lock:
+            state = tracked.state
+            if state.stage is not Stage.QUEUED:
+                return None  # cancelled or halted since the pass admitted it
+            self.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
+            plan: JobDeployment | None = None
+            try:
+                if not refused:
+                    mount = _data_mount(tracked.manifest, self.options.submit_policy)
+                    plan = plan_job(tracked.manifest, state, self.options.platform, image, mount)
+            except LearnerkitError as e:
+                refused = str(e)
+            if plan is None:
+                await self._end(tracked, JobStatus.FAILED, f"deploy refused: {refused}", release=True)
+                return None
             tracked.state = await self.store.save(
                 state.evolve(
                     status=JobStatus.PENDING, stage=Stage.DEPLOYED, nodes=nodes, admitted_at=now, reason="deploying"
                 ),
                 clear_learners=True,
             )
-        try:
-            await asyncio.to_thread(self.backend.deploy, plan)
-        except BackendError as e:
-            self.metrics.deploy_failures.inc()
-            async with self._lock:
-                await self._end(tracked, JobStatus.FAILED, f"deploy failed: {e}", release=True)
-            return
-        async with self._lock:
-            tracked.state = await self.store.save(tracked.state.evolve(reason=""))
+        return replace(plan, instance=self.instance)
 
     async def _monitor(self, tracked: Tracked, now: float) -> None:
         state = tracked.state
@@ -247,15 +357,16 @@ class Scheduler:
         learners = tracked.manifest.resources.learners
         if state.stage is Stage.DEPLOYED and await asyncio.to_thread(self.backend.started, state.job_id, learners):
             async with self._lock:
-                self.admission.mark_running(state.job_id)
-                tracked.state = await self.store.save(tracked.state.evolve(stage=Stage.RUNNING))
+                if tracked.state.stage is Stage.DEPLOYED:
+                    self.admission.mark_running(state.job_id)
+                    tracked.state = await self.store.save(tracked.state.evolve(stage=Stage.RUNNING))
         lost = self._lost_learners(tracked, exited, now)
         result = aggregate(learners, records, first_sequence=state.first_sequence, lost=lost)
-        async with self._lock:
+        async with tracked.backend_lock, self._lock:
             if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
                 return  # cancelled meanwhile
             if result.status.terminal:
-                await asyncio.to_thread(self.backend.teardown, state.job_id)
+                await self._teardown(state.job_id)
                 extensions = tracked.manifest.extensions
                 if (
                     result.status is JobStatus.FAILED
@@ -301,6 +412,7 @@ class Scheduler:
         tracked.state = await self.store.save(
             tracked.state.evolve(status=status, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
         )
+        await self.store.trim(tracked.state.job_id)
         LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
 
     async def _requeue(self, tracked: Tracked, reason: str, *, restart: bool) -> None:
@@ -326,6 +438,24 @@ class Scheduler:
             clear_halt=True,
         )
         self.admission.submit(tracked.admission_job())
+
+    async def _teardown(self, job_id: str) -> None:
+        """Remove everything of the job from the backend; after a failure, steps retry it while the job is done."""
+        try:
+            await asyncio.to_thread(self.backend.teardown, job_id)
+        except BackendError:
+            self._teardowns.add(job_id)
+            raise
+        self._teardowns.discard(job_id)
+
+    async def _retry_teardowns(self) -> None:
+        for job_id in sorted(self._teardowns):
+            tracked = self.jobs[job_id]
+            if tracked.state.stage is not Stage.DONE:
+                self._teardowns.discard(job_id)  # deployed again: its own transitions tear it down
+                continue
+            async with tracked.backend_lock:
+                await self._teardown(job_id)
 
     # -- helpers -------------------------------------------------------------------------------------------
 
@@ -357,6 +487,20 @@ class Scheduler:
         queued = sum(1 for t in self.jobs.values() if t.state.stage is Stage.QUEUED)
         gpus = sum(t.manifest.resources.gpus * t.manifest.resources.learners for t in self.jobs.values() if t.active)
         self.metrics.observe_jobs((t.state.status for t in self.jobs.values()), queued, gpus)
+
+
+def _data_mount(manifest: JobManifest, policy: SubmitPolicy) -> str | None:
+    """The host folder of a ``mount_volume`` training data store, checked again (its links may have changed)."""
+    store = manifest.training_data_store
+    if store.type != "mount_volume":
+        return None
+    return host_folder(store_folder(store), policy)
+
+
+def derive_instance(etcd_endpoints: str, root: str) -> str:
+    """An instance id from where the scheduler keeps its jobs: the same etcd and root give the same id."""
+    endpoints = ",".join(sorted(e.strip() for e in etcd_endpoints.split(",") if e.strip()))
+    return "lk-" + hashlib.sha256(f"{endpoints}|{root}".encode()).hexdigest()[:12]
 
 
 def _spec(tracked: Tracked) -> dict[str, object]:

@@ -56,6 +56,8 @@ class KubernetesBackend:
         return [node for node in (node_from_api(item) for item in items) if node is not None]
 
     def deploy(self, job: JobDeployment) -> None:
+        if any(learner.data_mount for learner in job.learners):
+            raise BackendError(f"job {job.job_id}: host folder mounts (mount_volume) run on the Docker backend only")
         namespace = self.backend.namespace
         learners = tuple(replace(learner, namespace=namespace) for learner in job.learners)
         self.backend.deploy(replace(job, learners=learners, namespace=namespace, platform_egress=self.egress))
@@ -72,5 +74,5 @@ class KubernetesBackend:
     def teardown(self, job_id: str) -> None:
         self.backend.teardown(job_id)
 
-    def job_ids(self) -> set[str]:
-        return set(self.backend.list_jobs())
+    def job_ids(self, instance: str) -> set[str]:
+        return set(self.backend.list_jobs(instance=instance))

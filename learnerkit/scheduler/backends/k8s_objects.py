@@ -25,6 +25,7 @@ KUBERNETES_VERSION = "1.30"
 
 JOB_LABEL = "learnerkit.io/job-id"
 LEARNER_LABEL = "learnerkit.io/learner-id"
+INSTANCE_LABEL = "learnerkit.io/scheduler-instance"
 MANAGED_BY = "learnerkit-scheduler"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -61,15 +62,19 @@ class KubeObject(TypedDict, total=False):
     immutable: bool
 
 
-def job_labels(job_id: str) -> dict[str, str]:
-    """The labels every object of a job carries; ``learnerkit.io/job-id`` is what teardown selects on."""
-    return {
+def job_labels(job_id: str, instance: str = "") -> dict[str, str]:
+    """The labels every object of a job carries; ``learnerkit.io/job-id`` is what teardown selects on, the
+    scheduler instance what its orphan sweep selects on."""
+    labels = {
         "app.kubernetes.io/name": "learnerkit-learner",
         "app.kubernetes.io/instance": f"lk-{job_id}",
         "app.kubernetes.io/part-of": "learnerkit",
         "app.kubernetes.io/managed-by": MANAGED_BY,
         JOB_LABEL: job_id,
     }
+    if instance:
+        labels[INSTANCE_LABEL] = instance
+    return labels
 
 
 def job_selector(job_id: str) -> str:
@@ -204,7 +209,7 @@ def _gpu_scheduling(learner: PairSpec) -> dict[str, Any]:
 
 def learner_pod(job: JobDeployment, learner: PairSpec) -> KubeObject:
     labels = {
-        **job_labels(job.job_id),
+        **job_labels(job.job_id, job.instance),
         "app.kubernetes.io/component": "learner",
         LEARNER_LABEL: str(learner.learner_id),
     }
@@ -247,7 +252,7 @@ def sidecar_secret(job: JobDeployment) -> KubeObject:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _meta(job.secret_name, job.namespace, job_labels(job.job_id)),
+        "metadata": _meta(job.secret_name, job.namespace, job_labels(job.job_id, job.instance)),
         "type": "Opaque",
         "immutable": True,
         "stringData": job.learners[0].endpoints.env(),
@@ -259,7 +264,7 @@ def headless_service(job: JobDeployment) -> KubeObject:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(job.name, job.namespace, job_labels(job.job_id)),
+        "metadata": _meta(job.name, job.namespace, job_labels(job.job_id, job.instance)),
         "spec": {
             "clusterIP": "None",
             # Learners rendezvous before any of them could be called ready.
@@ -293,7 +298,7 @@ def network_policy(job: JobDeployment) -> KubeObject:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": _meta(job.name, job.namespace, job_labels(job.job_id)),
+        "metadata": _meta(job.name, job.namespace, job_labels(job.job_id, job.instance)),
         "spec": {
             "podSelector": {"matchLabels": {JOB_LABEL: job.job_id}},
             "policyTypes": ["Ingress", "Egress"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import kubernetes.client
@@ -269,9 +270,11 @@ async def test_the_service_side_deploys_sees_pods_start_and_tears_down(
     kmock: KubernetesEmulator, backend: KubernetesCluster
 ) -> None:
     service_side = KubernetesBackend(backend, egress=(dep.Egress("10.20.0.4/32", 2379),))
-    job = make_job("job-8", learners=2)
+    job = replace(make_job("job-8", learners=2), instance="lk-this")
     await call(service_side.deploy, job)
-    assert await call(service_side.job_ids) == {"job-8"}
+    await call(service_side.deploy, replace(make_job("job-9", learners=1), instance="lk-other"))
+    assert await call(service_side.job_ids, "lk-this") == {"job-8"}, "another scheduler instance's job is not ours"
+    await call(service_side.teardown, "job-9")
     assert not await call(service_side.started, "job-8", 2)
     for n in (1, 2):
         kmock.objects["v1/pods", NAMESPACE, f"lk-job-8-{n}"].patch({"status": {"phase": "Running"}})

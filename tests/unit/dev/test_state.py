@@ -151,6 +151,16 @@ def test_up_restarts_a_service_whose_pid_is_stale(http_services: DevServices) ->
     assert (status.state, status.healthy) == ("running", True)
 
 
+def test_a_restarted_service_keeps_its_recorded_ports_with_any_port(http_services: DevServices) -> None:
+    http_services.up(any_port=True)
+    old = load_state(http_services.state_path).services["http"]
+    os.kill(old.pid, 9)
+    wait_until(lambda: not running(old), message="the old server to die")
+    [restarted] = http_services.up(any_port=True)
+    assert restarted.action is not None and restarted.action.startswith("restarted")
+    assert load_state(http_services.state_path).services["http"].ports == old.ports
+
+
 def test_down_stops_and_removes_the_state(http_services: DevServices) -> None:
     [started] = http_services.up(any_port=True)
     record_ = load_state(http_services.state_path).services["http"]

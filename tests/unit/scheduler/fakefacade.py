@@ -55,9 +55,13 @@ class FakeFacade:
         self.calls: list[tuple[str, str]] = []
         self.after_submit: list[str] = []
         """Statuses a submitted job then goes through, one per `get`."""
+        self.submit_error: Exception | None = None
+        """Raised by `submit` when set (the scheduler's own failures)."""
 
     async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
         self.calls.append(("submit", tenant))
+        if self.submit_error is not None:
+            raise self.submit_error
         manifest = parse_manifest(manifest_text, source)
         job_id = f"job-{next(self._ids)}"
         learners = tuple(LearnerView(learner_id=n, status="QUEUED") for n in range(1, manifest.resources.learners + 1))

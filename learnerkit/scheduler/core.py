@@ -18,10 +18,12 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
+from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.logship import assemble_log
 from controller_sidecar.retry import HOST_CALLS, retry_sync
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, S3Settings
+from controller_sidecar.status import Phase
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, JobPhase, JobRecord, Requeued
 from learnerkit.scheduler.aggregate import aggregate
@@ -44,6 +46,13 @@ PARSES_AT_ONCE = 2
 """Manifests read side by side (each in a thread): more wait their turn without holding the event loop."""
 STARTUP_GRACE_S = 60.0
 """A learner whose sidecar never took its lease is lost only after this long (image start, etcd connect)."""
+LEARNER_ENDED_MARGIN_S = 15.0
+"""A learner container that ended while its sidecar, holding its lease, still reports PROCESSING fails the job
+after the job's halt grace plus this. learner-run writes its exit record before it exits, and the sidecar, polling
+for it every 0.1 s, then reports STORING (each retry of that delivery waits at most 5 s); a sidecar that is halting
+(a halt asked for, or stopped by the kubelet once the learner container ended) waits the halt grace + 5 s for the
+record and then reports a final status of its own. Either arrives within this grace, so a normal ending is never
+failed: only a learner that never wrote the record (an image whose entrypoint is not learner-run) is."""
 
 
 class Backend(Protocol):
@@ -51,6 +60,7 @@ class Backend(Protocol):
     def deploy(self, job: JobDeployment) -> None: ...
     def started(self, job_id: str, learners: int) -> bool: ...
     def sidecars_exited(self, job_id: str) -> dict[int, int]: ...
+    def learners_ended(self, job_id: str) -> dict[int, int]: ...
     def teardown(self, job_id: str) -> None: ...
     def job_ids(self, instance: str) -> set[str]: ...
 
@@ -74,10 +84,13 @@ class SchedulerOptions:
 
 
 class Scheduler:
-    def __init__(self, store: JobStore, backend: Backend, options: SchedulerOptions) -> None:
+    def __init__(
+        self, store: JobStore, backend: Backend, options: SchedulerOptions, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.store = store
         self.backend = backend
         self.options = options
+        self.clock = clock
         self.metrics = SchedulerMetrics()
         self.jobs: dict[str, Tracked] = {}
         self.admission = AdmissionState([], options.policy)
@@ -89,6 +102,10 @@ class Scheduler:
         """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
         self._teardowns: set[str] = set()
         """Jobs whose teardown failed: retried by every step."""
+        self._watching_since: float | None = None
+        """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
+        answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could
+        not deliver its status does not count against it."""
 
     # -- startup ------------------------------------------------------------------------------------
 
@@ -241,20 +258,27 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            try:
-                await self.step()
-            except LearnerkitError as e:
-                # etcd or the backend answered with an error (an outage, a container gone meanwhile): the next
-                # step starts over from what is recorded; nothing of the failed one was half-applied.
-                LOGGER.warning("scheduling step failed (retrying next step): %s", e)
+            await self.guarded_step()
             self._wake.clear()
             waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]
             await asyncio.wait(waits, timeout=self.options.interval_s, return_when=asyncio.FIRST_COMPLETED)
             for wait in waits:
                 wait.cancel()
 
+    async def guarded_step(self) -> None:
+        """One step; an error of etcd or the backend is logged, and the next step starts over."""
+        try:
+            await self.step()
+        except LearnerkitError as e:
+            # etcd or the backend answered with an error (an outage, a container gone meanwhile): the next
+            # step starts over from what is recorded; nothing of the failed one was half-applied.
+            LOGGER.warning("scheduling step failed (retrying next step): %s", e)
+            self._watching_since = None
+
     async def step(self) -> None:
-        now = time.time()
+        now = self.clock.wall()
+        if self._watching_since is None:
+            self._watching_since = self.clock.monotonic()
         for tracked in [t for t in self.jobs.values() if t.active]:
             await self._monitor(tracked, now)
         await self._retry_teardowns()
@@ -360,7 +384,13 @@ class Scheduler:
                 if tracked.state.stage is Stage.DEPLOYED:
                     self.admission.mark_running(state.job_id)
                     tracked.state = await self.store.save(tracked.state.evolve(stage=Stage.RUNNING))
-        lost = self._lost_learners(tracked, exited, now)
+        watching = self._watching_for_exit(tracked)
+        # Read only while some sidecar waits for an exit record: no API call for jobs downloading or storing.
+        ended = await asyncio.to_thread(self.backend.learners_ended, state.job_id) if watching else {}
+        lost = {
+            **self._ended_without_exit_record(tracked, watching, ended),
+            **self._lost_learners(tracked, exited, now),
+        }
         result = aggregate(learners, records, first_sequence=state.first_sequence, lost=lost)
         async with tracked.backend_lock, self._lock:
             if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
@@ -402,6 +432,40 @@ class Scheduler:
                 and (record is None or record.sequence < state.first_sequence)
             ):
                 lost[n] = f"its sidecar never reported within {STARTUP_GRACE_S:.0f}s"
+        return lost
+
+    def _watching_for_exit(self, tracked: Tracked) -> set[int]:
+        """Learners whose sidecar, holding its lease, reports PROCESSING this attempt: it waits for learner-run's
+        exit record (before PROCESSING it has not started the learner's command, or looked for the record)."""
+        first = tracked.state.first_sequence
+        return {
+            n
+            for n, record in tracked.records.items()
+            if record.sequence >= first and record.phase is Phase.PROCESSING and n in tracked.alive
+        }
+
+    def _ended_without_exit_record(self, tracked: Tracked, watching: set[int], ended: dict[int, int]) -> dict[int, str]:
+        """Learners whose container ended while their sidecar kept waiting for the exit record, past the grace.
+
+        On Docker the sidecar notices this itself (the learner's cgroup empties) and reports first; on Kubernetes
+        it cannot, and this is what ends the job. The grace is measured on the scheduler's monotonic clock from
+        the first step that saw it, kept in memory only: a restarted scheduler starts it again, later, never
+        sooner, and the container stays ended (``restartPolicy: Never``; an exited Docker container), so the job
+        still ends.
+        """
+        now = self.clock.monotonic()
+        watched_from = self._watching_since if self._watching_since is not None else now
+        grace = tracked.manifest.extensions.halt_grace + LEARNER_ENDED_MARGIN_S
+        for n in set(tracked.ended_since) - (watching & ended.keys()):
+            del tracked.ended_since[n]  # the sidecar moved on (STORING, a final status) or lost its lease
+        lost: dict[int, str] = {}
+        for n in sorted(watching & ended.keys()):
+            since = max(tracked.ended_since.setdefault(n, now), watched_from)
+            if now - since > grace:
+                lost[n] = (
+                    f"the learner container ended (exit code {ended[n]}) without learner-run's exit record: "
+                    "is learner-run the image's entrypoint?"
+                )
         return lost
 
     # -- transitions (called under the lock) ---------------------------------------------------------------

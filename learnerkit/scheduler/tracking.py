@@ -25,6 +25,9 @@ class Tracked:
     seen_alive: set[int] = field(default_factory=set)
     """Learners whose lease was seen at least once this attempt: only those can lose it."""
     missing_since: dict[int, float] = field(default_factory=dict)
+    ended_since: dict[int, float] = field(default_factory=dict)
+    """Learners whose container was seen ended while their sidecar waited for the exit record: since when
+    (the scheduler's monotonic clock)."""
     backend_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
     """Held while the job is deployed or torn down: the two never meet halfway."""
 
@@ -49,3 +52,4 @@ class Tracked:
         self.alive.clear()
         self.seen_alive.clear()
         self.missing_since.clear()
+        self.ended_since.clear()

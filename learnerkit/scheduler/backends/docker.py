@@ -103,6 +103,17 @@ class DockerBackend:
                     ended[int(handle.name.rsplit("-", 1)[1])] = code
         return ended
 
+    def learners_ended(self, job_id: str) -> dict[int, int]:
+        """Learner id -> exit status of each learner container that has ended (as ``sidecars_exited`` for
+        the sidecars; the sidecar itself also notices it, from the learner's cgroup)."""
+        ended: dict[int, int] = {}
+        with _engine_errors(f"inspecting job {job_id}"):
+            for handle in pairs_of(job_id):
+                code = exit_code(handle.learner) if handle.learner else None
+                if code is not None:
+                    ended[int(handle.name.rsplit("-", 1)[1])] = code
+        return ended
+
     def teardown(self, job_id: str) -> None:
         """Remove every container, volume and network of the job."""
         with _engine_errors(f"tearing down job {job_id}"):

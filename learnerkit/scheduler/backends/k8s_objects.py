@@ -27,6 +27,8 @@ JOB_LABEL = "learnerkit.io/job-id"
 LEARNER_LABEL = "learnerkit.io/learner-id"
 INSTANCE_LABEL = "learnerkit.io/scheduler-instance"
 MANAGED_BY = "learnerkit-scheduler"
+LEARNER_CONTAINER = "learner"
+SIDECAR_CONTAINER = "sidecar"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """Set on every GPU node by NVIDIA GPU feature discovery (part of the GPU operator)."""
@@ -134,7 +136,7 @@ def learner_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
         **distributed_env(job, learner),
     }
     container: dict[str, Any] = {
-        "name": "learner",
+        "name": LEARNER_CONTAINER,
         "image": learner.learner_image,
         "securityContext": restricted_security_context(LEARNER_UID),
         "resources": learner_resources(learner),
@@ -165,7 +167,7 @@ def sidecar_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
         "exit_when_done": False,
     }
     return {
-        "name": "sidecar",
+        "name": SIDECAR_CONTAINER,
         "image": learner.sidecar_image,
         "restartPolicy": "Always",
         # Its own user: with shareProcessNamespace the learner could otherwise read its /proc/<pid>/environ.

@@ -46,6 +46,9 @@ class Unreachable:
     def sidecars_exited(self, job_id: str) -> dict[int, int]:
         raise AssertionError("not reached")
 
+    def learners_ended(self, job_id: str) -> dict[int, int]:
+        raise AssertionError("not reached")
+
     def teardown(self, job_id: str) -> None:
         raise AssertionError("not reached")
 

@@ -58,6 +58,14 @@ def part_name(number: int) -> str:
     return f"{PART_PREFIX}{number:06d}"
 
 
+def part_number(name: str) -> int:
+    """The number of the part ``name`` (which may carry a prefix); ValueError when it is not a part."""
+    match = _PART_NAME.search(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not a log part (expected {PART_PREFIX}NNNNNN)")
+    return int(match.group(1))
+
+
 @dataclass(frozen=True)
 class ShipState:
     """What the state file records: where the shipped bytes end, and the next part's number."""
@@ -295,10 +303,7 @@ def assemble_log(parts: Iterable[tuple[str, bytes]]) -> bytes:
     """
     numbered: dict[int, bytes] = {}
     for name, data in parts:
-        match = _PART_NAME.search(name)
-        if match is None:
-            raise ValueError(f"{name!r} is not a log part (expected {PART_PREFIX}NNNNNN)")
-        number = int(match.group(1))
+        number = part_number(name)
         if number in numbered:
             raise ValueError(f"log part {number} is given twice ({name!r})")
         numbered[number] = data

@@ -321,6 +321,21 @@ class S3Store:
         with _translated(_url(bucket, key)):
             self._client.put_object(Bucket=bucket, Key=key, Body=data, ContentMD5=md5)
 
+    def read_range(self, bucket: str, key: str, first: int, last: int) -> Iterator[bytes]:
+        """Bytes ``first..last`` (inclusive) of an object, streamed in chunks of at most 1 MiB.
+
+        The request is sent now (so a caller's retry covers it); the body is read as the chunks are taken.
+        A body cut short raises TransientError; a store that sends a different length, TransferError.
+        """
+        where = _url(bucket, key)
+        with _translated(where):
+            answer = self._client.get_object(Bucket=bucket, Key=key, Range=f"bytes={first}-{last}")
+        length = int(answer["ContentLength"])
+        if length != last - first + 1:
+            answer["Body"].close()
+            raise TransferError(f"{where}: asked for bytes {first}-{last}, the store sends {length}")
+        return _chunks(answer["Body"], where, length)
+
     def get_bytes(self, bucket: str, key: str) -> bytes:
         """A small object, whole; checked against its ETag when that is a plain MD5."""
         where = _url(bucket, key)
@@ -335,3 +350,16 @@ class S3Store:
         if _MULTIPART_ETAG.match(etag) is None and hashlib.md5(data, usedforsecurity=False).hexdigest() != etag:
             raise TransferError(f"{where}: content does not match its ETag {etag}")
         return data
+
+
+def _chunks(body: Any, where: str, length: int) -> Iterator[bytes]:
+    received = 0
+    try:
+        with _translated(where):
+            while chunk := body.read(_CHUNK):
+                received += len(chunk)
+                yield chunk
+    finally:
+        body.close()
+    if received < length:
+        raise TransientError(f"{where}: the connection ended after {received} of {length} bytes")

@@ -15,7 +15,7 @@ from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ValidationError
@@ -47,6 +47,7 @@ STORE_RETRY_AFTER_S = 5
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain"})
 NEXT_OFFSET_HEADER = "X-Next-Offset"
 FINISHED_HEADER = "X-Finished"
+OFFSET_HEADER = "X-Offset"
 
 
 class ErrorBody(BaseModel):
@@ -94,6 +95,7 @@ _LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
         "headers": {
             NEXT_OFFSET_HEADER: {"description": "the offset to ask for next", "schema": {"type": "integer"}},
             FINISHED_HEADER: {"description": "`true` when the log is complete", "schema": {"type": "string"}},
+            OFFSET_HEADER: {"description": "where the bytes start in the log", "schema": {"type": "integer"}},
         },
     }
 }
@@ -213,11 +215,19 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         tenant: Tenant,
         learner: Annotated[int, Query(ge=1, description="1-based learner id")] = 1,
         offset: Annotated[int, Query(ge=0, description="byte offset to read from")] = 0,
+        tail: Annotated[int | None, Query(ge=0, description="only the last N lines (from `offset` at most)")] = None,
     ) -> Response:
-        """A learner's log from ``offset``; poll with the returned next offset until finished."""
-        chunk = await facade.logs(tenant, job_id, learner_id=learner, offset=offset)
-        headers = {NEXT_OFFSET_HEADER: str(chunk.next_offset), FINISHED_HEADER: str(chunk.finished).lower()}
-        return Response(content=chunk.data, media_type="application/octet-stream", headers=headers)
+        """A learner's log from ``offset``; poll with the returned next offset until finished. Streamed: only
+        the log's parts from the offset on are fetched, and no more than a chunk of them is held at once."""
+        stream = await facade.logs(tenant, job_id, learner_id=learner, offset=offset, tail=tail)
+        headers = {
+            NEXT_OFFSET_HEADER: str(stream.next_offset),
+            FINISHED_HEADER: str(stream.finished).lower(),
+            OFFSET_HEADER: str(stream.offset),
+            "Content-Length": str(stream.size),
+        }
+        # A sync iterator: Starlette takes its chunks in a worker thread (they are fetched from the store).
+        return StreamingResponse(stream.chunks, media_type="application/octet-stream", headers=headers)
 
     return router
 

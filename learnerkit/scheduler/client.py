@@ -11,8 +11,9 @@ import http.client
 import json
 import os
 import select
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -32,6 +33,8 @@ TOKEN_ENV = "LEARNERKIT_TOKEN"  # noqa: S105 (the variable's name, not a token)
 DEFAULT_URL = "http://127.0.0.1:8080"
 NEXT_OFFSET_HEADER = "X-Next-Offset"
 FINISHED_HEADER = "X-Finished"
+LOG_CHUNK = 1 << 20
+"""A log is handed on in pieces of at most this many bytes, as they arrive."""
 
 
 @dataclass(frozen=True)
@@ -100,15 +103,45 @@ class SchedulerClient:
     def cancel(self, job_id: str) -> JobView:
         return job_view(self._request("POST", f"/v1/jobs/{_quoted(job_id)}/cancel").json())
 
-    def logs(self, job_id: str, *, learner_id: int = 1, offset: int = 0) -> LogChunk:
-        params = {"learner": learner_id, "offset": offset}
-        answer = self._request("GET", f"/v1/jobs/{_quoted(job_id)}/logs", params=params)
+    def logs(self, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None) -> LogChunk:
+        """The log from ``offset`` (or its last ``tail`` lines), read whole."""
+        pieces: list[bytes] = []
+        next_offset, finished = self.copy_logs(job_id, pieces.append, learner_id=learner_id, offset=offset, tail=tail)
+        return LogChunk(data=b"".join(pieces), next_offset=next_offset, finished=finished)
+
+    def copy_logs(
+        self,
+        job_id: str,
+        write: Callable[[bytes], object],
+        *,
+        learner_id: int = 1,
+        offset: int = 0,
+        tail: int | None = None,
+    ) -> tuple[int, bool]:
+        """Hand the log from ``offset`` (or its last ``tail`` lines) to ``write`` as it arrives, a chunk at a
+        time; return the next offset to ask for and whether the log is finished."""
+        params: dict[str, int] = {"learner": learner_id, "offset": offset}
+        if tail is not None:
+            params["tail"] = tail
+        path = f"/v1/jobs/{_quoted(job_id)}/logs"
+        response = self._send("GET", path, None, params)
+        url = self.base_url + path
+        if not 200 <= response.status < 300:
+            raise error_from_response(self._answer("GET", url, response, self._read(response, response.read)))
+        headers = {name.lower(): value for name, value in response.getheaders()}
         try:
-            next_offset = int(answer.headers[NEXT_OFFSET_HEADER.lower()])
+            next_offset = int(headers[NEXT_OFFSET_HEADER.lower()])
         except (KeyError, ValueError) as e:
-            raise SchedulerError(f"{answer.url}: the answer has no valid {NEXT_OFFSET_HEADER} header") from e
-        finished = answer.headers.get(FINISHED_HEADER.lower(), "").lower() == "true"
-        return LogChunk(data=answer.body, next_offset=next_offset, finished=finished)
+            self.close()
+            raise SchedulerError(f"{url}: the answer has no valid {NEXT_OFFSET_HEADER} header") from e
+        finished = headers.get(FINISHED_HEADER.lower(), "").lower() == "true"
+        # read(n): a body cut short of its Content-Length raises IncompleteRead, and the full one frees the
+        # connection for the next request.
+        while chunk := self._read(response, partial(response.read, LOG_CHUNK)):
+            write(chunk)
+        if response.will_close:
+            self.close()
+        return next_offset, finished
 
     def close(self) -> None:
         if self._connection is not None:
@@ -118,28 +151,47 @@ class SchedulerClient:
     def _request(
         self, method: str, path: str, *, json_body: Any = None, params: Mapping[str, Any] | None = None
     ) -> Answer:
-        target = self._parts.path + path + (f"?{urlencode(params)}" if params else "")
         headers = dict(self._headers)
         data = None
         if json_body is not None:
             data = json.dumps(json_body).encode()
             headers["Content-Type"] = "application/json"
-        url = self.base_url + path
-        connection = self._reusable() or self._connect()
-        try:
-            connection.request(method, target, body=data, headers=headers)
-            response = connection.getresponse()
-            body = response.read()
-        except (OSError, http.client.HTTPException) as e:
-            self.close()
-            raise SchedulerUnreachableError(f"cannot reach the scheduler at {self.base_url}: {e}") from e
-        if response.will_close:
-            self.close()
-        answer_headers = {name.lower(): value for name, value in response.getheaders()}
-        answer = Answer(method, url, response.status, response.reason, answer_headers, body)
+        response = self._send(method, path, data, params, headers)
+        answer = self._answer(method, self.base_url + path, response, self._read(response, response.read))
         if answer.ok:
             return answer
         raise error_from_response(answer)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        data: bytes | None,
+        params: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> http.client.HTTPResponse:
+        """Send one request and return the answer with its headers read, its body not yet."""
+        target = self._parts.path + path + (f"?{urlencode(params)}" if params else "")
+        connection = self._reusable() or self._connect()
+        try:
+            connection.request(method, target, body=data, headers=dict(headers or self._headers))
+            return connection.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            self.close()
+            raise SchedulerUnreachableError(f"cannot reach the scheduler at {self.base_url}: {e}") from e
+
+    def _read(self, response: http.client.HTTPResponse, read: Callable[[], bytes]) -> bytes:
+        try:
+            return read()
+        except (OSError, http.client.HTTPException) as e:
+            self.close()
+            raise SchedulerUnreachableError(f"the scheduler at {self.base_url} broke off its answer: {e}") from e
+
+    def _answer(self, method: str, url: str, response: http.client.HTTPResponse, body: bytes) -> Answer:
+        if response.will_close:
+            self.close()
+        headers = {name.lower(): value for name, value in response.getheaders()}
+        return Answer(method, url, response.status, response.reason, headers, body)
 
     def _reusable(self) -> http.client.HTTPConnection | None:
         """The kept-alive connection, unless the server has closed it meanwhile (its socket then reads as

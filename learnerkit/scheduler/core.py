@@ -11,16 +11,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Protocol
 
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
-from controller_sidecar.logship import assemble_log
-from controller_sidecar.retry import HOST_CALLS, retry_sync
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, S3Settings
 from controller_sidecar.status import Phase
@@ -30,9 +28,10 @@ from learnerkit.scheduler.aggregate import aggregate
 from learnerkit.scheduler.capacity import Node
 from learnerkit.scheduler.deployment import JobDeployment
 from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
-from learnerkit.scheduler.facade import JobView, LogChunk
+from learnerkit.scheduler.facade import JobView, LogStream
 from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobstore import JobStore, StoredJob
+from learnerkit.scheduler.logread import ShippedLog, list_log
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
@@ -44,6 +43,8 @@ from learnerkit.scheduler.views import job_view
 LOGGER = logging.getLogger(__name__)
 PARSES_AT_ONCE = 2
 """Manifests read side by side (each in a thread): more wait their turn without holding the event loop."""
+LOG_STORES_KEPT = 16
+"""S3 clients kept for log reads, one per endpoint and account (making one costs tens of milliseconds)."""
 STARTUP_GRACE_S = 60.0
 """A learner whose sidecar never took its lease is lost only after this long (image start, etcd connect)."""
 LEARNER_ENDED_MARGIN_S = 15.0
@@ -106,6 +107,8 @@ class Scheduler:
         """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
         answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could
         not deliver its status does not count against it."""
+        self._log_stores: dict[tuple[str | None, str | None, str | None], S3Store] = {}
+        self._log_stores_lock = threading.Lock()
 
     # -- startup ------------------------------------------------------------------------------------
 
@@ -243,13 +246,21 @@ class Scheduler:
         await self.store.trim(job_id)  # what the sidecars wrote until they were stopped
         return job_view(tracked)
 
-    async def logs(self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0) -> LogChunk:
+    async def logs(
+        self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
+    ) -> LogStream:
+        """Lists the log's parts now (and, for ``tail``, reads back from the end until the lines are found);
+        the bytes are fetched only as the stream's chunks are taken, from the parts they lie in."""
         tracked = self._owned(tenant, job_id)
         finished = tracked.state.status.terminal and tracked.state.stage is Stage.DONE
         if not 1 <= learner_id <= tracked.manifest.resources.learners:
             raise ConfigError(f"job {job_id} has learners 1..{tracked.manifest.resources.learners}")
-        data = await asyncio.to_thread(self._read_log, tracked, learner_id)
-        return LogChunk(data[offset:], max(offset, len(data)), finished)
+        log = await asyncio.to_thread(self._list_log, tracked, learner_id)
+        start = offset
+        if tail is not None:
+            start = max(start, await asyncio.to_thread(log.tail_start, tail))
+        end = max(start, log.size)
+        return LogStream(log.chunks(start, end), start, end, finished)
 
     def render_metrics(self) -> bytes:
         return self.metrics.render()
@@ -529,23 +540,21 @@ class Scheduler:
             raise JobNotFoundError(f"no job {job_id!r}")
         return tracked
 
-    def _read_log(self, tracked: Tracked, learner_id: int) -> bytes:
+    def _list_log(self, tracked: Tracked, learner_id: int) -> ShippedLog:
         endpoints = endpoints_for(tracked.manifest, self.options.platform)
-        store = S3Store(
-            S3Settings(
-                endpoint_url=endpoints.s3_endpoint_url,
-                access_key=endpoints.s3_access_key,
-                secret_key=endpoints.s3_secret_key,
-            )
-        )
+        account = (endpoints.s3_endpoint_url, endpoints.s3_access_key, endpoints.s3_secret_key)
+        with self._log_stores_lock:  # log reads run in worker threads
+            store = self._log_stores.get(account)
+            if store is None:
+                store = S3Store(S3Settings(endpoint_url=account[0], access_key=account[1], secret_key=account[2]))
+                if len(self._log_stores) >= LOG_STORES_KEPT:
+                    self._log_stores.pop(next(iter(self._log_stores)))
+                self._log_stores[account] = store
         bucket, prefix = outputs_prefix(tracked.manifest, tracked.state.job_id, tracked.state.attempt, learner_id)
-        location = S3Location(bucket, f"{prefix}logs/learner.log.part-")
-        parts = retry_sync(lambda: store.list(location), HOST_CALLS, what=f"list {location}")
-        named = [
-            (obj.key.rsplit("/", 1)[1], retry_sync(partial(store.get_bytes, bucket, obj.key), HOST_CALLS, what=obj.key))
-            for obj in parts
-        ]
-        return assemble_log(named)
+        try:
+            return list_log(store, S3Location(bucket, f"{prefix}logs/learner.log.part-"))
+        except ValueError as e:
+            raise LearnerkitError(f"job {tracked.state.job_id}: learner {learner_id}'s log: {e}") from e
 
     def _observe(self) -> None:
         queued = sum(1 for t in self.jobs.values() if t.state.stage is Stage.QUEUED)

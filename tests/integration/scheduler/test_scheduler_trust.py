@@ -199,7 +199,7 @@ def test_a_host_folder_is_refused_unless_allowed_then_mounted_read_only(
         view = harness.call(harness.service.submit("team-a", job))
         final = harness.wait_status("team-a", view.job_id, TERMINAL)
         assert final.status == "COMPLETED", final
-        assert b"hello from the host" in harness.call(harness.service.logs("team-a", view.job_id)).data
+        assert b"hello from the host" in harness.call(harness.service.logs("team-a", view.job_id)).read()
         assert not (folder / "written").exists()
     finally:
         harness.kill()

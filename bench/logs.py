@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from serving import once_served, serve_scheduler
+
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"
 PART = 8 << 20
@@ -52,15 +54,7 @@ framework:
 
 def serve(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port: int) -> None:
     """The child: the real Scheduler behind the real API, on a backend with no nodes."""
-    import asyncio
-    from collections.abc import AsyncIterator
-    from contextlib import asynccontextmanager
 
-    import uvicorn
-
-    from controller_sidecar.etcdstore import EtcdStore
-    from controller_sidecar.settings import EtcdSettings
-    from learnerkit.scheduler.api import create_app
     from learnerkit.scheduler.capacity import Node
     from learnerkit.scheduler.core import Scheduler, SchedulerOptions
     from learnerkit.scheduler.deployment import JobDeployment
@@ -96,22 +90,7 @@ def serve(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port: int) -> None
     store = JobStore()
     scheduler = Scheduler(store, NoNodes(), options)
 
-    @asynccontextmanager
-    async def lifespan() -> AsyncIterator[None]:
-        etcd = await EtcdStore.connect(EtcdSettings(endpoints=(etcd_endpoint,)))
-        store.attach(etcd)
-        await scheduler.rebuild()
-        stop = asyncio.Event()
-        loop = asyncio.create_task(scheduler.run(stop))
-        try:
-            yield
-        finally:
-            stop.set()
-            await loop
-            await etcd.close()
-
-    app = create_app(scheduler, tokens, lifespan=lifespan)
-    uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).run()
+    serve_scheduler(scheduler, store, etcd_endpoint, tokens, port)
 
 
 def rss_peak_mib(pid: int) -> float:
@@ -181,15 +160,7 @@ def main() -> int:
             argv = [sys.executable, __file__, "--serve", etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
             child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
             client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    job = client.submit(manifest(s3.endpoint_url, s3.access_key, s3.secret_key))
-                    break
-                except Exception:
-                    if time.monotonic() > deadline or child.poll() is not None:
-                        raise
-                    time.sleep(0.2)
+            job = once_served(lambda: client.submit(manifest(s3.endpoint_url, s3.access_key, s3.secret_key)), child, 60)
             prefix = f"{job.job_id}/attempt-1/learner-1/logs/"
             parts = write_log(boto, prefix, args.mb * 1_000_000)
             size = sum(o["Size"] for o in boto.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"])

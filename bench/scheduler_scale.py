@@ -27,6 +27,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from serving import once_served, serve_scheduler
+
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"
 S3 = "http://127.0.0.1:9"
@@ -120,14 +122,7 @@ async def time_rebuild(etcd_endpoint: str) -> tuple[float, int]:
 
 def serve(etcd_endpoint: str, tokens: Path, port: int) -> None:
     """The child: the real API over the real Scheduler on the Docker backend, its loop running."""
-    from collections.abc import AsyncIterator
-    from contextlib import asynccontextmanager
 
-    import uvicorn
-
-    from controller_sidecar.etcdstore import EtcdStore
-    from controller_sidecar.settings import EtcdSettings
-    from learnerkit.scheduler.api import create_app
     from learnerkit.scheduler.backends.docker import DockerBackend
     from learnerkit.scheduler.core import Scheduler
     from learnerkit.scheduler.jobstore import JobStore
@@ -135,22 +130,7 @@ def serve(etcd_endpoint: str, tokens: Path, port: int) -> None:
     store = JobStore()
     scheduler = Scheduler(store, DockerBackend(), options(etcd_endpoint))  # type: ignore[arg-type]
 
-    @asynccontextmanager
-    async def lifespan() -> AsyncIterator[None]:
-        etcd = await EtcdStore.connect(EtcdSettings(endpoints=(etcd_endpoint,)))
-        store.attach(etcd)
-        await scheduler.rebuild()
-        stop = asyncio.Event()
-        loop = asyncio.create_task(scheduler.run(stop))
-        try:
-            yield
-        finally:
-            stop.set()
-            await loop
-            await etcd.close()
-
-    app = create_app(scheduler, tokens, lifespan=lifespan)
-    uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).run()
+    serve_scheduler(scheduler, store, etcd_endpoint, tokens, port)
 
 
 def p50_ms(call: object, runs: int) -> float:
@@ -196,15 +176,7 @@ def main() -> int:
             argv = [sys.executable, __file__, "--serve", etcd.endpoint, str(tokens), str(port)]
             child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
             client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=120)
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    jobs = client.list_jobs()
-                    break
-                except Exception:
-                    if time.monotonic() > deadline or child.poll() is not None:
-                        raise
-                    time.sleep(0.2)
+            jobs = once_served(lambda: client.list_jobs(), child, 120)
             assert len(jobs) == args.queued + args.running, len(jobs)
             running_id, queued_id = jobs[0].job_id, jobs[-1].job_id
             list_ms = p50_ms(client.list_jobs, 20)

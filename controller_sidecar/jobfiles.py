@@ -74,7 +74,7 @@ def _open_parent(path: Path) -> tuple[int, str]:
             child = _open_at(fd, part, current, folder=True)
             os.close(fd)
             fd = child
-    except BaseException:
+    except (OSError, UnsafeFileError):
         os.close(fd)
         raise
     return fd, name

@@ -27,7 +27,7 @@ from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobstore import JobStore
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import DATA_BUCKET, TERMINAL, Harness, leftovers, manifest
-from tests.waiting import wait_until
+from tests.waiting import stays_true, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
 
@@ -41,10 +41,7 @@ def stored_job_ids(harness: Harness) -> set[str]:
 
 def stays_empty(job_id: str, seconds: float) -> None:
     """Nothing of the job appears on the engine for a while (a deploy still running would make some)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert leftovers(job_id) == [], f"{job_id} has containers after it was cancelled"
-        time.sleep(0.2)
+    stays_true(lambda: leftovers(job_id) == [], seconds, message=f"{job_id} has no containers after it was cancelled")
 
 
 def test_a_refused_submit_stores_nothing(harness: Harness, s3_server: Any) -> None:

@@ -98,7 +98,6 @@ def test_healthz_answers_while_big_manifests_are_parsed(url: str, tenants: Tenan
         with urllib.request.urlopen(f"{url}/healthz", timeout=60) as answer:
             assert answer.status == 200
         slowest = max(slowest, time.perf_counter() - started)
-        time.sleep(0.02)
     for thread in submitters:
         thread.join()
     assert statuses == [422] * 6, "every big manifest is refused as too complex"

@@ -68,6 +68,7 @@ def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy
         host_paths=trust.host_paths,
         priorities=tenants.priorities(),
         default_priority=tenants.default.priority,
+        defaults=limits.defaults,
     )
 
 

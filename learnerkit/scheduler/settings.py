@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from learnerkit.scheduler.errors import SettingsError
+from learnerkit.scheduler.manifest import FFDL_DEFAULTS, ResourceDefaults
 from learnerkit.scheduler.policy import DEFAULT_MAX_LEARNERS, DEFAULT_MAX_MANIFEST_BYTES, origin
+from learnerkit.scheduler.units import parse_size
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
 T = TypeVar("T", int, float)
@@ -91,6 +93,9 @@ class LimitSettings:
     """``$LEARNERKIT_SUBMITS_PER_MINUTE``: per tenant, in bursts of as many; more get 429 with Retry-After."""
     tenants: Path | None = None
     """``$LEARNERKIT_TENANTS``: per-tenant quotas and priority ranges (`learnerkit.scheduler.tenants`)."""
+    defaults: ResourceDefaults = FFDL_DEFAULTS
+    """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY`` (a size, ``12GiB``): what a manifest without
+    ``cpus`` or ``memory`` gets; FfDL's 5 CPUs and 12 GiB when unset. `job validate` reads the same variables."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,7 @@ class SchedulerSettings:
                 max_learners=_positive(env, "LEARNERKIT_MAX_LEARNERS", limits.max_learners, int),
                 submits_per_minute=_positive(env, "LEARNERKIT_SUBMITS_PER_MINUTE", limits.submits_per_minute, int),
                 tenants=Path(env["LEARNERKIT_TENANTS"]) if "LEARNERKIT_TENANTS" in env else None,
+                defaults=resource_defaults(env),
             ),
             trust=TrustSettings(
                 object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),
@@ -180,6 +186,18 @@ class SchedulerSettings:
             for name, values in groups.items()
         }
         return replace(self, **changed)
+
+
+def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:
+    """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY``, FfDL's defaults where unset or empty."""
+    env = {k: v for k, v in environ.items() if v}
+    cpus = _positive(env, "LEARNERKIT_DEFAULT_CPUS", FFDL_DEFAULTS.cpus, float)
+    raw = env.get("LEARNERKIT_DEFAULT_MEMORY")
+    try:
+        memory = FFDL_DEFAULTS.memory_bytes if raw is None else parse_size(raw)
+    except ValueError as e:
+        raise SettingsError(f"LEARNERKIT_DEFAULT_MEMORY: {e}") from e
+    return ResourceDefaults(cpus=cpus, memory_bytes=memory)
 
 
 def parse_endpoints(raw: str) -> tuple[str, ...]:

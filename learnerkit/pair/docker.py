@@ -28,6 +28,7 @@ ROLE_LABEL = "io.learnerkit.role"
 LEARNER_RUN_AS = f"{LEARNER_UID}:0"
 SIDECAR_RUN_AS = f"{SIDECAR_UID}:0"
 DATA_DIR = "/job/data"
+SHARED_DIR = "/job/shared"
 STOP_MARGIN_S = 10
 """A stop waits this much longer than the sidecar's shutdown deadline (or the learner's halt grace)."""
 
@@ -42,6 +43,8 @@ class DockerPlacement:
     network_aliases: tuple[str, ...] = ()
     """Further names the learner answers to on ``network`` (the rendezvous names of distributed jobs)."""
     labels: Mapping[str, str] = field(default_factory=dict)
+    shared_volume: str | None = None
+    """The job's volume that every learner of the job mounts read-write at ``SHARED_DIR`` (FfDL's job folder)."""
 
 
 @dataclass(frozen=True)
@@ -86,12 +89,15 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
         "volumes": {
             volume: {"bind": "/job", "mode": "rw"},
             **({spec.data_mount: {"bind": DATA_DIR, "mode": "ro"}} if spec.data_mount else {}),
+            **({placement.shared_volume: {"bind": SHARED_DIR, "mode": "rw"}} if placement.shared_volume else {}),
         },
         "shm_size": "1g",
         "stop_signal": "SIGTERM",
     }
     if placement.network is None:
         options["network_mode"] = "none"
+        if placement.hostname:
+            options["hostname"] = placement.hostname
     else:
         options["network"] = placement.network
         options["hostname"] = placement.hostname or f"{spec.name}-learner"

@@ -13,7 +13,7 @@ from typing import Any, get_args
 from controller_sidecar.endpoints import Endpoints
 from learnerkit.common.errors import ConfigError
 from learnerkit.pair.spec import PairSpec
-from learnerkit.scheduler.deployment import Framework, JobDeployment
+from learnerkit.scheduler.deployment import Framework, JobDeployment, ffdl_env
 from learnerkit.scheduler.jobstate import JobState
 from learnerkit.scheduler.manifest import DataStore, DistributedMode, JobManifest
 from learnerkit.scheduler.storecheck import store_problems
@@ -105,6 +105,7 @@ def plan_job(
             sidecar_config=sidecar_config(manifest, state, n, platform),
             endpoints=endpoints,
             num_learners=resources.learners,
+            learner_env=ffdl_env(state.job_id, n, resources.learners),
             cpus=resources.cpus,
             memory_bytes=resources.memory_bytes,
             gpus=resources.gpus,

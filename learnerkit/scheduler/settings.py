@@ -13,6 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from learnerkit.scheduler.deployment import DEFAULT_SHARED_SIZE
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.manifest import FFDL_DEFAULTS, ResourceDefaults
 from learnerkit.scheduler.policy import DEFAULT_MAX_LEARNERS, DEFAULT_MAX_MANIFEST_BYTES, origin
@@ -77,6 +78,11 @@ class BackendSettings:
     """``$LEARNERKIT_REGISTRY``: where learner images come from (None: the engine's local images)."""
     egress: tuple[str, ...] = ()
     """``$LEARNERKIT_K8S_EGRESS``: ``CIDR:port`` of etcd and S3, comma-separated, for the jobs' NetworkPolicy."""
+    shared_storage_class: str | None = None
+    """``$LEARNERKIT_K8S_SHARED_STORAGE_CLASS``: the StorageClass (it must offer ReadWriteMany, e.g. NFS or CephFS)
+    of the claim a multi-learner job's learners share at ``/job/shared``; None: the cluster's default class."""
+    shared_size: str = DEFAULT_SHARED_SIZE
+    """``$LEARNERKIT_K8S_SHARED_SIZE``: the size that claim asks for."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +167,8 @@ class SchedulerSettings:
                 sidecar_image=env.get("LEARNERKIT_SIDECAR_IMAGE"),
                 registry=env.get("LEARNERKIT_REGISTRY"),
                 egress=_list(env, "LEARNERKIT_K8S_EGRESS"),
+                shared_storage_class=env.get("LEARNERKIT_K8S_SHARED_STORAGE_CLASS"),
+                shared_size=env.get("LEARNERKIT_K8S_SHARED_SIZE", backend.shared_size),
             ),
             limits=LimitSettings(
                 max_manifest_bytes=_positive(env, "LEARNERKIT_MAX_MANIFEST_BYTES", limits.max_manifest_bytes, int),

@@ -85,7 +85,8 @@ class DockerBackend:
                 if learner.name not in existing:
                     spec = replace(learner, learner_env={**learner.learner_env, **distributed_env(job, learner)})
                     start_pair(spec, placement(job, learner))
-        except (EngineError, docker.errors.APIError) as e:
+        except (EngineError, docker.errors.DockerException) as e:
+            # DockerException: also the shared volume's helper container failing (ContainerError, ImageNotFound).
             self.teardown(job.job_id)
             raise BackendError(f"deploying job {job.job_id}: {e}") from e
 

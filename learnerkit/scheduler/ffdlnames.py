@@ -7,6 +7,8 @@ here, so a manifest is mapped as docs/migrating-from-ffdl.md describes:
 - `caffe2` runs on the PyTorch image (Caffe2 was merged into PyTorch); `pytorchmpi` on PyTorch; `tensorflow-gpu`
   and `caffe-gpu` on TensorFlow and Caffe. `horovod` runs PyTorch or TensorFlow: the command decides
   (`pytorch_mnist.py` vs `tensorflow_mnist.py`, `import torch`...), else the version if it names one of them.
+- `horovod` and `pytorchmpi` jobs are distributed jobs of the framework they run on (`learnerkit.distributed`
+  `ddp` or `tf` unless the manifest sets it).
 - A version made only of the words `latest`, `cpu`, `gpu` and `py3` (`latest`, `gpu`, `latest-gpu-py3`) means the
   newest version built; the variant (CPU or CUDA) follows `gpus`, as for every manifest. The versions of a
   framework that is not the one it runs on (caffe2's, horovod's, pytorchmpi's) mean the newest version too.
@@ -27,6 +29,9 @@ RUNS_ON: dict[str, str] = {
 CHOSEN = "horovod"
 """Runs PyTorch or TensorFlow, whichever the manifest uses (`horovod_target`)."""
 FOREIGN_VERSIONS = frozenset({"caffe2", "pytorchmpi", CHOSEN})
+DISTRIBUTED_NAMES = frozenset({"pytorchmpi", CHOSEN})
+"""Names of distributed jobs: unless `learnerkit.distributed` says otherwise, their learners get the rendezvous
+variables of the framework they run on (PyTorch's MASTER_ADDR... or TensorFlow's TF_CONFIG)."""
 """Names whose versions number another project's releases: any of them means the newest version here."""
 VERSION_WORDS = frozenset({"latest", "cpu", "gpu", "py3"})
 NEWEST = "latest"

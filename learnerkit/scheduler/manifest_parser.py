@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -28,7 +29,7 @@ from learnerkit.common.yamlfile import (
     parse_located_yaml,
 )
 from learnerkit.scheduler.errors import ManifestError
-from learnerkit.scheduler.ffdlnames import CHOSEN, known_names, means_newest, runs_as
+from learnerkit.scheduler.ffdlnames import CHOSEN, DISTRIBUTED_NAMES, known_names, means_newest, runs_as
 from learnerkit.scheduler.fields import FieldReader, describe
 from learnerkit.scheduler.manifest import (
     CONNECTION_KEYS,
@@ -149,6 +150,7 @@ def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None, defaults: Resourc
     if stores is not None and extensions is not None:
         _check_store_references(reader, stores, extensions)
     if framework is not None and extensions is not None:
+        extensions = _ffdl_distributed(framework, extensions, top.get("learnerkit"))
         _check_distributed(reader, framework, extensions)
     # Each part is None only where a problem was recorded.
     if reader.problems or name is None or resources is None or stores is None or framework is None:
@@ -440,6 +442,15 @@ def _check_store_references(reader: FieldReader, stores: tuple[DataStore, ...], 
             reader.fail(loc, f"no data store has id {wanted!r}; ids: {', '.join(by_id)}")
         elif getattr(store, key) is None:
             reader.fail(loc, f"data store {wanted!r} has no {key} container")
+
+
+def _ffdl_distributed(framework: Framework, extensions: Extensions, section: Any) -> Extensions:
+    """FfDL's horovod and pytorchmpi jobs run as distributed jobs of their framework unless the manifest says."""
+    chosen = isinstance(section, dict) and "distributed" in section
+    modes = {"pytorch": DistributedMode.DDP, "tensorflow": DistributedMode.TF}
+    if framework.name not in DISTRIBUTED_NAMES or chosen or framework.target not in modes:
+        return extensions
+    return replace(extensions, distributed=modes[framework.target])
 
 
 def _check_distributed(reader: FieldReader, framework: Framework, extensions: Extensions) -> None:

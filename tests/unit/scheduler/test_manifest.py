@@ -126,12 +126,15 @@ def test_host_mount_has_no_credentials_and_serves_training_data_only() -> None:
     assert job.training_data_store.mode == "mount" and job.training_results_store is job.data_stores[1]
 
 
-def test_horovod_runs_as_the_framework_its_command_uses() -> None:
+def test_horovod_runs_as_a_distributed_job_of_the_framework_its_command_uses() -> None:
     job = load_manifest(MANIFESTS / "ffdl-horovod.yml", framework_catalog(REPO))
     assert (job.framework.name, job.framework.target) == ("horovod", "tensorflow")
+    assert job.extensions.distributed is DistributedMode.TF
     text = (MANIFESTS / "ffdl-horovod.yml").read_text(encoding="utf-8")
     torch = parse_manifest(text.replace("tensorflow_mnist.py", "pytorch_mnist.py"), "m.yml", framework_catalog(REPO))
-    assert torch.framework.target == "pytorch"
+    assert torch.framework.target == "pytorch" and torch.extensions.distributed is DistributedMode.DDP
+    chosen = parse_manifest(text + "learnerkit:\n  distributed: none\n", "m.yml", framework_catalog(REPO))
+    assert chosen.extensions.distributed is DistributedMode.NONE
     with pytest.raises(ManifestError) as caught:
         parse_manifest(text.replace("tensorflow_mnist.py", "mnist.py"), "m.yml", framework_catalog(REPO))
     assert "m.yml:24: framework.name: horovod runs PyTorch or TensorFlow here, and neither" in str(caught.value)

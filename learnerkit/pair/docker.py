@@ -2,7 +2,7 @@
 
 Order matters: the volume, then the learner (it waits for ``control/start``), then the sidecar with the
 learner's cgroup mounted read-only. The learner runs hardened: non-root, read-only root file system, no
-capabilities, no new privileges, no credentials, and no network unless the job is distributed. The
+capabilities, no new privileges, no credentials, and no network unless the job has several learners. The
 sidecar runs as its own user (``SIDECAR_UID``), with CPU and memory limits, and gets the host network
 (etcd and S3 listen on the host's loopback here) and the secrets.
 """
@@ -35,7 +35,8 @@ STOP_MARGIN_S = 10
 
 @dataclass(frozen=True)
 class DockerPlacement:
-    """Where a pair's learner sits on the engine: its network and names (distributed jobs), extra labels."""
+    """Where a pair's learner sits on the engine: its network and names (jobs of 2+ learners), its host name, the
+    job's shared volume, extra labels."""
 
     network: str | None = None
     """The learners' network; None gives the learner no network at all (single-learner jobs)."""

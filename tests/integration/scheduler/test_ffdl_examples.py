@@ -129,3 +129,39 @@ def test_two_learners_share_the_job_folder_and_see_ffdls_variables(
         body = json.loads(scheduler_buckets.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read())
         assert body == {"learner": n, "peers": {"1": hosts[1], "2": hosts[2]}}
     assert leftovers(view.job_id) == []
+
+
+SUMMARY = '''\
+"""Reports the memory limit the learner runs under and the flags its one-flag-per-line command gave."""
+import argparse, pathlib
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--max_steps", type=int, required=True)
+parser.add_argument("--learning_rate", type=float, required=True)
+args = parser.parse_args()
+cgroup = pathlib.Path("/sys/fs/cgroup")
+v2, v1 = cgroup / "memory.max", cgroup / "memory" / "memory.limit_in_bytes"
+limit = (v2 if v2.exists() else v1).read_text().strip()
+print(f"steps {args.max_steps} rate {args.learning_rate} memory limit {limit}", flush=True)
+'''
+
+
+def test_a_manifest_without_memory_runs_with_ffdls_default_on_the_newest_tensorflow(
+    harness: Harness, s3_server: Any, scheduler_buckets: Any
+) -> None:
+    """FfDL's tf-summary-model shape: tensorflow `latest-py3`, s3_datastore, one flag per line, no memory."""
+    scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key="ffdl-summary/summary.py", Body=SUMMARY.encode())
+    text = ffdl_manifest(s3_server).replace("memory: 1Gb\n", "cpus: 0.5\n").replace("learners: 2", "learners: 1")
+    text = text.replace("type: mount_cos", "type: s3_datastore").replace(
+        f"{DATA_BUCKET}/ffdl\n", f"{DATA_BUCKET}/ffdl-summary\n"
+    )
+    folded = "  command: >\n    python3 ${DATA_DIR}/summary.py\n    --max_steps 400\n    --learning_rate 0.001\n"
+    text = text.split("framework:\n")[0] + "framework:\n  name: tensorflow\n  version: latest-py3\n" + folded
+    view = harness.call(harness.service.submit("team-a", text))
+    manifest = harness.service.jobs[view.job_id].manifest
+    assert manifest.resources.defaulted == ("memory",) and manifest.resources.memory_bytes == 12 * 2**30
+    final = harness.wait_status("team-a", view.job_id, TERMINAL)
+    log = harness.call(harness.service.logs("team-a", view.job_id)).read().decode()
+    assert final.status == "COMPLETED", (final.reason, log)
+    assert f"steps 400 rate 0.001 memory limit {12 * 2**30}" in log, log
+    assert leftovers(view.job_id) == []

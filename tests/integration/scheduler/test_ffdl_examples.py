@@ -1,5 +1,6 @@
 """FfDL's own example shapes run for real on the Docker backend: a `command: >` block whose continuation lines are
-more indented, two learners, no `cpus`, a `mount_cos` store serving both data and results.
+more indented, two learners, no `cpus`, a `mount_cos` store serving both data and results; and the tf-summary
+shape (TensorFlow `latest-py3`, one flag per line, no `memory`).
 
 The model code is written here in FfDL's style (argparse, FfDL's variables) and placed as an object of the data
 store, read from `$DATA_DIR`, until a job can send its own code with the manifest.

@@ -2,7 +2,7 @@
 
 Order matters: the volume, then the learner (it waits for ``control/start``), then the sidecar with the
 learner's cgroup mounted read-only. The learner runs hardened: non-root, read-only root file system, no
-capabilities, no new privileges, no credentials, and no network unless the job is distributed. The
+capabilities, no new privileges, no credentials, and no network unless the job has several learners. The
 sidecar runs as its own user (``SIDECAR_UID``), with CPU and memory limits, and gets the host network
 (etcd and S3 listen on the host's loopback here) and the secrets.
 """
@@ -28,13 +28,15 @@ ROLE_LABEL = "io.learnerkit.role"
 LEARNER_RUN_AS = f"{LEARNER_UID}:0"
 SIDECAR_RUN_AS = f"{SIDECAR_UID}:0"
 DATA_DIR = "/job/data"
+SHARED_DIR = "/job/shared"
 STOP_MARGIN_S = 10
 """A stop waits this much longer than the sidecar's shutdown deadline (or the learner's halt grace)."""
 
 
 @dataclass(frozen=True)
 class DockerPlacement:
-    """Where a pair's learner sits on the engine: its network and names (distributed jobs), extra labels."""
+    """Where a pair's learner sits on the engine: its network and names (jobs of 2+ learners), its host name, the
+    job's shared volume, extra labels."""
 
     network: str | None = None
     """The learners' network; None gives the learner no network at all (single-learner jobs)."""
@@ -42,6 +44,8 @@ class DockerPlacement:
     network_aliases: tuple[str, ...] = ()
     """Further names the learner answers to on ``network`` (the rendezvous names of distributed jobs)."""
     labels: Mapping[str, str] = field(default_factory=dict)
+    shared_volume: str | None = None
+    """The job's volume that every learner of the job mounts read-write at ``SHARED_DIR`` (FfDL's job folder)."""
 
 
 @dataclass(frozen=True)
@@ -86,12 +90,15 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
         "volumes": {
             volume: {"bind": "/job", "mode": "rw"},
             **({spec.data_mount: {"bind": DATA_DIR, "mode": "ro"}} if spec.data_mount else {}),
+            **({placement.shared_volume: {"bind": SHARED_DIR, "mode": "rw"}} if placement.shared_volume else {}),
         },
         "shm_size": "1g",
         "stop_signal": "SIGTERM",
     }
     if placement.network is None:
         options["network_mode"] = "none"
+        if placement.hostname:
+            options["hostname"] = placement.hostname
     else:
         options["network"] = placement.network
         options["hostname"] = placement.hostname or f"{spec.name}-learner"

@@ -8,6 +8,7 @@ the job live until it ends and exits 1 when it ends FAILED.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from learnerkit.scheduler.facade import JobView
 from learnerkit.scheduler.jobviews import job_details, jobs_table, styled_status, watch_job
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import load_manifest
+from learnerkit.scheduler.settings import resource_defaults
 from learnerkit.scheduler.units import format_size
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -203,13 +205,22 @@ def _report_rejected(output: str, error: ManifestRejectedError) -> NoReturn:
 def validate(manifest: Path, root: Path | None, output: str) -> None:
     """Check MANIFEST (an FfDL manifest.yml); print a summary, or every problem and exit 1."""
     try:
-        job = load_manifest(manifest, framework_catalog(find_project_root(root)))
+        defaults = resource_defaults(os.environ)
+        job = load_manifest(manifest, framework_catalog(find_project_root(root)), defaults=defaults)
     except ManifestError as e:
         _report_problems(output, e)
     except LearnerkitError as e:
         fail(output, e)
         return
-    emit(output, {"valid": True, "manifest": job.to_dict()}, lambda: _show(manifest, job))
+    body = {"valid": True, "defaults_applied": defaults_applied(job), "manifest": job.to_dict()}
+    emit(output, body, lambda: _show(manifest, job))
+
+
+def defaults_applied(job: JobManifest) -> dict[str, float | int]:
+    """The resources the manifest left out, with the value each got (`cpus`, `memory_bytes`)."""
+    r = job.resources
+    values = {"cpus": r.cpus, "memory": r.memory_bytes}
+    return {("memory_bytes" if key == "memory" else key): values[key] for key in r.defaulted}
 
 
 def framework_catalog(root: Path) -> FrameworkCatalog:
@@ -249,6 +260,11 @@ def _show(path: Path, job: JobManifest) -> None:
         table.add_row("image", job.image)
     gpus = f"{r.gpus} gpus" + (f" ({r.gpu_type})" if r.gpu_type else "")
     table.add_row("learners", f"{r.learners} x {r.cpus:g} cpus, {gpus}, {format_size(r.memory_bytes)} memory")
+    if r.defaulted:
+        shown = {"cpus": f"cpus {r.cpus:g}", "memory": f"memory {format_size(r.memory_bytes)}"}
+        table.add_row("defaults", f"{', '.join(shown[k] for k in r.defaulted)}: not in the manifest (FfDL's defaults)")
+    if job.framework.target != job.framework.name:
+        table.add_row("runs as", f"{job.framework.target} (FfDL's {job.framework.name})")
     for store in job.data_stores:
         used = ", ".join(
             f"{role} {container}"

@@ -169,11 +169,16 @@ class Scheduler:
             )
         async with self._parsing:
             return await asyncio.to_thread(
-                parse_manifest, text, source, self.options.catalog, seconds=policy.parse_seconds
+                parse_manifest,
+                text,
+                source,
+                self.options.catalog,
+                seconds=policy.parse_seconds,
+                defaults=policy.defaults,
             )
 
     def _admissible(self, text: str, source: str, catalog: FrameworkCatalog | None) -> JobManifest:
-        manifest = parse_manifest(text, source, catalog)
+        manifest = parse_manifest(text, source, catalog, defaults=self.options.submit_policy.defaults)
         check_admissible(manifest, self.options.submit_policy, source)
         return manifest
 
@@ -184,7 +189,6 @@ class Scheduler:
         manifest = await self._parse(manifest_text, source)
         check_submission(manifest, tenant, self.options.submit_policy, source)
         await asyncio.to_thread(self.options.resolve_image, manifest)  # the image gate reads its records
-        endpoints_for(manifest, self.options.platform)  # refuses a results store the sidecar cannot use
         state = JobState(f"job-{uuid.uuid4().hex[:12]}", tenant, manifest.name, time.time())
         tracked = Tracked(state, manifest, manifest_text, source)
         job = tracked.admission_job()

@@ -15,6 +15,9 @@ from learnerkit.common.errors import ConfigError
 from learnerkit.pair.spec import PairSpec
 
 DEFAULT_MASTER_PORT = 29500
+SHARED_DIR = "/job/shared"
+"""The job folder every learner of a job shares (FfDL's job volume): ``$JOB_SHARED_DIR`` in each learner."""
+DEFAULT_SHARED_SIZE = "10Gi"
 
 Framework = Literal["tensorflow", "pytorch", "mxnet", "caffe", "generic"]
 
@@ -44,6 +47,11 @@ class JobDeployment:
     namespace: str = "default"
     instance: str = ""
     """The scheduler instance that deploys the job: its label marks what this instance may sweep as orphans."""
+    shared_storage_class: str | None = None
+    """Kubernetes: the StorageClass of a multi-learner job's ReadWriteMany claim
+    (``$LEARNERKIT_K8S_SHARED_STORAGE_CLASS``); None: the cluster's default class."""
+    shared_size: str = DEFAULT_SHARED_SIZE
+    """Kubernetes: the size that claim asks for (``$LEARNERKIT_K8S_SHARED_SIZE``)."""
 
     def __post_init__(self) -> None:
         if not self.learners:
@@ -71,6 +79,33 @@ class JobDeployment:
     @property
     def secret_name(self) -> str:
         return f"lk-{self.job_id}-sidecar"
+
+    @property
+    def shared_name(self) -> str:
+        """The job folder's Docker volume or Kubernetes claim: ``lk-<job>-shared``."""
+        return f"lk-{self.job_id}-shared"
+
+    @property
+    def networked(self) -> bool:
+        """Learners reach each other by name (FfDL made a headless Service for every job of 2+ learners)."""
+        return len(self.learners) > 1
+
+
+def ffdl_env(job_id: str, learner_id: int, num_learners: int) -> dict[str, str]:
+    """FfDL's learner variables (lcm `envvars.go`), beside JOB_ID, LEARNER_ID and NUM_LEARNERS.
+
+    The stem names learner ``n``'s host ``${LEARNER_NAME_PREFIX}-n`` (1-based, as ``LEARNER_ID``); FfDL's pod
+    ordinals were 0-based (docs/migrating-from-ffdl.md).
+    """
+    stem = f"lk-{job_id}"
+    return {
+        "TRAINING_ID": job_id,
+        "DLAAS_JOB_ID": job_id,
+        "LEARNER_NAME_PREFIX": stem,
+        "DOWNWARD_API_POD_NAME": f"{stem}-{learner_id}",
+        "JOB_SHARED_DIR": SHARED_DIR,
+        "NUM_LEARNERS": str(num_learners),
+    }
 
 
 def master_addr(job: JobDeployment) -> str:

@@ -52,7 +52,11 @@ def backend_for(settings: SchedulerSettings) -> tuple[Backend, int]:
     """The backend of the settings, and the sidecars' metrics port on it."""
     if settings.backend.kind is BackendKind.KUBERNETES:
         cluster = KubernetesCluster.from_kubeconfig(namespace=settings.backend.namespace)
-        return KubernetesBackend(cluster, egress_from(settings.backend.egress)), SIDECAR_METRICS_PORT
+        backend = settings.backend
+        return (
+            KubernetesBackend(cluster, egress_from(backend.egress), backend.shared_storage_class, backend.shared_size),
+            SIDECAR_METRICS_PORT,
+        )
     # On the Docker engine sidecars share the host network: no fixed port, or two would clash.
     return DockerBackend(), 0
 
@@ -68,6 +72,7 @@ def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy
         host_paths=trust.host_paths,
         priorities=tenants.priorities(),
         default_priority=tenants.default.priority,
+        defaults=limits.defaults,
     )
 
 

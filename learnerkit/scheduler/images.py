@@ -1,11 +1,13 @@
 """Which learner image runs a manifest: its own (``learnerkit.image`` or FfDL's custom framework), or the
-project's build of the named framework version, CPU variant without GPUs and CUDA with them."""
+project's build of the named framework version, CPU variant without GPUs and CUDA with them. FfDL's names and
+versions (`caffe2`, `latest`, `gpu`) are mapped as `learnerkit.scheduler.ffdlnames` says."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from learnerkit.common.errors import ConfigError
+from learnerkit.scheduler.ffdlnames import means_newest, newest
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit_build.matrix import load_matrix
 
@@ -32,7 +34,10 @@ class ImageCatalog:
         if manifest.image:
             return manifest.image
         accelerator = "cuda" if manifest.resources.gpus else "cpu"
-        name, version = manifest.framework.name, manifest.framework.version
+        name, version = manifest.framework.target, manifest.framework.version
+        versions = [image.version for image in self.matrix.images if image.framework.name == name]
+        if versions and means_newest(manifest.framework.name, version):
+            version = newest(versions)
         for image in self.matrix.images:
             if image.framework.name != name or version not in (
                 image.version,

@@ -17,10 +17,12 @@ FrameworkCatalog = Mapping[str, Collection[str]]
 CUSTOM_FRAMEWORK = "custom"
 """FfDL's escape hatch: `framework.version` is then the learner image itself (e.g. `tomcli/pytorch:latest`)."""
 
-COPY_TYPES = ("s3_datastore",)
-"""Data store types the sidecar downloads from and uploads to (FfDL's copy mode)."""
-MOUNT_TYPES = ("mount_cos", "mount_volume")
-"""Data store types mounted into the learner: a bucket (`mount_cos`) or a host path (`mount_volume`)."""
+COPY_TYPES = ("s3_datastore", "mount_cos")
+"""Data store types the sidecar downloads from and uploads to. FfDL mounted a `mount_cos` bucket with s3fs
+(FUSE, privileged); here it is the same S3 bucket copied in before the command and out after it
+(docs/migrating-from-ffdl.md)."""
+MOUNT_TYPES = ("mount_volume",)
+"""Data store types mounted into the learner: a host path (`mount_volume`), read-only, training data only."""
 DATA_STORE_TYPES = COPY_TYPES + MOUNT_TYPES
 CREDENTIAL_KEYS = ("user_name", "password")
 """Connection keys that hold credentials: kept out of the spec, handed to the sidecar's secret only."""
@@ -58,6 +60,18 @@ DISTRIBUTED_FRAMEWORK: Mapping[DistributedMode, str] = {
 
 
 @dataclass(frozen=True)
+class ResourceDefaults:
+    """What a manifest without `cpus` or `memory` gets: FfDL's trainer defaults (`setDefaultResourceRequirements`:
+    5 CPUs, 12 GiB) unless the scheduler's settings say otherwise (docs/manifests.md)."""
+
+    cpus: float = 5.0
+    memory_bytes: int = 12 * 2**30
+
+
+FFDL_DEFAULTS = ResourceDefaults()
+
+
+@dataclass(frozen=True)
 class Resources:
     """What each learner gets (FfDL's cpus, gpus and memory are per learner), and how many learners."""
 
@@ -69,6 +83,8 @@ class Resources:
     """A node label value the learner's node must carry; only with gpus > 0."""
     storage_bytes: int | None = None
     """FfDL's `storage`: scratch space per learner, if the job asks for it."""
+    defaulted: tuple[str, ...] = ()
+    """The fields the manifest left out and got from `ResourceDefaults` (`cpus`, `memory`)."""
 
 
 @dataclass(frozen=True)
@@ -106,11 +122,18 @@ class DataStore:
 @dataclass(frozen=True)
 class Framework:
     name: str
+    """As the manifest gives it (FfDL's names: `caffe2`, `horovod`, ...)."""
     version: str
     command: str
-    """One shell command line, as FfDL ran it (folded `>` blocks arrive joined and stripped)."""
+    """One shell command line, as FfDL ran it: every line break replaced by a space, then stripped."""
     image_tag: str | None = None
     """FfDL's optional learner image tag; kept as given."""
+    runs_as: str = ""
+    """The framework whose learnerkit image runs the job (`learnerkit.scheduler.ffdlnames`); empty: `name`."""
+
+    @property
+    def target(self) -> str:
+        return self.runs_as or self.name
 
 
 @dataclass(frozen=True)
@@ -197,6 +220,7 @@ class JobManifest:
                 "memory_bytes": r.memory_bytes,
                 "storage_bytes": r.storage_bytes,
                 "learners": r.learners,
+                "defaulted": list(r.defaulted),
             },
             "data_stores": [store.to_dict() for store in self.data_stores],
             "framework": {
@@ -204,6 +228,7 @@ class JobManifest:
                 "version": self.framework.version,
                 "command": self.framework.command,
                 "image_tag": self.framework.image_tag,
+                "runs_as": self.framework.target,
             },
             "evaluation_metrics": _thaw(self.evaluation_metrics),
             "learnerkit": self.extensions.to_dict(),

@@ -3,13 +3,16 @@
 The parser is pure: it reads text, never the build tool or the network. The frameworks a job may name
 come in as a `FrameworkCatalog` (the CLI builds it from `frameworks/*/framework.yaml`). Every problem
 becomes a `Problem` naming `file:line: field.path`, and all of them are raised together as one
-`ManifestError`. Where FfDL fell back silently (memory it could not read became 512 MB), this is an error.
+`ManifestError`. Where FfDL fell back silently (memory it could not read became 512 MB), this is an error;
+where it filled in a default (no `cpus` or `memory`), so does this parser, and the manifest says which.
+The data stores must be able to serve the job (`storecheck`): the same check the scheduler makes at submit.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -26,6 +29,7 @@ from learnerkit.common.yamlfile import (
     parse_located_yaml,
 )
 from learnerkit.scheduler.errors import ManifestError
+from learnerkit.scheduler.ffdlnames import CHOSEN, DISTRIBUTED_NAMES, known_names, means_newest, runs_as
 from learnerkit.scheduler.fields import FieldReader, describe
 from learnerkit.scheduler.manifest import (
     CONNECTION_KEYS,
@@ -33,6 +37,7 @@ from learnerkit.scheduler.manifest import (
     CUSTOM_FRAMEWORK,
     DATA_STORE_TYPES,
     DISTRIBUTED_FRAMEWORK,
+    FFDL_DEFAULTS,
     HOST_MOUNT,
     REQUIRED_CONNECTION_KEYS,
     DataStore,
@@ -41,8 +46,10 @@ from learnerkit.scheduler.manifest import (
     Framework,
     FrameworkCatalog,
     JobManifest,
+    ResourceDefaults,
     Resources,
 )
+from learnerkit.scheduler.storecheck import store_problems
 from learnerkit.scheduler.units import parse_size
 
 TOP_KEYS = (
@@ -86,9 +93,15 @@ MIN_CPUS = 0.01
 MAX_NODES = 10_000
 """Values in one manifest: a real one has a few dozen; the cap bounds the time a hostile one costs."""
 _IMAGE_HELP = "an image reference without spaces, e.g. registry.local/learnerkit/pytorch:2.13-cpu-py3.11"
+_LINE_BREAK = re.compile(r"\r?\n")
+"""FfDL's trainer replaced each of these in `command` with a space (`createJobConfig`): a folded `>` block whose
+continuation lines are more indented keeps its line breaks in YAML, and still ran as one command."""
+_IMAGE_WAY_OUT = "or pass --image REF, or set learnerkit.image"
 
 
-def load_manifest(path: Path, catalog: FrameworkCatalog | None = None) -> JobManifest:
+def load_manifest(
+    path: Path, catalog: FrameworkCatalog | None = None, *, defaults: ResourceDefaults = FFDL_DEFAULTS
+) -> JobManifest:
     """Read and validate a manifest file; raises `ManifestError` listing every problem."""
     try:
         doc = load_located_yaml(path, YamlBudget(max_nodes=MAX_NODES))
@@ -96,11 +109,16 @@ def load_manifest(path: Path, catalog: FrameworkCatalog | None = None) -> JobMan
         raise ManifestError(list(e.problems)) from e
     except ConfigError as e:
         raise ManifestError([Problem(path=path, line=None, loc=(), message=str(e))]) from e
-    return _parse(doc, catalog)
+    return _parse(doc, catalog, defaults)
 
 
 def parse_manifest(
-    text: str, source: str = "manifest.yml", catalog: FrameworkCatalog | None = None, *, seconds: float | None = None
+    text: str,
+    source: str = "manifest.yml",
+    catalog: FrameworkCatalog | None = None,
+    *,
+    seconds: float | None = None,
+    defaults: ResourceDefaults = FFDL_DEFAULTS,
 ) -> JobManifest:
     """Validate manifest text; `source` names it in messages. `catalog` None skips the framework check.
 
@@ -110,10 +128,10 @@ def parse_manifest(
         doc = parse_located_yaml(text, Path(source), YamlBudget(max_nodes=MAX_NODES, seconds=seconds))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
-    return _parse(doc, catalog)
+    return _parse(doc, catalog, defaults)
 
 
-def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None) -> JobManifest:
+def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None, defaults: ResourceDefaults) -> JobManifest:
     reader = FieldReader(doc)
     if doc.data is None:
         reader.fail((), "the manifest is empty: expected a mapping with keys name, framework, data_stores, ...")
@@ -124,7 +142,7 @@ def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None) -> JobManifest:
     name = reader.string(top, (), "name", required=True)
     description = reader.string(top, (), "description")
     version = reader.string(top, (), "version")
-    resources = _resources(reader, top)
+    resources = _resources(reader, top, defaults)
     stores = _data_stores(reader, top.get("data_stores"))
     extensions = _extensions(reader, top.get("learnerkit"))
     framework = _framework(reader, top.get("framework"), catalog, extensions)
@@ -132,13 +150,14 @@ def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None) -> JobManifest:
     if stores is not None and extensions is not None:
         _check_store_references(reader, stores, extensions)
     if framework is not None and extensions is not None:
+        extensions = _ffdl_distributed(framework, extensions, top.get("learnerkit"))
         _check_distributed(reader, framework, extensions)
     # Each part is None only where a problem was recorded.
     if reader.problems or name is None or resources is None or stores is None or framework is None:
         raise ManifestError(reader.problems)
     if extensions is None:
         raise ManifestError(reader.problems)
-    return JobManifest(
+    manifest = JobManifest(
         name=name,
         description=description or "",
         version=version,
@@ -148,10 +167,16 @@ def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None) -> JobManifest:
         evaluation_metrics=metrics,
         extensions=extensions,
     )
+    for loc, message in store_problems(manifest):
+        reader.fail(loc, message)
+    if reader.problems:
+        raise ManifestError(reader.problems)
+    return manifest
 
 
-def _resources(reader: FieldReader, top: Mapping[str, Any]) -> Resources | None:
-    cpus = reader.positive_number(top, (), "cpus", required=True)
+def _resources(reader: FieldReader, top: Mapping[str, Any], defaults: ResourceDefaults) -> Resources | None:
+    defaulted = tuple(key for key in ("cpus", "memory") if key not in top)
+    cpus = defaults.cpus if "cpus" in defaulted else reader.positive_number(top, (), "cpus", required=True)
     if cpus is not None and cpus < MIN_CPUS:
         reader.fail(("cpus",), f"must be at least {MIN_CPUS} (a hundredth of a CPU); got {cpus:g}")
         cpus = None
@@ -161,7 +186,7 @@ def _resources(reader: FieldReader, top: Mapping[str, Any]) -> Resources | None:
     gpus_unreadable = top.get("gpus") is not None and gpus is None  # already reported
     if gpu_type is not None and not gpus and not gpus_unreadable:
         reader.fail(("gpu_type",), f"gpu_type {gpu_type!r} needs gpus of 1 or more; gpus is {gpus or 0}")
-    memory = _size(reader, top, "memory", required=True)
+    memory = defaults.memory_bytes if "memory" in defaulted else _size(reader, top, "memory", required=True)
     storage = _size(reader, top, "storage", required=False)
     if cpus is None or memory is None:
         return None
@@ -172,6 +197,7 @@ def _resources(reader: FieldReader, top: Mapping[str, Any]) -> Resources | None:
         learners=learners or 1,
         gpu_type=gpu_type,
         storage_bytes=storage,
+        defaulted=defaulted,
     )
 
 
@@ -311,28 +337,47 @@ def _framework(
     version = reader.string(section, loc, "version", required=True)
     command = reader.string(section, loc, "command", required=True)
     image_tag = reader.string(section, loc, "image_tag")
-    if name is not None and version is not None and catalog is not None:
-        has_image = extensions is not None and extensions.image is not None
-        _check_catalog(reader, name, version, catalog, has_image)
+    if command is not None:
+        command = _LINE_BREAK.sub(" ", command).strip()
+    has_image = extensions is not None and extensions.image is not None
+    target = runs_as(name, version, command or "") if name is not None and version is not None else None
+    if name == CHOSEN and version is not None and target is None and not has_image:
+        reader.fail(
+            ("framework", "name"),
+            "horovod runs PyTorch or TensorFlow here, and neither the command nor the version says which:"
+            " name the framework pytorch or tensorflow",
+        )
+    if name is not None and version is not None and target is not None and catalog is not None:
+        _check_catalog(reader, name, target, version, catalog, has_image)
     if name is None or version is None or command is None:
         return None
-    return Framework(name=name, version=version, command=command, image_tag=image_tag)
+    return Framework(
+        name=name, version=version, command=command, image_tag=image_tag, runs_as="" if target == name else target or ""
+    )
 
 
-def _check_catalog(reader: FieldReader, name: str, version: str, catalog: FrameworkCatalog, has_image: bool) -> None:
+def _check_catalog(
+    reader: FieldReader, name: str, target: str, version: str, catalog: FrameworkCatalog, has_image: bool
+) -> None:
     if name == CUSTOM_FRAMEWORK:
         if not _IMAGE.fullmatch(version):
             reader.fail(("framework", "version"), f"framework custom takes an image here; {_IMAGE_HELP}")
         return
-    if name not in catalog:
-        valid = ", ".join([*sorted(catalog), CUSTOM_FRAMEWORK])
-        reader.fail(("framework", "name"), f"unknown framework {name!r}; valid: {valid}")
+    if has_image:
         return
-    if not has_image and version not in catalog[name]:
-        valid = ", ".join(sorted(catalog[name]))
+    if target not in catalog:
+        valid = ", ".join(known_names(catalog))
+        reader.fail(
+            ("framework", "name"),
+            f"no learnerkit image runs framework {name!r}; frameworks here: {valid}, or {CUSTOM_FRAMEWORK}"
+            f" (framework.version names the image); {_IMAGE_WAY_OUT}",
+        )
+        return
+    if version not in catalog[target] and not means_newest(name, version):
+        valid = ", ".join([*sorted(catalog[target]), "latest"])
         reader.fail(
             ("framework", "version"),
-            f"no {name} image {version!r} is built here; valid: {valid} (or set learnerkit.image)",
+            f"no {target} image {version!r} is built here; versions: {valid} ({_IMAGE_WAY_OUT})",
         )
 
 
@@ -399,9 +444,18 @@ def _check_store_references(reader: FieldReader, stores: tuple[DataStore, ...], 
             reader.fail(loc, f"data store {wanted!r} has no {key} container")
 
 
+def _ffdl_distributed(framework: Framework, extensions: Extensions, section: Any) -> Extensions:
+    """FfDL's horovod and pytorchmpi jobs run as distributed jobs of their framework unless the manifest says."""
+    chosen = isinstance(section, dict) and "distributed" in section
+    modes = {"pytorch": DistributedMode.DDP, "tensorflow": DistributedMode.TF}
+    if framework.name not in DISTRIBUTED_NAMES or chosen or framework.target not in modes:
+        return extensions
+    return replace(extensions, distributed=modes[framework.target])
+
+
 def _check_distributed(reader: FieldReader, framework: Framework, extensions: Extensions) -> None:
     needed = DISTRIBUTED_FRAMEWORK.get(extensions.distributed)
-    if needed is None or framework.name in (needed, CUSTOM_FRAMEWORK) or extensions.image:
+    if needed is None or framework.target in (needed, CUSTOM_FRAMEWORK) or extensions.image:
         return
     reader.fail(
         ("learnerkit", "distributed"),

@@ -13,9 +13,10 @@ from typing import Any, get_args
 from controller_sidecar.endpoints import Endpoints
 from learnerkit.common.errors import ConfigError
 from learnerkit.pair.spec import PairSpec
-from learnerkit.scheduler.deployment import Framework, JobDeployment
+from learnerkit.scheduler.deployment import Framework, JobDeployment, ffdl_env
 from learnerkit.scheduler.jobstate import JobState
 from learnerkit.scheduler.manifest import DataStore, DistributedMode, JobManifest
+from learnerkit.scheduler.storecheck import store_problems
 
 ImageResolver = Callable[[JobManifest], str]
 """The learner image of a manifest's framework and version (and GPU or CPU variant)."""
@@ -46,22 +47,17 @@ def outputs_prefix(manifest: JobManifest, job_id: str, attempt: int, learner_id:
 
 
 def results_store(manifest: JobManifest) -> DataStore:
+    """The store results go to; `ConfigError` where `store_problems` finds one (the parser's check, again)."""
+    problems = store_problems(manifest)
     store = manifest.training_results_store
-    if store is None or not store.training_results:
-        raise ConfigError(f"job {manifest.name!r}: no data store names a training_results container")
-    if store.mode != "copy":
-        raise ConfigError(f"data_stores {store.id!r}: results need an object store (s3_datastore)")
+    if problems or store is None:
+        raise ConfigError("; ".join(message for _, message in problems) or "no results store")
     return store
 
 
 def endpoints_for(manifest: JobManifest, platform: Platform) -> Endpoints:
     """The sidecar's credentials: the results store's, which must also serve the training data."""
     store = results_store(manifest)
-    data = manifest.training_data_store
-    if data.mode == "copy" and data.connection.get("auth_url") != store.connection.get("auth_url"):
-        raise ConfigError(
-            f"data_stores {data.id!r} and {store.id!r}: training data and results must be on one object store"
-        )
     return Endpoints(
         etcd_endpoints=platform.etcd_endpoints,
         s3_endpoint_url=store.connection.get("auth_url"),
@@ -109,6 +105,7 @@ def plan_job(
             sidecar_config=sidecar_config(manifest, state, n, platform),
             endpoints=endpoints,
             num_learners=resources.learners,
+            learner_env=ffdl_env(state.job_id, n, resources.learners),
             cpus=resources.cpus,
             memory_bytes=resources.memory_bytes,
             gpus=resources.gpus,
@@ -119,7 +116,7 @@ def plan_job(
         )
         for n in range(1, resources.learners + 1)
     )
-    name = manifest.framework.name
+    name = manifest.framework.target
     framework: Framework = name if name in get_args(Framework) else "generic"  # type: ignore[assignment]
     return JobDeployment(
         job_id=state.job_id,

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from learnerkit.common.errors import ConfigError
 from learnerkit.common.yamlfile import FieldPath, Problem
 from learnerkit.scheduler.errors import ManifestError
-from learnerkit.scheduler.manifest import DataStore, JobManifest
+from learnerkit.scheduler.manifest import FFDL_DEFAULTS, DataStore, JobManifest, ResourceDefaults
 
 PriorityRange = tuple[int, int]
 DEFAULT_PRIORITY: PriorityRange = (-1000, 0)
@@ -39,6 +39,8 @@ class SubmitPolicy:
     priorities: Mapping[str, PriorityRange] = field(default_factory=dict)
     """Per tenant, the priorities its jobs may take."""
     default_priority: PriorityRange = DEFAULT_PRIORITY
+    defaults: ResourceDefaults = FFDL_DEFAULTS
+    """What a manifest without ``cpus`` or ``memory`` gets."""
 
     def priority_range(self, tenant: str) -> PriorityRange:
         return self.priorities.get(tenant, self.default_priority)

@@ -13,8 +13,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from learnerkit.scheduler.deployment import DEFAULT_SHARED_SIZE
 from learnerkit.scheduler.errors import SettingsError
+from learnerkit.scheduler.manifest import FFDL_DEFAULTS, ResourceDefaults
 from learnerkit.scheduler.policy import DEFAULT_MAX_LEARNERS, DEFAULT_MAX_MANIFEST_BYTES, origin
+from learnerkit.scheduler.units import parse_size
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
 T = TypeVar("T", int, float)
@@ -75,6 +78,11 @@ class BackendSettings:
     """``$LEARNERKIT_REGISTRY``: where learner images come from (None: the engine's local images)."""
     egress: tuple[str, ...] = ()
     """``$LEARNERKIT_K8S_EGRESS``: ``CIDR:port`` of etcd and S3, comma-separated, for the jobs' NetworkPolicy."""
+    shared_storage_class: str | None = None
+    """``$LEARNERKIT_K8S_SHARED_STORAGE_CLASS``: the StorageClass (it must offer ReadWriteMany, e.g. NFS or CephFS)
+    of the claim a multi-learner job's learners share at ``/job/shared``; None: the cluster's default class."""
+    shared_size: str = DEFAULT_SHARED_SIZE
+    """``$LEARNERKIT_K8S_SHARED_SIZE``: the size that claim asks for."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,9 @@ class LimitSettings:
     """``$LEARNERKIT_SUBMITS_PER_MINUTE``: per tenant, in bursts of as many; more get 429 with Retry-After."""
     tenants: Path | None = None
     """``$LEARNERKIT_TENANTS``: per-tenant quotas and priority ranges (`learnerkit.scheduler.tenants`)."""
+    defaults: ResourceDefaults = FFDL_DEFAULTS
+    """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY`` (a size, ``12GiB``): what a manifest without
+    ``cpus`` or ``memory`` gets; FfDL's 5 CPUs and 12 GiB when unset. `job validate` reads the same variables."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,8 @@ class SchedulerSettings:
                 sidecar_image=env.get("LEARNERKIT_SIDECAR_IMAGE"),
                 registry=env.get("LEARNERKIT_REGISTRY"),
                 egress=_list(env, "LEARNERKIT_K8S_EGRESS"),
+                shared_storage_class=env.get("LEARNERKIT_K8S_SHARED_STORAGE_CLASS"),
+                shared_size=env.get("LEARNERKIT_K8S_SHARED_SIZE", backend.shared_size),
             ),
             limits=LimitSettings(
                 max_manifest_bytes=_positive(env, "LEARNERKIT_MAX_MANIFEST_BYTES", limits.max_manifest_bytes, int),
@@ -163,6 +176,7 @@ class SchedulerSettings:
                 max_learners=_positive(env, "LEARNERKIT_MAX_LEARNERS", limits.max_learners, int),
                 submits_per_minute=_positive(env, "LEARNERKIT_SUBMITS_PER_MINUTE", limits.submits_per_minute, int),
                 tenants=Path(env["LEARNERKIT_TENANTS"]) if "LEARNERKIT_TENANTS" in env else None,
+                defaults=resource_defaults(env),
             ),
             trust=TrustSettings(
                 object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),
@@ -180,6 +194,18 @@ class SchedulerSettings:
             for name, values in groups.items()
         }
         return replace(self, **changed)
+
+
+def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:
+    """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY``, FfDL's defaults where unset or empty."""
+    env = {k: v for k, v in environ.items() if v}
+    cpus = _positive(env, "LEARNERKIT_DEFAULT_CPUS", FFDL_DEFAULTS.cpus, float)
+    raw = env.get("LEARNERKIT_DEFAULT_MEMORY")
+    try:
+        memory = FFDL_DEFAULTS.memory_bytes if raw is None else parse_size(raw)
+    except ValueError as e:
+        raise SettingsError(f"LEARNERKIT_DEFAULT_MEMORY: {e}") from e
+    return ResourceDefaults(cpus=cpus, memory_bytes=memory)
 
 
 def parse_endpoints(raw: str) -> tuple[str, ...]:

@@ -1,8 +1,10 @@
 """The Docker backend, the embedded default: every learner a sidecar + learner pair on the local engine.
 
-Single-learner jobs run the learner with no network at all. Distributed jobs get one internal network
-(no route out) on which each learner answers to the rendezvous names the Kubernetes backend's headless
-Service gives (``lk-<job>-<n>.lk-<job>``), so the distributed variables are the same on both backends.
+Single-learner jobs run the learner with no network at all. Jobs of several learners get one internal network
+(no route out) on which each learner answers to its host name ``lk-<job>-<n>`` and to the rendezvous names the
+Kubernetes backend's headless Service gives (``lk-<job>-<n>.lk-<job>``), so the variables are the same on both
+backends. Every job has one volume all its learners mount at ``/job/shared`` (FfDL's job folder); teardown
+removes it with the rest.
 """
 
 from __future__ import annotations
@@ -36,15 +38,16 @@ def network_name(job_id: str) -> str:
 
 
 def placement(job: JobDeployment, learner: PairSpec) -> DockerPlacement:
-    """Distributed learners share the job's internal network under their rendezvous names."""
+    """Learners of one job share its volume and, when there are several, its internal network under their names."""
     labels = {MANAGED_LABEL: MANAGER, INSTANCE_LABEL: job.instance}
-    if not job.distributed:
-        return DockerPlacement(labels=labels)
+    if not job.networked:
+        return DockerPlacement(labels=labels, hostname=learner.name, shared_volume=job.shared_name)
     return DockerPlacement(
         network=network_name(job.job_id),
         hostname=learner.name,
         network_aliases=(f"{learner.name}.{job.name}",),
         labels=labels,
+        shared_volume=job.shared_name,
     )
 
 
@@ -75,13 +78,15 @@ class DockerBackend:
         """Start every learner pair not running yet (a redeploy after a scheduler restart adds nothing)."""
         existing = {handle.name for handle in pairs_of(job.job_id)}
         try:
-            if job.distributed:
+            if job.networked:
                 self._ensure_network(job.job_id)
+            self._ensure_shared_volume(job)
             for learner in job.learners:
                 if learner.name not in existing:
                     spec = replace(learner, learner_env={**learner.learner_env, **distributed_env(job, learner)})
                     start_pair(spec, placement(job, learner))
-        except (EngineError, docker.errors.APIError) as e:
+        except (EngineError, docker.errors.DockerException) as e:
+            # DockerException: also the shared volume's helper container failing (ContainerError, ImageNotFound).
             self.teardown(job.job_id)
             raise BackendError(f"deploying job {job.job_id}: {e}") from e
 
@@ -137,6 +142,27 @@ class DockerBackend:
                 for job in (c.labels.get(JOB_LABEL, "") for c in managed if c.labels.get(INSTANCE_LABEL) == instance)
                 if job
             }
+
+    def _ensure_shared_volume(self, job: JobDeployment) -> None:
+        """The job's shared volume, made group-writable for the learners (user 1000, group 0) by a short root
+        container of the sidecar image that can do nothing else: no network, no capabilities, nothing but chmod."""
+        client = engine()
+        found = client.volumes.list(filters={"name": job.shared_name, "label": f"{JOB_LABEL}={job.job_id}"})
+        if any(volume.name == job.shared_name for volume in found):
+            return
+        client.volumes.create(name=job.shared_name, labels={JOB_LABEL: job.job_id, MANAGED_LABEL: MANAGER})
+        client.containers.run(
+            image=job.learners[0].sidecar_image,
+            entrypoint=["chmod", "2775", "/shared"],
+            user="0:0",
+            network_mode="none",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            volumes={job.shared_name: {"bind": "/shared", "mode": "rw"}},
+            labels={MANAGED_LABEL: MANAGER},
+            remove=True,
+        )
 
     def _ensure_network(self, job_id: str) -> None:
         client = engine()

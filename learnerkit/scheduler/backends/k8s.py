@@ -17,7 +17,7 @@ from kubernetes.utils.quantity import parse_quantity
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from learnerkit.scheduler.backends.k8s_objects import GPU_PRODUCT_LABEL, GPU_RESOURCE, LEARNER_CONTAINER
 from learnerkit.scheduler.capacity import Node
-from learnerkit.scheduler.deployment import Egress, JobDeployment
+from learnerkit.scheduler.deployment import DEFAULT_SHARED_SIZE, Egress, JobDeployment
 from learnerkit.scheduler.errors import BackendError
 
 FAILED_PHASES = ("Failed", "Unknown")
@@ -42,10 +42,19 @@ def node_from_api(raw: dict[str, Any]) -> Node | None:
 
 
 class KubernetesBackend:
-    def __init__(self, backend: KubernetesCluster, egress: tuple[Egress, ...] = ()) -> None:
+    def __init__(
+        self,
+        backend: KubernetesCluster,
+        egress: tuple[Egress, ...] = (),
+        shared_storage_class: str | None = None,
+        shared_size: str = DEFAULT_SHARED_SIZE,
+    ) -> None:
         self.backend = backend
         self.egress = egress
         """etcd and S3 as CIDR and port, for the job's NetworkPolicy."""
+        self.shared_storage_class = shared_storage_class
+        """The StorageClass of multi-learner jobs' ReadWriteMany claims; None: the cluster's default."""
+        self.shared_size = shared_size
 
     def nodes(self) -> list[Node]:
         try:
@@ -56,11 +65,18 @@ class KubernetesBackend:
         return [node for node in (node_from_api(item) for item in items) if node is not None]
 
     def deploy(self, job: JobDeployment) -> None:
-        if any(learner.data_mount for learner in job.learners):
-            raise BackendError(f"job {job.job_id}: host folder mounts (mount_volume) run on the Docker backend only")
         namespace = self.backend.namespace
         learners = tuple(replace(learner, namespace=namespace) for learner in job.learners)
-        self.backend.deploy(replace(job, learners=learners, namespace=namespace, platform_egress=self.egress))
+        self.backend.deploy(
+            replace(
+                job,
+                learners=learners,
+                namespace=namespace,
+                platform_egress=self.egress,
+                shared_storage_class=self.shared_storage_class,
+                shared_size=self.shared_size,
+            )
+        )
 
     def started(self, job_id: str, learners: int) -> bool:
         pods = self.backend.status(job_id).pods

@@ -35,7 +35,7 @@ from learnerkit.scheduler.errors import BackendError
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
-TEARDOWN_ORDER = ("Pod", "Service", "NetworkPolicy", "Secret")
+TEARDOWN_ORDER = ("Pod", "PersistentVolumeClaim", "Service", "NetworkPolicy", "Secret")
 """Pods first, so that nothing runs without its policy or its credentials."""
 
 
@@ -161,6 +161,12 @@ class KubernetesCluster:
                 core.read_namespaced_secret,
                 core.delete_namespaced_secret,
                 core.list_namespaced_secret,
+            ),
+            "PersistentVolumeClaim": _Kind(
+                core.create_namespaced_persistent_volume_claim,
+                core.read_namespaced_persistent_volume_claim,
+                core.delete_namespaced_persistent_volume_claim,
+                core.list_namespaced_persistent_volume_claim,
             ),
         }
 

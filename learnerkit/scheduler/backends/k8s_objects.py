@@ -3,7 +3,8 @@
 Per learner a Pod: the learner container plus the controller sidecar as a *native sidecar* (an init
 container with ``restartPolicy: Always``, Kubernetes 1.29+), sharing ``/job``. Per job a Secret that only
 the sidecar references, a NetworkPolicy, and for multi-learner jobs a headless Service that gives every
-learner a stable DNS name. See docs/kubernetes.md for the reasoning behind each field.
+learner a stable DNS name and a ReadWriteMany PersistentVolumeClaim every learner mounts at ``/job/shared``
+(FfDL's job volume; one learner gets an emptyDir there). See docs/kubernetes.md for the reasoning behind each field.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import kubernetes_validate
 import kubernetes_validate.utils
 
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
-from learnerkit.scheduler.deployment import JobDeployment, distributed_env
+from learnerkit.scheduler.deployment import SHARED_DIR, JobDeployment, distributed_env
 from learnerkit.scheduler.errors import InvalidObjectError
 
 KUBERNETES_VERSION = "1.30"
@@ -33,6 +34,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """Set on every GPU node by NVIDIA GPU feature discovery (part of the GPU operator)."""
 SHM_SIZE = "1Gi"
+DATA_DIR = "/job/data"
 TMP_SIZE = "512Mi"
 STOP_MARGIN_S = 10
 """The pod's grace period exceeds the learner's halt grace plus the sidecar's deadline by this much."""
@@ -142,15 +144,20 @@ def learner_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
         "resources": learner_resources(learner),
         "volumeMounts": [
             {"name": "job", "mountPath": "/job"},
+            {"name": "shared", "mountPath": SHARED_DIR},
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "learner-tmp", "mountPath": "/tmp"},
+            *([{"name": "host-data", "mountPath": DATA_DIR, "readOnly": True}] if learner.data_mount else []),
         ],
     }
     if isinstance(learner.command, str):
         env["LEARNER_COMMAND"] = learner.command
     else:
         container["args"] = list(learner.command)
-    container["env"] = _env_list(env)
+    container["env"] = [
+        *_env_list(env),
+        {"name": "DOWNWARD_API_POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
     if job.distributed:
         container["ports"] = [{"name": "rendezvous", "containerPort": job.master_port}]
     return container
@@ -232,19 +239,47 @@ def learner_pod(job: JobDeployment, learner: PairSpec) -> KubeObject:
         "containers": [learner_container(job, learner)],
         "volumes": [
             {"name": "job", "emptyDir": {}},
+            _shared_volume(job),
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
             {"name": "learner-tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
             {"name": "sidecar-tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
+            # A mount_volume store: the folder the scheduler's LEARNERKIT_HOST_PATHS allowed, on every node.
+            *(
+                [{"name": "host-data", "hostPath": {"path": learner.data_mount, "type": "Directory"}}]
+                if learner.data_mount
+                else []
+            ),
         ],
         **_gpu_scheduling(learner),
     }
-    if job.distributed:
+    if job.networked:
         spec["hostname"] = learner.name
         spec["subdomain"] = job.name
+        # The claim's files belong to group 0, which the learner (group 0) and the sidecar share.
+        spec["securityContext"]["fsGroup"] = 0
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": _meta(learner.name, job.namespace, labels),
+        "spec": spec,
+    }
+
+
+def _shared_volume(job: JobDeployment) -> dict[str, Any]:
+    if not job.networked:
+        return {"name": "shared", "emptyDir": {}}
+    return {"name": "shared", "persistentVolumeClaim": {"claimName": job.shared_name}}
+
+
+def shared_claim(job: JobDeployment) -> KubeObject:
+    """The job folder of a multi-learner job: one ReadWriteMany claim every learner pod mounts."""
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": job.shared_size}}}
+    if job.shared_storage_class:
+        spec["storageClassName"] = job.shared_storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _meta(job.shared_name, job.namespace, job_labels(job.job_id, job.instance)),
         "spec": spec,
     }
 
@@ -290,7 +325,7 @@ def network_policy(job: JobDeployment) -> KubeObject:
     }
     egress: list[dict[str, Any]] = [dns]
     ingress: list[dict[str, Any]] = []
-    if job.distributed:
+    if job.networked:
         ingress.append({"from": peers})
         egress.append({"to": peers})
     egress.extend(
@@ -313,8 +348,8 @@ def network_policy(job: JobDeployment) -> KubeObject:
 def job_objects(job: JobDeployment) -> list[KubeObject]:
     """Every object of the job, in creation order: the Secret and the policy exist before any pod."""
     objects = [sidecar_secret(job), network_policy(job)]
-    if job.distributed:
-        objects.append(headless_service(job))
+    if job.networked:
+        objects.extend((headless_service(job), shared_claim(job)))
     objects.extend(learner_pod(job, learner) for learner in sorted(job.learners, key=lambda item: item.learner_id))
     return objects
 

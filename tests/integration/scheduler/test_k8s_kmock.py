@@ -35,6 +35,7 @@ RESOURCES = {
     "Service": "v1/services",
     "Secret": "v1/secrets",
     "NetworkPolicy": "networking.k8s.io/v1/networkpolicies",
+    "PersistentVolumeClaim": "v1/persistentvolumeclaims",
 }
 
 
@@ -95,7 +96,7 @@ async def test_deploy_creates_exactly_the_jobs_objects(kmock: KubernetesEmulator
     job = make_job()
     deployed = await call(backend.deploy, job)
     assert stored(kmock) == expected(job)
-    assert len(deployed.created) == 5
+    assert len(deployed.created) == 6
     assert deployed.existing == ()
     pod = kmock.objects["v1/pods", NAMESPACE, "lk-job-7-2"]
     assert pod["spec"]["initContainers"][0]["restartPolicy"] == "Always"
@@ -105,9 +106,13 @@ async def test_deploy_creates_exactly_the_jobs_objects(kmock: KubernetesEmulator
         f"/api/v1/namespaces/{NAMESPACE}/secrets",
         f"/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies",
         f"/api/v1/namespaces/{NAMESPACE}/services",
+        f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims",
         f"/api/v1/namespaces/{NAMESPACE}/pods",
         f"/api/v1/namespaces/{NAMESPACE}/pods",
     ]
+    claim = kmock.objects["v1/persistentvolumeclaims", NAMESPACE, "lk-job-7-shared"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert pod["spec"]["volumes"][1] == {"name": "shared", "persistentVolumeClaim": {"claimName": "lk-job-7-shared"}}
 
 
 async def test_redeploy_is_idempotent(kmock: KubernetesEmulator, backend: KubernetesCluster) -> None:
@@ -115,7 +120,7 @@ async def test_redeploy_is_idempotent(kmock: KubernetesEmulator, backend: Kubern
     await call(backend.deploy, job)
     again = await call(backend.deploy, job)
     assert again.created == ()
-    assert len(again.existing) == 5
+    assert len(again.existing) == 6
     assert stored(kmock) == expected(job)
 
 
@@ -145,7 +150,12 @@ async def test_a_failed_deploy_removes_what_it_created(kmock: KubernetesEmulator
     # its memory. What matters is that everything created before it was deleted again.
     assert stored(kmock) == {("v1/pods", NAMESPACE, "lk-job-7-1")}
     deletes = [str(request.url.path).rsplit("/", 2)[-2:] for request in kmock if request.method == method.DELETE]
-    assert deletes == [["services", "lk-job-7"], ["networkpolicies", "lk-job-7"], ["secrets", "lk-job-7-sidecar"]]
+    assert deletes == [
+        ["persistentvolumeclaims", "lk-job-7-shared"],
+        ["services", "lk-job-7"],
+        ["networkpolicies", "lk-job-7"],
+        ["secrets", "lk-job-7-sidecar"],
+    ]
 
 
 async def test_status_reads_pods_and_says_why_one_is_pending(
@@ -237,7 +247,7 @@ async def test_teardown_deletes_everything_and_spares_other_jobs(
     await call(backend.deploy, other)
     assert await call(backend.list_jobs) == ["job-7", "job-8"]
     deleted = await call(backend.teardown, "job-7")
-    assert len(deleted) == 5
+    assert len(deleted) == 6
     assert deleted[:2] == ["Pod training/lk-job-7-1", "Pod training/lk-job-7-2"]
     assert deleted[-1] == "Secret training/lk-job-7-sidecar"
     assert stored(kmock) == expected(other)
@@ -251,7 +261,7 @@ async def test_deploy_after_teardown_creates_again(kmock: KubernetesEmulator, ba
     await call(backend.deploy, job)
     await call(backend.teardown, "job-7")
     again = await call(backend.deploy, job)
-    assert len(again.created) == 5
+    assert len(again.created) == 6
     assert stored(kmock) == expected(job)
 
 

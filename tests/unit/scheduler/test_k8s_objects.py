@@ -69,7 +69,11 @@ def containers(pod: ko.KubeObject) -> dict[str, dict[str, Any]]:
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:
-    return {item["name"]: item["value"] for item in container.get("env", [])}
+    """Each variable's value; one from the downward API as ``fieldRef:<path>``."""
+    return {
+        item["name"]: item["value"] if "value" in item else f"fieldRef:{item['valueFrom']['fieldRef']['fieldPath']}"
+        for item in container.get("env", [])
+    }
 
 
 @pytest.mark.parametrize("learners", [1, 2, 3])
@@ -320,3 +324,40 @@ def test_the_sidecar_limits_are_those_of_the_docker_backend() -> None:
         SIDECAR_CPUS,
         SIDECAR_MEMORY_BYTES,
     )
+
+
+def test_learners_of_one_job_share_a_read_write_many_claim_and_a_single_learner_an_empty_dir() -> None:
+    job = replace(make_job(2), shared_storage_class="nfs-client", shared_size="20Gi")
+    objects = ko.job_objects(job)
+    ko.validate_objects(objects)
+    (claim,) = by_kind(objects, "PersistentVolumeClaim")
+    assert claim["metadata"]["name"] == "lk-job-42-shared"
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "20Gi"}},
+        "storageClassName": "nfs-client",
+    }
+    for pod in by_kind(objects, "Pod"):
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        assert volumes["shared"] == {"name": "shared", "persistentVolumeClaim": {"claimName": "lk-job-42-shared"}}
+        assert {"name": "shared", "mountPath": "/job/shared"} in containers(pod)["learner"]["volumeMounts"]
+        assert pod["spec"]["securityContext"]["fsGroup"] == 0
+        assert env_of(containers(pod)["learner"])["DOWNWARD_API_POD_NAMESPACE"] == "fieldRef:metadata.namespace"
+    assert "storageClassName" not in ko.shared_claim(make_job(2))["spec"]
+    single = ko.job_objects(make_job(1))
+    assert by_kind(single, "PersistentVolumeClaim") == []
+    volumes = {v["name"]: v for v in by_kind(single, "Pod")[0]["spec"]["volumes"]}
+    assert volumes["shared"] == {"name": "shared", "emptyDir": {}}
+
+
+def test_a_host_folder_store_is_a_read_only_host_path() -> None:
+    job = make_job(1)
+    job = replace(job, learners=(replace(job.learners[0], data_mount="/srv/datasets/mnist"),))
+    objects = ko.job_objects(job)
+    ko.validate_objects(objects)
+    pod = by_kind(objects, "Pod")[0]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["host-data"]["hostPath"] == {"path": "/srv/datasets/mnist", "type": "Directory"}
+    assert {"name": "host-data", "mountPath": "/job/data", "readOnly": True} in containers(pod)["learner"][
+        "volumeMounts"
+    ]

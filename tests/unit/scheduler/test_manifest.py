@@ -11,9 +11,10 @@ from click.testing import CliRunner
 from learnerkit.cli import cli
 from learnerkit.scheduler.cli_job import framework_catalog
 from learnerkit.scheduler.errors import ManifestError
-from learnerkit.scheduler.manifest import DistributedMode, JobManifest
+from learnerkit.scheduler.images import ImageCatalog
+from learnerkit.scheduler.manifest import DistributedMode, FrameworkCatalog, JobManifest, ResourceDefaults
 from learnerkit.scheduler.manifest_parser import load_manifest, parse_manifest
-from learnerkit.scheduler.units import format_size, parse_size
+from learnerkit.scheduler.units import UNITS, format_size, parse_size
 
 REPO = Path(__file__).resolve().parents[3]
 MANIFESTS = Path(__file__).parent / "manifests"
@@ -52,16 +53,16 @@ def edit(old: str, new: str, text: str = BASE) -> str:
     return text.replace(old, new, 1)
 
 
-def problems(text: str) -> list[str]:
+def problems(text: str, catalog: FrameworkCatalog = CATALOG) -> list[str]:
     with pytest.raises(ManifestError) as caught:
-        parse_manifest(text, catalog=CATALOG)
+        parse_manifest(text, catalog=catalog)
     lines = [str(p) for p in caught.value.problems]
     assert str(caught.value) == "\n".join(lines)
     return lines
 
 
-def only_problem(text: str) -> str:
-    found = problems(text)
+def only_problem(text: str, catalog: FrameworkCatalog = CATALOG) -> str:
+    found = problems(text, catalog)
     assert len(found) == 1, found
     return found[0]
 
@@ -72,11 +73,10 @@ def only_problem(text: str) -> str:
 @pytest.mark.parametrize(
     ("fixture", "memory", "mode", "learners", "gpus"),
     [
-        ("ffdl-tf-mount-cos.yml", 10**9, "mount", 1, 0),
+        ("ffdl-tf-mount-cos.yml", 10**9, "copy", 1, 0),
         ("ffdl-tf-s3-copy.yml", 1000 * 2**20, "copy", 1, 0),
-        ("ffdl-tf-hostmount.yml", 10**9, "mount", 1, 0),
-        ("ffdl-caffe-gpu.yml", 1000 * 2**20, "mount", 1, 1),
-        ("ffdl-custom-pytorch-dist.yml", 16 * 10**9, "mount", 2, 1),
+        ("ffdl-caffe-gpu.yml", 1000 * 2**20, "copy", 1, 1),
+        ("ffdl-custom-pytorch-dist.yml", 16 * 10**9, "copy", 2, 1),
     ],
 )
 def test_ffdl_example_manifests_load_unchanged(fixture: str, memory: int, mode: str, learners: int, gpus: int) -> None:
@@ -91,7 +91,9 @@ def test_ffdl_example_manifests_load_unchanged(fixture: str, memory: int, mode: 
 
 def test_folded_command_is_one_line_and_evaluation_metrics_stay_raw() -> None:
     job = load_manifest(MANIFESTS / "ffdl-tf-mount-cos.yml", FFDL_CATALOG)
-    assert job.framework.command.startswith("python3 convolutional_network.py\n  --trainImagesFile ${DATA_DIR}/")
+    # YAML keeps the line breaks before more-indented lines; FfDL's trainer replaced each with a space.
+    assert "\n" not in job.framework.command
+    assert job.framework.command.startswith("python3 convolutional_network.py   --trainImagesFile ${DATA_DIR}/")
     assert job.evaluation_metrics == {"type": "tensorboard", "in": "$JOB_STATE_DIR/logs/tb"}
     assert job.description == "Convolutional network model using tensorflow"
     assert job.version == "1.0"
@@ -104,17 +106,38 @@ def test_custom_framework_takes_its_image_from_the_version() -> None:
     assert job.framework.command.startswith("./setup.sh; . env_file;")
 
 
-def test_host_mount_has_no_credentials() -> None:
-    job = load_manifest(MANIFESTS / "ffdl-tf-hostmount.yml", FFDL_CATALOG)
+def test_host_mount_has_no_credentials_and_serves_training_data_only() -> None:
+    text = (MANIFESTS / "ffdl-tf-hostmount.yml").read_text(encoding="utf-8")
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest(text, "hostmount.yml", FFDL_CATALOG)
+    assert [str(p) for p in caught.value.problems] == [
+        "hostmount.yml:14: data_stores[0].training_results: a mount_volume store serves training data only; results,"
+        " logs and checkpoints go to an object store: add an s3_datastore or mount_cos store with training_results"
+        " (learnerkit.training_results names it)"
+    ]
+    results = "  - id: out\n    type: mount_cos\n    training_results: {container: out}\n    connection:\n"
+    results += "      {auth_url: 'http://s3.local:8333', user_name: k, password: s}\n"
+    text = text.replace("framework:\n", results + "\nframework:\n", 1)
+    text = text.replace("    training_results:\n      container: local-dlaas-ci-trained-results-tf-training-data\n", "")
+    job = parse_manifest(text, "hostmount.yml", FFDL_CATALOG)
     store = job.data_stores[0]
     assert dict(store.connection) == {"type": "host_mount", "name": "host-mount", "path": "/cosdata"}
-    assert job.credentials() == {}
+    assert job.credentials() == {"out": {"user_name": "k", "password": "s"}}
+    assert job.training_data_store.mode == "mount" and job.training_results_store is job.data_stores[1]
 
 
-def test_framework_the_project_does_not_build_is_refused_by_name() -> None:
+def test_horovod_runs_as_a_distributed_job_of_the_framework_its_command_uses() -> None:
+    job = load_manifest(MANIFESTS / "ffdl-horovod.yml", framework_catalog(REPO))
+    assert (job.framework.name, job.framework.target) == ("horovod", "tensorflow")
+    assert job.extensions.distributed is DistributedMode.TF
+    text = (MANIFESTS / "ffdl-horovod.yml").read_text(encoding="utf-8")
+    torch = parse_manifest(text.replace("tensorflow_mnist.py", "pytorch_mnist.py"), "m.yml", framework_catalog(REPO))
+    assert torch.framework.target == "pytorch" and torch.extensions.distributed is DistributedMode.DDP
+    chosen = parse_manifest(text + "learnerkit:\n  distributed: none\n", "m.yml", framework_catalog(REPO))
+    assert chosen.extensions.distributed is DistributedMode.NONE
     with pytest.raises(ManifestError) as caught:
-        load_manifest(MANIFESTS / "ffdl-horovod.yml", framework_catalog(REPO))
-    assert "ffdl-horovod.yml:24: framework.name: unknown framework 'horovod'; valid: caffe," in str(caught.value)
+        parse_manifest(text.replace("tensorflow_mnist.py", "mnist.py"), "m.yml", framework_catalog(REPO))
+    assert "m.yml:24: framework.name: horovod runs PyTorch or TensorFlow here, and neither" in str(caught.value)
 
 
 def test_learnerkit_manifest_loads_against_the_project_frameworks() -> None:
@@ -157,6 +180,7 @@ def test_spec_json_round_trips_through_json() -> None:
         "memory_bytes": 10**9,
         "storage_bytes": None,
         "learners": 1,
+        "defaulted": [],
     }
     assert spec["learnerkit"]["distributed"] == "none"
 
@@ -254,7 +278,7 @@ def test_format_size_picks_an_exact_unit() -> None:
         (
             "  name: pytorch",
             "  name: torch",
-            "manifest.yml:20: framework.name: unknown framework 'torch'; valid: mxnet,",
+            "manifest.yml:20: framework.name: no learnerkit image runs framework 'torch'; frameworks here: caffe2,",
         ),
         ('  version: "2.13"', '  version: "1.5.0"', "manifest.yml:21: framework.version: no pytorch image '1.5.0'"),
         ("    type: s3_datastore", "    type: swift", "manifest.yml:10: data_stores[0].type: unknown value 'swift'"),
@@ -515,3 +539,97 @@ def test_validate_reports_every_problem_and_exits_1(tmp_path: Path) -> None:
     assert code == 1
     assert "2 problems" in out
     assert f"{bad}:4: cpus: must be more than 0; got 0" in out
+
+
+# --- FfDL's defaults, units, names and versions --------------------------------------------------------
+
+
+def test_missing_cpus_and_memory_get_ffdl_defaults_and_say_so() -> None:
+    job = parse_manifest(edit("cpus: 1\n", "", edit("memory: 1Gb\n", "")), catalog=CATALOG)
+    assert (job.resources.cpus, job.resources.memory_bytes) == (5.0, 12 * 2**30)
+    assert job.resources.defaulted == ("cpus", "memory")
+    smaller = ResourceDefaults(cpus=0.5, memory_bytes=2**30)
+    job = parse_manifest(edit("cpus: 1\n", ""), catalog=CATALOG, defaults=smaller)
+    assert (job.resources.cpus, job.resources.memory_bytes, job.resources.defaulted) == (0.5, 10**9, ("cpus",))
+
+
+@pytest.mark.parametrize("unit", sorted(UNITS))
+def test_every_memory_unit_is_exact_in_any_case(unit: str) -> None:
+    for spelled in (unit, unit.upper(), unit.capitalize()):
+        assert parse_size(f"3{spelled}") == 3 * UNITS[unit]
+    assert parse_size(f"1.5{unit}") == 3 * UNITS[unit] // 2
+
+
+def test_ffdl_units_keep_their_nominal_size_not_ffdls_lcm_rounding() -> None:
+    # FfDL's LCM gave 1000MiB as 1048.58 "MB" x 2**20 bytes (1099515822); learnerkit gives 1000 x 2**20 exactly.
+    assert parse_size("1000MiB") == 1048576000
+    assert parse_size("1Gb") == 10**9 and parse_size("1GiB") == 2**30
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "target"),
+    [
+        ("caffe2", "0.8.1", "pytorch"),
+        ("pytorchmpi", "0925mpi", "pytorch"),
+        ("tensorflow-gpu", "latest-gpu", "tensorflow"),
+        ("pytorch", "latest", "pytorch"),
+        ("tensorflow", "latest-py3", "tensorflow"),
+        ("caffe", "gpu", "caffe"),
+        ("caffe", "cpu", "caffe"),
+    ],
+)
+def test_ffdl_framework_names_and_versions_map_onto_the_built_ones(name: str, version: str, target: str) -> None:
+    text = edit('  name: pytorch\n  version: "2.13"', f'  name: {name}\n  version: "{version}"')
+    job = parse_manifest(text, catalog=framework_catalog(REPO))
+    assert (job.framework.name, job.framework.version, job.framework.target) == (name, version, target)
+
+
+def test_unbuilt_framework_and_version_errors_name_the_way_out() -> None:
+    h2o = only_problem(edit("  name: pytorch", "  name: h2o3"), catalog=framework_catalog(REPO))
+    assert h2o.startswith("manifest.yml:20: framework.name: no learnerkit image runs framework 'h2o3'; frameworks")
+    assert "caffe, caffe-gpu, caffe2, horovod, jax, mxnet, pytorch, pytorchmpi" in h2o and "--image REF" in h2o
+    old = only_problem(edit('  version: "2.13"', '  version: "1.5.0-py3"'), catalog=framework_catalog(REPO))
+    assert old == (
+        "manifest.yml:21: framework.version: no pytorch image '1.5.0-py3' is built here; versions: 2.13, 2.13-cpu,"
+        " 2.13-cpu-py3.11, 2.13-cuda, 2.13-cuda-py3.12, latest (or pass --image REF, or set learnerkit.image)"
+    )
+    with_image = edit(
+        "framework:", "learnerkit:\n  image: registry.local/h2o:1\nframework:", edit("  name: pytorch", "  name: h2o3")
+    )
+    assert parse_manifest(with_image, catalog=framework_catalog(REPO)).image == "registry.local/h2o:1"
+
+
+def test_latest_and_ffdl_versions_resolve_to_the_newest_built_image() -> None:
+    catalog = ImageCatalog(REPO)
+    for name, version in (("pytorch", "latest"), ("caffe2", "0.8.1"), ("pytorch", "gpu")):
+        text = edit('  name: pytorch\n  version: "2.13"', f'  name: {name}\n  version: "{version}"')
+        job = parse_manifest(text, catalog=catalog.frameworks())
+        assert catalog.resolve(job) == "learnerkit/pytorch:2.13-cpu-py3.11"  # gpus: 0 picks the CPU variant
+
+
+def test_mount_cos_is_an_s3_bucket_copied_in_and_out() -> None:
+    job = parse_manifest(edit("    type: s3_datastore", "    type: mount_cos"), catalog=CATALOG)
+    store = job.training_data_store
+    assert (store.type, store.mode) == ("mount_cos", "copy")
+    assert job.training_results_store is store
+
+
+def test_validate_says_which_defaults_it_applied(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.yml"
+    path.write_text(edit("cpus: 1\n", ""), encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(cli, ["job", "validate", str(path), "--root", str(REPO), "--output", "json"], env={})
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["defaults_applied"] == {"cpus": 5.0}
+    env = {"LEARNERKIT_DEFAULT_CPUS": "0.5", "COLUMNS": "200"}
+    text = runner.invoke(cli, ["job", "validate", str(path), "--root", str(REPO)], env=env)
+    assert text.exit_code == 0, text.output
+    assert "defaults" in text.output and "cpus 0.5: not in the manifest (FfDL's defaults)" in text.output
+
+
+def test_validate_refuses_what_submit_refuses(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.yml"
+    path.write_text(edit("    training_results:\n      container: results\n", ""), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["job", "validate", str(path), "--root", str(REPO), "--output", "json"])
+    assert result.exit_code == 1
+    assert json.loads(result.output)["problems"][0]["message"].startswith("no data store has training_results")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from learnerkit.scheduler.errors import SchedulerError, SettingsError
+from learnerkit.scheduler.manifest import ResourceDefaults
 from learnerkit.scheduler.server import load_scheduler_factory
 from learnerkit.scheduler.settings import BackendKind, SchedulerSettings
 
@@ -60,6 +61,20 @@ def test_limits_and_trust_come_from_the_environment() -> None:
     assert settings.trust.instance == "lk-a"
 
 
+def test_resource_defaults_and_the_shared_claim_come_from_the_environment() -> None:
+    assert SchedulerSettings.from_env({}).limits.defaults == ResourceDefaults(cpus=5.0, memory_bytes=12 * 2**30)
+    settings = SchedulerSettings.from_env(
+        {
+            "LEARNERKIT_DEFAULT_CPUS": "0.5",
+            "LEARNERKIT_DEFAULT_MEMORY": "2GiB",
+            "LEARNERKIT_K8S_SHARED_STORAGE_CLASS": "nfs-client",
+            "LEARNERKIT_K8S_SHARED_SIZE": "50Gi",
+        }
+    )
+    assert settings.limits.defaults == ResourceDefaults(cpus=0.5, memory_bytes=2 * 2**30)
+    assert (settings.backend.shared_storage_class, settings.backend.shared_size) == ("nfs-client", "50Gi")
+
+
 @pytest.mark.parametrize(
     ("environ", "named"),
     [
@@ -72,6 +87,8 @@ def test_limits_and_trust_come_from_the_environment() -> None:
         ({"LEARNERKIT_MAX_MANIFEST_BYTES": "lots"}, "LEARNERKIT_MAX_MANIFEST_BYTES='lots'"),
         ({"LEARNERKIT_OBJECT_STORES": "s3.internal:8333"}, "'s3.internal:8333' is not an http(s) URL"),
         ({"LEARNERKIT_HOST_PATHS": "data"}, "'data' is not an absolute folder"),
+        ({"LEARNERKIT_DEFAULT_CPUS": "five"}, "LEARNERKIT_DEFAULT_CPUS='five': expected a number above 0"),
+        ({"LEARNERKIT_DEFAULT_MEMORY": "12"}, "LEARNERKIT_DEFAULT_MEMORY: '12' has no unit"),
     ],
 )
 def test_bad_values_are_named(environ: dict[str, str], named: str) -> None:

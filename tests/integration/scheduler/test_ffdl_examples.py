@@ -1,0 +1,168 @@
+"""FfDL's own example shapes run for real on the Docker backend: a `command: >` block whose continuation lines are
+more indented, two learners, no `cpus`, a `mount_cos` store serving both data and results; and the tf-summary
+shape (TensorFlow `latest-py3`, one flag per line, no `memory`).
+
+The model code is written here in FfDL's style (argparse, FfDL's variables) and placed as an object of the data
+store, read from `$DATA_DIR`, until a job can send its own code with the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from learnerkit.scheduler.core import SchedulerOptions
+from learnerkit.scheduler.manifest import ResourceDefaults
+from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, leftovers
+
+pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
+
+RENDEZVOUS = '''\
+"""Each learner leaves its host name in the job folder, waits for the others', and reports what it sees."""
+import argparse, json, os, socket, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--greeting", required=True)
+parser.add_argument("--timeout", type=float, required=True)
+parser.add_argument("--out", required=True)
+args = parser.parse_args()
+
+shared = os.environ["JOB_SHARED_DIR"]
+me = int(os.environ["LEARNER_ID"])
+count = int(os.environ["NUM_LEARNERS"])
+with open(os.path.join(shared, f"host-{me}.tmp"), "w") as out:
+    out.write(socket.gethostname())
+os.rename(os.path.join(shared, f"host-{me}.tmp"), os.path.join(shared, f"host-{me}"))
+deadline = time.monotonic() + args.timeout
+peers = {}
+while len(peers) < count and time.monotonic() < deadline:
+    for n in range(1, count + 1):
+        path = os.path.join(shared, f"host-{n}")
+        if n not in peers and os.path.exists(path):
+            peers[n] = open(path).read()
+    time.sleep(0.1)
+names = "TRAINING_ID DLAAS_JOB_ID LEARNER_NAME_PREFIX DOWNWARD_API_POD_NAME LEARNER_ID NUM_LEARNERS"
+for name in names.split():
+    print(f"{name}={os.environ[name]}", flush=True)
+print(f"{args.greeting} from {socket.gethostname()}; peers " + " ".join(f"{n}:{peers[n]}" for n in sorted(peers)))
+with open(os.path.join(os.environ["RESULT_DIR"], args.out), "w") as out:
+    json.dump({"learner": me, "peers": {str(n): host for n, host in peers.items()}}, out)
+'''
+
+
+def ffdl_manifest(s3: Any) -> str:
+    """FfDL's horovod/tf-model shapes: no cpus, two learners, mount_cos for data and results, a folded command."""
+    return textwrap.dedent(
+        f"""\
+        name: ffdl-rendezvous
+        description: two learners meet in the job folder
+        version: "1.0"
+        gpus: 0
+        memory: 1Gb
+        learners: 2
+
+        data_stores:
+          - id: sl-internal-os
+            type: mount_cos
+            training_data:
+              container: {DATA_BUCKET}/ffdl
+            training_results:
+              container: {RESULTS_BUCKET}
+            connection:
+              auth_url: {s3.endpoint_url}
+              user_name: {s3.access_key}
+              password: {s3.secret_key}
+
+        framework:
+          name: caffe2
+          version: "0.8.1"
+          command: >
+            python3 ${{DATA_DIR}}/rendezvous.py --greeting hello
+              --timeout 120
+              --out meeting.json
+        """
+    )
+
+
+@pytest.fixture
+def small_defaults_harness(
+    etcd_server: Any, service_options: SchedulerOptions, scheduler_buckets: Any
+) -> Iterator[Harness]:
+    """FfDL's 5 CPUs do not fit this 2-core host: the scheduler's setting gives a manifest without cpus less."""
+    policy = replace(service_options.submit_policy, defaults=ResourceDefaults(cpus=0.5, memory_bytes=2**30))
+    made = Harness(etcd_server, replace(service_options, submit_policy=policy))
+    yield made
+    made.kill()
+
+
+def test_two_learners_share_the_job_folder_and_see_ffdls_variables(
+    small_defaults_harness: Harness, s3_server: Any, scheduler_buckets: Any
+) -> None:
+    harness = small_defaults_harness
+    scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key="ffdl/rendezvous.py", Body=RENDEZVOUS.encode())
+    view = harness.call(harness.service.submit("team-a", ffdl_manifest(s3_server)))
+    manifest = harness.service.jobs[view.job_id].manifest
+    assert manifest.resources.defaulted == ("cpus",) and manifest.resources.cpus == 0.5
+    assert manifest.framework.target == "pytorch"
+    final = harness.wait_status("team-a", view.job_id, TERMINAL)
+    assert final.status == "COMPLETED", final.reason
+    hosts = {1: f"lk-{view.job_id}-1", 2: f"lk-{view.job_id}-2"}
+    for n in (1, 2):
+        log = harness.call(harness.service.logs("team-a", view.job_id, learner_id=n)).read().decode()
+        # The folded command ran as one command: its continuation lines' arguments reached the script.
+        assert f"hello from {hosts[n]}; peers 1:{hosts[1]} 2:{hosts[2]}" in log, log
+        for line in (
+            f"TRAINING_ID={view.job_id}",
+            f"DLAAS_JOB_ID={view.job_id}",
+            f"LEARNER_NAME_PREFIX=lk-{view.job_id}",
+            f"DOWNWARD_API_POD_NAME={hosts[n]}",
+            f"LEARNER_ID={n}",
+            "NUM_LEARNERS=2",
+        ):
+            assert line in log.splitlines(), (line, log)
+        # What the learner wrote to RESULT_DIR landed in the mount_cos store's results bucket.
+        key = f"{view.job_id}/attempt-1/learner-{n}/results/meeting.json"
+        body = json.loads(scheduler_buckets.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read())
+        assert body == {"learner": n, "peers": {"1": hosts[1], "2": hosts[2]}}
+    assert leftovers(view.job_id) == []
+
+
+SUMMARY = '''\
+"""Reports the memory limit the learner runs under and the flags its one-flag-per-line command gave."""
+import argparse, pathlib
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--max_steps", type=int, required=True)
+parser.add_argument("--learning_rate", type=float, required=True)
+args = parser.parse_args()
+cgroup = pathlib.Path("/sys/fs/cgroup")
+v2, v1 = cgroup / "memory.max", cgroup / "memory" / "memory.limit_in_bytes"
+limit = (v2 if v2.exists() else v1).read_text().strip()
+print(f"steps {args.max_steps} rate {args.learning_rate} memory limit {limit}", flush=True)
+'''
+
+
+def test_a_manifest_without_memory_runs_with_ffdls_default_on_the_newest_tensorflow(
+    harness: Harness, s3_server: Any, scheduler_buckets: Any
+) -> None:
+    """FfDL's tf-summary-model shape: tensorflow `latest-py3`, s3_datastore, one flag per line, no memory."""
+    scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key="ffdl-summary/summary.py", Body=SUMMARY.encode())
+    text = ffdl_manifest(s3_server).replace("memory: 1Gb\n", "cpus: 0.5\n").replace("learners: 2", "learners: 1")
+    text = text.replace("type: mount_cos", "type: s3_datastore").replace(
+        f"{DATA_BUCKET}/ffdl\n", f"{DATA_BUCKET}/ffdl-summary\n"
+    )
+    folded = "  command: >\n    python3 ${DATA_DIR}/summary.py\n    --max_steps 400\n    --learning_rate 0.001\n"
+    text = text.split("framework:\n")[0] + "framework:\n  name: tensorflow\n  version: latest-py3\n" + folded
+    view = harness.call(harness.service.submit("team-a", text))
+    manifest = harness.service.jobs[view.job_id].manifest
+    assert manifest.resources.defaulted == ("memory",) and manifest.resources.memory_bytes == 12 * 2**30
+    final = harness.wait_status("team-a", view.job_id, TERMINAL)
+    log = harness.call(harness.service.logs("team-a", view.job_id)).read().decode()
+    assert final.status == "COMPLETED", (final.reason, log)
+    assert f"steps 400 rate 0.001 memory limit {12 * 2**30}" in log, log
+    assert leftovers(view.job_id) == []

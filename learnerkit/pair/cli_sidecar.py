@@ -35,10 +35,11 @@ def sidecar_group() -> None:
 @output_option
 @handles_errors
 def build_command(
-    wheelhouse: Path | None,
+    index_url: str | None,
+    extra_index_urls: tuple[str, ...],
+    find_links: tuple[str, ...],
     ca_bundle: Path | None,
     no_ca_bundle: bool,
-    index_url: str | None,
     rebuild: bool,
     quiet_log: bool,
     root: Path | None,
@@ -46,9 +47,12 @@ def build_command(
 ) -> None:
     """Build the sidecar image (cached by the hash of its inputs)."""
     project = find_project_root(root)
-    inputs = build_inputs(wheelhouse, ca_bundle, no_ca_bundle, index_url)
+    resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle)
     run_builds(
-        [("sidecar", partial(build_sidecar, project, inputs, rebuild=rebuild))], output=output, quiet_log=quiet_log
+        [("sidecar", partial(build_sidecar, project, resolved.inputs, rebuild=rebuild))],
+        output=output,
+        quiet_log=quiet_log,
+        settings=resolved.settings,
     )
 
 

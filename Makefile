@@ -6,7 +6,7 @@ LEARNERKIT := $(BIN)/learnerkit
 # Builds take their index, find-links and CA bundle from the host's pip configuration, as the plain
 # `learnerkit image build` does: make passes nothing the command would not find by itself.
 
-.PHONY: setup images demo lint typecheck test unit bench clean
+.PHONY: setup images demo lint typecheck test unit bench gpu-check clean
 
 setup:
 	@scripts/setup.sh
@@ -31,6 +31,10 @@ unit: setup
 
 test: setup lint images
 	$(BIN)/pytest
+
+# On a GPU machine, outside containers (docs/gpu.md): PYTHON=/path/to/python make gpu-check
+gpu-check:
+	@scripts/gpu-check.sh
 
 bench: setup images
 	$(BIN)/python bench/images.py

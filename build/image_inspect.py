@@ -43,11 +43,15 @@ def is_shared_library(path: Path) -> bool:
 
 
 def framework_libraries(names: list[str], root: Path = LIBRARY_ROOT) -> Iterator[Path]:
-    """The shared libraries of the distributions `names`, and those under `root` but outside the venv."""
+    """The shared libraries of the distributions `names`, and those under `root` but outside the venv.
+
+    Libraries a wheel vendors in a `<name>.libs/` folder (auditwheel) are left out: they are found through the
+    RPATH of the extension modules that load them, and `ldd` on those checks them as they are really loaded.
+    """
     for name in names:
         for file in metadata.distribution(name).files or ():
             path = Path(str(file.locate()))
-            if is_shared_library(path):
+            if is_shared_library(path) and not path.parent.name.endswith(".libs"):
                 yield path
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if Path(folder, d) != VENV)

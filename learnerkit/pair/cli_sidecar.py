@@ -72,6 +72,13 @@ def build_command(
 @click.option("--memory", "memory_mb", type=int, default=None, help="learner memory limit in MiB")
 @click.option("--cpus", type=float, default=None, help="learner CPU limit")
 @click.option(
+    "--gpus",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="NVIDIA GPUs for the learner (a device request, as the scheduler's Docker backend makes)",
+)
+@click.option(
     "--evaluation-metrics",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     default=None,
@@ -96,6 +103,7 @@ def run_local_command(
     checkpoint_interval: float,
     memory_mb: int | None,
     cpus: float | None,
+    gpus: int,
     evaluation_metrics: Path | None,
     sidecar_image: str | None,
     keep: bool,
@@ -125,6 +133,7 @@ def run_local_command(
         checkpoint_interval_s=checkpoint_interval,
         memory_bytes=memory_mb * (1 << 20) if memory_mb else None,
         cpus=cpus,
+        gpus=gpus,
         evaluation_metrics=_metrics_rules(evaluation_metrics),
         keep=keep,
         job_id=job_id or new_job_id(),

@@ -1,7 +1,8 @@
 """What this image's JAX was built with, for `learnerkit image test`: one JSON line.
 
 JAX's CUDA support is a plug-in (jax_cuda12_plugin): `cuda` and `cudnn` are the versions it was built
-against, None when no CUDA plug-in is installed; `gpus` counts the GPU devices JAX has.
+against (its _versions module, which needs no driver), None when no CUDA plug-in is installed; `gpus` counts
+the GPU devices JAX has.
 """
 
 import importlib
@@ -17,7 +18,7 @@ def cudnn_dotted(version):
 def plugin_versions():
     for name in ("jax_cuda13_plugin", "jax_cuda12_plugin"):
         try:
-            versions = importlib.import_module(f"{name}.cuda_versions")
+            versions = importlib.import_module(f"{name}._versions")
         except ImportError:
             continue
         cuda = versions.cuda_runtime_build_version()  # major*1000 + minor*10

@@ -2,24 +2,19 @@
 
 With a driver: MXNet's own runtime features (CUDA, CUDNN) and num_gpus(). Without one, a CUDA build of
 libmxnet.so cannot even be imported, since it links the driver (libcuda.so.1): that failure is the evidence
-of a CUDA build, and the versions come from the CUDA runtime and cuDNN it links, through ctypes.
+of a CUDA build. The versions are those of the CUDA runtime and cuDNN wheels libmxnet.so links (the CUDA 11
+runtime and cuDNN 8 cannot report theirs without a driver).
 """
 
-import ctypes
 import json
-
-
-def version_of(library, function):
-    value = ctypes.c_int()
-    status = getattr(ctypes.CDLL(library), function)(ctypes.byref(value))
-    return value.value if status == 0 else None
+from importlib import metadata
 
 
 def loaded_versions():
-    """The CUDA runtime and cuDNN libmxnet.so links, as `major.minor` and `major.minor.patch`."""
-    cuda = version_of("libcudart.so.11.0", "cudaRuntimeGetVersion")  # major*1000 + minor*10
-    cudnn = ctypes.CDLL("libcudnn.so.8").cudnnGetVersion()  # major*1000 + minor*100 + patch
-    return f"{cuda // 1000}.{cuda % 1000 // 10}", f"{cudnn // 1000}.{cudnn % 1000 // 100}.{cudnn % 100}"
+    """The CUDA runtime (`major.minor`) and cuDNN (`major.minor.patch`) libmxnet.so links."""
+    cuda = metadata.version("nvidia-cuda-runtime-cu11").split(".")
+    cudnn = metadata.version("nvidia-cudnn-cu11").split(".")
+    return ".".join(cuda[:2]), ".".join(cudnn[:3])
 
 
 try:

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from learnerkit_build import contentchecks
-from learnerkit_build.checks import CheckContext, CheckFailure
+from learnerkit_build.checks import CheckContext, CheckFailure, CheckSkipped
 from learnerkit_build.image_inspect import FATBIN_MAGIC, fatbin_architectures, missing_libraries
 from learnerkit_build.matrix import load_matrix
+from learnerkit_build.smoke import check_smoke
 from tests.unit.conftest import REPO, MakeProject
 
 
@@ -138,3 +139,8 @@ def test_only_the_drivers_library_may_stay_unresolved(
 def test_the_framework_is_its_pip_packages_but_the_cuda_ones() -> None:
     image = load_matrix(REPO).select(["pytorch:2.13-cuda"])[0]
     assert contentchecks.framework_distributions(image) == ["torch", "numpy"]
+
+
+def test_cuda_training_without_gpus_is_a_skip_with_its_reason(make_project: MakeProject, tmp_path: Path) -> None:
+    with pytest.raises(CheckSkipped, match=r"GPU training not run: no GPUs asked for \(`image test --gpus`"):
+        check_smoke(context(cuda_image(make_project), tmp_path))

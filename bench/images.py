@@ -44,9 +44,14 @@ ANCHORS = {
 }
 """Published sizes of vendor images for the same framework (uncompressed, as `docker images` shows), by source."""
 
+# setuptools is the venv's own tooling unless a distribution requires it at run time (torch does): then it is
+# the framework's.
 FRAMEWORK_BYTES = (
-    "import pathlib, sysconfig; site = pathlib.Path(sysconfig.get_path('purelib'));"
-    "skip = {'pip', 'setuptools', '_distutils_hack', 'pkg_resources'};"
+    "import pathlib, re, sysconfig; from importlib import metadata;"
+    "site = pathlib.Path(sysconfig.get_path('purelib'));"
+    "needed = any(re.match(r'setuptools\\b', r) and 'extra ==' not in r "
+    "for d in metadata.distributions() for r in (d.requires or []));"
+    "skip = {'pip'} | (set() if needed else {'setuptools', '_distutils_hack', 'pkg_resources'});"
     "total = sum(f.stat().st_size for d in site.iterdir() if d.name.split('-')[0] not in skip "
     "for f in ([d] if d.is_file() else d.rglob('*')) if f.is_file() and not f.is_symlink());"
     "caffe = pathlib.Path('/opt/caffe');"

@@ -80,10 +80,10 @@ def test_build_results_keep_references_whole_and_say_every_reason() -> None:
             "tensorflow:2.21-cuda",
             "skipped",
             "learnerkit/tensorflow:2.21-cuda-py3.12",
-            reason="base image nvidia/cuda:12.6.3-base-ubuntu24.04 is not on this engine",
+            reason="base image registry.example/cuda-base:12.9 is not on this engine",
         ),
     ]
     text = at_80(build_table(results))
     assert "learnerkit/tensorflow:2.21-cuda-py3.12" in text and "skipped" in text
-    assert "nvidia/cuda:12.6.3-base-ubuntu24.04" in " ".join(text.split())
+    assert "registry.example/cuda-base:12.9" in " ".join(text.split())
     assert "…" not in text

@@ -45,7 +45,8 @@ ANCHORS = {
 """Published sizes of vendor images for the same framework (uncompressed, as `docker images` shows), by source."""
 
 # setuptools is the venv's own tooling unless a distribution requires it at run time (torch does): then it is
-# the framework's.
+# the framework's. The Debian packages of the variant's `apt` (the runtime libraries the framework links, e.g.
+# Caffe's Boost, HDF5 and OpenBLAS) are the framework's too.
 FRAMEWORK_BYTES = (
     "import pathlib, re, sysconfig; from importlib import metadata;"
     "site = pathlib.Path(sysconfig.get_path('purelib'));"
@@ -54,6 +55,10 @@ FRAMEWORK_BYTES = (
     "skip = {'pip'} | (set() if needed else {'setuptools', '_distutils_hack', 'pkg_resources'});"
     "total = sum(f.stat().st_size for d in site.iterdir() if d.name.split('-')[0] not in skip "
     "for f in ([d] if d.is_file() else d.rglob('*')) if f.is_file() and not f.is_symlink());"
+    "import subprocess, sys;"
+    "files = subprocess.run(['dpkg-query', '-L', *sys.argv[1:]], capture_output=True, text=True).stdout.split()"
+    " if sys.argv[1:] else [];"
+    "total += sum(p.stat().st_size for p in map(pathlib.Path, files) if p.is_file() and not p.is_symlink());"
     "caffe = pathlib.Path('/opt/caffe');"
     "total += sum(f.stat().st_size for f in caffe.rglob('*') if f.is_file() and not f.is_symlink())"
     " if caffe.exists() else 0;"
@@ -61,9 +66,9 @@ FRAMEWORK_BYTES = (
 )
 
 
-def framework_bytes(reference: str) -> int:
+def framework_bytes(reference: str, apt: list[str]) -> int:
     out = engine.engine().containers.run(
-        reference, ["-c", FRAMEWORK_BYTES], entrypoint=["python3"], remove=True, network_mode="none"
+        reference, ["-c", FRAMEWORK_BYTES, *apt], entrypoint=["python3"], remove=True, network_mode="none"
     )
     return int(out.decode().strip().splitlines()[-1])
 
@@ -117,7 +122,7 @@ def main() -> None:
         noop = build_image(REPO, image, inputs, lambda line: None)
         reference = built.reference
         size = engine.image_size(reference)
-        fw = framework_bytes(reference)
+        fw = framework_bytes(reference, image.variant.apt)
         row = f"{image.name:<22}{size / MB:>10.0f}{fw / MB:>9.0f}{(size - fw) / MB:>13.0f}{noop.seconds:>9.2f}"
         if not args.no_cold:
             baseline = time_baseline(image, inputs)

@@ -101,7 +101,7 @@ def wait_all(running: Running, job_ids: list[str], timeout: float = 900) -> dict
 
 def stamps(running: Running, job_id: str) -> tuple[float, float]:
     """When the learner's command started and ended, from the timestamps it printed."""
-    log = running.call(running.service.logs(TENANT, job_id)).data.decode()
+    log = running.call(running.service.logs(TENANT, job_id)).read().decode()
     values = {line.split()[0]: float(line.split()[1]) for line in log.splitlines() if line.startswith(("BEGIN", "END"))}
     return values["BEGIN"], values["END"]
 

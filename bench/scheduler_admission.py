@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, PassResult
+from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, PassResult, Quota
 from learnerkit.scheduler.capacity import GIB, LearnerRequest, Node
 from learnerkit.scheduler.queue import Job
 
@@ -36,7 +36,7 @@ def scenario(seed: int) -> tuple[list[Node], list[Job], AdmissionPolicy]:
     for i in range(1000):
         gpu_type, gpus = GPU_TYPES[i % len(GPU_TYPES)]
         nodes.append(Node(f"node-{i}", rng.choice((48, 64, 96)), rng.choice((256, 512, 768)) * GIB, gpus, gpu_type))
-    quotas = {f"tenant-{t}": rng.choice((200, 400, 800, 1600)) for t in range(TENANTS)}
+    quotas = {f"tenant-{t}": Quota(gpus=rng.choice((200, 400, 800, 1600))) for t in range(TENANTS)}
     jobs = []
     for j in range(10_000):
         gpu_type, max_gpus = rng.choice(GPU_TYPES)
@@ -44,7 +44,7 @@ def scenario(seed: int) -> tuple[list[Node], list[Job], AdmissionPolicy]:
         gpus = min(max_gpus, rng.choice((0, 1, 1, 2, 2, 4, 4, 8)))
         learner = LearnerRequest(rng.choice((1, 2, 4, 8)), rng.choice((8, 16, 32, 64)) * GIB, gpus, gpu_type)
         jobs.append(Job(f"job-{j}", f"tenant-{rng.randrange(TENANTS)}", rng.randrange(4), float(j), (learner,) * count))
-    return nodes, jobs, AdmissionPolicy(gpu_quotas=quotas)
+    return nodes, jobs, AdmissionPolicy(quotas=quotas)
 
 
 def naive_pass(nodes: list[Node], jobs: list[Job], policy: AdmissionPolicy) -> int:
@@ -54,7 +54,7 @@ def naive_pass(nodes: list[Node], jobs: list[Job], policy: AdmissionPolicy) -> i
     in_use: dict[str, int] = {}
     admitted = 0
     for job in sorted(jobs, key=lambda j: j.queue_key):
-        quota = policy.quota(job.tenant)
+        quota = policy.quota(job.tenant).gpus
         if quota is not None and in_use.get(job.tenant, 0) + job.gpus > quota:
             continue
         taken: list[tuple[str, LearnerRequest]] = []

@@ -22,6 +22,8 @@ from pathlib import Path
 from learnerkit.common.errors import ToolMissingError
 from learnerkit_build.errors import BuildError
 
+STOP_WAIT_S = 10.0
+"""How long an interrupted build's client gets to stop after SIGTERM before it is killed."""
 LOG_TAIL_LINES = 40
 STEP_RE = re.compile(r"^#\d+ \[(?:(?P<stage>[\w.-]+) )?(?P<done>\d+)/(?P<total>\d+)\]")
 
@@ -114,7 +116,11 @@ def run_build(request: BuildRequest, on_line: LogSink) -> str:
                 # Still running here only when we were interrupted (Ctrl-C): stop the build, tag nothing.
                 if proc.poll() is None:
                     proc.terminate()
-                    proc.wait(timeout=30)
+                    try:
+                        proc.wait(timeout=STOP_WAIT_S)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()  # the engine cancels a build whose client is gone
+                        proc.wait()
         if proc.returncode != 0:
             raise BuildError(request.image_name, f"docker build exited {proc.returncode}", "\n".join(tail))
         image = iidfile.read_text(encoding="utf-8").strip() if iidfile.exists() else ""

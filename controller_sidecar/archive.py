@@ -4,7 +4,9 @@ Refused, with UnsafePathError naming the member: names that would land outside t
 devices and other special members, more than ``max_members`` members, and more than ``max_bytes`` of
 content. Sizes are counted on the bytes actually written, not on what the archive declares, so an archive
 that lies about its sizes is caught too. Extraction goes into a temporary folder beside ``dest`` that is
-renamed into place at the end: a refused or broken archive leaves nothing behind.
+renamed into place at the end: a refused or broken archive leaves nothing behind. Any other failure to
+place a member (a file and a folder of one name, a name too long, an encrypted member) is a PermanentError
+naming the member.
 """
 
 from __future__ import annotations
@@ -64,7 +66,11 @@ def _zip_members(archive: Path, max_members: int) -> Generator[_Member, None, No
             # Read until the compressed data ends, not until the declared size: the budget counts what is real.
             unbounded = copy.copy(info)
             unbounded.file_size = 1 << 62
-            with zf.open(unbounded) as stream:
+            try:
+                opened = zf.open(unbounded)
+            except (NotImplementedError, RuntimeError) as error:  # an unknown compression method, encryption
+                raise PermanentError(f"{archive}: member {info.filename!r} cannot be read ({error})") from error
+            with opened as stream:
                 yield info.filename, bool(mode & 0o111), stream
 
 
@@ -136,17 +142,28 @@ def extract_archive(archive: Path, dest: Path, *, max_bytes: int, max_members: i
                 if stream is None and relative.rstrip("/") in ("", "."):
                     continue  # the archive's own root folder, as `tar -C dir .` writes it
                 parts = relative_parts(relative.rstrip("/") if stream is None else relative, what=what)
-                target = content.joinpath(*parts)
-                if stream is None:
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    budget.copy(stream, target, name)
-                except (FileExistsError, NotADirectoryError, IsADirectoryError) as error:
-                    raise PermanentError(f"{what}: clashes with another member ({error})") from error
-                target.chmod(0o755 if executable else 0o644)
+                _place(content.joinpath(*parts), stream, executable, budget, name, what)
         except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as error:
             raise PermanentError(f"{archive}: corrupt archive ({error})") from error
-        _replace_dir(content, dest)
+        try:
+            _replace_dir(content, dest)
+        except OSError as error:
+            raise PermanentError(f"{archive}: cannot put the expanded archive at {dest}: {error}") from error
     return budget.written
+
+
+def _place(target: Path, stream: IO[bytes] | None, executable: bool, budget: _Budget, name: str, what: str) -> None:
+    """Write one member at ``target``; every failure names the member."""
+    try:
+        if stream is None:
+            target.mkdir(parents=True, exist_ok=True)
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        budget.copy(stream, target, name)
+        target.chmod(0o755 if executable else 0o644)
+    except (FileExistsError, NotADirectoryError, IsADirectoryError) as error:
+        raise UnsafePathError(f"{what}: clashes with another member (a file and a folder of one name)") from error
+    except OSError as error:
+        raise PermanentError(f"{what}: cannot be written ({error.strerror or error})") from error
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as error:
+        raise PermanentError(f"{what}: corrupt ({error})") from error

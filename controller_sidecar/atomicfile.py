@@ -8,10 +8,16 @@ restarted sidecar, sees the old content or the new, never half of it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from controller_sidecar.errors import UnsafeFileError
+from controller_sidecar.jobfiles import read_regular
+
+LOGGER = logging.getLogger(__name__)
 
 
 def fsync_dir(path: Path) -> None:
@@ -23,7 +29,9 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o664) -> None:
+def write_atomic(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:
+    """``data`` at ``path``; the learner (another user of the same group) may read it, never change it.
+    ``durable=False`` skips both fsyncs: the file still survives the process (not the host) dying."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     temp = Path(temp_name)
@@ -33,13 +41,15 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o664) -> None:
             while view:
                 view = view[os.write(fd, view) :]
             os.fchmod(fd, mode)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         temp.replace(path)
     finally:
         temp.unlink(missing_ok=True)  # only still there when something failed before the rename
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def write_json_atomic(path: Path, document: Any) -> None:
@@ -47,8 +57,11 @@ def write_json_atomic(path: Path, document: Any) -> None:
 
 
 def read_json(path: Path) -> Any | None:
-    """The JSON in ``path``, or None when it does not exist."""
+    """The JSON in ``path``, or None when it does not exist or is not a regular file (a planted link)."""
     try:
-        return json.loads(path.read_bytes())
+        return json.loads(read_regular(path))
     except FileNotFoundError:
+        return None
+    except UnsafeFileError as error:
+        LOGGER.warning("ignoring %s", error)
         return None

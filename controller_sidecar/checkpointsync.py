@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import tempfile
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller_sidecar.atomicfile import fsync_dir, write_json_atomic
 from controller_sidecar.download import download_prefix
-from controller_sidecar.errors import TransferError
+from controller_sidecar.errors import TransferError, UnsafeFileError
+from controller_sidecar.jobfiles import open_learner_file, read_regular, regular_files
 from controller_sidecar.retry import Backoff, retry_sync
-from controller_sidecar.s3store import RemoteObject, S3Store
+from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
+
+if TYPE_CHECKING:
+    from controller_sidecar.s3store import S3Store
 
 LOGGER = logging.getLogger(__name__)
 MARKER = ".complete"
@@ -46,31 +50,19 @@ def _local_checkpoints(checkpoint_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def _files(folder: Path) -> list[tuple[str, Path]]:
-    """Regular files under ``folder`` as (relative posix name, path), sorted; symlinks are not followed."""
-    found = []
-    for current, dirs, files in os.walk(folder):
-        dirs.sort()
-        for name in sorted(files):
-            path = Path(current, name)
-            if path.is_file() and not path.is_symlink():
-                found.append((path.relative_to(folder).as_posix(), path))
-    return found
-
-
 def _identity(folder: Path) -> str:
     """Changes when the learner replaces a checkpoint of the same step (a new folder renamed into place)."""
-    info = folder.stat()
+    info = folder.lstat()
     return f"{info.st_ino}:{info.st_ctime_ns}"
 
 
 def _load_uploaded(state_file: Path, location: S3Location) -> dict[str, str]:
     """Name -> folder identity of what was uploaded to ``location``; empty when missing, unreadable or other."""
     try:
-        raw = json.loads(state_file.read_text(encoding="utf-8"))
+        raw = json.loads(read_regular(state_file))
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, UnsafeFileError) as error:
         LOGGER.warning("ignoring the unreadable checkpoint upload state %s: %s", state_file, error)
         return {}
     if not isinstance(raw, Mapping) or raw.get("destination") != str(location):
@@ -108,6 +100,9 @@ def upload_checkpoints(
                 raise
             LOGGER.info("checkpoint %s was deleted while it was being uploaded; skipped", folder.name)
             continue
+        except UnsafeFileError as error:
+            LOGGER.warning("checkpoint %s skipped: %s", folder.name, error)
+            continue
         marker = json.dumps({"step": step, "files": manifest}, sort_keys=True).encode()
         key = location.key(f"{folder.name}/{MARKER}")
         retry_sync(partial(store.put_bytes, location.bucket, key, marker), backoff, what=key)
@@ -118,10 +113,17 @@ def upload_checkpoints(
 
 
 def _upload_one(store: S3Store, folder: Path, location: S3Location, backoff: Backoff) -> dict[str, dict[str, object]]:
+    """Upload the regular files of one checkpoint; links in it are skipped with a warning (jobfiles)."""
     manifest: dict[str, dict[str, object]] = {}
-    for relative, path in _files(folder):
+    for relative in regular_files(folder):
+        path = folder / relative
+        handle = open_learner_file(path, gone_ok=False)  # gone: the learner deleted the checkpoint
+        if handle is None:
+            continue
         key = location.key(f"{folder.name}/{relative}")
-        stored = retry_sync(partial(store.upload_file, path, location.bucket, key), backoff, what=f"upload {path}")
+        with handle:
+            upload = partial(store.upload_stream, handle, location.bucket, key, source=str(path))
+            stored = retry_sync(upload, backoff, what=f"upload {path}")
         manifest[relative] = {"size": stored.size, "etag": stored.etag}
     return manifest
 

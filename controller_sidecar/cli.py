@@ -20,9 +20,13 @@ from controller_sidecar.status import Phase
 
 LOGGER = logging.getLogger("controller_sidecar")
 CONFIG_EXIT = 2
+SHARED_UMASK = 0o002
 
 
 def main() -> int:
+    # Folders group-writable: the learner, another user of group 0, writes into and prunes what this
+    # process makes under /job (restored checkpoints, data folders).
+    os.umask(SHARED_UMASK)
     logging.basicConfig(
         level=os.environ.get("LEARNERKIT_SIDECAR_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller_sidecar.atomicfile import write_atomic
+from controller_sidecar.jobfiles import read_regular
 
 START_FILE = "start"
 HALT_FILE = "halt"
@@ -41,10 +42,11 @@ def start_signalled(control_dir: Path) -> bool:
 
 
 def read_exit(control_dir: Path) -> LearnerExit | None:
-    """The learner's exit record, or None while it runs. A malformed record reads as a failure."""
+    """The learner's exit record, or None while it runs. A malformed record reads as a failure; a link or
+    special file in its place raises UnsafeFileError (it is not read)."""
     path = control_dir / EXIT_FILE
     try:
-        raw = json.loads(path.read_bytes())
+        raw = json.loads(read_regular(path))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:

@@ -17,13 +17,18 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller_sidecar.atomicfile import write_json_atomic
-from controller_sidecar.errors import TransientError
+from controller_sidecar.errors import PermanentError, TransientError, UnsafeFileError, UnsafePathError
+from controller_sidecar.jobfiles import read_regular
 from controller_sidecar.retry import Backoff, retry_sync
-from controller_sidecar.s3store import PARTIAL_SUFFIX, RemoteObject, S3Store
+from controller_sidecar.s3objects import PARTIAL_SUFFIX, RemoteObject
 from controller_sidecar.safepaths import safe_destination
 from controller_sidecar.settings import S3Location
+
+if TYPE_CHECKING:
+    from controller_sidecar.s3store import S3Store
 
 LOGGER = logging.getLogger(__name__)
 STATE_FLUSH_S = 0.5
@@ -63,10 +68,10 @@ class ResumeState:
         """The recorded state; empty when the file is missing, unreadable or for another location."""
         state = cls(path, location)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = json.loads(read_regular(path))
         except FileNotFoundError:
             return state
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, UnsafeFileError) as error:
             LOGGER.warning("ignoring the unreadable download state %s: %s", path, error)
             return state
         if not isinstance(raw, Mapping) or raw.get("version") != STATE_VERSION or raw.get("source") != state.source:
@@ -103,7 +108,8 @@ class ResumeState:
 
 
 def plan_download(objects: list[RemoteObject], location: S3Location, dest: Path) -> list[_Planned]:
-    """Where each object goes under ``dest``; raises UnsafePathError for the first key that would escape.
+    """Where each object goes under ``dest``; raises UnsafePathError for the first key that would escape,
+    or that would need another key's file as its folder (keys ``a`` and ``a/b``).
 
     Zero-byte keys ending in ``/`` are folder markers (as consoles create them) and are left out.
     """
@@ -114,6 +120,15 @@ def plan_download(objects: list[RemoteObject], location: S3Location, dest: Path)
             continue
         where = f"s3://{location.bucket}/{obj.key}"
         planned.append(_Planned(obj, safe_destination(dest, relative, what=where)))
+    files = {item.path: item.obj.key for item in planned}
+    for item in planned:
+        for folder in list(item.path.relative_to(dest).parents)[:-1]:  # the last one is dest itself
+            other = files.get(dest / folder)
+            if other is not None:
+                raise UnsafePathError(
+                    f"s3://{location.bucket}/{item.obj.key}: needs the folder {dest / folder}, "
+                    f"which is the file of s3://{location.bucket}/{other} (a key cannot be a file and a folder)"
+                )
     return planned
 
 
@@ -170,7 +185,10 @@ def download_prefix(
             return store.download(location.bucket, item.obj, item.path)
 
         what = f"download s3://{location.bucket}/{item.obj.key}"
-        size = retry_sync(attempt, backoff, what=what, on_retry=count_retry)
+        try:
+            size = retry_sync(attempt, backoff, what=what, on_retry=count_retry)
+        except OSError as error:
+            raise PermanentError(f"{what}: cannot write {item.path}: {error.strerror or error}") from error
         return item.obj, size
 
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="download")

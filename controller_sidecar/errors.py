@@ -32,3 +32,7 @@ class TransferError(PermanentError):
 
 class UnsafePathError(PermanentError):
     """An object key or archive member would land outside its directory, or an archive is too large."""
+
+
+class UnsafeFileError(PermanentError):
+    """A path under /job that the learner controls is a symbolic link or not a regular file: not read."""

@@ -1,11 +1,11 @@
-"""The sidecar's etcd access: the only module that imports ``aetcd``.
+"""The sidecar's etcd access, over etcd's JSON gateway (:mod:`controller_sidecar.etcdgateway`).
 
-Errors are translated here: an unreachable, restarting or slow etcd is a :class:`TransientError`, a refused
-credential or permission a :class:`PermanentError`. Measured with aetcd 1.0 against etcd 3.4: while etcd is
-down every request fails at once with ``ConnectionFailedError`` (gRPC UNAVAILABLE), a running watch ends with
-the same error, and the same client works again as soon as etcd is back. No watch resumes by itself, so
-:meth:`EtcdStore.watch_prefix` and :meth:`EtcdStore.wait_for_key` re-watch from the last seen revision + 1
-with backoff, and re-read the keys when that revision has been compacted away.
+Errors come translated from the gateway: an unreachable, restarting or slow etcd is a :class:`TransientError`,
+a refused credential or permission a :class:`PermanentError`. While etcd is down every request fails at once
+(connection refused), a running watch's stream breaks, and the next request after etcd is back succeeds. No
+watch resumes by itself, so :meth:`EtcdStore.watch_prefix` and :meth:`EtcdStore.wait_for_key` re-watch from
+the last seen revision + 1 with backoff, and re-read the keys when that revision has been compacted away.
+Prefix reads come in pages of :data:`PAGE_SIZE` keys, all at the revision of the first page.
 
 Status ordering: ``learners/<n>/status_seq`` holds the sequence of the record in ``learners/<n>/status`` as a
 zero-padded decimal, so etcd's byte-wise value comparison is a numeric one. :meth:`EtcdStore.put_status` is
@@ -21,18 +21,16 @@ import json
 import logging
 import os
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
-
-import aetcd
-from aetcd import rpc
+from typing import TypeVar
 
 from controller_sidecar import keys
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import PermanentError, SidecarConfigError, TransientError
+from controller_sidecar.etcdgateway import Gateway, Json, RevisionCompacted, b64, unb64
 from controller_sidecar.retry import Backoff, retry_async
 from controller_sidecar.settings import EtcdSettings
 from controller_sidecar.status import StatusRecord
@@ -43,22 +41,8 @@ T = TypeVar("T")
 RECONNECT_BACKOFF = Backoff(initial_s=0.1, maximum_s=2.0, max_attempts=None)
 """Watches, reads for watches and the lease keeper retry this way until cancelled."""
 SEQUENCE_DIGITS = 10
-_CHANNEL_OPTIONS = {
-    # gRPC's own reconnect backoff grows to 120 s; after a long outage that would keep the channel failing
-    # well after etcd is back. Our loops already back off, so let the channel retry quickly.
-    "grpc.initial_reconnect_backoff_ms": 100,
-    "grpc.min_reconnect_backoff_ms": 100,
-    "grpc.max_reconnect_backoff_ms": 1000,
-}
-_TRANSIENT_CODES = frozenset(
-    {
-        rpc.StatusCode.UNAVAILABLE,
-        rpc.StatusCode.DEADLINE_EXCEEDED,
-        rpc.StatusCode.RESOURCE_EXHAUSTED,
-        rpc.StatusCode.ABORTED,
-    }
-)
-_PERMANENT_CODES = frozenset({rpc.StatusCode.UNAUTHENTICATED, rpc.StatusCode.PERMISSION_DENIED})
+PAGE_SIZE = 1000
+"""Keys per request of a prefix read."""
 
 
 @dataclass(frozen=True)
@@ -75,33 +59,6 @@ class _Compacted(Exception):
     def __init__(self, revision: int) -> None:
         super().__init__(f"revisions below {revision} were compacted")
         self.revision = revision
-
-
-def _grpc_code(error: BaseException) -> Any:
-    for candidate in (error, error.__cause__):
-        if isinstance(candidate, rpc.AioRpcError):
-            return candidate.code()
-    return None
-
-
-@contextmanager
-def _translated(what: str) -> Iterator[None]:
-    """Turn aetcd and gRPC errors into the sidecar's, chained; compaction passes through for the watch loop."""
-    try:
-        yield
-    except aetcd.RevisionCompactedError:
-        raise
-    except (aetcd.ConnectionFailedError, aetcd.ConnectionTimeoutError, aetcd.WatchTimeoutError, TimeoutError) as e:
-        raise TransientError(f"{what}: etcd did not answer: {e}") from e
-    except aetcd.exceptions.UnauthenticatedError as e:
-        raise PermanentError(f"{what}: etcd refused the credentials: {e}") from e
-    except (aetcd.ClientError, rpc.AioRpcError) as e:
-        code = _grpc_code(e)
-        if code in _TRANSIENT_CODES:
-            raise TransientError(f"{what}: etcd answered {code.name}: {e}") from e
-        if code in _PERMANENT_CODES:
-            raise PermanentError(f"{what}: etcd denied access ({code.name}): {e}") from e
-        raise PermanentError(f"{what}: etcd failed: {e!r}") from e
 
 
 def _sequence_text(sequence: int) -> str:
@@ -123,16 +80,9 @@ def status_history_key(job_id: str, record: StatusRecord, root: str = keys.ROOT)
 class EtcdStore:
     """One connection to etcd and the operations the sidecar needs; see the module docstring for the rules."""
 
-    def __init__(
-        self,
-        client: Any,
-        endpoint: str,
-        *,
-        backoff: Backoff = RECONNECT_BACKOFF,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
-        self._client = client
-        self.endpoint = endpoint
+    def __init__(self, gateway: Gateway, *, backoff: Backoff = RECONNECT_BACKOFF, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._gateway = gateway
+        self.endpoint = gateway.endpoint
         self._backoff = backoff
         self._clock = clock
         self._rng = random.Random()  # noqa: S311 - jitter, not cryptography
@@ -146,28 +96,20 @@ class EtcdStore:
             raise SidecarConfigError("etcd: set both ETCD_USERNAME and ETCD_PASSWORD, or neither")
         failures: list[str] = []
         for endpoint in settings.endpoints:
-            host, _, port = endpoint.rpartition(":")
-            client = aetcd.Client(
-                host=host,
-                port=int(port),
-                username=settings.username,
-                password=settings.password,
-                timeout=settings.request_timeout_s,
-                options=_CHANNEL_OPTIONS,
+            gateway = Gateway(
+                endpoint, timeout_s=settings.request_timeout_s, username=settings.username, password=settings.password
             )
             try:
-                with _translated(f"etcd {endpoint}"):
-                    await client.connect()
-                    await client.status()
+                await gateway.call("maintenance/status", {}, f"etcd {endpoint}")
             except TransientError as e:
                 failures.append(str(e))
-                await client.close()
+                gateway.close()
                 continue
             except PermanentError:
-                await client.close()
+                gateway.close()
                 raise
             LOGGER.info("connected to etcd at %s", endpoint)
-            return cls(client, endpoint)
+            return cls(gateway)
         raise TransientError("no etcd endpoint answered: " + "; ".join(failures))
 
     async def close(self) -> None:
@@ -178,75 +120,75 @@ class EtcdStore:
         for task in list(self._tasks):
             with suppress(asyncio.CancelledError):
                 await task
-        await self._client.close()
+        self._gateway.close()
 
     async def get(self, key: str) -> tuple[bytes, int] | None:
-        with _translated(f"get {key}"):
-            found = await self._client.get(key.encode())
-        return None if found is None else (found.value, found.mod_revision)
+        answer = await self._gateway.call("kv/range", {"key": b64(key)}, f"get {key}")
+        found = answer.get("kvs", [])
+        return (_value(found[0]), int(found[0]["mod_revision"])) if found else None
 
     async def put(self, key: str, value: str | bytes) -> int:
-        with _translated(f"put {key}"):
-            written = await self._client.put(key.encode(), _bytes(value))
-        revision: int = written.header.revision
-        return revision
+        answer = await self._gateway.call("kv/put", {"key": b64(key), "value": b64(value)}, f"put {key}")
+        return _revision(answer)
 
     async def delete(self, key: str) -> None:
-        with _translated(f"delete {key}"):
-            await self._client.delete(key.encode())
+        await self._gateway.call("kv/deleterange", {"key": b64(key)}, f"delete {key}")
 
     async def get_prefix(self, prefix: str) -> dict[str, bytes]:
-        with _translated(f"get {prefix}*"):
-            found = await self._client.get_prefix(prefix.encode())
-        return {kv.key.decode(): kv.value for kv in found}
+        found, _ = await self._read_prefix(prefix)
+        return {key: value for key, (value, _) in found.items()}
+
+    async def iter_prefix(self, prefix: str, page: int = PAGE_SIZE) -> AsyncIterator[tuple[str, bytes]]:
+        """Every key under ``prefix`` with its value, in key order, ``page`` keys per request, without holding
+        them all: any amount of data passes the size limits of one answer."""
+        end = b64(_prefix_end(prefix.encode()))
+        request: Json = {"key": b64(prefix), "range_end": end, "limit": page}
+        while True:
+            answer = await self._gateway.call("kv/range", request, f"get {prefix}* (a page of {page})")
+            found = answer.get("kvs", [])
+            for kv in found:
+                yield unb64(kv["key"]).decode(), _value(kv)
+            if not answer.get("more") or not found:
+                return
+            request["key"] = b64(unb64(found[-1]["key"]) + b"\0")
 
     async def create_all(self, guard: str, items: Mapping[str, str | bytes]) -> bool:
         """Put every item in one transaction, only if ``guard`` does not exist; whether they were written."""
-        ops = self._client.transactions
-        with _translated(f"create {guard}"):
-            succeeded, _ = await self._client.transaction(
-                compare=[ops.version(guard.encode()) == 0],
-                success=[ops.put(key.encode(), _bytes(value)) for key, value in items.items()],
-                failure=[],
-            )
-        return bool(succeeded)
+        txn = {"compare": [_version_is_zero(guard)], "success": [_put(k, v) for k, v in items.items()]}
+        answer = await self._gateway.call("kv/txn", txn, f"create {guard}")
+        return bool(answer.get("succeeded", False))
 
     async def put_all(self, items: Mapping[str, str | bytes], delete: tuple[str, ...] = ()) -> None:
         """Put every item and delete every key in ``delete``, in one transaction."""
-        ops = self._client.transactions
-        writes = [ops.put(key.encode(), _bytes(value)) for key, value in items.items()]
-        writes += [ops.delete(key.encode()) for key in delete]
-        with _translated(f"write {', '.join(items) or ', '.join(delete)}"):
-            await self._client.transaction(compare=[], success=writes, failure=[])
+        writes = [_put(key, value) for key, value in items.items()]
+        writes += [{"request_delete_range": {"key": b64(key)}} for key in delete]
+        await self._gateway.call("kv/txn", {"success": writes}, f"write {', '.join(items) or ', '.join(delete)}")
 
     async def delete_prefix(self, prefix: str) -> None:
-        with _translated(f"delete {prefix}*"):
-            await self._client.delete_prefix(prefix.encode())
+        body = {"key": b64(prefix), "range_end": b64(_prefix_end(prefix.encode()))}
+        await self._gateway.call("kv/deleterange", body, f"delete {prefix}*")
 
     async def compact(self, revision: int) -> None:
         """Drop the history below ``revision`` (maintenance; watches from older revisions must re-read)."""
-        with _translated(f"compact to revision {revision}"):
-            await self._client.compact(revision)
+        await self._gateway.call("kv/compaction", {"revision": revision}, f"compact to revision {revision}")
 
     async def put_status(self, job_id: str, record: StatusRecord, root: str = keys.ROOT) -> None:
         """Write the learner's status and its history entry in one transaction, never over a newer status."""
-        body = record.to_json().encode()
-        status_key = keys.learner_status_key(job_id, record.learner_id, root).encode()
-        seq_key = status_seq_key(job_id, record.learner_id, root).encode()
-        history_key = status_history_key(job_id, record, root).encode()
-        sequence = _sequence_text(record.sequence).encode()
-        ops = self._client.transactions
-        write_all = [ops.put(status_key, body), ops.put(seq_key, sequence), ops.put(history_key, body)]
-        if_newer = ops.txn(
-            compare=[ops.value(seq_key) < sequence],
-            success=write_all,
-            failure=[ops.put(history_key, body)],
-        )
-        with _translated(f"put status {record.phase} #{record.sequence} of {job_id}/{record.learner_id}"):
-            first, responses = await self._client.transaction(
-                compare=[ops.version(seq_key) == 0], success=write_all, failure=[if_newer]
-            )
-        if not first and not responses[0].response_txn.succeeded:
+        body = record.to_json()
+        seq_key = status_seq_key(job_id, record.learner_id, root)
+        history = _put(status_history_key(job_id, record, root), body)
+        sequence = _sequence_text(record.sequence)
+        write_all = [_put(keys.learner_status_key(job_id, record.learner_id, root), body), _put(seq_key, sequence)]
+        write_all.append(history)
+        if_newer = {
+            "compare": [{"key": b64(seq_key), "target": "VALUE", "result": "LESS", "value": b64(sequence)}],
+            "success": write_all,
+            "failure": [history],
+        }
+        txn = {"compare": [_version_is_zero(seq_key)], "success": write_all, "failure": [{"request_txn": if_newer}]}
+        what = f"put status {record.phase} #{record.sequence} of {job_id}/{record.learner_id}"
+        answer = await self._gateway.call("kv/txn", txn, what)
+        if not answer.get("succeeded") and not answer["responses"][0]["response_txn"].get("succeeded"):
             LOGGER.info(
                 "status #%d of %s/%d is not newer than the stored one; written to history only",
                 record.sequence,
@@ -280,31 +222,31 @@ class EtcdStore:
                 await task
             if lease.lease_id is not None and not self._closed:
                 try:
-                    with _translated(f"revoke the lease of {key}"):
-                        await self._client.revoke_lease(lease.lease_id)
+                    await self._gateway.call("lease/revoke", {"ID": lease.lease_id}, f"revoke the lease of {key}")
                 except TransientError as e:
                     LOGGER.warning("%s; the key expires after %ds", e, ttl_s)
 
     async def _keep_alive(self, key: str, ttl_s: int, lease: _LeaseState) -> None:
         """Grant, put and refresh until cancelled; after a failure refresh again, and re-grant if it expired."""
-        value = json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat()}).encode()
+        value = json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat()})
+        what = f"keep {key} alive"
         needs_put = True
         failures = 0
         while True:
             try:
-                with _translated(f"keep {key} alive"):
-                    if lease.lease_id is not None:
-                        reply = await self._client.refresh_lease(lease.lease_id)
-                        if reply is None or reply.TTL <= 0:
-                            LOGGER.warning("the lease of %s expired; granting a new one", key)
-                            lease.lease_id = None
-                    if lease.lease_id is None:
-                        granted = await self._client.lease(ttl_s)
-                        lease.lease_id = granted.id
-                        needs_put = True
-                    if needs_put:
-                        await self._client.put(key.encode(), value, lease=lease.lease_id)
-                        needs_put = False
+                if lease.lease_id is not None:
+                    reply = await self._gateway.call("lease/keepalive", {"ID": lease.lease_id}, what)
+                    if int(reply.get("result", {}).get("TTL", 0)) <= 0:
+                        LOGGER.warning("the lease of %s expired; granting a new one", key)
+                        lease.lease_id = None
+                if lease.lease_id is None:
+                    granted = await self._gateway.call("lease/grant", {"TTL": ttl_s}, what)
+                    lease.lease_id = int(granted["ID"])
+                    needs_put = True
+                if needs_put:
+                    body = {"key": b64(key), "value": b64(value), "lease": lease.lease_id}
+                    await self._gateway.call("kv/put", body, what)
+                    needs_put = False
             except TransientError as e:
                 failures += 1
                 needs_put = True
@@ -319,7 +261,7 @@ class EtcdStore:
         """The key's value as soon as it exists; survives etcd restarts and compaction."""
         raw = key.encode()
         while True:
-            value, revision = await self._retrying(lambda: self._read_key(raw), f"read {key}")
+            value, revision = await self._retrying(lambda: self._read_key(key), f"read {key}")
             if value is not None:
                 return value
             try:
@@ -340,7 +282,7 @@ class EtcdStore:
         range_end = _prefix_end(raw)
         present: set[str] = set()
         if start_revision is None:
-            snapshot, revision = await self._retrying(lambda: self._read_prefix(raw), f"read {prefix}*")
+            snapshot, revision = await self._retrying(lambda: self._read_prefix(prefix), f"read {prefix}*")
             present.update(snapshot)
             start_revision = revision + 1
         next_revision = start_revision
@@ -353,7 +295,7 @@ class EtcdStore:
                         yield event
             except _Compacted:
                 LOGGER.info("watch of %s* fell behind a compaction; reading the prefix again", prefix)
-                snapshot, revision = await self._retrying(lambda: self._read_prefix(raw), f"read {prefix}*")
+                snapshot, revision = await self._retrying(lambda: self._read_prefix(prefix), f"read {prefix}*")
                 changed = sorted(
                     (WatchEvent(k, v, r) for k, (v, r) in snapshot.items() if r >= next_revision),
                     key=lambda e: (e.revision, e.key),
@@ -371,39 +313,54 @@ class EtcdStore:
 
         Raises _Compacted when the revision to resume from is gone.
         """
+        what = f"watch {key.decode()}{'*' if range_end else ''}"
         next_revision = start_revision
         failures = 0
         while True:
+            request: Json = {"key": b64(key), "start_revision": next_revision}
+            if range_end is not None:
+                request["range_end"] = b64(range_end)
             try:
-                with _translated(f"watch {key.decode()}{'*' if range_end else ''}"):
-                    watch = await self._client.watch(key, range_end=range_end, start_revision=next_revision)
-                    try:
-                        async for raw in watch:
+                async with aclosing(self._gateway.stream("watch", {"create_request": request}, what)) as messages:
+                    async for message in messages:
+                        if message.get("canceled"):
+                            if "compact_revision" in message:
+                                raise _Compacted(int(message["compact_revision"]))
+                            raise PermanentError(f"{what}: etcd cancelled the watch: {message.get('cancel_reason')}")
+                        for raw in message.get("events", []):
                             failures = 0
-                            next_revision = raw.kv.mod_revision + 1
-                            yield _watch_event(raw)
-                    finally:
-                        await watch.cancel()
-            except aetcd.RevisionCompactedError as e:
-                raise _Compacted(e.compacted_revision) from e
+                            event = _watch_event(raw)
+                            next_revision = event.revision + 1
+                            yield event
             except TransientError as e:
                 failures += 1
                 delay = self._backoff.delay(failures, self._rng)
                 LOGGER.warning("%s; watching again from revision %d in %.1fs", e, next_revision, delay)
                 await self._clock.sleep(delay)
 
-    async def _read_key(self, key: bytes) -> tuple[bytes | None, int]:
+    async def _read_key(self, key: str) -> tuple[bytes | None, int]:
         """The value (None when absent) and the store's revision at the time of the read."""
-        with _translated(f"get {key.decode()}"):
-            found = await self._client.get_range(key, key + b"\0")
-        revision: int = found.header.revision
-        return (next(iter(found)).value if found else None), revision
+        answer = await self._gateway.call("kv/range", {"key": b64(key)}, f"get {key}")
+        found = answer.get("kvs", [])
+        return (_value(found[0]) if found else None), _revision(answer)
 
-    async def _read_prefix(self, prefix: bytes) -> tuple[dict[str, tuple[bytes, int]], int]:
-        with _translated(f"get {prefix.decode()}*"):
-            found = await self._client.get_prefix(prefix)
-        revision: int = found.header.revision
-        return {kv.key.decode(): (kv.value, kv.mod_revision) for kv in found}, revision
+    async def _read_prefix(self, prefix: str) -> tuple[dict[str, tuple[bytes, int]], int]:
+        """Every key under ``prefix`` with its value and mod revision, as of one revision (returned too)."""
+        end = b64(_prefix_end(prefix.encode()))
+        while True:
+            found: dict[str, tuple[bytes, int]] = {}
+            request: Json = {"key": b64(prefix), "range_end": end, "limit": PAGE_SIZE}
+            try:
+                while True:
+                    answer = await self._gateway.call("kv/range", request, f"get {prefix}*")
+                    request["revision"] = revision = _revision(answer)
+                    for kv in answer.get("kvs", []):
+                        found[unb64(kv["key"]).decode()] = (_value(kv), int(kv["mod_revision"]))
+                    if not answer.get("more"):
+                        return found, revision
+                    request["key"] = b64(unb64(answer["kvs"][-1]["key"]) + b"\0")
+            except RevisionCompacted:
+                LOGGER.info("the revision of a paged read of %s* was compacted; reading it again", prefix)
 
     async def _retrying(self, operation: Callable[[], Awaitable[T]], what: str) -> T:
         return await retry_async(operation, self._backoff, what=what, clock=self._clock, rng=self._rng)
@@ -414,8 +371,21 @@ class _LeaseState:
     lease_id: int | None = None
 
 
-def _bytes(value: str | bytes) -> bytes:
-    return value.encode() if isinstance(value, str) else value
+def _put(key: str, value: str | bytes) -> Json:
+    return {"request_put": {"key": b64(key), "value": b64(value)}}
+
+
+def _version_is_zero(key: str) -> Json:
+    """The compare "``key`` does not exist" (its version is 0)."""
+    return {"key": b64(key), "target": "VERSION", "result": "EQUAL", "version": 0}
+
+
+def _value(kv: Json) -> bytes:
+    return unb64(kv.get("value", ""))
+
+
+def _revision(answer: Json) -> int:
+    return int(answer["header"]["revision"])
 
 
 def _prefix_end(prefix: bytes) -> bytes:
@@ -426,9 +396,10 @@ def _prefix_end(prefix: bytes) -> bytes:
     return trimmed[:-1] + bytes([trimmed[-1] + 1])
 
 
-def _watch_event(raw: Any) -> WatchEvent:
-    deleted = raw.kind == aetcd.EventKind.DELETE
-    return WatchEvent(raw.kv.key.decode(), None if deleted else raw.kv.value, raw.kv.mod_revision)
+def _watch_event(raw: Json) -> WatchEvent:
+    kv = raw["kv"]
+    value = None if raw.get("type") == "DELETE" else _value(kv)
+    return WatchEvent(unb64(kv["key"]).decode(), value, int(kv["mod_revision"]))
 
 
 def _track(present: set[str], event: WatchEvent) -> None:

@@ -22,6 +22,11 @@ learnerkit accepts that section unchanged::
 MULTILINE and DOTALL) at the start of a window of the last ``line_lookahead`` lines; unlike FfDL, a match
 drops only the lines it covered, and lines nothing matched are dropped once the window is full, so no line
 is skipped. Only INT and FLOAT values are metrics; the first INT ``etimes`` value is the step.
+
+The rules come from the job's manifest and run on every log line inside the sidecar, so a pattern that
+backtracks catastrophically (``(a+)+$`` on a long line) must not pin it: rules are compiled with the
+``regex`` package (the syntax of ``re``) and every match gets :data:`MATCH_TIMEOUT_S`. A rule that runs
+out of it is disabled for the rest of the job, with one warning; the other rules and the job go on.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import regex
+
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import SidecarConfigError
 
@@ -43,6 +50,8 @@ LOGGER = logging.getLogger(__name__)
 
 FIELD = "evaluation_metrics"
 DEFAULT_LINE_LOOKAHEAD = 4
+MATCH_TIMEOUT_S = 0.25
+"""One match of one rule; a sane rule needs microseconds on a window of a few lines."""
 COLLECTOR_TYPES = frozenset({"regex_extractor", "tensorboard", "emetrics_file", "simple_log_collector"})
 """FfDL's log collectors. Only ``regex_extractor`` has rules here; the learner's metrics.jsonl is always read."""
 
@@ -94,7 +103,7 @@ class ValueRule:
 @dataclass(frozen=True)
 class RegexGroup:
     name: str
-    regex: re.Pattern[str]
+    regex: regex.Pattern[str]
     meta: tuple[tuple[str, str], ...] = ()
     scalars: tuple[ValueRule, ...] = ()
     etimes: tuple[ValueRule, ...] = ()
@@ -173,24 +182,24 @@ def _group(name: str, raw: object, field: str) -> RegexGroup:
     body = _mapping(raw, field)
     source = _text(body.get("regex"), f"{field}.regex")
     try:
-        regex = re.compile(expand_symbols(source, f"{field}.regex"), re.MULTILINE | re.DOTALL)
-    except re.error as error:
+        pattern = regex.compile(expand_symbols(source, f"{field}.regex"), regex.MULTILINE | regex.DOTALL)
+    except regex.error as error:
         raise SidecarConfigError(f"{field}.regex: {error} in {source!r}") from error
     scalars_key = "scalars" if "scalars" in body else "values"
-    scalars = _values(body.get(scalars_key), f"{field}.{scalars_key}", regex)
+    scalars = _values(body.get(scalars_key), f"{field}.{scalars_key}", pattern)
     if not scalars:
         raise SidecarConfigError(f"{field}.scalars: a group needs at least one scalar")
     meta = _mapping(body.get("meta") or {}, f"{field}.meta")
     return RegexGroup(
         name=name,
-        regex=regex,
+        regex=pattern,
         meta=tuple((str(key), _text(value, f"{field}.meta.{key}")) for key, value in meta.items()),
         scalars=scalars,
-        etimes=_values(body.get("etimes"), f"{field}.etimes", regex),
+        etimes=_values(body.get("etimes"), f"{field}.etimes", pattern),
     )
 
 
-def _values(raw: object, field: str, regex: re.Pattern[str]) -> tuple[ValueRule, ...]:
+def _values(raw: object, field: str, pattern: regex.Pattern[str]) -> tuple[ValueRule, ...]:
     rules: list[ValueRule] = []
     for key, item in _mapping(raw or {}, field).items():
         where = f"{field}.{key}"
@@ -202,8 +211,8 @@ def _values(raw: object, field: str, regex: re.Pattern[str]) -> tuple[ValueRule,
             value = _text(entry.get("value"), f"{where}.value")
         if kind not in ValueType.__members__:
             raise SidecarConfigError(f"{where}.type: must be one of {', '.join(ValueType)}, got {kind!r}")
-        if value.startswith("$") and value[1:] not in regex.groupindex:
-            known = ", ".join(sorted(regex.groupindex)) or "none"
+        if value.startswith("$") and value[1:] not in pattern.groupindex:
+            known = ", ".join(sorted(pattern.groupindex)) or "none"
             raise SidecarConfigError(f"{where}.value: {value!r} names no group of the regex (groups: {known})")
         rules.append(ValueRule(str(key), ValueType(kind), value))
     return tuple(rules)
@@ -224,14 +233,19 @@ def _text(raw: object, field: str) -> str:
 class MetricsParser:
     """Turns log lines (by the rules) and metrics.jsonl lines into metric updates; keeps the latest values."""
 
-    def __init__(self, rules: EvaluationMetrics | None, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, rules: EvaluationMetrics | None, *, clock: Clock = SYSTEM_CLOCK, match_timeout_s: float = MATCH_TIMEOUT_S
+    ) -> None:
         self._groups = rules.groups if rules is not None else ()
         self._window: deque[str] = deque()
         self._lookahead = rules.line_lookahead if rules is not None else DEFAULT_LINE_LOOKAHEAD
         self._clock = clock
+        self._match_timeout_s = match_timeout_s
         self._latest: dict[str, float] = {}
         self.malformed = 0
         """metrics.jsonl lines that were skipped."""
+        self.disabled: list[str] = []
+        """The rules (group names) that ran out of their time budget and match no more."""
 
     def latest(self) -> dict[str, float]:
         return dict(self._latest)
@@ -264,7 +278,7 @@ class MetricsParser:
         while self._window:
             window = "".join(self._window)
             for group in self._groups:
-                match = group.regex.match(window)
+                match = self._match(group, window)
                 if match is not None and match.end() > 0:
                     updates += self._updates(group, match.groupdict())
                     self._drop(match.end())
@@ -272,6 +286,21 @@ class MetricsParser:
             else:
                 return updates
         return updates
+
+    def _match(self, group: RegexGroup, window: str) -> regex.Match[str] | None:
+        try:
+            return group.regex.match(window, timeout=self._match_timeout_s)
+        except TimeoutError:
+            LOGGER.warning(
+                "%s.groups.%s: one match took longer than %gs on a window of %d characters; the rule is disabled",
+                FIELD,
+                group.name,
+                self._match_timeout_s,
+                len(window),
+            )
+            self.disabled.append(group.name)
+            self._groups = tuple(other for other in self._groups if other is not group)
+            return None
 
     def _drop(self, end: int) -> None:
         """Drop every line the match touched (``end`` > 0: at least the first)."""

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from controller_sidecar.archive import extract_archive
 from controller_sidecar.checkpointsync import restore_latest_checkpoint
@@ -13,8 +14,10 @@ from controller_sidecar.download import download_prefix
 from controller_sidecar.errors import TransferError
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.retry import Backoff, retry_async
-from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, SidecarSettings
+
+if TYPE_CHECKING:
+    from controller_sidecar.s3store import S3Store
 
 LOGGER = logging.getLogger(__name__)
 MODEL_ARCHIVE = "model-archive"

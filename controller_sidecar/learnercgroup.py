@@ -3,9 +3,9 @@
 On the local Docker engine the two containers share no PID namespace (a sidecar restart would otherwise
 take the learner down with it), so the sidecar reads the learner's cgroup instead: the deploying side
 bind-mounts the learner's cgroup folders under one directory, as ``unified/`` (cgroup v2) or ``memory/``,
-``cpuacct/`` and ``pids/`` (cgroup v1). When the cgroup holds no process (v2) or its folder vanished (v1: the
-runtime removes it when the container stops; ``cgroup.procs`` cannot tell, it lists only the PIDs of the
-reader's own PID namespace), the learner is gone.
+``cpuacct/`` and ``pids/`` (cgroup v1). When the cgroup holds no process (v2: ``cgroup.events``; v1:
+``pids.current``, which counts every PID namespace's processes, unlike ``cgroup.procs``) or its folder vanished,
+the learner is gone. A folder the runtime removes after it was mounted stays readable through the mount.
 """
 
 from __future__ import annotations
@@ -55,8 +55,13 @@ class LearnerCgroup:
         try:
             if self.version == 2:
                 return "populated 1" in (self.root / "unified" / "cgroup.events").read_text()
+            # A folder removed after it was mounted stays readable through the mount, files and all, with no
+            # process left in it: its process count (any PID namespace's) says whether the learner still runs.
+            pids = self.root / "pids" / "pids.current"
+            if pids.is_file():
+                return int(pids.read_text()) > 0
             return (self.root / "memory" / "memory.usage_in_bytes").is_file()
-        except OSError:
+        except (OSError, ValueError):
             return False
 
 

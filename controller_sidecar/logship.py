@@ -9,6 +9,12 @@ Progress (the file offset and inode after the last shipped part, and the next pa
 state file under ``/job/control`` only after the sink confirmed the part, written temp + fsync + rename. A
 sidecar that restarts continues from there: a part shipped but not yet recorded is shipped again under the
 same name, from the same offset, so it replaces itself (possibly grown) and no byte is lost or doubled.
+
+Lines reach ``on_line`` (stdout and the regex metrics) once: before a batch of lines goes out, the offset
+where it ends is recorded in ``<state>-emitted.json`` (atomic, without fsync: it guards against a sidecar
+restart, not a host crash). A restarted sidecar reads again from the shipped offset to ship those bytes,
+but hands ``on_line`` only what lies past the emitted one. A sidecar killed between recording and emitting
+loses that batch from stdout; the shipped log still has every byte.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 from controller_sidecar.atomicfile import write_atomic
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import PermanentError, TransientError
+from controller_sidecar.jobfiles import read_regular
 from controller_sidecar.logtail import FileTailer, FileWakeup, LineSplitter
 from controller_sidecar.retry import Backoff, retry_async
 
@@ -51,6 +58,14 @@ def part_name(number: int) -> str:
     return f"{PART_PREFIX}{number:06d}"
 
 
+def part_number(name: str) -> int:
+    """The number of the part ``name`` (which may carry a prefix); ValueError when it is not a part."""
+    match = _PART_NAME.search(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not a log part (expected {PART_PREFIX}NNNNNN)")
+    return int(match.group(1))
+
+
 @dataclass(frozen=True)
 class ShipState:
     """What the state file records: where the shipped bytes end, and the next part's number."""
@@ -63,7 +78,7 @@ class ShipState:
     @classmethod
     def load(cls, path: Path) -> ShipState:
         try:
-            raw = json.loads(path.read_bytes())
+            raw = json.loads(read_regular(path))
             state = cls(
                 offset=int(raw["offset"]),
                 inode=None if raw["inode"] is None else int(raw["inode"]),
@@ -83,6 +98,29 @@ class ShipState:
 
     def save(self, path: Path) -> None:
         write_atomic(path, json.dumps(dataclasses.asdict(self)).encode())
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """Where the lines already handed to ``on_line`` end, in the file with this inode."""
+
+    inode: int | None
+    offset: int
+
+    @classmethod
+    def load(cls, path: Path) -> Emitted | None:
+        """None when absent or unreadable (then lines after the shipped offset may be emitted twice)."""
+        try:
+            raw = json.loads(path.read_bytes())
+            return cls(inode=raw["inode"], offset=int(raw["offset"]))
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError, KeyError) as error:
+            LOGGER.warning("%s is unreadable (%r); lines after the shipped offset may be emitted again", path, error)
+            return None
+
+    def save(self, path: Path) -> None:
+        write_atomic(path, json.dumps(dataclasses.asdict(self)).encode(), durable=False)
 
 
 class LogShipper:
@@ -120,6 +158,12 @@ class LogShipper:
         self._splitter = LineSplitter(max_line_bytes)
         self._pending = bytearray()
         """Read but not yet shipped; never more than ``chunk_bytes``, and it ends at the tailer's offset."""
+        self._emitted_file = state_file.with_name(f"{state_file.stem}-emitted.json")
+        emitted = Emitted.load(self._emitted_file)
+        self._skip = emitted if emitted is not None and emitted.offset > self._state.offset else None
+        """Lines up to this offset went to ``on_line`` before a restart: not again."""
+        self._unsplit = 0
+        """Bytes read but still in the splitter (the start of a line that has not ended yet)."""
         self._lock = asyncio.Lock()
         self.lines_seen = 0
 
@@ -164,14 +208,40 @@ class LogShipper:
         data = await asyncio.to_thread(self._tailer.read_new, room)
         if data:
             self._pending += data
+            self._unsplit += len(data)
             self._deliver(self._splitter.feed(data))
         return len(data)
 
     def _deliver(self, lines: list[bytes]) -> None:
-        self.lines_seen += len(lines)
-        if self._on_line is not None:
-            for line in lines:
-                self._on_line(line)
+        """Hand ``lines`` (which end ``_unsplit`` bytes before the tailer's offset) to ``on_line``, once."""
+        self._unsplit -= sum(map(len, lines))
+        end = max(0, self._tailer.offset - self._unsplit)
+        fresh = self._not_emitted(lines, end)
+        self.lines_seen += len(fresh)
+        if self._on_line is None or not fresh:
+            return
+        Emitted(self._tailer.inode, end).save(self._emitted_file)
+        for line in fresh:
+            self._on_line(line)
+
+    def _not_emitted(self, lines: list[bytes], end: int) -> list[bytes]:
+        """``lines`` less what a previous sidecar emitted already (in the same file, read without a reset)."""
+        skip = self._skip
+        if skip is None:
+            return lines
+        if skip.inode != self._tailer.inode or self._tailer.resets:
+            self._skip = None
+            return lines
+        if end >= skip.offset:
+            self._skip = None
+        position = end - sum(map(len, lines))
+        fresh = []
+        for line in lines:
+            already = min(len(line), max(0, skip.offset - position))
+            position += len(line)
+            if already < len(line):
+                fresh.append(line[already:])
+        return fresh
 
     async def _ship_pending(self) -> None:
         async with self._lock:
@@ -233,10 +303,7 @@ def assemble_log(parts: Iterable[tuple[str, bytes]]) -> bytes:
     """
     numbered: dict[int, bytes] = {}
     for name, data in parts:
-        match = _PART_NAME.search(name)
-        if match is None:
-            raise ValueError(f"{name!r} is not a log part (expected {PART_PREFIX}NNNNNN)")
-        number = int(match.group(1))
+        number = part_number(name)
         if number in numbered:
             raise ValueError(f"log part {number} is given twice ({name!r})")
         numbered[number] = data

@@ -3,7 +3,9 @@
 :class:`FileTailer` returns every byte appended since its last call and survives what happens to log files:
 the file not existing yet, truncation (the size drops below the offset: start again at 0), rotation (the
 path names a new inode: the old open file is drained to its end first, then the new one is followed) and
-huge appends (read in bounded chunks, and at most ``max_bytes`` per call when the caller asks).
+huge appends (read in bounded chunks, and at most ``max_bytes`` per call when the caller asks). The file is
+the learner's: it is opened without following links and must be a regular file (:mod:`controller_sidecar.jobfiles`);
+a link or a FIFO in its place raises UnsafeFileError.
 
 :class:`FileWakeup` says when to look again. A watchdog (inotify) observer is only a hint: for an
 append-only log, ``modified`` fires on partial writes and events can be coalesced or lost, so the reader
@@ -23,6 +25,8 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
+from controller_sidecar.errors import UnsafeFileError
+from controller_sidecar.jobfiles import open_regular
 
 READ_CHUNK_BYTES = 1 << 20
 """One ``read`` call never asks for more than this, so a huge append is read in bounded pieces."""
@@ -66,7 +70,12 @@ class FileTailer:
         budget = max_bytes if max_bytes is not None else -1
         out = bytearray()
         while budget != 0:
-            handle = self._file or self._open()
+            try:
+                handle = self._file or self._open()
+            except UnsafeFileError:
+                if out:
+                    break  # the bytes of the file drained first are returned; the next call raises again
+                raise
             if handle is None:
                 break
             if os.fstat(handle.fileno()).st_size < self._offset:
@@ -89,7 +98,7 @@ class FileTailer:
 
     def _open(self) -> BinaryIO | None:
         try:
-            handle = self.path.open("rb")
+            handle = open_regular(self.path)
         except FileNotFoundError:
             return None
         inode = os.fstat(handle.fileno()).st_ino
@@ -108,9 +117,10 @@ class FileTailer:
         self.resets += 1
 
     def _replaced(self) -> bool:
-        """True when ``path`` now names another file than the one open (a missing path is no replacement yet)."""
+        """True when ``path`` now names another file (or a link) than the one open; a missing path is no
+        replacement yet."""
         try:
-            return self.path.stat().st_ino != self._inode
+            return self.path.lstat().st_ino != self._inode
         except FileNotFoundError:
             return False
 

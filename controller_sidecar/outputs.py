@@ -1,22 +1,29 @@
-"""Uploads of what the learner leaves: checkpoints (periodically and at the end), results, metrics."""
+"""Uploads of what the learner leaves: checkpoints (periodically and at the end), results, metrics.
+
+Every file is opened without following links (:mod:`controller_sidecar.jobfiles`); links and special files
+in the results are skipped with a warning, and a file the sidecar may not read fails the upload naming it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import logging
-import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller_sidecar.checkpointsync import upload_checkpoints
 from controller_sidecar.clock import event_or_timeout
-from controller_sidecar.errors import SidecarError
+from controller_sidecar.errors import SidecarError, UnsafeFileError
 from controller_sidecar.inputs import transfer_backoff
+from controller_sidecar.jobfiles import open_learner_file, regular_files
 from controller_sidecar.prom import SidecarMetrics, TransferKind
 from controller_sidecar.retry import retry_async
-from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, SidecarSettings
+
+if TYPE_CHECKING:
+    from controller_sidecar.s3store import S3Store
 
 LOGGER = logging.getLogger(__name__)
 CHECKPOINT_STATE = "upload-checkpoints.json"
@@ -51,27 +58,30 @@ async def store_tree(
 ) -> int:
     """Upload every regular file under ``folder`` to ``location``, keeping relative paths; returns bytes."""
     total = 0
-    for path in sorted(_files(folder)):
-        key = location.key(path.relative_to(folder).as_posix())
-        started = time.monotonic()
-        await retry_async(
-            functools.partial(asyncio.to_thread, store.upload_file, path, location.bucket, key),
-            transfer_backoff(settings),
-            what=f"upload {path}",
-            on_retry=lambda _attempt, _error: metrics.record_retry("upload"),
-        )
-        size = path.stat().st_size
-        metrics.record_transfer("upload", kind, size, time.monotonic() - started)
-        total += size
+    try:
+        names = await asyncio.to_thread(regular_files, folder, skip_folder=lambda name: name.startswith(".tmp-"))
+    except UnsafeFileError as error:
+        LOGGER.warning("nothing uploaded from %s: %s", folder, error)
+        return 0
+    for relative in names:
+        path = folder / relative
+        handle = await asyncio.to_thread(open_learner_file, path)
+        if handle is None:
+            continue
+        key = location.key(relative)
+        with handle:
+            started = time.monotonic()
+            stored = await retry_async(
+                functools.partial(
+                    asyncio.to_thread, store.upload_stream, handle, location.bucket, key, source=str(path)
+                ),
+                transfer_backoff(settings),
+                what=f"upload {path}",
+                on_retry=lambda _attempt, _error: metrics.record_retry("upload"),
+            )
+        metrics.record_transfer("upload", kind, stored.size, time.monotonic() - started)
+        total += stored.size
     return total
-
-
-def _files(folder: Path) -> list[Path]:
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".tmp-")]
-        found.extend(Path(dirpath) / name for name in filenames if (Path(dirpath) / name).is_file())
-    return found
 
 
 async def periodic_checkpoints(

@@ -8,12 +8,13 @@ its CPU and memory go to Prometheus.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 
-from controller_sidecar.clock import event_or_timeout
+from controller_sidecar.clock import SYSTEM_CLOCK, Clock, event_or_timeout
 from controller_sidecar.errors import SidecarError
 from controller_sidecar.evalmetrics import MetricsParser
 from controller_sidecar.learnercgroup import LearnerCgroup
@@ -21,6 +22,7 @@ from controller_sidecar.logship import LogShipper, structured_line
 from controller_sidecar.logtail import FileTailer, LineSplitter
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.resources import gpu_utilisation, sample_learner
+from controller_sidecar.retry import Backoff, retry_async
 from controller_sidecar.settings import SidecarSettings
 
 LOGGER = logging.getLogger(__name__)
@@ -28,6 +30,8 @@ LOG_FILE = "learner.log"
 METRICS_FILE = "metrics.jsonl"
 MAX_LINE_BYTES = 1 << 20
 RESOURCE_SAMPLE_S = 2.0
+FINAL_PUBLISH_BACKOFF = Backoff(initial_s=0.2, maximum_s=5.0, max_attempts=None)
+"""The last metrics are retried like statuses: until etcd takes them (or the sidecar's deadline cancels)."""
 
 PublishMetrics = Callable[[Mapping[str, float]], Awaitable[None]]
 
@@ -58,8 +62,14 @@ async def follow_metrics(
     metrics: SidecarMetrics,
     publish: PublishMetrics,
     stop: asyncio.Event,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> None:
-    """Tail ``metrics.jsonl``; publish the latest values whenever they change (and once more at the end)."""
+    """Tail ``metrics.jsonl``; publish the latest values whenever they change, and at the end until delivered.
+
+    While training a failed publish is tried again at the next change or poll; once ``stop`` is set, the
+    last values are retried with backoff until etcd takes them (the caller bounds this by its deadline).
+    """
     tailer = FileTailer(settings.dirs.logs / METRICS_FILE)
     splitter = LineSplitter(MAX_LINE_BYTES)
     published: dict[str, float] = {}
@@ -71,6 +81,10 @@ async def follow_metrics(
         latest = parser.latest()
         if latest != published:
             metrics.set_training_metrics(latest)
+            if stopping:
+                last = functools.partial(publish, dict(latest))
+                await retry_async(last, FINAL_PUBLISH_BACKOFF, what="publish the last metrics", clock=clock)
+                return
             try:
                 await publish(latest)
             except SidecarError as e:

@@ -1,4 +1,5 @@
-"""Exponential backoff with full jitter, for the sidecar's etcd and S3 loops. Retries only TransientError."""
+"""Exponential backoff with full jitter, for every etcd and S3 client: the sidecar's loops and the host's
+commands (:data:`HOST_CALLS`). Retries only TransientError."""
 
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ class Backoff:
         """The wait after failed attempt number ``attempt`` (1-based): uniform in [0, cap] (full jitter)."""
         cap = min(self.maximum_s, self.initial_s * self.multiplier ** (attempt - 1))
         return rng.uniform(0.0, cap)
+
+
+HOST_CALLS = Backoff(initial_s=0.2, maximum_s=2.0, max_attempts=None, deadline_s=30.0)
+"""The host's etcd and S3 calls (``sidecar run-local`` and ``halt``, ``dev upload``, the scheduler's log
+reads): an etcd restarting or a store answering 503 is waited out for up to 30 s, then reported."""
 
 
 async def retry_async(

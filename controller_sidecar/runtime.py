@@ -4,6 +4,9 @@
 ``halt`` key in etcd) or the sidecar's own SIGTERM both end in the same path: ``control/halt`` to the
 learner, its exit awaited within the grace period, checkpoints stored, HALTED. Every step records its
 progress under ``control/``, so a restarted sidecar goes on where the killed one stopped.
+
+Start cost: the S3 client (boto3) is imported and made on a worker thread when the sidecar first needs it,
+after its first status is queued, so the first status write never waits for it.
 """
 
 from __future__ import annotations
@@ -13,31 +16,42 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from controller_sidecar import keys
 from controller_sidecar.control import LearnerExit, read_exit, signal_halt, signal_start
-from controller_sidecar.errors import SidecarError, UnsafePathError
+from controller_sidecar.errors import SidecarError, UnsafeFileError, UnsafePathError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
 from controller_sidecar.health import HEARTBEAT_FILE
-from controller_sidecar.inputs import fetch_inputs
+from controller_sidecar.inputs import InputsReady, fetch_inputs
+from controller_sidecar.jobfiles import open_regular
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
 from controller_sidecar.outputs import periodic_checkpoints, store_checkpoints, store_tree
-from controller_sidecar.processing import PublishMetrics, follow_metrics, make_log_shipper, sample_resources
+from controller_sidecar.processing import (
+    METRICS_FILE,
+    PublishMetrics,
+    follow_metrics,
+    make_log_shipper,
+    sample_resources,
+)
 from controller_sidecar.progress import ProgressFile
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.retry import Backoff, retry_async
-from controller_sidecar.s3store import S3Store
-from controller_sidecar.settings import SidecarSettings
+from controller_sidecar.settings import S3Settings, SidecarSettings
 from controller_sidecar.status import ErrorCode, Phase, StatusRecord
 from controller_sidecar.statusqueue import Deliver, StatusReporter
+
+if TYPE_CHECKING:
+    from controller_sidecar.s3store import S3Store
 
 LOGGER = logging.getLogger(__name__)
 EXIT_WAIT_MARGIN_S = 5.0
 """learner-run kills the command after its own grace period; this much longer we wait for its record."""
 LEARNER_LOST_AFTER_S = 3.0
-"""The learner's cgroup has been empty this long without a ``learner.exit``: the learner is gone."""
+"""The learner's cgroup has been empty (or absent: it ended before the sidecar started) this long without a
+``learner.exit``: the learner is gone."""
 HEARTBEAT_S = 10.0
 
 
@@ -49,11 +63,14 @@ class Sidecar:
         self.halted = asyncio.Event()
         """Set when the job's halt key appears."""
         self.metrics = SidecarMetrics(settings.job_id, settings.learner_id)
-        self.store = S3Store(settings.s3)
+        self._store: asyncio.Task[S3Store] | None = None
         self.progress = ProgressFile(settings.dirs.control)
         self.cgroup = LearnerCgroup(settings.learner_cgroup_dir) if settings.learner_cgroup_dir else None
         self.parser = MetricsParser(parse_evaluation_metrics(settings.evaluation_metrics))
         self._terminated_at: float | None = None
+        self._last_metrics: asyncio.Task[None] | None = None
+        """Follows the learner's metrics; after PROCESSING it retries the last ones until etcd has them."""
+        self._refused: UnsafeFileError | None = None
 
     async def run(self) -> Phase | None:
         """Run the lifecycle; the terminal phase reported, or None when stopped before etcd answered."""
@@ -78,7 +95,7 @@ class Sidecar:
                 self.settings.job_id, self.settings.learner_id, self.settings.etcd.lease_ttl_s, self.settings.etcd.root
             ):
                 phase = await self._lifecycle(reporter, etcd)
-                await reporter.flush(self._remaining(default=60.0))
+                await self._flush(reporter, self._remaining(default=60.0))
                 if not self.settings.exit_when_done:
                     await self.terminate.wait()
                 return phase
@@ -86,6 +103,7 @@ class Sidecar:
             watcher.cancel()
             heartbeat.cancel()
             await asyncio.gather(watcher, heartbeat, return_exceptions=True)
+            await self._stop_last_metrics()
             delivered = await reporter.flush(self._remaining(default=10.0))
             if not delivered:
                 LOGGER.error("status updates still queued at exit; they stay in %s for the next start", dirs.control)
@@ -117,14 +135,18 @@ class Sidecar:
 
         stop_processing = asyncio.Event()
         shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
+        store = await self._s3()
+        self._last_metrics = asyncio.create_task(
+            follow_metrics(settings, self.parser, self.metrics, self._publisher(etcd), stop_processing)
+        )
+        self._last_metrics.add_done_callback(self._follower_done)
         followers = [
             asyncio.create_task(shipper.run(stop_processing)),
-            asyncio.create_task(
-                follow_metrics(settings, self.parser, self.metrics, self._publisher(etcd), stop_processing)
-            ),
-            asyncio.create_task(periodic_checkpoints(settings, self.store, self.metrics, stop_processing)),
+            asyncio.create_task(periodic_checkpoints(settings, store, self.metrics, stop_processing)),
             asyncio.create_task(sample_resources(settings, self.metrics, stop_processing)),
         ]
+        for follower in followers:
+            follower.add_done_callback(self._follower_done)
         exit_record, halt_requested = await self._await_exit()
         self._report(reporter, Phase.STORING)
         stop_processing.set()
@@ -136,13 +158,35 @@ class Sidecar:
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
         try:
             await self._store_outputs()
+        except UnsafeFileError as e:
+            self._refuse(e)
         except SidecarError as e:
             LOGGER.warning("storing failed: %s", e)
             if outcome.phase is Phase.COMPLETED:
                 outcome = Outcome(Phase.FAILED, ErrorCode.UPLOAD_FAILED, f"results not stored: {e}", outcome.exit_code)
+        if self._refused is not None:
+            outcome = Outcome(Phase.FAILED, ErrorCode.UNSAFE_FILE, str(self._refused), outcome.exit_code)
         if self._terminated_at is not None and outcome.phase is Phase.HALTED:
             outcome = Outcome(outcome.phase, outcome.error_code, f"terminated: {outcome.message}", outcome.exit_code)
         return self._finish(reporter, outcome)
+
+    async def _flush(self, reporter: StatusReporter, timeout_s: float) -> None:
+        """Wait, at most ``timeout_s``, until the last metrics and every queued status are in etcd."""
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(reporter.flush(timeout_s))}
+        if self._last_metrics is not None:
+            waits.add(self._last_metrics)
+        await asyncio.wait(waits, timeout=timeout_s)
+
+    async def _stop_last_metrics(self) -> None:
+        task = self._last_metrics
+        if task is None:
+            return
+        if not task.done():
+            LOGGER.error("the last metrics were not in etcd before the sidecar stopped")
+            task.cancel()
+        for result in await asyncio.gather(task, return_exceptions=True):
+            if isinstance(result, Exception):
+                LOGGER.error("following the metrics failed: %r", result)
 
     def _report(self, reporter: StatusReporter, phase: Phase, message: str = "") -> None:
         """Report ``phase`` unless a restarted sidecar already did (phases are reported once)."""
@@ -161,7 +205,7 @@ class Sidecar:
 
     async def _download(self) -> Outcome | None:
         """Fetch the inputs; an Outcome when the learner must not start (halted, refused or failed)."""
-        fetch = asyncio.create_task(fetch_inputs(self.settings, self.store, self.metrics))
+        fetch = asyncio.create_task(self._fetch_inputs())
         interrupt = asyncio.create_task(self._interrupted())
         await asyncio.wait({fetch, interrupt}, return_when=asyncio.FIRST_COMPLETED)
         interrupt.cancel()
@@ -175,8 +219,13 @@ class Sidecar:
             return Outcome(Phase.FAILED, ErrorCode.BAD_INPUT, str(e), None)
         except SidecarError as e:
             return Outcome(Phase.FAILED, ErrorCode.DOWNLOAD_FAILED, str(e), None)
+        except OSError as e:  # the transfers name their object; this is the net under everything else
+            return Outcome(Phase.FAILED, ErrorCode.DOWNLOAD_FAILED, f"placing the inputs failed: {e}", None)
         self.progress.update(inputs_ready=True, restored_step=ready.restored_step)
         return None
+
+    async def _fetch_inputs(self) -> InputsReady:
+        return await fetch_inputs(self.settings, await self._s3(), self.metrics)
 
     async def _interrupted(self) -> None:
         waits = [asyncio.create_task(self.halted.wait()), asyncio.create_task(self.terminate.wait())]
@@ -195,10 +244,14 @@ class Sidecar:
         deadline = time.monotonic() + self._halt_wait() if halt_sent else None
         empty_since: float | None = None
         while True:
-            record = read_exit(control)
+            try:
+                record = read_exit(control)
+            except UnsafeFileError as error:
+                self._refuse(error)
+                record = None
             if record is not None:
                 return record, halt_sent
-            if not halt_sent and (self.halted.is_set() or self.terminate.is_set()):
+            if not halt_sent and (self.halted.is_set() or self.terminate.is_set() or self._refused is not None):
                 if self.terminate.is_set():
                     self._terminated_at = self._terminated_at or time.monotonic()
                 signal_halt(control)
@@ -211,11 +264,23 @@ class Sidecar:
             if self.cgroup is not None and not self.cgroup.populated():
                 empty_since = empty_since or now
                 if now - empty_since > LEARNER_LOST_AFTER_S:
-                    lost = "the learner container stopped without writing learner.exit"
+                    lost = "the learner ended without learner-run's exit record: is learner-run the image's entrypoint?"
                     return LearnerExit(1, "lost", error=lost), halt_sent
             else:
                 empty_since = None
             await self._pause(self.settings.timing.poll_interval_s)
+
+    def _follower_done(self, task: asyncio.Task[None]) -> None:
+        error = None if task.cancelled() else task.exception()
+        if isinstance(error, UnsafeFileError):
+            self._refuse(error)
+
+    def _refuse(self, error: UnsafeFileError) -> None:
+        """The learner put a link or special file where the sidecar reads its log, metrics or exit record:
+        the learner is halted and the job ends FAILED with this message."""
+        if self._refused is None:
+            LOGGER.error("%s: halting the learner", error)
+            self._refused = error
 
     def _halt_wait(self) -> float:
         wait = self.settings.timing.halt_grace_s + EXIT_WAIT_MARGIN_S
@@ -241,22 +306,28 @@ class Sidecar:
         return max(0.0, self.settings.timing.shutdown_deadline_s - (time.monotonic() - started))
 
     async def _store_outputs(self) -> None:
-        settings, locations = self.settings, self.settings.locations
-        await store_checkpoints(settings, self.store, self.metrics)
-        await store_tree(settings, self.store, self.metrics, settings.dirs.results, locations.result_files, "results")
-        metrics_file = settings.dirs.logs / "metrics.jsonl"
-        if metrics_file.is_file():
-            await asyncio.to_thread(
-                self.store.upload_file,
-                metrics_file,
-                locations.log_files.bucket,
-                locations.log_files.key("metrics.jsonl"),
-            )
+        settings, locations, store = self.settings, self.settings.locations, await self._s3()
+        await store_checkpoints(settings, store, self.metrics)
+        await store_tree(settings, store, self.metrics, settings.dirs.results, locations.result_files, "results")
+        metrics_file = settings.dirs.logs / METRICS_FILE
+        try:
+            handle = await asyncio.to_thread(open_regular, metrics_file)
+        except FileNotFoundError:
+            return
+        with handle:
+            bucket, key = locations.log_files.bucket, locations.log_files.key(METRICS_FILE)
+            await asyncio.to_thread(store.upload_stream, handle, bucket, key, source=str(metrics_file))
 
     async def _log_sink(self, name: str, data: bytes) -> None:
         location = self.settings.locations.log_files
-        await asyncio.to_thread(self.store.put_bytes, location.bucket, location.key(name), data)
+        await asyncio.to_thread((await self._s3()).put_bytes, location.bucket, location.key(name), data)
         self.metrics.log_bytes_shipped.inc(len(data))
+
+    async def _s3(self) -> S3Store:
+        """The S3 client, made on first use on a worker thread (the event loop keeps delivering statuses)."""
+        if self._store is None:
+            self._store = asyncio.create_task(asyncio.to_thread(_open_store, self.settings.s3))
+        return await asyncio.shield(self._store)
 
     def _publisher(self, etcd: EtcdStore) -> PublishMetrics:
         async def publish(values: Mapping[str, float]) -> None:
@@ -302,3 +373,10 @@ class Sidecar:
                 await connect
             return None
         return connect.result()
+
+
+def _open_store(settings: S3Settings) -> S3Store:
+    """Import boto3 and make the client: the sidecar's largest start cost, deferred until S3 is needed."""
+    from controller_sidecar.s3store import S3Store  # here, not at the top: deferred on purpose
+
+    return S3Store(settings)

@@ -26,7 +26,6 @@ import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -48,12 +47,11 @@ from s3transfer.utils import ChunksizeAdjuster
 
 from controller_sidecar.atomicfile import fsync_dir
 from controller_sidecar.errors import PermanentError, SidecarError, TransferError, TransientError
+from controller_sidecar.s3objects import PARTIAL_SUFFIX, RemoteObject
 from controller_sidecar.settings import S3Location, S3Settings
 
 LOGGER = logging.getLogger(__name__)
 MIB = 1024 * 1024
-PARTIAL_SUFFIX = ".lk-partial"
-"""Downloads stream into ``.<name>.<random>.lk-partial`` beside their destination, then are renamed."""
 _CHUNK = 1 * MIB
 _PART_SIZE = 8 * MIB
 _TRANSIENT_CODES = frozenset(
@@ -68,14 +66,6 @@ _TRANSIENT_CODES = frozenset(
     }
 )
 _MULTIPART_ETAG = re.compile(r"^([0-9a-f]{32})-(\d+)$")
-
-
-@dataclass(frozen=True)
-class RemoteObject:
-    key: str
-    size: int
-    etag: str
-    """Without quotes: ``<md5>`` or ``<md5>-<parts>``."""
 
 
 def _url(bucket: str, key: str = "") -> str:
@@ -167,10 +157,16 @@ class _Digest:
 
 def file_etag(path: Path, part_size: int | None) -> str:
     """The ETag S3 gives ``path`` uploaded whole (``part_size`` None) or in parts of ``part_size``."""
-    digest = _Digest(part_size)
     with path.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
+        return stream_etag(stream, part_size)
+
+
+def stream_etag(stream: IO[bytes], part_size: int | None) -> str:
+    """The ETag of ``stream``'s content from its start (it is read to its end)."""
+    digest = _Digest(part_size)
+    stream.seek(0)
+    while chunk := stream.read(_CHUNK):
+        digest.update(chunk)
     return digest.etag()
 
 
@@ -255,7 +251,8 @@ class S3Store:
         where = _url(bucket, obj.key)
         digest = _Digest(self._part_size(bucket, obj))
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=PARTIAL_SUFFIX, dir=dest.parent)
+        # A short temp name: ``dest.name`` may already take the file system's whole NAME_MAX.
+        fd, temp_name = tempfile.mkstemp(prefix=".", suffix=PARTIAL_SUFFIX, dir=dest.parent)
         temp = Path(temp_name)
         try:
             with os.fdopen(fd, "wb") as out:
@@ -291,19 +288,29 @@ class S3Store:
 
     def upload_file(self, path: Path, bucket: str, key: str) -> RemoteObject:
         """Upload ``path`` (in parts above the multipart threshold) and check the stored ETag against it."""
+        with path.open("rb") as stream:
+            return self.upload_stream(stream, bucket, key, source=str(path))
+
+    def upload_stream(self, stream: IO[bytes], bucket: str, key: str, *, source: str) -> RemoteObject:
+        """Upload an open file, from its start, and check the stored ETag; ``source`` names it in errors.
+
+        The sidecar uploads the learner's files this way: opened once without following links
+        (:mod:`controller_sidecar.jobfiles`), so what is sent is the file that was checked.
+        """
         where = _url(bucket, key)
-        size = path.stat().st_size
+        size = stream.seek(0, os.SEEK_END)
         config = self._transfer_config
         part_size = None
         if size >= config.multipart_threshold:
             part_size = ChunksizeAdjuster().adjust_chunksize(config.multipart_chunksize, size)
-        expected = file_etag(path, part_size)
+        expected = stream_etag(stream, part_size)
+        stream.seek(0)
         with _translated(where), TransferManager(self._client, config) as manager:
-            manager.upload(str(path), bucket, key).result()
+            manager.upload(stream, bucket, key).result()
         stored = self.head(bucket, key)
         if stored.size != size or stored.etag != expected:
             raise TransferError(
-                f"{path} -> {where}: stored {stored.size} bytes with ETag {stored.etag}, "
+                f"{source} -> {where}: stored {stored.size} bytes with ETag {stored.etag}, "
                 f"expected {size} bytes with ETag {expected}"
             )
         return stored
@@ -313,6 +320,21 @@ class S3Store:
         md5 = base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode("ascii")
         with _translated(_url(bucket, key)):
             self._client.put_object(Bucket=bucket, Key=key, Body=data, ContentMD5=md5)
+
+    def read_range(self, bucket: str, key: str, first: int, last: int) -> Iterator[bytes]:
+        """Bytes ``first..last`` (inclusive) of an object, streamed in chunks of at most 1 MiB.
+
+        The request is sent now (so a caller's retry covers it); the body is read as the chunks are taken.
+        A body cut short raises TransientError; a store that sends a different length, TransferError.
+        """
+        where = _url(bucket, key)
+        with _translated(where):
+            answer = self._client.get_object(Bucket=bucket, Key=key, Range=f"bytes={first}-{last}")
+        length = int(answer["ContentLength"])
+        if length != last - first + 1:
+            answer["Body"].close()
+            raise TransferError(f"{where}: asked for bytes {first}-{last}, the store sends {length}")
+        return _chunks(answer["Body"], where, length)
 
     def get_bytes(self, bucket: str, key: str) -> bytes:
         """A small object, whole; checked against its ETag when that is a plain MD5."""
@@ -328,3 +350,16 @@ class S3Store:
         if _MULTIPART_ETAG.match(etag) is None and hashlib.md5(data, usedforsecurity=False).hexdigest() != etag:
             raise TransferError(f"{where}: content does not match its ETag {etag}")
         return data
+
+
+def _chunks(body: Any, where: str, length: int) -> Iterator[bytes]:
+    received = 0
+    try:
+        with _translated(where):
+            while chunk := body.read(_CHUNK):
+                received += len(chunk)
+                yield chunk
+    finally:
+        body.close()
+    if received < length:
+        raise TransientError(f"{where}: the connection ended after {received} of {length} bytes")

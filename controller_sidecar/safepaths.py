@@ -1,7 +1,8 @@
 """Where an object key or archive member may land: strictly inside its destination folder.
 
 A name is refused when it is empty, absolute, has empty, ``.`` or ``..`` segments, a backslash or a NUL,
-or when an existing component of its path under the destination is a symlink (which could lead outside).
+a segment longer than the file system allows (:data:`NAME_MAX` bytes), or when an existing component of its
+path under the destination is a symlink (which could lead outside).
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller_sidecar.errors import UnsafePathError
+
+NAME_MAX = 255
+"""Bytes in one file name (Linux, every common file system)."""
 
 
 def relative_parts(name: str, *, what: str) -> tuple[str, ...]:
@@ -23,6 +27,8 @@ def relative_parts(name: str, *, what: str) -> tuple[str, ...]:
     for part in parts:
         if part in ("", ".", ".."):
             raise UnsafePathError(f"{what}: {name!r} has an empty, '.' or '..' segment")
+        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            raise UnsafePathError(f"{what}: the segment {part[:40]!r}... is longer than {NAME_MAX} bytes")
     return parts
 
 

@@ -219,7 +219,8 @@ def load_settings(environ: Mapping[str, str], config_path: Path | None = None) -
             ),
             max_attempts=reader.integer("s3.max_attempts", minimum=1, default=S3Settings.max_attempts),
         ),
-        dirs=JobDirs(Path(reader.optional_text("job_dir") or "/job")),
+        # Resolved: the sidecar opens files below it from / without following links (jobfiles).
+        dirs=JobDirs(Path(reader.optional_text("job_dir") or "/job").resolve()),
         timing=Timing(
             halt_grace_s=reader.seconds("timing.halt_grace_s", Timing.halt_grace_s),
             checkpoint_interval_s=reader.seconds("timing.checkpoint_interval_s", Timing.checkpoint_interval_s),

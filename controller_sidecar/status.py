@@ -44,6 +44,8 @@ class ErrorCode(StrEnum):
     """The job's data or model archive was refused (unsafe paths, too large, corrupt)."""
     LEARNER_LOST = "LEARNER_LOST"
     """The learner container ended without writing ``learner.exit``."""
+    UNSAFE_FILE = "UNSAFE_FILE"
+    """The learner put a symbolic link or special file where the sidecar reads its log, metrics or exit record."""
     SIDECAR_TERMINATED = "SIDECAR_TERMINATED"
     """The sidecar was told to stop (SIGTERM) before the learner ended."""
     CONFIG = "CONFIG"

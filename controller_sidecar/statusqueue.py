@@ -25,6 +25,7 @@ from typing import TypedDict
 from controller_sidecar.atomicfile import write_json_atomic
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import PermanentError, SidecarError, TransientError
+from controller_sidecar.jobfiles import read_regular
 from controller_sidecar.retry import Backoff, retry_async
 from controller_sidecar.status import ErrorCode, Phase, RawStatus, StatusRecord
 
@@ -183,7 +184,7 @@ class StatusReporter:
 
     def _load(self) -> None:
         try:
-            text = self.state_path.read_text(encoding="utf-8")
+            text = read_regular(self.state_path)
         except FileNotFoundError:
             return
         except OSError as e:

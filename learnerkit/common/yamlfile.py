@@ -7,6 +7,7 @@ keys, recursive aliases) are collected and raised together, like the schema prob
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,40 @@ MAX_DEPTH = 64
 """Deeper nesting is refused: no manifest or framework.yaml needs it, and Python's stack would."""
 MAX_NODES = 100_000
 """Aliases can expand a small text into a huge tree ("billion laughs"); stop well before memory does."""
+_DEADLINE_EVERY = 256
+"""The parser looks at the clock once per this many nodes."""
+
+
+@dataclass(frozen=True)
+class YamlBudget:
+    """What reading one document may cost: values (counted while parsing and again while building), and time."""
+
+    max_nodes: int = MAX_NODES
+    seconds: float | None = None
+    """None: no time limit."""
+
+
+class _OverBudget(Exception):
+    """Between the bounded loader and `parse_located_yaml`: the document costs more than its budget."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, counting nodes as they are composed and looking at the clock now and then."""
+
+    def __init__(self, text: str, budget: YamlBudget) -> None:
+        super().__init__(text)
+        self._budget = budget
+        self._deadline = None if budget.seconds is None else time.monotonic() + budget.seconds
+        self._nodes = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._nodes += 1
+        if self._nodes > self._budget.max_nodes:
+            raise _OverBudget(f"more than {self._budget.max_nodes} values")
+        if self._deadline is not None and self._nodes % _DEADLINE_EVERY == 0 and time.monotonic() > self._deadline:
+            raise _OverBudget(f"reading it took longer than {self._budget.seconds:g} s")
+        node: yaml.Node | None = super().compose_node(parent, index)
+        return node
 
 
 @dataclass(frozen=True)
@@ -84,7 +119,7 @@ def format_field_path(loc: FieldPath) -> str:
     return out or "(document)"
 
 
-def load_located_yaml(path: Path) -> LocatedYaml:
+def load_located_yaml(path: Path, budget: YamlBudget | None = None) -> LocatedYaml:
     """Read and parse `path`; see `parse_located_yaml`."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -92,13 +127,19 @@ def load_located_yaml(path: Path) -> LocatedYaml:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from e
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from e
-    return parse_located_yaml(text, path)
+    return parse_located_yaml(text, path, budget)
 
 
-def parse_located_yaml(text: str, path: Path) -> LocatedYaml:
-    """Parse one YAML document; syntax errors and duplicate keys raise `YamlError` naming their lines."""
+def parse_located_yaml(text: str, path: Path, budget: YamlBudget | None = None) -> LocatedYaml:
+    """Parse one YAML document; syntax errors and duplicate keys raise `YamlError` naming their lines, and so
+    does a document over its ``budget`` (values or time; default: `MAX_NODES`, no time limit)."""
+    budget = budget or YamlBudget()
+    loader: _BoundedLoader | None = None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = _BoundedLoader(text, budget)
+        root = loader.get_single_node()
+    except _OverBudget as e:
+        raise YamlError([Problem(path, None, (), f"{e}: too large or too complex")]) from e
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else None
@@ -107,7 +148,10 @@ def parse_located_yaml(text: str, path: Path) -> LocatedYaml:
         raise YamlError([Problem(path, None, (), f"not YAML text: {e}")]) from e
     except RecursionError as e:
         raise YamlError([Problem(path, None, (), f"nested deeper than {MAX_DEPTH} levels")]) from e
-    builder = _Builder(path)
+    finally:
+        if loader is not None:
+            loader.dispose()
+    builder = _Builder(path, budget.max_nodes)
     data = builder.build(root, ()) if root is not None else None
     if builder.problems:
         raise YamlError(builder.problems)
@@ -117,8 +161,9 @@ def parse_located_yaml(text: str, path: Path) -> LocatedYaml:
 class _Builder:
     """Turns composed nodes into plain Python data, recording lines and collecting problems."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_nodes: int) -> None:
         self.path = path
+        self.max_nodes = max_nodes
         self.lines: dict[FieldPath, int] = {(): 1}
         self.problems: list[Problem] = []
         self.loader = yaml.SafeLoader("")
@@ -131,8 +176,8 @@ class _Builder:
     def build(self, node: yaml.Node, loc: FieldPath) -> Any:
         self.lines.setdefault(loc, node.start_mark.line + 1)
         self.count += 1
-        if self.count > MAX_NODES:
-            raise YamlError([Problem(self.path, None, (), f"more than {MAX_NODES} values (alias expansion?)")])
+        if self.count > self.max_nodes:
+            raise YamlError([Problem(self.path, None, (), f"more than {self.max_nodes} values (alias expansion?)")])
         if len(loc) > MAX_DEPTH:
             self._problem(node, loc, f"nested deeper than {MAX_DEPTH} levels")
             return None

@@ -90,8 +90,9 @@ class DevServices:
                     self._check_running(service, record, env, state)
                     results.append(_status(record, healthy=True, action="already running"))
                     continue
-                preferred = service.ports if record is None else record.ports
-                launch = self._launch(service, choose_ports(preferred, any_port=any_port), env, state)
+                # A restarted service keeps its recorded ports where they are free, --any-port or not.
+                ports = choose_ports(service.ports, any_port=any_port) if record is None else choose_ports(record.ports)
+                launch = self._launch(service, ports, env, state)
                 record_new = start_detached(service, launch, self.folder / f"{service.name}.log")
                 state = state.with_record(record_new)
                 save_state(self.state_path, state)

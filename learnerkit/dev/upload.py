@@ -1,11 +1,16 @@
-"""Upload a local folder to the dev S3 store (the demo's sample dataset), each object checked by ETag."""
+"""Upload a local folder to the dev S3 store (the demo's sample dataset), each object checked by ETag.
+
+Transient store errors are retried with the sidecar's backoff (:data:`controller_sidecar.retry.HOST_CALLS`).
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller_sidecar.retry import HOST_CALLS, retry_sync
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, S3Settings
 from learnerkit.common.errors import ConfigError
@@ -46,10 +51,13 @@ def files_under(folder: Path) -> list[Path]:
 
 def upload_folder(settings: S3Settings, folder: Path, location: S3Location, on_file: FileDone) -> UploadResult:
     store = S3Store(settings)
-    store.ensure_bucket(location.bucket)
+    retry_sync(lambda: store.ensure_bucket(location.bucket), HOST_CALLS, what=f"create bucket {location.bucket}")
     uploaded = []
     for path in files_under(folder):
-        stored = store.upload_file(path, location.bucket, location.key(path.relative_to(folder).as_posix()))
+        key = location.key(path.relative_to(folder).as_posix())
+        stored = retry_sync(
+            functools.partial(store.upload_file, path, location.bucket, key), HOST_CALLS, what=f"upload {path}"
+        )
         uploaded.append(UploadedObject(stored.key, stored.size, stored.etag))
         on_file(path, stored.size)
     return UploadResult(str(folder), str(location), uploaded, sum(o.size for o in uploaded))

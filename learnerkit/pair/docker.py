@@ -3,7 +3,8 @@
 Order matters: the volume, then the learner (it waits for ``control/start``), then the sidecar with the
 learner's cgroup mounted read-only. The learner runs hardened: non-root, read-only root file system, no
 capabilities, no new privileges, no credentials, and no network unless the job is distributed. The
-sidecar gets the host network (etcd and S3 listen on the host's loopback here) and the secrets.
+sidecar runs as its own user (``SIDECAR_UID``), with CPU and memory limits, and gets the host network
+(etcd and S3 listen on the host's loopback here) and the secrets.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ import docker.errors
 
 from learnerkit.common.engine import EngineError, engine, gpu_request
 from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
-from learnerkit.pair.spec import PairSpec
+from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 
 PAIR_LABEL = "io.learnerkit.pair"
 JOB_LABEL = "io.learnerkit.job-id"
 ROLE_LABEL = "io.learnerkit.role"
-RUN_AS = "1000:0"
+LEARNER_RUN_AS = f"{LEARNER_UID}:0"
+SIDECAR_RUN_AS = f"{SIDECAR_UID}:0"
+DATA_DIR = "/job/data"
 STOP_MARGIN_S = 10
 """A stop waits this much longer than the sidecar's shutdown deadline (or the learner's halt grace)."""
 
@@ -49,13 +52,13 @@ class PairHandle:
     sidecar: str
 
 
-def _hardened(spec: PairSpec, placement: DockerPlacement, role: str) -> dict[str, Any]:
+def _hardened(spec: PairSpec, placement: DockerPlacement, role: str, user: str) -> dict[str, Any]:
     return {
         "read_only": True,
         "tmpfs": {"/tmp": "rw,size=512m,mode=1777"},
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
-        "user": RUN_AS,
+        "user": user,
         "detach": True,
         "labels": {**placement.labels, PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id, ROLE_LABEL: role},
     }
@@ -74,12 +77,15 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
     if isinstance(spec.command, str):
         env["LEARNER_COMMAND"] = spec.command
     options: dict[str, Any] = {
-        **_hardened(spec, placement, "learner"),
+        **_hardened(spec, placement, "learner", LEARNER_RUN_AS),
         "image": spec.learner_image,
         "name": f"{spec.name}-learner",
         "command": command,
         "environment": env,
-        "volumes": {volume: {"bind": "/job", "mode": "rw"}},
+        "volumes": {
+            volume: {"bind": "/job", "mode": "rw"},
+            **({spec.data_mount: {"bind": DATA_DIR, "mode": "ro"}} if spec.data_mount else {}),
+        },
         "shm_size": "1g",
         "stop_signal": "SIGTERM",
     }
@@ -100,14 +106,22 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
     return options
 
 
-def sidecar_options(spec: PairSpec, placement: DockerPlacement, volume: str, cgroups: dict[str, str]) -> dict[str, Any]:
+def sidecar_options(
+    spec: PairSpec, placement: DockerPlacement, volume: str, cgroups: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """``cgroups``: the learner's cgroup folders, mounted read-only so the sidecar sees the learner end; empty
+    where the engine's host has none to give; None when the learner has ended already: the sidecar then gets
+    ``learner_cgroup_dir`` with nothing in it, which reads as a learner that is gone."""
     config = dict(spec.sidecar_config)
-    if cgroups:
+    if cgroups is None or cgroups:
         config["learner_cgroup_dir"] = SIDECAR_MOUNT
-    volumes: dict[str, dict[str, str]] = {volume: {"bind": "/job", "mode": "rw"}}
-    volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in cgroups.items()})
+    # Mounts, not binds: a folder that vanished fails the start instead of being created again.
+    mounts = [
+        docker.types.Mount(target=inside, source=host, type="bind", read_only=True)
+        for host, inside in (cgroups or {}).items()
+    ]
     return {
-        **_hardened(spec, placement, "sidecar"),
+        **_hardened(spec, placement, "sidecar", SIDECAR_RUN_AS),
         "image": spec.sidecar_image,
         "name": f"{spec.name}-sidecar",
         "environment": {
@@ -117,9 +131,13 @@ def sidecar_options(spec: PairSpec, placement: DockerPlacement, volume: str, cgr
             "NUM_LEARNERS": str(spec.num_learners),
             "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(config, sort_keys=True),
         },
-        "volumes": volumes,
+        "volumes": {volume: {"bind": "/job", "mode": "rw"}},
+        "mounts": mounts,
         "network_mode": "host",
         "stop_signal": "SIGTERM",
+        "nano_cpus": int(SIDECAR_CPUS * 1e9),
+        "mem_limit": SIDECAR_MEMORY_BYTES,
+        "memswap_limit": SIDECAR_MEMORY_BYTES,
     }
 
 
@@ -133,9 +151,7 @@ def start_pair(spec: PairSpec, placement: DockerPlacement | None = None) -> Pair
         made.append(volume)
         learner = client.containers.run(**learner_options(spec, placement, volume.name))
         made.append(learner)
-        learner.reload()
-        cgroups = cgroup_mounts(int(learner.attrs["State"]["Pid"]))
-        sidecar = client.containers.run(**sidecar_options(spec, placement, volume.name, cgroups))
+        sidecar = _run_sidecar(spec, placement, volume.name, learner)
         made.append(sidecar)
     except docker.errors.APIError as e:
         for obj in reversed(made):
@@ -143,6 +159,36 @@ def start_pair(spec: PairSpec, placement: DockerPlacement | None = None) -> Pair
                 obj.remove(force=True)
         raise EngineError(f"starting learner pair {spec.name}: {e.explanation}") from e
     return PairHandle(name=spec.name, volume=volume.name, learner=learner.id, sidecar=sidecar.id)
+
+
+def _learner_cgroups(learner: Any) -> dict[str, str] | None:
+    """The running learner's cgroup folders (empty when this host has none of its); None once it has ended."""
+    learner.reload()
+    state = learner.attrs["State"]
+    if not state.get("Running"):
+        return None
+    mounts = cgroup_mounts(int(state["Pid"]))
+    if not mounts:
+        learner.reload()  # nothing found: the learner may have ended meanwhile
+        if not learner.attrs["State"].get("Running"):
+            return None
+    return mounts
+
+
+def _run_sidecar(spec: PairSpec, placement: DockerPlacement, volume: str, learner: Any) -> Any:
+    """The sidecar, watching the learner's cgroup; a learner that ends before (an image without learner-run
+    runs its command at once) leaves the sidecar an empty cgroup folder, so it ends the job FAILED."""
+    client = engine()
+    cgroups = _learner_cgroups(learner)
+    try:
+        return client.containers.run(**sidecar_options(spec, placement, volume, cgroups))
+    except docker.errors.APIError:
+        # The learner ended between the read of its cgroup and the mount: its folders are gone.
+        if not cgroups or _learner_cgroups(learner) is not None:
+            raise
+    with suppress(docker.errors.NotFound):
+        client.containers.get(f"{spec.name}-sidecar").remove(force=True)
+    return client.containers.run(**sidecar_options(spec, placement, volume, None))
 
 
 def container(container_id: str) -> Any | None:
@@ -165,7 +211,7 @@ def exit_code(container_id: str) -> int | None:
 def remove_pair(handle: PairHandle) -> None:
     """Remove both containers and the volume; nothing of the pair is left behind."""
     for container_id in (handle.sidecar, handle.learner):
-        found = container(container_id)
+        found = container(container_id) if container_id else None  # a half-made pair has no sidecar yet
         if found is not None:
             with suppress(docker.errors.NotFound):
                 found.remove(force=True)

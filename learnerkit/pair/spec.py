@@ -18,6 +18,15 @@ from learnerkit.common.errors import ConfigError
 S3_URL = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<key>.*))?$")
 # The pod name `lk-<job>-<n>` must stay a DNS label (63 characters) for the headless Service's records.
 JOB_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
+LEARNER_UID = 1000
+SIDECAR_UID = 1001
+"""Two users, one group (0, which owns ``/job``; its folders are group-writable): the learner cannot read the
+sidecar's ``/proc/<pid>/environ`` (its S3 and etcd secrets) even where they share a PID namespace
+(Kubernetes' ``shareProcessNamespace``), and each still reads what the other writes."""
+SIDECAR_CPUS = 1.0
+SIDECAR_MEMORY_BYTES = 1 << 30
+"""The sidecar's limits on every backend, whatever the learner's size: it moves files, tails logs and matches
+the manifest's metric rules, so a runaway (a rule, a leak) is held here instead of starving the learner."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,9 @@ class PairSpec:
     shutdown_deadline_s: float = 20.0
     namespace: str = "default"
     """The Kubernetes namespace; the Docker engine has none."""
+    data_mount: str | None = None
+    """A host folder mounted read-only at the learner's ``/job/data`` (an FfDL ``mount_volume`` store); the
+    Docker engine only."""
 
     def __post_init__(self) -> None:
         if not JOB_ID.match(self.job_id):
@@ -58,6 +70,8 @@ class PairSpec:
             raise ConfigError(f"job {self.job_id}: gpus must not be negative, got {self.gpus}")
         if self.gpu_type and not self.gpus:
             raise ConfigError(f"job {self.job_id}: gpu_type {self.gpu_type!r} given but gpus is 0")
+        if self.data_mount is not None and not self.data_mount.startswith("/"):
+            raise ConfigError(f"job {self.job_id}: the data mount {self.data_mount!r} is not an absolute host path")
 
     @property
     def name(self) -> str:

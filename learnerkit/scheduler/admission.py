@@ -3,14 +3,15 @@
 One scheduling pass (:meth:`AdmissionState.schedule`) walks the queue in order (higher priority first,
 then earlier submission) and, for each job whose backoff has passed:
 
-1. **Quota.** A tenant's admitted and running GPUs never exceed its quota. The GPUs of the tenant's jobs
-   still waiting ahead are *held*: a later job of the same tenant is admitted only if it fits the quota
-   beside them, so it can never take quota that a job ahead of it needs.
+1. **Quota.** A tenant's admitted and running GPUs, CPUs, memory and jobs never exceed its quota. What the
+   tenant's jobs still waiting ahead need is *held*: a later job of the same tenant is admitted only if it
+   fits the quota beside them, so it can never take quota that a job ahead of it needs.
 2. **Head of line, per pool.** Once a job waits for capacity in a pool (a GPU type, or CPU-only room),
    the pool is blocked for the rest of the pass: later jobs that need it wait "behind N higher-priority
    jobs", so a big job is never starved by a stream of small ones. Jobs for other pools still go ahead
    (backfill), since they cannot take what the blocked job waits for; CPU-only learners then avoid the
-   nodes of blocked GPU pools. A job backing off after a ready timeout blocks nothing.
+   nodes of blocked GPU pools. A job that asks for GPUs of any type blocks every GPU pool while it waits, and
+   is placed only in GPU pools nobody waits for. A job backing off after a ready timeout blocks nothing.
 3. **Gang placement** (:mod:`learnerkit.scheduler.placement`): every learner is placed or nothing is
    reserved. A job that the same heuristic cannot place even on an empty cluster is rejected as
    unschedulable instead of waiting forever.
@@ -28,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from learnerkit.scheduler.capacity import Cluster, Node, PoolKey
+from learnerkit.scheduler.capacity import ANY_GPU, GIB, Cluster, Node, PoolKey, gpu_kind, millicores
 from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, UnknownJobError
 from learnerkit.scheduler.placement import Placed, place_gang, release_gang
 from learnerkit.scheduler.queue import Job, JobQueue
@@ -57,11 +58,23 @@ class JobPhase(StrEnum):
 
 
 @dataclass(frozen=True)
+class Quota:
+    """What one tenant's admitted and running jobs may hold together; None is unlimited."""
+
+    gpus: int | None = None
+    """GPUs over all GPU types."""
+    cpus: float | None = None
+    memory_bytes: int | None = None
+    jobs: int | None = None
+    """Admitted and running jobs."""
+
+
+@dataclass(frozen=True)
 class AdmissionPolicy:
-    gpu_quotas: Mapping[str, int] = field(default_factory=dict)
-    """GPUs per tenant: admitted plus running, over all GPU types."""
-    default_gpu_quota: int | None = None
-    """The quota of a tenant not in ``gpu_quotas``; None: unlimited."""
+    quotas: Mapping[str, Quota] = field(default_factory=dict)
+    """Per tenant."""
+    default_quota: Quota = field(default_factory=Quota)
+    """The quota of a tenant not in ``quotas``."""
     ready_timeout_s: float = 600.0
     """An admitted job whose learners are not all running by then is requeued."""
     backoff_initial_s: float = 30.0
@@ -69,8 +82,8 @@ class AdmissionPolicy:
     backoff_multiplier: float = 2.0
     backoff_max_s: float = 1800.0
 
-    def quota(self, tenant: str) -> int | None:
-        return self.gpu_quotas.get(tenant, self.default_gpu_quota)
+    def quota(self, tenant: str) -> Quota:
+        return self.quotas.get(tenant, self.default_quota)
 
     def backoff_s(self, timeouts: int) -> float:
         """The wait after ready timeout number ``timeouts`` (1-based). No jitter: time is the caller's."""
@@ -116,6 +129,62 @@ class Requeued:
 
 
 @dataclass(slots=True)
+class _Usage:
+    """A tenant's resources in one sum: in use (admitted and running), or held for its waiting jobs."""
+
+    gpus: int = 0
+    millicpus: int = 0
+    memory_bytes: int = 0
+    jobs: int = 0
+
+    def add(self, job: Job, sign: int = 1) -> None:
+        self.gpus += sign * job.gpus
+        self.millicpus += sign * job.millicpus
+        self.memory_bytes += sign * job.memory_bytes
+        self.jobs += sign
+
+
+_NOTHING = _Usage()
+
+
+def _over_quota(job: Job, quota: Quota, in_use: _Usage, held: _Usage) -> OverQuota | None:
+    """The first quota the job would pass beside what is in use and held; GPUs count only for GPU jobs."""
+    limits = (
+        ("GPU", quota.gpus, job.gpus, in_use.gpus, held.gpus),
+        (
+            "CPU",
+            None if quota.cpus is None else millicores(quota.cpus),
+            job.millicpus,
+            in_use.millicpus,
+            held.millicpus,
+        ),
+        ("memory", quota.memory_bytes, job.memory_bytes, in_use.memory_bytes, held.memory_bytes),
+        ("running-jobs", quota.jobs, 1, in_use.jobs, held.jobs),
+    )
+    for resource, limit, needs, used, waiting in limits:
+        if limit is not None and needs and used + waiting + needs > limit:
+            return OverQuota(job.tenant, limit, used, waiting, needs, resource)
+    return None
+
+
+def _quota_never_fits(job: Job, quota: Quota) -> str | None:
+    """Why the job alone exceeds its tenant's quota; None when it does not."""
+    tenant = repr(job.tenant)
+    if quota.gpus is not None and job.gpus > quota.gpus:
+        return f"needs {job.gpus} GPUs; tenant {tenant} GPU quota is {quota.gpus}"
+    if quota.cpus is not None and job.millicpus > millicores(quota.cpus):
+        return f"needs {job.millicpus / 1000:g} CPUs; tenant {tenant} CPU quota is {quota.cpus:g}"
+    if quota.memory_bytes is not None and job.memory_bytes > quota.memory_bytes:
+        return (
+            f"needs {job.memory_bytes / GIB:.1f} GiB memory; tenant {tenant} memory quota is "
+            f"{quota.memory_bytes / GIB:.1f} GiB"
+        )
+    if quota.jobs is not None and quota.jobs < 1:
+        return f"tenant {tenant} may run no jobs (running-jobs quota {quota.jobs})"
+    return None
+
+
+@dataclass(slots=True)
 class _Entry:
     job: Job
     phase: JobPhase
@@ -140,7 +209,7 @@ class AdmissionState:
         self._queue = JobQueue()
         self._starting: dict[str, _Entry] = {}
         """Admitted jobs not yet reported running: what :meth:`tick` times out."""
-        self._in_use: dict[str, int] = {}
+        self._in_use: dict[str, _Usage] = {}
 
     @classmethod
     def rebuild(
@@ -186,8 +255,9 @@ class AdmissionState:
     def schedule(self, now: float) -> PassResult:
         """One pass over the whole queue; see the module docstring for the policy."""
         cluster, policy, in_use = self.cluster, self.policy, self._in_use
+        gpu_pools = [pool for pool in cluster.pools if pool is not None]
         blocked: dict[PoolKey, int] = {}
-        held: dict[str, int] = {}
+        held: dict[str, _Usage] = {}
         admitted: list[Admitted] = []
         rejected: dict[str, Unschedulable] = {}
         waiting: dict[str, Reason] = {}
@@ -197,16 +267,16 @@ class AdmissionState:
             if entry.not_before > now:
                 entry.reason = waiting[job.job_id] = BackingOff(entry.timeouts, entry.not_before - now)
                 continue
-            tenant, gpus = job.tenant, job.gpus
-            quota = policy.quota(tenant) if gpus else None
-            if quota is not None and in_use.get(tenant, 0) + held.get(tenant, 0) + gpus > quota:
-                reason = OverQuota(tenant, quota, in_use.get(tenant, 0), held.get(tenant, 0), gpus)
+            tenant = job.tenant
+            over = _over_quota(job, policy.quota(tenant), in_use.get(tenant, _NOTHING), held.get(tenant, _NOTHING))
+            if over is not None:
+                reason = over
             elif blocked and not blocked.keys().isdisjoint(job.pools):
                 ahead, pool = max((blocked.get(p, 0), p) for p in job.pools if p in blocked)
                 reason = BehindQueue(ahead, pool)
             else:
-                cpu_pools = [p for p in cluster.pools if p not in blocked] if blocked else None
-                placed = place_gang(cluster, job.learners, cpu_pools=cpu_pools)
+                open_pools = [p for p in cluster.pools if p not in blocked] if blocked else None
+                placed = place_gang(cluster, job.learners, open_pools=open_pools)
                 if isinstance(placed, Placed):
                     self._admit(entry, placed.nodes, now)
                     admitted.append(Admitted(job.job_id, placed.nodes))
@@ -218,10 +288,10 @@ class AdmissionState:
                     continue
                 reason = self._capacity_reason(job, placed.learner)
             if not isinstance(reason, OverQuota):
-                for pool in job.pools:
+                waits_for = [*job.pools, *gpu_pools] if ANY_GPU in job.pools else job.pools
+                for pool in waits_for:
                     blocked[pool] = blocked.get(pool, 0) + 1
-            if gpus:
-                held[tenant] = held.get(tenant, 0) + gpus
+            held.setdefault(tenant, _Usage()).add(job)
             entry.reason = waiting[job.job_id] = reason
         return PassResult(admitted, rejected, waiting)
 
@@ -272,7 +342,7 @@ class AdmissionState:
 
     def gpus_in_use(self, tenant: str) -> int:
         """The tenant's GPUs in admitted and running jobs."""
-        return self._in_use.get(tenant, 0)
+        return self._in_use.get(tenant, _NOTHING).gpus
 
     def _entry(self, job_id: str) -> _Entry:
         try:
@@ -300,12 +370,12 @@ class AdmissionState:
         self._queue.remove(job.job_id)
         entry.phase, entry.nodes, entry.admitted_at, entry.reason = JobPhase.ADMITTED, nodes, now, ""
         self._starting[job.job_id] = entry
-        self._in_use[job.tenant] = self._in_use.get(job.tenant, 0) + job.gpus
+        self._in_use.setdefault(job.tenant, _Usage()).add(job)
 
     def _unreserve(self, entry: _Entry) -> None:
         job = entry.job
         release_gang(self.cluster, job.learners, entry.nodes)
-        self._in_use[job.tenant] -= job.gpus
+        self._in_use[job.tenant].add(job, -1)
         self._starting.pop(job.job_id, None)
         entry.phase, entry.nodes, entry.admitted_at = JobPhase.QUEUED, (), None
 
@@ -318,7 +388,7 @@ class AdmissionState:
                 release_gang(self.cluster, job.learners[:done], entry.nodes[:done])
                 return False
             self.cluster.reserve(node, learner)
-        self._in_use[job.tenant] = self._in_use.get(job.tenant, 0) + job.gpus
+        self._in_use.setdefault(job.tenant, _Usage()).add(job)
         if entry.phase is JobPhase.ADMITTED:
             self._starting[job.job_id] = entry
         return True
@@ -326,18 +396,16 @@ class AdmissionState:
     def _never_fits(self, job: Job) -> str | None:
         """Why the job can never be admitted, by cheap checks (no placement); None if it might be."""
         for index, learner in enumerate(job.learners):
-            if learner.gpus and not self.cluster.total_gpus(learner.gpu_type):
-                return f"no node has {learner.gpu_type} GPUs"
+            if learner.gpus and not self.cluster.total_gpus(learner.pool):
+                return f"no node has {gpu_kind(learner.pool)}"
             if not self.cluster.fits_empty(learner):
-                kind = f"{learner.gpu_type} node" if learner.gpus else "node"
+                kind = "node" if not learner.gpus else "GPU node" if learner.pool == ANY_GPU else f"{learner.pool} node"
                 return f"learner {index} needs {learner.describe()}; no {kind} is that large"
         for pool in job.pools:
             if pool is not None and job.gpus_in(pool) > self.cluster.total_gpus(pool):
-                return f"needs {job.gpus_in(pool)} {pool} GPUs; the cluster has {self.cluster.total_gpus(pool)}"
-        quota = self.policy.quota(job.tenant)
-        if quota is not None and job.gpus > quota:
-            return f"needs {job.gpus} GPUs; tenant {job.tenant!r} GPU quota is {quota}"
-        return None
+                total = self.cluster.total_gpus(pool)
+                return f"needs {job.gpus_in(pool)} {gpu_kind(pool)}; the cluster has {total}"
+        return _quota_never_fits(job, self.policy.quota(job.tenant))
 
     def _fits_when_empty(self, job: Job) -> bool:
         if job.job_id in self._fits_empty:
@@ -352,7 +420,7 @@ class AdmissionState:
     def _capacity_reason(self, job: Job, failed: int) -> Reason:
         learner = job.learners[failed]
         if learner.gpus:
-            pool = learner.gpu_type
+            pool = learner.pool
             most_free, on_node = self.cluster.most_free_gpus(pool)
             free_total = self.cluster.free_gpus(pool)
             gpus = job.gpus_in(pool)

@@ -7,6 +7,7 @@ Errors have one body shape, ``{"error": <code>, "message": <text>}``; a refused 
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,10 +15,11 @@ from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from learnerkit import __version__
@@ -28,16 +30,24 @@ from learnerkit.scheduler.errors import (
     AuthError,
     JobStateError,
     ManifestError,
+    ManifestTooLargeError,
+    RateLimitedError,
+    StoreUnavailableError,
     TokensFileError,
     UnknownJobError,
 )
 from learnerkit.scheduler.facade import JobView, SchedulerFacade
 from learnerkit.scheduler.hosting import Lifespan
+from learnerkit.scheduler.ratelimit import RateLimiter
+from learnerkit.scheduler.settings import LimitSettings
 
-MAX_MANIFEST_BYTES = 1024 * 1024
+JSON_OVERHEAD = 6
+"""A JSON body may spell each byte of the manifest in up to six (``\\u00e9``): its cap is that much larger."""
+STORE_RETRY_AFTER_S = 5
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain"})
 NEXT_OFFSET_HEADER = "X-Next-Offset"
 FINISHED_HEADER = "X-Finished"
+OFFSET_HEADER = "X-Offset"
 
 
 class ErrorBody(BaseModel):
@@ -85,6 +95,7 @@ _LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
         "headers": {
             NEXT_OFFSET_HEADER: {"description": "the offset to ask for next", "schema": {"type": "integer"}},
             FINISHED_HEADER: {"description": "`true` when the log is complete", "schema": {"type": "string"}},
+            OFFSET_HEADER: {"description": "where the bytes start in the log", "schema": {"type": "integer"}},
         },
     }
 }
@@ -93,10 +104,17 @@ _LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
 _bearer = HTTPBearer(auto_error=False, description="a tenant's token: `learnerkit scheduler token add`")
 
 
-def _tenant(request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
-    # Sync on purpose: FastAPI runs it in a worker thread, so a first-time scrypt check never blocks the loop.
+async def _tenant(
+    request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> str:
+    # A verified token costs one HMAC, here on the loop; a first-time scrypt check runs in a worker thread.
     tokens: TokenStore = request.app.state.tokens
-    return tokens.authenticate(request.headers.get("authorization"))
+    header = request.headers.get("authorization")
+    known = tokens.cached(header)
+    if known is not None:
+        return known
+    client = request.client.host if request.client else ""
+    return await run_in_threadpool(tokens.authenticate, header, client)
 
 
 Tenant = Annotated[str, Depends(_tenant)]
@@ -107,11 +125,13 @@ def create_app(
     facade: SchedulerFacade,
     tokens_path: Path,
     *,
+    limits: LimitSettings | None = None,
     registry: CollectorRegistry | None = None,
     lifespan: Lifespan | None = None,
 ) -> FastAPI:
     """The ASGI app; fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
     tokens = TokenStore(tokens_path)
+    limits = limits or LimitSettings()
 
     @asynccontextmanager
     async def app_lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -132,15 +152,16 @@ def create_app(
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.state.tokens = tokens
-    app.include_router(_jobs_router(facade))
+    app.include_router(_jobs_router(facade, limits))
     app.add_api_route("/healthz", _healthz, methods=["GET"], response_model=Health, tags=["service"])
     if registry is not None:
         app.add_api_route("/metrics", _metrics_endpoint(registry), methods=["GET"], tags=["service"])
     return app
 
 
-def _jobs_router(facade: SchedulerFacade) -> APIRouter:
+def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["jobs"], responses=_UNAUTHORIZED)
+    submits = RateLimiter(limits.submits_per_minute, burst=limits.submits_per_minute)
 
     @router.post(
         "/jobs",
@@ -149,14 +170,18 @@ def _jobs_router(facade: SchedulerFacade) -> APIRouter:
         openapi_extra={"requestBody": _MANIFEST_BODY},
         responses={
             400: {"model": ErrorBody, "description": "the body is not a manifest"},
-            413: {"model": ErrorBody, "description": f"the manifest is over {MAX_MANIFEST_BYTES} bytes"},
+            413: {"model": ErrorBody, "description": f"the manifest is over {limits.max_manifest_bytes} bytes"},
             415: {"model": ErrorBody, "description": "neither YAML nor JSON"},
             422: {"model": ManifestErrorBody, "description": "every problem of the manifest"},
+            429: {"model": ErrorBody, "description": "too many submits of this tenant; see Retry-After"},
         },
     )
     async def submit_job(request: Request, tenant: Tenant) -> JobView:
         """Queue a job from an FfDL manifest: YAML text, or JSON ``{"manifest": "...", "source": "..."}``."""
-        text, source = await _manifest_of(request)
+        wait = submits.take(tenant)
+        if wait:
+            raise RateLimitedError(f"tenant {tenant!r} submits more than {limits.submits_per_minute} a minute", wait)
+        text, source = await _manifest_of(request, limits.max_manifest_bytes)
         return await facade.submit(tenant, text, source=source)
 
     @router.get("/jobs", response_model=list[JobView])
@@ -190,32 +215,59 @@ def _jobs_router(facade: SchedulerFacade) -> APIRouter:
         tenant: Tenant,
         learner: Annotated[int, Query(ge=1, description="1-based learner id")] = 1,
         offset: Annotated[int, Query(ge=0, description="byte offset to read from")] = 0,
+        tail: Annotated[int | None, Query(ge=0, description="only the last N lines (from `offset` at most)")] = None,
     ) -> Response:
-        """A learner's log from ``offset``; poll with the returned next offset until finished."""
-        chunk = await facade.logs(tenant, job_id, learner_id=learner, offset=offset)
-        headers = {NEXT_OFFSET_HEADER: str(chunk.next_offset), FINISHED_HEADER: str(chunk.finished).lower()}
-        return Response(content=chunk.data, media_type="application/octet-stream", headers=headers)
+        """A learner's log from ``offset``; poll with the returned next offset until finished. Streamed: only
+        the log's parts from the offset on are fetched, and no more than a chunk of them is held at once."""
+        stream = await facade.logs(tenant, job_id, learner_id=learner, offset=offset, tail=tail)
+        headers = {
+            NEXT_OFFSET_HEADER: str(stream.next_offset),
+            FINISHED_HEADER: str(stream.finished).lower(),
+            OFFSET_HEADER: str(stream.offset),
+            "Content-Length": str(stream.size),
+        }
+        # A sync iterator: Starlette takes its chunks in a worker thread (they are fetched from the store).
+        return StreamingResponse(stream.chunks, media_type="application/octet-stream", headers=headers)
 
     return router
 
 
-async def _manifest_of(request: Request) -> tuple[str, str]:
-    body = await request.body()
-    if len(body) > MAX_MANIFEST_BYTES:
-        raise _RequestError(413, "too_large", f"the manifest is over {MAX_MANIFEST_BYTES} bytes")
+async def _manifest_of(request: Request, max_bytes: int) -> tuple[str, str]:
+    """The manifest and its file name from the body, refused (413) as soon as it is known to be too large."""
     media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-    if media_type == "application/json":
+    is_json = media_type == "application/json"
+    if not is_json and media_type not in YAML_TYPES:
+        raise _RequestError(415, "unsupported_media_type", "send the manifest as application/yaml or JSON")
+    body = await _body(request, max_bytes * JSON_OVERHEAD + 4096 if is_json else max_bytes)
+    if is_json:
         try:
             parsed = SubmitBody.model_validate_json(body)
         except ValidationError as e:
             raise _RequestError(400, "bad_request", f'expected {{"manifest": "<yaml text>"}}: {e}') from e
+        if len(parsed.manifest.encode()) > max_bytes:
+            raise _too_large(max_bytes)
         return parsed.manifest, parsed.source
-    if media_type not in YAML_TYPES:
-        raise _RequestError(415, "unsupported_media_type", "send the manifest as application/yaml or JSON")
     try:
         return body.decode("utf-8"), "manifest.yml"
     except UnicodeDecodeError as e:
         raise _RequestError(400, "bad_request", f"the manifest is not UTF-8 text: {e}") from e
+
+
+async def _body(request: Request, cap: int) -> bytes:
+    """The body, read only while it stays within ``cap`` bytes: a declared or streamed excess stops at once."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise _too_large(cap)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > cap:
+            raise _too_large(cap)
+    return bytes(body)
+
+
+def _too_large(cap: int) -> _RequestError:
+    return _RequestError(413, "too_large", f"the manifest is over {cap} bytes, the most this scheduler reads")
 
 
 class _RequestError(LearnerkitError):
@@ -228,7 +280,13 @@ class _RequestError(LearnerkitError):
 def _learnerkit_error(request: Request, exc: Exception) -> JSONResponse:
     status, code, message = _classify(request, exc)
     body: dict[str, Any] = {"error": code, "message": message}
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers: dict[str, str] | None = None
+    if status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    elif isinstance(exc, RateLimitedError):
+        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+    elif isinstance(exc, StoreUnavailableError):
+        headers = {"Retry-After": str(STORE_RETRY_AFTER_S)}
     if isinstance(exc, ManifestError):
         body["problems"] = [
             {"file": str(p.path), "line": p.line, "field": format_field_path(p.loc), "message": p.message}
@@ -248,6 +306,12 @@ def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
         return 404, "not_found", f"no job {job_id!r}"
     if isinstance(exc, JobStateError):
         return 409, "conflict", str(exc)
+    if isinstance(exc, ManifestTooLargeError):
+        return 413, "too_large", str(exc)
+    if isinstance(exc, RateLimitedError):
+        return 429, "too_many_requests", str(exc)
+    if isinstance(exc, StoreUnavailableError):
+        return 503, "unavailable", str(exc)
     if isinstance(exc, ManifestError):
         return 422, "invalid_manifest", f"{len(exc.problems)} problem(s) in the manifest"
     if isinstance(exc, ConfigError) and not isinstance(exc, TokensFileError):

@@ -4,6 +4,10 @@ A token reads ``lkt_<id>_<secret>``: the public ``id`` finds the one entry to ch
 one scrypt, and an unknown id costs none. A verified token is remembered in memory under an HMAC of the token
 (with a key that never leaves the process), so later requests pay one SHA-256. The file is re-read when it
 changes on disk, which makes ``token revoke`` take effect in a running server without a restart.
+
+Failed checks are bounded per token id and per client address (`FAILURES_PER_MINUTE`): past them a request is
+refused (`RateLimitedError`, the API's 429) before any scrypt, and at most `SCRYPTS_AT_ONCE` run at a time, so
+a flood of wrong secrets neither burns the CPU nor slows the tenants whose tokens are verified already.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 import secrets
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from learnerkit.scheduler.errors import AuthError, TokensFileError
+from learnerkit.scheduler.errors import AuthError, RateLimitedError, TokensFileError
+from learnerkit.scheduler.ratelimit import Clock, RateLimiter
 
 TOKEN_PREFIX = "lkt_"  # noqa: S105 (a prefix that marks learnerkit tokens, not a secret)
 FILE_VERSION = 1
@@ -32,6 +38,9 @@ SCRYPT_N = 2**14
 """scrypt's cost: 16 MiB and about 50 ms per check; stored per entry, so raising it later keeps old tokens."""
 SCRYPT_R = 8
 SCRYPT_P = 1
+FAILURES_PER_MINUTE = {"token": 5, "client": 20}
+"""Failed checks a token id, and a client address, may cost per minute (and at once) before they are refused."""
+SCRYPTS_AT_ONCE = 2
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TOKEN = re.compile(r"^lkt_([0-9a-f]{12})_([A-Za-z0-9_-]{20,})$")
 
@@ -147,6 +156,18 @@ def _write(path: Path, entries: dict[str, TokenEntry]) -> None:
         raise TokensFileError(f"{path}: cannot write the tokens file: {e}") from e
 
 
+def _parse(header: str | None) -> tuple[str, str]:
+    """The token of a bearer header and its id; `AuthError` for anything else."""
+    scheme, _, token = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError("send the tenant's token as `Authorization: Bearer <token>`")
+    token = token.strip()
+    match = _TOKEN.match(token)
+    if match is None:
+        raise AuthError("the token is not a learnerkit token")
+    return token, match.group(1)
+
+
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """Serialise read-modify-write of the tokens file between processes (two `token add` at once)."""
@@ -163,39 +184,61 @@ def _locked(path: Path) -> Iterator[None]:
 class TokenStore:
     """Answers "which tenant sends this request?" for the API, from the tokens file and a cache."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, clock: Clock = time.monotonic) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._key = secrets.token_bytes(32)
         self._stamp: tuple[int, int, int] | None = None
         self._entries: dict[str, TokenEntry] = {}
         self._verified: dict[bytes, TokenEntry] = {}
+        self._failures = {
+            kind: RateLimiter(per_minute, burst=per_minute, clock=clock)
+            for kind, per_minute in FAILURES_PER_MINUTE.items()
+        }
+        self._scrypts = threading.BoundedSemaphore(SCRYPTS_AT_ONCE)
         read_tokens(path)  # fail at start-up, not on the first request, when the file is missing or unsafe
         self.reload_if_changed()
 
-    def authenticate(self, header: str | None) -> str:
-        """The tenant of an ``Authorization: Bearer <token>`` header; raises `AuthError` otherwise."""
-        scheme, _, token = (header or "").strip().partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise AuthError("send the tenant's token as `Authorization: Bearer <token>`")
-        token = token.strip()
-        match = _TOKEN.match(token)
-        if match is None:
-            raise AuthError("the token is not a learnerkit token")
-        fingerprint = hmac.new(self._key, token.encode(), hashlib.sha256).digest()
+    def cached(self, header: str | None) -> str | None:
+        """The tenant of a token verified before (one HMAC, no scrypt); None when it must be checked."""
+        token, _ = _parse(header)
+        fingerprint = self._fingerprint(token)
         with self._lock:
             self.reload_if_changed()
             known = self._verified.get(fingerprint)
-            entry = self._entries.get(match.group(1))
+        return None if known is None else known.tenant
+
+    def authenticate(self, header: str | None, client: str = "") -> str:
+        """The tenant of an ``Authorization: Bearer <token>`` header from ``client`` (its address); raises
+        `AuthError`, or `RateLimitedError` while the token id or the client has failed too often."""
+        token, token_id = _parse(header)
+        fingerprint = self._fingerprint(token)
+        with self._lock:
+            self.reload_if_changed()
+            known = self._verified.get(fingerprint)
+            entry = self._entries.get(token_id)
             stamp = self._stamp
         if known is not None:
             return known.tenant
-        if entry is None or not entry.matches(token):
+        if entry is None:
+            raise AuthError("unknown or revoked token")
+        keys = {"token": token_id, "client": client}
+        wait = max(self._failures[kind].wait_s(key) for kind, key in keys.items())
+        if wait:
+            raise RateLimitedError("too many failed token checks for this token id or address", wait)
+        with self._scrypts:
+            matches = entry.matches(token)
+        if not matches:
+            for kind, key in keys.items():
+                self._failures[kind].spend(key)
             raise AuthError("unknown or revoked token")
         with self._lock:
             if self._stamp == stamp:
                 self._verified[fingerprint] = entry
         return entry.tenant
+
+    def _fingerprint(self, token: str) -> bytes:
+        return hmac.new(self._key, token.encode(), hashlib.sha256).digest()
 
     def reload_if_changed(self) -> None:
         """Re-read the file when it was replaced or changed; forget every verified token then."""

@@ -1,7 +1,8 @@
 """The capacity model: nodes, what is reserved on each, ``fits`` checks and an index of free capacity.
 
 Every node belongs to one *pool*, keyed by its GPU type (``None`` for CPU-only nodes). A learner that asks
-for GPUs fits only on nodes of its GPU type; a CPU-only learner fits on any node. CPUs are kept in
+for GPUs of a type fits only on nodes of that type, one that asks for GPUs of no type on any GPU node
+(pool :data:`ANY_GPU`); a CPU-only learner fits on any node. CPUs are kept in
 millicores so that reserving and releasing never accumulates float error.
 
 The index answers "the best node for this learner" without scanning the cluster: per pool, nodes are
@@ -22,6 +23,8 @@ GIB = 1 << 30
 
 PoolKey = str | None
 """A pool of nodes: their GPU type, or None for CPU-only nodes (and for the work of CPU-only learners)."""
+ANY_GPU = "*"
+"""The pool of learners that ask for GPUs of any type: every GPU pool at once (no GPU type is spelled so)."""
 
 
 def millicores(cpus: float) -> int:
@@ -59,24 +62,31 @@ class LearnerRequest:
     memory_bytes: int
     gpus: int = 0
     gpu_type: str | None = None
-    """Required when ``gpus`` > 0; ignored otherwise (FfDL manifests may name a type with 0 GPUs)."""
+    """With ``gpus`` > 0: the GPU type, None for any; ignored otherwise (FfDL manifests may name a type with 0 GPUs)."""
     millicpus: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.cpus < 0 or self.memory_bytes < 0 or self.gpus < 0:
             raise InvalidRequestError(f"learner request {self}: negative resources")
-        if self.gpus > 0 and not self.gpu_type:
-            raise InvalidRequestError(f"learner request {self}: GPUs need a GPU type")
+        if self.gpu_type == ANY_GPU:
+            raise InvalidRequestError(f"learner request {self}: ask for any GPU type with gpu_type None")
         object.__setattr__(self, "millicpus", millicores(self.cpus))
 
     @property
     def pool(self) -> PoolKey:
-        """The pool whose GPUs this learner needs; None for a CPU-only learner."""
-        return self.gpu_type if self.gpus > 0 else None
+        """The pool whose GPUs this learner needs: its GPU type, :data:`ANY_GPU`, or None for a CPU-only learner."""
+        if not self.gpus:
+            return None
+        return self.gpu_type or ANY_GPU
 
     def describe(self) -> str:
         what = describe_cpus_memory(self.millicpus, self.memory_bytes)
-        return f"{what} beside {self.gpus} {self.gpu_type} GPUs" if self.gpus else what
+        return f"{what} beside {self.gpus} {gpu_kind(self.pool)}" if self.gpus else what
+
+
+def gpu_kind(pool: PoolKey) -> str:
+    """``nvidia-a100 GPUs``, ``GPUs of any type``: the GPUs of a pool, in words."""
+    return "GPUs of any type" if pool == ANY_GPU else f"{pool} GPUs"
 
 
 @dataclass(frozen=True)
@@ -131,30 +141,41 @@ class Cluster:
         f = self._free[name]
         return Free(f.millicpus, f.memory_bytes, f.gpus)
 
+    def gpu_pools(self, pool: PoolKey) -> tuple[PoolKey, ...]:
+        """The node pools that serve a learner pool: every GPU pool for :data:`ANY_GPU`, else the pool itself."""
+        if pool == ANY_GPU:
+            return tuple(key for key in self._levels if key is not None)
+        return (pool,)
+
     def free_gpus(self, pool: PoolKey) -> int:
-        return self._free_gpus.get(pool, 0)
+        return sum(self._free_gpus.get(key, 0) for key in self.gpu_pools(pool))
 
     def total_gpus(self, pool: PoolKey) -> int:
-        return self._total_gpus.get(pool, 0)
+        return sum(self._total_gpus.get(key, 0) for key in self.gpu_pools(pool))
 
     def most_free_gpus(self, pool: PoolKey) -> tuple[int, str | None]:
         """The most GPUs free on one node of the pool, and that node (the first by name among equals)."""
-        for level in range(len(self._levels.get(pool, ())) - 1, 0, -1):
-            entries = self._levels[pool][level]
-            if entries:
-                return level, min(name for _, name in entries)
-        return 0, None
+        found: list[tuple[int, str]] = []
+        for key in self.gpu_pools(pool):
+            levels = self._levels.get(key, [])
+            level = next((n for n in range(len(levels) - 1, 0, -1) if levels[n]), 0)
+            if level:
+                found.append((level, min(name for _, name in levels[level])))
+        if not found:
+            return 0, None
+        most = max(level for level, _ in found)
+        return most, min(name for level, name in found if level == most)
 
     def fits(self, name: str, request: LearnerRequest) -> bool:
         node = self._nodes[name]
-        if request.gpus and node.gpu_type != request.gpu_type:
+        if request.gpus and node.gpu_type not in self.gpu_pools(request.pool):
             return False
         f = self._free[name]
         return request.gpus <= f.gpus and request.memory_bytes <= f.memory_bytes and request.millicpus <= f.millicpus
 
     def fits_empty(self, request: LearnerRequest) -> bool:
         """Whether some node could hold the learner with nothing else reserved on it."""
-        pools = (request.gpu_type,) if request.gpus else self._shapes.keys()
+        pools = self.gpu_pools(request.pool) if request.gpus else self._shapes.keys()
         return any(
             request.millicpus <= cpus and request.memory_bytes <= memory and request.gpus <= gpus
             for pool in pools
@@ -176,15 +197,18 @@ class Cluster:
             raise CapacityError(f"node {name!r}: releasing {request.describe()} frees more than was reserved")
         self._shift(name, request.millicpus, request.memory_bytes, request.gpus)
 
-    def best_node(self, request: LearnerRequest, *, cpu_pools: Iterable[PoolKey] | None = None) -> str | None:
+    def best_node(self, request: LearnerRequest, *, open_pools: Iterable[PoolKey] | None = None) -> str | None:
         """The best-fit node for the learner now, or None.
 
-        A GPU learner looks only in its GPU type's pool; a CPU-only learner looks in ``cpu_pools``
-        (default: every pool), where the fewest-free-GPUs-first order keeps it off idle GPUs when it can.
+        A GPU learner looks only in its GPU type's pool; a CPU-only learner looks in ``open_pools`` (default:
+        every pool), where the fewest-free-GPUs-first order keeps it off idle GPUs when it can, and a learner
+        of any GPU type in the GPU pools among ``open_pools``.
         """
-        pools: Iterable[PoolKey] = (request.gpu_type,)
+        pools: Iterable[PoolKey] = self.gpu_pools(request.pool)
         if not request.gpus:
-            pools = self._levels.keys() if cpu_pools is None else cpu_pools
+            pools = self._levels.keys() if open_pools is None else open_pools
+        elif request.pool == ANY_GPU and open_pools is not None:
+            pools = [pool for pool in pools if pool in open_pools]
         need_memory, need_cpus = request.memory_bytes, request.millicpus
         best: tuple[int, int, str] | None = None
         for pool in pools:

@@ -104,34 +104,50 @@ def status(job_id: str, follow: bool, interval: float, client: SchedulerClient, 
 @click.argument("job_id")
 @click.option("--follow", "-f", is_flag=True, help="keep printing until the job has finished")
 @click.option("--learner", type=click.IntRange(min=1), default=1, show_default=True, help="1-based learner id")
+@click.option("--tail", type=click.IntRange(min=0), default=None, help="start with the last N lines only")
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="start at this byte")
 @interval_option
 @connected
-def logs(job_id: str, follow: bool, learner: int, interval: float, client: SchedulerClient, output: str) -> None:
-    """A learner's log: what is there now, or with -f everything until the job has finished."""
+def logs(
+    job_id: str,
+    follow: bool,
+    learner: int,
+    tail: int | None,
+    offset: int,
+    interval: float,
+    client: SchedulerClient,
+    output: str,
+) -> None:
+    """A learner's log: what is there now, or with -f everything until the job has finished.
+
+    Printed as it arrives: the scheduler fetches only the parts of the log from the offset (or the last
+    lines) on."""
     as_json = output == OutputFormat.JSON.value
     stdout = sys.stdout.buffer
-    offset = 0
     pieces: list[bytes] = []
     while True:
-        chunk = client.logs(job_id, learner_id=learner, offset=offset)
         if as_json and follow:
-            line = {"job_id": job_id, "learner": learner, "offset": offset, **_chunk_json(chunk.data)}
+            chunk = client.logs(job_id, learner_id=learner, offset=offset, tail=tail)
+            start = chunk.next_offset - len(chunk.data)
+            line = {"job_id": job_id, "learner": learner, "offset": start, **_chunk_json(chunk.data)}
             sys.stdout.write(json.dumps(line | {"next_offset": chunk.next_offset, "finished": chunk.finished}) + "\n")
             sys.stdout.flush()
-        elif as_json:
-            pieces.append(chunk.data)
+            next_offset, finished = chunk.next_offset, chunk.finished
         else:
-            stdout.write(chunk.data)
-            stdout.flush()
-        caught_up = chunk.next_offset == offset
-        offset = chunk.next_offset
-        if chunk.finished or (caught_up and not follow):
+            write = pieces.append if as_json else stdout.write
+            next_offset, finished = client.copy_logs(job_id, write, learner_id=learner, offset=offset, tail=tail)
+            if not as_json:
+                stdout.flush()
+        tail = None  # the last lines once; then on from where they end
+        caught_up = next_offset == offset
+        offset = next_offset
+        if finished or (caught_up and not follow):
             break
         if caught_up:
             time.sleep(interval)
     if as_json and not follow:
         body = {"job_id": job_id, "learner": learner, **_chunk_json(b"".join(pieces))}
-        sys.stdout.write(json.dumps(body | {"next_offset": offset, "finished": chunk.finished}, indent=2) + "\n")
+        sys.stdout.write(json.dumps(body | {"next_offset": offset, "finished": finished}, indent=2) + "\n")
 
 
 def _chunk_json(data: bytes) -> dict[str, str]:

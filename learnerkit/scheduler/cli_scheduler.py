@@ -43,6 +43,18 @@ def scheduler_group() -> None:
 @click.option("--s3-endpoint", default=None, help="S3 endpoint URL [env S3_ENDPOINT_URL; AWS]")
 @click.option("--s3-bucket", default=None, help="bucket for logs, checkpoints, results [env LEARNERKIT_S3_BUCKET]")
 @click.option("--backend", type=click.Choice([k.value for k in BackendKind]), default=None, help="where learners run")
+@click.option(
+    "--tenants",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    help="per-tenant quotas and priority ranges (docs/security.md) [env LEARNERKIT_TENANTS]",
+)
+@click.option(
+    "--trust-project-images",
+    is_flag=True,
+    default=None,
+    help="run this project's images without the scan gate (development) [env LEARNERKIT_TRUST_PROJECT_IMAGES=1]",
+)
 def serve_command(
     host: str | None,
     port: int | None,
@@ -51,6 +63,8 @@ def serve_command(
     s3_endpoint: str | None,
     s3_bucket: str | None,
     backend: str | None,
+    tenants: Path | None,
+    trust_project_images: bool | None,
 ) -> None:
     """Serve the REST API (docs/api.md) in front of the job store, monitor and backend."""
     try:
@@ -59,6 +73,8 @@ def serve_command(
             etcd={"endpoints": parse_endpoints(etcd_endpoints) if etcd_endpoints is not None else None},
             s3={"endpoint_url": s3_endpoint, "bucket": s3_bucket},
             backend={"kind": BackendKind(backend) if backend else None},
+            limits={"tenants": tenants},
+            trust={"project_images": trust_project_images},
         )
         serve(settings)
     except LearnerkitError as e:

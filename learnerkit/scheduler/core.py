@@ -9,35 +9,51 @@ running jobs undisturbed, and submits nothing twice.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from controller_sidecar.logship import assemble_log
+from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, S3Settings
+from controller_sidecar.status import Phase
 from learnerkit.common.errors import ConfigError, LearnerkitError
-from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, JobPhase, JobRecord
+from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, JobPhase, JobRecord, Requeued
 from learnerkit.scheduler.aggregate import aggregate
 from learnerkit.scheduler.capacity import Node
 from learnerkit.scheduler.deployment import JobDeployment
-from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError
-from learnerkit.scheduler.facade import JobView, LogChunk
+from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
+from learnerkit.scheduler.facade import JobView, LogStream
 from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
-from learnerkit.scheduler.jobstore import JobStore
+from learnerkit.scheduler.jobstore import JobStore, StoredJob
+from learnerkit.scheduler.logread import ShippedLog, list_log
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
 from learnerkit.scheduler.planning import Platform, endpoints_for, outputs_prefix, plan_job
+from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_submission, host_folder, store_folder
 from learnerkit.scheduler.tracking import Tracked
 from learnerkit.scheduler.views import job_view
 
 LOGGER = logging.getLogger(__name__)
+PARSES_AT_ONCE = 2
+"""Manifests read side by side (each in a thread): more wait their turn without holding the event loop."""
+LOG_STORES_KEPT = 16
+"""S3 clients kept for log reads, one per endpoint and account (making one costs tens of milliseconds)."""
 STARTUP_GRACE_S = 60.0
 """A learner whose sidecar never took its lease is lost only after this long (image start, etcd connect)."""
+LEARNER_ENDED_MARGIN_S = 15.0
+"""A learner container that ended while its sidecar, holding its lease, still reports PROCESSING fails the job
+after the job's halt grace plus this. learner-run writes its exit record before it exits, and the sidecar, polling
+for it every 0.1 s, then reports STORING (each retry of that delivery waits at most 5 s); a sidecar that is halting
+(a halt asked for, or stopped by the kubelet once the learner container ended) waits the halt grace + 5 s for the
+record and then reports a final status of its own. Either arrives within this grace, so a normal ending is never
+failed: only a learner that never wrote the record (an image whose entrypoint is not learner-run) is."""
 
 
 class Backend(Protocol):
@@ -45,8 +61,9 @@ class Backend(Protocol):
     def deploy(self, job: JobDeployment) -> None: ...
     def started(self, job_id: str, learners: int) -> bool: ...
     def sidecars_exited(self, job_id: str) -> dict[int, int]: ...
+    def learners_ended(self, job_id: str) -> dict[int, int]: ...
     def teardown(self, job_id: str) -> None: ...
-    def job_ids(self) -> set[str]: ...
+    def job_ids(self, instance: str) -> set[str]: ...
 
 
 @dataclass(frozen=True)
@@ -55,58 +72,129 @@ class SchedulerOptions:
     catalog: FrameworkCatalog | None
     resolve_image: Callable[[JobManifest], str]
     policy: AdmissionPolicy = field(default_factory=AdmissionPolicy)
+    """Quotas and the ready timeout."""
+    submit_policy: SubmitPolicy = field(default_factory=SubmitPolicy)
+    """What tenants may submit; its default allows no object store, so every job is refused until one is named."""
+    instance: str | None = None
+    """This scheduler's instance id (``$LEARNERKIT_SCHEDULER_INSTANCE``); None: derived from the etcd endpoints and
+    root at the first start, and kept in etcd. It labels what the scheduler deploys; its orphan sweep removes
+    only what carries its own id."""
     lease_ttl_s: float = 10.0
     """The sidecars' lease: a learner whose lease is gone this long (twice over) is lost."""
     interval_s: float = 0.5
 
 
 class Scheduler:
-    def __init__(self, store: JobStore, backend: Backend, options: SchedulerOptions) -> None:
+    def __init__(
+        self, store: JobStore, backend: Backend, options: SchedulerOptions, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.store = store
         self.backend = backend
         self.options = options
+        self.clock = clock
         self.metrics = SchedulerMetrics()
         self.jobs: dict[str, Tracked] = {}
         self.admission = AdmissionState([], options.policy)
+        self._parsing = asyncio.Semaphore(PARSES_AT_ONCE)
         self._lock = asyncio.Lock()
+        """Guards the jobs' states and the admission state; taken inside a job's backend lock, never around it."""
         self._wake = asyncio.Event()
+        self.instance = options.instance or ""
+        """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
+        self._teardowns: set[str] = set()
+        """Jobs whose teardown failed: retried by every step."""
+        self._watching_since: float | None = None
+        """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
+        answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could
+        not deliver its status does not count against it."""
+        self._log_stores: dict[tuple[str | None, str | None, str | None], S3Store] = {}
+        self._log_stores_lock = threading.Lock()
 
     # -- startup ------------------------------------------------------------------------------------
 
     async def rebuild(self) -> None:
-        """Load every job from etcd, re-reserve what admitted jobs hold, and remove orphans."""
+        """Load every job from etcd, re-reserve what admitted jobs hold, and remove orphans.
+
+        A stored job that can no longer be admitted (a manifest this scheduler refuses) is FAILED with the
+        reason instead of stopping the start.
+        """
+        derived = derive_instance(self.options.platform.etcd_endpoints, self.store.root)
+        self.instance = await self.store.claim_instance(
+            self.options.instance or derived, fixed=self.options.instance is not None
+        )
         nodes = await asyncio.to_thread(self.backend.nodes)
         records: list[JobRecord] = []
         for stored in await self.store.load_all():
-            manifest = parse_manifest(stored.manifest_text, stored.source, self.options.catalog)
-            tracked = Tracked(stored.state, manifest, stored.manifest_text, stored.source)
+            tracked = await self._restore(stored)
+            if tracked is None:
+                continue
             self.jobs[stored.state.job_id] = tracked
-            if stored.state.stage is not Stage.DONE:
+            if tracked.state.stage is not Stage.DONE:
                 records.append(_admission_record(tracked))
         self.admission = AdmissionState.rebuild(records, nodes, self.options.policy)
         running = {job_id for job_id, tracked in self.jobs.items() if tracked.active}
-        for orphan in await asyncio.to_thread(self.backend.job_ids) - running:
+        for orphan in await asyncio.to_thread(self.backend.job_ids, self.instance) - running:
             LOGGER.warning("removing orphaned job %s from the backend", orphan)
             await asyncio.to_thread(self.backend.teardown, orphan)
         LOGGER.info("rebuilt %d jobs (%d running) from etcd", len(self.jobs), len(running))
 
+    async def _restore(self, stored: StoredJob) -> Tracked | None:
+        """The stored job as tracked; one that cannot be admitted is FAILED, and shown if its manifest allows."""
+        try:
+            manifest = self._admissible(stored.manifest_text, stored.source, self.options.catalog)
+            return Tracked(stored.state, manifest, stored.manifest_text, stored.source)
+        except LearnerkitError as e:
+            why = str(e)
+        state = stored.state
+        if state.stage is not Stage.DONE:
+            reason = f"not admitted after a scheduler restart: {why}"
+            failed = state.evolve(status=JobStatus.FAILED, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
+            state = await self.store.save(failed)
+            await self.store.trim(state.job_id)
+            LOGGER.warning("job %s: %s", state.job_id, reason)
+        try:
+            shown = self._admissible(stored.manifest_text, stored.source, None)
+        except LearnerkitError:
+            LOGGER.warning("job %s: its stored manifest cannot be shown; it is left out", state.job_id)
+            return None
+        return Tracked(state, shown, stored.manifest_text, stored.source)
+
+    async def _parse(self, text: str, source: str) -> JobManifest:
+        """Refuse an oversized manifest unread; read the others in a thread, within the policy's time budget."""
+        policy = self.options.submit_policy
+        size = len(text.encode())
+        if size > policy.max_manifest_bytes:
+            raise ManifestTooLargeError(
+                f"the manifest has {size} bytes; this scheduler reads at most {policy.max_manifest_bytes}"
+            )
+        async with self._parsing:
+            return await asyncio.to_thread(
+                parse_manifest, text, source, self.options.catalog, seconds=policy.parse_seconds
+            )
+
+    def _admissible(self, text: str, source: str, catalog: FrameworkCatalog | None) -> JobManifest:
+        manifest = parse_manifest(text, source, catalog)
+        check_admissible(manifest, self.options.submit_policy, source)
+        return manifest
+
     # -- the facade -------------------------------------------------------------------------------------
 
     async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
-        manifest = parse_manifest(manifest_text, source, self.options.catalog)
-        if manifest.extensions.tenant not in ("default", tenant):
-            raise ConfigError(f"{source}: learnerkit.tenant {manifest.extensions.tenant!r} is not your tenant")
-        self.options.resolve_image(manifest)
+        """Check everything, then store the job and queue it: a refused job leaves nothing behind."""
+        manifest = await self._parse(manifest_text, source)
+        check_submission(manifest, tenant, self.options.submit_policy, source)
+        await asyncio.to_thread(self.options.resolve_image, manifest)  # the image gate reads its records
         endpoints_for(manifest, self.options.platform)  # refuses a results store the sidecar cannot use
         state = JobState(f"job-{uuid.uuid4().hex[:12]}", tenant, manifest.name, time.time())
         tracked = Tracked(state, manifest, manifest_text, source)
+        job = tracked.admission_job()
         async with self._lock:
             if not await self.store.create(state, _spec(tracked), manifest_text, source):
                 raise JobStateError(f"job id {state.job_id} exists already")
             self.jobs[state.job_id] = tracked
-            rejected = self.admission.submit(tracked.admission_job())
+            rejected = self.admission.submit(job)
             if rejected is not None:
-                await self._end(tracked, JobStatus.FAILED, f"unschedulable: {rejected.message}", release=True)
+                await self._end(tracked, JobStatus.FAILED, rejected.message, release=True)
         self._wake.set()
         return job_view(tracked)
 
@@ -144,21 +232,35 @@ class Scheduler:
         return job_view(tracked)
 
     async def cancel(self, tenant: str, job_id: str) -> JobView:
+        """CANCELLED at once; the teardown then waits for a deploy in flight, which itself removes what it made."""
         tracked = self._owned(tenant, job_id)
         async with self._lock:
             if tracked.state.status.terminal and tracked.state.stage is Stage.DONE:
                 raise JobStateError(f"job {job_id} is {tracked.state.status.value} already")
-            await asyncio.to_thread(self.backend.teardown, job_id)
             await self._end(tracked, JobStatus.CANCELLED, "cancelled", release=True)
+        async with tracked.backend_lock:
+            try:
+                await self._teardown(job_id)
+            except BackendError as e:
+                LOGGER.warning("job %s: teardown failed; the next steps retry it: %s", job_id, e)
+        await self.store.trim(job_id)  # what the sidecars wrote until they were stopped
         return job_view(tracked)
 
-    async def logs(self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0) -> LogChunk:
+    async def logs(
+        self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
+    ) -> LogStream:
+        """Lists the log's parts now (and, for ``tail``, reads back from the end until the lines are found);
+        the bytes are fetched only as the stream's chunks are taken, from the parts they lie in."""
         tracked = self._owned(tenant, job_id)
         finished = tracked.state.status.terminal and tracked.state.stage is Stage.DONE
         if not 1 <= learner_id <= tracked.manifest.resources.learners:
             raise ConfigError(f"job {job_id} has learners 1..{tracked.manifest.resources.learners}")
-        data = await asyncio.to_thread(self._read_log, tracked, learner_id)
-        return LogChunk(data[offset:], max(offset, len(data)), finished)
+        log = await asyncio.to_thread(self._list_log, tracked, learner_id)
+        start = offset
+        if tail is not None:
+            start = max(start, await asyncio.to_thread(log.tail_start, tail))
+        end = max(start, log.size)
+        return LogStream(log.chunks(start, end), start, end, finished)
 
     def render_metrics(self) -> bytes:
         return self.metrics.render()
@@ -167,26 +269,54 @@ class Scheduler:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            try:
-                await self.step()
-            except LearnerkitError as e:
-                # etcd or the backend answered with an error (an outage, a container gone meanwhile): the next
-                # step starts over from what is recorded; nothing of the failed one was half-applied.
-                LOGGER.warning("scheduling step failed (retrying next step): %s", e)
+            await self.guarded_step()
             self._wake.clear()
             waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]
             await asyncio.wait(waits, timeout=self.options.interval_s, return_when=asyncio.FIRST_COMPLETED)
             for wait in waits:
                 wait.cancel()
 
+    async def guarded_step(self) -> None:
+        """One step; an error of etcd or the backend is logged, and the next step starts over."""
+        try:
+            await self.step()
+        except LearnerkitError as e:
+            # etcd or the backend answered with an error (an outage, a container gone meanwhile): the next
+            # step starts over from what is recorded; nothing of the failed one was half-applied.
+            LOGGER.warning("scheduling step failed (retrying next step): %s", e)
+            self._watching_since = None
+
     async def step(self) -> None:
-        now = time.time()
+        now = self.clock.wall()
+        if self._watching_since is None:
+            self._watching_since = self.clock.monotonic()
         for tracked in [t for t in self.jobs.values() if t.active]:
             await self._monitor(tracked, now)
+        await self._retry_teardowns()
         async with self._lock:
-            for requeued in self.admission.tick(now):
-                tracked = self.jobs[requeued.job_id]
-                await asyncio.to_thread(self.backend.teardown, requeued.job_id)
+            requeued = self.admission.tick(now)
+        for timed_out in requeued:
+            await self._requeue_timed_out(self.jobs[timed_out.job_id], timed_out)
+        async with self._lock:
+            started = time.perf_counter()
+            result = self.admission.schedule(now)
+            self.metrics.scheduling_pass_seconds.observe(time.perf_counter() - started)
+            for job_id, why in result.rejected.items():
+                await self._end(self.jobs[job_id], JobStatus.FAILED, why.message, release=True)
+            for job_id, reason in result.waiting.items():
+                tracked = self.jobs[job_id]
+                if tracked.state.reason != str(reason):
+                    tracked.state = await self.store.save(tracked.state.evolve(reason=str(reason)))
+        # Deploys of one pass run side by side: the engine creates containers concurrently.
+        await asyncio.gather(*(self._deploy(self.jobs[a.job_id], a.nodes, now) for a in result.admitted))
+        self._observe()
+
+    async def _requeue_timed_out(self, tracked: Tracked, requeued: Requeued) -> None:
+        async with tracked.backend_lock:
+            await self._teardown(requeued.job_id)
+            async with self._lock:
+                if tracked.state.stage is Stage.DONE:
+                    return  # cancelled or halted meanwhile
                 tracked.new_attempt()
                 tracked.state = await self.store.save(
                     tracked.state.evolve(
@@ -200,40 +330,57 @@ class Scheduler:
                     ),
                     clear_learners=True,
                 )
-            started = time.perf_counter()
-            result = self.admission.schedule(now)
-            self.metrics.scheduling_pass_seconds.observe(time.perf_counter() - started)
-            for job_id, why in result.rejected.items():
-                await self._end(self.jobs[job_id], JobStatus.FAILED, f"unschedulable: {why.message}", release=True)
-            for job_id, reason in result.waiting.items():
-                tracked = self.jobs[job_id]
-                if tracked.state.reason != str(reason):
-                    tracked.state = await self.store.save(tracked.state.evolve(reason=str(reason)))
-        # Deploys of one pass run side by side: the engine creates containers concurrently.
-        await asyncio.gather(*(self._deploy(self.jobs[a.job_id], a.nodes, now) for a in result.admitted))
-        self._observe()
 
     async def _deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
-        state = tracked.state
-        self.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
-        image = self.options.resolve_image(tracked.manifest)
-        plan = plan_job(tracked.manifest, state, self.options.platform, image)
+        """Deploy an admitted job; its backend lock keeps a cancel's teardown from meeting a half-made job."""
+        async with tracked.backend_lock:
+            plan = await self._plan(tracked, nodes, now)
+            if plan is None:
+                return
+            try:
+                await asyncio.to_thread(self.backend.deploy, plan)
+            except BackendError as e:
+                self.metrics.deploy_failures.inc()
+                async with self._lock:
+                    if tracked.state.stage is not Stage.DONE:
+                        await self._end(tracked, JobStatus.FAILED, f"deploy failed: {e}", release=True)
+                return
+            async with self._lock:
+                ended = tracked.state.stage is Stage.DONE
+                if not ended:
+                    tracked.state = await self.store.save(tracked.state.evolve(reason=""))
+            if ended:
+                await self._teardown(tracked.state.job_id)  # cancelled while the deploy ran: remove what it made
+
+    async def _plan(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> JobDeployment | None:
+        """The admitted job's deployment, recorded as deploying; None when it ended meanwhile or was refused."""
+        try:
+            image = await asyncio.to_thread(self.options.resolve_image, tracked.manifest)  # the image gate, again
+            refused = ""
+        except LearnerkitError as e:
+            image, refused = "", str(e)
         async with self._lock:
+            state = tracked.state
+            if state.stage is not Stage.QUEUED:
+                return None  # cancelled or halted since the pass admitted it
+            self.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
+            plan: JobDeployment | None = None
+            try:
+                if not refused:
+                    mount = _data_mount(tracked.manifest, self.options.submit_policy)
+                    plan = plan_job(tracked.manifest, state, self.options.platform, image, mount)
+            except LearnerkitError as e:
+                refused = str(e)
+            if plan is None:
+                await self._end(tracked, JobStatus.FAILED, f"deploy refused: {refused}", release=True)
+                return None
             tracked.state = await self.store.save(
                 state.evolve(
                     status=JobStatus.PENDING, stage=Stage.DEPLOYED, nodes=nodes, admitted_at=now, reason="deploying"
                 ),
                 clear_learners=True,
             )
-        try:
-            await asyncio.to_thread(self.backend.deploy, plan)
-        except BackendError as e:
-            self.metrics.deploy_failures.inc()
-            async with self._lock:
-                await self._end(tracked, JobStatus.FAILED, f"deploy failed: {e}", release=True)
-            return
-        async with self._lock:
-            tracked.state = await self.store.save(tracked.state.evolve(reason=""))
+        return replace(plan, instance=self.instance)
 
     async def _monitor(self, tracked: Tracked, now: float) -> None:
         state = tracked.state
@@ -245,15 +392,22 @@ class Scheduler:
         learners = tracked.manifest.resources.learners
         if state.stage is Stage.DEPLOYED and await asyncio.to_thread(self.backend.started, state.job_id, learners):
             async with self._lock:
-                self.admission.mark_running(state.job_id)
-                tracked.state = await self.store.save(tracked.state.evolve(stage=Stage.RUNNING))
-        lost = self._lost_learners(tracked, exited, now)
+                if tracked.state.stage is Stage.DEPLOYED:
+                    self.admission.mark_running(state.job_id)
+                    tracked.state = await self.store.save(tracked.state.evolve(stage=Stage.RUNNING))
+        watching = self._watching_for_exit(tracked)
+        # Read only while some sidecar waits for an exit record: no API call for jobs downloading or storing.
+        ended = await asyncio.to_thread(self.backend.learners_ended, state.job_id) if watching else {}
+        lost = {
+            **self._ended_without_exit_record(tracked, watching, ended),
+            **self._lost_learners(tracked, exited, now),
+        }
         result = aggregate(learners, records, first_sequence=state.first_sequence, lost=lost)
-        async with self._lock:
+        async with tracked.backend_lock, self._lock:
             if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
                 return  # cancelled meanwhile
             if result.status.terminal:
-                await asyncio.to_thread(self.backend.teardown, state.job_id)
+                await self._teardown(state.job_id)
                 extensions = tracked.manifest.extensions
                 if (
                     result.status is JobStatus.FAILED
@@ -291,6 +445,40 @@ class Scheduler:
                 lost[n] = f"its sidecar never reported within {STARTUP_GRACE_S:.0f}s"
         return lost
 
+    def _watching_for_exit(self, tracked: Tracked) -> set[int]:
+        """Learners whose sidecar, holding its lease, reports PROCESSING this attempt: it waits for learner-run's
+        exit record (before PROCESSING it has not started the learner's command, or looked for the record)."""
+        first = tracked.state.first_sequence
+        return {
+            n
+            for n, record in tracked.records.items()
+            if record.sequence >= first and record.phase is Phase.PROCESSING and n in tracked.alive
+        }
+
+    def _ended_without_exit_record(self, tracked: Tracked, watching: set[int], ended: dict[int, int]) -> dict[int, str]:
+        """Learners whose container ended while their sidecar kept waiting for the exit record, past the grace.
+
+        On Docker the sidecar notices this itself (the learner's cgroup empties) and reports first; on Kubernetes
+        it cannot, and this is what ends the job. The grace is measured on the scheduler's monotonic clock from
+        the first step that saw it, kept in memory only: a restarted scheduler starts it again, later, never
+        sooner, and the container stays ended (``restartPolicy: Never``; an exited Docker container), so the job
+        still ends.
+        """
+        now = self.clock.monotonic()
+        watched_from = self._watching_since if self._watching_since is not None else now
+        grace = tracked.manifest.extensions.halt_grace + LEARNER_ENDED_MARGIN_S
+        for n in set(tracked.ended_since) - (watching & ended.keys()):
+            del tracked.ended_since[n]  # the sidecar moved on (STORING, a final status) or lost its lease
+        lost: dict[int, str] = {}
+        for n in sorted(watching & ended.keys()):
+            since = max(tracked.ended_since.setdefault(n, now), watched_from)
+            if now - since > grace:
+                lost[n] = (
+                    f"the learner container ended (exit code {ended[n]}) without learner-run's exit record: "
+                    "is learner-run the image's entrypoint?"
+                )
+        return lost
+
     # -- transitions (called under the lock) ---------------------------------------------------------------
 
     async def _end(self, tracked: Tracked, status: JobStatus, reason: str, *, release: bool) -> None:
@@ -299,6 +487,7 @@ class Scheduler:
         tracked.state = await self.store.save(
             tracked.state.evolve(status=status, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
         )
+        await self.store.trim(tracked.state.job_id)
         LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
 
     async def _requeue(self, tracked: Tracked, reason: str, *, restart: bool) -> None:
@@ -325,6 +514,24 @@ class Scheduler:
         )
         self.admission.submit(tracked.admission_job())
 
+    async def _teardown(self, job_id: str) -> None:
+        """Remove everything of the job from the backend; after a failure, steps retry it while the job is done."""
+        try:
+            await asyncio.to_thread(self.backend.teardown, job_id)
+        except BackendError:
+            self._teardowns.add(job_id)
+            raise
+        self._teardowns.discard(job_id)
+
+    async def _retry_teardowns(self) -> None:
+        for job_id in sorted(self._teardowns):
+            tracked = self.jobs[job_id]
+            if tracked.state.stage is not Stage.DONE:
+                self._teardowns.discard(job_id)  # deployed again: its own transitions tear it down
+                continue
+            async with tracked.backend_lock:
+                await self._teardown(job_id)
+
     # -- helpers -------------------------------------------------------------------------------------------
 
     def _owned(self, tenant: str, job_id: str) -> Tracked:
@@ -333,24 +540,40 @@ class Scheduler:
             raise JobNotFoundError(f"no job {job_id!r}")
         return tracked
 
-    def _read_log(self, tracked: Tracked, learner_id: int) -> bytes:
+    def _list_log(self, tracked: Tracked, learner_id: int) -> ShippedLog:
         endpoints = endpoints_for(tracked.manifest, self.options.platform)
-        store = S3Store(
-            S3Settings(
-                endpoint_url=endpoints.s3_endpoint_url,
-                access_key=endpoints.s3_access_key,
-                secret_key=endpoints.s3_secret_key,
-            )
-        )
+        account = (endpoints.s3_endpoint_url, endpoints.s3_access_key, endpoints.s3_secret_key)
+        with self._log_stores_lock:  # log reads run in worker threads
+            store = self._log_stores.get(account)
+            if store is None:
+                store = S3Store(S3Settings(endpoint_url=account[0], access_key=account[1], secret_key=account[2]))
+                if len(self._log_stores) >= LOG_STORES_KEPT:
+                    self._log_stores.pop(next(iter(self._log_stores)))
+                self._log_stores[account] = store
         bucket, prefix = outputs_prefix(tracked.manifest, tracked.state.job_id, tracked.state.attempt, learner_id)
-        parts = store.list(S3Location(bucket, f"{prefix}logs/learner.log.part-"))
-        named = [(obj.key.rsplit("/", 1)[1], store.get_bytes(bucket, obj.key)) for obj in parts]
-        return assemble_log(named)
+        try:
+            return list_log(store, S3Location(bucket, f"{prefix}logs/learner.log.part-"))
+        except ValueError as e:
+            raise LearnerkitError(f"job {tracked.state.job_id}: learner {learner_id}'s log: {e}") from e
 
     def _observe(self) -> None:
         queued = sum(1 for t in self.jobs.values() if t.state.stage is Stage.QUEUED)
         gpus = sum(t.manifest.resources.gpus * t.manifest.resources.learners for t in self.jobs.values() if t.active)
         self.metrics.observe_jobs((t.state.status for t in self.jobs.values()), queued, gpus)
+
+
+def _data_mount(manifest: JobManifest, policy: SubmitPolicy) -> str | None:
+    """The host folder of a ``mount_volume`` training data store, checked again (its links may have changed)."""
+    store = manifest.training_data_store
+    if store.type != "mount_volume":
+        return None
+    return host_folder(store_folder(store), policy)
+
+
+def derive_instance(etcd_endpoints: str, root: str) -> str:
+    """An instance id from where the scheduler keeps its jobs: the same etcd and root give the same id."""
+    endpoints = ",".join(sorted(e.strip() for e in etcd_endpoints.split(",") if e.strip()))
+    return "lk-" + hashlib.sha256(f"{endpoints}|{root}".encode()).hexdigest()[:12]
 
 
 def _spec(tracked: Tracked) -> dict[str, object]:

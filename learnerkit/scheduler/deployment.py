@@ -42,6 +42,8 @@ class JobDeployment:
     platform_egress: tuple[Egress, ...] = ()
     """etcd and S3 as CIDR and port: a NetworkPolicy selects addresses, not host names."""
     namespace: str = "default"
+    instance: str = ""
+    """The scheduler instance that deploys the job: its label marks what this instance may sweep as orphans."""
 
     def __post_init__(self) -> None:
         if not self.learners:

@@ -83,3 +83,19 @@ class SchedulerUnreachableError(SchedulerError):
 
 class SettingsError(SchedulerError, ConfigError):
     """A scheduler setting (option or environment variable) that cannot be used."""
+
+
+class ManifestTooLargeError(SchedulerError):
+    """A manifest over the scheduler's size limit: refused before it is read."""
+
+
+class RateLimitedError(SchedulerError):
+    """Too many requests of one kind from one tenant, token or address; `retry_after_s` says when to try again."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class StoreUnavailableError(SchedulerError):
+    """etcd does not answer (an outage, a restart): the request may succeed if sent again later."""

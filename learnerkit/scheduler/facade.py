@@ -6,6 +6,7 @@ on this module, so it is tested against a fake and the scheduler against real et
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,6 +52,27 @@ class LogChunk:
     """True when the job is terminal and everything up to ``next_offset`` is all there is."""
 
 
+@dataclass(frozen=True)
+class LogStream:
+    """A learner's log from ``offset`` to ``next_offset``, not yet read: ``chunks`` fetches it as it is taken
+    (blocking calls: iterate it in a worker thread), so no more than a chunk is held at once."""
+
+    chunks: Iterator[bytes]
+    offset: int
+    """Where the bytes start: the asked offset, or where the asked last lines start."""
+    next_offset: int
+    finished: bool
+    """True when the job is terminal and everything up to ``next_offset`` is all there is."""
+
+    @property
+    def size(self) -> int:
+        return self.next_offset - self.offset
+
+    def read(self) -> bytes:
+        """All of it at once (tests and small logs)."""
+        return b"".join(self.chunks)
+
+
 class SchedulerFacade(Protocol):
     """Every method is scoped to ``tenant``: a job of another tenant is reported as not found."""
 
@@ -71,5 +93,8 @@ class SchedulerFacade(Protocol):
     async def cancel(self, tenant: str, job_id: str) -> JobView:
         """Stop the job without a checkpoint and remove everything it runs; it ends CANCELLED."""
 
-    async def logs(self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0) -> LogChunk:
-        """The learner's log from ``offset`` (as shipped to the object store)."""
+    async def logs(
+        self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
+    ) -> LogStream:
+        """The learner's log (as shipped to the object store) from ``offset``, or its last ``tail`` lines when
+        they start later."""

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
 from learnerkit.common.project import find_project_root
+from learnerkit.scheduler.admission import AdmissionPolicy
 from learnerkit.scheduler.backends.docker import DockerBackend
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
@@ -22,10 +23,13 @@ from learnerkit.scheduler.core import Backend, Scheduler, SchedulerOptions
 from learnerkit.scheduler.deployment import Egress
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.hosting import HostedScheduler
+from learnerkit.scheduler.imagegate import ImageGate
 from learnerkit.scheduler.images import ImageCatalog
 from learnerkit.scheduler.jobstore import JobStore
 from learnerkit.scheduler.planning import Platform
+from learnerkit.scheduler.policy import SubmitPolicy
 from learnerkit.scheduler.settings import BackendKind, SchedulerSettings
+from learnerkit.scheduler.tenants import Tenants, load_tenants
 from learnerkit_build.sidecarimage import sidecar_reference
 
 
@@ -53,9 +57,24 @@ def backend_for(settings: SchedulerSettings) -> tuple[Backend, int]:
     return DockerBackend(), 0
 
 
+def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy:
+    """What tenants may submit: the limits and trust settings, and the tenants file's priority ranges."""
+    limits, trust = settings.limits, settings.trust
+    return SubmitPolicy(
+        max_manifest_bytes=limits.max_manifest_bytes,
+        parse_seconds=limits.parse_budget_s,
+        max_learners=limits.max_learners,
+        object_stores=trust.allowed_stores(settings.s3),
+        host_paths=trust.host_paths,
+        priorities=tenants.priorities(),
+        default_priority=tenants.default.priority,
+    )
+
+
 def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
     catalog = ImageCatalog(find_project_root(), settings.backend.registry)
     backend, metrics_port = backend_for(settings)
+    tenants = load_tenants(settings.limits.tenants)
     options = SchedulerOptions(
         platform=Platform(
             etcd_endpoints=",".join(settings.etcd.endpoints),
@@ -63,7 +82,12 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             metrics_port=metrics_port,
         ),
         catalog=catalog.frameworks(),
-        resolve_image=catalog.resolve,
+        resolve_image=ImageGate(
+            settings.trust.images, catalog.references() if settings.trust.project_images else ()
+        ).gated(catalog.resolve),
+        policy=AdmissionPolicy(quotas=tenants.quotas(), default_quota=tenants.default.quota),
+        submit_policy=submit_policy(settings, tenants),
+        instance=settings.trust.instance,
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)

@@ -24,6 +24,10 @@ class ImageCatalog:
             )
         return catalog
 
+    def references(self) -> list[str]:
+        """Every image of the matrix, as the scheduler runs it."""
+        return [f"{image.repository(self.registry)}:{image.tag}" for image in self.matrix.images]
+
     def resolve(self, manifest: JobManifest) -> str:
         if manifest.image:
             return manifest.image

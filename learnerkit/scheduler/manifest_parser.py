@@ -16,7 +16,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from learnerkit.common.errors import ConfigError
-from learnerkit.common.yamlfile import FieldPath, LocatedYaml, Problem, YamlError, load_located_yaml, parse_located_yaml
+from learnerkit.common.yamlfile import (
+    FieldPath,
+    LocatedYaml,
+    Problem,
+    YamlBudget,
+    YamlError,
+    load_located_yaml,
+    parse_located_yaml,
+)
 from learnerkit.scheduler.errors import ManifestError
 from learnerkit.scheduler.fields import FieldReader, describe
 from learnerkit.scheduler.manifest import (
@@ -73,13 +81,17 @@ _LABEL_HELP = "lower-case letters, digits and '-', at most 63, starting and endi
 _GPU_TYPE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 _GPU_TYPE_HELP = "a Kubernetes label value such as nvidia-tesla-v100 (letters, digits, '-', '_', '.')"
 _IMAGE = re.compile(r"[^\s]+")
+MIN_CPUS = 0.01
+"""The least CPU share a learner may ask for: the engine's smallest limit (a smaller one rounds to no limit)."""
+MAX_NODES = 10_000
+"""Values in one manifest: a real one has a few dozen; the cap bounds the time a hostile one costs."""
 _IMAGE_HELP = "an image reference without spaces, e.g. registry.local/learnerkit/pytorch:2.13-cpu-py3.11"
 
 
 def load_manifest(path: Path, catalog: FrameworkCatalog | None = None) -> JobManifest:
     """Read and validate a manifest file; raises `ManifestError` listing every problem."""
     try:
-        doc = load_located_yaml(path)
+        doc = load_located_yaml(path, YamlBudget(max_nodes=MAX_NODES))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
     except ConfigError as e:
@@ -87,10 +99,15 @@ def load_manifest(path: Path, catalog: FrameworkCatalog | None = None) -> JobMan
     return _parse(doc, catalog)
 
 
-def parse_manifest(text: str, source: str = "manifest.yml", catalog: FrameworkCatalog | None = None) -> JobManifest:
-    """Validate manifest text; `source` names it in messages. `catalog` None skips the framework check."""
+def parse_manifest(
+    text: str, source: str = "manifest.yml", catalog: FrameworkCatalog | None = None, *, seconds: float | None = None
+) -> JobManifest:
+    """Validate manifest text; `source` names it in messages. `catalog` None skips the framework check.
+
+    Reading the YAML stops with a problem after `MAX_NODES` values or, with ``seconds``, after that long.
+    """
     try:
-        doc = parse_located_yaml(text, Path(source))
+        doc = parse_located_yaml(text, Path(source), YamlBudget(max_nodes=MAX_NODES, seconds=seconds))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
     return _parse(doc, catalog)
@@ -135,6 +152,9 @@ def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None) -> JobManifest:
 
 def _resources(reader: FieldReader, top: Mapping[str, Any]) -> Resources | None:
     cpus = reader.positive_number(top, (), "cpus", required=True)
+    if cpus is not None and cpus < MIN_CPUS:
+        reader.fail(("cpus",), f"must be at least {MIN_CPUS} (a hundredth of a CPU); got {cpus:g}")
+        cpus = None
     gpus = reader.integer(top, (), "gpus", minimum=0, whole_floats=True)
     learners = reader.integer(top, (), "learners", minimum=1)
     gpu_type = reader.string(top, (), "gpu_type", pattern=_GPU_TYPE, pattern_help=_GPU_TYPE_HELP)
@@ -227,7 +247,10 @@ def _container(reader: FieldReader, item: Mapping[str, Any], loc: FieldPath, key
     section = reader.mapping(value, (*loc, key), ("container",))
     if section is None:
         return None
-    return reader.string(section, (*loc, key), "container", required=True)
+    container = reader.string(section, (*loc, key), "container", required=True)
+    if container is not None and any(part in (".", "..") for part in container.split("/")):
+        reader.fail((*loc, key, "container"), f"{container!r}: '.' and '..' are not allowed in a bucket path")
+    return container
 
 
 def _connection(

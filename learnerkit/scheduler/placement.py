@@ -34,14 +34,14 @@ def placement_order(learners: Sequence[LearnerRequest]) -> list[int]:
 
 
 def place_gang(
-    cluster: Cluster, learners: Sequence[LearnerRequest], *, cpu_pools: Iterable[PoolKey] | None = None
+    cluster: Cluster, learners: Sequence[LearnerRequest], *, open_pools: Iterable[PoolKey] | None = None
 ) -> Placed | NoRoom:
-    """Reserve room for every learner, or for none. ``cpu_pools`` limits where CPU-only learners go."""
-    pools = None if cpu_pools is None else tuple(cpu_pools)
+    """Reserve room for every learner, or for none. ``open_pools`` limits where CPU-only and any-GPU learners go."""
+    pools = None if open_pools is None else tuple(open_pools)
     chosen: dict[int, str] = {}
     for index in placement_order(learners):
         request = learners[index]
-        name = cluster.best_node(request, cpu_pools=pools)
+        name = cluster.best_node(request, open_pools=pools)
         if name is None:
             for done, node in chosen.items():
                 cluster.unreserve(node, learners[done])

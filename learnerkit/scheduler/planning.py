@@ -93,7 +93,10 @@ def sidecar_config(manifest: JobManifest, state: JobState, learner_id: int, plat
     return config
 
 
-def plan_job(manifest: JobManifest, state: JobState, platform: Platform, image: str) -> JobDeployment:
+def plan_job(
+    manifest: JobManifest, state: JobState, platform: Platform, image: str, data_mount: str | None = None
+) -> JobDeployment:
+    """The job's deployment; ``data_mount``: the host folder of a ``mount_volume`` training data store."""
     resources = manifest.resources
     endpoints = endpoints_for(manifest, platform)
     learners = tuple(
@@ -112,6 +115,7 @@ def plan_job(manifest: JobManifest, state: JobState, platform: Platform, image: 
             gpu_type=resources.gpu_type,
             halt_grace_s=float(manifest.extensions.halt_grace),
             shutdown_deadline_s=SHUTDOWN_DEADLINE_S,
+            data_mount=data_mount,
         )
         for n in range(1, resources.learners + 1)
     )

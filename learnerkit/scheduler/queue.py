@@ -24,6 +24,9 @@ class Job:
     learners: tuple[LearnerRequest, ...]
     gpus: int = field(init=False, repr=False, compare=False)
     """All GPUs of all learners: what the job counts against its tenant's quota."""
+    millicpus: int = field(init=False, repr=False, compare=False)
+    """All CPUs of all learners, in millicores."""
+    memory_bytes: int = field(init=False, repr=False, compare=False)
     pools: frozenset[PoolKey] = field(init=False, repr=False, compare=False)
     """The pools the learners need (None for CPU-only learners)."""
 
@@ -31,6 +34,8 @@ class Job:
         if not self.learners:
             raise InvalidRequestError(f"job {self.job_id!r} has no learners")
         object.__setattr__(self, "gpus", sum(learner.gpus for learner in self.learners))
+        object.__setattr__(self, "millicpus", sum(learner.millicpus for learner in self.learners))
+        object.__setattr__(self, "memory_bytes", sum(learner.memory_bytes for learner in self.learners))
         object.__setattr__(self, "pools", frozenset(learner.pool for learner in self.learners))
 
     @property

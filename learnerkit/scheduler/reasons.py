@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from learnerkit.scheduler.capacity import PoolKey
+from learnerkit.scheduler.capacity import GIB, PoolKey, gpu_kind
 
 
 def _jobs(count: int) -> str:
@@ -38,9 +38,9 @@ class WaitingForGpus(Reason):
     def message(self) -> str:
         where = f"{self.most_free} free on {self.node}" if self.node else "none free"
         if self.learners == 1:
-            return f"waiting for {self.gpus} {self.gpu_type} GPUs: {where}"
+            return f"waiting for {self.gpus} {gpu_kind(self.gpu_type)}: {where}"
         return (
-            f"waiting for {self.gpus} {self.gpu_type} GPUs for {self.learners} learners together: "
+            f"waiting for {self.gpus} {gpu_kind(self.gpu_type)} for {self.learners} learners together: "
             f"{where}, {self.free_total} free in all"
         )
 
@@ -65,17 +65,26 @@ class OverQuota(Reason):
     tenant: str
     quota: int
     in_use: int
-    """GPUs of the tenant's admitted and running jobs."""
+    """Of the tenant's admitted and running jobs."""
     held: int
-    """GPUs of the tenant's jobs ahead in the queue, which this job must not delay."""
+    """Of the tenant's jobs ahead in the queue, which this job must not delay."""
     needs: int
+    resource: str = "GPU"
+    """GPU, CPU (amounts in millicores), memory (bytes) or running-jobs."""
+
+    def _amount(self, value: int) -> str:
+        if self.resource == "CPU":
+            return f"{value / 1000:g}"
+        if self.resource == "memory":
+            return f"{value / GIB:.1f} GiB"
+        return str(value)
 
     @property
     def message(self) -> str:
-        held = f", {self.held} held for its higher-priority jobs" if self.held else ""
+        held = f", {self._amount(self.held)} held for its higher-priority jobs" if self.held else ""
         return (
-            f"tenant {self.tenant!r} GPU quota {self.quota} reached "
-            f"({self.in_use} in use{held}, job needs {self.needs})"
+            f"tenant {self.tenant!r} {self.resource} quota {self._amount(self.quota)} reached "
+            f"({self._amount(self.in_use)} in use{held}, job needs {self._amount(self.needs)})"
         )
 
 
@@ -88,7 +97,7 @@ class BehindQueue(Reason):
 
     @property
     def message(self) -> str:
-        what = f"{self.pool} GPUs" if self.pool else "CPU-only room"
+        what = gpu_kind(self.pool) if self.pool else "CPU-only room"
         return f"behind {_jobs(self.jobs)} waiting for {what}"
 
 

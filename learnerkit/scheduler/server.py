@@ -18,7 +18,9 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory | None = None) 
     """Build the scheduler (``factory``, by default ``learnerkit.scheduler.hosted.create_scheduler``) and serve its
     API until SIGINT or SIGTERM."""
     hosted = (factory or load_scheduler_factory())(settings)
-    app = create_app(hosted.facade, settings.api.tokens, registry=hosted.registry, lifespan=hosted.lifespan)
+    app = create_app(
+        hosted.facade, settings.api.tokens, limits=settings.limits, registry=hosted.registry, lifespan=hosted.lifespan
+    )
     config = uvicorn.Config(app, host=settings.api.host, port=settings.api.port, log_level="info")
     uvicorn.Server(config).run()
 

@@ -7,15 +7,17 @@ and are left out of ``repr()``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from learnerkit.scheduler.errors import SettingsError
+from learnerkit.scheduler.policy import DEFAULT_MAX_LEARNERS, DEFAULT_MAX_MANIFEST_BYTES, origin
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
+T = TypeVar("T", int, float)
 
 
 class BackendKind(StrEnum):
@@ -76,17 +78,58 @@ class BackendSettings:
 
 
 @dataclass(frozen=True)
+class LimitSettings:
+    """What one tenant's requests may cost the scheduler (docs/security.md)."""
+
+    max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES
+    """``$LEARNERKIT_MAX_MANIFEST_BYTES``: a larger manifest is refused (413) before it is read."""
+    parse_budget_s: float = 5.0
+    """``$LEARNERKIT_MANIFEST_PARSE_BUDGET_S``: reading one manifest (off the event loop) may take this long."""
+    max_learners: int = DEFAULT_MAX_LEARNERS
+    """``$LEARNERKIT_MAX_LEARNERS``: learners per job."""
+    submits_per_minute: int = 30
+    """``$LEARNERKIT_SUBMITS_PER_MINUTE``: per tenant, in bursts of as many; more get 429 with Retry-After."""
+    tenants: Path | None = None
+    """``$LEARNERKIT_TENANTS``: per-tenant quotas and priority ranges (`learnerkit.scheduler.tenants`)."""
+
+
+@dataclass(frozen=True)
+class TrustSettings:
+    """What jobs may reach and run, and which of the engine's objects this scheduler owns (docs/security.md)."""
+
+    object_stores: tuple[str, ...] = ()
+    """``$LEARNERKIT_OBJECT_STORES``: http(s) endpoints a data store's ``auth_url`` may name, comma-separated,
+    beside ``$S3_ENDPOINT_URL``; anything else is refused at submit."""
+    host_paths: tuple[str, ...] = ()
+    """``$LEARNERKIT_HOST_PATHS``: host folders that ``mount_volume`` stores may mount (read-only); none: refused."""
+    images: tuple[str, ...] = ()
+    """``$LEARNERKIT_IMAGE_ALLOWLIST``: image patterns (fnmatch) that run without passing the scan gate."""
+    project_images: bool = False
+    """``$LEARNERKIT_TRUST_PROJECT_IMAGES`` (``1``): this project's own framework images run without the gate;
+    for development setups (``learnerkit dev up --with-scheduler``, ``make demo``)."""
+    instance: str | None = None
+    """``$LEARNERKIT_SCHEDULER_INSTANCE``: this scheduler's id on the engine; None: derived and kept in etcd."""
+
+    def allowed_stores(self, s3: S3Settings) -> tuple[str, ...]:
+        """The object store origins jobs may use: the listed ones and the scheduler's own S3 endpoint."""
+        urls = (*self.object_stores, *((s3.endpoint_url,) if s3.endpoint_url else ()))
+        return tuple(dict.fromkeys(str(origin(url)) for url in urls))
+
+
+@dataclass(frozen=True)
 class SchedulerSettings:
     api: ApiSettings = field(default_factory=ApiSettings)
     etcd: EtcdSettings = field(default_factory=EtcdSettings)
     s3: S3Settings = field(default_factory=S3Settings)
     backend: BackendSettings = field(default_factory=BackendSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    trust: TrustSettings = field(default_factory=TrustSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SchedulerSettings:
         """Settings from the environment, defaults where a variable is unset or empty."""
         env = {k: v for k, v in environ.items() if v}
-        api, etcd, s3, backend = ApiSettings(), EtcdSettings(), S3Settings(), BackendSettings()
+        api, etcd, s3, backend, limits = ApiSettings(), EtcdSettings(), S3Settings(), BackendSettings(), LimitSettings()
         return cls(
             api=ApiSettings(
                 host=env.get("LEARNERKIT_SCHEDULER_HOST", api.host),
@@ -112,7 +155,21 @@ class SchedulerSettings:
                 namespace=env.get("LEARNERKIT_K8S_NAMESPACE", backend.namespace),
                 sidecar_image=env.get("LEARNERKIT_SIDECAR_IMAGE"),
                 registry=env.get("LEARNERKIT_REGISTRY"),
-                egress=tuple(part.strip() for part in env.get("LEARNERKIT_K8S_EGRESS", "").split(",") if part.strip()),
+                egress=_list(env, "LEARNERKIT_K8S_EGRESS"),
+            ),
+            limits=LimitSettings(
+                max_manifest_bytes=_positive(env, "LEARNERKIT_MAX_MANIFEST_BYTES", limits.max_manifest_bytes, int),
+                parse_budget_s=_positive(env, "LEARNERKIT_MANIFEST_PARSE_BUDGET_S", limits.parse_budget_s, float),
+                max_learners=_positive(env, "LEARNERKIT_MAX_LEARNERS", limits.max_learners, int),
+                submits_per_minute=_positive(env, "LEARNERKIT_SUBMITS_PER_MINUTE", limits.submits_per_minute, int),
+                tenants=Path(env["LEARNERKIT_TENANTS"]) if "LEARNERKIT_TENANTS" in env else None,
+            ),
+            trust=TrustSettings(
+                object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),
+                host_paths=_folders(env, "LEARNERKIT_HOST_PATHS"),
+                images=_list(env, "LEARNERKIT_IMAGE_ALLOWLIST"),
+                project_images=env.get("LEARNERKIT_TRUST_PROJECT_IMAGES") == "1",
+                instance=env.get("LEARNERKIT_SCHEDULER_INSTANCE"),
             ),
         )
 
@@ -135,6 +192,39 @@ def parse_endpoints(raw: str) -> tuple[str, ...]:
         if not host or not port.isdigit():
             raise SettingsError(f"etcd endpoints: {endpoint!r} is not host:port")
     return endpoints
+
+
+def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
+
+
+def _urls(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    urls = _list(env, name)
+    for url in urls:
+        if origin(url) is None:
+            raise SettingsError(f"{name}: {url!r} is not an http(s) URL such as http://s3.internal:8333")
+    return urls
+
+
+def _folders(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    folders = _list(env, name)
+    for folder in folders:
+        if not folder.startswith("/") or ".." in folder.split("/"):
+            raise SettingsError(f"{name}: {folder!r} is not an absolute folder without '..'")
+    return folders
+
+
+def _positive(env: Mapping[str, str], name: str, default: T, kind: Callable[[str], T]) -> T:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not value > 0:
+        raise SettingsError(f"{name}={raw!r}: expected a number above 0")
+    return value
 
 
 def _port(raw: str | None, default: int) -> int:

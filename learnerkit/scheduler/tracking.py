@@ -3,6 +3,7 @@ the monitor last saw of its learners. All of it is rebuilt from etcd after a res
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from controller_sidecar.status import StatusRecord
@@ -24,6 +25,11 @@ class Tracked:
     seen_alive: set[int] = field(default_factory=set)
     """Learners whose lease was seen at least once this attempt: only those can lose it."""
     missing_since: dict[int, float] = field(default_factory=dict)
+    ended_since: dict[int, float] = field(default_factory=dict)
+    """Learners whose container was seen ended while their sidecar waited for the exit record: since when
+    (the scheduler's monotonic clock)."""
+    backend_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
+    """Held while the job is deployed or torn down: the two never meet halfway."""
 
     @property
     def active(self) -> bool:
@@ -46,3 +52,4 @@ class Tracked:
         self.alive.clear()
         self.seen_alive.clear()
         self.missing_since.clear()
+        self.ended_since.clear()

@@ -26,8 +26,9 @@ from learnerkit.scheduler.errors import BackendError
 NODE_NAME = "local"
 MANAGED_LABEL = "io.learnerkit.managed-by"
 MANAGER = "learnerkit-scheduler"
-"""What the scheduler deploys carries this label; pairs run by hand (``sidecar run-local``) do not, and a
-restarted scheduler removes as orphans only what it deployed itself."""
+"""What the scheduler deploys carries this label; pairs run by hand (``sidecar run-local``) do not."""
+INSTANCE_LABEL = "io.learnerkit.scheduler-instance"
+"""Which scheduler instance deployed the pair: a restarted scheduler removes as orphans only its own."""
 
 
 def network_name(job_id: str) -> str:
@@ -36,13 +37,14 @@ def network_name(job_id: str) -> str:
 
 def placement(job: JobDeployment, learner: PairSpec) -> DockerPlacement:
     """Distributed learners share the job's internal network under their rendezvous names."""
+    labels = {MANAGED_LABEL: MANAGER, INSTANCE_LABEL: job.instance}
     if not job.distributed:
-        return DockerPlacement(labels={MANAGED_LABEL: MANAGER})
+        return DockerPlacement(labels=labels)
     return DockerPlacement(
         network=network_name(job.job_id),
         hostname=learner.name,
         network_aliases=(f"{learner.name}.{job.name}",),
-        labels={MANAGED_LABEL: MANAGER},
+        labels=labels,
     )
 
 
@@ -101,6 +103,17 @@ class DockerBackend:
                     ended[int(handle.name.rsplit("-", 1)[1])] = code
         return ended
 
+    def learners_ended(self, job_id: str) -> dict[int, int]:
+        """Learner id -> exit status of each learner container that has ended (as ``sidecars_exited`` for
+        the sidecars; the sidecar itself also notices it, from the learner's cgroup)."""
+        ended: dict[int, int] = {}
+        with _engine_errors(f"inspecting job {job_id}"):
+            for handle in pairs_of(job_id):
+                code = exit_code(handle.learner) if handle.learner else None
+                if code is not None:
+                    ended[int(handle.name.rsplit("-", 1)[1])] = code
+        return ended
+
     def teardown(self, job_id: str) -> None:
         """Remove every container, volume and network of the job."""
         with _engine_errors(f"tearing down job {job_id}"):
@@ -114,11 +127,16 @@ class DockerBackend:
                 with suppress(docker.errors.NotFound):
                     network.remove()
 
-    def job_ids(self) -> set[str]:
-        """Jobs this scheduler deployed that have anything on the engine (to find orphans after a restart)."""
+    def job_ids(self, instance: str) -> set[str]:
+        """Jobs this scheduler instance deployed that have anything on the engine (orphans after a restart)."""
+        mine = [f"{MANAGED_LABEL}={MANAGER}", f"{INSTANCE_LABEL}={instance}"]
         with _engine_errors("listing the scheduler's containers"):
-            managed = engine().containers.list(all=True, filters={"label": f"{MANAGED_LABEL}={MANAGER}"})
-            return {job for job in (c.labels.get(JOB_LABEL, "") for c in managed) if job}
+            managed = engine().containers.list(all=True, filters={"label": mine})
+            return {
+                job
+                for job in (c.labels.get(JOB_LABEL, "") for c in managed if c.labels.get(INSTANCE_LABEL) == instance)
+                if job
+            }
 
     def _ensure_network(self, job_id: str) -> None:
         client = engine()

@@ -15,7 +15,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
-from learnerkit.scheduler.backends.k8s_objects import GPU_PRODUCT_LABEL, GPU_RESOURCE
+from learnerkit.scheduler.backends.k8s_objects import GPU_PRODUCT_LABEL, GPU_RESOURCE, LEARNER_CONTAINER
 from learnerkit.scheduler.capacity import Node
 from learnerkit.scheduler.deployment import Egress, JobDeployment
 from learnerkit.scheduler.errors import BackendError
@@ -56,6 +56,8 @@ class KubernetesBackend:
         return [node for node in (node_from_api(item) for item in items) if node is not None]
 
     def deploy(self, job: JobDeployment) -> None:
+        if any(learner.data_mount for learner in job.learners):
+            raise BackendError(f"job {job.job_id}: host folder mounts (mount_volume) run on the Docker backend only")
         namespace = self.backend.namespace
         learners = tuple(replace(learner, namespace=namespace) for learner in job.learners)
         self.backend.deploy(replace(job, learners=learners, namespace=namespace, platform_egress=self.egress))
@@ -69,8 +71,23 @@ class KubernetesBackend:
         pods = self.backend.status(job_id).pods
         return {pod.learner_id: 1 for pod in pods if pod.phase in FAILED_PHASES}
 
+    def learners_ended(self, job_id: str) -> dict[int, int]:
+        """Learner id -> exit code of each learner container that has terminated.
+
+        The pod's ``restartPolicy: Never`` keeps a terminated learner container terminated, so this stays
+        true until teardown; the native sidecar beside it may still run (it reports the final status).
+        """
+        return {
+            pod.learner_id: container.exit_code
+            for pod in self.backend.status(job_id).pods
+            for container in pod.containers
+            if container.name == LEARNER_CONTAINER
+            and container.state == "terminated"
+            and container.exit_code is not None
+        }
+
     def teardown(self, job_id: str) -> None:
         self.backend.teardown(job_id)
 
-    def job_ids(self) -> set[str]:
-        return set(self.backend.list_jobs())
+    def job_ids(self, instance: str) -> set[str]:
+        return set(self.backend.list_jobs(instance=instance))

@@ -20,6 +20,7 @@ import urllib3.exceptions
 from kubernetes.client.rest import ApiException
 
 from learnerkit.scheduler.backends.k8s_objects import (
+    INSTANCE_LABEL,
     JOB_LABEL,
     LEARNER_LABEL,
     MANAGED_BY,
@@ -255,13 +256,15 @@ class KubernetesCluster:
                     deleted.append(f"{kind} {namespace}/{item.metadata.name}")
         return deleted
 
-    def list_jobs(self, namespace: str | None = None) -> list[str]:
-        """Job IDs with any object left in the namespace (a half torn-down job included)."""
+    def list_jobs(self, namespace: str | None = None, instance: str | None = None) -> list[str]:
+        """Job IDs with any object left in the namespace (a half torn-down job included); with ``instance``,
+        only of the jobs that scheduler instance deployed."""
         namespace = namespace or self.namespace
         jobs = {
             (item.metadata.labels or {}).get(JOB_LABEL)
             for kind in TEARDOWN_ORDER
             for item in self._owned(kind, None, namespace)
+            if instance is None or (item.metadata.labels or {}).get(INSTANCE_LABEL) == instance
         }
         return sorted(job for job in jobs if job)
 

@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 import kubernetes_validate
 import kubernetes_validate.utils
 
-from learnerkit.pair.spec import PairSpec
+from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 from learnerkit.scheduler.deployment import JobDeployment, distributed_env
 from learnerkit.scheduler.errors import InvalidObjectError
 
@@ -25,11 +25,13 @@ KUBERNETES_VERSION = "1.30"
 
 JOB_LABEL = "learnerkit.io/job-id"
 LEARNER_LABEL = "learnerkit.io/learner-id"
+INSTANCE_LABEL = "learnerkit.io/scheduler-instance"
 MANAGED_BY = "learnerkit-scheduler"
+LEARNER_CONTAINER = "learner"
+SIDECAR_CONTAINER = "sidecar"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """Set on every GPU node by NVIDIA GPU feature discovery (part of the GPU operator)."""
-RUN_AS_USER = 1000
 SHM_SIZE = "1Gi"
 TMP_SIZE = "512Mi"
 STOP_MARGIN_S = 10
@@ -37,9 +39,10 @@ STOP_MARGIN_S = 10
 SIDECAR_METRICS_PORT = 9102
 SIDECAR_RESOURCES: dict[str, dict[str, str]] = {
     "requests": {"cpu": "100m", "memory": "256Mi"},
-    "limits": {"cpu": "1", "memory": "1Gi"},
+    "limits": {"cpu": f"{SIDECAR_CPUS:g}", "memory": f"{SIDECAR_MEMORY_BYTES >> 20}Mi"},
 }
-"""Fixed for every sidecar: it moves files and tails logs, whatever the learner's size."""
+"""Fixed for every sidecar (``SIDECAR_CPUS``, ``SIDECAR_MEMORY_BYTES``, as on Docker); requests are what it
+needs when idle."""
 
 
 class ObjectMeta(TypedDict, total=False):
@@ -61,15 +64,19 @@ class KubeObject(TypedDict, total=False):
     immutable: bool
 
 
-def job_labels(job_id: str) -> dict[str, str]:
-    """The labels every object of a job carries; ``learnerkit.io/job-id`` is what teardown selects on."""
-    return {
+def job_labels(job_id: str, instance: str = "") -> dict[str, str]:
+    """The labels every object of a job carries; ``learnerkit.io/job-id`` is what teardown selects on, the
+    scheduler instance what its orphan sweep selects on."""
+    labels = {
         "app.kubernetes.io/name": "learnerkit-learner",
         "app.kubernetes.io/instance": f"lk-{job_id}",
         "app.kubernetes.io/part-of": "learnerkit",
         "app.kubernetes.io/managed-by": MANAGED_BY,
         JOB_LABEL: job_id,
     }
+    if instance:
+        labels[INSTANCE_LABEL] = instance
+    return labels
 
 
 def job_selector(job_id: str) -> str:
@@ -81,11 +88,11 @@ def _meta(name: str, namespace: str, labels: Mapping[str, str]) -> ObjectMeta:
     return {"name": name, "namespace": namespace, "labels": dict(labels)}
 
 
-def restricted_security_context() -> dict[str, Any]:
-    """The Pod Security Standard "restricted" profile, plus a read-only root file system."""
+def restricted_security_context(uid: int) -> dict[str, Any]:
+    """The Pod Security Standard "restricted" profile, plus a read-only root file system, as user ``uid``."""
     return {
         "runAsNonRoot": True,
-        "runAsUser": RUN_AS_USER,
+        "runAsUser": uid,
         "runAsGroup": 0,
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
@@ -129,9 +136,9 @@ def learner_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
         **distributed_env(job, learner),
     }
     container: dict[str, Any] = {
-        "name": "learner",
+        "name": LEARNER_CONTAINER,
         "image": learner.learner_image,
-        "securityContext": restricted_security_context(),
+        "securityContext": restricted_security_context(LEARNER_UID),
         "resources": learner_resources(learner),
         "volumeMounts": [
             {"name": "job", "mountPath": "/job"},
@@ -160,10 +167,11 @@ def sidecar_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
         "exit_when_done": False,
     }
     return {
-        "name": "sidecar",
+        "name": SIDECAR_CONTAINER,
         "image": learner.sidecar_image,
         "restartPolicy": "Always",
-        "securityContext": restricted_security_context(),
+        # Its own user: with shareProcessNamespace the learner could otherwise read its /proc/<pid>/environ.
+        "securityContext": restricted_security_context(SIDECAR_UID),
         "resources": SIDECAR_RESOURCES,
         "env": _env_list(
             {
@@ -203,7 +211,7 @@ def _gpu_scheduling(learner: PairSpec) -> dict[str, Any]:
 
 def learner_pod(job: JobDeployment, learner: PairSpec) -> KubeObject:
     labels = {
-        **job_labels(job.job_id),
+        **job_labels(job.job_id, job.instance),
         "app.kubernetes.io/component": "learner",
         LEARNER_LABEL: str(learner.learner_id),
     }
@@ -217,7 +225,7 @@ def learner_pod(job: JobDeployment, learner: PairSpec) -> KubeObject:
         "enableServiceLinks": False,
         "securityContext": {
             "runAsNonRoot": True,
-            "runAsUser": RUN_AS_USER,
+            "runAsUser": LEARNER_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "initContainers": [sidecar_container(job, learner)],
@@ -246,7 +254,7 @@ def sidecar_secret(job: JobDeployment) -> KubeObject:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _meta(job.secret_name, job.namespace, job_labels(job.job_id)),
+        "metadata": _meta(job.secret_name, job.namespace, job_labels(job.job_id, job.instance)),
         "type": "Opaque",
         "immutable": True,
         "stringData": job.learners[0].endpoints.env(),
@@ -258,7 +266,7 @@ def headless_service(job: JobDeployment) -> KubeObject:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(job.name, job.namespace, job_labels(job.job_id)),
+        "metadata": _meta(job.name, job.namespace, job_labels(job.job_id, job.instance)),
         "spec": {
             "clusterIP": "None",
             # Learners rendezvous before any of them could be called ready.
@@ -292,7 +300,7 @@ def network_policy(job: JobDeployment) -> KubeObject:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": _meta(job.name, job.namespace, job_labels(job.job_id)),
+        "metadata": _meta(job.name, job.namespace, job_labels(job.job_id, job.instance)),
         "spec": {
             "podSelector": {"matchLabels": {JOB_LABEL: job.job_id}},
             "policyTypes": ["Ingress", "Egress"],

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from controller_sidecar import keys
-from controller_sidecar.errors import TransientError
-from controller_sidecar.etcdstore import EtcdStore, WatchEvent, status_seq_key
+from controller_sidecar.errors import PermanentError, TransientError
+from controller_sidecar.etcdgateway import Gateway
+from controller_sidecar.etcdstore import PAGE_SIZE, EtcdStore, WatchEvent, status_seq_key
 from controller_sidecar.settings import EtcdSettings
 from controller_sidecar.status import Phase, StatusRecord
 from controller_sidecar.statusqueue import StatusReporter
+from learnerkit.dev.etcd import etcd_binary
 from tests.servers.etcd import EtcdServer
 from tests.waiting import await_until, holds_for
 
@@ -58,6 +60,28 @@ def test_put_get_delete_and_prefix(etcd_server: EtcdServer, job_id: str) -> None
             await store.put_metrics(job_id, 1, {"loss": 0.5, "step": 10})
             metrics = await store.get(keys.learner_metrics_key(job_id, 1))
             assert metrics is not None and json.loads(metrics[0]) == {"loss": 0.5, "step": 10}
+        finally:
+            await store.close()
+
+    run(scenario)
+
+
+def test_a_prefix_larger_than_a_page_is_read_whole_at_one_revision(etcd_server: EtcdServer, job_id: str) -> None:
+    prefix = keys.job_prefix(job_id)
+    count = 2 * PAGE_SIZE + 7
+    written = {f"{prefix}k{i:05d}": f"v{i}" for i in range(count)}
+
+    async def scenario() -> None:
+        store = await EtcdStore.connect(etcd_server.settings())
+        try:
+            items = list(written.items())
+            for start in range(0, count, 100):  # etcd allows 128 operations per transaction
+                await store.put_all(dict(items[start : start + 100]))
+            await store.put(prefix + "empty", b"")
+            found = await store.get_prefix(prefix)
+            assert found == {**{k: v.encode() for k, v in written.items()}, prefix + "empty": b""}
+            await store.delete_prefix(prefix)
+            assert await store.get_prefix(prefix) == {}
         finally:
             await store.close()
 
@@ -290,6 +314,44 @@ def test_statuses_reported_during_a_10s_outage_all_arrive_in_order(
             await store.close()
 
     run(scenario)
+
+
+def test_credentials_are_used_and_renewed_after_an_etcd_restart(tmp_path: Path, job_id: str) -> None:
+    """etcd's default (simple) tokens do not survive a restart: the store logs in again by itself."""
+    server = EtcdServer(etcd_binary(), tmp_path / "data")
+    server.start()
+    try:
+        run(functools.partial(_auth_scenario, server, job_id))
+    finally:
+        server.stop()
+
+
+async def _auth_scenario(server: EtcdServer, job_id: str) -> None:
+    admin = Gateway(server.endpoint, timeout_s=5)
+    for path, body in (
+        ("auth/role/add", {"name": "root"}),
+        ("auth/user/add", {"name": "root", "password": "secret"}),
+        ("auth/user/grant", {"user": "root", "role": "root"}),
+        ("auth/enable", {}),
+    ):
+        await admin.call(path, body, "set up authentication")
+    admin.close()
+    settings = EtcdSettings(endpoints=(server.endpoint,), username="root", password="secret")
+    with pytest.raises(PermanentError, match="refused the credentials"):
+        await EtcdStore.connect(EtcdSettings(endpoints=(server.endpoint,), username="root", password="wrong"))
+    with pytest.raises(PermanentError, match="user name is empty"):
+        await (await EtcdStore.connect(server.settings())).get(keys.halt_key(job_id))
+    store = await EtcdStore.connect(settings)
+    try:
+        await store.put(keys.spec_key(job_id), "{}")
+        waiter = asyncio.create_task(store.wait_for_key(keys.halt_key(job_id)))
+        await holds_for(lambda: not waiter.done(), 0.5, message="waiting for the halt key")
+        await outage(server, 1.0)
+        assert await store.get(keys.spec_key(job_id)) is not None
+        await store.put(keys.halt_key(job_id), "halt")
+        assert await asyncio.wait_for(waiter, timeout=15) == b"halt"
+    finally:
+        await store.close()
 
 
 def _absent(store: EtcdStore, key: str) -> Callable[[], Coroutine[Any, Any, bool]]:

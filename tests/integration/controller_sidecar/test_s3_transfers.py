@@ -17,7 +17,7 @@ import pytest
 
 from controller_sidecar.checkpointsync import restore_latest_checkpoint, upload_checkpoints
 from controller_sidecar.download import TransferStats, download_prefix
-from controller_sidecar.errors import TransferError, TransientError
+from controller_sidecar.errors import TransferError, TransientError, UnsafePathError
 from controller_sidecar.retry import Backoff
 from controller_sidecar.s3store import PARTIAL_SUFFIX, RemoteObject, S3Store
 from controller_sidecar.settings import S3Location, S3Settings
@@ -217,6 +217,42 @@ def test_an_object_replaced_since_it_was_listed_is_refused(s3_server: SeaweedSer
     with pytest.raises(TransferError, match="sends 22 bytes, the listing said 5"):
         store.download("learnerkit-replace", lying, tmp_path / "k.bin")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_keys_that_are_a_file_and_a_folder_are_refused_naming_both(s3_server: SeaweedServer, tmp_path: Path) -> None:
+    store = S3Store(s3_server.settings())
+    store.ensure_bucket("learnerkit-clash")
+    store.put_bytes("learnerkit-clash", "set/a", b"a file")
+    store.put_bytes("learnerkit-clash", "set/a/b", b"a file below the file")
+    both = r"s3://learnerkit-clash/set/a/b: .* file of s3://learnerkit-clash/set/a "
+    with pytest.raises(UnsafePathError, match=both):
+        download_prefix(
+            store,
+            S3Location("learnerkit-clash", "set/"),
+            tmp_path / "data",
+            state_file=tmp_path / "state.json",
+            concurrency=2,
+            backoff=FAST,
+        )
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_key_with_a_name_of_250_bytes_is_downloaded(s3_server: SeaweedServer, tmp_path: Path) -> None:
+    """The partial file's name must not grow with the object's: 250 bytes plus a prefix would not fit."""
+    store = S3Store(s3_server.settings())
+    store.ensure_bucket("learnerkit-long")
+    name = "n" * 250
+    store.put_bytes("learnerkit-long", f"set/{name}", b"long name")
+    stats = download_prefix(
+        store,
+        S3Location("learnerkit-long", "set/"),
+        tmp_path / "data",
+        state_file=tmp_path / "state.json",
+        concurrency=1,
+        backoff=FAST,
+    )
+    assert stats.files == 1
+    assert (tmp_path / "data" / name).read_bytes() == b"long name"
 
 
 def test_permanent_errors_name_the_object(s3_server: SeaweedServer) -> None:

@@ -87,7 +87,15 @@ def test_interrupted_build_leaves_no_tag(scratch_project: Path, image_cleanup: l
     argv = [*LEARNERKIT, "image", "build", "slow:1.0-cpu", "--root", str(scratch_project), "--no-ca-bundle"]
     log = scratch_project / "build.log"
     with log.open("wb") as sink:
-        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200"})
+        # As at a terminal where Ctrl-C is pressed: a test run started in the background (`make test &`) ignores
+        # SIGINT, and a child inherits an ignored signal, so the build would never see it.
+        proc = subprocess.Popen(
+            argv,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "COLUMNS": "200"},
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         try:
             wait_until(
                 lambda: f"slow-step-42-{run_id}".encode() in log.read_bytes() or proc.poll() is not None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -48,3 +49,16 @@ def test_halt_of_a_scheduler_job_is_refused_and_names_the_job_command(etcd_serve
     with pytest.raises(ConfigError, match=f"learnerkit job halt {job_id}"):
         request_halt(etcd_server.settings(), job_id)
     assert read(etcd_server, keys.halt_key(job_id)) is None
+
+
+def test_halt_waits_out_an_etcd_restart(etcd_server: EtcdServer, job_id: str) -> None:
+    """The host's etcd calls retry transient errors like the sidecar: a restarting etcd is waited out."""
+    etcd_server.stop()
+    restart = threading.Timer(1.0, etcd_server.start)
+    restart.start()
+    try:
+        request_halt(etcd_server.settings(), job_id)
+    finally:
+        restart.join()
+        etcd_server.start()
+    assert read(etcd_server, keys.halt_key(job_id)) == b"halt"

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from controller_sidecar import keys
 from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.common import engine
 from learnerkit.dev.s3 import create_bucket
@@ -23,6 +24,7 @@ from learnerkit.scheduler.facade import JobView
 from learnerkit.scheduler.images import ImageCatalog
 from learnerkit.scheduler.jobstore import JobStore
 from learnerkit.scheduler.planning import Platform
+from learnerkit.scheduler.policy import SubmitPolicy, origin
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
 from learnerkit_build.smokedata import write_smoke_dataset
@@ -38,9 +40,10 @@ TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
 class Harness:
     """A Scheduler whose asyncio loop runs on a thread; tests call it synchronously."""
 
-    def __init__(self, etcd: Any, options: SchedulerOptions) -> None:
+    def __init__(self, etcd: Any, options: SchedulerOptions, root: str = keys.ROOT) -> None:
         self.etcd_server = etcd
         self.options = options
+        self.root = root
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -50,7 +53,7 @@ class Harness:
 
     async def _make(self) -> Scheduler:
         etcd = await EtcdStore.connect(self.etcd_server.settings())
-        service = Scheduler(JobStore(etcd), DockerBackend(), self.options)
+        service = Scheduler(JobStore(etcd, self.root), DockerBackend(), self.options)
         await service.rebuild()
         self.stop_event = asyncio.Event()
         self.runner = asyncio.run_coroutine_threadsafe(service.run(self.stop_event), self.loop)
@@ -125,7 +128,7 @@ def scheduler_buckets(s3_server: Any, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="session")
-def service_options(etcd_server: Any, build_inputs: BuildInputs) -> SchedulerOptions:
+def service_options(etcd_server: Any, s3_server: Any, build_inputs: BuildInputs) -> SchedulerOptions:
     catalog = ImageCatalog(REPO)
     sidecar = build_sidecar(REPO, build_inputs, lambda line: None)
     return SchedulerOptions(
@@ -136,6 +139,7 @@ def service_options(etcd_server: Any, build_inputs: BuildInputs) -> SchedulerOpt
         catalog=catalog.frameworks(),
         resolve_image=catalog.resolve,
         policy=AdmissionPolicy(ready_timeout_s=120),
+        submit_policy=SubmitPolicy(object_stores=(str(origin(s3_server.endpoint_url)),)),
         interval_s=0.1,
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import kubernetes.client
@@ -269,9 +270,11 @@ async def test_the_service_side_deploys_sees_pods_start_and_tears_down(
     kmock: KubernetesEmulator, backend: KubernetesCluster
 ) -> None:
     service_side = KubernetesBackend(backend, egress=(dep.Egress("10.20.0.4/32", 2379),))
-    job = make_job("job-8", learners=2)
+    job = replace(make_job("job-8", learners=2), instance="lk-this")
     await call(service_side.deploy, job)
-    assert await call(service_side.job_ids) == {"job-8"}
+    await call(service_side.deploy, replace(make_job("job-9", learners=1), instance="lk-other"))
+    assert await call(service_side.job_ids, "lk-this") == {"job-8"}, "another scheduler instance's job is not ours"
+    await call(service_side.teardown, "job-9")
     assert not await call(service_side.started, "job-8", 2)
     for n in (1, 2):
         kmock.objects["v1/pods", NAMESPACE, f"lk-job-8-{n}"].patch({"status": {"phase": "Running"}})
@@ -280,3 +283,35 @@ async def test_the_service_side_deploys_sees_pods_start_and_tears_down(
     assert await call(service_side.sidecars_exited, "job-8") == {2: 1}
     await call(service_side.teardown, "job-8")
     assert stored(kmock) == set()
+
+
+def _container(name: str, state: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "ready": "running" in state, "restartCount": 0, "image": name, "imageID": "", "state": state}
+
+
+async def test_learners_ended_reports_a_terminated_learner_container(
+    kmock: KubernetesEmulator, backend: KubernetesCluster
+) -> None:
+    """A learner image without learner-run: its container ended while the native sidecar still runs (the pod
+    stays Running, so ``sidecars_exited`` sees nothing); ``learners_ended`` reports the learner and its code."""
+    service_side = KubernetesBackend(backend)
+    await call(service_side.deploy, make_job("job-8", learners=3))
+    learner_states = {1: {"terminated": {"exitCode": 0, "reason": "Completed"}}, 2: {"running": {}}, 3: {"waiting": {}}}
+    for n, state in learner_states.items():
+        kmock.objects["v1/pods", NAMESPACE, f"lk-job-8-{n}"].patch(
+            {
+                "status": {
+                    "phase": "Running" if n < 3 else "Pending",
+                    "initContainerStatuses": [_container(ko.SIDECAR_CONTAINER, {"running": {}})],
+                    "containerStatuses": [_container(ko.LEARNER_CONTAINER, state)],
+                }
+            }
+        )
+    assert await call(service_side.learners_ended, "job-8") == {1: 0}
+    assert await call(service_side.sidecars_exited, "job-8") == {}
+    kmock.objects["v1/pods", NAMESPACE, "lk-job-8-2"].patch(
+        {"status": {"containerStatuses": [_container(ko.LEARNER_CONTAINER, {"terminated": {"exitCode": 3}})]}}
+    )
+    assert await call(service_side.learners_ended, "job-8") == {1: 0, 2: 3}
+    await call(service_side.teardown, "job-8")
+    assert await call(service_side.learners_ended, "job-8") == {}

@@ -50,7 +50,7 @@ def test_manifest_runs_to_completed_and_leaves_nothing_behind(
     assert final.learners[0].status == "COMPLETED" and {"loss", "accuracy"} <= set(final.learners[0].metrics)
     assert final.results == f"s3://{RESULTS_BUCKET}/{view.job_id}/attempt-1/"
     log = harness.call(harness.service.logs("team-a", view.job_id))
-    assert log.finished and b"done: steps 1..30" in log.data
+    assert log.finished and b"done: steps 1..30" in log.read()
     assert leftovers(view.job_id) == []
     with pytest.raises(UnknownJobError):
         harness.call(harness.service.get("team-b", view.job_id))
@@ -128,7 +128,7 @@ def test_failed_job_auto_resumes_from_its_checkpoint(harness: Harness, s3_server
     view = harness.call(harness.service.submit("team-a", manifest(s3_server, script, extra=extra)))
     final = harness.wait_status("team-a", view.job_id, TERMINAL, timeout=300)
     assert final.status == "COMPLETED" and final.restarts == 1, final
-    assert b"resumed at 7" in harness.call(harness.service.logs("team-a", view.job_id)).data
+    assert b"resumed at 7" in harness.call(harness.service.logs("team-a", view.job_id)).read()
 
 
 def test_scheduler_restart_rebuilds_state_without_disturbing_running_jobs(

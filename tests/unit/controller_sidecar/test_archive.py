@@ -168,3 +168,54 @@ def test_extracts_a_tar_made_with_dot_prefixes(tmp_path: Path) -> None:
     archive = make_tar(tmp_path / "model.tar", [root, folder, script], {"./src/train.py": b"go"})
     assert extract_archive(archive, tmp_path / "model", **LIMITS) == 2
     assert (tmp_path / "model" / "src" / "train.py").read_bytes() == b"go"
+
+
+def _encrypt_flag(path: Path) -> None:
+    """Set the 'encrypted' bit of every member's general purpose flags (local header and central directory)."""
+    data = bytearray(path.read_bytes())
+    for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        start = 0
+        while (found := data.find(signature, start)) != -1:
+            data[found + offset] |= 0x01
+            start = found + 4
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("members", "named"),
+    [
+        ({"a": b"file", "a/b": b"below the file"}, "'a/b'"),
+        ({"a/b": b"below a folder", "a": b"the folder as a file"}, "'a'"),
+        ({"a/": b"", "a": b"a file over the folder"}, "'a'"),
+    ],
+)
+def test_a_file_and_a_folder_of_one_name_name_the_member(tmp_path: Path, members: dict[str, bytes], named: str) -> None:
+    archive = make_zip(tmp_path / "model.zip", members)
+    with pytest.raises(UnsafePathError, match=f"member {named}: clashes with another member"):
+        extract_archive(archive, tmp_path / "model", **LIMITS)
+    assert leftovers(tmp_path, tmp_path / "model") == []
+
+
+def test_a_member_name_too_long_for_the_file_system_is_named(tmp_path: Path) -> None:
+    name = "n" * 300 + ".py"
+    archive = make_zip(tmp_path / "model.zip", {"ok.py": b"ok", name: b"x"})
+    with pytest.raises(UnsafePathError, match="longer than 255 bytes") as caught:
+        extract_archive(archive, tmp_path / "model", **LIMITS)
+    assert name[:40] in str(caught.value)
+    assert leftovers(tmp_path, tmp_path / "model") == []
+
+
+def test_a_path_too_long_for_the_file_system_is_named(tmp_path: Path) -> None:
+    name = "/".join(["d" * 250] * 20) + "/x.py"  # every segment fits, the whole path (5 KB) does not
+    archive = make_zip(tmp_path / "model.zip", {name: b"x"})
+    with pytest.raises(PermanentError, match=r"member 'd{250}/.*: cannot be written"):
+        extract_archive(archive, tmp_path / "model", **LIMITS)
+    assert leftovers(tmp_path, tmp_path / "model") == []
+
+
+def test_an_encrypted_member_is_named(tmp_path: Path) -> None:
+    archive = make_zip(tmp_path / "model.zip", {"ok.py": b"ok", "secret.py": b"x" * 100})
+    _encrypt_flag(archive)
+    with pytest.raises(PermanentError, match=r"member 'ok\.py' cannot be read"):
+        extract_archive(archive, tmp_path / "model", **LIMITS)
+    assert leftovers(tmp_path, tmp_path / "model") == []

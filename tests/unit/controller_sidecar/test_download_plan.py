@@ -157,3 +157,24 @@ def test_retry_sync_gives_up_and_lets_permanent_errors_through() -> None:
 
     with pytest.raises(TransferError):
         retry_sync(permanent, Backoff(), what="op", sleep=lambda _s: pytest.fail("must not wait"))
+
+
+@pytest.mark.parametrize(
+    ("keys", "named", "message"),
+    [
+        (["mnist/a", "mnist/a/b"], "mnist/a/b", "which is the file of s3://data/mnist/a"),
+        (["mnist/x/y/z", "mnist/x/y"], "mnist/x/y/z", "which is the file of s3://data/mnist/x/y"),
+        (["mnist/ok", "mnist/" + "n" * 256], "mnist/nnnn", "longer than 255 bytes"),
+        (["mnist/x\x00y"], "mnist/x", "NUL"),
+    ],
+)
+def test_plan_refuses_keys_that_cannot_be_placed(tmp_path: Path, keys: list[str], named: str, message: str) -> None:
+    with pytest.raises(UnsafePathError, match=message) as caught:
+        plan_download([obj(key) for key in keys], LOCATION, tmp_path)
+    assert f"s3://data/{named}" in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_takes_a_name_of_255_bytes(tmp_path: Path) -> None:
+    key = "mnist/" + "é" * 127 + "n"
+    assert [p.path.name for p in plan_download([obj(key)], LOCATION, tmp_path)] == ["é" * 127 + "n"]

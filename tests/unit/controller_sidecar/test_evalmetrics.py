@@ -125,7 +125,7 @@ def test_shorthand_values_and_linelookahead_spelling() -> None:
     [
         (
             lambda em: em["groups"]["train"].update(regex="Iteration (%{INT:it}"),
-            r"evaluation_metrics\.groups\.train\.regex: missing \), unterminated subpattern .*Iteration \(%\{INT:it\}",
+            r"evaluation_metrics\.groups\.train\.regex: missing \) .*Iteration \(%\{INT:it\}",
         ),
         (
             lambda em: em["groups"]["train"].update(regex="%{NOPE:x}"),
@@ -175,3 +175,26 @@ def test_jsonl_from_the_learner_helper_with_malformed_lines(tmp_path: Path, monk
     assert parser.malformed == len(malformed)
     assert parser.latest() == {"loss": 0.125, "accuracy": 0.75}
     assert parser.feed_log_line(b"loss = 3\n") == []  # no regex rules: log lines carry no metrics
+
+
+def test_a_catastrophic_rule_is_disabled_and_the_others_go_on(caplog: pytest.LogCaptureFixture) -> None:
+    rules = parse_evaluation_metrics(
+        {
+            "type": "regex_extractor",
+            "groups": {
+                "evil": {"regex": r"(a+)+$", "scalars": {"n": "1"}},
+                "loss": {"regex": r"loss = %{FLOAT:loss}", "scalars": {"loss": "$loss"}},
+            },
+        }
+    )
+    parser = MetricsParser(rules, clock=FakeClock())
+    caplog.set_level("WARNING", logger="controller_sidecar.evalmetrics")
+    parser.feed_log_line(b"a" * 100_000 + b"b\n")
+    for _ in range(5):
+        parser.feed_log_line(b"a" * 100_000 + b"b\n")
+        parser.feed_log_line(b"loss = 0.5\n")
+    parser.flush_log()
+    assert parser.disabled == ["evil"]
+    assert parser.latest() == {"loss/loss": 0.5}
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "evaluation_metrics.groups.evil" in warnings[0] and "disabled" in warnings[0]

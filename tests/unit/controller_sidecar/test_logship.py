@@ -100,6 +100,32 @@ def test_restart_resumes_with_no_loss_and_no_duplicates(tmp_path: Path) -> None:
     assert sink.puts == [part_name(1), part_name(2), part_name(2)]
 
 
+def test_lines_emitted_before_a_restart_are_not_emitted_again(tmp_path: Path) -> None:
+    """Part 1 is confirmed, part 2 (which ends inside a line) is not: the restart ships part 2 again, but
+    on_line (stdout, the regex metrics) gets only what the killed sidecar had not emitted."""
+    log, state = tmp_path / "learner.log", tmp_path / "control" / "ship.json"
+    log.write_bytes(b"one\ntwo\nthree\nfour and")
+    sink = MemorySink()
+    emitted: list[bytes] = []
+
+    async def second_part_crashes(name: str, data: bytes) -> None:
+        if name == part_name(2):
+            raise Crash(name)
+        await sink(name, data)
+
+    first = LogShipper(log, state, second_part_crashes, interval_s=1, chunk_bytes=8, on_line=emitted.append)
+    with pytest.raises(Crash):
+        asyncio.run(first.flush())
+    assert (ShipState.load(state).offset, emitted) == (8, [b"one\n", b"two\n", b"three\n"])
+
+    with log.open("ab") as handle:
+        handle.write(b" more\nfive\n")
+    second = LogShipper(log, state, sink, interval_s=1, chunk_bytes=8, on_line=emitted.append)
+    asyncio.run(second.flush())
+    assert emitted == [b"one\n", b"two\n", b"three\n", b"four and more\n", b"five\n"]
+    assert sink.assembled() == log.read_bytes()
+
+
 def test_transient_sink_errors_are_retried_without_loss_or_reordering(tmp_path: Path) -> None:
     log = tmp_path / "learner.log"
     sink = MemorySink()

@@ -7,10 +7,12 @@ import subprocess
 import sys
 import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from controller_sidecar import resources
+from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.resources import learner_processes, own_tree, read_process, sample_learner
 from tests.waiting import wait_until
 
@@ -101,3 +103,17 @@ def test_gpu_utilisation_through_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
         assert resources.gpu_utilisation() == [0.3, 1.0]
     finally:
         resources._nvml.cache_clear()
+
+
+def test_a_v1_cgroup_removed_after_it_was_mounted_reads_as_a_learner_gone(tmp_path: Path) -> None:
+    for controller, name, value in (("memory", "memory.usage_in_bytes", "4096"), ("pids", "pids.current", "1")):
+        (tmp_path / controller).mkdir()
+        (tmp_path / controller / name).write_text(value)
+    cgroup = LearnerCgroup(tmp_path)
+    assert cgroup.populated()
+    (tmp_path / "pids" / "pids.current").write_text("0")  # the runtime removed it: files stay, processes go
+    assert not cgroup.populated()
+
+
+def test_an_empty_cgroup_folder_reads_as_a_learner_gone(tmp_path: Path) -> None:
+    assert not LearnerCgroup(tmp_path).populated()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,16 @@ def test_up_restarts_a_service_whose_pid_is_stale(http_services: DevServices) ->
     assert (status.state, status.healthy) == ("running", True)
 
 
+def test_a_restarted_service_keeps_its_recorded_ports_with_any_port(http_services: DevServices) -> None:
+    http_services.up(any_port=True)
+    old = load_state(http_services.state_path).services["http"]
+    os.kill(old.pid, 9)
+    wait_until(lambda: not running(old), message="the old server to die")
+    [restarted] = http_services.up(any_port=True)
+    assert restarted.action is not None and restarted.action.startswith("restarted")
+    assert load_state(http_services.state_path).services["http"].ports == old.ports
+
+
 def test_down_stops_and_removes_the_state(http_services: DevServices) -> None:
     [started] = http_services.up(any_port=True)
     record_ = load_state(http_services.state_path).services["http"]
@@ -158,3 +169,14 @@ def test_down_stops_and_removes_the_state(http_services: DevServices) -> None:
     assert not running(record_)
     assert not http_services.state_path.exists()
     assert started.pid == record_.pid
+
+
+def test_two_ups_at_once_start_the_service_once_and_down_stops_it(http_services: DevServices) -> None:
+    """up and down change the state under a lock: no second process starts unlisted, none is left running."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = [statuses for statuses in pool.map(lambda _: http_services.up(any_port=True), range(2))]
+    assert sorted(str(status.action) for [status] in results) == ["already running", "started"]
+    assert len({status.pid for [status] in results}) == 1
+    recorded = load_state(http_services.state_path).services["http"]
+    http_services.down()
+    assert not running(recorded)

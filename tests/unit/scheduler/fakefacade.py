@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 
 from learnerkit.scheduler.errors import JobNotFoundError, JobStateError
-from learnerkit.scheduler.facade import JobView, LearnerView, LogChunk
+from learnerkit.scheduler.facade import JobView, LearnerView, LogStream
 from learnerkit.scheduler.manifest_parser import parse_manifest
 
 TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
@@ -55,9 +55,13 @@ class FakeFacade:
         self.calls: list[tuple[str, str]] = []
         self.after_submit: list[str] = []
         """Statuses a submitted job then goes through, one per `get`."""
+        self.submit_error: Exception | None = None
+        """Raised by `submit` when set (the scheduler's own failures)."""
 
     async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
         self.calls.append(("submit", tenant))
+        if self.submit_error is not None:
+            raise self.submit_error
         manifest = parse_manifest(manifest_text, source)
         job_id = f"job-{next(self._ids)}"
         learners = tuple(LearnerView(learner_id=n, status="QUEUED") for n in range(1, manifest.resources.learners + 1))
@@ -94,15 +98,21 @@ class FakeFacade:
     async def cancel(self, tenant: str, job_id: str) -> JobView:
         return self._move(tenant, job_id, RUNNING | {"QUEUED", "HALTED"}, "CANCELLED")
 
-    async def logs(self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0) -> LogChunk:
+    async def logs(
+        self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
+    ) -> LogStream:
         job = self._job(tenant, job_id)
+        if tail is not None:
+            lines = job.log.splitlines(keepends=True)
+            offset = max(offset, len(job.log) - sum(map(len, lines[len(lines) - tail :] if tail else [])))
         data = job.log[offset : offset + job.log_step]
         end = offset + len(data)
         if end >= len(job.log) and job.view.status not in TERMINAL:
             # The job ends once its whole log has been read: the next poll reports the log finished.
             job.view = replace(job.view, status="COMPLETED")
-            return LogChunk(data=data, next_offset=end, finished=False)
-        return LogChunk(data=data, next_offset=end, finished=job.view.status in TERMINAL and end >= len(job.log))
+            return LogStream(iter([data]), offset, end, finished=False)
+        finished = job.view.status in TERMINAL and end >= len(job.log)
+        return LogStream(iter([data[i : i + 3] for i in range(0, len(data), 3)]), offset, end, finished)
 
     def add(self, view: JobView, *, script: list[JobView] | None = None, log: bytes = b"") -> None:
         self.jobs[view.job_id] = FakeJob(view, script or [], log)

@@ -14,9 +14,10 @@ from learnerkit.scheduler.admission import (
     Admitted,
     JobPhase,
     JobRecord,
+    Quota,
     Requeued,
 )
-from learnerkit.scheduler.capacity import Node
+from learnerkit.scheduler.capacity import GIB, Node
 from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, UnknownJobError
 from learnerkit.scheduler.queue import Job
 from learnerkit.scheduler.reasons import (
@@ -62,7 +63,7 @@ def test_duplicate_job_ids_are_refused() -> None:
 
 
 def test_job_over_quota_waits_with_the_quota_reason_and_others_go_ahead() -> None:
-    state = AdmissionState([gpu_node("n1"), gpu_node("n2")], AdmissionPolicy(gpu_quotas={"team-a": 8}))
+    state = AdmissionState([gpu_node("n1"), gpu_node("n2")], AdmissionPolicy(quotas={"team-a": Quota(gpus=8)}))
     state.submit(job("a1", learner(7)))
     state.submit(job("a2", learner(2), submitted_at=1))
     state.submit(job("b1", learner(2), tenant="team-b", submitted_at=2))
@@ -74,7 +75,7 @@ def test_job_over_quota_waits_with_the_quota_reason_and_others_go_ahead() -> Non
 
 
 def test_a_later_job_cannot_take_quota_a_waiting_job_ahead_needs() -> None:
-    policy = AdmissionPolicy(gpu_quotas={"team-a": 8})
+    policy = AdmissionPolicy(quotas={"team-a": Quota(gpus=8)})
     state = AdmissionState([gpu_node("n1", gpus=4), gpu_node("n2", gpus=4, gpu_type=V100)], policy)
     state.submit(job("other", learner(3), tenant="team-b"))
     state.submit(job("big", learner(4), submitted_at=1))
@@ -89,14 +90,75 @@ def test_a_later_job_cannot_take_quota_a_waiting_job_ahead_needs() -> None:
 
 
 def test_default_quota_applies_to_unlisted_tenants() -> None:
-    state = AdmissionState([gpu_node("n")], AdmissionPolicy(default_gpu_quota=2))
+    state = AdmissionState([gpu_node("n")], AdmissionPolicy(default_quota=Quota(gpus=2)))
     state.submit(job("j1", learner(2), tenant="anyone"))
     state.submit(job("j2", learner(1), tenant="anyone", submitted_at=1))
     assert admitted_ids(state) == ["j1"]
     assert isinstance(state.schedule(0).waiting["j2"], OverQuota)
 
 
+def test_cpu_memory_and_job_quotas_hold_like_the_gpu_quota() -> None:
+    quotas = {
+        "cpu": Quota(cpus=4),
+        "mem": Quota(memory_bytes=8 * GIB),
+        "jobs": Quota(jobs=1),
+    }
+    state = AdmissionState([cpu_node("c", cpus=64, memory_gib=256)], AdmissionPolicy(quotas=quotas))
+    for tenant in quotas:
+        state.submit(job(f"{tenant}-1", learner(cpus=3, memory_gib=6), tenant=tenant))
+        state.submit(job(f"{tenant}-2", learner(cpus=1.5, memory_gib=3), tenant=tenant, submitted_at=1))
+    result = state.schedule(0)
+    assert sorted(a.job_id for a in result.admitted) == ["cpu-1", "jobs-1", "mem-1"]
+    assert state.reason("cpu-2") == "tenant 'cpu' CPU quota 4 reached (3 in use, job needs 1.5)"
+    assert state.reason("mem-2") == "tenant 'mem' memory quota 8.0 GiB reached (6.0 GiB in use, job needs 3.0 GiB)"
+    assert state.reason("jobs-2") == "tenant 'jobs' running-jobs quota 1 reached (1 in use, job needs 1)"
+    state.release("jobs-1")
+    assert admitted_ids(state) == ["jobs-2"]
+
+
+@pytest.mark.parametrize(
+    ("quota", "needs"),
+    [(Quota(cpus=2), "needs 3 CPUs; tenant 'team-a' CPU quota is 2"), (Quota(jobs=0), "may run no jobs")],
+)
+def test_a_job_larger_than_its_tenants_quota_is_rejected_at_submit(quota: Quota, needs: str) -> None:
+    state = AdmissionState([cpu_node("c")], AdmissionPolicy(default_quota=quota))
+    rejected = state.submit(job("j", learner(cpus=3)))
+    assert rejected is not None and needs in rejected.message
+
+
 # Gang placement and GPU types
+
+
+def test_gpus_of_any_type_go_to_whichever_gpu_pool_has_room() -> None:
+    state = AdmissionState([gpu_node("a", gpus=2), gpu_node("v", gpus=4, gpu_type=V100), cpu_node("c")])
+    state.submit(job("typed", learner(2)))
+    state.submit(job("any", learner(3, None), submitted_at=1))
+    assert state.schedule(0).admitted == [Admitted("typed", ("a",)), Admitted("any", ("v",))]
+    state.submit(job("more", learner(2, None), submitted_at=2))
+    assert state.reason("more") == ""
+    result = state.schedule(0)
+    assert result.waiting["more"] == WaitingForGpus("*", 2, 1, 1, "v", 1)
+    assert state.reason("more") == "waiting for 2 GPUs of any type: 1 free on v"
+
+
+def test_a_waiting_any_gpu_job_holds_back_later_typed_jobs_and_skips_blocked_pools() -> None:
+    state = AdmissionState([gpu_node("a", gpus=2), gpu_node("v", gpus=2, gpu_type=V100)])
+    state.submit(job("first", learner(1, V100)))
+    state.submit(job("blocker", learner(2, V100), submitted_at=1))
+    state.submit(job("any", learner(1, None), submitted_at=2))
+    state.submit(job("any-big", learner(2, None), submitted_at=3))
+    state.submit(job("later", learner(1, A100), submitted_at=4))
+    result = state.schedule(0)
+    assert result.admitted == [Admitted("first", ("v",)), Admitted("any", ("a",))], "best fit would pick v"
+    assert isinstance(result.waiting["blocker"], WaitingForGpus)
+    assert isinstance(result.waiting["any-big"], WaitingForGpus)
+    assert result.waiting["later"] == BehindQueue(1, A100)
+
+
+def test_gpus_of_any_type_on_a_cluster_without_gpus_are_rejected() -> None:
+    state = AdmissionState([cpu_node("c")])
+    rejected = state.submit(job("j", learner(1, None)))
+    assert rejected is not None and rejected.message == "unschedulable: no node has GPUs of any type"
 
 
 def test_two_learner_job_where_only_one_fits_reserves_nothing() -> None:
@@ -156,7 +218,7 @@ def test_waiting_for_cpus_and_memory_beside_free_gpus() -> None:
     ],
 )
 def test_jobs_that_can_never_fit_are_rejected_at_submission(the_job: Job, why: str) -> None:
-    state = AdmissionState([gpu_node("n1"), gpu_node("n2")], AdmissionPolicy(gpu_quotas={"capped": 4}))
+    state = AdmissionState([gpu_node("n1"), gpu_node("n2")], AdmissionPolicy(quotas={"capped": Quota(gpus=4)}))
     assert state.submit(the_job) == Unschedulable(why)
     assert state.record("j").phase is JobPhase.REJECTED
     assert state.reason("j") == f"unschedulable: {why}"
@@ -204,7 +266,7 @@ def test_jobs_of_other_pools_backfill_without_touching_the_blocked_pool() -> Non
 
 
 def test_a_job_waiting_on_quota_blocks_no_pool() -> None:
-    state = AdmissionState([gpu_node("n")], AdmissionPolicy(gpu_quotas={"team-a": 1}))
+    state = AdmissionState([gpu_node("n")], AdmissionPolicy(quotas={"team-a": Quota(gpus=1)}))
     state.submit(job("a1", learner(1)))
     state.submit(job("a2", learner(1), priority=5))
     state.submit(job("b", learner(4), tenant="team-b", submitted_at=1))
@@ -274,7 +336,7 @@ def test_mark_running_and_release_check_the_job() -> None:
 
 def busy_state() -> tuple[AdmissionState, list[Node], AdmissionPolicy]:
     nodes = [gpu_node("a1"), gpu_node("a2", gpus=4), gpu_node("v1", gpu_type=V100), cpu_node("c1")]
-    policy = AdmissionPolicy(gpu_quotas={"team-a": 10}, ready_timeout_s=100)
+    policy = AdmissionPolicy(quotas={"team-a": Quota(gpus=10)}, ready_timeout_s=100)
     state = AdmissionState(nodes, policy)
     state.submit(job("running", learner(4), learner(4)))
     state.submit(job("timed-out", learner(2, V100), tenant="team-b", submitted_at=1))
@@ -377,7 +439,10 @@ operations = st.lists(
 @given(ops=operations)
 def test_reservations_never_exceed_capacity_and_quotas_are_never_exceeded(ops: list[tuple[str, Any]]) -> None:
     nodes = [gpu_node("a1"), gpu_node("a2", gpus=4, memory_gib=128), gpu_node("v1", gpu_type=V100), cpu_node("c1")]
-    state = AdmissionState(nodes, AdmissionPolicy(gpu_quotas=QUOTAS, ready_timeout_s=5, backoff_initial_s=2))
+    state = AdmissionState(
+        nodes,
+        AdmissionPolicy(quotas={t: Quota(gpus=q) for t, q in QUOTAS.items()}, ready_timeout_s=5, backoff_initial_s=2),
+    )
     now = 0.0
     for step, (op, arg) in enumerate(ops):
         now += 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
@@ -9,7 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, Counter
 
-from learnerkit.scheduler.api import MAX_MANIFEST_BYTES, create_app
+from learnerkit.scheduler.api import create_app
+from learnerkit.scheduler.errors import ManifestTooLargeError, StoreUnavailableError
+from learnerkit.scheduler.settings import LimitSettings
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, FakeFacade, view
 
@@ -61,6 +65,18 @@ def test_every_v1_endpoint_refuses_a_missing_or_bad_token(
     assert fake.calls == [], "the facade is never reached without a tenant"
 
 
+def test_a_flood_of_wrong_secrets_is_refused_cheaply_and_a_verified_tenant_stays_fast(
+    client: TestClient, tenants: Tenants
+) -> None:
+    assert client.get("/v1/jobs", headers=bearer(tenants.a)).status_code == 200
+    forged = tenants.a[:17] + ("A" if tenants.a[17] != "A" else "B") + tenants.a[18:]
+    statuses = [client.get("/v1/jobs", headers=bearer(forged)).status_code for _ in range(40)]
+    assert statuses == [401] * 5 + [429] * 35
+    started = time.perf_counter()
+    assert client.get("/v1/jobs", headers=bearer(tenants.a)).status_code == 200
+    assert time.perf_counter() - started < 0.5
+
+
 def test_submit_yaml_returns_201_with_the_job_of_the_token_tenant(client: TestClient, tenants: Tenants) -> None:
     response = client.post("/v1/jobs", content=MANIFEST.format(gpus=1), headers=bearer(tenants.a) | YAML)
     assert response.status_code == 201, response.text
@@ -106,9 +122,11 @@ def test_a_yaml_syntax_error_is_a_manifest_problem(client: TestClient, tenants: 
         (b"{not json", "application/json", 400, "bad_request"),
         (b'{"text": "name: x"}', "application/json", 400, "bad_request"),
         (b"name: \xff\xfe", "application/yaml", 400, "bad_request"),
-        (b"#" * (MAX_MANIFEST_BYTES + 1), "application/yaml", 413, "too_large"),
+        (b"#" * 800_000, "application/yaml", 413, "too_large"),
+        (b"#" * (256 * 1024 + 1), "text/plain", 413, "too_large"),
+        (json.dumps({"manifest": "#" * 800_000}).encode(), "application/json", 413, "too_large"),
     ],
-    ids=["media-type", "json-syntax", "json-shape", "not-utf8", "too-large"],
+    ids=["media-type", "json-syntax", "json-shape", "not-utf8", "too-large", "over-the-default", "too-large-json"],
 )
 def test_bodies_that_are_no_manifest(
     client: TestClient, tenants: Tenants, fake: FakeFacade, content: bytes, content_type: str, status: int, code: str
@@ -117,6 +135,41 @@ def test_bodies_that_are_no_manifest(
     assert response.status_code == status, response.text
     assert response.json()["error"] == code
     assert fake.jobs == {}
+
+
+def test_a_tenant_over_its_submit_rate_gets_429_and_others_go_on(fake: FakeFacade, tenants: Tenants) -> None:
+    with TestClient(create_app(fake, tenants.path, limits=LimitSettings(submits_per_minute=2))) as client:
+        statuses = [
+            client.post("/v1/jobs", content=MANIFEST.format(gpus=1), headers=bearer(tenants.a) | YAML).status_code
+            for _ in range(3)
+        ]
+        refused = client.post("/v1/jobs", content=MANIFEST.format(gpus=1), headers=bearer(tenants.a) | YAML)
+        other = client.post("/v1/jobs", content=MANIFEST.format(gpus=1), headers=bearer(tenants.b) | YAML)
+    assert statuses == [201, 201, 429]
+    assert refused.json()["error"] == "too_many_requests" and refused.headers["Retry-After"] == "30"
+    assert other.status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code", "retry_after"),
+    [
+        (StoreUnavailableError("etcd did not answer"), 503, "unavailable", "5"),
+        (ManifestTooLargeError("the manifest has 300000 bytes"), 413, "too_large", None),
+    ],
+)
+def test_the_schedulers_own_refusals_keep_their_status(
+    client: TestClient,
+    tenants: Tenants,
+    fake: FakeFacade,
+    error: Exception,
+    status: int,
+    code: str,
+    retry_after: str | None,
+) -> None:
+    fake.submit_error = error
+    response = client.post("/v1/jobs", content=MANIFEST.format(gpus=1), headers=bearer(tenants.a) | YAML)
+    assert (response.status_code, response.json()["error"]) == (status, code)
+    assert response.headers.get("Retry-After") == retry_after
 
 
 def test_list_shows_only_the_tenants_jobs(client: TestClient, tenants: Tenants, fake: FakeFacade) -> None:

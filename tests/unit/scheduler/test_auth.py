@@ -10,7 +10,7 @@ import pytest
 
 from learnerkit.scheduler import auth
 from learnerkit.scheduler.auth import TokenStore, add_token, read_tokens, revoke
-from learnerkit.scheduler.errors import AuthError, TokensFileError
+from learnerkit.scheduler.errors import AuthError, RateLimitedError, TokensFileError
 
 
 def test_the_file_keeps_salted_hashes_never_the_token(tmp_path: Path) -> None:
@@ -133,3 +133,59 @@ def test_a_corrupt_file_is_named(tmp_path: Path) -> None:
     path.chmod(0o600)
     with pytest.raises(TokensFileError, match="not a learnerkit tokens file"):
         read_tokens(path)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def forge(token: str) -> str:
+    """The same token id with a wrong secret: every check of it costs a scrypt."""
+    return token[:17] + ("A" if token[17] != "A" else "B") + token[18:]
+
+
+def test_failures_are_bounded_per_token_id_and_verified_tenants_stay_fast(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "tokens.json"
+    token, other = add_token(path, "team-a"), add_token(path, "team-b")
+    clock = Clock()
+    store = TokenStore(path, clock=clock)
+    assert store.authenticate(f"Bearer {token}") == "team-a"
+    calls: list[int] = []
+    real = auth._scrypt
+    monkeypatch.setattr(auth, "_scrypt", lambda *args: calls.append(1) or real(*args))
+    outcomes = []
+    for n in range(50):
+        try:
+            store.authenticate(f"Bearer {forge(token)}", client=f"10.0.0.{n}")
+        except RateLimitedError as e:
+            outcomes.append(f"429 after {e.retry_after_s:.0f} s")
+        except AuthError:
+            outcomes.append("401")
+    assert outcomes == ["401"] * 5 + ["429 after 12 s"] * 45
+    assert len(calls) == 5, "a refused attempt costs no scrypt"
+    assert store.cached(f"Bearer {token}") == "team-a", "the verified tenant still pays one HMAC"
+    assert store.authenticate(f"Bearer {other}") == "team-b", "other token ids are not affected"
+    clock.now += 12
+    with pytest.raises(AuthError):
+        store.authenticate(f"Bearer {forge(token)}", client="10.0.0.1")
+
+
+def test_failures_are_bounded_per_client_address(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    tokens = [add_token(path, f"team-{n}") for n in range(21)]
+    clock = Clock()
+    store = TokenStore(path, clock=clock)
+    for token in tokens[:20]:
+        with pytest.raises(AuthError):
+            store.authenticate(f"Bearer {forge(token)}", client="10.0.0.9")
+    with pytest.raises(RateLimitedError):
+        store.authenticate(f"Bearer {tokens[20]}", client="10.0.0.9")
+    assert store.authenticate(f"Bearer {tokens[20]}", client="10.0.0.10") == "team-20"
+    clock.now += 3
+    assert store.authenticate(f"Bearer {tokens[20]}", client="10.0.0.9") == "team-20"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learnerkit.scheduler.capacity import GIB, Cluster, Free, LearnerRequest, Node
+from learnerkit.scheduler.capacity import ANY_GPU, GIB, Cluster, Free, LearnerRequest, Node
 from learnerkit.scheduler.errors import CapacityError, InvalidRequestError
 from learnerkit.scheduler.placement import NoRoom, Placed, place_gang
 
@@ -50,7 +50,7 @@ def test_reserving_beyond_capacity_or_releasing_more_than_reserved_raises() -> N
         lambda: Node("n", 8, GIB, 2, None),
         lambda: Node("n", 8, GIB, 0, A100),
         lambda: Node("n", -1, GIB),
-        lambda: LearnerRequest(1, GIB, 1, None),
+        lambda: LearnerRequest(1, GIB, 1, ANY_GPU),
         lambda: LearnerRequest(1, -GIB),
         lambda: Cluster([cpu_node("c"), cpu_node("c")]),
     ],
@@ -62,6 +62,20 @@ def test_invalid_nodes_and_requests_are_refused(make: object) -> None:
 
 def test_a_gpu_type_with_no_gpus_is_ignored() -> None:
     assert LearnerRequest(1, GIB, 0, A100).pool is None
+
+
+def test_gpus_of_no_type_fit_on_any_gpu_node_and_never_on_a_cpu_node() -> None:
+    cluster = Cluster([cpu_node("c"), gpu_node("a", gpus=2), gpu_node("v", gpus=4, gpu_type=V100)])
+    anyone = LearnerRequest(1, GIB, 3, None)
+    assert anyone.pool == ANY_GPU
+    assert [name for name in cluster.nodes if cluster.fits(name, anyone)] == ["v"]
+    assert cluster.best_node(anyone) == "v"
+    assert cluster.best_node(LearnerRequest(1, GIB, 2, None)) == "a"
+    assert cluster.best_node(LearnerRequest(1, GIB, 2, None), open_pools=[V100]) == "v"
+    assert (cluster.total_gpus(ANY_GPU), cluster.free_gpus(ANY_GPU)) == (6, 6)
+    assert cluster.most_free_gpus(ANY_GPU) == (4, "v")
+    assert cluster.fits_empty(LearnerRequest(1, GIB, 4, None))
+    assert not cluster.fits_empty(LearnerRequest(1, GIB, 5, None))
 
 
 def test_best_fit_prefers_fewest_free_gpus_then_least_free_memory() -> None:
@@ -80,8 +94,8 @@ def test_best_fit_skips_nodes_short_of_cpus() -> None:
 def test_cpu_only_learner_prefers_nodes_without_free_gpus() -> None:
     cluster = Cluster([gpu_node("a"), cpu_node("c", memory_gib=512)])
     assert cluster.best_node(learner(0)) == "c"
-    assert cluster.best_node(learner(0), cpu_pools=[A100]) == "a"
-    assert cluster.best_node(learner(0), cpu_pools=[]) is None
+    assert cluster.best_node(learner(0), open_pools=[A100]) == "a"
+    assert cluster.best_node(learner(0), open_pools=[]) is None
 
 
 def test_most_free_gpus_names_the_node() -> None:

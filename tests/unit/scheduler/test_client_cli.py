@@ -233,3 +233,21 @@ def test_follow_shows_changing_metrics(url: str, tenants: Tenants, fake: FakeFac
     code, out = run(url, tenants.a, "status", "a-1", "-f", "-o", "json", *FAST)
     assert code == 0, out
     assert [json.loads(line)["learners"][0]["metrics"]["loss"] for line in out.splitlines()] == [0.25, 0.125]
+
+
+def test_logs_tail_prints_the_last_lines_then_follows_on(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a", status="COMPLETED"), log=LOG)
+    code, out = run(url, tenants.a, "logs", "a-1", "--tail", "1")
+    assert code == 0, out
+    assert out.encode() == LOG.splitlines(keepends=True)[-1]
+    fake.add(view("a-2", "team-a"), log=LOG)
+    code, out = run(url, tenants.a, "logs", "a-2", "--tail", "2", "-f", *FAST)
+    assert code == 0, out
+    assert out.encode() == b"".join(LOG.splitlines(keepends=True)[-2:])
+
+
+def test_logs_from_an_offset(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a", status="COMPLETED"), log=LOG)
+    code, out = run(url, tenants.a, "logs", "a-1", "--offset", "9")
+    assert code == 0, out
+    assert out.encode() == LOG[9:]

@@ -10,7 +10,7 @@ import pytest
 
 from controller_sidecar.endpoints import Endpoints
 from learnerkit.common.errors import ConfigError
-from learnerkit.pair.spec import PairSpec
+from learnerkit.pair.spec import SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, PairSpec
 from learnerkit.scheduler import deployment as dep
 from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.errors import InvalidObjectError
@@ -139,12 +139,14 @@ def test_sidecar_config_keeps_running_and_names_the_learner() -> None:
     assert not SECRET_VALUES & set(json.dumps(config).split('"'))
 
 
-def test_every_container_runs_restricted() -> None:
+def test_every_container_runs_restricted_and_the_sidecar_as_its_own_user() -> None:
     pod = by_kind(ko.job_objects(make_job(gpus=1)), "Pod")[0]
+    users = {name: container["securityContext"]["runAsUser"] for name, container in containers(pod).items()}
+    assert users == {"learner": 1000, "sidecar": 1001}
     for container in containers(pod).values():
         context = container["securityContext"]
         assert context["runAsNonRoot"] is True
-        assert context["runAsUser"] == 1000
+        assert context["runAsGroup"] == 0
         assert context["allowPrivilegeEscalation"] is False
         assert context["readOnlyRootFilesystem"] is True
         assert context["capabilities"] == {"drop": ["ALL"]}
@@ -309,3 +311,12 @@ def test_learners_must_share_the_sidecar_credentials() -> None:
     other = replace(job.learners[1], endpoints=replace(ENDPOINTS, s3_secret_key="other"))
     with pytest.raises(ConfigError, match="credentials"):
         replace(job, learners=(job.learners[0], other))
+
+
+def test_the_sidecar_limits_are_those_of_the_docker_backend() -> None:
+    limits = ko.SIDECAR_RESOURCES["limits"]
+    assert limits == {"cpu": "1", "memory": "1024Mi"}
+    assert (float(limits["cpu"]), int(limits["memory"].removesuffix("Mi")) << 20) == (
+        SIDECAR_CPUS,
+        SIDECAR_MEMORY_BYTES,
+    )

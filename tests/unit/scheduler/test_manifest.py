@@ -234,6 +234,7 @@ def test_format_size_picks_an_exact_unit() -> None:
         ("cpus: 1", "cpus: lots", "manifest.yml:4: cpus: expected a number; got the string 'lots'"),
         ("cpus: 1", "cpus: true", "manifest.yml:4: cpus: expected a number; got the boolean true"),
         ("cpus: 1", "cpus: .nan", "manifest.yml:4: cpus: expected a number; got the number nan"),
+        ("cpus: 1", "cpus: 1.0e-12", "manifest.yml:4: cpus: must be at least 0.01 (a hundredth of a CPU); got 1e-12"),
         ("gpus: 0", "gpus: -1", "manifest.yml:5: gpus: must be at least 0; got -1"),
         ("gpus: 0", "gpus: 0.5", "manifest.yml:5: gpus: expected a whole number; got the number 0.5"),
         ("learners: 1", "learners: 0", "manifest.yml:7: learners: must be at least 1; got 0"),
@@ -359,6 +360,26 @@ def test_duplicate_data_store_ids_and_missing_training_data() -> None:
     assert only_problem(no_data) == (
         "manifest.yml:8: data_stores: no data store has training_data: name the container the training data is in"
     )
+
+
+@pytest.mark.parametrize("container", ["data/../other-tenant", "..", "data/./x", "results/.."])
+def test_dot_segments_in_a_bucket_path_are_refused(container: str) -> None:
+    found = only_problem(edit("      container: data\n", f"      container: {container}\n"))
+    assert found == (
+        f"manifest.yml:12: data_stores[0].training_data.container: {container!r}: '.' and '..' are not allowed"
+        " in a bucket path"
+    )
+
+
+def test_a_manifest_with_too_many_values_is_refused_before_it_is_built() -> None:
+    metrics = "evaluation_metrics:\n  x: [" + ",".join("1" for _ in range(20_000)) + "]\n"
+    assert only_problem(BASE + metrics) == "manifest.yml: (document): more than 10000 values: too large or too complex"
+
+
+def test_a_manifest_over_its_time_budget_is_refused() -> None:
+    metrics = "evaluation_metrics:\n  x: [" + ",".join("1" for _ in range(5_000)) + "]\n"
+    with pytest.raises(ManifestError, match=r"reading it took longer than 1e-06 s: too large or too complex"):
+        parse_manifest(BASE + metrics, seconds=1e-6)
 
 
 def test_referenced_data_store_ids_must_exist() -> None:

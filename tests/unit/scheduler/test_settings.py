@@ -41,6 +41,25 @@ def test_from_env_reads_each_group() -> None:
     assert "secret" not in repr(settings)
 
 
+def test_limits_and_trust_come_from_the_environment() -> None:
+    settings = SchedulerSettings.from_env(
+        {
+            "S3_ENDPOINT_URL": "http://127.0.0.1:8333",
+            "LEARNERKIT_OBJECT_STORES": "https://S3.internal, http://127.0.0.1:8333/",
+            "LEARNERKIT_HOST_PATHS": "/srv/datasets",
+            "LEARNERKIT_IMAGE_ALLOWLIST": "learnerkit/*:*",
+            "LEARNERKIT_MAX_LEARNERS": "8",
+            "LEARNERKIT_MANIFEST_PARSE_BUDGET_S": "0.5",
+            "LEARNERKIT_SCHEDULER_INSTANCE": "lk-a",
+        }
+    )
+    assert settings.trust.allowed_stores(settings.s3) == ("https://s3.internal:443", "http://127.0.0.1:8333")
+    assert (settings.trust.host_paths, settings.trust.images) == (("/srv/datasets",), ("learnerkit/*:*",))
+    assert (settings.limits.max_learners, settings.limits.parse_budget_s) == (8, 0.5)
+    assert settings.limits.max_manifest_bytes == 256 * 1024
+    assert settings.trust.instance == "lk-a"
+
+
 @pytest.mark.parametrize(
     ("environ", "named"),
     [
@@ -49,6 +68,10 @@ def test_from_env_reads_each_group() -> None:
         ({"ETCD_ENDPOINTS": "etcd"}, "'etcd' is not host:port"),
         ({"ETCD_ENDPOINTS": " , "}, "at least one host:port"),
         ({"LEARNERKIT_SCHEDULER_BACKEND": "slurm"}, "docker, kubernetes"),
+        ({"LEARNERKIT_MAX_LEARNERS": "0"}, "LEARNERKIT_MAX_LEARNERS='0': expected a number above 0"),
+        ({"LEARNERKIT_MAX_MANIFEST_BYTES": "lots"}, "LEARNERKIT_MAX_MANIFEST_BYTES='lots'"),
+        ({"LEARNERKIT_OBJECT_STORES": "s3.internal:8333"}, "'s3.internal:8333' is not an http(s) URL"),
+        ({"LEARNERKIT_HOST_PATHS": "data"}, "'data' is not an absolute folder"),
     ],
 )
 def test_bad_values_are_named(environ: dict[str, str], named: str) -> None:

@@ -1,0 +1,223 @@
+"""`job logs` at scale: a 100 MB learner log read through the real API, the scheduler in a process of its own.
+
+It starts etcd and SeaweedFS on loopback and the scheduler's API (the real Scheduler and FastAPI app, under
+uvicorn) in a child process, submits a job, and writes a 100 MB log for it as the sidecar ships one (8 MiB
+parts, ``learner.log.part-NNNNNN``). Then, through the API:
+
+- 4 reads of the last 100 lines (``--tail 100``) and 1 read of the whole log;
+- the scheduler process's peak RSS growth in each phase (its ``VmHWM``, reset before each), against the
+  log's size: it must not grow with the log (the rebuilt-log way took 811 MiB for the four tail reads);
+- the whole read's throughput, against a plain boto3 read of the same objects measured in the same run.
+
+No Docker: the scheduler's backend has no nodes, so the job stays queued; its log is read all the same.
+Usage: python bench/logs.py [--mb 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from serving import once_served, serve_scheduler
+
+REPO = Path(__file__).resolve().parents[1]
+TENANT = "bench"
+PART = 8 << 20
+BUCKET = "bench-logs"
+MIB = 1 << 20
+
+
+def manifest(endpoint: str, access_key: str, secret_key: str) -> str:
+    return f"""\
+name: logs-bench
+cpus: 0.1
+memory: 128Mb
+learners: 1
+data_stores:
+  - id: s3
+    type: s3_datastore
+    training_data: {{container: {BUCKET}}}
+    training_results: {{container: {BUCKET}}}
+    connection: {{auth_url: "{endpoint}", user_name: "{access_key}", password: "{secret_key}"}}
+framework:
+  name: pytorch
+  version: "2.13"
+  command: "true"
+"""
+
+
+def serve(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port: int) -> None:
+    """The child: the real Scheduler behind the real API, on a backend with no nodes."""
+
+    from learnerkit.scheduler.capacity import Node
+    from learnerkit.scheduler.core import Scheduler, SchedulerOptions
+    from learnerkit.scheduler.deployment import JobDeployment
+    from learnerkit.scheduler.jobstore import JobStore
+    from learnerkit.scheduler.planning import Platform
+    from learnerkit.scheduler.policy import SubmitPolicy, origin
+
+    class NoNodes:
+        def nodes(self) -> list[Node]:
+            return []
+
+        def deploy(self, job: JobDeployment) -> None:
+            raise AssertionError("nothing is deployed")
+
+        def started(self, job_id: str, learners: int) -> bool:
+            return False
+
+        def sidecars_exited(self, job_id: str) -> dict[int, int]:
+            return {}
+
+        def teardown(self, job_id: str) -> None:
+            pass
+
+        def job_ids(self, instance: str) -> set[str]:
+            return set()
+
+    options = SchedulerOptions(
+        platform=Platform(etcd_endpoints=etcd_endpoint, sidecar_image="unused"),
+        catalog=None,
+        resolve_image=lambda _manifest: "unused",
+        submit_policy=SubmitPolicy(object_stores=(str(origin(s3_endpoint)),)),
+    )
+    store = JobStore()
+    scheduler = Scheduler(store, NoNodes(), options)
+
+    serve_scheduler(scheduler, store, etcd_endpoint, tokens, port)
+
+
+def rss_peak_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM")
+
+
+def rss_now_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def reset_peak(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_log(client: object, prefix: str, total: int) -> int:
+    """``total`` bytes of numbered lines as 8 MiB parts; returns the number of parts."""
+    line = b"step %09d loss 0.123456 accuracy 0.987654 lr 0.001 some more words to fill the line\n"
+    per_part = PART // len(line % 0)
+    parts, written, step = 0, 0, 0
+    while written < total:
+        count = min(per_part, (total - written) // len(line % 0) + 1)
+        data = b"".join(line % (step + i) for i in range(count))
+        step += count
+        parts += 1
+        client.put_object(Bucket=BUCKET, Key=f"{prefix}learner.log.part-{parts:06d}", Body=data)  # type: ignore[attr-defined]
+        written += len(data)
+    return parts
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=int, default=100, help="the log's size in MB")
+    parser.add_argument("--serve", nargs=4, metavar=("ETCD", "S3", "TOKENS", "PORT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve[0], args.serve[1], Path(args.serve[2]), int(args.serve[3]))
+        return 0
+
+    from learnerkit.dev.etcd import EtcdServer
+    from learnerkit.dev.s3 import SeaweedServer
+    from learnerkit.scheduler.auth import add_token
+    from learnerkit.scheduler.client import SchedulerClient
+
+    with tempfile.TemporaryDirectory(prefix="lk-bench-logs-") as tmp:
+        etcd, s3 = EtcdServer("/usr/bin/etcd", Path(tmp) / "etcd" / "data"), SeaweedServer(Path(tmp) / "s3")
+        tokens = Path(tmp) / "tokens.json"
+        token = add_token(tokens, TENANT)
+        etcd.start()
+        s3.start()
+        child = None
+        try:
+            boto = s3.client()
+            boto.create_bucket(Bucket=BUCKET)
+            port = free_port()
+            argv = [sys.executable, __file__, "--serve", etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
+            child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+            client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
+            job = once_served(lambda: client.submit(manifest(s3.endpoint_url, s3.access_key, s3.secret_key)), child, 60)
+            prefix = f"{job.job_id}/attempt-1/learner-1/logs/"
+            parts = write_log(boto, prefix, args.mb * 1_000_000)
+            size = sum(o["Size"] for o in boto.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"])
+            print(f"log: {size / MIB:.1f} MiB in {parts} parts of <= 8 MiB")
+
+            client.logs(job.job_id, tail=1)  # warm up: the S3 client and the code paths
+            pid = child.pid
+            settled = rss_now_mib(pid)
+            reset_peak(pid)
+            for _ in range(4):
+                tail = client.logs(job.job_id, tail=100)
+                assert tail.data.count(b"\n") == 100 and tail.next_offset == size, (len(tail.data), tail.next_offset)
+            tail_growth = rss_peak_mib(pid) - settled
+
+            counted = [0]
+
+            def sink(chunk: bytes) -> None:
+                counted[0] += len(chunk)
+
+            settled = rss_now_mib(pid)
+            reset_peak(pid)
+            started = time.perf_counter()
+            next_offset, _ = client.copy_logs(job.job_id, sink)
+            api_s = time.perf_counter() - started
+            full_growth = rss_peak_mib(pid) - settled
+            assert counted[0] == size == next_offset, (counted[0], size, next_offset)
+
+            started = time.perf_counter()
+            plain = 0
+            for n in range(1, parts + 1):
+                body = boto.get_object(Bucket=BUCKET, Key=f"{prefix}learner.log.part-{n:06d}")["Body"]
+                while chunk := body.read(MIB):
+                    plain += len(chunk)
+            boto_s = time.perf_counter() - started
+            assert plain == size
+
+            print(f"scheduler RSS at rest: {settled:.0f} MiB")
+            print(
+                f"4 x --tail 100:  peak RSS growth {tail_growth:6.1f} MiB  ({tail_growth / (size / MIB):.3f} x the log)"
+            )
+            print(
+                f"1 x whole log:   peak RSS growth {full_growth:6.1f} MiB  ({full_growth / (size / MIB):.3f} x the log)"
+            )
+            api_rate, boto_rate = size / MIB / api_s, size / MIB / boto_s
+            print(
+                f"whole log through the API: {api_rate:.0f} MiB/s; plain boto3 read of the same parts: "
+                f"{boto_rate:.0f} MiB/s  (API / boto3 = {api_rate / boto_rate:.2f})"
+            )
+            print("target: RSS growth independent of the log's size (before: 811 MiB for 4 tail reads of 100 MB)")
+        finally:
+            if child is not None:
+                child.terminate()
+                child.wait(30)
+            etcd.stop()
+            s3.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

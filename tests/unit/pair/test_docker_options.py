@@ -1,0 +1,31 @@
+"""The Docker options of a pair's two containers, without an engine."""
+
+from __future__ import annotations
+
+from controller_sidecar.endpoints import Endpoints
+from learnerkit.pair.docker import DockerPlacement, learner_options, sidecar_options
+from learnerkit.pair.spec import SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, PairSpec
+
+SPEC = PairSpec(
+    job_id="job-1",
+    learner_id=1,
+    learner_image="learnerkit/pytorch:2.13-cpu-py3.11",
+    sidecar_image="learnerkit/sidecar:0.1.0",
+    command=("python", "train.py"),
+    sidecar_config={"results": {"bucket": "results", "prefix": "job-1/"}},
+    endpoints=Endpoints(etcd_endpoints="127.0.0.1:2379", s3_access_key="key", s3_secret_key="secret"),
+    cpus=0.5,
+    memory_bytes=256 << 20,
+)
+
+
+def test_the_sidecar_has_cpu_and_memory_limits_whatever_the_learner_asks() -> None:
+    options = sidecar_options(SPEC, DockerPlacement(), "vol", {})
+    assert options["nano_cpus"] == int(SIDECAR_CPUS * 1e9) == 1_000_000_000
+    assert options["mem_limit"] == options["memswap_limit"] == SIDECAR_MEMORY_BYTES == 1 << 30
+
+
+def test_learner_and_sidecar_are_two_users_of_group_0() -> None:
+    learner = learner_options(SPEC, DockerPlacement(), "vol")
+    sidecar = sidecar_options(SPEC, DockerPlacement(), "vol", {})
+    assert (learner["user"], sidecar["user"]) == ("1000:0", "1001:0")

@@ -1,0 +1,59 @@
+"""The image gate: the test and scan records' verdict, unless the settings trust the image; refusals name the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from learnerkit.common.yamlfile import format_field_path
+from learnerkit.scheduler.errors import ManifestError
+from learnerkit.scheduler.imagegate import ImageGate
+from learnerkit.scheduler.manifest import JobManifest
+from learnerkit.scheduler.manifest_parser import parse_manifest
+from learnerkit_build.publish import PublishRefused
+
+MANIFEST = """\
+name: j
+cpus: 1
+memory: 1Gb
+data_stores:
+  - {id: s, type: s3_datastore, training_data: {container: d}, training_results: {container: r},
+     connection: {auth_url: "http://s3:8333", user_name: a, password: b}}
+framework: {name: custom, version: "registry.local/team/train:1", command: run}
+"""
+
+
+def failed_scan(reference: str) -> None:
+    raise PublishRefused(f"scan gate: the scan of {reference} (sha256:ab) failed; see report.json")
+
+
+def test_an_image_that_failed_the_scan_gate_is_refused_with_the_verdict() -> None:
+    assert ImageGate(check=failed_scan).verdict("registry.local/team/train:1") == (
+        "scan gate: the scan of registry.local/team/train:1 (sha256:ab) failed; see report.json"
+    )
+
+
+@pytest.mark.parametrize(
+    "gate",
+    [
+        ImageGate(allowlist=["registry.local/team/*:*"], check=failed_scan),
+        ImageGate(trusted=["registry.local/team/train:1"], check=failed_scan),
+        ImageGate(check=lambda reference: None),
+    ],
+    ids=["allowlisted", "trusted", "passed"],
+)
+def test_allowlisted_trusted_and_passed_images_run(gate: ImageGate) -> None:
+    assert gate.verdict("registry.local/team/train:1") is None
+
+
+def test_the_gated_resolver_names_the_manifest_field_that_chose_the_image() -> None:
+    def resolve(manifest: JobManifest) -> str:
+        return manifest.image or "learnerkit/pytorch:2.13-cpu-py3.11"
+
+    resolver = ImageGate(allowlist=["other/*"], check=failed_scan).gated(resolve)
+    with pytest.raises(ManifestError) as custom:
+        resolver(parse_manifest(MANIFEST))
+    with pytest.raises(ManifestError) as named:
+        resolver(parse_manifest(MANIFEST + "learnerkit: {image: 'evil/miner:1'}\n"))
+    assert [format_field_path(p.loc) for p in custom.value.problems] == ["framework.version"]
+    assert [format_field_path(p.loc) for p in named.value.problems] == ["learnerkit.image"]
+    assert "may not run here: scan gate: the scan of evil/miner:1" in str(named.value)

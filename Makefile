@@ -3,11 +3,10 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 LEARNERKIT := $(BIN)/learnerkit
-# A local wheelhouse (here: the PyTorch CPU wheel) and the host's CA bundle are build inputs.
-export LEARNERKIT_WHEELHOUSE ?= $(wildcard /opt/wheels)
-export LEARNERKIT_CA_BUNDLE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
+# Builds take their index, find-links and CA bundle from the host's pip configuration, as the plain
+# `learnerkit image build` does: make passes nothing the command would not find by itself.
 
-.PHONY: setup images demo lint typecheck test unit bench clean
+.PHONY: setup images demo lint typecheck test unit bench gpu-check clean
 
 setup:
 	@scripts/setup.sh
@@ -32,6 +31,10 @@ unit: setup
 
 test: setup lint images
 	$(BIN)/pytest
+
+# On a GPU machine, outside containers (docs/gpu.md): PYTHON=/path/to/python make gpu-check
+gpu-check:
+	@scripts/gpu-check.sh
 
 bench: setup images
 	$(BIN)/python bench/images.py

@@ -22,12 +22,18 @@ class CheckFailure(Exception):
     """A check ran and the image did not behave; the message is the evidence."""
 
 
+class CheckSkipped(Exception):
+    """A check that cannot run here (e.g. GPU training without GPUs); the message is the reason."""
+
+
 @dataclass(frozen=True)
 class CheckContext:
     image: ImageSpec
     reference: str
     scratch: Path
     say: Callable[[str], None]
+    gpus: bool = False
+    """`image test --gpus`: a cuda image's probe and training get the engine's GPUs."""
 
     def job(self, name: str, started: bool = True) -> Path:
         folder = make_job_folder(Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.scratch)))

@@ -19,6 +19,7 @@ from learnerkit_build.lint import lint_dockerfile
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.progress import BuildProgress
 from learnerkit_build.prune import prune
+from learnerkit_build.render import BuildInputs
 from learnerkit_build.scan.reports import report_json, report_sarif, report_table
 from learnerkit_build.scanning import ScanOptions, request_for_image, requests_for_specs, run_scans
 
@@ -55,17 +56,18 @@ def render_command(
     specs: tuple[str, ...],
     select_all: bool,
     variants: tuple[str, ...],
-    wheelhouse: Path | None,
+    index_url: str | None,
+    extra_index_urls: tuple[str, ...],
+    find_links: tuple[str, ...],
     ca_bundle: Path | None,
     no_ca_bundle: bool,
-    index_url: str | None,
     dest: Path | None,
     root: Path | None,
     output: str,
 ) -> None:
     """Render Dockerfiles from the templates (no engine needed)."""
     project, images = selected(root, specs, select_all, variants)
-    inputs = build_inputs(wheelhouse, ca_bundle, no_ca_bundle, index_url)
+    inputs = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle).inputs
     rendered = {image.name: render_image(project, image, inputs) for image in images}
     written = views.write_rendered(dest, images, rendered) if dest else {}
     data = [{"spec": name, "dockerfile": written.get(name) or text} for name, text in rendered.items()]
@@ -82,7 +84,7 @@ def lint_command(
 ) -> None:
     """Render and lint Dockerfiles with hadolint and the project's .hadolint.yaml (no engine needed)."""
     project, images = selected(root, specs, select_all, variants)
-    inputs = build_inputs(None, None, False, None)
+    inputs = BuildInputs()  # lint what the templates say, whatever this host's pip configuration
     reports = [
         lint_dockerfile(image.name, render_image(project, image, inputs), project / ".hadolint.yaml")
         for image in images
@@ -135,10 +137,11 @@ def build_command(
     specs: tuple[str, ...],
     select_all: bool,
     variants: tuple[str, ...],
-    wheelhouse: Path | None,
+    index_url: str | None,
+    extra_index_urls: tuple[str, ...],
+    find_links: tuple[str, ...],
     ca_bundle: Path | None,
     no_ca_bundle: bool,
-    index_url: str | None,
     rebuild: bool,
     quiet_log: bool,
     root: Path | None,
@@ -146,15 +149,20 @@ def build_command(
 ) -> None:
     """Build images whose inputs changed; tag each by version and by inputs hash."""
     project, images = selected(root, specs, select_all, variants)
-    inputs = build_inputs(wheelhouse, ca_bundle, no_ca_bundle, index_url)
-    builds = [(image.name, partial(build_image, project, image, inputs, rebuild=rebuild)) for image in images]
-    run_builds(builds, output=output, quiet_log=quiet_log)
+    resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle)
+    builds = [(image.name, partial(build_image, project, image, resolved.inputs, rebuild=rebuild)) for image in images]
+    run_builds(builds, output=output, quiet_log=quiet_log, settings=resolved.settings)
 
 
 @image_group.command("test")
 @apply(select_options)
 @click.option("--check", "checks", multiple=True, help="run only these checks (see `--list-checks`); repeatable")
 @click.option("--list-checks", is_flag=True, help="list the checks and exit")
+@click.option(
+    "--gpus",
+    is_flag=True,
+    help="give cuda images the engine's NVIDIA GPUs (docker run --gpus all): probe and train on them",
+)
 @root_option
 @output_option
 @handles_errors
@@ -164,6 +172,7 @@ def test_command(
     variants: tuple[str, ...],
     checks: tuple[str, ...],
     list_checks: bool,
+    gpus: bool,
     root: Path | None,
     output: str,
 ) -> None:
@@ -175,7 +184,7 @@ def test_command(
         emit(output, rows, lambda: console.print(views.simple_table(rows)))
         return
     project, images = selected(root, specs, select_all, variants)
-    reports = run_image_tests(project, images, list(checks), verbose=output != "json")
+    reports = run_image_tests(project, images, list(checks), verbose=output != "json", gpus=gpus)
     emit(output, reports, lambda: console.print(views.test_table(reports)))
     if not all(report.passed for report in reports):
         raise SystemExit(1)

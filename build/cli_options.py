@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from learnerkit.common.output import console, emit
 from learnerkit.common.project import find_project_root
@@ -14,14 +15,21 @@ from learnerkit_build import views
 from learnerkit_build.buildkit import LogSink
 from learnerkit_build.images import BuildResult
 from learnerkit_build.matrix import load_matrix
+from learnerkit_build.pipconfig import (
+    DEFAULT_CA_BUNDLE,
+    BuildOptions,
+    Given,
+    ResolvedInputs,
+    Setting,
+    pip_config,
+    resolve_build_inputs,
+)
 from learnerkit_build.progress import BuildProgress
-from learnerkit_build.render import BuildInputs
 from learnerkit_build.spec import ImageSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 Build = Callable[[LogSink], BuildResult]
 """One image's build, given the sink for its streamed log."""
-DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
 select_options = [
@@ -31,21 +39,33 @@ select_options = [
 ]
 inputs_options = [
     click.option(
-        "--wheelhouse",
-        type=click.Path(path_type=Path, file_okay=False, exists=True),
+        "--index-url",
         default=None,
-        envvar="LEARNERKIT_WHEELHOUSE",
-        help="folder of wheels pip may use (never copied into a layer)",
+        envvar="LEARNERKIT_INDEX_URL",
+        help="pip index replacing PyPI [default: the host's pip configuration]",
+    ),
+    click.option(
+        "--extra-index-url",
+        "extra_index_urls",
+        multiple=True,
+        envvar="LEARNERKIT_EXTRA_INDEX_URLS",
+        help="a further pip index; repeatable [default: the host's pip configuration]",
+    ),
+    click.option(
+        "--find-links",
+        multiple=True,
+        envvar="LEARNERKIT_FIND_LINKS",
+        help="a folder of wheels (mounted into pip's step, never in a layer) or a URL; repeatable "
+        "[default: the host's pip configuration]",
     ),
     click.option(
         "--ca-bundle",
         type=click.Path(path_type=Path, dir_okay=False, exists=True),
         default=None,
         envvar="LEARNERKIT_CA_BUNDLE",
-        help=f"CA bundle for pip inside builds [default: {DEFAULT_CA_BUNDLE}]",
+        help=f"CA bundle for pip inside builds [default: pip's `cert`, else {DEFAULT_CA_BUNDLE}]",
     ),
     click.option("--no-ca-bundle", is_flag=True, help="pass no CA bundle into builds"),
-    click.option("--index-url", default=None, envvar="LEARNERKIT_INDEX_URL", help="pip index replacing PyPI"),
 ]
 
 
@@ -59,11 +79,36 @@ def apply(options: list[Callable[[F], F]]) -> Callable[[F], F]:
 
 
 def build_inputs(
-    wheelhouse: Path | None, ca_bundle: Path | None, no_ca_bundle: bool, index_url: str | None
-) -> BuildInputs:
-    if ca_bundle is None and not no_ca_bundle and DEFAULT_CA_BUNDLE.is_file():
-        ca_bundle = DEFAULT_CA_BUNDLE
-    return BuildInputs(wheelhouse=wheelhouse, ca_bundle=None if no_ca_bundle else ca_bundle, index_url=index_url)
+    index_url: str | None,
+    extra_index_urls: tuple[str, ...],
+    find_links: tuple[str, ...],
+    ca_bundle: Path | None,
+    no_ca_bundle: bool,
+) -> ResolvedInputs:
+    """The command's build inputs: its options and variables first, then the host's pip configuration."""
+    options = BuildOptions(
+        index_url=_given(index_url, "index_url", "--index-url"),
+        extra_index_urls=tuple(
+            Given(url, _source("extra_index_urls", "--extra-index-url")) for url in extra_index_urls
+        ),
+        find_links=tuple(Given(link, _source("find_links", "--find-links")) for link in find_links),
+        ca_bundle=_given(str(ca_bundle) if ca_bundle else None, "ca_bundle", "--ca-bundle"),
+        no_ca_bundle=no_ca_bundle,
+    )
+    return resolve_build_inputs(options, pip_config())
+
+
+def _given(value: str | None, param: str, flag: str) -> Given | None:
+    return Given(value, _source(param, flag)) if value is not None else None
+
+
+def _source(param: str, flag: str) -> str:
+    """`--flag` or `$VARIABLE`: where click took the parameter's value from."""
+    context = click.get_current_context()
+    if context.get_parameter_source(param) is ParameterSource.ENVIRONMENT:
+        option = next(item for item in context.command.params if item.name == param)
+        return f"${option.envvar}"
+    return flag
 
 
 def selected(
@@ -74,8 +119,13 @@ def selected(
     return project, images
 
 
-def run_builds(builds: Sequence[tuple[str, Build]], *, output: str, quiet_log: bool) -> None:
-    """Run builds in order with a progress bar each (and the streamed log), then show or emit the results."""
+def run_builds(
+    builds: Sequence[tuple[str, Build]], *, output: str, quiet_log: bool, settings: Sequence[Setting] = ()
+) -> None:
+    """Say where pip looks, run builds in order with a progress bar each (and the streamed log), then show or
+    emit the results."""
+    if output != "json" and settings:
+        console.print(views.settings_table(settings))
     results = []
     with BuildProgress(enabled=output != "json", show_log=not quiet_log) as progress:
         for name, build in builds:

@@ -13,10 +13,14 @@ from typing import Any
 import docker.errors
 import requests
 
-from learnerkit.common.engine import EngineError, engine
+from learnerkit.common.engine import EngineError, engine, gpu_request, refuses_gpus
 
 JOB_SUBDIRS = ("data", "model", "results", "checkpoints", "logs", "control")
 LEARNER_USER = "1000:0"
+
+
+class GpusRefused(EngineError):
+    """The engine cannot give a container GPUs: it has none, or no NVIDIA container toolkit to hand them over."""
 
 
 def make_job_folder(folder: Path) -> Path:
@@ -44,9 +48,13 @@ class LearnerRun:
     entrypoint: list[str] | None = None
     inspection: bool = False
     """Run as root with default capabilities to look at the whole file system (checks only)."""
+    gpus: bool = False
+    """Ask the engine for every GPU it has (`docker run --gpus all`)."""
 
     def options(self) -> dict[str, Any]:
+        gpus = {"device_requests": [gpu_request()]} if self.gpus else {}
         return {
+            **gpus,
             "image": self.image,
             "command": self.command,
             "entrypoint": self.entrypoint,
@@ -68,6 +76,8 @@ def running(run: LearnerRun) -> Iterator[Any]:
     try:
         container = engine().containers.run(**run.options())
     except docker.errors.APIError as e:
+        if run.gpus and refuses_gpus(e):
+            raise GpusRefused(f"the engine gives no GPUs: {e.explanation}") from e
         raise EngineError(f"starting {run.image}: {e.explanation}") from e
     try:
         yield container

@@ -7,18 +7,18 @@ rebuilt.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.render import BuildInputs, without_credentials
 from learnerkit_build.spec import ImageSpec
 
-HASH_SCHEME = "learnerkit-inputs/1"
+HASH_SCHEME = "learnerkit-inputs/2"
 WHEELHOUSE_DIR = ".wheelhouse"
 _SKIP_NAMES = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 _SKIP_SUFFIXES = (".pyc", ".pyo")
@@ -38,9 +38,19 @@ def context_files(root: Path, image: ImageSpec, inputs: BuildInputs) -> list[Con
         *tree_files(root / "learner_base", "learner_base"),
         *tree_files(image.folder, f"frameworks/{image.folder.name}"),
     ]
-    if inputs.wheelhouse is not None:
-        files.extend(tree_files(inputs.wheelhouse, WHEELHOUSE_DIR))
+    files.extend(wheelhouse_files(inputs))
     return sorted(files, key=lambda f: f.target)
+
+
+def wheelhouse_files(inputs: BuildInputs) -> list[ContextFile]:
+    """The files of every wheelhouse in one `.wheelhouse/` folder. Only each folder's own files: pip reads no
+    subfolders of a find-links folder. A name in two folders comes from the first, as pip's first match would."""
+    found: dict[str, ContextFile] = {}
+    for folder in inputs.wheelhouses:
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and path.name not in found:
+                found[path.name] = ContextFile(source=path, target=f"{WHEELHOUSE_DIR}/{path.name}")
+    return list(found.values())
 
 
 def tree_files(folder: Path, prefix: str) -> Iterator[ContextFile]:
@@ -55,7 +65,8 @@ def tree_files(folder: Path, prefix: str) -> Iterator[ContextFile]:
 
 def inputs_hash(dockerfile: str, files: list[ContextFile], base_image_id: str, inputs: BuildInputs) -> str:
     """sha256 over the rendered Dockerfile, every context file (path, mode, content), the base image ID
-    and the index URL (without credentials). The CA bundle is transport only and is left out."""
+    and where pip looks (index, extra indexes and find-links URLs, without credentials). The CA bundle is
+    transport only and is left out."""
     digest = hashlib.sha256()
 
     def field(name: str, value: bytes) -> None:
@@ -64,7 +75,11 @@ def inputs_hash(dockerfile: str, files: list[ContextFile], base_image_id: str, i
     field("scheme", HASH_SCHEME.encode())
     field("dockerfile", dockerfile.encode())
     field("base", base_image_id.encode())
-    field("index", _without_credentials(inputs.index_url).encode())
+    field("index", without_credentials(inputs.index_url).encode() if inputs.index_url else b"")
+    for url in inputs.extra_index_urls:
+        field("extra-index", without_credentials(url).encode())
+    for link in inputs.find_links:
+        field("find-links", without_credentials(link).encode())
     for item in files:
         field("path", item.target.encode())
         field("mode", oct(item.source.stat().st_mode & 0o777).encode())
@@ -73,20 +88,18 @@ def inputs_hash(dockerfile: str, files: list[ContextFile], base_image_id: str, i
 
 
 def file_sha256(path: Path) -> str:
+    """The file's sha256; computed once per process for an unchanged file (wheelhouses are shared by images)."""
+    stat = path.stat()
+    return _sha256_of(path.resolve(), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+@functools.cache
+def _sha256_of(path: Path, size: int, mtime_ns: int, inode: int) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _without_credentials(url: str | None) -> str:
-    if not url:
-        return ""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def assemble_context(folder: Path, dockerfile: str, files: list[ContextFile]) -> None:

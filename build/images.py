@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 import time
@@ -14,11 +15,13 @@ from learnerkit.common import engine
 from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
 from learnerkit_build.buildkit import BuildRequest, LogSink, run_build
 from learnerkit_build.context import ContextFile, assemble_context, context_files, inputs_hash
-from learnerkit_build.errors import SpecError
+from learnerkit_build.errors import BuildError, SpecError
 from learnerkit_build.render import BuildInputs, render_dockerfile
 from learnerkit_build.spec import ImageSpec
 
 HASH_LABEL = "io.learnerkit.inputs-hash"
+WHEELHOUSE_MOUNT = "/run/wheelhouse"
+"""Where the pip_install macro mounts the context's `.wheelhouse/`."""
 BuildStatus = Literal["built", "cached", "skipped"]
 
 
@@ -117,7 +120,13 @@ def build_plan(
         assemble_context(context, plan.dockerfile, plan.files)
         secrets = build_secrets(Path(scratch), inputs)
         request = BuildRequest(context=context, image_name=plan.name, labels=labels, secrets=secrets, no_cache=rebuild)
-        built = run_build(request, on_line)
+        try:
+            built = run_build(request, on_line)
+        except BuildError as e:
+            requirement = missing_distribution(e.log_tail)
+            if requirement is None:
+                raise
+            raise BuildError(plan.name, missing_wheel_reason(requirement, inputs), e.log_tail) from e
     # Tags last: an interrupted or failed build leaves no tag, and the content tag comes before the moving one.
     engine.tag_image(built, plan.repository, f"{plan.tag}-{digest[:12]}")
     engine.tag_image(built, plan.repository, plan.tag)
@@ -135,12 +144,15 @@ def _resolve_base(image: ImageSpec, on_line: LogSink) -> str | None:
 def build_secrets(scratch: Path, inputs: BuildInputs) -> dict[str, Path]:
     """The pip.conf secret (always present, so RUN mounts never dangle) and the CA bundle if given."""
     lines = ["[global]"]
-    if inputs.wheelhouse is not None:
-        lines.append("find-links = /run/wheelhouse")
+    links = ([WHEELHOUSE_MOUNT] if inputs.wheelhouses else []) + list(inputs.find_links)
+    if links:
+        lines.append(f"find-links = {' '.join(links)}")
     if inputs.ca_bundle is not None:
         lines.append("cert = /run/secrets/ca.pem")
     if inputs.index_url:
         lines.append(f"index-url = {inputs.index_url}")
+    if inputs.extra_index_urls:
+        lines.append(f"extra-index-url = {' '.join(inputs.extra_index_urls)}")
     pip_conf = scratch / "pip.conf"
     pip_conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
     pip_conf.chmod(0o600)
@@ -148,6 +160,24 @@ def build_secrets(scratch: Path, inputs: BuildInputs) -> dict[str, Path]:
     if inputs.ca_bundle is not None:
         secrets["ca"] = inputs.ca_bundle
     return secrets
+
+
+_NO_DISTRIBUTION = re.compile(r"No matching distribution found for (?P<requirement>\S+)")
+
+
+def missing_distribution(log_tail: str) -> str | None:
+    """The requirement pip found no distribution for, when that is why a build failed."""
+    match = _NO_DISTRIBUTION.search(log_tail)
+    return match["requirement"] if match else None
+
+
+def missing_wheel_reason(requirement: str, inputs: BuildInputs) -> str:
+    return (
+        f"no index or find-links offers {requirement} (pip searched: {inputs.describe()}). Supply it with "
+        "--find-links DIR|URL, --extra-index-url URL or --index-url URL ($LEARNERKIT_FIND_LINKS, "
+        "$LEARNERKIT_EXTRA_INDEX_URLS, $LEARNERKIT_INDEX_URL), or in the host's pip configuration "
+        "(`pip config set global.find-links DIR`)"
+    )
 
 
 def source_revision(root: Path) -> str:

@@ -12,8 +12,8 @@ from typing import Literal
 
 from learnerkit.common import engine
 from learnerkit.common.output import console
-from learnerkit_build import checks
-from learnerkit_build.checks import CheckContext, CheckFailure
+from learnerkit_build import checks, contentchecks
+from learnerkit_build.checks import CheckContext, CheckFailure, CheckSkipped
 from learnerkit_build.errors import ImageTestError
 from learnerkit_build.smoke import check_smoke
 from learnerkit_build.spec import ImageSpec
@@ -40,7 +40,15 @@ CHECKS: dict[str, Check] = {
     "halt": Check("control/halt signals the command; reason halted", checks.check_halt),
     "halt-timeout": Check("a command ignoring the halt is killed after the grace", checks.check_halt_timeout),
     "scrubbed-env": Check("platform credentials never reach the command", checks.check_scrubbed_env),
-    "smoke": Check("real training, halted mid-run and resumed to the end", check_smoke),
+    "cuda-content": Check(
+        "cpu: no nvidia-*/cuda-*/triton packages; cuda: the framework's CUDA build as framework.yaml says",
+        contentchecks.check_variant_content,
+    ),
+    "shared-libraries": Check(
+        "every shared library of the framework resolves in the image, but the host driver's libcuda.so.1",
+        contentchecks.check_shared_libraries,
+    ),
+    "smoke": Check("real training (on the GPU for cuda images), halted mid-run and resumed to the end", check_smoke),
 }
 
 
@@ -64,15 +72,18 @@ class ImageTestReport:
         return all(check.status != "fail" for check in self.checks)
 
 
-def run_image_tests(root: Path, images: list[ImageSpec], only: list[str], *, verbose: bool) -> list[ImageTestReport]:
+def run_image_tests(
+    root: Path, images: list[ImageSpec], only: list[str], *, verbose: bool, gpus: bool = False
+) -> list[ImageTestReport]:
+    """Run the checks (all, or `only`) on each image; `gpus`: cuda images get the engine's GPUs."""
     unknown = [name for name in only if name not in CHECKS]
     if unknown:
         raise ImageTestError(f"unknown check(s) {', '.join(unknown)}; valid: {', '.join(CHECKS)}")
     names = only or list(CHECKS)
-    return [_test_image(image, names, verbose) for image in images]
+    return [_test_image(image, names, verbose, gpus) for image in images]
 
 
-def _test_image(image: ImageSpec, names: list[str], verbose: bool) -> ImageTestReport:
+def _test_image(image: ImageSpec, names: list[str], verbose: bool, gpus: bool) -> ImageTestReport:
     reference = f"{image.repository()}:{image.tag}"
     image_id = engine.image_id(reference)
     if image_id is None and image.local_base is None and engine.image_id(image.variant.base) is None:
@@ -87,16 +98,19 @@ def _test_image(image: ImageSpec, names: list[str], verbose: bool) -> ImageTestR
             console.print(f"[dim]{image.name} |[/] {line}", highlight=False, markup=True)
 
     with tempfile.TemporaryDirectory(prefix="learnerkit-test-") as scratch:
-        ctx = CheckContext(image=image, reference=image_id, scratch=Path(scratch), say=say)
+        ctx = CheckContext(image=image, reference=image_id, scratch=Path(scratch), say=say, gpus=gpus)
         for name in names:
             started = time.monotonic()
             try:
                 detail = CHECKS[name].run(ctx)
                 status: CheckStatus = "pass"
+            except CheckSkipped as e:
+                detail, status = str(e), "skip"
             except (CheckFailure, TimeoutError, engine.EngineError) as e:
                 detail, status = str(e), "fail"
             results.append(CheckResult(name, status, detail, round(time.monotonic() - started, 2)))
-            say(f"{'[green]pass[/]' if status == 'pass' else '[red]FAIL[/]'} {name}: {detail}")
+            shown = {"pass": "[green]pass[/]", "skip": "[yellow]skip[/]", "fail": "[red]FAIL[/]"}[status]
+            say(f"{shown} {name}: {detail}")
     report = ImageTestReport(spec=image.name, reference=reference, image_id=image_id, checks=results)
     _record(report)
     return report

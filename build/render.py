@@ -7,25 +7,52 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import jinja2
 
 from learnerkit_build.errors import TemplateError
-from learnerkit_build.spec import ImageSpec
+from learnerkit_build.spec import CUDA_DISTRIBUTION_NAMES, CUDA_DISTRIBUTION_PREFIXES, ImageSpec
 
 BASE_TEMPLATE = "learner_base/Dockerfile.j2"
 
 
 @dataclass(frozen=True)
 class BuildInputs:
-    """Inputs that change how an image is fetched or built, not what the templates say."""
+    """Where pip inside a build finds packages: they change how an image is fetched, not what the templates say.
 
-    wheelhouse: Path | None = None
-    """A folder of wheels pip may install from (bind-mounted into pip's RUN, never copied into a layer)."""
+    `learnerkit_build.pipconfig` fills them from options, `LEARNERKIT_*` variables and the host's pip
+    configuration. They reach pip only through the generated pip.conf secret and bind mounts."""
+
+    wheelhouses: tuple[Path, ...] = ()
+    """Folders of wheels on this machine (pip's find-links): their files are bind-mounted into pip's RUN."""
+    find_links: tuple[str, ...] = ()
+    """find-links pages pip reads over the network."""
     ca_bundle: Path | None = None
     """A CA bundle for TLS-intercepting proxies (a BuildKit secret, never in a layer)."""
     index_url: str | None = None
     """A pip index replacing PyPI; may carry credentials, so it travels in the pip.conf secret."""
+    extra_index_urls: tuple[str, ...] = ()
+    """Indexes pip searches besides the index (credentials too travel in the secret)."""
+
+    def describe(self) -> str:
+        """Where pip looks, for messages (credentials left out)."""
+        parts = [f"index {without_credentials(self.index_url) if self.index_url else PYPI_INDEX}"]
+        parts += [f"extra index {without_credentials(url)}" for url in self.extra_index_urls]
+        parts += [f"find-links {link}" for link in [*map(str, self.wheelhouses), *self.find_links]]
+        return ", ".join(parts)
+
+
+PYPI_INDEX = "https://pypi.org/simple (pip's default)"
+CUDA_DISTRIBUTIONS = {"prefixes": list(CUDA_DISTRIBUTION_PREFIXES), "names": list(CUDA_DISTRIBUTION_NAMES)}
+
+
+def without_credentials(url: str) -> str:
+    """`url` without user and password: for hashes and messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def template_path(image: ImageSpec) -> str:
@@ -52,11 +79,8 @@ def render_dockerfile(root: Path, image: ImageSpec, base_ref: str, inputs: Build
     context = {
         "image": image,
         "base_ref": base_ref,
-        "build": {
-            "wheelhouse": inputs.wheelhouse is not None,
-            "ca": inputs.ca_bundle is not None,
-            "index_url": inputs.index_url is not None,
-        },
+        "build": build_context(inputs),
+        "cuda_distributions": CUDA_DISTRIBUTIONS,
     }
     try:
         text = env.get_template(name).render(context)
@@ -69,6 +93,15 @@ def render_dockerfile(root: Path, image: ImageSpec, base_ref: str, inputs: Build
     if not _extends_base(env, name):
         raise TemplateError(f'{name}: must start with {{% extends "{BASE_TEMPLATE}" %}} (rendering {image.name})')
     return _squeeze_blank_lines(text)
+
+
+def build_context(inputs: BuildInputs) -> dict[str, bool]:
+    """What templates may know of the build inputs: whether each is there, never its value."""
+    return {
+        "wheelhouse": bool(inputs.wheelhouses),
+        "ca": inputs.ca_bundle is not None,
+        "index_url": inputs.index_url is not None,
+    }
 
 
 def _template_location(fallback: str) -> str:

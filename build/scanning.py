@@ -48,7 +48,7 @@ def requests_for_specs(
     project: Path, images: list[ImageSpec], options: ScanOptions
 ) -> tuple[list[ScanRequest], list[str]]:
     """Requests for the built images, and the specs skipped because their base is not on this engine."""
-    inputs = BuildInputs(wheelhouse=None, ca_bundle=None, index_url=None)
+    inputs = BuildInputs()
     skipped = []
     for image in images:
         reference = f"{image.repository()}:{image.tag}"

@@ -16,10 +16,10 @@ import jinja2
 from learnerkit import __version__
 from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
 from learnerkit_build.buildkit import LogSink
-from learnerkit_build.context import ContextFile, tree_files
+from learnerkit_build.context import ContextFile, tree_files, wheelhouse_files
 from learnerkit_build.errors import TemplateError
 from learnerkit_build.images import BuildPlan, BuildResult, build_plan
-from learnerkit_build.render import BuildInputs, make_environment
+from learnerkit_build.render import BuildInputs, build_context, make_environment
 
 SIDECAR_REPOSITORY = "learnerkit/sidecar"
 SHIPPED_HOST_MODULES = ("learnerkit/__init__.py", "learnerkit/common/__init__.py", "learnerkit/common/errors.py")
@@ -41,11 +41,7 @@ def requirements(root: Path) -> list[str]:
 def render_sidecar(root: Path, base_ref: str, inputs: BuildInputs) -> str:
     context = {
         "base_ref": base_ref,
-        "build": {
-            "wheelhouse": inputs.wheelhouse is not None,
-            "ca": inputs.ca_bundle is not None,
-            "index_url": inputs.index_url is not None,
-        },
+        "build": build_context(inputs),
         "sidecar": {
             "version": __version__,
             "pip": {"packages": requirements(root), "index_url": None, "extra_index_urls": []},
@@ -65,8 +61,7 @@ def sidecar_files(root: Path, inputs: BuildInputs) -> list[ContextFile]:
     ]
     files += [ContextFile(root / name, name) for name in SHIPPED_HOST_MODULES]
     files.append(ContextFile(root / REQUIREMENTS, REQUIREMENTS))
-    if inputs.wheelhouse is not None:
-        files.extend(tree_files(inputs.wheelhouse, ".wheelhouse"))
+    files.extend(wheelhouse_files(inputs))
     return sorted(files, key=lambda f: f.target)
 
 

@@ -7,13 +7,15 @@ import math
 from pathlib import Path
 from typing import Any
 
-from learnerkit_build.checks import CheckContext, CheckFailure, expect, read_exit
-from learnerkit_build.containers import LearnerRun, running, wait_exit, wait_until
+from learnerkit_build.checks import CheckContext, CheckFailure, CheckSkipped, expect, read_exit
+from learnerkit_build.containers import GpusRefused, LearnerRun, running, wait_exit, wait_until
 from learnerkit_build.smokedata import write_smoke_dataset
 
 PACE_SECONDS = "0.2"
 """Minimum seconds per step in the first run, so that the halt lands in the middle of training."""
 RUN_TIMEOUT = 600.0
+GPU_DEVICES = ("cuda", "gpu")
+"""How smoke scripts name a GPU in summary.json's `device` (`cuda:0`, `gpu:0`); anything else is the CPU."""
 
 
 def smoke_command(ctx: CheckContext) -> list[str]:
@@ -54,6 +56,20 @@ def latest_checkpoint_step(job: Path) -> int | None:
 
 
 def check_smoke(ctx: CheckContext) -> str:
+    """cpu images train on the CPU; cuda images train on the engine's GPUs (`--gpus`), and only there."""
+    on_gpu = ctx.image.variant.accelerator == "cuda"
+    if on_gpu and not ctx.gpus:
+        raise CheckSkipped(
+            "GPU training not run: no GPUs asked for (`image test --gpus` on a host whose engine has NVIDIA GPUs); "
+            "the CUDA build and its libraries are checked up to the driver by cuda-content and shared-libraries"
+        )
+    try:
+        return _train(ctx, on_gpu)
+    except GpusRefused as e:
+        raise CheckSkipped(f"GPU training not run: --gpus asked for GPUs, but {e}") from e
+
+
+def _train(ctx: CheckContext, on_gpu: bool) -> str:
     smoke = ctx.image.framework.smoke
     job = ctx.job("smoke")
     write_smoke_dataset(job / "data")
@@ -61,7 +77,8 @@ def check_smoke(ctx: CheckContext) -> str:
     halt_after = smoke.checkpoint_every
 
     ctx.say(f"training {ctx.image.name} for {smoke.steps} steps; halting after step {halt_after}")
-    first = LearnerRun(ctx.reference, job, smoke_command(ctx), env={"SMOKE_MIN_STEP_SECONDS": PACE_SECONDS})
+    pace = {"SMOKE_MIN_STEP_SECONDS": PACE_SECONDS}
+    first = LearnerRun(ctx.reference, job, smoke_command(ctx), env=pace, gpus=on_gpu)
     with running(first) as container:
         reached = wait_until(
             lambda: follower.poll() or (latest_checkpoint_step(job) or 0) >= halt_after,
@@ -94,7 +111,7 @@ def check_smoke(ctx: CheckContext) -> str:
 
     for name in ("halt", "learner.exit"):
         (job / "control" / name).unlink()
-    with running(LearnerRun(ctx.reference, job, smoke_command(ctx))) as container:
+    with running(LearnerRun(ctx.reference, job, smoke_command(ctx), gpus=on_gpu)) as container:
         wait_until(lambda: follower.poll() or has_exited(container), timeout=RUN_TIMEOUT, interval=0.2)
         status = wait_exit(container, RUN_TIMEOUT)
         second_logs = container.logs().decode("utf-8", "replace")
@@ -104,13 +121,20 @@ def check_smoke(ctx: CheckContext) -> str:
         status == 0 and info.get("reason") == "completed",
         f"resume: exit {status}, learner.exit {info}\n{second_logs[-800:]}",
     )
-    return _verify_training(job, halted_at or 0, smoke.steps)
+    return _verify_training(job, halted_at or 0, smoke.steps, on_gpu)
 
 
-def _verify_training(job: Path, halted_at: int, steps: int) -> str:
+def _verify_training(job: Path, halted_at: int, steps: int, on_gpu: bool) -> str:
     summary_path = job / "results" / "summary.json"
     expect(summary_path.exists(), "no results/summary.json after the resumed run")
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    device = str(summary.get("device", ""))
+    expect(bool(device), "summary.json does not say the device it trained on (`device`)")
+    expect(
+        device.lower().startswith(GPU_DEVICES) == on_gpu,
+        f"trained on {device}; a {'cuda image given GPUs' if on_gpu else 'cpu image'} must train on "
+        f"{'a GPU' if on_gpu else 'the CPU'}",
+    )
     expect(
         summary.get("start_step") == halted_at + 1 and summary.get("final_step") == steps,
         f"resume started at {summary.get('start_step')} (want {halted_at + 1}), ended at {summary.get('final_step')}",
@@ -129,6 +153,6 @@ def _verify_training(job: Path, halted_at: int, steps: int) -> str:
         raise CheckFailure(f"loss did not go down: first steps {head:.4f}, last steps {tail:.4f}")
     accuracy = rows[-1]["values"].get("accuracy")
     return (
-        f"halted at step {halted_at}, resumed at {halted_at + 1}, finished {steps}; loss {head:.3f} -> {tail:.3f}"
-        + (f", accuracy {accuracy:.3f}" if isinstance(accuracy, int | float) else "")
+        f"on {device}: halted at step {halted_at}, resumed at {halted_at + 1}, finished {steps}; "
+        f"loss {head:.3f} -> {tail:.3f}" + (f", accuracy {accuracy:.3f}" if isinstance(accuracy, int | float) else "")
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from learnerkit.common.errors import ConfigError
 from learnerkit.common.yamlfile import LocatedYaml, format_field_path, load_located_yaml
@@ -23,6 +23,16 @@ VARIANT_PATTERN = r"^[a-z][a-z0-9]*$"
 LOCAL_BASE_PREFIX = "local:"
 
 ArgValue = str | int | float | bool | list[str]
+CUDA_DISTRIBUTION_PREFIXES = ("nvidia-", "cuda-")
+CUDA_DISTRIBUTION_NAMES = ("triton",)
+"""Distributions that exist only to bring CUDA into an environment: a `cpu` image holds none of them."""
+CAPABILITY_PATTERN = r"^(sm|compute)_[0-9]+[a-z]?$"
+
+
+def is_cuda_distribution(name: str) -> bool:
+    """Whether a distribution (any spelling of its name) is one of the CUDA ones a `cpu` image must not hold."""
+    normal = re.sub(r"[-_.]+", "-", name).lower()
+    return normal.startswith(CUDA_DISTRIBUTION_PREFIXES) or normal in CUDA_DISTRIBUTION_NAMES
 
 
 class _Spec(BaseModel):
@@ -40,13 +50,43 @@ class PipSpec(_Spec):
 
     @field_validator("packages")
     @classmethod
-    def _valid_requirements(cls, packages: list[str]) -> list[str]:
+    def _pinned_requirements(cls, packages: list[str]) -> list[str]:
         for req in packages:
             try:
-                Requirement(req)
+                requirement = Requirement(req)
             except InvalidRequirement as e:
                 raise ValueError(f"{req!r} is not a valid requirement: {e}") from e
+            specifiers = list(requirement.specifier)
+            pinned = len(specifiers) == 1 and (
+                specifiers[0].operator == "===" or (specifiers[0].operator == "==" and "*" not in specifiers[0].version)
+            )
+            if not pinned:
+                raise ValueError(
+                    f"{req!r} is not pinned: name exactly one version with == (or === to refuse local versions "
+                    "such as +cpu), so that the image's content follows from this file"
+                )
         return packages
+
+
+class CudaSpec(_Spec):
+    """What a `cuda` variant's framework was built with; `image test` checks the built image against it."""
+
+    version: str = Field(pattern=r"^[0-9]+\.[0-9]+$")
+    """The CUDA version (major.minor) the framework was compiled for, as the framework reports it."""
+    cudnn: str | None = Field(pattern=r"^[0-9]+(\.[0-9]+)*$")
+    """The cuDNN version it uses (a prefix: `9` or `9.20`), or null for a build without cuDNN (say why in `note`)."""
+    capabilities: list[Annotated[str, Field(pattern=CAPABILITY_PATTERN)]] = Field(min_length=1)
+    """What `library` carries: real architectures (`sm_80`) and PTX for the JIT (`compute_90`)."""
+    library: str = Field(min_length=1)
+    """The framework's CUDA library whose fatbinaries hold those, relative to the venv's site-packages or absolute."""
+    note: str | None = None
+    """Anything a user must know about this build (shown by `image ls`), e.g. why it has no cuDNN."""
+
+    @model_validator(mode="after")
+    def _note_explains_no_cudnn(self) -> CudaSpec:
+        if self.cudnn is None and not self.note:
+            raise ValueError("cudnn is null: say in `note` why the framework is built without cuDNN")
+        return self
 
 
 class VariantSpec(_Spec):
@@ -62,6 +102,25 @@ class VariantSpec(_Spec):
     pip: PipSpec | None = None
     args: dict[str, ArgValue] = {}
     """Knobs of the framework's own template (source versions, build flags)."""
+    cuda: CudaSpec | None = None
+    """`cuda` variants only: the CUDA build the image must hold."""
+
+    @model_validator(mode="after")
+    def _cuda_only_on_cuda(self) -> VariantSpec:
+        if self.accelerator == "cuda" and self.cuda is None:
+            raise ValueError("a cuda variant needs a `cuda:` section (version, cudnn, capabilities, library)")
+        if self.accelerator == "cpu" and self.cuda is not None:
+            raise ValueError("a cpu variant has no `cuda:` section")
+        if self.accelerator == "cpu" and self.pip is not None:
+            cuda = [req for req in self.pip.packages if _brings_cuda(Requirement(req))]
+            if cuda:
+                raise ValueError(f"a cpu variant must not install CUDA: {', '.join(cuda)}")
+        return self
+
+
+def _brings_cuda(requirement: Requirement) -> bool:
+    extras = {extra.lower() for extra in requirement.extras}
+    return is_cuda_distribution(requirement.name) or any("cuda" in extra for extra in extras)
 
 
 class VersionSpec(_Spec):
@@ -76,6 +135,9 @@ class SmokeSpec(_Spec):
     """argv run by learner-run inside the image; `{steps}` and `{checkpoint_every}` are filled in."""
     steps: int = Field(default=60, ge=4)
     checkpoint_every: int = Field(default=10, ge=1)
+    probe: list[str] | None = Field(default=None, min_length=1)
+    """argv that prints, as its last line, a JSON object saying what the framework was built with: `cuda` and
+    `cudnn` (versions, null for none), `gpus` (how many it sees), `detail`. Needed by `cuda` variants."""
 
 
 class FrameworkSpec(_Spec):
@@ -83,6 +145,21 @@ class FrameworkSpec(_Spec):
     description: str
     smoke: SmokeSpec
     versions: dict[Annotated[str, Field(pattern=VERSION_PATTERN)], VersionSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _cuda_needs_a_probe(self) -> FrameworkSpec:
+        cuda = [
+            f"{version}-{name}"
+            for version, spec in self.versions.items()
+            for name, variant in spec.variants.items()
+            if variant.accelerator == "cuda"
+        ]
+        if cuda and self.smoke.probe is None:
+            raise ValueError(
+                f"cuda variants ({', '.join(cuda)}) need smoke.probe: the command that says what CUDA the "
+                "framework was built with"
+            )
+        return self
 
 
 class ImageSpec(BaseModel):

@@ -15,6 +15,7 @@ from learnerkit.common import engine
 from learnerkit.common.output import console, keep_whole
 from learnerkit_build.images import HASH_LABEL, BuildResult, base_ref_for
 from learnerkit_build.lint import LintReport
+from learnerkit_build.pipconfig import Setting
 from learnerkit_build.spec import ImageSpec
 
 
@@ -34,6 +35,7 @@ def image_rows(images: Sequence[ImageSpec]) -> list[dict[str, Any]]:
             "accelerator": image.variant.accelerator,
             "python": image.python,
             "base": base_ref_for(image),
+            "cuda": _cuda_row(image),
             "built": None,
             "inputs_hash": None,
         }
@@ -45,15 +47,51 @@ def image_rows(images: Sequence[ImageSpec]) -> list[dict[str, Any]]:
     return rows
 
 
+def _cuda_row(image: ImageSpec) -> dict[str, Any] | None:
+    cuda = image.variant.cuda
+    if cuda is None:
+        return None
+    return {
+        "version": cuda.version,
+        "cudnn": cuda.cudnn,
+        "capabilities": list(cuda.capabilities),
+        "note": cuda.note,
+    }
+
+
 def image_table(rows: list[dict[str, Any]]) -> RenderableType:
     """Spec and reference whole (both are copied: one into `learnerkit image ...`, one into `docker run`) in 80
-    columns; the accelerator is in the spec's variant, and the bases, shared by many images, follow the table."""
+    columns; the accelerator is in the spec's variant. The CUDA build of each cuda variant follows in a table of
+    its own (spec whole, the capabilities fold), then the notes and the bases, shared by many images."""
     table = Table("spec", "reference", "python", "built", title="learner images", box=box.SIMPLE_HEAD, pad_edge=False)
     for row in rows:
         built = {True: "[green]yes[/]", False: "no", None: "?"}[row["built"]]
         table.add_row(row["spec"], row["reference"], row["python"], built)
+    parts: list[RenderableType] = [keep_whole(table, "spec", "reference", "python", "built")]
+    cuda_rows = [row for row in rows if row["cuda"]]
+    if cuda_rows:
+        cuda = Table(
+            "spec", "CUDA", "cuDNN", "compute capabilities", title="CUDA builds", box=box.SIMPLE_HEAD, pad_edge=False
+        )
+        for row in cuda_rows:
+            info = row["cuda"]
+            cuda.add_row(row["spec"], info["version"], info["cudnn"] or "none", " ".join(info["capabilities"]))
+        parts.append(keep_whole(cuda, "spec", "CUDA", "cuDNN"))
+        parts += [Text(f"{row['spec']}: {row['cuda']['note']}") for row in cuda_rows if row["cuda"]["note"]]
     bases = sorted({str(row["base"]) for row in rows})
-    return Group(keep_whole(table, "spec", "reference", "python", "built"), Text("bases: " + ", ".join(bases)))
+    parts.append(Text("bases: " + ", ".join(bases)))
+    return Group(*parts)
+
+
+def settings_table(settings: Sequence[Setting]) -> RenderableType:
+    """Where pip inside the builds looks and where each setting came from, values whole; a setting that is
+    not used is marked, and why follows the table."""
+    table = Table("build input", "value", "from", title="pip inside builds", box=box.SIMPLE_HEAD, pad_edge=False)
+    for setting in settings:
+        value = setting.value if setting.unused is None else f"[dim]{setting.value}[/] [yellow](not used)[/]"
+        table.add_row(setting.name, value, setting.source)
+    unused = [Text(f"{setting.value}: not used: {setting.unused}") for setting in settings if setting.unused]
+    return Group(keep_whole(table, "build input", "value"), *unused)
 
 
 def build_table(results: list[BuildResult]) -> RenderableType:

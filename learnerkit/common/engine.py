@@ -11,6 +11,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import docker.types
 
 from learnerkit.common.errors import LearnerkitError
 
@@ -125,3 +126,19 @@ def read_file(reference: str, path: str) -> bytes | None:
         return None
     finally:
         container.remove(force=True)
+
+
+ALL_GPUS = -1
+
+
+def gpu_request(count: int = ALL_GPUS) -> Any:
+    """The device request for `count` NVIDIA GPUs (all of them by default): what `docker run --gpus` sends.
+
+    The engine hands them over through the NVIDIA container toolkit, which also mounts the host's driver
+    (libcuda.so.1, NVML) into the container."""
+    return docker.types.DeviceRequest(count=count, capabilities=[["gpu"]])
+
+
+def refuses_gpus(error: docker.errors.APIError) -> bool:
+    """Whether the engine refused a container because it has no way to give it GPUs (no NVIDIA toolkit)."""
+    return "could not select device driver" in str(error.explanation or error)

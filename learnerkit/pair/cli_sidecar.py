@@ -35,10 +35,11 @@ def sidecar_group() -> None:
 @output_option
 @handles_errors
 def build_command(
-    wheelhouse: Path | None,
+    index_url: str | None,
+    extra_index_urls: tuple[str, ...],
+    find_links: tuple[str, ...],
     ca_bundle: Path | None,
     no_ca_bundle: bool,
-    index_url: str | None,
     rebuild: bool,
     quiet_log: bool,
     root: Path | None,
@@ -46,9 +47,12 @@ def build_command(
 ) -> None:
     """Build the sidecar image (cached by the hash of its inputs)."""
     project = find_project_root(root)
-    inputs = build_inputs(wheelhouse, ca_bundle, no_ca_bundle, index_url)
+    resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle)
     run_builds(
-        [("sidecar", partial(build_sidecar, project, inputs, rebuild=rebuild))], output=output, quiet_log=quiet_log
+        [("sidecar", partial(build_sidecar, project, resolved.inputs, rebuild=rebuild))],
+        output=output,
+        quiet_log=quiet_log,
+        settings=resolved.settings,
     )
 
 
@@ -67,6 +71,13 @@ def build_command(
 @click.option("--checkpoint-interval", type=float, default=300.0, show_default=True, help="seconds")
 @click.option("--memory", "memory_mb", type=int, default=None, help="learner memory limit in MiB")
 @click.option("--cpus", type=float, default=None, help="learner CPU limit")
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="NVIDIA GPUs for the learner (a device request, as the scheduler's Docker backend makes)",
+)
 @click.option(
     "--evaluation-metrics",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
@@ -92,6 +103,7 @@ def run_local_command(
     checkpoint_interval: float,
     memory_mb: int | None,
     cpus: float | None,
+    gpus: int,
     evaluation_metrics: Path | None,
     sidecar_image: str | None,
     keep: bool,
@@ -121,6 +133,7 @@ def run_local_command(
         checkpoint_interval_s=checkpoint_interval,
         memory_bytes=memory_mb * (1 << 20) if memory_mb else None,
         cpus=cpus,
+        gpus=gpus,
         evaluation_metrics=_metrics_rules(evaluation_metrics),
         keep=keep,
         job_id=job_id or new_job_id(),

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import docker.errors
-import docker.types
 
-from learnerkit.common.engine import EngineError, engine
+from learnerkit.common.engine import EngineError, engine, gpu_request
 from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 
@@ -110,7 +109,7 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
     if spec.cpus:
         options["nano_cpus"] = int(spec.cpus * 1e9)
     if spec.gpus:
-        options["device_requests"] = [docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])]
+        options["device_requests"] = [gpu_request(spec.gpus)]
     return options
 
 

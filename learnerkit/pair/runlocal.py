@@ -38,6 +38,8 @@ class LocalRun:
     checkpoint_interval_s: float = 300.0
     memory_bytes: int | None = None
     cpus: float | None = None
+    gpus: int = 0
+    """NVIDIA GPUs for the learner, handed over as the Docker backend does (a device request per pair)."""
     evaluation_metrics: Mapping[str, Any] | None = None
     metrics_port: int = 0
     keep: bool = False
@@ -95,6 +97,7 @@ def pair_spec(run: LocalRun) -> PairSpec:
         endpoints=run.endpoints,
         memory_bytes=run.memory_bytes,
         cpus=run.cpus,
+        gpus=run.gpus,
         halt_grace_s=run.halt_grace_s,
     )
 

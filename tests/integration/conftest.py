@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import shutil
 import socket
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 import requests
 
 from learnerkit.common import engine
+from learnerkit_build.pipconfig import BuildOptions, pip_config, resolve_build_inputs
 from learnerkit_build.render import BuildInputs
 from tests.waiting import wait_until
 
@@ -34,10 +34,9 @@ def docker_client() -> Any:
 
 @pytest.fixture(scope="session")
 def build_inputs() -> BuildInputs:
-    # The same defaults as the Makefile, so a bare `pytest` finds the images `make images` built.
-    wheelhouse = os.environ.get("LEARNERKIT_WHEELHOUSE") or ("/opt/wheels" if Path("/opt/wheels").is_dir() else None)
-    ca = os.environ.get("LEARNERKIT_CA_BUNDLE") or (str(CA_BUNDLE) if CA_BUNDLE.is_file() else None)
-    return BuildInputs(wheelhouse=Path(wheelhouse) if wheelhouse else None, ca_bundle=Path(ca) if ca else None)
+    """What the plain `learnerkit image build` uses (the host's pip configuration), so tests find the images
+    `make images` built."""
+    return resolve_build_inputs(BuildOptions(), pip_config()).inputs
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ name: toy
 description: a toy framework
 smoke:
   command: ["python", "/opt/learner/smoke/train.py", "--steps", "{steps}"]
+  probe: ["python", "/opt/learner/smoke/probe.py"]
 versions:
   "1.0":
     python: "3.11"
@@ -27,10 +28,16 @@ versions:
           packages: ["six==1.17.0"]
       cuda:
         accelerator: cuda
-        base: "nvidia/cuda:12.6.3-base-ubuntu24.04"
+        base: "example.org/cuda-base:1"
         python: "3.12"
         pip:
-          packages: ["six==1.17.0"]
+          packages: ["six==1.17.0", "nvidia-cuda-runtime-cu12==12.9.79"]
+        cuda:
+          version: "12.9"
+          cudnn: null
+          capabilities: [sm_80, compute_80]
+          library: toy/libtoy.so
+          note: no cuDNN in a toy
 """
 
 CHILD_TEMPLATE = '{% extends "learner_base/Dockerfile.j2" %}\n'

@@ -4,6 +4,8 @@ The learnerkit smoke contract: `--steps N --checkpoint-every K`, one minibatch p
 metrics through `learner.log_metrics`, a checkpoint every K steps and on halt (SIGTERM or
 $JOB_STATE_DIR/halt), resume from the latest checkpoint, and at the end `model.caffemodel` and
 `summary.json` in $RESULT_DIR. `SMOKE_MIN_STEP_SECONDS` stretches each step so tests can halt mid-run.
+It trains in Caffe's GPU mode on GPU 0 when the CUDA runtime sees a GPU (a cuda image on a GPU host), else in
+CPU mode; summary.json's `device` says which.
 
 A checkpoint directory holds `model.caffemodel` (the weights), `solver.solverstate` (iteration and
 momentum history; its `learned_net` path is cleared so the directory is self-contained) and `meta.json`.
@@ -12,6 +14,8 @@ momentum history; its `learned_net` path is cleared so the directory is self-con
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import csv
 import json
 import os
@@ -91,7 +95,16 @@ def net_proto(num_features: int) -> caffe_pb2.NetParameter:
     return net
 
 
-def solver_proto(net_path: Path, snapshot_prefix: Path, lr: float) -> caffe_pb2.SolverParameter:
+def visible_gpus() -> int:
+    """GPUs the CUDA runtime sees; 0 in a CPU image (no runtime), without a driver or without GPUs."""
+    runtime = ctypes.util.find_library("cudart")
+    if runtime is None:
+        return 0
+    count = ctypes.c_int()
+    return count.value if ctypes.CDLL(runtime).cudaGetDeviceCount(ctypes.byref(count)) == 0 else 0
+
+
+def solver_proto(net_path: Path, snapshot_prefix: Path, lr: float, gpu: bool) -> caffe_pb2.SolverParameter:
     solver = caffe_pb2.SolverParameter()
     solver.net = str(net_path)
     solver.type = "SGD"
@@ -104,7 +117,7 @@ def solver_proto(net_path: Path, snapshot_prefix: Path, lr: float) -> caffe_pb2.
     solver.snapshot = 0
     solver.snapshot_after_train = False
     solver.snapshot_prefix = str(snapshot_prefix)
-    solver.solver_mode = caffe_pb2.SolverParameter.CPU
+    solver.solver_mode = caffe_pb2.SolverParameter.GPU if gpu else caffe_pb2.SolverParameter.CPU
     solver.random_seed = SEED
     return solver
 
@@ -197,14 +210,21 @@ def main(argv: list[str]) -> int:
     learner.install_halt_handler()
 
     features, labels = load_csv(Path(learner.data_dir()) / "train.csv")
-    caffe.set_mode_cpu()
+    gpu = visible_gpus() > 0
+    if gpu:
+        caffe.set_mode_gpu()
+        caffe.set_device(0)
+    else:
+        caffe.set_mode_cpu()
+    device = "gpu:0" if gpu else "cpu"
+    print(f"training on {device}", flush=True)
     caffe.set_random_seed(SEED)
 
     work = Path(tempfile.mkdtemp(prefix="caffe-smoke-"))
     try:
         net_path, solver_path = work / "net.prototxt", work / "solver.prototxt"
         net_path.write_text(text_format.MessageToString(net_proto(features.shape[1])))
-        solver_path.write_text(text_format.MessageToString(solver_proto(net_path, work / "snap", args.lr)))
+        solver_path.write_text(text_format.MessageToString(solver_proto(net_path, work / "snap", args.lr, gpu)))
         solver = caffe.SGDSolver(str(solver_path))
 
         checkpoint = learner.latest_checkpoint()
@@ -246,6 +266,7 @@ def main(argv: list[str]) -> int:
         write_atomically(results / "model.caffemodel", net.save)
         summary = {
             "framework": "caffe",
+            "device": device,
             "start_step": start_step,
             "final_step": step,
             "loss": loss,

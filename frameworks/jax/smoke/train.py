@@ -1,5 +1,8 @@
 """JAX smoke training: an 8-16-2 MLP on $DATA_DIR/train.csv, trained with jax.grad and a small Adam.
 
+It trains on JAX's default device: the first GPU when the CUDA plug-in finds one (a cuda image on a GPU
+host), else the CPU; summary.json's `device` says which.
+
 The learner contract in miniature: halt on request (SIGTERM or control/halt) with a checkpoint,
 resume from the latest checkpoint with the step counter continuing, write results atomically.
 """
@@ -81,6 +84,9 @@ def main():
     min_step_seconds = float(os.environ.get("SMOKE_MIN_STEP_SECONDS", "0"))
 
     learner.install_halt_handler()
+    first = jax.devices()[0]
+    device = f"{first.platform}:{first.id}"
+    print(f"training on {device}", flush=True)
     x, y = load_csv(learner.data_dir() / "train.csv")
     params = init_params(x.shape[1])
     m = {name: np.zeros(value.shape, np.float32) for name, value in params.items()}
@@ -130,7 +136,14 @@ def main():
     tmp.replace(result_dir / "model.npz")
     write_json_atomic(
         result_dir / "summary.json",
-        {"framework": "jax", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy},
+        {
+            "framework": "jax",
+            "device": device,
+            "start_step": start_step,
+            "final_step": step,
+            "loss": loss,
+            "accuracy": accuracy,
+        },
     )
     print(f"done: steps {start_step}..{step}, loss {loss:.4f}, accuracy {accuracy:.3f}", flush=True)
 

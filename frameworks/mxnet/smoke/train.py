@@ -1,5 +1,8 @@
 """MXNet smoke training: an 8-16-2 Gluon MLP on $DATA_DIR/train.csv, trained with autograd + gluon.Trainer.
 
+It trains on the first GPU when MXNet counts one (a cuda image on a GPU host), else on the CPU, and says
+which in summary.json's `device`.
+
 The learner contract in miniature: halt on request (SIGTERM or control/halt) with a checkpoint,
 resume from the latest checkpoint with the step counter continuing, write results atomically.
 """
@@ -47,10 +50,13 @@ def main():
     learner.install_halt_handler()
     mx.random.seed(SEED)
     np.random.seed(SEED)
+    ctx = mx.gpu(0) if mx.context.num_gpus() > 0 else mx.cpu()
+    device = "gpu:0" if ctx.device_type == "gpu" else "cpu"
+    print(f"training on {device}", flush=True)
     x, y = load_csv(learner.data_dir() / "train.csv")
     net = gluon.nn.HybridSequential()
     net.add(gluon.nn.Dense(16, activation="relu", in_units=x.shape[1]), gluon.nn.Dense(2, in_units=16))
-    net.initialize(mx.init.Xavier())
+    net.initialize(mx.init.Xavier(), ctx=ctx)
     net.hybridize()
     trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": 0.01})
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -64,7 +70,7 @@ def main():
     start_step = 1
     ckpt = learner.latest_checkpoint()
     if ckpt is not None:
-        net.load_parameters(str(ckpt.path / "model.params"))
+        net.load_parameters(str(ckpt.path / "model.params"), ctx=ctx)
         trainer.load_states(str(ckpt.path / "trainer.states"))
         start_step = json.loads((ckpt.path / "step.json").read_text())["step"] + 1
         print(f"resumed from step {start_step - 1}", flush=True)
@@ -73,7 +79,7 @@ def main():
     for step in range(start_step, args.steps + 1):
         began = time.monotonic()
         idx = batch_indices(step, len(x))
-        xb, yb = mx.nd.array(x[idx]), mx.nd.array(y[idx])
+        xb, yb = mx.nd.array(x[idx], ctx=ctx), mx.nd.array(y[idx], ctx=ctx)
         with autograd.record():
             logits = net(xb)
             batch_loss = loss_fn(logits, yb)
@@ -92,15 +98,22 @@ def main():
 
     if step >= start_step and step % args.checkpoint_every != 0:
         save_checkpoint(step)
-    logits = net(mx.nd.array(x))  # report on the whole training set, not one minibatch
-    loss = float(loss_fn(logits, mx.nd.array(y)).mean().asscalar())
+    logits = net(mx.nd.array(x, ctx=ctx))  # report on the whole training set, not one minibatch
+    loss = float(loss_fn(logits, mx.nd.array(y, ctx=ctx)).mean().asscalar())
     accuracy = float(np.mean(logits.asnumpy().argmax(axis=1) == y))
     result_dir = learner.result_dir()
     net.save_parameters(str(result_dir / "model.params.tmp"))
     (result_dir / "model.params.tmp").replace(result_dir / "model.params")
     write_json_atomic(
         result_dir / "summary.json",
-        {"framework": "mxnet", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy},
+        {
+            "framework": "mxnet",
+            "device": device,
+            "start_step": start_step,
+            "final_step": step,
+            "loss": loss,
+            "accuracy": accuracy,
+        },
     )
     print(f"done: steps {start_step}..{step}, loss {loss:.4f}, accuracy {accuracy:.3f}", flush=True)
 

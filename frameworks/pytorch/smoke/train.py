@@ -1,5 +1,8 @@
 """PyTorch smoke training: an 8-16-2 MLP on $DATA_DIR/train.csv, checkpointed and resumable.
 
+It trains on the first GPU when torch sees one (a cuda image on a GPU host), else on the CPU, and says which
+in summary.json's `device`.
+
 The learner contract in miniature: halt on request (SIGTERM or control/halt) with a checkpoint,
 resume from the latest checkpoint with the step counter continuing, write results atomically.
 """
@@ -54,15 +57,17 @@ def main():
     learner.install_halt_handler()
     torch.manual_seed(SEED)
     torch.set_num_threads(1)  # a tiny model: threads cost more than they give
-    x, y = load_csv(learner.data_dir() / "train.csv")
-    model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    print(f"training on {device}", flush=True)
+    x, y = (tensor.to(device) for tensor in load_csv(learner.data_dir() / "train.csv"))
+    model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     start_step = 1
     ckpt = learner.latest_checkpoint()
     if ckpt is not None:
-        state = torch.load(ckpt.path / "state.pt", weights_only=True)
+        state = torch.load(ckpt.path / "state.pt", weights_only=True, map_location=device)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start_step = state["step"] + 1
@@ -72,7 +77,7 @@ def main():
     loss = accuracy = float("nan")
     for step in range(start_step, args.steps + 1):
         began = time.monotonic()
-        idx = batch_indices(step, len(x))
+        idx = batch_indices(step, len(x)).to(device)
         logits = model(x[idx])
         batch_loss = loss_fn(logits, y[idx])
         opt.zero_grad()
@@ -100,7 +105,14 @@ def main():
     (result_dir / "model.pt.tmp").replace(result_dir / "model.pt")
     write_json_atomic(
         result_dir / "summary.json",
-        {"framework": "pytorch", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy},
+        {
+            "framework": "pytorch",
+            "device": str(device),
+            "start_step": start_step,
+            "final_step": step,
+            "loss": loss,
+            "accuracy": accuracy,
+        },
     )
     print(f"done: steps {start_step}..{step}, loss {loss:.4f}, accuracy {accuracy:.3f}", flush=True)
 

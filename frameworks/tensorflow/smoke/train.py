@@ -1,5 +1,8 @@
 """TensorFlow smoke training: an 8-16-2 Keras MLP on $DATA_DIR/train.csv, trained with tf.GradientTape.
 
+It trains on the first GPU when TensorFlow sees one (a cuda image on a GPU host), else on the CPU, and says
+which in summary.json's `device`.
+
 The learner contract in miniature: halt on request (SIGTERM or control/halt) with a checkpoint,
 resume from the latest checkpoint with the step counter continuing, write results atomically.
 """
@@ -46,6 +49,13 @@ def main():
 
     learner.install_halt_handler()
     tf.keras.utils.set_random_seed(SEED)
+    device = "gpu:0" if tf.config.list_physical_devices("GPU") else "cpu"
+    print(f"training on {device}", flush=True)
+    with tf.device("/GPU:0" if device == "gpu:0" else "/CPU:0"):
+        train(args, min_step_seconds, device)
+
+
+def train(args, min_step_seconds, device):
     x, y = load_csv(learner.data_dir() / "train.csv")
     model = tf.keras.Sequential(
         [
@@ -108,7 +118,14 @@ def main():
     tmp.replace(final)
     write_json_atomic(
         result_dir / "summary.json",
-        {"framework": "tensorflow", "start_step": start_step, "final_step": step, "loss": loss, "accuracy": accuracy},
+        {
+            "framework": "tensorflow",
+            "device": device,
+            "start_step": start_step,
+            "final_step": step,
+            "loss": loss,
+            "accuracy": accuracy,
+        },
     )
     print(f"done: steps {start_step}..{step}, loss {loss:.4f}, accuracy {accuracy:.3f}", flush=True)
 

@@ -1,5 +1,7 @@
-"""Every CPU learner image of the matrix: built (cached by `make test`), then every contract check and the
-smoke training with a halt in the middle and a resume to the end."""
+"""Every learner image of the matrix, cpu and cuda: built (cached by `make test`), then every contract check,
+the content checks (no CUDA in cpu images; the CUDA build of cuda images up to the driver; every library of the
+framework resolving) and the smoke training with a halt in the middle and a resume to the end. Without GPUs, a
+cuda image's training is a skip that says why; `image test --gpus` on such a host skips it too, never passes."""
 
 from __future__ import annotations
 
@@ -13,11 +15,11 @@ from learnerkit_build.matrix import load_matrix
 from learnerkit_build.render import BuildInputs
 from tests.integration.conftest import REPO
 
-CPU_IMAGES = [image for image in load_matrix(REPO).images if image.variant.accelerator == "cpu"]
+IMAGES = load_matrix(REPO).images
 
 
 @pytest.mark.timeout(3600)
-@pytest.mark.parametrize("image", CPU_IMAGES, ids=lambda image: image.name)
+@pytest.mark.parametrize("image", IMAGES, ids=lambda image: image.name)
 def test_image_passes_contract_and_smoke_training(image: Any, docker_client: Any, build_inputs: BuildInputs) -> None:
     result = build_image(REPO, image, build_inputs, lambda line: None)
     assert result.status in ("built", "cached")
@@ -27,7 +29,24 @@ def test_image_passes_contract_and_smoke_training(image: Any, docker_client: Any
     assert labels["org.opencontainers.image.base.digest"].startswith("sha256:")
     assert docker_client.images.get(result.immutable_reference).id == result.image_id
 
+    if image.variant.cuda:
+        assert labels["io.learnerkit.cuda"] == image.variant.cuda.version
+
     [report] = run_image_tests(REPO, [image], [], verbose=False)
-    failed = {check.name: check.detail for check in report.checks if check.status != "pass"}
+    results = {check.name: check for check in report.checks}
+    assert list(results) == list(CHECKS)
+    on_gpu = image.variant.accelerator == "cuda"
+    failed = {name: c.detail for name, c in results.items() if c.status != "pass" and not (on_gpu and name == "smoke")}
     assert not failed, failed
-    assert [check.name for check in report.checks] == list(CHECKS)
+    if on_gpu:  # this host has no GPU: the training is skipped, and says why
+        assert results["smoke"].status == "skip" and "GPU training not run" in results["smoke"].detail
+
+
+def test_gpus_on_a_host_without_gpus_is_a_clear_skip_never_a_pass(docker_client: Any) -> None:
+    if docker_client.info().get("Runtimes", {}).get("nvidia"):
+        pytest.skip("this engine has the NVIDIA runtime: the skip is for hosts without GPUs")
+    image = load_matrix(REPO).select(["pytorch:2.13-cuda"])[0]
+    [report] = run_image_tests(REPO, [image], ["smoke"], verbose=False, gpus=True)
+    [smoke] = report.checks
+    assert smoke.status == "skip", smoke
+    assert smoke.detail.startswith("GPU training not run: --gpus asked for GPUs, but the engine gives no GPUs")

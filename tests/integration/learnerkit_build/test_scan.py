@@ -132,7 +132,7 @@ def test_scan_cli_exits_non_zero_with_json_and_sarif(bad_image: tuple[str, Path]
 @pytest.mark.parametrize("image", CPU_IMAGES, ids=lambda image: image.name)
 def test_learner_image_passes_the_gate(image: Any, docker_client: Any) -> None:
     reference = f"{image.repository()}:{image.tag}"
-    inputs = BuildInputs(wheelhouse=None, ca_bundle=None, index_url=None)
+    inputs = BuildInputs()
     request = ScanRequest(
         reference=reference,
         spec=image.name,

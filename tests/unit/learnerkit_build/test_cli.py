@@ -22,7 +22,7 @@ def test_render_json_holds_each_dockerfile(make_project: MakeProject) -> None:
     assert code == 0, out
     data = json.loads(out)
     assert [item["spec"] for item in data] == ["toy:1.0-cpu", "toy:1.0-cuda"]
-    assert "FROM nvidia/cuda:12.6.3-base-ubuntu24.04 AS learner" in data[1]["dockerfile"]
+    assert "FROM example.org/cuda-base:1 AS learner" in data[1]["dockerfile"]
 
 
 def test_render_dest_writes_files_atomically(make_project: MakeProject, tmp_path: Path) -> None:

@@ -20,10 +20,10 @@ def test_context_holds_base_framework_and_wheelhouse_but_no_bytecode(make_projec
     wheelhouse = tmp_path / "wheels"
     wheelhouse.mkdir()
     (wheelhouse / "six-1.17.0-py3-none-any.whl").write_bytes(b"wheel")
-    root, image, files = setup(make_project, BuildInputs(wheelhouse=wheelhouse))
+    root, image, files = setup(make_project, BuildInputs(wheelhouses=(wheelhouse,)))
     (root / "frameworks" / "toy" / "smoke" / "__pycache__").mkdir()
     (root / "frameworks" / "toy" / "smoke" / "__pycache__" / "train.cpython-311.pyc").write_bytes(b"x")
-    targets = {f.target for f in context_files(root, image, BuildInputs(wheelhouse=wheelhouse))}  # type: ignore[arg-type]
+    targets = {f.target for f in context_files(root, image, BuildInputs(wheelhouses=(wheelhouse,)))}  # type: ignore[arg-type]
     assert "learner_base/bin/learner-run" in targets
     assert "frameworks/toy/framework.yaml" in targets
     assert "frameworks/toy/smoke/train.py" in targets

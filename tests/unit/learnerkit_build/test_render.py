@@ -82,3 +82,16 @@ def test_pip_install_carries_index_overrides_and_quotes_requirements(make_projec
     image = image.model_copy(update={"variant": image.variant.model_copy(update={"pip": pip})})
     text = render_image(root, image, BuildInputs())
     assert "--index-url https://idx.example/simple 'six>=1,<2'" in text
+
+
+@pytest.mark.parametrize("image", MATRIX.images, ids=lambda image: image.name)
+def test_every_variant_builds_on_the_debian_base_and_keeps_its_accelerator(image) -> None:  # type: ignore[no-untyped-def]
+    text = render_image(REPO, image, BuildInputs())
+    assert image.local_base == "debian-bookworm"
+    assert "nvidia/cuda" not in text and "download.pytorch.org" not in text
+    if image.variant.accelerator == "cuda":
+        assert "/etc/ld.so.conf.d/learnerkit-cuda-wheels.conf" in text
+        assert f'io.learnerkit.cuda="{image.variant.cuda.version}"' in text
+        assert "a cpu variant holds CUDA distributions" not in text
+    else:
+        assert "a cpu variant holds CUDA distributions" in text and "ld.so.conf.d" not in text

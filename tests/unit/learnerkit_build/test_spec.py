@@ -32,22 +32,22 @@ def test_valid_framework_loads_with_versions_and_variants(make_project: MakeProj
 
 def test_unknown_key_names_line_field_and_valid_keys(make_project: MakeProject) -> None:
     message = error_for(make_project, VALID_YAML.replace("        apt: [libgomp1]\n", "        colour: red\n"))
-    assert "framework.yaml:11:" in message
+    assert "framework.yaml:12:" in message
     assert 'versions["1.0"].variants.cpu.colour' in message
     assert "unknown key 'colour'" in message
-    assert "accelerator, base, python, apt, pip, args" in message
+    assert "accelerator, base, python, apt, pip, args, cuda" in message
 
 
 def test_bad_enum_value_names_field_and_choices(make_project: MakeProject) -> None:
     message = error_for(make_project, VALID_YAML.replace("accelerator: cpu", "accelerator: tpu"))
-    assert "framework.yaml:10:" in message
+    assert "framework.yaml:11:" in message
     assert "variants.cpu.accelerator" in message
     assert "'cpu' or 'cuda'" in message
 
 
 def test_unquoted_version_key_is_refused_before_it_turns_into_a_number(make_project: MakeProject) -> None:
     message = error_for(make_project, VALID_YAML.replace('"1.0":', "2.10:"))
-    assert "framework.yaml:6:" in message
+    assert "framework.yaml:7:" in message
     assert "quote it" in message
 
 
@@ -86,3 +86,31 @@ def test_the_projects_own_matrix_is_valid_and_every_framework_has_cpu_and_cuda()
     for framework in matrix.frameworks:
         variants = {image.variant.accelerator for image in matrix.images if image.framework.name == framework}
         assert variants == {"cpu", "cuda"}, framework
+
+
+def test_every_package_must_be_pinned_to_one_version(make_project: MakeProject) -> None:
+    message = error_for(make_project, VALID_YAML.replace('["six==1.17.0"]', '["six>=1.16"]', 1))
+    assert "variants.cpu.pip.packages" in message and "'six>=1.16' is not pinned" in message
+    load_framework(make_project(VALID_YAML.replace('["six==1.17.0"]', '["six===1.17.0"]', 1)) / "frameworks" / "toy")
+
+
+@pytest.mark.parametrize("package", ["nvidia-cublas-cu12==12.9.3.13", "jax[cuda12]==0.10.2", "triton==3.7.1"])
+def test_a_cpu_variant_cannot_ask_for_cuda(make_project: MakeProject, package: str) -> None:
+    message = error_for(make_project, VALID_YAML.replace('["six==1.17.0"]', f'["{package}"]', 1))
+    assert f"a cpu variant must not install CUDA: {package}" in message
+
+
+def test_a_cuda_variant_says_what_it_was_built_with(make_project: MakeProject) -> None:
+    start = VALID_YAML.index("        cuda:\n          version")
+    without = VALID_YAML[:start]
+    message = error_for(make_project, without)
+    assert "a cuda variant needs a `cuda:` section" in message
+    message = error_for(make_project, VALID_YAML.replace("          note: no cuDNN in a toy\n", ""))
+    assert "cudnn is null: say in `note` why" in message
+    message = error_for(make_project, VALID_YAML.replace("[sm_80, compute_80]", "[ampere]"))
+    assert "variants.cuda.cuda.capabilities[0]: String should match pattern" in message
+
+
+def test_cuda_variants_need_a_probe(make_project: MakeProject) -> None:
+    message = error_for(make_project, VALID_YAML.replace('  probe: ["python", "/opt/learner/smoke/probe.py"]\n', ""))
+    assert "cuda variants (1.0-cuda) need smoke.probe" in message

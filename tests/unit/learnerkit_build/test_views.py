@@ -5,8 +5,17 @@ from __future__ import annotations
 from rich.console import Console
 
 from learnerkit_build.images import BuildResult
-from learnerkit_build.views import build_table, image_table
+from learnerkit_build.matrix import load_matrix
+from learnerkit_build.pipconfig import Setting
+from learnerkit_build.views import build_table, image_rows, image_table, settings_table
+from tests.unit.conftest import REPO
 
+CUDA = {
+    "version": "13.0",
+    "cudnn": None,
+    "capabilities": ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "compute_75"],
+    "note": "built without cuDNN: the reason, in words",
+}
 ROWS = [
     {
         "spec": f"tensorflow:2.21-{variant}",
@@ -14,6 +23,7 @@ ROWS = [
         "accelerator": variant,
         "python": "3.12",
         "base": f"registry.example/very/long/base-image-name:{variant}-2026.11",
+        "cuda": CUDA if variant == "cuda" else None,
         "built": variant == "cpu",
     }
     for variant in ("cpu", "cuda")
@@ -31,6 +41,36 @@ def test_image_list_keeps_specs_references_and_bases_whole_at_80_columns() -> No
     for row in ROWS:
         assert row["spec"] in text and row["reference"] in text and row["base"] in text
     assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_image_list_shows_each_cuda_build_with_cudnn_capabilities_and_note() -> None:
+    text = at_80(image_table(ROWS))
+    cuda_table = text[text.index("CUDA builds") :]
+    assert "tensorflow:2.21-cuda" in cuda_table and "tensorflow:2.21-cpu" not in cuda_table
+    assert "13.0" in cuda_table and "none" in cuda_table
+    assert all(capability in cuda_table for capability in CUDA["capabilities"])
+    assert "tensorflow:2.21-cuda: built without cuDNN: the reason, in words" in " ".join(text.split())
+
+
+def test_the_real_matrix_lists_every_cuda_variant_within_80_columns() -> None:
+    rows = image_rows(load_matrix(REPO).images)
+    text = at_80(image_table(rows))
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for row in rows:
+        assert row["spec"] in text and row["reference"] in text
+        if row["cuda"]:
+            assert row["cuda"]["version"] in text[text.index("CUDA builds") :]
+
+
+def test_build_inputs_say_their_source_and_why_one_is_not_used() -> None:
+    settings = [
+        Setting("find-links", "/opt/wheels", "pip config $PIP_FIND_LINKS"),
+        Setting("extra-index-url", "file:///opt/pypi/simple", "pip config global.extra-index-url", "a folder"),
+    ]
+    text = " ".join(at_80(settings_table(settings)).split())
+    assert "/opt/wheels" in text and "pip config $PIP_FIND_LINKS" in text
+    assert "file:///opt/pypi/simple: not used: a folder" in text
 
 
 def test_build_results_keep_references_whole_and_say_every_reason() -> None:
@@ -40,10 +80,10 @@ def test_build_results_keep_references_whole_and_say_every_reason() -> None:
             "tensorflow:2.21-cuda",
             "skipped",
             "learnerkit/tensorflow:2.21-cuda-py3.12",
-            reason="base image nvidia/cuda:12.6.3-base-ubuntu24.04 is not on this engine",
+            reason="base image registry.example/cuda-base:12.9 is not on this engine",
         ),
     ]
     text = at_80(build_table(results))
     assert "learnerkit/tensorflow:2.21-cuda-py3.12" in text and "skipped" in text
-    assert "nvidia/cuda:12.6.3-base-ubuntu24.04" in " ".join(text.split())
+    assert "registry.example/cuda-base:12.9" in " ".join(text.split())
     assert "…" not in text

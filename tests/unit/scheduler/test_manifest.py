@@ -591,7 +591,7 @@ def test_unbuilt_framework_and_version_errors_name_the_way_out() -> None:
     old = only_problem(edit('  version: "2.13"', '  version: "1.5.0-py3"'), catalog=framework_catalog(REPO))
     assert old == (
         "manifest.yml:21: framework.version: no pytorch image '1.5.0-py3' is built here; versions: 2.13, 2.13-cpu,"
-        " 2.13-cpu-py3.11, 2.13-cuda, 2.13-cuda-py3.12, latest (or pass --image REF, or set learnerkit.image)"
+        " 2.13-cpu-py3.11, 2.13-cuda, 2.13-cuda-py3.11, latest (or pass --image REF, or set learnerkit.image)"
     )
     with_image = edit(
         "framework:", "learnerkit:\n  image: registry.local/h2o:1\nframework:", edit("  name: pytorch", "  name: h2o3")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -27,6 +28,7 @@ from learnerkit.common.yamlfile import (
 )
 from learnerkit.scheduler.errors import ManifestError
 from learnerkit.scheduler.fields import FieldReader, describe
+from learnerkit.scheduler.imageref import reference_problem
 from learnerkit.scheduler.manifest import (
     CONNECTION_KEYS,
     CREDENTIAL_KEYS,
@@ -88,19 +90,25 @@ MAX_NODES = 10_000
 _IMAGE_HELP = "an image reference without spaces, e.g. registry.local/learnerkit/pytorch:2.13-cpu-py3.11"
 
 
-def load_manifest(path: Path, catalog: FrameworkCatalog | None = None) -> JobManifest:
-    """Read and validate a manifest file; raises `ManifestError` listing every problem."""
+def load_manifest(path: Path, catalog: FrameworkCatalog | None = None, *, image: str | None = None) -> JobManifest:
+    """Read and validate a manifest file; raises `ManifestError` listing every problem. ``image``: the
+    submission's ``--image``, which replaces the framework's image (and ``learnerkit.image``)."""
     try:
         doc = load_located_yaml(path, YamlBudget(max_nodes=MAX_NODES))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
     except ConfigError as e:
         raise ManifestError([Problem(path=path, line=None, loc=(), message=str(e))]) from e
-    return _parse(doc, catalog)
+    return _parse(doc, catalog, image)
 
 
 def parse_manifest(
-    text: str, source: str = "manifest.yml", catalog: FrameworkCatalog | None = None, *, seconds: float | None = None
+    text: str,
+    source: str = "manifest.yml",
+    catalog: FrameworkCatalog | None = None,
+    *,
+    seconds: float | None = None,
+    image: str | None = None,
 ) -> JobManifest:
     """Validate manifest text; `source` names it in messages. `catalog` None skips the framework check.
 
@@ -110,10 +118,10 @@ def parse_manifest(
         doc = parse_located_yaml(text, Path(source), YamlBudget(max_nodes=MAX_NODES, seconds=seconds))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
-    return _parse(doc, catalog)
+    return _parse(doc, catalog, image)
 
 
-def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None) -> JobManifest:
+def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None, image: str | None = None) -> JobManifest:
     reader = FieldReader(doc)
     if doc.data is None:
         reader.fail((), "the manifest is empty: expected a mapping with keys name, framework, data_stores, ...")
@@ -127,6 +135,12 @@ def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None) -> JobManifest:
     resources = _resources(reader, top)
     stores = _data_stores(reader, top.get("data_stores"))
     extensions = _extensions(reader, top.get("learnerkit"))
+    if image is not None:
+        why = reference_problem(image)
+        if why is not None:
+            reader.problems.append(Problem(Path("--image"), None, (), why))
+        elif extensions is not None:
+            extensions = replace(extensions, image=image)
     framework = _framework(reader, top.get("framework"), catalog, extensions)
     metrics = _evaluation_metrics(reader, top.get("evaluation_metrics"))
     if stores is not None and extensions is not None:

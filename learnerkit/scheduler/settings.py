@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from learnerkit.scheduler.errors import SettingsError
-from learnerkit.scheduler.policy import DEFAULT_MAX_LEARNERS, DEFAULT_MAX_MANIFEST_BYTES, origin
+from learnerkit.scheduler.policy import (
+    DEFAULT_MAX_LEARNERS,
+    DEFAULT_MAX_MANIFEST_BYTES,
+    DEFAULT_MAX_MODEL_BYTES,
+    origin,
+)
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
 T = TypeVar("T", int, float)
@@ -91,6 +96,8 @@ class LimitSettings:
     """``$LEARNERKIT_SUBMITS_PER_MINUTE``: per tenant, in bursts of as many; more get 429 with Retry-After."""
     tenants: Path | None = None
     """``$LEARNERKIT_TENANTS``: per-tenant quotas and priority ranges (`learnerkit.scheduler.tenants`)."""
+    max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
+    """``$LEARNERKIT_MAX_MODEL_BYTES``: a larger model upload is refused (413) as soon as it is known to be."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,18 @@ class TrustSettings:
 
 
 @dataclass(frozen=True)
+class PackageSettings:
+    """Where sidecars resolve a model's ``requirements.txt`` (docs/model-code.md). The learners stay offline."""
+
+    index_url: str | None = None
+    """``$LEARNERKIT_PIP_INDEX_URL``: the package index (PEP 503) sidecars install from; None: pip's default."""
+    extra_index_urls: tuple[str, ...] = ()
+    """``$LEARNERKIT_PIP_EXTRA_INDEX_URLS``: more indexes, comma-separated."""
+    trusted_hosts: tuple[str, ...] = ()
+    """``$LEARNERKIT_PIP_TRUSTED_HOSTS``: hosts pip may reach over plain http or unverified TLS, comma-separated."""
+
+
+@dataclass(frozen=True)
 class SchedulerSettings:
     api: ApiSettings = field(default_factory=ApiSettings)
     etcd: EtcdSettings = field(default_factory=EtcdSettings)
@@ -124,6 +143,7 @@ class SchedulerSettings:
     backend: BackendSettings = field(default_factory=BackendSettings)
     limits: LimitSettings = field(default_factory=LimitSettings)
     trust: TrustSettings = field(default_factory=TrustSettings)
+    packages: PackageSettings = field(default_factory=PackageSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SchedulerSettings:
@@ -163,6 +183,7 @@ class SchedulerSettings:
                 max_learners=_positive(env, "LEARNERKIT_MAX_LEARNERS", limits.max_learners, int),
                 submits_per_minute=_positive(env, "LEARNERKIT_SUBMITS_PER_MINUTE", limits.submits_per_minute, int),
                 tenants=Path(env["LEARNERKIT_TENANTS"]) if "LEARNERKIT_TENANTS" in env else None,
+                max_model_bytes=_positive(env, "LEARNERKIT_MAX_MODEL_BYTES", limits.max_model_bytes, int),
             ),
             trust=TrustSettings(
                 object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),
@@ -170,6 +191,11 @@ class SchedulerSettings:
                 images=_list(env, "LEARNERKIT_IMAGE_ALLOWLIST"),
                 project_images=env.get("LEARNERKIT_TRUST_PROJECT_IMAGES") == "1",
                 instance=env.get("LEARNERKIT_SCHEDULER_INSTANCE"),
+            ),
+            packages=PackageSettings(
+                index_url=(_urls(env, "LEARNERKIT_PIP_INDEX_URL") or (None,))[0],
+                extra_index_urls=_urls(env, "LEARNERKIT_PIP_EXTRA_INDEX_URLS"),
+                trusted_hosts=_list(env, "LEARNERKIT_PIP_TRUSTED_HOSTS"),
             ),
         )
 

@@ -315,6 +315,11 @@ class S3Store:
             )
         return stored
 
+    def delete(self, bucket: str, key: str) -> None:
+        """Remove one object; one that is not there is no error."""
+        with _translated(_url(bucket, key)):
+            self._client.delete_object(Bucket=bucket, Key=key)
+
     def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
         """A small object in one request, with ``Content-MD5`` (the server refuses a mismatch: BadDigest)."""
         md5 = base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode("ascii")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 
@@ -76,8 +77,18 @@ class LogStream:
 class SchedulerFacade(Protocol):
     """Every method is scoped to ``tenant``: a job of another tenant is reported as not found."""
 
-    async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
-        """Validate and queue; raises ``ManifestError`` (every problem with its field and line)."""
+    async def submit(
+        self,
+        tenant: str,
+        manifest_text: str,
+        *,
+        source: str = "manifest.yml",
+        image: str | None = None,
+        model: Path | None = None,
+    ) -> JobView:
+        """Validate and queue; raises ``ManifestError`` (every problem with its field and line). ``image``
+        replaces the framework's image; ``model``: the model code as a zip file, stored with the job (the
+        caller removes the file)."""
 
     async def list_jobs(self, tenant: str) -> list[JobView]: ...
 

@@ -53,7 +53,7 @@ def write_index(root: Path, wheels: list[Path]) -> None:
 
 
 class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: object) -> None:
         return
 
 

@@ -138,7 +138,7 @@ def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None, image: str | None
     if image is not None:
         why = reference_problem(image)
         if why is not None:
-            reader.problems.append(Problem(Path("--image"), None, (), why))
+            reader.problems.append(Problem(Path("command line"), None, ("--image",), why))
         elif extensions is not None:
             extensions = replace(extensions, image=image)
     framework = _framework(reader, top.get("framework"), catalog, extensions)

@@ -205,7 +205,7 @@ def test_command_runs_in_model_dir_placed_after_learner_run_started(job: Job) ->
 def test_without_a_model_dir_the_command_runs_where_learner_run_does(job: Job) -> None:
     rc = job.run(["--", PY, "-c", "import os; print(os.getcwd())"], {"MODEL_DIR": str(job.root / "absent")})
     assert_exit(job, rc, "completed", 0)
-    assert job.log.read_text() == f"{os.getcwd()}\n"
+    assert job.log.read_text() == f"{Path.cwd()}\n"
 
 
 def test_no_command_is_a_clear_error(job: Job) -> None:

@@ -287,9 +287,14 @@ class S3Store:
         return received
 
     def upload_file(self, path: Path, bucket: str, key: str) -> RemoteObject:
-        """Upload ``path`` (in parts above the multipart threshold) and check the stored ETag against it."""
+        """Upload ``path`` (in parts above the multipart threshold) and check the stored ETag against it.
+
+        By name: s3transfer then reads each part from disk as it sends it, instead of buffering whole parts in
+        memory as it does for an open stream (the scheduler uploads models of hundreds of MB this way).
+        """
         with path.open("rb") as stream:
-            return self.upload_stream(stream, bucket, key, source=str(path))
+            size, expected = self._expected(stream)
+        return self._upload(str(path), bucket, key, size, expected, source=str(path))
 
     def upload_stream(self, stream: IO[bytes], bucket: str, key: str, *, source: str) -> RemoteObject:
         """Upload an open file, from its start, and check the stored ETag; ``source`` names it in errors.
@@ -297,16 +302,25 @@ class S3Store:
         The sidecar uploads the learner's files this way: opened once without following links
         (:mod:`controller_sidecar.jobfiles`), so what is sent is the file that was checked.
         """
-        where = _url(bucket, key)
+        size, expected = self._expected(stream)
+        stream.seek(0)
+        return self._upload(stream, bucket, key, size, expected, source=source)
+
+    def _expected(self, stream: IO[bytes]) -> tuple[int, str]:
+        """The size of ``stream`` and the ETag the store should give it (read to its end)."""
         size = stream.seek(0, os.SEEK_END)
         config = self._transfer_config
         part_size = None
         if size >= config.multipart_threshold:
             part_size = ChunksizeAdjuster().adjust_chunksize(config.multipart_chunksize, size)
-        expected = stream_etag(stream, part_size)
-        stream.seek(0)
-        with _translated(where), TransferManager(self._client, config) as manager:
-            manager.upload(stream, bucket, key).result()
+        return size, stream_etag(stream, part_size)
+
+    def _upload(
+        self, what: str | IO[bytes], bucket: str, key: str, size: int, expected: str, *, source: str
+    ) -> RemoteObject:
+        where = _url(bucket, key)
+        with _translated(where), TransferManager(self._client, self._transfer_config) as manager:
+            manager.upload(what, bucket, key).result()
         stored = self.head(bucket, key)
         if stored.size != size or stored.etag != expected:
             raise TransferError(

@@ -24,7 +24,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -328,6 +328,33 @@ class S3Store:
                 f"expected {size} bytes with ETag {expected}"
             )
         return stored
+
+    def start_multipart(self, bucket: str, key: str) -> str:
+        """A new multipart upload's id: the parts are sent with :meth:`upload_part` as they come."""
+        with _translated(_url(bucket, key)):
+            return str(self._client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"])
+
+    def upload_part(self, bucket: str, key: str, upload_id: str, number: int, data: bytes) -> str:
+        """Send part ``number`` (1-based; every part but the last at least 5 MiB); its ETag, checked against
+        the part's MD5."""
+        where = _url(bucket, key)
+        with _translated(where):
+            answer = self._client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=data)
+        etag = str(answer["ETag"]).strip('"')
+        _check_etag(f"{where} part {number}", hashlib.md5(data, usedforsecurity=False).hexdigest(), etag)
+        return etag
+
+    def complete_multipart(self, bucket: str, key: str, upload_id: str, etags: Sequence[str]) -> None:
+        parts = [{"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, start=1)]
+        with _translated(_url(bucket, key)):
+            self._client.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+            )
+
+    def abort_multipart(self, bucket: str, key: str, upload_id: str) -> None:
+        """Drop an unfinished upload and the parts it holds."""
+        with _translated(_url(bucket, key)):
+            self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
 
     def delete(self, bucket: str, key: str) -> None:
         """Remove one object; one that is not there is no error."""

@@ -7,6 +7,7 @@ Errors have one body shape, ``{"error": <code>, "message": <text>}``; a refused 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -41,7 +42,7 @@ from learnerkit.scheduler.facade import JobView, SchedulerFacade
 from learnerkit.scheduler.hosting import Lifespan
 from learnerkit.scheduler.ratelimit import RateLimiter
 from learnerkit.scheduler.settings import LimitSettings
-from learnerkit.scheduler.uploads import declared_too_large, model_too_large, receive_submission, remove
+from learnerkit.scheduler.uploads import declared_too_large, model_too_large, receive_submission
 
 JSON_OVERHEAD = 6
 """A JSON body may spell each byte of the manifest in up to six (``\\u00e9``): its cap is that much larger."""
@@ -199,7 +200,7 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
     async def submit_job(request: Request, tenant: Tenant) -> JobView:
         """Queue a job from an FfDL manifest: YAML text, JSON ``{"manifest": "...", "source": "...", "image":
         "..."}``, or multipart/form-data with the parts ``manifest``, ``source``, ``image`` and ``model`` (the
-        model code as a zip, streamed to a file and from there to the job's object store)."""
+        model code as a zip, last; streamed on to the job's object store as it arrives)."""
         wait = submits.take(tenant)
         if wait:
             raise RateLimitedError(f"tenant {tenant!r} submits more than {limits.submits_per_minute} a minute", wait)
@@ -261,7 +262,7 @@ def _media_type(request: Request) -> str:
 
 
 async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Request, limits: LimitSettings) -> JobView:
-    """A manifest with its model code; the received model file is removed whatever the outcome."""
+    """A manifest with its model code, the model handed on as it arrives."""
     if declared_too_large(request.headers.get("content-length", ""), limits.max_manifest_bytes, limits.max_model_bytes):
         raise model_too_large(limits.max_model_bytes)
     received = await receive_submission(
@@ -275,7 +276,16 @@ async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Reque
             tenant, received.manifest, source=received.source, image=received.image, model=received.model
         )
     finally:
-        remove(received.model)
+        if received.model is not None:
+            await _drain(received.model)
+
+
+async def _drain(model: AsyncIterator[bytes]) -> None:
+    """Read what is left of a model refused before it was read (the client, told to continue, is sending
+    it): the answer then reaches the client instead of a reset connection. Bounded by the model limit."""
+    with contextlib.suppress(LearnerkitError):
+        async for _chunk in model:
+            pass
 
 
 async def _manifest_of(request: Request, max_bytes: int) -> tuple[str, str, str | None]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -46,6 +47,7 @@ from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
 from learnerkit.scheduler.modelcode import DEFAULT_MAX_EXPANDED_BYTES, DEFAULT_MAX_MEMBERS, check_model_archive
+from learnerkit.scheduler.modelstore import StreamedUpload
 from learnerkit.scheduler.planning import Platform, endpoints_for, model_location, outputs_prefix, plan_job
 from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_submission, host_folder, store_folder
 from learnerkit.scheduler.submission import ModelObject, SubmitOptions
@@ -218,7 +220,7 @@ class Scheduler:
         *,
         source: str = "manifest.yml",
         image: str | None = None,
-        model: Path | None = None,
+        model: AsyncIterator[bytes] | None = None,
     ) -> JobView:
         """Check everything, store the model code, then store the job and queue it: a refused job leaves
         nothing behind (no record, no stored model)."""
@@ -253,23 +255,36 @@ class Scheduler:
             if rejected is not None:
                 await self._end(tracked, JobStatus.FAILED, rejected.message, release=True)
 
-    async def _store_model(self, manifest: JobManifest, job_id: str, endpoints: Endpoints, model: Path) -> ModelObject:
-        """Check the archive (what the sidecar would refuse), then upload it from its file, in parts."""
-        summary = await asyncio.to_thread(
-            check_model_archive,
-            model,
-            name="model",
-            max_expanded_bytes=self.options.model_limits.max_expanded_bytes,
-            max_members=self.options.model_limits.max_members,
-        )
+    async def _store_model(
+        self, manifest: JobManifest, job_id: str, endpoints: Endpoints, model: AsyncIterator[bytes]
+    ) -> ModelObject:
+        """Store the model as it arrives (a copy to a temporary file), then check the archive: a refused one is
+        dropped, and the object exists only when every check has passed."""
         bucket, key = model_location(manifest, job_id)
-        store = self._store_of(endpoints)
-        try:
-            stored = await asyncio.to_thread(store.upload_file, model, bucket, key)
-        except SidecarError as e:
-            await asyncio.to_thread(_delete_quietly, store, bucket, key)
-            raise StoreUnavailableError(f"storing the model code at s3://{bucket}/{key} failed: {e}") from e
-        return ModelObject(bucket, key, stored.size, bool(summary.requirements))
+        upload = StreamedUpload(self._store_of(endpoints), bucket, key)
+        limits = self.options.model_limits
+        with tempfile.TemporaryDirectory(prefix="learnerkit-model-") as scratch:
+            copy = Path(scratch) / "model.zip"
+            try:
+                with copy.open("wb") as file:
+                    async for chunk in model:
+                        file.write(chunk)  # page cache: far quicker than the chunk took to arrive
+                        await upload.write(chunk)
+                summary = await asyncio.to_thread(
+                    check_model_archive,
+                    copy,
+                    name="model",
+                    max_expanded_bytes=limits.max_expanded_bytes,
+                    max_members=limits.max_members,
+                )
+                await upload.finish()
+            except SidecarError as e:
+                await upload.abort()
+                raise StoreUnavailableError(f"storing the model code at s3://{bucket}/{key} failed: {e}") from e
+            except BaseException:
+                await upload.abort()
+                raise
+        return ModelObject(bucket, key, upload.size, bool(summary.requirements))
 
     async def list_jobs(self, tenant: str) -> list[JobView]:
         return [

@@ -6,9 +6,8 @@ on this module, so it is tested against a fake and the scheduler against real et
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 
@@ -84,11 +83,11 @@ class SchedulerFacade(Protocol):
         *,
         source: str = "manifest.yml",
         image: str | None = None,
-        model: Path | None = None,
+        model: AsyncIterator[bytes] | None = None,
     ) -> JobView:
         """Validate and queue; raises ``ManifestError`` (every problem with its field and line). ``image``
-        replaces the framework's image; ``model``: the model code as a zip file, stored with the job (the
-        caller removes the file)."""
+        replaces the framework's image; ``model``: the model code (a zip) as it arrives, read to its end and
+        stored with the job."""
 
     async def list_jobs(self, tenant: str) -> list[JobView]: ...
 

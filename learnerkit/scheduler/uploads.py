@@ -1,20 +1,16 @@
 """A job submitted with its model code: one ``multipart/form-data`` request, read as it arrives.
 
-Parts: ``manifest`` (the YAML text), and optionally ``source`` (its file name), ``image`` (``--image``) and
-``model`` (the model code as a zip). The model goes to a temporary file as its bytes arrive, never whole into
-memory, and the request is refused (413) the moment it passes the limit; the caller uploads the file to the
-object store and removes it.
+Parts: ``manifest`` (the YAML text), and optionally ``source`` (its file name), ``image`` (``--image``) and,
+last, ``model`` (the model code as a zip). The text parts are read first; the model part is handed on as a
+stream of its bytes as they come off the request (never whole in memory), which stops with 413 the moment it
+passes the limit, whatever length the request declared.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -33,8 +29,8 @@ class Submission:
     manifest: str
     source: str
     image: str | None
-    model: Path | None
-    """The received model archive (a temporary file the caller removes), or None."""
+    model: AsyncIterator[bytes] | None
+    """The model part's bytes as they arrive (read it to its end), or None."""
 
 
 def declared_too_large(content_length: str, max_manifest_bytes: int, max_model_bytes: int) -> bool:
@@ -48,15 +44,15 @@ def model_too_large(max_model_bytes: int) -> ModelTooLargeError:
 
 
 class _Receiver:
-    """Callbacks of the streaming parser: text parts into memory (capped), the model into a file."""
+    """Callbacks of the streaming parser: text parts into memory (capped), the model's bytes into a queue."""
 
-    def __init__(self, max_manifest_bytes: int, max_model_bytes: int, workdir: Path | None) -> None:
+    def __init__(self, max_manifest_bytes: int, max_model_bytes: int) -> None:
         self.max_manifest_bytes = max_manifest_bytes
         self.max_model_bytes = max_model_bytes
-        self.workdir = workdir
         self.texts: dict[str, bytearray] = {}
-        self.model_path: Path | None = None
-        self._model: IO[bytes] | None = None
+        self.model: deque[bytes] = deque()
+        self.model_started = False
+        self.model_done = False
         self._model_bytes = 0
         self._header_name = bytearray()
         self._header_value = bytearray()
@@ -76,6 +72,8 @@ class _Receiver:
 
     def _part_begin(self) -> None:
         self._disposition = b""
+        if self.model_started:
+            raise InvalidRequestError("the model part must be the last part")
 
     def _header_end(self) -> None:
         if bytes(self._header_name).lower() == b"content-disposition":
@@ -87,11 +85,7 @@ class _Receiver:
         _, params = parse_options_header(self._disposition)
         name = params.get(b"name", b"").decode("utf-8", "replace")
         if name == "model":
-            if self.model_path is not None:
-                raise InvalidRequestError("the request has two model parts")
-            handle, path = tempfile.mkstemp(prefix="learnerkit-model-", suffix=".zip", dir=self.workdir)
-            self.model_path = Path(path)
-            self._model = os.fdopen(handle, "wb")
+            self.model_started = True
         elif name in TEXT_FIELDS:
             if name in self.texts:
                 raise InvalidRequestError(f"the request has two {name!r} parts")
@@ -101,11 +95,11 @@ class _Receiver:
         self._field = name
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
-        if self._field == "model" and self._model is not None:
+        if self._field == "model":
             self._model_bytes += end - start
             if self._model_bytes > self.max_model_bytes:
                 raise model_too_large(self.max_model_bytes)
-            self._model.write(data[start:end])
+            self.model.append(bytes(data[start:end]))
             return
         text = self.texts[self._field]
         text.extend(data[start:end])
@@ -116,57 +110,62 @@ class _Receiver:
             raise InvalidRequestError(f"the {self._field!r} part is over {cap} bytes")
 
     def _part_end(self) -> None:
-        if self._field == "model" and self._model is not None:
-            self._model.close()
-            self._model = None
+        if self._field == "model":
+            self.model_done = True
 
-    def discard(self) -> None:
-        if self._model is not None:
-            self._model.close()
-        if self.model_path is not None:
-            self.model_path.unlink(missing_ok=True)
-
-    def submission(self) -> Submission:
+    def text_fields(self) -> tuple[str, str, str | None]:
         if "manifest" not in self.texts:
-            raise InvalidRequestError("the request has no 'manifest' part")
+            raise InvalidRequestError("the request has no 'manifest' part before the model")
         try:
             texts = {name: bytes(value).decode("utf-8") for name, value in self.texts.items()}
         except UnicodeDecodeError as e:
             raise InvalidRequestError(f"a text part is not UTF-8: {e}") from e
-        if self._model is not None:
+        return texts["manifest"], texts.get("source") or "manifest.yml", texts.get("image")
+
+
+class _Body:
+    """The request body fed to the parser one chunk at a time, parse errors as the API's 400."""
+
+    def __init__(self, parser: MultipartParser, body: AsyncIterator[bytes]) -> None:
+        self.parser = parser
+        self.body = body
+        self.ended = False
+
+    async def feed(self) -> None:
+        try:
+            chunk = await anext(self.body, None)
+            if chunk is None:
+                self.ended = True
+                self.parser.finalize()
+            else:
+                self.parser.write(chunk)
+        except MultipartParseError as e:
+            raise InvalidRequestError(f"not a valid multipart/form-data body: {e}") from e
+
+
+async def _model_bytes(receiver: _Receiver, body: _Body) -> AsyncIterator[bytes]:
+    while True:
+        while receiver.model:
+            yield receiver.model.popleft()
+        if receiver.model_done:
+            return
+        if body.ended:
             raise InvalidRequestError("the model part is cut short")
-        return Submission(texts["manifest"], texts.get("source") or "manifest.yml", texts.get("image"), self.model_path)
+        await body.feed()
 
 
 async def receive_submission(
-    content_type: str,
-    body: AsyncIterator[bytes],
-    *,
-    max_manifest_bytes: int,
-    max_model_bytes: int,
-    workdir: Path | None = None,
+    content_type: str, body: AsyncIterator[bytes], *, max_manifest_bytes: int, max_model_bytes: int
 ) -> Submission:
-    """Read a multipart submission from ``body``; nothing of it is left behind when it is refused."""
+    """The text parts of a multipart submission, read now, and its model part as a stream to read on."""
     _, params = parse_options_header(content_type)
     boundary = params.get(b"boundary")
     if not boundary:
         raise InvalidRequestError("multipart/form-data without a boundary")
-    receiver = _Receiver(max_manifest_bytes, max_model_bytes, workdir)
-    parser = MultipartParser(boundary, receiver.callbacks())  # type: ignore[arg-type]
-    try:
-        async for chunk in body:
-            parser.write(chunk)
-        parser.finalize()
-        return receiver.submission()
-    except MultipartParseError as e:
-        receiver.discard()
-        raise InvalidRequestError(f"not a valid multipart/form-data body: {e}") from e
-    except BaseException:
-        receiver.discard()
-        raise
-
-
-def remove(path: Path | None) -> None:
-    if path is not None:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+    receiver = _Receiver(max_manifest_bytes, max_model_bytes)
+    reader = _Body(MultipartParser(boundary, receiver.callbacks()), body)  # type: ignore[arg-type]
+    while not receiver.model_started and not reader.ended:
+        await reader.feed()
+    manifest, source, image = receiver.text_fields()
+    model = _model_bytes(receiver, reader) if receiver.model_started else None
+    return Submission(manifest, source, image, model)

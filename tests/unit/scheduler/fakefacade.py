@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from learnerkit.scheduler.errors import JobNotFoundError, JobStateError
 from learnerkit.scheduler.facade import JobView, LearnerView, LogStream
@@ -58,8 +58,8 @@ class FakeFacade:
         """Statuses a submitted job then goes through, one per `get`."""
         self.submit_error: Exception | None = None
         """Raised by `submit` when set (the scheduler's own failures)."""
-        self.submitted_models: list[tuple[Path | None, bytes, bool]] = []
-        """Each submit's model file, its content, and whether it existed during the call."""
+        self.submitted_models: list[bytes] = []
+        """Each submit's model, as it arrived."""
         self.submitted_images: list[str | None] = []
 
     async def submit(
@@ -69,15 +69,14 @@ class FakeFacade:
         *,
         source: str = "manifest.yml",
         image: str | None = None,
-        model: Path | None = None,
+        model: AsyncIterator[bytes] | None = None,
     ) -> JobView:
         self.calls.append(("submit", tenant))
-        self.submitted_models.append(
-            (model, model.read_bytes() if model is not None else b"", model.exists() if model else False)
-        )
-        self.submitted_images.append(image)
         if self.submit_error is not None:
-            raise self.submit_error
+            raise self.submit_error  # before the model is read: the API must still answer
+        if model is not None:
+            self.submitted_models.append(b"".join([chunk async for chunk in model]))
+        self.submitted_images.append(image)
         manifest = parse_manifest(manifest_text, source, image=image)
         job_id = f"job-{next(self._ids)}"
         learners = tuple(LearnerView(learner_id=n, status="QUEUED") for n in range(1, manifest.resources.learners + 1))

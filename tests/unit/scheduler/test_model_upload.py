@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from learnerkit.cli import cli
 from learnerkit.scheduler.api import create_app
-from learnerkit.scheduler.errors import ModelTooLargeError
+from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, ModelTooLargeError
 from learnerkit.scheduler.settings import LimitSettings
 from learnerkit.scheduler.uploads import receive_submission
 from tests.integration.conftest import REPO
@@ -66,14 +66,13 @@ def folder(tmp_path: Path) -> Path:
     return model
 
 
-def test_submit_with_a_folder_sends_it_zipped_and_the_scheduler_removes_its_copy(
+def test_submit_with_a_folder_sends_it_zipped(
     url: str, tenants: Tenants, fake: FakeFacade, manifest: Path, folder: Path
 ) -> None:
     code, out = run(url, tenants.a, "submit", str(manifest), str(folder), "-o", "json")
     assert code == 0, out
     assert json.loads(out)["job_id"] == "job-1"
-    [(path, data, existed)] = fake.submitted_models
-    assert existed and path is not None and not path.exists(), "the received file is removed after the submit"
+    [data] = fake.submitted_models
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         assert {name: zf.read(name) for name in zf.namelist()} == {
             "train.py": b"import lib.helper\n",
@@ -89,7 +88,7 @@ def test_submit_with_a_zip_and_an_image(
         zf.writestr("train.py", "print('hi')\n")
     code, out = run(url, tenants.a, "submit", str(manifest), str(archive), "--image", "registry.local/team/img:v1")
     assert code == 0, out
-    assert fake.submitted_models[0][1] == archive.read_bytes()
+    assert fake.submitted_models == [archive.read_bytes()]
     assert fake.submitted_images == ["registry.local/team/img:v1"]
 
 
@@ -98,12 +97,26 @@ def test_a_model_over_the_limit_is_refused_before_it_is_sent(
 ) -> None:
     archive = tmp_path / "big.zip"
     with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as zf:
-        zf.writestr("weights.bin", bytes(range(256)) * 2000)
+        zf.writestr("weights.bin", bytes(range(256)) * 4000)
     code, out = run(url, tenants.a, "submit", str(manifest), str(archive))
     assert code == 1
     assert f"the model is over {MODEL_LIMIT} bytes" in out
     assert "LEARNERKIT_MAX_MODEL_BYTES" in out
     assert fake.calls == []
+
+
+def test_a_refusal_before_the_model_is_read_reaches_the_client(
+    url: str, tenants: Tenants, fake: FakeFacade, manifest: Path, tmp_path: Path
+) -> None:
+    """The scheduler refuses while the model is still coming (the client was told to continue): it reads the
+    rest and answers, so the client gets the reason instead of a reset connection."""
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("weights.bin", bytes(range(256)) * 700)
+    fake.submit_error = JobStateError("the scheduler is draining")
+    code, out = run(url, tenants.a, "submit", str(manifest), str(archive))
+    assert code == 1
+    assert "the scheduler is draining" in out
 
 
 def test_unsafe_model_code_is_refused_by_submit_and_validate_alike(
@@ -157,23 +170,43 @@ def test_an_invalid_image_is_refused_naming_the_option(
     assert "command line: --image: 'Bad Ref' is not an image reference" in out
 
 
-def test_a_streamed_model_over_the_limit_stops_and_leaves_no_file(tmp_path: Path) -> None:
-    """A body that declares no length (or lies) is cut off as it passes the limit."""
+def test_a_streamed_model_over_the_limit_stops_as_it_passes_it() -> None:
+    """A body that declares no length (or lies) is cut off as it passes the limit, not read to its end."""
     boundary = "b0undary"
+    sent = [0]
 
     async def body() -> AsyncIterator[bytes]:
         yield f'--{boundary}\r\nContent-Disposition: form-data; name="manifest"\r\n\r\nname: x\r\n'.encode()
         yield f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.zip"\r\n\r\n'.encode()
         for _ in range(100):
+            sent[0] += 1
             yield b"\0" * 10_000
 
-    received = receive_submission(
-        f"multipart/form-data; boundary={boundary}",
-        body(),
-        max_manifest_bytes=1000,
-        max_model_bytes=50_000,
-        workdir=tmp_path,
-    )
+    async def read() -> bytes:
+        received = await receive_submission(
+            f"multipart/form-data; boundary={boundary}", body(), max_manifest_bytes=1000, max_model_bytes=50_000
+        )
+        assert received.manifest == "name: x"
+        assert received.model is not None
+        return b"".join([chunk async for chunk in received.model])
+
     with pytest.raises(ModelTooLargeError, match="over 50000 bytes"):
-        asyncio.run(received)
-    assert list(tmp_path.iterdir()) == []
+        asyncio.run(read())
+    assert sent[0] == 6
+
+
+def test_the_model_part_must_come_last() -> None:
+    boundary = "b0undary"
+
+    async def body() -> AsyncIterator[bytes]:
+        yield f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.zip"\r\n\r\nPK'.encode()
+        yield f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="manifest"\r\n\r\nx\r\n'.encode()
+        yield f"--{boundary}--\r\n".encode()
+
+    async def read() -> None:
+        await receive_submission(
+            f"multipart/form-data; boundary={boundary}", body(), max_manifest_bytes=1000, max_model_bytes=50_000
+        )
+
+    with pytest.raises(InvalidRequestError, match="no 'manifest' part before the model"):
+        asyncio.run(read())

@@ -5,8 +5,9 @@ stays offline), and every refused model leaving nothing behind. Real etcd, Seawe
 from __future__ import annotations
 
 import json
+import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -90,13 +91,23 @@ def model_folder(root: Path, requirements: str | None) -> Path:
     return folder
 
 
+async def chunks(path: Path) -> AsyncIterator[bytes]:
+    """The model as the API hands it on: its bytes in pieces, as they arrive."""
+    with path.open("rb") as stream:
+        while chunk := stream.read(256 * 1024):
+            yield chunk
+
+
 def stored(client: Any, key: str) -> bytes:
     return bytes(client.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read())
 
 
 def model_objects(client: Any) -> list[str]:
+    """Stored model archives and unfinished uploads of any."""
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=RESULTS_BUCKET)
     keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
+    unfinished = client.list_multipart_uploads(Bucket=RESULTS_BUCKET).get("Uploads", [])
+    keys += [f"unfinished:{item['Key']}" for item in unfinished]
     return sorted(key for key in keys if key.endswith("/model/model.zip"))
 
 
@@ -111,7 +122,7 @@ def test_a_model_folder_runs_in_model_dir_with_its_requirements_offline(
     archive = model_archive(model_folder(tmp_path, "lkgreet==1.0\n"), tmp_path)
     command = f"python3 train.py --arg x {index_url}/lkgreet/"
     view = code_harness.call(
-        code_harness.service.submit("team-a", manifest(s3_server, command), image=learner_image, model=archive)
+        code_harness.service.submit("team-a", manifest(s3_server, command), image=learner_image, model=chunks(archive))
     )
     final = code_harness.wait_status("team-a", view.job_id, TERMINAL)
     assert final.status == "COMPLETED", final
@@ -139,7 +150,7 @@ def test_a_model_zip_with_an_unknown_requirement_fails_in_downloading_with_pips_
                 zf.write(path, path.relative_to(folder).as_posix())
     view = code_harness.call(
         code_harness.service.submit(
-            "team-a", manifest(s3_server, "python3 train.py"), image=learner_image, model=archive
+            "team-a", manifest(s3_server, "python3 train.py"), image=learner_image, model=chunks(archive)
         )
     )
     final = code_harness.wait_status("team-a", view.job_id, TERMINAL)
@@ -157,6 +168,7 @@ def test_refused_models_leave_no_job_and_no_object(
     before_objects = model_objects(scheduler_buckets)
     evil = tmp_path / "evil.zip"
     with zipfile.ZipFile(evil, "w") as zf:
+        zf.writestr("weights.bin", os.urandom(20 << 20))  # sent in parts before its directory is read
         zf.writestr("../escape.py", "x")
     not_zip = tmp_path / "notzip.zip"
     not_zip.write_bytes(b"just bytes")
@@ -170,10 +182,10 @@ def test_refused_models_leave_no_job_and_no_object(
         (url_requirement, "requirements.txt line 1"),
     ):
         with pytest.raises(ModelCodeError, match=why):
-            code_harness.call(code_harness.service.submit("team-a", manifest(s3_server, "true"), model=archive))
+            code_harness.call(code_harness.service.submit("team-a", manifest(s3_server, "true"), model=chunks(archive)))
     with pytest.raises(ManifestError, match="--image"):
         code_harness.call(
-            code_harness.service.submit("team-a", manifest(s3_server, "true"), image="Not A Ref", model=evil)
+            code_harness.service.submit("team-a", manifest(s3_server, "true"), image="Not A Ref", model=chunks(evil))
         )
     assert code_harness.call(code_harness.service.list_jobs("team-a")) == before_jobs
     assert model_objects(scheduler_buckets) == before_objects

@@ -189,3 +189,35 @@ def test_refused_models_leave_no_job_and_no_object(
         )
     assert code_harness.call(code_harness.service.list_jobs("team-a")) == before_jobs
     assert model_objects(scheduler_buckets) == before_objects
+
+
+def test_a_restarted_scheduler_keeps_the_jobs_model_and_image(
+    etcd_server: Any,
+    service_options: SchedulerOptions,
+    s3_server: Any,
+    scheduler_buckets: Any,
+    learner_image: str,
+    index_url: str,
+    tmp_path: Path,
+) -> None:
+    options = replace(service_options, packages=PackageIndex(index_url=index_url))
+    first = Harness(etcd_server, options)
+    try:
+        archive = model_archive(model_folder(tmp_path, "lkgreet==1.0\n"), tmp_path)
+        command = f"python3 train.py --arg y {index_url}/"
+        view = first.call(
+            first.service.submit("team-a", manifest(s3_server, command), image=learner_image, model=chunks(archive))
+        )
+        submitted = first.service.jobs[view.job_id].options
+    finally:
+        first.kill()
+    second = Harness(etcd_server, options)
+    try:
+        assert second.service.jobs[view.job_id].options == submitted
+        assert submitted.image == learner_image and submitted.model is not None and submitted.model.requirements
+        final = second.wait_status("team-a", view.job_id, TERMINAL)
+        assert final.status == "COMPLETED", final
+        out = json.loads(stored(scheduler_buckets, f"{view.job_id}/attempt-1/learner-1/results/out.json"))
+        assert (out["argv"][:2], out["greeting"]) == (["--arg", "y"], "hello from lkgreet")
+    finally:
+        second.kill()

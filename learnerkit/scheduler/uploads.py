@@ -148,6 +148,8 @@ async def _model_bytes(receiver: _Receiver, body: _Body) -> AsyncIterator[bytes]
         while receiver.model:
             yield receiver.model.popleft()
         if receiver.model_done:
+            while not body.ended:  # the closing boundary: read, so the connection can carry the answer
+                await body.feed()
             return
         if body.ended:
             raise InvalidRequestError("the model part is cut short")

@@ -63,7 +63,7 @@ async def fetch_inputs(settings: SidecarSettings, store: S3Store, metrics: Sidec
         metrics.record_transfer("download", "model", model_bytes, time.monotonic() - started)
         if settings.requirements is not None:
             index = settings.requirements
-            count = await asyncio.to_thread(install_requirements, dirs.model, dirs.packages, index)
+            count = await install_requirements(dirs.model, dirs.packages, index)
             LOGGER.info("requirements: %d installed into %s", count, dirs.packages)
     restored = None
     if settings.locations.resume_from is not None:

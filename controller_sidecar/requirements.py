@@ -10,11 +10,11 @@ downloaded, because the archive lives in the tenant's own bucket.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -107,10 +107,11 @@ def _pip_env() -> dict[str, str]:
     return env | {"PIP_CONFIG_FILE": os.devnull}
 
 
-def install_requirements(model_dir: Path, packages_dir: Path, index: PackageIndex) -> int:
+async def install_requirements(model_dir: Path, packages_dir: Path, index: PackageIndex) -> int:
     """Install ``model_dir/requirements.txt`` into ``packages_dir`` (replaced whole); the requirements' count.
 
     No file: nothing to do (0). A refused line or a pip failure is a `PermanentError` with pip's message.
+    Cancelled (a halt during DOWNLOADING), pip is killed at once.
     """
     path = model_dir / REQUIREMENTS
     if not path.is_file() or path.is_symlink():
@@ -127,19 +128,9 @@ def install_requirements(model_dir: Path, packages_dir: Path, index: PackageInde
     try:
         command = pip_command(path, staging / "site", index)
         LOGGER.info("requirements: %s", " ".join(command))
-        try:
-            done = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                timeout=PIP_TIMEOUT_S,
-                check=False,
-                env=_pip_env(),
-            )
-        except subprocess.TimeoutExpired as e:
-            raise PermanentError(f"{REQUIREMENTS}: pip did not finish within {PIP_TIMEOUT_S:.0f}s") from e
-        if done.returncode != 0:
-            said = (done.stderr.strip() or done.stdout.strip())[-PIP_MESSAGE_CHARS:]
+        code, output = await _run(command)
+        if code != 0:
+            said = output.strip()[-PIP_MESSAGE_CHARS:]
             raise PermanentError(f"{REQUIREMENTS}: pip could not install the requirements: {said}")
         (staging / "site").mkdir(exist_ok=True)
         if packages_dir.exists():
@@ -148,3 +139,19 @@ def install_requirements(model_dir: Path, packages_dir: Path, index: PackageInde
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return len(wanted)
+
+
+async def _run(command: list[str]) -> tuple[int, str]:
+    """pip's exit status and its output (stderr after stdout); killed when cancelled or past the timeout."""
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_pip_env()
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), PIP_TIMEOUT_S)
+    except TimeoutError as e:
+        raise PermanentError(f"{REQUIREMENTS}: pip did not finish within {PIP_TIMEOUT_S:.0f}s") from e
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    return process.returncode or 0, (stdout + stderr).decode("utf-8", "replace")

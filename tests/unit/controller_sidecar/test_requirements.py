@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -80,7 +82,7 @@ def test_installs_into_the_packages_folder_importable_from_there(tmp_path: Path,
     model.mkdir()
     (model / "requirements.txt").write_text("lkgreet==1.0\n")
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    assert install_requirements(model, packages, PackageIndex(index_url, python_version=version)) == 1
+    assert asyncio.run(install_requirements(model, packages, PackageIndex(index_url, python_version=version))) == 1
     check = [sys.executable, "-c", "import lkgreet; print(lkgreet.hello(), lkgreet.__file__)"]
     done = subprocess.run(check, env={"PYTHONPATH": str(packages)}, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["hello", "from", "lkgreet", str(packages / "lkgreet.py")]
@@ -92,12 +94,42 @@ def test_an_unknown_package_fails_with_pips_message_and_leaves_nothing(tmp_path:
     model.mkdir()
     (model / "requirements.txt").write_text("lkgreet==1.0\nno-such-package-here==9.9\n")
     with pytest.raises(PermanentError) as failed:
-        install_requirements(model, packages, PackageIndex(index_url))
+        asyncio.run(install_requirements(model, packages, PackageIndex(index_url)))
     assert "pip could not install the requirements" in str(failed.value)
     assert "no-such-package-here" in str(failed.value)
     assert list(packages.parent.iterdir()) == []
 
 
 def test_no_requirements_file_installs_nothing(tmp_path: Path) -> None:
-    assert install_requirements(tmp_path, tmp_path / "packages", PackageIndex("http://127.0.0.1:9/simple")) == 0
+    index = PackageIndex("http://127.0.0.1:9/simple")
+    assert asyncio.run(install_requirements(tmp_path, tmp_path / "packages", index)) == 0
     assert not (tmp_path / "packages").exists()
+
+
+def _children() -> set[int]:
+    found: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        found |= {int(pid) for pid in (task / "children").read_text().split()}
+    return found
+
+
+def test_a_halt_while_pip_waits_on_the_index_kills_pip_and_leaves_nothing(tmp_path: Path) -> None:
+    model, packages = tmp_path / "model", tmp_path / "job" / "packages"
+    model.mkdir()
+    (model / "requirements.txt").write_text("lkgreet==1.0\n")
+    with socket.socket() as silent:  # accepts connections (the kernel does) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        index = PackageIndex(f"http://127.0.0.1:{silent.getsockname()[1]}/simple")
+        before = _children()
+
+        async def halted() -> None:
+            task = asyncio.create_task(install_requirements(model, packages, index))
+            while not _children() - before:
+                await asyncio.sleep(0.01)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        asyncio.run(halted())
+    assert _children() - before == set()
+    assert list(packages.parent.iterdir()) == []

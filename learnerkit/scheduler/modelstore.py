@@ -18,8 +18,8 @@ from controller_sidecar.s3store import S3Store
 
 LOGGER = logging.getLogger(__name__)
 MIB = 1 << 20
-PART_SIZE = 8 * MIB
-IN_FLIGHT = 4
+PART_SIZE = 5 * MIB
+IN_FLIGHT = 8
 """Parts being sent at once."""
 
 

@@ -18,10 +18,6 @@ from controller_sidecar.requirements import PackageIndex
 from learnerkit.scheduler.core import SchedulerOptions
 from learnerkit.scheduler.errors import ManifestError, ModelCodeError
 from learnerkit.scheduler.modelcode import model_archive
-from learnerkit_build.images import build_image
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.render import BuildInputs
-from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, leftovers, manifest
 from tests.pyindex import build_wheel, serve_index, write_index
 
@@ -50,16 +46,6 @@ except OSError:
 with open(os.path.join(os.environ["RESULT_DIR"], "out.json"), "w") as f:
     json.dump(out, f)
 """
-
-
-@pytest.fixture(scope="session")
-def learner_image(build_inputs: BuildInputs) -> str:
-    """This tree's PyTorch CPU image by its content tag: learner-run as checked out here, whoever else
-    moves the version tag meanwhile (``job submit --image`` names it)."""
-    [image] = [i for i in load_matrix(REPO).images if i.framework.name == "pytorch" and i.variant.accelerator == "cpu"]
-    built = build_image(REPO, image, build_inputs, lambda line: None)
-    assert built.immutable_reference is not None, built
-    return built.immutable_reference
 
 
 @pytest.fixture(scope="module")

@@ -21,12 +21,12 @@ from learnerkit.scheduler.api import create_app
 from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, ModelTooLargeError
 from learnerkit.scheduler.settings import LimitSettings
 from learnerkit.scheduler.uploads import receive_submission
-from tests.integration.conftest import REPO
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, FakeFacade
 from tests.waiting import wait_until
 
 MODEL_LIMIT = 200_000
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

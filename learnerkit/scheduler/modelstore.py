@@ -65,9 +65,8 @@ class StreamedUpload:
         return stored.etag
 
     async def abort(self) -> None:
-        """Drop every part sent (the object never existed); a failure to do so is logged, not raised."""
-        for send in self._sends:
-            send.cancel()
+        """Drop every part sent (the object never existed); a failure to do so is logged, not raised. The parts
+        in flight (a few) are let finish first: one landing after the abort would start the upload again."""
         await asyncio.gather(*self._sends, return_exceptions=True)
         self._buffer.clear()
         if self._upload_id is not None:

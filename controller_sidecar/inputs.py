@@ -1,4 +1,5 @@
-"""DOWNLOADING: the training data, the model code archive and, on resume, the latest checkpoint."""
+"""DOWNLOADING: the training data, the model code archive and its requirements, and, on resume, the latest
+checkpoint."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from controller_sidecar.checkpointsync import restore_latest_checkpoint
 from controller_sidecar.download import download_prefix
 from controller_sidecar.errors import TransferError
 from controller_sidecar.prom import SidecarMetrics
+from controller_sidecar.requirements import install_requirements
 from controller_sidecar.retry import Backoff, retry_async
 from controller_sidecar.settings import S3Location, SidecarSettings
 
@@ -59,6 +61,10 @@ async def fetch_inputs(settings: SidecarSettings, store: S3Store, metrics: Sidec
         started = time.monotonic()
         model_bytes = await _fetch_model(settings, store, settings.locations.model, backoff)
         metrics.record_transfer("download", "model", model_bytes, time.monotonic() - started)
+        if settings.requirements is not None:
+            index = settings.requirements
+            count = await install_requirements(dirs.model, dirs.packages, index)
+            LOGGER.info("requirements: %d installed into %s", count, dirs.packages)
     restored = None
     if settings.locations.resume_from is not None:
         restored = await asyncio.to_thread(

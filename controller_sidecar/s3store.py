@@ -24,7 +24,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -287,9 +287,14 @@ class S3Store:
         return received
 
     def upload_file(self, path: Path, bucket: str, key: str) -> RemoteObject:
-        """Upload ``path`` (in parts above the multipart threshold) and check the stored ETag against it."""
+        """Upload ``path`` (in parts above the multipart threshold) and check the stored ETag against it.
+
+        By name: s3transfer then reads each part from disk as it sends it, instead of buffering whole parts in
+        memory as it does for an open stream (the scheduler uploads models of hundreds of MB this way).
+        """
         with path.open("rb") as stream:
-            return self.upload_stream(stream, bucket, key, source=str(path))
+            size, expected = self._expected(stream)
+        return self._upload(str(path), bucket, key, size, expected, source=str(path))
 
     def upload_stream(self, stream: IO[bytes], bucket: str, key: str, *, source: str) -> RemoteObject:
         """Upload an open file, from its start, and check the stored ETag; ``source`` names it in errors.
@@ -297,16 +302,25 @@ class S3Store:
         The sidecar uploads the learner's files this way: opened once without following links
         (:mod:`controller_sidecar.jobfiles`), so what is sent is the file that was checked.
         """
-        where = _url(bucket, key)
+        size, expected = self._expected(stream)
+        stream.seek(0)
+        return self._upload(stream, bucket, key, size, expected, source=source)
+
+    def _expected(self, stream: IO[bytes]) -> tuple[int, str]:
+        """The size of ``stream`` and the ETag the store should give it (read to its end)."""
         size = stream.seek(0, os.SEEK_END)
         config = self._transfer_config
         part_size = None
         if size >= config.multipart_threshold:
             part_size = ChunksizeAdjuster().adjust_chunksize(config.multipart_chunksize, size)
-        expected = stream_etag(stream, part_size)
-        stream.seek(0)
-        with _translated(where), TransferManager(self._client, config) as manager:
-            manager.upload(stream, bucket, key).result()
+        return size, stream_etag(stream, part_size)
+
+    def _upload(
+        self, what: str | IO[bytes], bucket: str, key: str, size: int, expected: str, *, source: str
+    ) -> RemoteObject:
+        where = _url(bucket, key)
+        with _translated(where), TransferManager(self._client, self._transfer_config) as manager:
+            manager.upload(what, bucket, key).result()
         stored = self.head(bucket, key)
         if stored.size != size or stored.etag != expected:
             raise TransferError(
@@ -314,6 +328,38 @@ class S3Store:
                 f"expected {size} bytes with ETag {expected}"
             )
         return stored
+
+    def start_multipart(self, bucket: str, key: str) -> str:
+        """A new multipart upload's id: the parts are sent with :meth:`upload_part` as they come."""
+        with _translated(_url(bucket, key)):
+            return str(self._client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"])
+
+    def upload_part(self, bucket: str, key: str, upload_id: str, number: int, data: bytes) -> str:
+        """Send part ``number`` (1-based; every part but the last at least 5 MiB); its ETag, checked against
+        the part's MD5."""
+        where = _url(bucket, key)
+        with _translated(where):
+            answer = self._client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=data)
+        etag = str(answer["ETag"]).strip('"')
+        _check_etag(f"{where} part {number}", hashlib.md5(data, usedforsecurity=False).hexdigest(), etag)
+        return etag
+
+    def complete_multipart(self, bucket: str, key: str, upload_id: str, etags: Sequence[str]) -> None:
+        parts = [{"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, start=1)]
+        with _translated(_url(bucket, key)):
+            self._client.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+            )
+
+    def abort_multipart(self, bucket: str, key: str, upload_id: str) -> None:
+        """Drop an unfinished upload and the parts it holds."""
+        with _translated(_url(bucket, key)):
+            self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+
+    def delete(self, bucket: str, key: str) -> None:
+        """Remove one object; one that is not there is no error."""
+        with _translated(_url(bucket, key)):
+            self._client.delete_object(Bucket=bucket, Key=key)
 
     def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
         """A small object in one request, with ``Content-MD5`` (the server refuses a mismatch: BadDigest)."""

@@ -26,6 +26,7 @@ from controller_sidecar.endpoints import (
 )
 from controller_sidecar.errors import SidecarConfigError
 from controller_sidecar.keys import JOB_ID_PATTERN
+from controller_sidecar.requirements import PackageIndex
 
 CONFIG_ENV = "LEARNERKIT_SIDECAR_CONFIG"
 CONFIG_JSON_ENV = "LEARNERKIT_SIDECAR_CONFIG_JSON"
@@ -51,6 +52,11 @@ class JobDirs:
     @property
     def results(self) -> Path:
         return self.root / "results"
+
+    @property
+    def packages(self) -> Path:
+        """The model's requirements, installed by the sidecar; the learner's ``PYTHONPATH`` names it."""
+        return self.root / "packages"
 
     @property
     def checkpoints(self) -> Path:
@@ -169,6 +175,8 @@ class SidecarSettings:
     limits: Limits = Limits()
     evaluation_metrics: Mapping[str, Any] | None = None
     """The manifest's ``evaluation_metrics`` as given (FfDL form); parsed by ``evalmetrics``."""
+    requirements: PackageIndex | None = None
+    """Where pip finds the model's ``requirements.txt``; None: a requirements.txt is not installed."""
     metrics_port: int = 9102
     """Prometheus ``/metrics``; 0 turns the endpoint off."""
     learner_cgroup_dir: Path | None = None
@@ -235,11 +243,17 @@ def load_settings(environ: Mapping[str, str], config_path: Path | None = None) -
             ),
         ),
         evaluation_metrics=reader.optional_mapping("evaluation_metrics"),
+        requirements=_package_index(reader),
         metrics_port=reader.integer("metrics_port", minimum=0, default=9102),
         learner_cgroup_dir=_optional_path(reader.optional_text("learner_cgroup_dir")),
         status_sequence_start=reader.integer("status_sequence_start", minimum=1, default=1),
         exit_when_done=reader.boolean("exit_when_done", default=True),
     )
+
+
+def _package_index(reader: _Reader) -> PackageIndex | None:
+    raw = reader.optional_mapping("requirements")
+    return None if raw is None else PackageIndex.from_config(raw)
 
 
 def _optional_path(text: str | None) -> Path | None:

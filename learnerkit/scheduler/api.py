@@ -7,6 +7,7 @@ Errors have one body shape, ``{"error": <code>, "message": <text>}``; a refused 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -31,6 +32,7 @@ from learnerkit.scheduler.errors import (
     JobStateError,
     ManifestError,
     ManifestTooLargeError,
+    ModelTooLargeError,
     RateLimitedError,
     StoreUnavailableError,
     TokensFileError,
@@ -40,6 +42,7 @@ from learnerkit.scheduler.facade import JobView, SchedulerFacade
 from learnerkit.scheduler.hosting import Lifespan
 from learnerkit.scheduler.ratelimit import RateLimiter
 from learnerkit.scheduler.settings import LimitSettings
+from learnerkit.scheduler.uploads import declared_too_large, model_too_large, receive_submission
 
 JSON_OVERHEAD = 6
 """A JSON body may spell each byte of the manifest in up to six (``\\u00e9``): its cap is that much larger."""
@@ -72,6 +75,8 @@ class SubmitBody(BaseModel):
     """The manifest's YAML text."""
     source: str = "manifest.yml"
     """The file name problems are reported against."""
+    image: str | None = None
+    """The learner image instead of the framework's (``job submit --image``)."""
 
 
 class Health(BaseModel):
@@ -86,6 +91,18 @@ _MANIFEST_BODY = {
     "content": {
         "application/yaml": {"schema": {"type": "string"}},
         "application/json": {"schema": SubmitBody.model_json_schema()},
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["manifest"],
+                "properties": {
+                    "manifest": {"type": "string"},
+                    "source": {"type": "string"},
+                    "image": {"type": "string"},
+                    "model": {"type": "string", "format": "binary", "description": "the model code as a zip"},
+                },
+            }
+        },
     },
 }
 _LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
@@ -170,19 +187,27 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         openapi_extra={"requestBody": _MANIFEST_BODY},
         responses={
             400: {"model": ErrorBody, "description": "the body is not a manifest"},
-            413: {"model": ErrorBody, "description": f"the manifest is over {limits.max_manifest_bytes} bytes"},
+            413: {
+                "model": ErrorBody,
+                "description": f"the manifest is over {limits.max_manifest_bytes} bytes, "
+                f"or the model over {limits.max_model_bytes}",
+            },
             415: {"model": ErrorBody, "description": "neither YAML nor JSON"},
             422: {"model": ManifestErrorBody, "description": "every problem of the manifest"},
             429: {"model": ErrorBody, "description": "too many submits of this tenant; see Retry-After"},
         },
     )
     async def submit_job(request: Request, tenant: Tenant) -> JobView:
-        """Queue a job from an FfDL manifest: YAML text, or JSON ``{"manifest": "...", "source": "..."}``."""
+        """Queue a job from an FfDL manifest: YAML text, JSON ``{"manifest": "...", "source": "...", "image":
+        "..."}``, or multipart/form-data with the parts ``manifest``, ``source``, ``image`` and ``model`` (the
+        model code as a zip, last; streamed on to the job's object store as it arrives)."""
         wait = submits.take(tenant)
         if wait:
             raise RateLimitedError(f"tenant {tenant!r} submits more than {limits.submits_per_minute} a minute", wait)
-        text, source = await _manifest_of(request, limits.max_manifest_bytes)
-        return await facade.submit(tenant, text, source=source)
+        if _media_type(request) == "multipart/form-data":
+            return await _submit_multipart(facade, tenant, request, limits)
+        text, source, image = await _manifest_of(request, limits.max_manifest_bytes)
+        return await facade.submit(tenant, text, source=source, image=image)
 
     @router.get("/jobs", response_model=list[JobView])
     async def list_jobs(tenant: Tenant) -> list[JobView]:
@@ -232,12 +257,46 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
     return router
 
 
-async def _manifest_of(request: Request, max_bytes: int) -> tuple[str, str]:
-    """The manifest and its file name from the body, refused (413) as soon as it is known to be too large."""
-    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Request, limits: LimitSettings) -> JobView:
+    """A manifest with its model code, the model handed on as it arrives."""
+    if declared_too_large(request.headers.get("content-length", ""), limits.max_manifest_bytes, limits.max_model_bytes):
+        raise model_too_large(limits.max_model_bytes)
+    received = await receive_submission(
+        request.headers.get("content-type", ""),
+        request.stream(),
+        max_manifest_bytes=limits.max_manifest_bytes,
+        max_model_bytes=limits.max_model_bytes,
+    )
+    try:
+        return await facade.submit(
+            tenant, received.manifest, source=received.source, image=received.image, model=received.model
+        )
+    finally:
+        if received.model is not None:
+            await _drain(received.model)
+
+
+async def _drain(model: AsyncIterator[bytes]) -> None:
+    """Read what is left of a model refused before it was read (the client, told to continue, is sending
+    it): the answer then reaches the client instead of a reset connection. Bounded by the model limit."""
+    with contextlib.suppress(LearnerkitError):
+        async for _chunk in model:
+            pass
+
+
+async def _manifest_of(request: Request, max_bytes: int) -> tuple[str, str, str | None]:
+    """The manifest, its file name and the image override from the body, refused (413) as soon as it is known
+    to be too large."""
+    media_type = _media_type(request)
     is_json = media_type == "application/json"
     if not is_json and media_type not in YAML_TYPES:
-        raise _RequestError(415, "unsupported_media_type", "send the manifest as application/yaml or JSON")
+        raise _RequestError(
+            415, "unsupported_media_type", "send the manifest as application/yaml, JSON or multipart/form-data"
+        )
     body = await _body(request, max_bytes * JSON_OVERHEAD + 4096 if is_json else max_bytes)
     if is_json:
         try:
@@ -246,9 +305,9 @@ async def _manifest_of(request: Request, max_bytes: int) -> tuple[str, str]:
             raise _RequestError(400, "bad_request", f'expected {{"manifest": "<yaml text>"}}: {e}') from e
         if len(parsed.manifest.encode()) > max_bytes:
             raise _too_large(max_bytes)
-        return parsed.manifest, parsed.source
+        return parsed.manifest, parsed.source, parsed.image
     try:
-        return body.decode("utf-8"), "manifest.yml"
+        return body.decode("utf-8"), "manifest.yml", None
     except UnicodeDecodeError as e:
         raise _RequestError(400, "bad_request", f"the manifest is not UTF-8 text: {e}") from e
 
@@ -306,7 +365,7 @@ def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
         return 404, "not_found", f"no job {job_id!r}"
     if isinstance(exc, JobStateError):
         return 409, "conflict", str(exc)
-    if isinstance(exc, ManifestTooLargeError):
+    if isinstance(exc, ManifestTooLargeError | ModelTooLargeError):
         return 413, "too_large", str(exc)
     if isinstance(exc, RateLimitedError):
         return 429, "too_many_requests", str(exc)

@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from rich.markup import escape
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
 from learnerkit.common.errors import LearnerkitError
@@ -32,6 +34,9 @@ from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import load_manifest
 from learnerkit.scheduler.settings import resource_defaults
 from learnerkit.scheduler.units import format_size
+
+if TYPE_CHECKING:
+    from learnerkit.scheduler.modelcode import ModelSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,18 +71,55 @@ follow_option = click.option("--follow", "-f", is_flag=True, help="show the job 
 interval_option = click.option("--interval", type=float, default=2.0, hidden=True, help="seconds between polls")
 
 
+model_argument = click.argument(
+    "model", required=False, type=click.Path(path_type=Path, exists=True, file_okay=True, dir_okay=True)
+)
+image_option = click.option(
+    "--image", default=None, metavar="REF", help="run this learner image instead of the framework's"
+)
+
+
 @job_group.command("submit")
 @click.argument("manifest", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@model_argument
+@image_option
 @follow_option
 @interval_option
 @connected
-def submit(manifest: Path, follow: bool, interval: float, client: SchedulerClient, output: str) -> None:
-    """Queue the job MANIFEST describes (an FfDL manifest.yml)."""
-    job = client.submit(manifest.read_text(encoding="utf-8"), source=manifest.name)
+def submit(
+    manifest: Path,
+    model: Path | None,
+    image: str | None,
+    follow: bool,
+    interval: float,
+    client: SchedulerClient,
+    output: str,
+) -> None:
+    """Queue the job MANIFEST describes (an FfDL manifest.yml), with its model code MODEL (a folder or a .zip,
+    FfDL's model definition) unpacked into MODEL_DIR, where the command runs."""
+    text = manifest.read_text(encoding="utf-8")
+    if model is None:
+        job = client.submit(text, source=manifest.name, image=image)
+    else:
+        from learnerkit.scheduler.modelcode import check_model_archive, model_archive  # only a submit with code
+
+        with tempfile.TemporaryDirectory(prefix="learnerkit-submit-") as workdir:
+            archive = model_archive(model, Path(workdir))
+            check_model_archive(archive, name=str(model))
+            job = _upload(client, text, manifest.name, image, archive, output)
     if follow:
         _follow(client, job, interval, output)
     else:
         emit(output, job, lambda: console.print(f"submitted job [bold]{job.job_id}[/]: {styled_status(job.status)}"))
+
+
+def _upload(client: SchedulerClient, text: str, source: str, image: str | None, archive: Path, output: str) -> JobView:
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    with Progress(*columns, console=err_console, disable=output == OutputFormat.JSON.value, transient=True) as bar:
+        task = bar.add_task("model code", total=archive.stat().st_size)
+        return client.submit(
+            text, source=source, image=image, model=archive, progress=lambda size: bar.advance(task, size)
+        )
 
 
 @job_group.command("list")
@@ -195,6 +237,8 @@ def _report_rejected(output: str, error: ManifestRejectedError) -> NoReturn:
 
 @job_group.command("validate")
 @click.argument("manifest", type=click.Path(path_type=Path, dir_okay=False))
+@model_argument
+@image_option
 @click.option(
     "--root",
     type=click.Path(path_type=Path, file_okay=False),
@@ -202,18 +246,22 @@ def _report_rejected(output: str, error: ManifestRejectedError) -> NoReturn:
     help="project whose frameworks/ lists the frameworks a job may name [default: found from cwd]",
 )
 @output_option
-def validate(manifest: Path, root: Path | None, output: str) -> None:
-    """Check MANIFEST (an FfDL manifest.yml); print a summary, or every problem and exit 1."""
+def validate(manifest: Path, model: Path | None, image: str | None, root: Path | None, output: str) -> None:
+    """Check MANIFEST (an FfDL manifest.yml) and the model code MODEL (a folder or .zip) as `submit` would;
+    print a summary, or every problem and exit 1."""
     try:
         defaults = resource_defaults(os.environ)
-        job = load_manifest(manifest, framework_catalog(find_project_root(root)), defaults=defaults)
+        job = load_manifest(manifest, framework_catalog(find_project_root(root)), image=image, defaults=defaults)
+        summary = _checked_model(model) if model is not None else None
     except ManifestError as e:
         _report_problems(output, e)
     except LearnerkitError as e:
         fail(output, e)
         return
-    body = {"valid": True, "defaults_applied": defaults_applied(job), "manifest": job.to_dict()}
-    emit(output, body, lambda: _show(manifest, job))
+    data: dict[str, Any] = {"valid": True, "defaults_applied": defaults_applied(job), "manifest": job.to_dict()}
+    if summary is not None:
+        data["model"] = {"files": summary.files, "bytes": summary.expanded_bytes, "requirements": summary.requirements}
+    emit(output, data, lambda: _show(manifest, job, summary))
 
 
 def defaults_applied(job: JobManifest) -> dict[str, float | int]:
@@ -221,6 +269,13 @@ def defaults_applied(job: JobManifest) -> dict[str, float | int]:
     r = job.resources
     values = {"cpus": r.cpus, "memory": r.memory_bytes}
     return {("memory_bytes" if key == "memory" else key): values[key] for key in r.defaulted}
+
+
+def _checked_model(model: Path) -> ModelSummary:
+    from learnerkit.scheduler.modelcode import check_model_archive, model_archive  # only a validate with code
+
+    with tempfile.TemporaryDirectory(prefix="learnerkit-validate-") as workdir:
+        return check_model_archive(model_archive(model, Path(workdir)), name=str(model))
 
 
 def framework_catalog(root: Path) -> FrameworkCatalog:
@@ -249,7 +304,7 @@ def _report_problems(output: str, error: ManifestError) -> NoReturn:
     raise SystemExit(1)
 
 
-def _show(path: Path, job: JobManifest) -> None:
+def _show(path: Path, job: JobManifest, model: ModelSummary | None) -> None:
     r = job.resources
     table = Table(title=f"{path}: valid", show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -278,4 +333,7 @@ def _show(path: Path, job: JobManifest) -> None:
         f"tenant {ext.tenant}, queue {ext.queue}, priority {ext.priority}, distributed {ext.distributed.value}",
     )
     table.add_row("command", job.framework.command)
+    if model is not None:
+        table.add_row("model code", f"{model.files} files, {format_size(model.expanded_bytes)}")
+        table.add_row("requirements", ", ".join(model.requirements) or "none")
     console.print(table)

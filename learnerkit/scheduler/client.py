@@ -11,9 +11,12 @@ import http.client
 import json
 import os
 import select
+import socket
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -34,6 +37,9 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 NEXT_OFFSET_HEADER = "X-Next-Offset"
 FINISHED_HEADER = "X-Finished"
 LOG_CHUNK = 1 << 20
+UPLOAD_CHUNK = 1 << 20
+"""The model is read from disk and sent in pieces of this many bytes."""
+INTERIM_PEEK = 1024
 """A log is handed on in pieces of at most this many bytes, as they arrive."""
 
 
@@ -84,9 +90,22 @@ class SchedulerClient:
         env = os.environ if environ is None else environ
         return cls(url or env.get(URL_ENV) or DEFAULT_URL, token or env.get(TOKEN_ENV))
 
-    def submit(self, manifest_text: str, source: str = "manifest.yml") -> JobView:
-        body = {"manifest": manifest_text, "source": source}
-        return job_view(self._request("POST", "/v1/jobs", json_body=body).json())
+    def submit(
+        self,
+        manifest_text: str,
+        source: str = "manifest.yml",
+        *,
+        image: str | None = None,
+        model: Path | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> JobView:
+        """Queue a job; ``model`` (a zip file) goes with it in one multipart request, read from disk as it is
+        sent; ``progress`` is told each piece's size as it leaves."""
+        if model is None:
+            body = {"manifest": manifest_text, "source": source, "image": image}
+            return job_view(self._request("POST", "/v1/jobs", json_body=body).json())
+        fields = {"manifest": manifest_text, "source": source} | ({"image": image} if image else {})
+        return job_view(self._send_model("/v1/jobs", fields, model, progress or (lambda _n: None)).json())
 
     def list_jobs(self) -> list[JobView]:
         return [job_view(item) for item in self._request("GET", "/v1/jobs").json()]
@@ -142,6 +161,45 @@ class SchedulerClient:
         if response.will_close:
             self.close()
         return next_offset, finished
+
+    def _send_model(
+        self, path: str, fields: Mapping[str, str], model: Path, progress: Callable[[int], object]
+    ) -> Answer:
+        """POST ``fields`` and the file ``model`` as multipart/form-data, asking ``Expect: 100-continue``: a
+        scheduler that refuses (a model over its limit, a bad token) says so before a byte of the model leaves."""
+        boundary = f"learnerkit-{uuid.uuid4().hex}"
+        head = b"".join(_text_part(boundary, name, value) for name, value in fields.items())
+        head += _file_part_header(boundary, "model", model.name)
+        tail = f"\r\n--{boundary}--\r\n".encode()
+        size = model.stat().st_size
+        headers = dict(self._headers) | {
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Content-Length": str(len(head) + size + len(tail)),
+            "Expect": "100-continue",
+        }
+        url = self.base_url + path
+        connection = self._reusable() or self._connect()
+        try:
+            connection.putrequest("POST", self._parts.path + path, skip_accept_encoding=True)
+            for name, value in headers.items():
+                connection.putheader(name, value)
+            connection.endheaders()
+            if _may_continue(connection, self.timeout_s):
+                connection.send(head)
+                with model.open("rb") as stream:
+                    while chunk := stream.read(UPLOAD_CHUNK):
+                        connection.send(chunk)
+                        progress(len(chunk))
+                connection.send(tail)
+            response = connection.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            self.close()
+            raise SchedulerUnreachableError(f"sending the model to the scheduler at {self.base_url} failed: {e}") from e
+        answer = self._answer("POST", url, response, self._read(response, response.read))
+        if not answer.ok:
+            self.close()  # the body may not have been sent: the connection cannot carry another request
+            raise error_from_response(answer)
+        return answer
 
     def close(self) -> None:
         if self._connection is not None:
@@ -265,6 +323,37 @@ def job_view(data: Mapping[str, Any]) -> JobView:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SchedulerError(f"the scheduler sent a job this client cannot read ({type(e).__name__}: {e})") from e
+
+
+def _text_part(boundary: str, name: str, value: str) -> bytes:
+    return f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+
+
+def _file_part_header(boundary: str, name: str, filename: str) -> bytes:
+    quoted = filename.replace('"', "_").replace("\r", "_").replace("\n", "_")
+    return (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{quoted}"\r\n'
+        "Content-Type: application/zip\r\n\r\n"
+    ).encode()
+
+
+def _may_continue(connection: http.client.HTTPConnection, timeout_s: float) -> bool:
+    """After the headers of an ``Expect: 100-continue`` request: True to send the body (the server said 100
+    Continue, consumed here, or said nothing in time), False when its final answer came first."""
+    sock = connection.sock
+    if sock is None:
+        return True
+    readable, _, _ = select.select([sock], [], [], timeout_s)
+    if not readable:
+        return True
+    peeked = sock.recv(INTERIM_PEEK, socket.MSG_PEEK)
+    if not peeked.startswith((b"HTTP/1.1 100", b"HTTP/1.0 100")):
+        return False
+    end = peeked.find(b"\r\n\r\n")
+    if end < 0:
+        raise http.client.HTTPException("the interim 100 Continue answer is longer than expected")
+    sock.recv(end + 4)
+    return True
 
 
 def _quoted(job_id: str) -> str:

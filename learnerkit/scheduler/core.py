@@ -11,14 +11,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Protocol
 
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
+from controller_sidecar.endpoints import Endpoints
+from controller_sidecar.errors import SidecarError
+from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, S3Settings
 from controller_sidecar.status import Phase
@@ -27,7 +32,13 @@ from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, JobP
 from learnerkit.scheduler.aggregate import aggregate
 from learnerkit.scheduler.capacity import Node
 from learnerkit.scheduler.deployment import JobDeployment
-from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
+from learnerkit.scheduler.errors import (
+    BackendError,
+    JobNotFoundError,
+    JobStateError,
+    ManifestTooLargeError,
+    StoreUnavailableError,
+)
 from learnerkit.scheduler.facade import JobView, LogStream
 from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobstore import JobStore, StoredJob
@@ -35,16 +46,20 @@ from learnerkit.scheduler.logread import ShippedLog, list_log
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
-from learnerkit.scheduler.planning import Platform, endpoints_for, outputs_prefix, plan_job
+from learnerkit.scheduler.modelcode import DEFAULT_MAX_EXPANDED_BYTES, DEFAULT_MAX_MEMBERS, check_model_archive
+from learnerkit.scheduler.modelstore import StreamedUpload
+from learnerkit.scheduler.planning import Platform, endpoints_for, model_location, outputs_prefix, plan_job
 from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_submission, host_folder, store_folder
+from learnerkit.scheduler.submission import ModelObject, SubmitOptions
 from learnerkit.scheduler.tracking import Tracked
 from learnerkit.scheduler.views import job_view
 
 LOGGER = logging.getLogger(__name__)
 PARSES_AT_ONCE = 2
 """Manifests read side by side (each in a thread): more wait their turn without holding the event loop."""
-LOG_STORES_KEPT = 16
-"""S3 clients kept for log reads, one per endpoint and account (making one costs tens of milliseconds)."""
+STORES_KEPT = 16
+"""S3 clients kept for log reads and model uploads, one per endpoint and account (making one costs tens of
+milliseconds)."""
 STARTUP_GRACE_S = 60.0
 """A learner whose sidecar never took its lease is lost only after this long (image start, etcd connect)."""
 LEARNER_ENDED_MARGIN_S = 15.0
@@ -67,6 +82,16 @@ class Backend(Protocol):
 
 
 @dataclass(frozen=True)
+class ModelLimits:
+    max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES
+    max_members: int = DEFAULT_MAX_MEMBERS
+
+
+def _unknown_python(_image: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
 class SchedulerOptions:
     platform: Platform
     catalog: FrameworkCatalog | None
@@ -79,6 +104,12 @@ class SchedulerOptions:
     """This scheduler's instance id (``$LEARNERKIT_SCHEDULER_INSTANCE``); None: derived from the etcd endpoints and
     root at the first start, and kept in etcd. It labels what the scheduler deploys; its orphan sweep removes
     only what carries its own id."""
+    model_limits: ModelLimits = field(default_factory=ModelLimits)
+    """What a model archive may expand to (the sidecars' own limits)."""
+    packages: PackageIndex = field(default_factory=PackageIndex)
+    """Where sidecars install a model's requirements from (``LEARNERKIT_PIP_*``)."""
+    python_of: Callable[[str], str | None] = _unknown_python
+    """The Python version (``3.11``) of a learner image; None: the sidecar's own."""
     lease_ttl_s: float = 10.0
     """The sidecars' lease: a learner whose lease is gone this long (twice over) is lost."""
     interval_s: float = 0.5
@@ -107,8 +138,8 @@ class Scheduler:
         """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
         answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could
         not deliver its status does not count against it."""
-        self._log_stores: dict[tuple[str | None, str | None, str | None], S3Store] = {}
-        self._log_stores_lock = threading.Lock()
+        self._stores: dict[tuple[str | None, str | None, str | None], S3Store] = {}
+        self._stores_lock = threading.Lock()
 
     # -- startup ------------------------------------------------------------------------------------
 
@@ -140,9 +171,10 @@ class Scheduler:
 
     async def _restore(self, stored: StoredJob) -> Tracked | None:
         """The stored job as tracked; one that cannot be admitted is FAILED, and shown if its manifest allows."""
+        options = SubmitOptions.from_raw(stored.spec.get("submission"))
         try:
-            manifest = self._admissible(stored.manifest_text, stored.source, self.options.catalog)
-            return Tracked(stored.state, manifest, stored.manifest_text, stored.source)
+            manifest = self._admissible(stored.manifest_text, stored.source, self.options.catalog, options.image)
+            return Tracked(stored.state, manifest, stored.manifest_text, stored.source, options)
         except LearnerkitError as e:
             why = str(e)
         state = stored.state
@@ -153,13 +185,13 @@ class Scheduler:
             await self.store.trim(state.job_id)
             LOGGER.warning("job %s: %s", state.job_id, reason)
         try:
-            shown = self._admissible(stored.manifest_text, stored.source, None)
+            shown = self._admissible(stored.manifest_text, stored.source, None, options.image)
         except LearnerkitError:
             LOGGER.warning("job %s: its stored manifest cannot be shown; it is left out", state.job_id)
             return None
-        return Tracked(state, shown, stored.manifest_text, stored.source)
+        return Tracked(state, shown, stored.manifest_text, stored.source, options)
 
-    async def _parse(self, text: str, source: str) -> JobManifest:
+    async def _parse(self, text: str, source: str, image: str | None = None) -> JobManifest:
         """Refuse an oversized manifest unread; read the others in a thread, within the policy's time budget."""
         policy = self.options.submit_policy
         size = len(text.encode())
@@ -175,32 +207,90 @@ class Scheduler:
                 self.options.catalog,
                 seconds=policy.parse_seconds,
                 defaults=policy.defaults,
+                image=image,
             )
 
-    def _admissible(self, text: str, source: str, catalog: FrameworkCatalog | None) -> JobManifest:
-        manifest = parse_manifest(text, source, catalog, defaults=self.options.submit_policy.defaults)
+    def _admissible(
+        self, text: str, source: str, catalog: FrameworkCatalog | None, image: str | None = None
+    ) -> JobManifest:
+        manifest = parse_manifest(text, source, catalog, defaults=self.options.submit_policy.defaults, image=image)
         check_admissible(manifest, self.options.submit_policy, source)
         return manifest
 
     # -- the facade -------------------------------------------------------------------------------------
 
-    async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
-        """Check everything, then store the job and queue it: a refused job leaves nothing behind."""
-        manifest = await self._parse(manifest_text, source)
+    async def submit(
+        self,
+        tenant: str,
+        manifest_text: str,
+        *,
+        source: str = "manifest.yml",
+        image: str | None = None,
+        model: AsyncIterator[bytes] | None = None,
+    ) -> JobView:
+        """Check everything, store the model code, then store the job and queue it: a refused job leaves
+        nothing behind (no record, no stored model)."""
+        manifest = await self._parse(manifest_text, source, image)
         check_submission(manifest, tenant, self.options.submit_policy, source)
         await asyncio.to_thread(self.options.resolve_image, manifest)  # the image gate reads its records
+        endpoints = endpoints_for(manifest, self.options.platform)  # refuses a results store the sidecar cannot use
         state = JobState(f"job-{uuid.uuid4().hex[:12]}", tenant, manifest.name, time.time())
-        tracked = Tracked(state, manifest, manifest_text, source)
-        job = tracked.admission_job()
-        async with self._lock:
-            if not await self.store.create(state, _spec(tracked), manifest_text, source):
-                raise JobStateError(f"job id {state.job_id} exists already")
-            self.jobs[state.job_id] = tracked
-            rejected = self.admission.submit(job)
-            if rejected is not None:
-                await self._end(tracked, JobStatus.FAILED, rejected.message, release=True)
+        options = SubmitOptions(image=image)
+        if model is not None:
+            options = replace(options, model=await self._store_model(manifest, state.job_id, endpoints, model))
+        tracked = Tracked(state, manifest, manifest_text, source, options)
+        try:
+            await self._record(tracked)
+        except BaseException:
+            if options.model is not None and state.job_id not in self.jobs:
+                await asyncio.to_thread(
+                    _delete_quietly, self._store_of(endpoints), options.model.bucket, options.model.key
+                )
+            raise
         self._wake.set()
         return job_view(tracked)
+
+    async def _record(self, tracked: Tracked) -> None:
+        """Store the new job in one transaction and queue it."""
+        state = tracked.state
+        async with self._lock:
+            if not await self.store.create(state, _spec(tracked), tracked.manifest_text, tracked.source):
+                raise JobStateError(f"job id {state.job_id} exists already")
+            self.jobs[state.job_id] = tracked
+            rejected = self.admission.submit(tracked.admission_job())
+            if rejected is not None:
+                await self._end(tracked, JobStatus.FAILED, rejected.message, release=True)
+
+    async def _store_model(
+        self, manifest: JobManifest, job_id: str, endpoints: Endpoints, model: AsyncIterator[bytes]
+    ) -> ModelObject:
+        """Store the model as it arrives (a copy to a temporary file), then check the archive: a refused one is
+        dropped, and the object exists only when every check has passed."""
+        bucket, key = model_location(manifest, job_id)
+        upload = StreamedUpload(self._store_of(endpoints), bucket, key)
+        limits = self.options.model_limits
+        with tempfile.TemporaryDirectory(prefix="learnerkit-model-") as scratch:
+            copy = Path(scratch) / "model.zip"
+            try:
+                with copy.open("wb") as file:
+                    async for chunk in model:
+                        file.write(chunk)  # page cache: far quicker than the chunk took to arrive
+                        await upload.write(chunk)
+                summary = await asyncio.to_thread(
+                    check_model_archive,
+                    copy,
+                    name="model",
+                    max_expanded_bytes=limits.max_expanded_bytes,
+                    max_members=limits.max_members,
+                )
+                await upload.finish()
+            except SidecarError as e:
+                await upload.abort()
+                raise StoreUnavailableError(f"storing the model code at s3://{bucket}/{key} failed: {e}") from e
+            except BaseException:
+                await upload.abort()
+                raise
+        return ModelObject(bucket, key, upload.size, bool(summary.requirements))
 
     async def list_jobs(self, tenant: str) -> list[JobView]:
         return [
@@ -372,7 +462,11 @@ class Scheduler:
             try:
                 if not refused:
                     mount = _data_mount(tracked.manifest, self.options.submit_policy)
-                    plan = plan_job(tracked.manifest, state, self.options.platform, image, mount)
+                    python = self.options.python_of(image) if tracked.options.model else None
+                    packages = replace(self.options.packages, python_version=python)
+                    plan = plan_job(
+                        tracked.manifest, state, self.options.platform, image, mount, tracked.options, packages
+                    )
             except LearnerkitError as e:
                 refused = str(e)
             if plan is None:
@@ -544,16 +638,20 @@ class Scheduler:
             raise JobNotFoundError(f"no job {job_id!r}")
         return tracked
 
-    def _list_log(self, tracked: Tracked, learner_id: int) -> ShippedLog:
-        endpoints = endpoints_for(tracked.manifest, self.options.platform)
+    def _store_of(self, endpoints: Endpoints) -> S3Store:
+        """A kept S3 client of the job's store account (log reads and model uploads run in worker threads)."""
         account = (endpoints.s3_endpoint_url, endpoints.s3_access_key, endpoints.s3_secret_key)
-        with self._log_stores_lock:  # log reads run in worker threads
-            store = self._log_stores.get(account)
+        with self._stores_lock:
+            store = self._stores.get(account)
             if store is None:
                 store = S3Store(S3Settings(endpoint_url=account[0], access_key=account[1], secret_key=account[2]))
-                if len(self._log_stores) >= LOG_STORES_KEPT:
-                    self._log_stores.pop(next(iter(self._log_stores)))
-                self._log_stores[account] = store
+                if len(self._stores) >= STORES_KEPT:
+                    self._stores.pop(next(iter(self._stores)))
+                self._stores[account] = store
+        return store
+
+    def _list_log(self, tracked: Tracked, learner_id: int) -> ShippedLog:
+        store = self._store_of(endpoints_for(tracked.manifest, self.options.platform))
         bucket, prefix = outputs_prefix(tracked.manifest, tracked.state.job_id, tracked.state.attempt, learner_id)
         try:
             return list_log(store, S3Location(bucket, f"{prefix}logs/learner.log.part-"))
@@ -574,6 +672,14 @@ def _data_mount(manifest: JobManifest, policy: SubmitPolicy) -> str | None:
     return host_folder(store_folder(store), policy)
 
 
+def _delete_quietly(store: S3Store, bucket: str, key: str) -> None:
+    """Remove what a failed upload may have left; the store failing again is logged, not raised over the cause."""
+    try:
+        store.delete(bucket, key)
+    except SidecarError as e:
+        LOGGER.warning("could not remove s3://%s/%s after a failed upload: %s", bucket, key, e)
+
+
 def derive_instance(etcd_endpoints: str, root: str) -> str:
     """An instance id from where the scheduler keeps its jobs: the same etcd and root give the same id."""
     endpoints = ",".join(sorted(e.strip() for e in etcd_endpoints.split(",") if e.strip()))
@@ -581,7 +687,12 @@ def derive_instance(etcd_endpoints: str, root: str) -> str:
 
 
 def _spec(tracked: Tracked) -> dict[str, object]:
-    return {"job_id": tracked.state.job_id, "tenant": tracked.state.tenant, "manifest": tracked.manifest.to_dict()}
+    return {
+        "job_id": tracked.state.job_id,
+        "tenant": tracked.state.tenant,
+        "manifest": tracked.manifest.to_dict(),
+        "submission": tracked.options.to_raw(),
+    }
 
 
 def _admission_record(tracked: Tracked) -> JobRecord:

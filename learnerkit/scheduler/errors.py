@@ -99,3 +99,11 @@ class RateLimitedError(SchedulerError):
 
 class StoreUnavailableError(SchedulerError):
     """etcd does not answer (an outage, a restart): the request may succeed if sent again later."""
+
+
+class ModelCodeError(SchedulerError, ConfigError):
+    """The model code (a folder or zip, its requirements.txt) is refused; the message names the file or line."""
+
+
+class ModelTooLargeError(SchedulerError):
+    """The uploaded model code is over the scheduler's limit (the API's 413)."""

@@ -6,7 +6,7 @@ on this module, so it is tested against a fake and the scheduler against real et
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -76,8 +76,18 @@ class LogStream:
 class SchedulerFacade(Protocol):
     """Every method is scoped to ``tenant``: a job of another tenant is reported as not found."""
 
-    async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
-        """Validate and queue; raises ``ManifestError`` (every problem with its field and line)."""
+    async def submit(
+        self,
+        tenant: str,
+        manifest_text: str,
+        *,
+        source: str = "manifest.yml",
+        image: str | None = None,
+        model: AsyncIterator[bytes] | None = None,
+    ) -> JobView:
+        """Validate and queue; raises ``ManifestError`` (every problem with its field and line). ``image``
+        replaces the framework's image; ``model``: the model code (a zip) as it arrives, read to its end and
+        stored with the job."""
 
     async def list_jobs(self, tenant: str) -> list[JobView]: ...
 

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from controller_sidecar.etcdstore import EtcdStore
+from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
 from learnerkit.common.project import find_project_root
 from learnerkit.scheduler.admission import AdmissionPolicy
@@ -93,6 +94,12 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         policy=AdmissionPolicy(quotas=tenants.quotas(), default_quota=tenants.default.quota),
         submit_policy=submit_policy(settings, tenants),
         instance=settings.trust.instance,
+        packages=PackageIndex(
+            index_url=settings.packages.index_url,
+            extra_index_urls=settings.packages.extra_index_urls,
+            trusted_hosts=settings.packages.trusted_hosts,
+        ),
+        python_of=catalog.python_of,
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)

@@ -30,6 +30,13 @@ class ImageCatalog:
         """Every image of the matrix, as the scheduler runs it."""
         return [f"{image.repository(self.registry)}:{image.tag}" for image in self.matrix.images]
 
+    def python_of(self, reference: str) -> str | None:
+        """The Python version of an image of the matrix (``3.11``); None for any other image."""
+        for image in self.matrix.images:
+            if f"{image.repository(self.registry)}:{image.tag}" == reference:
+                return str(image.python)
+        return None
+
     def resolve(self, manifest: JobManifest) -> str:
         if manifest.image:
             return manifest.image

@@ -31,6 +31,7 @@ from learnerkit.common.yamlfile import (
 from learnerkit.scheduler.errors import ManifestError
 from learnerkit.scheduler.ffdlnames import CHOSEN, DISTRIBUTED_NAMES, known_names, means_newest, runs_as
 from learnerkit.scheduler.fields import FieldReader, describe
+from learnerkit.scheduler.imageref import reference_problem
 from learnerkit.scheduler.manifest import (
     CONNECTION_KEYS,
     CREDENTIAL_KEYS,
@@ -100,16 +101,21 @@ _IMAGE_WAY_OUT = "or pass --image REF, or set learnerkit.image"
 
 
 def load_manifest(
-    path: Path, catalog: FrameworkCatalog | None = None, *, defaults: ResourceDefaults = FFDL_DEFAULTS
+    path: Path,
+    catalog: FrameworkCatalog | None = None,
+    *,
+    defaults: ResourceDefaults = FFDL_DEFAULTS,
+    image: str | None = None,
 ) -> JobManifest:
-    """Read and validate a manifest file; raises `ManifestError` listing every problem."""
+    """Read and validate a manifest file; raises `ManifestError` listing every problem. ``image``: the
+    submission's ``--image``, which replaces the framework's image (and ``learnerkit.image``)."""
     try:
         doc = load_located_yaml(path, YamlBudget(max_nodes=MAX_NODES))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
     except ConfigError as e:
         raise ManifestError([Problem(path=path, line=None, loc=(), message=str(e))]) from e
-    return _parse(doc, catalog, defaults)
+    return _parse(doc, catalog, defaults, image)
 
 
 def parse_manifest(
@@ -119,6 +125,7 @@ def parse_manifest(
     *,
     seconds: float | None = None,
     defaults: ResourceDefaults = FFDL_DEFAULTS,
+    image: str | None = None,
 ) -> JobManifest:
     """Validate manifest text; `source` names it in messages. `catalog` None skips the framework check.
 
@@ -128,10 +135,12 @@ def parse_manifest(
         doc = parse_located_yaml(text, Path(source), YamlBudget(max_nodes=MAX_NODES, seconds=seconds))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
-    return _parse(doc, catalog, defaults)
+    return _parse(doc, catalog, defaults, image)
 
 
-def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None, defaults: ResourceDefaults) -> JobManifest:
+def _parse(
+    doc: LocatedYaml, catalog: FrameworkCatalog | None, defaults: ResourceDefaults, image: str | None = None
+) -> JobManifest:
     reader = FieldReader(doc)
     if doc.data is None:
         reader.fail((), "the manifest is empty: expected a mapping with keys name, framework, data_stores, ...")
@@ -145,6 +154,12 @@ def _parse(doc: LocatedYaml, catalog: FrameworkCatalog | None, defaults: Resourc
     resources = _resources(reader, top, defaults)
     stores = _data_stores(reader, top.get("data_stores"))
     extensions = _extensions(reader, top.get("learnerkit"))
+    if image is not None:
+        why = reference_problem(image)
+        if why is not None:
+            reader.problems.append(Problem(Path("command line"), None, ("--image",), why))
+        elif extensions is not None:
+            extensions = replace(extensions, image=image)
     framework = _framework(reader, top.get("framework"), catalog, extensions)
     metrics = _evaluation_metrics(reader, top.get("evaluation_metrics"))
     if stores is not None and extensions is not None:

@@ -11,17 +11,21 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from controller_sidecar.endpoints import Endpoints
+from controller_sidecar.requirements import PackageIndex
 from learnerkit.common.errors import ConfigError
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.deployment import Framework, JobDeployment, ffdl_env
 from learnerkit.scheduler.jobstate import JobState
 from learnerkit.scheduler.manifest import DataStore, DistributedMode, JobManifest
 from learnerkit.scheduler.storecheck import store_problems
+from learnerkit.scheduler.submission import SubmitOptions
 
 ImageResolver = Callable[[JobManifest], str]
 """The learner image of a manifest's framework and version (and GPU or CPU variant)."""
 
 SHUTDOWN_DEADLINE_S = 20.0
+PACKAGES_DIR = "/job/packages"
+"""The model's requirements, installed by the sidecar (its ``JobDirs.packages``): on the learner's PYTHONPATH."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,12 @@ def outputs_prefix(manifest: JobManifest, job_id: str, attempt: int, learner_id:
     return bucket, f"{prefix}{job_id}/attempt-{attempt}/learner-{learner_id}/"
 
 
+def model_location(manifest: JobManifest, job_id: str) -> tuple[str, str]:
+    """Where a job's model code archive is stored: beside its attempts, in the results store the tenant named."""
+    bucket, prefix = split_container(results_store(manifest).training_results or "")
+    return bucket, f"{prefix}{job_id}/model/model.zip"
+
+
 def results_store(manifest: JobManifest) -> DataStore:
     """The store results go to; `ConfigError` where `store_problems` finds one (the parser's check, again)."""
     problems = store_problems(manifest)
@@ -66,7 +76,14 @@ def endpoints_for(manifest: JobManifest, platform: Platform) -> Endpoints:
     )
 
 
-def sidecar_config(manifest: JobManifest, state: JobState, learner_id: int, platform: Platform) -> dict[str, Any]:
+def sidecar_config(
+    manifest: JobManifest,
+    state: JobState,
+    learner_id: int,
+    platform: Platform,
+    options: SubmitOptions | None = None,
+    packages: PackageIndex | None = None,
+) -> dict[str, Any]:
     bucket, prefix = outputs_prefix(manifest, state.job_id, state.attempt, learner_id)
     data = manifest.training_data_store
     config: dict[str, Any] = {
@@ -86,15 +103,38 @@ def sidecar_config(manifest: JobManifest, state: JobState, learner_id: int, plat
         config["resume_from"] = {"bucket": bucket, "prefix": f"{earlier}checkpoints/"}
     if manifest.evaluation_metrics:
         config["evaluation_metrics"] = dict(manifest.evaluation_metrics)
+    model = options.model if options is not None else None
+    if model is not None:
+        config["model"] = {"bucket": model.bucket, "key": model.key}
+        if model.requirements:
+            config["requirements"] = _index_config(packages or PackageIndex())
     return config
 
 
+def _index_config(index: PackageIndex) -> dict[str, Any]:
+    return {
+        "index_url": index.index_url,
+        "extra_index_urls": list(index.extra_index_urls),
+        "trusted_hosts": list(index.trusted_hosts),
+        "python_version": index.python_version,
+    }
+
+
 def plan_job(
-    manifest: JobManifest, state: JobState, platform: Platform, image: str, data_mount: str | None = None
+    manifest: JobManifest,
+    state: JobState,
+    platform: Platform,
+    image: str,
+    data_mount: str | None = None,
+    options: SubmitOptions | None = None,
+    packages: PackageIndex | None = None,
 ) -> JobDeployment:
-    """The job's deployment; ``data_mount``: the host folder of a ``mount_volume`` training data store."""
+    """The job's deployment; ``data_mount``: the host folder of a ``mount_volume`` training data store;
+    ``options``: the submit's model code; ``packages``: where its requirements come from."""
     resources = manifest.resources
     endpoints = endpoints_for(manifest, platform)
+    model = options.model if options is not None else None
+    learner_env = {"PYTHONPATH": PACKAGES_DIR} if model is not None and model.requirements else {}
     learners = tuple(
         PairSpec(
             job_id=state.job_id,
@@ -102,10 +142,10 @@ def plan_job(
             learner_image=image,
             sidecar_image=platform.sidecar_image,
             command=manifest.framework.command,
-            sidecar_config=sidecar_config(manifest, state, n, platform),
+            sidecar_config=sidecar_config(manifest, state, n, platform, options, packages),
             endpoints=endpoints,
+            learner_env={**ffdl_env(state.job_id, n, resources.learners), **learner_env},
             num_learners=resources.learners,
-            learner_env=ffdl_env(state.job_id, n, resources.learners),
             cpus=resources.cpus,
             memory_bytes=resources.memory_bytes,
             gpus=resources.gpus,

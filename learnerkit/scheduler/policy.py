@@ -22,6 +22,7 @@ DEFAULT_PRIORITY: PriorityRange = (-1000, 0)
 """A tenant may lower its jobs' priority but not raise it above 0 unless its settings allow it."""
 DEFAULT_MAX_LEARNERS = 64
 DEFAULT_MAX_MANIFEST_BYTES = 256 * 1024
+DEFAULT_MAX_MODEL_BYTES = 512 * 1024 * 1024
 
 
 @dataclass(frozen=True)

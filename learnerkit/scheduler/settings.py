@@ -16,7 +16,12 @@ from typing import Any, TypeVar
 from learnerkit.scheduler.deployment import DEFAULT_SHARED_SIZE
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.manifest import FFDL_DEFAULTS, ResourceDefaults
-from learnerkit.scheduler.policy import DEFAULT_MAX_LEARNERS, DEFAULT_MAX_MANIFEST_BYTES, origin
+from learnerkit.scheduler.policy import (
+    DEFAULT_MAX_LEARNERS,
+    DEFAULT_MAX_MANIFEST_BYTES,
+    DEFAULT_MAX_MODEL_BYTES,
+    origin,
+)
 from learnerkit.scheduler.units import parse_size
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
@@ -102,6 +107,8 @@ class LimitSettings:
     defaults: ResourceDefaults = FFDL_DEFAULTS
     """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY`` (a size, ``12GiB``): what a manifest without
     ``cpus`` or ``memory`` gets; FfDL's 5 CPUs and 12 GiB when unset. `job validate` reads the same variables."""
+    max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
+    """``$LEARNERKIT_MAX_MODEL_BYTES``: a larger model upload is refused (413) as soon as it is known to be."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +135,18 @@ class TrustSettings:
 
 
 @dataclass(frozen=True)
+class PackageSettings:
+    """Where sidecars resolve a model's ``requirements.txt`` (docs/model-code.md). The learners stay offline."""
+
+    index_url: str | None = None
+    """``$LEARNERKIT_PIP_INDEX_URL``: the package index (PEP 503) sidecars install from; None: pip's default."""
+    extra_index_urls: tuple[str, ...] = ()
+    """``$LEARNERKIT_PIP_EXTRA_INDEX_URLS``: more indexes, comma-separated."""
+    trusted_hosts: tuple[str, ...] = ()
+    """``$LEARNERKIT_PIP_TRUSTED_HOSTS``: hosts pip may reach over plain http or unverified TLS, comma-separated."""
+
+
+@dataclass(frozen=True)
 class SchedulerSettings:
     api: ApiSettings = field(default_factory=ApiSettings)
     etcd: EtcdSettings = field(default_factory=EtcdSettings)
@@ -135,6 +154,7 @@ class SchedulerSettings:
     backend: BackendSettings = field(default_factory=BackendSettings)
     limits: LimitSettings = field(default_factory=LimitSettings)
     trust: TrustSettings = field(default_factory=TrustSettings)
+    packages: PackageSettings = field(default_factory=PackageSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SchedulerSettings:
@@ -177,6 +197,7 @@ class SchedulerSettings:
                 submits_per_minute=_positive(env, "LEARNERKIT_SUBMITS_PER_MINUTE", limits.submits_per_minute, int),
                 tenants=Path(env["LEARNERKIT_TENANTS"]) if "LEARNERKIT_TENANTS" in env else None,
                 defaults=resource_defaults(env),
+                max_model_bytes=_positive(env, "LEARNERKIT_MAX_MODEL_BYTES", limits.max_model_bytes, int),
             ),
             trust=TrustSettings(
                 object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),
@@ -184,6 +205,11 @@ class SchedulerSettings:
                 images=_list(env, "LEARNERKIT_IMAGE_ALLOWLIST"),
                 project_images=env.get("LEARNERKIT_TRUST_PROJECT_IMAGES") == "1",
                 instance=env.get("LEARNERKIT_SCHEDULER_INSTANCE"),
+            ),
+            packages=PackageSettings(
+                index_url=(_urls(env, "LEARNERKIT_PIP_INDEX_URL") or (None,))[0],
+                extra_index_urls=_urls(env, "LEARNERKIT_PIP_EXTRA_INDEX_URLS"),
+                trusted_hosts=_list(env, "LEARNERKIT_PIP_TRUSTED_HOSTS"),
             ),
         )
 

@@ -11,6 +11,7 @@ from learnerkit.scheduler.capacity import LearnerRequest
 from learnerkit.scheduler.jobstate import JobState, Stage
 from learnerkit.scheduler.manifest import JobManifest
 from learnerkit.scheduler.queue import Job
+from learnerkit.scheduler.submission import SubmitOptions
 
 
 @dataclass
@@ -19,6 +20,8 @@ class Tracked:
     manifest: JobManifest
     manifest_text: str
     source: str
+    options: SubmitOptions = field(default_factory=SubmitOptions)
+    """The submit's ``--image`` and model code."""
     records: dict[int, StatusRecord] = field(default_factory=dict)
     metrics: dict[int, dict[str, float]] = field(default_factory=dict)
     alive: set[int] = field(default_factory=set)

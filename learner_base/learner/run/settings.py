@@ -34,6 +34,9 @@ class RunSettings:
     """``$LEARNER_POLL_INTERVAL``: how often control files and the command are checked."""
     scrub: tuple[str, ...] = ()
     """``$LEARNER_SCRUB``: extra variable names or globs removed from the command's environment."""
+    workdir: Path | None = None
+    """``$MODEL_DIR``: the command runs there, as FfDL ran it (``cd $MODEL_DIR``), when it is a folder at
+    start; else in learner-run's own working folder."""
 
 
 def parse_seconds(variable: str, raw: str | None, *, positive: bool = False) -> float | None:
@@ -90,4 +93,5 @@ def settings_from(argv: Sequence[str], environ: Mapping[str, str]) -> RunSetting
         halt_grace_s=DEFAULT_HALT_GRACE_S if grace is None else grace,
         poll_interval_s=DEFAULT_POLL_INTERVAL_S if poll is None else poll,
         scrub=scrub,
+        workdir=env_path("MODEL_DIR", environ),
     )

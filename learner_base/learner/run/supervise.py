@@ -121,6 +121,7 @@ def run_command(settings: RunSettings, stop: StopSignals) -> ExitRecord:
             stdout=write_fd,
             stderr=subprocess.STDOUT,
             env=env,
+            cwd=settings.workdir if settings.workdir is not None and settings.workdir.is_dir() else None,
             start_new_session=True,
         )
     except OSError as e:

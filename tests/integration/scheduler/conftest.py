@@ -25,6 +25,8 @@ from learnerkit.scheduler.images import ImageCatalog
 from learnerkit.scheduler.jobstore import JobStore
 from learnerkit.scheduler.planning import Platform
 from learnerkit.scheduler.policy import SubmitPolicy, origin
+from learnerkit_build.images import build_image
+from learnerkit_build.matrix import load_matrix
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
 from learnerkit_build.smokedata import write_smoke_dataset
@@ -158,3 +160,13 @@ def leftovers(job_id: str) -> list[str]:
     found += [v.name for v in client.volumes.list(filters={"label": f"{JOB_LABEL}={job_id}"})]
     found += [n.name for n in client.networks.list(names=[f"lk-{job_id}-net"])]
     return found
+
+
+@pytest.fixture(scope="session")
+def learner_image(build_inputs: BuildInputs) -> str:
+    """This tree's PyTorch CPU image by its content tag: learner-run as checked out here, whoever else
+    moves the version tag meanwhile (``job submit --image`` names it)."""
+    [image] = [i for i in load_matrix(REPO).images if i.framework.name == "pytorch" and i.variant.accelerator == "cpu"]
+    built = build_image(REPO, image, build_inputs, lambda line: None)
+    assert built.immutable_reference is not None, built
+    return built.immutable_reference

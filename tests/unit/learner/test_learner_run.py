@@ -187,6 +187,27 @@ def test_learner_command_mode_uses_bash(job: Job) -> None:
     assert job.log.read_bytes() == b"job=j1\n"
 
 
+def test_command_runs_in_model_dir_placed_after_learner_run_started(job: Job) -> None:
+    """FfDL ran ``cd $MODEL_DIR`` before the command: relative paths and the model's own modules work, also
+    when the sidecar put the folder there (by renaming) after learner-run started."""
+    model = job.root / "model"
+    proc = job.spawn([], {"LEARNER_COMMAND": f"{PY} train.py --arg x", "MODEL_DIR": str(model)}, start=False)
+    staged = job.root / ".model-staged"
+    staged.mkdir()
+    (staged / "helper.py").write_text("WORD = 'from-helper'\n")
+    (staged / "train.py").write_text("import os, sys, helper\nprint(helper.WORD, sys.argv[1:], os.getcwd())\n")
+    staged.rename(model)
+    job.start_file()
+    assert_exit(job, proc.wait(timeout=20), "completed", 0)
+    assert job.log.read_text() == f"from-helper ['--arg', 'x'] {model}\n"
+
+
+def test_without_a_model_dir_the_command_runs_where_learner_run_does(job: Job) -> None:
+    rc = job.run(["--", PY, "-c", "import os; print(os.getcwd())"], {"MODEL_DIR": str(job.root / "absent")})
+    assert_exit(job, rc, "completed", 0)
+    assert job.log.read_text() == f"{Path.cwd()}\n"
+
+
 def test_no_command_is_a_clear_error(job: Job) -> None:
     rc = job.run([])
     assert rc == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 
 from learnerkit.scheduler.errors import JobNotFoundError, JobStateError
@@ -57,12 +58,26 @@ class FakeFacade:
         """Statuses a submitted job then goes through, one per `get`."""
         self.submit_error: Exception | None = None
         """Raised by `submit` when set (the scheduler's own failures)."""
+        self.submitted_models: list[bytes] = []
+        """Each submit's model, as it arrived."""
+        self.submitted_images: list[str | None] = []
 
-    async def submit(self, tenant: str, manifest_text: str, *, source: str = "manifest.yml") -> JobView:
+    async def submit(
+        self,
+        tenant: str,
+        manifest_text: str,
+        *,
+        source: str = "manifest.yml",
+        image: str | None = None,
+        model: AsyncIterator[bytes] | None = None,
+    ) -> JobView:
         self.calls.append(("submit", tenant))
         if self.submit_error is not None:
-            raise self.submit_error
-        manifest = parse_manifest(manifest_text, source)
+            raise self.submit_error  # before the model is read: the API must still answer
+        if model is not None:
+            self.submitted_models.append(b"".join([chunk async for chunk in model]))
+        self.submitted_images.append(image)
+        manifest = parse_manifest(manifest_text, source, image=image)
         job_id = f"job-{next(self._ids)}"
         learners = tuple(LearnerView(learner_id=n, status="QUEUED") for n in range(1, manifest.resources.learners + 1))
         view = JobView(

@@ -265,7 +265,7 @@ def test_openapi_lists_every_endpoint(client: TestClient) -> None:
         "HTTPBearer"
     ] | {"type": "http", "scheme": "bearer"}
     submit = spec["paths"]["/v1/jobs"]["post"]
-    assert set(submit["requestBody"]["content"]) == {"application/yaml", "application/json"}
+    assert set(submit["requestBody"]["content"]) == {"application/yaml", "application/json", "multipart/form-data"}
     assert {"201", "401", "422"} <= set(submit["responses"])
     assert spec["paths"]["/v1/jobs/{job_id}"]["get"]["security"] == [{"HTTPBearer": []}]
     assert "security" not in spec["paths"]["/healthz"]["get"]

@@ -1,0 +1,195 @@
+"""`job submit MANIFEST MODEL` with a 100 MB model zip, through the real API into the real object store.
+
+It starts etcd and SeaweedFS on loopback and the scheduler's API (the real Scheduler and FastAPI app, under
+uvicorn) in a child process. Then, alternating, several times each:
+
+- a submit with the model through the API (`SchedulerClient.submit(model=...)`, as `job submit` sends it):
+  multipart, received into a file, checked, uploaded to the job's results store, the job recorded;
+- a plain boto3 ``upload_file`` of the same zip to the same SeaweedFS (the object store's own client);
+
+and prints the median throughput of each, their ratio (target >= 0.9), and the scheduler process's peak RSS
+growth during the submits (its ``VmHWM``, reset before each), against the zip's size: it must not grow by it.
+
+No Docker: the scheduler's backend has no nodes, so the jobs stay queued.
+Usage: python bench/model_upload.py [--mb 100] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+from logs import free_port, reset_peak, rss_now_mib, rss_peak_mib
+from serving import once_served, serve_scheduler
+
+REPO = Path(__file__).resolve().parents[1]
+TENANT = "bench"
+BUCKET = "bench-models"
+MIB = 1 << 20
+
+
+def manifest(endpoint: str, access_key: str, secret_key: str) -> str:
+    return f"""\
+name: model-upload-bench
+cpus: 0.1
+memory: 128Mb
+learners: 1
+data_stores:
+  - id: s3
+    type: s3_datastore
+    training_data: {{container: {BUCKET}}}
+    training_results: {{container: {BUCKET}}}
+    connection: {{auth_url: "{endpoint}", user_name: "{access_key}", password: "{secret_key}"}}
+framework:
+  name: pytorch
+  version: "2.13"
+  command: "python3 train.py"
+"""
+
+
+def serve(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port: int) -> None:
+    """The child: the real Scheduler behind the real API, on a backend with no nodes."""
+
+    from learnerkit.scheduler.capacity import Node
+    from learnerkit.scheduler.core import Scheduler, SchedulerOptions
+    from learnerkit.scheduler.deployment import JobDeployment
+    from learnerkit.scheduler.jobstore import JobStore
+    from learnerkit.scheduler.planning import Platform
+    from learnerkit.scheduler.policy import SubmitPolicy, origin
+
+    class NoNodes:
+        def nodes(self) -> list[Node]:
+            return []
+
+        def deploy(self, job: JobDeployment) -> None:
+            raise AssertionError("nothing is deployed")
+
+        def started(self, job_id: str, learners: int) -> bool:
+            return False
+
+        def sidecars_exited(self, job_id: str) -> dict[int, int]:
+            return {}
+
+        def learners_ended(self, job_id: str) -> dict[int, int]:
+            return {}
+
+        def teardown(self, job_id: str) -> None:
+            pass
+
+        def job_ids(self, instance: str) -> set[str]:
+            return set()
+
+    options = SchedulerOptions(
+        platform=Platform(etcd_endpoints=etcd_endpoint, sidecar_image="unused"),
+        catalog=None,
+        resolve_image=lambda _manifest: "unused",
+        submit_policy=SubmitPolicy(object_stores=(str(origin(s3_endpoint)),)),
+    )
+    store = JobStore()
+    scheduler = Scheduler(store, NoNodes(), options)
+
+    serve_scheduler(scheduler, store, etcd_endpoint, tokens, port)
+
+
+def write_model(path: Path, total: int) -> None:
+    """A zip of incompressible files (``train.py`` and weights), ``total`` bytes of content, stored as is."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("train.py", "print('training')\n")
+        part, written = 16 * MIB, 0
+        while written < total:
+            size = min(part, total - written)
+            zf.writestr(f"weights/part-{written // part:03d}.bin", os.urandom(size))
+            written += size
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=int, default=100, help="the model zip's size in MB")
+    parser.add_argument("--runs", type=int, default=3, help="submits and plain uploads, each")
+    parser.add_argument("--serve", nargs=4, metavar=("ETCD", "S3", "TOKENS", "PORT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve[0], args.serve[1], Path(args.serve[2]), int(args.serve[3]))
+        return 0
+
+    from learnerkit.dev.etcd import EtcdServer
+    from learnerkit.dev.s3 import SeaweedServer
+    from learnerkit.scheduler.auth import add_token
+    from learnerkit.scheduler.client import SchedulerClient
+
+    with tempfile.TemporaryDirectory(prefix="lk-bench-model-") as tmp:
+        etcd, s3 = EtcdServer("/usr/bin/etcd", Path(tmp) / "etcd" / "data"), SeaweedServer(Path(tmp) / "s3")
+        tokens = Path(tmp) / "tokens.json"
+        token = add_token(tokens, TENANT)
+        model, small = Path(tmp) / "model.zip", Path(tmp) / "small.zip"
+        write_model(model, args.mb * 1_000_000)
+        write_model(small, 30_000_000)
+        size = model.stat().st_size
+        etcd.start()
+        s3.start()
+        child = None
+        try:
+            boto = s3.client()
+            boto.create_bucket(Bucket=BUCKET)
+            port = free_port()
+            argv = [sys.executable, __file__, "--serve", etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
+            child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+            client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
+            text = manifest(s3.endpoint_url, s3.access_key, s3.secret_key)
+            # Warm up: the S3 client, the code paths, the worker threads and their allocator arenas.
+            once_served(lambda: client.submit(text, model=small), child, 60)
+            boto.upload_file(str(small), BUCKET, "baseline/warm.zip")
+            print(f"model: {size / MIB:.1f} MiB zip")
+
+            pid = child.pid
+            api_times, boto_times, growths = [], [], []
+            settled = rss_now_mib(pid)
+            for run in range(args.runs):
+                settled = rss_now_mib(pid)
+                reset_peak(pid)
+                started = time.perf_counter()
+                job = client.submit(text, model=model)
+                api_times.append(time.perf_counter() - started)
+                growths.append(rss_peak_mib(pid) - settled)
+                stored = boto.head_object(Bucket=BUCKET, Key=f"{job.job_id}/model/model.zip")
+                assert stored["ContentLength"] == size, stored
+
+                started = time.perf_counter()
+                boto.upload_file(str(model), BUCKET, f"baseline/model-{run}.zip")
+                boto_times.append(time.perf_counter() - started)
+
+            api_rate = size / MIB / statistics.median(api_times)
+            boto_rate = size / MIB / statistics.median(boto_times)
+            print(f"scheduler RSS at rest: {settled:.0f} MiB")
+            print(
+                f"submit with the model through the API: {api_rate:.0f} MiB/s (median of {args.runs}; "
+                f"{', '.join(f'{t:.2f}' for t in api_times)} s)"
+            )
+            print(
+                f"plain boto3 upload_file of the same zip: {boto_rate:.0f} MiB/s "
+                f"({', '.join(f'{t:.2f}' for t in boto_times)} s)"
+            )
+            print(f"API / boto3 = {api_rate / boto_rate:.2f}  (target >= 0.9)")
+            worst = max(growths)
+            print(
+                f"scheduler peak RSS growth per submit: {', '.join(f'{g:.1f}' for g in growths)} MiB "
+                f"(worst {worst / (size / MIB):.3f} x the zip; target: far below 1)"
+            )
+        finally:
+            if child is not None:
+                child.terminate()
+                child.wait(30)
+            etcd.stop()
+            s3.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

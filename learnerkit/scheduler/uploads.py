@@ -1,0 +1,173 @@
+"""A job submitted with its model code: one ``multipart/form-data`` request, read as it arrives.
+
+Parts: ``manifest`` (the YAML text), and optionally ``source`` (its file name), ``image`` (``--image``) and,
+last, ``model`` (the model code as a zip). The text parts are read first; the model part is handed on as a
+stream of its bytes as they come off the request (never whole in memory), which stops with 413 the moment it
+passes the limit, whatever length the request declared.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from learnerkit.scheduler.errors import InvalidRequestError, ManifestTooLargeError, ModelTooLargeError
+
+TEXT_FIELDS = ("manifest", "source", "image")
+MAX_SHORT_FIELD = 1024
+"""``source`` and ``image`` are names, not documents."""
+MULTIPART_OVERHEAD = 64 * 1024
+"""Boundaries and part headers: a declared length above the limits plus this is refused unread."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    manifest: str
+    source: str
+    image: str | None
+    model: AsyncIterator[bytes] | None
+    """The model part's bytes as they arrive (read it to its end), or None."""
+
+
+def declared_too_large(content_length: str, max_manifest_bytes: int, max_model_bytes: int) -> bool:
+    return content_length.isdigit() and int(content_length) > max_manifest_bytes + max_model_bytes + MULTIPART_OVERHEAD
+
+
+def model_too_large(max_model_bytes: int) -> ModelTooLargeError:
+    return ModelTooLargeError(
+        f"the model is over {max_model_bytes} bytes, the most this scheduler takes (LEARNERKIT_MAX_MODEL_BYTES)"
+    )
+
+
+class _Receiver:
+    """Callbacks of the streaming parser: text parts into memory (capped), the model's bytes into a queue."""
+
+    def __init__(self, max_manifest_bytes: int, max_model_bytes: int) -> None:
+        self.max_manifest_bytes = max_manifest_bytes
+        self.max_model_bytes = max_model_bytes
+        self.texts: dict[str, bytearray] = {}
+        self.model: deque[bytes] = deque()
+        self.model_started = False
+        self.model_done = False
+        self._model_bytes = 0
+        self._header_name = bytearray()
+        self._header_value = bytearray()
+        self._disposition = b""
+        self._field = ""
+
+    def callbacks(self) -> dict[str, object]:
+        return {
+            "on_part_begin": self._part_begin,
+            "on_header_field": lambda data, start, end: self._header_name.extend(data[start:end]),
+            "on_header_value": lambda data, start, end: self._header_value.extend(data[start:end]),
+            "on_header_end": self._header_end,
+            "on_headers_finished": self._headers_finished,
+            "on_part_data": self._part_data,
+            "on_part_end": self._part_end,
+        }
+
+    def _part_begin(self) -> None:
+        self._disposition = b""
+        if self.model_started:
+            raise InvalidRequestError("the model part must be the last part")
+
+    def _header_end(self) -> None:
+        if bytes(self._header_name).lower() == b"content-disposition":
+            self._disposition = bytes(self._header_value)
+        self._header_name.clear()
+        self._header_value.clear()
+
+    def _headers_finished(self) -> None:
+        _, params = parse_options_header(self._disposition)
+        name = params.get(b"name", b"").decode("utf-8", "replace")
+        if name == "model":
+            self.model_started = True
+        elif name in TEXT_FIELDS:
+            if name in self.texts:
+                raise InvalidRequestError(f"the request has two {name!r} parts")
+            self.texts[name] = bytearray()
+        else:
+            raise InvalidRequestError(f"unknown part {name!r}: expected manifest, source, image or model")
+        self._field = name
+
+    def _part_data(self, data: bytes, start: int, end: int) -> None:
+        if self._field == "model":
+            self._model_bytes += end - start
+            if self._model_bytes > self.max_model_bytes:
+                raise model_too_large(self.max_model_bytes)
+            self.model.append(bytes(data[start:end]))
+            return
+        text = self.texts[self._field]
+        text.extend(data[start:end])
+        cap = self.max_manifest_bytes if self._field == "manifest" else MAX_SHORT_FIELD
+        if len(text) > cap:
+            if self._field == "manifest":
+                raise ManifestTooLargeError(f"the manifest is over {cap} bytes, the most this scheduler reads")
+            raise InvalidRequestError(f"the {self._field!r} part is over {cap} bytes")
+
+    def _part_end(self) -> None:
+        if self._field == "model":
+            self.model_done = True
+
+    def text_fields(self) -> tuple[str, str, str | None]:
+        if "manifest" not in self.texts:
+            raise InvalidRequestError("the request has no 'manifest' part before the model")
+        try:
+            texts = {name: bytes(value).decode("utf-8") for name, value in self.texts.items()}
+        except UnicodeDecodeError as e:
+            raise InvalidRequestError(f"a text part is not UTF-8: {e}") from e
+        return texts["manifest"], texts.get("source") or "manifest.yml", texts.get("image")
+
+
+class _Body:
+    """The request body fed to the parser one chunk at a time, parse errors as the API's 400."""
+
+    def __init__(self, parser: MultipartParser, body: AsyncIterator[bytes]) -> None:
+        self.parser = parser
+        self.body = body
+        self.ended = False
+
+    async def feed(self) -> None:
+        try:
+            chunk = await anext(self.body, None)
+            if chunk is None:
+                self.ended = True
+                self.parser.finalize()
+            else:
+                self.parser.write(chunk)
+        except MultipartParseError as e:
+            raise InvalidRequestError(f"not a valid multipart/form-data body: {e}") from e
+
+
+async def _model_bytes(receiver: _Receiver, body: _Body) -> AsyncIterator[bytes]:
+    while True:
+        while receiver.model:
+            yield receiver.model.popleft()
+        if receiver.model_done:
+            while not body.ended:  # the closing boundary: read, so the connection can carry the answer
+                await body.feed()
+            return
+        if body.ended:
+            raise InvalidRequestError("the model part is cut short")
+        await body.feed()
+
+
+async def receive_submission(
+    content_type: str, body: AsyncIterator[bytes], *, max_manifest_bytes: int, max_model_bytes: int
+) -> Submission:
+    """The text parts of a multipart submission, read now, and its model part as a stream to read on."""
+    _, params = parse_options_header(content_type)
+    boundary = params.get(b"boundary")
+    if not boundary:
+        raise InvalidRequestError("multipart/form-data without a boundary")
+    receiver = _Receiver(max_manifest_bytes, max_model_bytes)
+    reader = _Body(MultipartParser(boundary, receiver.callbacks()), body)  # type: ignore[arg-type]
+    while not receiver.model_started and not reader.ended:
+        await reader.feed()
+    manifest, source, image = receiver.text_fields()
+    model = _model_bytes(receiver, reader) if receiver.model_started else None
+    return Submission(manifest, source, image, model)

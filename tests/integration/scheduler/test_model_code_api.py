@@ -1,0 +1,123 @@
+"""`learnerkit job submit MANIFEST MODEL` end to end: the CLI, the real REST API (uvicorn on 127.0.0.1) over the
+real Scheduler, etcd, SeaweedFS and a learner pair on Docker; and a model the scheduler refuses after its
+parts were already stored, over HTTP, leaving nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import threading
+import zipfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from click.testing import CliRunner
+
+from controller_sidecar.etcdstore import EtcdStore
+from controller_sidecar.requirements import PackageIndex
+from learnerkit.cli import cli
+from learnerkit.scheduler.api import create_app
+from learnerkit.scheduler.auth import add_token
+from learnerkit.scheduler.backends.docker import DockerBackend
+from learnerkit.scheduler.client import SchedulerClient
+from learnerkit.scheduler.core import Scheduler, SchedulerOptions
+from learnerkit.scheduler.errors import ApiError
+from learnerkit.scheduler.jobstore import JobStore
+from learnerkit.scheduler.settings import LimitSettings
+from tests.integration.scheduler.conftest import TERMINAL, leftovers, manifest
+from tests.integration.scheduler.test_model_code import model_folder, model_objects, stored
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
+
+
+@dataclass(frozen=True)
+class Api:
+    url: str
+    token: str
+
+
+@pytest.fixture
+def api(etcd_server: Any, service_options: SchedulerOptions, scheduler_buckets: Any, tmp_path: Path) -> Iterator[Api]:
+    tokens = tmp_path / "tokens.json"
+    token = add_token(tokens, "team-a")
+    store = JobStore()
+    options = replace(service_options, packages=PackageIndex(index_url="http://127.0.0.1:9/simple"))
+    scheduler = Scheduler(store, DockerBackend(), options)
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        etcd = await EtcdStore.connect(etcd_server.settings())
+        store.attach(etcd)
+        await scheduler.rebuild()
+        stop = asyncio.Event()
+        loop = asyncio.create_task(scheduler.run(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            await loop
+            await etcd.close()
+
+    app = create_app(scheduler, tokens, limits=LimitSettings(max_model_bytes=64 << 20), lifespan=lifespan)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, timeout=60, message="the API to start")
+    yield Api(f"http://127.0.0.1:{sock.getsockname()[1]}", token)
+    server.should_exit = True
+    thread.join(timeout=60)
+    sock.close()
+
+
+def cli_json(api: Api, *args: str) -> tuple[int, Any]:
+    env = {"LEARNERKIT_SCHEDULER_URL": api.url, "LEARNERKIT_TOKEN": api.token}
+    result = CliRunner().invoke(cli, ["job", *args, "-o", "json"], env=env)
+    return result.exit_code, json.loads(result.output) if result.output.strip() else None
+
+
+def test_job_submit_with_a_folder_runs_it_from_model_dir(
+    api: Api, s3_server: Any, scheduler_buckets: Any, learner_image: str, tmp_path: Path
+) -> None:
+    folder = model_folder(tmp_path, None)
+    path = tmp_path / "manifest.yml"
+    path.write_text(manifest(s3_server, "python3 train.py --arg cli http://127.0.0.1:9/"))
+    code, job = cli_json(api, "submit", str(path), str(folder), "--image", learner_image)
+    assert code == 0, job
+    client = SchedulerClient(api.url, api.token)
+    final = wait_until(
+        lambda: (view := client.get(job["job_id"])).status in TERMINAL and view,
+        timeout=300,
+        interval=0.5,
+        message=f"{job['job_id']} to end",
+    )
+    assert final.status == "COMPLETED", final
+    out = json.loads(stored(scheduler_buckets, f"{final.job_id}/attempt-1/learner-1/results/out.json"))
+    assert (out["cwd"], out["argv"][:2], out["word"]) == ("/job/model", ["--arg", "cli"], "from the model code")
+    assert leftovers(final.job_id) == []
+
+
+def test_a_model_refused_after_its_parts_were_stored_leaves_nothing(
+    api: Api, s3_server: Any, scheduler_buckets: Any, tmp_path: Path
+) -> None:
+    """The archive's directory comes last: 20 MB of it are already in the store, as parts, when the scheduler
+    finds the member that escapes; the upload is dropped and no job is recorded."""
+    archive = tmp_path / "escape.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("weights.bin", os.urandom(20 << 20))
+        zf.writestr("../escape.py", "x")
+    client = SchedulerClient(api.url, api.token, timeout_s=120)
+    jobs_before, objects_before = client.list_jobs(), model_objects(scheduler_buckets)
+    with pytest.raises(ApiError, match=r"400 model: member '\.\./escape\.py'"):
+        client.submit(manifest(s3_server, "true"), model=archive)
+    assert client.list_jobs() == jobs_before
+    assert model_objects(scheduler_buckets) == objects_before

@@ -1,0 +1,116 @@
+"""The model code's checks: a folder zipped, and each archive the sidecar would refuse refused first."""
+
+from __future__ import annotations
+
+import re
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from learnerkit.scheduler.errors import ModelCodeError
+from learnerkit.scheduler.imageref import reference_problem
+from learnerkit.scheduler.modelcode import check_model_archive, model_archive, zip_folder
+
+
+def test_a_folder_is_zipped_with_its_tree_and_checked(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "train.py").write_text("import pkg.helper\n")
+    (folder / "pkg" / "helper.py").write_text("X = 1\n")
+    (folder / "requirements.txt").write_text("lkgreet==1.0\n")
+    archive = model_archive(folder, tmp_path)
+    with zipfile.ZipFile(archive) as zf:
+        assert sorted(zf.namelist()) == ["pkg/helper.py", "requirements.txt", "train.py"]
+    summary = check_model_archive(archive)
+    assert (summary.files, summary.requirements) == (3, ("lkgreet==1.0",))
+    assert summary.expanded_bytes == sum(len(p.read_bytes()) for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_zip_is_used_as_it_is(tmp_path: Path) -> None:
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("train.py", "print(1)\n")
+    assert model_archive(archive, tmp_path) == archive
+
+
+def test_an_empty_folder_is_refused_naming_it(tmp_path: Path) -> None:
+    folder = tmp_path / "empty"
+    (folder / "sub").mkdir(parents=True)
+    with pytest.raises(ModelCodeError, match=re.escape(f"{folder}: the model folder has no files")):
+        zip_folder(folder, tmp_path / "out.zip")
+    assert not (tmp_path / "out.zip").exists()
+
+
+def test_a_link_in_the_folder_is_refused_naming_it(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "train.py").write_text("")
+    (folder / "passwd").symlink_to("/etc/passwd")
+    with pytest.raises(ModelCodeError, match="passwd: links and special files"):
+        zip_folder(folder, tmp_path / "out.zip")
+
+
+def _zip(path: Path, members: dict[str, bytes], *, mode: int | None = None) -> Path:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            info = zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            if mode is not None:
+                info.external_attr = mode << 16
+            zf.writestr(info, data)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("members", "mode", "message"),
+    [
+        ({"../evil.py": b"x"}, None, "'../evil.py' has an empty, '.' or '..' segment"),
+        ({"/etc/evil.py": b"x"}, None, "absolute path '/etc/evil.py'"),
+        ({"ok/../../evil.py": b"x"}, None, "'..' segment"),
+        ({"link": b"/etc/passwd"}, stat.S_IFLNK | 0o777, "member 'link' is a link or special file"),
+        ({"dir/": b""}, None, "the archive has no files"),
+    ],
+)
+def test_unsafe_archives_are_refused_naming_the_member(
+    tmp_path: Path, members: dict[str, bytes], mode: int | None, message: str
+) -> None:
+    archive = _zip(tmp_path / "m.zip", members, mode=mode)
+    with pytest.raises(ModelCodeError) as refused:
+        check_model_archive(archive, name="model.zip")
+    assert str(refused.value).startswith("model.zip: ")
+    assert message in str(refused.value)
+
+
+def test_a_bomb_is_refused_from_its_directory(tmp_path: Path) -> None:
+    archive = _zip(tmp_path / "bomb.zip", {"a.bin": b"\0" * 2_000_000, "b.bin": b"\0" * 2_000_000})
+    assert archive.stat().st_size < 20_000
+    with pytest.raises(ModelCodeError, match=r"bomb\.zip: expands to more than 3000000 bytes"):
+        check_model_archive(archive, name="bomb.zip", max_expanded_bytes=3_000_000)
+
+
+def test_not_a_zip_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "model.zip"
+    path.write_bytes(b"PK not really")
+    with pytest.raises(ModelCodeError, match=r"model\.zip: not a zip archive"):
+        check_model_archive(path, name="model.zip")
+
+
+def test_a_refused_requirement_names_the_archive_file_and_line(tmp_path: Path) -> None:
+    archive = _zip(tmp_path / "m.zip", {"train.py": b"", "requirements.txt": b"ok==1\n--extra-index-url http://x\n"})
+    with pytest.raises(ModelCodeError, match=r"m\.zip: requirements\.txt line 2: '--extra-index-url http://x'"):
+        check_model_archive(archive, name="m.zip")
+
+
+@pytest.mark.parametrize(
+    "reference",
+    ["ubuntu", "learnerkit/pytorch:2.13-cpu-py3.11", "registry.local:5000/team/img:v1", "x/y@sha256:" + "a" * 64],
+)
+def test_valid_image_references(reference: str) -> None:
+    assert reference_problem(reference) is None
+
+
+@pytest.mark.parametrize("reference", ["", "Upper/case", "a b", "img:", ":tag", "a//b", "img:tag:again", "x" * 300])
+def test_invalid_image_references(reference: str) -> None:
+    assert reference_problem(reference) is not None

@@ -55,7 +55,7 @@ class Scalar:
 
 
 def masked_crc32c(data: bytes) -> int:
-    crc = google_crc32c.value(data)
+    crc = int(google_crc32c.value(data))
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -93,7 +93,7 @@ def _event_scalars(data: bytes) -> list[Scalar]:
     wall_time, step, summaries = 0.0, 0, []
     for number, wire, value in _fields(data):
         if number == 1 and wire == _FIXED64:
-            (wall_time,) = struct.unpack("<d", value)
+            (wall_time,) = struct.unpack("<d", _as_bytes(value))
         elif number == 2 and wire == _VARINT:
             step = _signed64(_as_int(value))
         elif number == 5 and wire == _LENGTH:
@@ -114,7 +114,7 @@ def _value_scalar(data: bytes) -> tuple[str, float] | None:
         if number == 1 and wire == _LENGTH:
             tag = _as_bytes(value).decode("utf-8")
         elif number == 2 and wire == _FIXED32:
-            (simple,) = struct.unpack("<f", value)
+            (simple,) = struct.unpack("<f", _as_bytes(value))
         elif number == 8 and wire == _LENGTH:
             tensor = _as_bytes(value)
         elif number == 9 and wire == _LENGTH:
@@ -124,8 +124,8 @@ def _value_scalar(data: bytes) -> tuple[str, float] | None:
     if simple is not None:
         return tag, float(simple)
     if tensor is not None and metadata is not None and _is_scalar_metadata(metadata):
-        number = _tensor_scalar(tensor)
-        return None if number is None else (tag, number)
+        scalar = _tensor_scalar(tensor)
+        return None if scalar is None else (tag, scalar)
     return None
 
 

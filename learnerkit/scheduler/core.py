@@ -27,15 +27,22 @@ from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, JobP
 from learnerkit.scheduler.aggregate import aggregate
 from learnerkit.scheduler.capacity import Node
 from learnerkit.scheduler.deployment import JobDeployment
-from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
-from learnerkit.scheduler.facade import JobView, LogStream
+from learnerkit.scheduler.errors import (
+    BackendError,
+    JobNotFoundError,
+    JobStateError,
+    ManifestTooLargeError,
+    UnknownFileError,
+)
+from learnerkit.scheduler.facade import FileStream, JobView, LogStream, StoredFile
+from learnerkit.scheduler.joboutputs import list_outputs, metrics_history, open_output
 from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobstore import JobStore, StoredJob
 from learnerkit.scheduler.logread import ShippedLog, list_log
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
-from learnerkit.scheduler.planning import Platform, endpoints_for, outputs_prefix, plan_job
+from learnerkit.scheduler.planning import Platform, endpoints_for, job_prefix, outputs_prefix, plan_job
 from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_submission, host_folder, store_folder
 from learnerkit.scheduler.tracking import Tracked
 from learnerkit.scheduler.views import job_view
@@ -253,14 +260,35 @@ class Scheduler:
         the bytes are fetched only as the stream's chunks are taken, from the parts they lie in."""
         tracked = self._owned(tenant, job_id)
         finished = tracked.state.status.terminal and tracked.state.stage is Stage.DONE
-        if not 1 <= learner_id <= tracked.manifest.resources.learners:
-            raise ConfigError(f"job {job_id} has learners 1..{tracked.manifest.resources.learners}")
+        self._check_learner(tracked, learner_id)
         log = await asyncio.to_thread(self._list_log, tracked, learner_id)
         start = offset
         if tail is not None:
             start = max(start, await asyncio.to_thread(log.tail_start, tail))
         end = max(start, log.size)
         return LogStream(log.chunks(start, end), start, end, finished)
+
+    async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:
+        """The learner's stored metrics.jsonl of every attempt so far (stored when each attempt's learner ended)."""
+        tracked = self._owned(tenant, job_id)
+        self._check_learner(tracked, learner_id)
+        return await asyncio.to_thread(
+            metrics_history, self._store(tracked), self._job_location(tracked), tracked.state.attempt, learner_id
+        )
+
+    async def outputs(self, tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
+        tracked = self._owned(tenant, job_id)
+        try:
+            return await asyncio.to_thread(list_outputs, self._store(tracked), self._job_location(tracked), what)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+
+    async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
+        tracked = self._owned(tenant, job_id)
+        stream = await asyncio.to_thread(open_output, self._store(tracked), self._job_location(tracked), path)
+        if stream is None:
+            raise UnknownFileError(f"job {job_id} stored no file {path!r}")
+        return stream
 
     def render_metrics(self) -> bytes:
         return self.metrics.render()
@@ -540,7 +568,24 @@ class Scheduler:
             raise JobNotFoundError(f"no job {job_id!r}")
         return tracked
 
+    def _check_learner(self, tracked: Tracked, learner_id: int) -> None:
+        if not 1 <= learner_id <= tracked.manifest.resources.learners:
+            raise ConfigError(f"job {tracked.state.job_id} has learners 1..{tracked.manifest.resources.learners}")
+
     def _list_log(self, tracked: Tracked, learner_id: int) -> ShippedLog:
+        store = self._store(tracked)
+        bucket, prefix = outputs_prefix(tracked.manifest, tracked.state.job_id, tracked.state.attempt, learner_id)
+        try:
+            return list_log(store, S3Location(bucket, f"{prefix}logs/learner.log.part-"))
+        except ValueError as e:
+            raise LearnerkitError(f"job {tracked.state.job_id}: learner {learner_id}'s log: {e}") from e
+
+    def _job_location(self, tracked: Tracked) -> S3Location:
+        bucket, prefix = job_prefix(tracked.manifest, tracked.state.job_id)
+        return S3Location(bucket, prefix)
+
+    def _store(self, tracked: Tracked) -> S3Store:
+        """A client of the job's results store, kept per account (reads run in worker threads)."""
         endpoints = endpoints_for(tracked.manifest, self.options.platform)
         account = (endpoints.s3_endpoint_url, endpoints.s3_access_key, endpoints.s3_secret_key)
         with self._log_stores_lock:  # log reads run in worker threads
@@ -550,11 +595,7 @@ class Scheduler:
                 if len(self._log_stores) >= LOG_STORES_KEPT:
                     self._log_stores.pop(next(iter(self._log_stores)))
                 self._log_stores[account] = store
-        bucket, prefix = outputs_prefix(tracked.manifest, tracked.state.job_id, tracked.state.attempt, learner_id)
-        try:
-            return list_log(store, S3Location(bucket, f"{prefix}logs/learner.log.part-"))
-        except ValueError as e:
-            raise LearnerkitError(f"job {tracked.state.job_id}: learner {learner_id}'s log: {e}") from e
+        return store
 
     def _observe(self) -> None:
         queued = sum(1 for t in self.jobs.values() if t.state.stage is Stage.QUEUED)

@@ -18,7 +18,7 @@ from learnerkit.scheduler.api import create_app
 from learnerkit.scheduler.auth import read_tokens
 from learnerkit.scheduler.client import SchedulerClient
 from learnerkit.scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
-from learnerkit.scheduler.facade import LearnerView
+from learnerkit.scheduler.facade import LearnerView, StoredFile
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, WAIT_REASON, FakeFacade, view
 from tests.waiting import wait_until
@@ -130,7 +130,7 @@ def test_status_shows_reason_and_each_learner(url: str, tenants: Tenants, fake: 
 
 def test_another_tenants_job_is_not_found(url: str, tenants: Tenants, fake: FakeFacade) -> None:
     fake.add(view("a-1", "team-a"))
-    for verb in ("status", "halt", "resume", "cancel", "logs"):
+    for verb in ("status", "halt", "resume", "cancel", "logs", "metrics", "download"):
         code, out = run(url, tenants.b, verb, "a-1", "-o", "json")
         assert code == 1
         assert json.loads(out) == {"error": "JobNotFoundError", "message": "no job 'a-1'"}
@@ -251,3 +251,72 @@ def test_logs_from_an_offset(url: str, tenants: Tenants, fake: FakeFacade) -> No
     code, out = run(url, tenants.a, "logs", "a-1", "--offset", "9")
     assert code == 0, out
     assert out.encode() == LOG[9:]
+
+
+HISTORY = (
+    b'{"step": 0, "time": 1795000000.0, "values": {"loss": 1.0}}\n'
+    b"not json\n"
+    b'{"step": 1, "time": 1795000001.0, "values": {"train/loss": 0.5, "train/lr": 0.25}, "source": "tensorboard"}\n'
+)
+
+
+def test_metrics_show_the_whole_history(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a", status="COMPLETED"), metrics=HISTORY)
+    code, out = run(url, tenants.a, "metrics", "a-1")
+    assert code == 0, out
+    assert "train/lr" in out
+    assert "2026-11-18 11:06:41" in out, "the time of step 1, in UTC"
+    assert all(len(line) <= 80 for line in out.splitlines())
+    code, out = run(url, tenants.a, "metrics", "a-1", "-o", "json")
+    body = json.loads(out)
+    assert [(r["step"], r["values"]) for r in body["records"]] == [
+        (0, {"loss": 1.0}),
+        (1, {"train/loss": 0.5, "train/lr": 0.25}),
+    ]
+    assert body["latest"] == {"loss": 0.25, "step": 100.0}
+
+
+def test_metrics_before_the_history_is_stored_show_the_latest(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a"))
+    code, out = run(url, tenants.a, "metrics", "a-1")
+    assert code == 0, out
+    assert "no metric history stored yet" in out
+    assert "loss=0.25" in out
+
+
+def test_download_writes_each_file_whole_under_its_path(
+    url: str, tenants: Tenants, fake: FakeFacade, tmp_path: Path
+) -> None:
+    files = {
+        "attempt-1/learner-1/results/out.txt": b"result bytes" * 1000,
+        "attempt-1/learner-1/logs/learner.log.part-000001": b"log",
+    }
+    fake.add(view("a-1", "team-a", status="COMPLETED"), files=files)
+    code, out = run(url, tenants.a, "download", "a-1", "--to", str(tmp_path / "out"), "-o", "json")
+    assert code == 0, out
+    summary = json.loads(out)
+    assert summary["bytes"] == 12000
+    assert summary["skipped"] == []
+    assert (tmp_path / "out/attempt-1/learner-1/results/out.txt").read_bytes() == files[
+        "attempt-1/learner-1/results/out.txt"
+    ]
+    assert not (tmp_path / "out/attempt-1/learner-1/logs").exists(), "--what results by default"
+    code, out = run(url, tenants.a, "download", "a-1", "--to", str(tmp_path / "all"), "--what", "all")
+    assert code == 0, out
+    assert "model: job a-1 stored no model" in out
+    found = sorted(str(p.relative_to(tmp_path / "all")) for p in (tmp_path / "all").rglob("*") if p.is_file())
+    assert found == sorted(files), "no temporary file is left"
+
+
+def test_a_download_cut_short_leaves_no_file(url: str, tenants: Tenants, fake: FakeFacade, tmp_path: Path) -> None:
+    fake.add(view("a-1", "team-a", status="COMPLETED"), files={"attempt-1/learner-1/results/out.txt": b"whole"})
+    listed = fake.outputs
+
+    async def lying(tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
+        return [replace(item, size=item.size + 5) for item in await listed(tenant, job_id, what=what)]
+
+    fake.outputs = lying  # type: ignore[method-assign]
+    code, out = run(url, tenants.a, "download", "a-1", "--to", str(tmp_path / "out"))
+    assert code == 1
+    assert "received 5 of 10 bytes" in out
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []

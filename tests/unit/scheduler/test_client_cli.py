@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -320,3 +323,21 @@ def test_a_download_cut_short_leaves_no_file(url: str, tenants: Tenants, fake: F
     assert code == 1
     assert "received 5 of 10 bytes" in out
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_every_job_table_keeps_ids_whole_at_the_terminals_width(
+    url: str, tenants: Tenants, fake: FakeFacade, columns: int
+) -> None:
+    """In a real process: the console takes its width from COLUMNS when it is made."""
+    job_id = "job-dfd2a7c1e9b0"
+    fake.add(view(job_id, "team-a", status="COMPLETED", reason="every learner completed its training"), metrics=HISTORY)
+    env = {**os.environ, "LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": tenants.a, "COLUMNS": str(columns)}
+    for args in (("list",), ("status", job_id), ("metrics", job_id)):
+        shown = subprocess.run(
+            [sys.executable, "-m", "learnerkit", "job", *args], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert job_id in shown.stdout, shown.stdout
+        assert "…" not in shown.stdout
+        assert max(len(line) for line in shown.stdout.splitlines()) <= columns, shown.stdout

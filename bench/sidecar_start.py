@@ -45,6 +45,7 @@ CLIENTS = {
         "S3Store(S3Settings(endpoint_url='http://127.0.0.1:1', access_key='a', secret_key='b'))"
     ),
     "sidecar imports before its first status": "import controller_sidecar.cli",
+    "TensorBoard reader (only with type tensorboard)": "import controller_sidecar.tensorboard",
 }
 """What each probe runs, in a fresh interpreter of the sidecar image."""
 

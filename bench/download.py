@@ -4,7 +4,8 @@ It starts etcd and SeaweedFS on loopback and the scheduler's API (the real Sched
 uvicorn) in a child process, submits a job, and stores results for it as a sidecar does
 (``<job>/attempt-1/learner-1/results/``). Then, each into a fresh folder on the same disk:
 
-- ``job download``'s own code (the listing, then each file streamed to a temporary file and renamed);
+- ``job download``'s own code (the listing, then the files, four at a time, each streamed to a temporary file
+  and renamed);
 - the object store's own client, boto3's ``download_file`` (its TransferManager: ranged parts, 10 threads);
 
 best of ``--runs`` each, alternating, with the ratio (target >= 0.9), and the scheduler's peak RSS growth
@@ -67,7 +68,7 @@ def main() -> int:
     from learnerkit.dev.s3 import SeaweedServer
     from learnerkit.scheduler.auth import add_token
     from learnerkit.scheduler.client import SchedulerClient
-    from learnerkit.scheduler.jobdownload import download_file
+    from learnerkit.scheduler.jobdownload import download_all
 
     with tempfile.TemporaryDirectory(prefix="lk-bench-download-") as tmp:
         scratch = Path(tmp)
@@ -93,8 +94,7 @@ def main() -> int:
             print(f"results: {args.files} files, {size / MIB:.1f} MiB")
 
             def through_scheduler(folder: Path) -> None:
-                for item in client.list_files(job.job_id, what="results"):
-                    download_file(client, job.job_id, item, folder, lambda _n: None)
+                download_all(client, job.job_id, client.list_files(job.job_id, what="results"), folder, lambda _n: None)
 
             def with_boto3(folder: Path) -> None:
                 for listed in boto.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]:

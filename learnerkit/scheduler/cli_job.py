@@ -27,7 +27,7 @@ from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.client import SchedulerClient
 from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError
 from learnerkit.scheduler.facade import JobView
-from learnerkit.scheduler.jobdownload import DownloadSummary, download_file
+from learnerkit.scheduler.jobdownload import DownloadSummary, download_all
 from learnerkit.scheduler.jobviews import (
     format_metrics,
     job_details,
@@ -203,9 +203,8 @@ def download(job_id: str, to: Path | None, what: str, client: SchedulerClient, o
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     with Progress(*columns, console=err_console, disable=as_json, transient=True) as progress:
         task = progress.add_task(f"{job_id} -> {root}", total=sum(item.size for item in files))
-        for item in files:
-            download_file(client, job_id, item, root, lambda n: progress.advance(task, n))
-            summary.bytes += item.size
+        download_all(client, job_id, files, root, lambda n: progress.advance(task, n))
+        summary.bytes = sum(item.size for item in files)
 
     def show() -> None:
         for skipped in summary.skipped:

@@ -76,6 +76,11 @@ class SchedulerClient:
             self._headers["Authorization"] = f"Bearer {token}"
         self._connection: http.client.HTTPConnection | None = None
 
+    def copy(self) -> SchedulerClient:
+        """A client of the same server and token with a connection of its own (one per thread)."""
+        token = self._headers.get("Authorization", "").removeprefix("Bearer ") or None
+        return SchedulerClient(self.base_url, token, timeout_s=self.timeout_s)
+
     @classmethod
     def from_env(
         cls, url: str | None = None, token: str | None = None, environ: Mapping[str, str] | None = None

@@ -1,5 +1,8 @@
 """``job download``: a job's stored files, through the scheduler's REST API, onto disk.
 
+Files are fetched :data:`WORKERS` at a time, each worker on a connection of its own, as the object store's
+own client fetches parts in parallel (bench/download.py compares the two).
+
 Each file is written to a temporary name in its destination folder and renamed into place once whole, so an
 interrupted download leaves no half-written file under a real name. Paths come from the server's listing and
 are checked again here: a path that would land outside the destination is refused.
@@ -8,13 +11,17 @@ are checked again here: a path that would land outside the destination is refuse
 from __future__ import annotations
 
 import tempfile
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from learnerkit.scheduler.client import SchedulerClient
 from learnerkit.scheduler.errors import SchedulerError
 from learnerkit.scheduler.facade import StoredFile
+
+WORKERS = 4
 
 
 @dataclass
@@ -67,3 +74,41 @@ def download_file(
 def _check_size(item: StoredFile, received: int) -> None:
     if received != item.size:
         raise SchedulerError(f"{item.path}: received {received} of {item.size} bytes")
+
+
+def download_all(
+    client: SchedulerClient,
+    job_id: str,
+    files: list[StoredFile],
+    root: Path,
+    on_bytes: Callable[[int], object],
+    *,
+    workers: int = WORKERS,
+) -> None:
+    """Every file of ``files`` under ``root``, ``workers`` at a time; the first error stops the rest (files
+    already complete stay, none is left half-written)."""
+    local = threading.local()
+    clients: list[SchedulerClient] = []
+    lock = threading.Lock()
+
+    def fetch(item: StoredFile) -> None:
+        own = getattr(local, "client", None)
+        if own is None:
+            own = local.client = client.copy()
+            with lock:
+                clients.append(own)
+        download_file(own, job_id, item, root, on_bytes)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="download") as pool:
+            futures = [pool.submit(fetch, item) for item in files]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    finally:
+        for own in clients:
+            own.close()

@@ -17,7 +17,6 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
 from learnerkit.common.errors import LearnerkitError
@@ -27,7 +26,6 @@ from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.client import SchedulerClient
 from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError
 from learnerkit.scheduler.facade import JobView
-from learnerkit.scheduler.jobdownload import DownloadSummary, download_all
 from learnerkit.scheduler.jobviews import (
     format_metrics,
     job_details,
@@ -194,6 +192,11 @@ WHAT_CHOICES = ("results", "logs", "checkpoints", "model", "all")
 def download(job_id: str, to: Path | None, what: str, client: SchedulerClient, output: str) -> None:
     """What JOB_ID stored (results, logs, checkpoints of every attempt and learner, its model), fetched
     through the scheduler; files land under --to by their path, each written whole or not at all."""
+    # Imported here: the other job verbs start without the progress bar and the thread pool.
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    from learnerkit.scheduler.jobdownload import DownloadSummary, download_all
+
     root = to if to is not None else Path(job_id)
     files = client.list_files(job_id, what=what)
     summary = DownloadSummary(job_id, str(root), files)

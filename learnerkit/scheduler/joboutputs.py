@@ -69,7 +69,11 @@ def open_output(store: ObjectStore, job: S3Location, path: str) -> FileStream | 
     found = next((obj for obj in _listed(store, S3Location(job.bucket, key)) if obj.key == key), None)
     if found is None:
         return None
-    return FileStream(_object_chunks(store, job.bucket, found), found.size)
+    if found.size == 0:
+        return FileStream(iter(()), 0)
+    # The request is sent now, so a store that does not answer is an error before the answer starts.
+    opened = retry_sync(lambda: store.read_range(job.bucket, key, 0, found.size - 1), HOST_CALLS, what=key)
+    return FileStream(opened, found.size)
 
 
 def metrics_history(store: ObjectStore, job: S3Location, attempts: int, learner_id: int) -> FileStream:

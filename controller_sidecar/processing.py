@@ -41,6 +41,7 @@ LOGGER = logging.getLogger(__name__)
 LOG_FILE = "learner.log"
 METRICS_FILE = "metrics.jsonl"
 MAX_LINE_BYTES = 1 << 20
+COPY_CHUNK = 1 << 20
 RESOURCE_SAMPLE_S = 2.0
 FINAL_PUBLISH_BACKOFF = Backoff(initial_s=0.2, maximum_s=5.0, max_attempts=None)
 """The last metrics are retried like statuses: until etcd takes them (or the sidecar's deadline cancels)."""
@@ -55,6 +56,8 @@ class MetricsHistory:
         self.source = source
         self.file: IO[bytes] = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 - open for the sidecar's life
         self.records = 0
+        self.size = 0
+        """Bytes added (and flushed)."""
 
     def add(self, updates: Iterable[MetricUpdate]) -> None:
         """One line per step and time: the scalars one event (or one writer call) gave together."""
@@ -70,9 +73,21 @@ class MetricsHistory:
             values[update.name] = update.value
         if record is not None:
             lines.append(json.dumps(record).encode() + b"\n")
-        self.file.write(b"".join(lines))
+        data = b"".join(lines)
+        self.file.write(data)
         self.file.flush()
         self.records += len(lines)
+        self.size += len(data)
+
+    def copy_to(self, out: IO[bytes]) -> None:
+        """What was added so far; safe while :meth:`add` goes on (reads by position, never moves the file's)."""
+        fd, offset, end = self.file.fileno(), 0, self.size
+        while offset < end:
+            chunk = os.pread(fd, min(COPY_CHUNK, end - offset), offset)
+            if not chunk:
+                break
+            out.write(chunk)
+            offset += len(chunk)
 
     def close(self) -> None:
         self.file.close()
@@ -96,11 +111,47 @@ def stored_metrics(dirs: JobDirs, history: MetricsHistory | None) -> IO[bytes] |
         if combined.tell() and (combined.seek(-1, os.SEEK_END), combined.read(1))[1] != b"\n":
             combined.write(b"\n")
     if history is not None:
-        history.file.seek(0)
-        shutil.copyfileobj(history.file, combined)
-        history.file.seek(0, os.SEEK_END)
+        history.copy_to(combined)
     combined.seek(0)
     return combined
+
+
+def metrics_version(dirs: JobDirs, history: MetricsHistory | None) -> tuple[int, int]:
+    """Changes whenever what :func:`stored_metrics` gives does: the learner's file's size, the history's."""
+    try:
+        learner = (dirs.logs / METRICS_FILE).lstat().st_size
+    except FileNotFoundError:
+        learner = -1
+    return learner, history.size if history is not None else 0
+
+
+async def ship_metrics(
+    settings: SidecarSettings,
+    history: MetricsHistory | None,
+    upload: Callable[[IO[bytes]], Awaitable[None]],
+    stop: asyncio.Event,
+) -> None:
+    """Store ``logs/metrics.jsonl`` every ``metrics_ship_interval_s`` while it grows, so ``job metrics`` shows
+    a running job's history; STORING stores the last one. A failed upload is tried again next time."""
+    shipped: tuple[int, int] | None = None
+    while not await event_or_timeout(stop, settings.timing.metrics_ship_interval_s):
+        version = await asyncio.to_thread(metrics_version, settings.dirs, history)
+        if version == shipped:
+            continue
+        handle = await asyncio.to_thread(stored_metrics, settings.dirs, history)
+        if handle is None:
+            continue
+        try:
+            with handle:
+                await upload(handle)
+        except SidecarError as e:
+            LOGGER.warning(
+                "the metric history was not stored (trying again in %gs): %s",
+                settings.timing.metrics_ship_interval_s,
+                e,
+            )
+        else:
+            shipped = version
 
 
 def tensorboard_events(rules: EvaluationMetrics | None, dirs: JobDirs) -> EventFolder | None:

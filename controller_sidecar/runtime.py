@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from controller_sidecar import keys
 from controller_sidecar.control import LearnerExit, read_exit, signal_halt, signal_start
@@ -35,6 +35,7 @@ from controller_sidecar.processing import (
     follow_metrics,
     make_log_shipper,
     sample_resources,
+    ship_metrics,
     stored_metrics,
     tensorboard_events,
 )
@@ -164,6 +165,7 @@ class Sidecar:
             asyncio.create_task(shipper.run(stop_processing)),
             asyncio.create_task(periodic_checkpoints(settings, store, self.metrics, stop_processing)),
             asyncio.create_task(sample_resources(settings, self.metrics, stop_processing)),
+            asyncio.create_task(ship_metrics(settings, self.history, self._upload_metrics, stop_processing)),
         ]
         for follower in followers:
             follower.add_done_callback(self._follower_done)
@@ -338,9 +340,14 @@ class Sidecar:
         if handle is None:
             return
         with handle:
-            bucket, key = locations.log_files.bucket, locations.log_files.key(METRICS_FILE)
-            source = str(settings.dirs.logs / METRICS_FILE)
-            await asyncio.to_thread(store.upload_stream, handle, bucket, key, source=source)
+            await self._upload_metrics(handle)
+
+    async def _upload_metrics(self, handle: IO[bytes]) -> None:
+        """``logs/metrics.jsonl``: the learner's lines and the history (:func:`stored_metrics`)."""
+        settings, store = self.settings, await self._s3()
+        bucket, key = settings.locations.log_files.bucket, settings.locations.log_files.key(METRICS_FILE)
+        source = str(settings.dirs.logs / METRICS_FILE)
+        await asyncio.to_thread(store.upload_stream, handle, bucket, key, source=source)
 
     async def _log_sink(self, name: str, data: bytes) -> None:
         location = self.settings.locations.log_files

@@ -164,7 +164,8 @@ def logs(
 def metrics(job_id: str, learner: int, client: SchedulerClient, output: str) -> None:
     """A learner's metric history (FfDL's emetrics): metrics.jsonl, regex and TensorBoard scalars.
 
-    The history is stored when the learner ends; until then the latest values are shown."""
+    The sidecar stores the history every 30 s while the learner runs, and when it ends; before that the
+    latest values are shown."""
     records = client.metrics_history(job_id, learner_id=learner)
     job = client.get(job_id)
     latest = next((item.metrics for item in job.learners if item.learner_id == learner), {})

@@ -269,7 +269,7 @@ class Scheduler:
         return LogStream(log.chunks(start, end), start, end, finished)
 
     async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:
-        """The learner's stored metrics.jsonl of every attempt so far (stored when each attempt's learner ended)."""
+        """The learner's stored metrics.jsonl of every attempt so far (its sidecar stores it as it grows)."""
         tracked = self._owned(tenant, job_id)
         self._check_learner(tracked, learner_id)
         return await asyncio.to_thread(

@@ -125,7 +125,7 @@ class SchedulerFacade(Protocol):
 
     async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:
         """The learner's stored ``metrics.jsonl`` of every attempt, oldest first: JSON lines
-        ``{"step", "time", "values", "source"?}``; empty until a learner has stored its outputs."""
+        ``{"step", "time", "values", "source"?}``; empty until the sidecar has first stored it."""
 
     async def outputs(self, tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
         """The job's stored files of one kind (results, logs, checkpoints, model) or all."""

@@ -3,16 +3,22 @@ inside the learner images: both scalar encodings, files that grow and appear, an
 
 from __future__ import annotations
 
+import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from controller_sidecar.evalmetrics import MetricUpdate
+from controller_sidecar.status import Phase
 from controller_sidecar.tensorboard import EventFolder
 from controller_sidecar.tfevents import HEADER_BYTES
+from learnerkit.pair.etcd import request_halt
 from learnerkit_build.render import BuildInputs
-from tests.integration.tbwriters import PYTORCH, TENSORFLOW, learner_image, write_events
+from tests.integration.controller_sidecar.conftest import DATA_BUCKET, Pairs
+from tests.integration.tbwriters import HERE, PYTORCH, TENSORFLOW, learner_image, write_events
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -90,3 +96,44 @@ def test_a_damaged_record_is_skipped_and_a_damaged_length_ends_the_file(written:
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "events.out.tfevents.1.host").write_bytes(bytes(data))
     assert EventFolder(tmp_path / "b").poll() == []
+
+
+def test_a_running_pair_publishes_and_stores_the_scalars_of_a_summary_writer(
+    pairs: Pairs, build_inputs: BuildInputs
+) -> None:
+    """The sidecar follows a real SummaryWriter in a real pair: the latest values reach etcd, and the history
+    is stored while the learner still runs (then once more when it has ended)."""
+    pairs.s3_client.upload_file(str(HERE / "torch_scalars.py"), DATA_BUCKET, "tbw/torch_scalars.py")
+    timing = {"halt_grace_s": 20.0, "log_ship_interval_s": 1.0, "poll_interval_s": 0.05, "metrics_ship_interval_s": 0.5}
+    spec = pairs.spec(
+        f"python3 /job/data/torch_scalars.py /job/logs/tb {STEPS} && exec sleep 600",
+        data_prefix="tbw/",
+        config={"evaluation_metrics": {"type": "tensorboard", "in": "$LOG_DIR/tb"}, "timing": timing},
+    )
+    spec = replace(spec, learner_image=learner_image(PYTORCH, build_inputs))
+    handle = pairs.start(spec)
+    key = f"{spec.job_id}/learner-1/logs/metrics.jsonl"
+
+    def stored_history() -> list[dict[str, object]] | None:
+        found = pairs.objects(key).get(key)
+        lines = [json.loads(line) for line in found.splitlines()] if found else []
+        return lines if len(lines) == 2 * STEPS else None  # SummaryWriter: one event (one line) per scalar
+
+    history = wait_until(stored_history, timeout=240, interval=0.2, message=lambda: pairs.describe(handle, spec.job_id))
+    running = pairs.status(spec.job_id)
+    assert running is not None and running.phase is Phase.PROCESSING, "stored while the learner runs"
+    assert {line["source"] for line in history} == {"tensorboard"}
+    values = {name: [] for name in ("train/loss", "train/lr")}
+    for line in history:
+        for name, value in line["values"].items():  # type: ignore[attr-defined]
+            values[name].append((line["step"], round(value, 6)))
+    assert values == {
+        "train/loss": [(step, round(1.0 / (step + 1), 6)) for step in range(STEPS)],
+        "train/lr": [(step, round(0.5**step, 6)) for step in range(STEPS)],
+    }
+    assert pairs.metrics(spec.job_id)["train/loss"] == pytest.approx(1.0 / STEPS)
+
+    request_halt(pairs.etcd_settings, spec.job_id)
+    final = pairs.wait_terminal(handle, spec.job_id)
+    assert final.phase is Phase.HALTED, pairs.describe(handle, spec.job_id)
+    assert stored_history() == history

@@ -4,17 +4,19 @@ TensorFlow's and PyTorch's own writers: tests/integration/controller_sidecar/tes
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 import pytest
 
-from controller_sidecar.errors import SidecarConfigError
+from controller_sidecar.errors import SidecarConfigError, TransientError
 from controller_sidecar.evalmetrics import MetricUpdate, parse_evaluation_metrics
-from controller_sidecar.processing import MetricsHistory, stored_metrics, tensorboard_events
-from controller_sidecar.settings import JobDirs
+from controller_sidecar.processing import MetricsHistory, ship_metrics, stored_metrics, tensorboard_events
+from controller_sidecar.settings import JobDirs, load_settings
 from controller_sidecar.tensorboard import event_folder
 from controller_sidecar.tfevents import masked_crc32c
 
@@ -113,3 +115,36 @@ def test_nothing_is_stored_without_metrics(tmp_path: Path) -> None:
     dirs.control.mkdir()
     assert stored_metrics(dirs, None) is None
     assert stored_metrics(dirs, MetricsHistory(dirs.control, "tensorboard")) is None
+
+
+def test_the_history_is_stored_while_it_grows_and_a_failed_store_is_tried_again(tmp_path: Path) -> None:
+    doc = {"job_id": "job-1", "learner_id": 1, "results": {"bucket": "results"}, "data": {"mode": "mount"}}
+    doc |= {"job_dir": str(tmp_path), "timing": {"metrics_ship_interval_s": 0.01}}
+    env = {"ETCD_ENDPOINTS": "127.0.0.1:2379", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    settings = load_settings({**env, "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(doc)})
+    settings.dirs.logs.mkdir()
+    settings.dirs.control.mkdir()
+    history = MetricsHistory(settings.dirs.control, "tensorboard")
+    stored: list[bytes] = []
+    failures = [TransientError("the store is away")]
+
+    async def upload(handle: IO[bytes]) -> None:
+        if failures:
+            raise failures.pop()
+        stored.append(handle.read())
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        shipping = asyncio.create_task(ship_metrics(settings, history, upload, stop))
+        history.add([MetricUpdate("loss", 0.5, 1, 10.0)])
+        while not stored:
+            await asyncio.sleep(0.01)
+        history.add([MetricUpdate("loss", 0.25, 2, 11.0)])
+        while len(stored) < 2:
+            await asyncio.sleep(0.01)
+        stop.set()
+        await shipping
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+    assert failures == [], "the first store failed"
+    assert [len(data.splitlines()) for data in stored] == [1, 2]

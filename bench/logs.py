@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from serving import once_served, serve_scheduler
+from serving import free_port, once_served, reset_peak, rss_now_mib, rss_peak_mib, serve_without_nodes
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"
@@ -52,71 +51,6 @@ framework:
 """
 
 
-def serve(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port: int) -> None:
-    """The child: the real Scheduler behind the real API, on a backend with no nodes."""
-
-    from learnerkit.scheduler.capacity import Node
-    from learnerkit.scheduler.core import Scheduler, SchedulerOptions
-    from learnerkit.scheduler.deployment import JobDeployment
-    from learnerkit.scheduler.jobstore import JobStore
-    from learnerkit.scheduler.planning import Platform
-    from learnerkit.scheduler.policy import SubmitPolicy, origin
-
-    class NoNodes:
-        def nodes(self) -> list[Node]:
-            return []
-
-        def deploy(self, job: JobDeployment) -> None:
-            raise AssertionError("nothing is deployed")
-
-        def started(self, job_id: str, learners: int) -> bool:
-            return False
-
-        def sidecars_exited(self, job_id: str) -> dict[int, int]:
-            return {}
-
-        def teardown(self, job_id: str) -> None:
-            pass
-
-        def job_ids(self, instance: str) -> set[str]:
-            return set()
-
-    options = SchedulerOptions(
-        platform=Platform(etcd_endpoints=etcd_endpoint, sidecar_image="unused"),
-        catalog=None,
-        resolve_image=lambda _manifest: "unused",
-        submit_policy=SubmitPolicy(object_stores=(str(origin(s3_endpoint)),)),
-    )
-    store = JobStore()
-    scheduler = Scheduler(store, NoNodes(), options)
-
-    serve_scheduler(scheduler, store, etcd_endpoint, tokens, port)
-
-
-def rss_peak_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM")
-
-
-def rss_now_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
-def reset_peak(pid: int) -> None:
-    Path(f"/proc/{pid}/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def write_log(client: object, prefix: str, total: int) -> int:
     """``total`` bytes of numbered lines as 8 MiB parts; returns the number of parts."""
     line = b"step %09d loss 0.123456 accuracy 0.987654 lr 0.001 some more words to fill the line\n"
@@ -138,7 +72,7 @@ def main() -> int:
     parser.add_argument("--serve", nargs=4, metavar=("ETCD", "S3", "TOKENS", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve[0], args.serve[1], Path(args.serve[2]), int(args.serve[3]))
+        serve_without_nodes(args.serve[0], args.serve[1], Path(args.serve[2]), int(args.serve[3]))
         return 0
 
     from learnerkit.dev.etcd import EtcdServer

@@ -4,6 +4,7 @@ wait for it to answer."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
@@ -54,3 +55,69 @@ def once_served(call: Callable[[], T], child: subprocess.Popen[bytes], timeout_s
             if time.monotonic() > deadline or child.poll() is not None:
                 raise
             time.sleep(0.2)
+
+
+def serve_without_nodes(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port: int) -> None:
+    """The real Scheduler behind the real API, on a backend with no nodes: a job stays queued, and what is
+    stored under it can be read all the same."""
+
+    from learnerkit.scheduler.capacity import Node
+    from learnerkit.scheduler.core import Scheduler, SchedulerOptions
+    from learnerkit.scheduler.deployment import JobDeployment
+    from learnerkit.scheduler.jobstore import JobStore
+    from learnerkit.scheduler.planning import Platform
+    from learnerkit.scheduler.policy import SubmitPolicy, origin
+
+    class NoNodes:
+        def nodes(self) -> list[Node]:
+            return []
+
+        def deploy(self, job: JobDeployment) -> None:
+            raise AssertionError("nothing is deployed")
+
+        def started(self, job_id: str, learners: int) -> bool:
+            return False
+
+        def sidecars_exited(self, job_id: str) -> dict[int, int]:
+            return {}
+
+        def teardown(self, job_id: str) -> None:
+            pass
+
+        def job_ids(self, instance: str) -> set[str]:
+            return set()
+
+    options = SchedulerOptions(
+        platform=Platform(etcd_endpoints=etcd_endpoint, sidecar_image="unused"),
+        catalog=None,
+        resolve_image=lambda _manifest: "unused",
+        submit_policy=SubmitPolicy(object_stores=(str(origin(s3_endpoint)),)),
+    )
+    store = JobStore()
+    scheduler = Scheduler(store, NoNodes(), options)
+
+    serve_scheduler(scheduler, store, etcd_endpoint, tokens, port)
+
+
+def rss_peak_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM")
+
+
+def rss_now_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def reset_peak(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

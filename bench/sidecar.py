@@ -10,8 +10,10 @@
 - S3 download throughput / bare boto3 TransferManager on the same data (target >= 0.9).
 
 It starts its own etcd and SeaweedFS on loopback and needs the built PyTorch and sidecar images
-(`make images`). Usage: python bench/sidecar.py [--quick] [--start-only] [--sidecar-image IMAGE]
-(--start-only: just the start cost and RSS figures; --sidecar-image: measure that image, not a build of this tree)
+(`make images`). Usage: python bench/sidecar.py [--quick] [--start-only] [--tensorboard] [--sidecar-image IMAGE]
+(--start-only: just the start cost and RSS figures; --tensorboard: every job has FfDL's
+`evaluation_metrics: {type: tensorboard}`, so the sidecar loads and runs its event reader; --sidecar-image:
+measure that image, not a build of this tree)
 """
 
 from __future__ import annotations
@@ -98,8 +100,11 @@ def steps_per_second(metrics_jsonl: bytes, skip: int = 20) -> float:
 
 
 class Bench:
-    def __init__(self, etcd: EtcdServer, s3: SeaweedServer, sidecar_image: str, scratch: Path) -> None:
+    def __init__(
+        self, etcd: EtcdServer, s3: SeaweedServer, sidecar_image: str, scratch: Path, *, tensorboard: bool = False
+    ) -> None:
         self.etcd, self.s3, self.sidecar_image, self.scratch = etcd, s3, sidecar_image, scratch
+        self.evaluation_metrics = {"evaluation_metrics": {"type": "tensorboard"}} if tensorboard else {}
         self.client: Any = s3.client()
         for bucket in ("bench-data", "bench-results"):
             self.client.create_bucket(Bucket=bucket)
@@ -118,6 +123,7 @@ class Bench:
                 "data": {"mode": "copy", "bucket": "bench-data", "prefix": data},
                 "timing": {"halt_grace_s": 20, "log_ship_interval_s": 2.0},
                 "metrics_port": 0,
+                **self.evaluation_metrics,
             },
             endpoints=Endpoints(
                 self.etcd.endpoint,
@@ -355,6 +361,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test of the benchmark)")
     parser.add_argument("--start-only", action="store_true", help="only the start cost and RSS figures")
+    parser.add_argument("--tensorboard", action="store_true", help="jobs with evaluation_metrics type tensorboard")
     parser.add_argument("--sidecar-image", help="measure this sidecar image instead of building one")
     args = parser.parse_args()
     steps, watch, lines, files = (500, 40, 200_000, 8) if args.quick else (4000, 150, 1_000_000, 24)
@@ -365,7 +372,7 @@ def main() -> int:
     sidecar_image = args.sidecar_image or (built.immutable_reference or built.reference if built else "")
     figures = start_figures(sidecar_image)
     with tempfile.TemporaryDirectory(prefix="lk-bench-") as tmp, servers(Path(tmp)) as (etcd, s3):
-        bench = Bench(etcd, s3, sidecar_image, Path(tmp))
+        bench = Bench(etcd, s3, sidecar_image, Path(tmp), tensorboard=args.tensorboard)
         starts = [bench.start_cost(steps) for _ in range(3)]
         cpu = statistics.median(start[0] for start in starts)
         label = f"sidecar CPU to first status, median of {len(starts)}"

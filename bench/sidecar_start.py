@@ -45,6 +45,8 @@ CLIENTS = {
         "S3Store(S3Settings(endpoint_url='http://127.0.0.1:1', access_key='a', secret_key='b'))"
     ),
     "sidecar imports before its first status": "import controller_sidecar.cli",
+    # Minus the line above: what a job with `evaluation_metrics: {type: tensorboard}` adds (others never load it).
+    "the same + the TensorBoard reader": "import controller_sidecar.cli, controller_sidecar.tensorboard",
 }
 """What each probe runs, in a fresh interpreter of the sidecar image."""
 

@@ -4,8 +4,9 @@ FfDL manifests declare how to find metrics in the learner's log (FfDL's ``regex_
 learnerkit accepts that section unchanged::
 
     evaluation_metrics:
-      type: regex_extractor        # FfDL also knew tensorboard, emetrics_file, simple_log_collector
-      in: "$JOB_STATE_DIR/logs"    # where FfDL looked; learnerkit always reads learner.log
+      type: regex_extractor        # or tensorboard (controller_sidecar.tensorboard); FfDL also knew
+                                   # emetrics_file and simple_log_collector
+      in: "$JOB_STATE_DIR/logs"    # regex rules always read learner.log; tensorboard: the event folder
       line_lookahead: 4            # a rule's regex may span this many lines (FfDL's default: 4)
       eventTypes: [scalars]
       groups:
@@ -53,7 +54,8 @@ DEFAULT_LINE_LOOKAHEAD = 4
 MATCH_TIMEOUT_S = 0.25
 """One match of one rule; a sane rule needs microseconds on a window of a few lines."""
 COLLECTOR_TYPES = frozenset({"regex_extractor", "tensorboard", "emetrics_file", "simple_log_collector"})
-"""FfDL's log collectors. Only ``regex_extractor`` has rules here; the learner's metrics.jsonl is always read."""
+"""FfDL's log collectors. ``regex_extractor`` has rules here, ``tensorboard`` is read by
+:mod:`controller_sidecar.tensorboard`; the learner's metrics.jsonl is always read."""
 
 PATTERNS: Mapping[str, str] = {
     "GLOG_STAMP": r"[EFIW]\d{4}\s+\d\d:\d\d:\d+\.\d+",
@@ -317,7 +319,7 @@ class MetricsParser:
             number = rule.number(values)
             if number is not None:
                 updates.append(MetricUpdate(f"{group.name}/{rule.key}", number, step, now))
-        return self._remember(updates)
+        return self.remember(updates)
 
     def feed_jsonl_line(self, line: bytes) -> list[MetricUpdate]:
         """One line of metrics.jsonl: ``{"step": 40, "time": 1718000000.5, "values": {"loss": 0.25}}``."""
@@ -338,9 +340,10 @@ class MetricsParser:
             self.malformed += 1
             LOGGER.debug("skipping malformed metrics line %r: %s", line[:200], error)
             return []
-        return self._remember(updates)
+        return self.remember(updates)
 
-    def _remember(self, updates: list[MetricUpdate]) -> list[MetricUpdate]:
+    def remember(self, updates: list[MetricUpdate]) -> list[MetricUpdate]:
+        """Keep the updates' values as the latest (every source: the log, metrics.jsonl, TensorBoard events)."""
         for update in updates:
             self._latest[update.name] = update.value
         return updates

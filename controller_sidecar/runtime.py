@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from controller_sidecar import keys
 from controller_sidecar.control import LearnerExit, read_exit, signal_halt, signal_start
@@ -25,16 +25,19 @@ from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
 from controller_sidecar.health import HEARTBEAT_FILE
 from controller_sidecar.inputs import InputsReady, fetch_inputs
-from controller_sidecar.jobfiles import open_regular
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
 from controller_sidecar.outputs import periodic_checkpoints, store_checkpoints, store_tree
 from controller_sidecar.processing import (
     METRICS_FILE,
+    MetricsHistory,
     PublishMetrics,
     follow_metrics,
     make_log_shipper,
     sample_resources,
+    ship_metrics,
+    stored_metrics,
+    tensorboard_events,
 )
 from controller_sidecar.progress import ProgressFile
 from controller_sidecar.prom import SidecarMetrics
@@ -66,7 +69,12 @@ class Sidecar:
         self._store: asyncio.Task[S3Store] | None = None
         self.progress = ProgressFile(settings.dirs.control)
         self.cgroup = LearnerCgroup(settings.learner_cgroup_dir) if settings.learner_cgroup_dir else None
-        self.parser = MetricsParser(parse_evaluation_metrics(settings.evaluation_metrics))
+        rules = parse_evaluation_metrics(settings.evaluation_metrics)
+        self.parser = MetricsParser(rules)
+        self.events = tensorboard_events(rules, settings.dirs)
+        self.history: MetricsHistory | None = None
+        self._metrics_drained = asyncio.Event()
+        """Set when the metric files were read a last time after PROCESSING: the history is complete."""
         self._terminated_at: float | None = None
         self._last_metrics: asyncio.Task[None] | None = None
         """Follows the learner's metrics; after PROCESSING it retries the last ones until etcd has them."""
@@ -111,6 +119,8 @@ class Sidecar:
             await etcd.close()
             if server is not None:
                 server.close()
+            if self.history is not None:
+                self.history.close()
 
     async def _lifecycle(self, reporter: StatusReporter, etcd: EtcdStore) -> Phase:
         settings, control = self.settings, self.settings.dirs.control
@@ -136,14 +146,26 @@ class Sidecar:
         stop_processing = asyncio.Event()
         shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
         store = await self._s3()
+        if self.events is not None:
+            self.history = MetricsHistory(settings.dirs.control, "tensorboard")
         self._last_metrics = asyncio.create_task(
-            follow_metrics(settings, self.parser, self.metrics, self._publisher(etcd), stop_processing)
+            follow_metrics(
+                settings,
+                self.parser,
+                self.metrics,
+                self._publisher(etcd),
+                stop_processing,
+                events=self.events,
+                history=self.history,
+                drained=self._metrics_drained,
+            )
         )
         self._last_metrics.add_done_callback(self._follower_done)
         followers = [
             asyncio.create_task(shipper.run(stop_processing)),
             asyncio.create_task(periodic_checkpoints(settings, store, self.metrics, stop_processing)),
             asyncio.create_task(sample_resources(settings, self.metrics, stop_processing)),
+            asyncio.create_task(ship_metrics(settings, self.history, self._upload_metrics, stop_processing)),
         ]
         for follower in followers:
             follower.add_done_callback(self._follower_done)
@@ -309,14 +331,23 @@ class Sidecar:
         settings, locations, store = self.settings, self.settings.locations, await self._s3()
         await store_checkpoints(settings, store, self.metrics)
         await store_tree(settings, store, self.metrics, settings.dirs.results, locations.result_files, "results")
-        metrics_file = settings.dirs.logs / METRICS_FILE
-        try:
-            handle = await asyncio.to_thread(open_regular, metrics_file)
-        except FileNotFoundError:
+        if self._last_metrics is not None and self.history is not None:
+            # The history's last scalars are read right after PROCESSING; a follower that failed reads no more.
+            drained = asyncio.create_task(self._metrics_drained.wait())
+            await asyncio.wait({drained, self._last_metrics}, return_when=asyncio.FIRST_COMPLETED)
+            drained.cancel()
+        handle = await asyncio.to_thread(stored_metrics, settings.dirs, self.history)
+        if handle is None:
             return
         with handle:
-            bucket, key = locations.log_files.bucket, locations.log_files.key(METRICS_FILE)
-            await asyncio.to_thread(store.upload_stream, handle, bucket, key, source=str(metrics_file))
+            await self._upload_metrics(handle)
+
+    async def _upload_metrics(self, handle: IO[bytes]) -> None:
+        """``logs/metrics.jsonl``: the learner's lines and the history (:func:`stored_metrics`)."""
+        settings, store = self.settings, await self._s3()
+        bucket, key = settings.locations.log_files.bucket, settings.locations.log_files.key(METRICS_FILE)
+        source = str(settings.dirs.logs / METRICS_FILE)
+        await asyncio.to_thread(store.upload_stream, handle, bucket, key, source=source)
 
     async def _log_sink(self, name: str, data: bytes) -> None:
         location = self.settings.locations.log_files

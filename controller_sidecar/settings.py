@@ -147,6 +147,8 @@ class Timing:
     """Checkpoints are uploaded this often while training: a crash loses at most one interval."""
     log_ship_interval_s: float = 5.0
     """The log is shipped to the store in chunks this often while the job runs."""
+    metrics_ship_interval_s: float = 30.0
+    """The metric history (``logs/metrics.jsonl``) is stored this often while it grows (``job metrics``)."""
     shutdown_deadline_s: float = 20.0
     """On SIGTERM, everything is flushed and the sidecar exits within this; keep it below the
     container's grace period (Docker's stop timeout, Kubernetes' terminationGracePeriodSeconds)."""
@@ -233,6 +235,7 @@ def load_settings(environ: Mapping[str, str], config_path: Path | None = None) -
             halt_grace_s=reader.seconds("timing.halt_grace_s", Timing.halt_grace_s),
             checkpoint_interval_s=reader.seconds("timing.checkpoint_interval_s", Timing.checkpoint_interval_s),
             log_ship_interval_s=reader.seconds("timing.log_ship_interval_s", Timing.log_ship_interval_s),
+            metrics_ship_interval_s=reader.seconds("timing.metrics_ship_interval_s", Timing.metrics_ship_interval_s),
             shutdown_deadline_s=reader.seconds("timing.shutdown_deadline_s", Timing.shutdown_deadline_s),
             poll_interval_s=reader.seconds("timing.poll_interval_s", Timing.poll_interval_s),
         ),

@@ -36,9 +36,10 @@ from learnerkit.scheduler.errors import (
     RateLimitedError,
     StoreUnavailableError,
     TokensFileError,
+    UnknownFileError,
     UnknownJobError,
 )
-from learnerkit.scheduler.facade import JobView, SchedulerFacade
+from learnerkit.scheduler.facade import JobView, SchedulerFacade, StoredFile
 from learnerkit.scheduler.hosting import Lifespan
 from learnerkit.scheduler.ratelimit import RateLimiter
 from learnerkit.scheduler.settings import LimitSettings
@@ -116,6 +117,22 @@ _LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
         },
     }
 }
+
+
+_METRICS_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the learner's metric history: JSON lines `{step, time, values, source?}`, oldest first",
+        "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+    }
+}
+_FILE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the stored file's bytes",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    },
+    404: {"model": ErrorBody, "description": "no such job for the tenant, or no such file of the job"},
+}
+WHAT_PATTERN = "^(results|logs|checkpoints|model|all)$"
 
 
 _bearer = HTTPBearer(auto_error=False, description="a tenant's token: `learnerkit scheduler token add`")
@@ -254,6 +271,34 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         # A sync iterator: Starlette takes its chunks in a worker thread (they are fetched from the store).
         return StreamingResponse(stream.chunks, media_type="application/octet-stream", headers=headers)
 
+    @router.get("/jobs/{job_id}/metrics", response_class=Response, responses=_METRICS_RESPONSE | _NOT_FOUND)
+    async def job_metrics(
+        job_id: str,
+        tenant: Tenant,
+        learner: Annotated[int, Query(ge=1, description="1-based learner id")] = 1,
+    ) -> Response:
+        """A learner's metric history (FfDL's ``emetrics``): its stored metrics.jsonl of every attempt, with
+        the TensorBoard scalars the sidecar read; streamed from the object store."""
+        stream = await facade.metrics_history(tenant, job_id, learner_id=learner)
+        headers = {"Content-Length": str(stream.size)}
+        return StreamingResponse(stream.chunks, media_type="application/x-ndjson", headers=headers)
+
+    @router.get("/jobs/{job_id}/files", response_model=list[StoredFile], responses=_NOT_FOUND)
+    async def job_files(
+        job_id: str,
+        tenant: Tenant,
+        what: Annotated[str, Query(pattern=WHAT_PATTERN, description="which outputs")] = "all",
+    ) -> list[StoredFile]:
+        """The files the job stored: results, logs, checkpoints of every attempt and learner, and its model."""
+        return await facade.outputs(tenant, job_id, what=what)
+
+    @router.get("/jobs/{job_id}/files/{path:path}", response_class=Response, responses=_FILE_RESPONSE)
+    async def job_file(job_id: str, path: str, tenant: Tenant) -> Response:
+        """One stored file of the job, streamed from the object store (``path`` as the listing gives it)."""
+        stream = await facade.open_output(tenant, job_id, path)
+        headers = {"Content-Length": str(stream.size)}
+        return StreamingResponse(stream.chunks, media_type="application/octet-stream", headers=headers)
+
     return router
 
 
@@ -363,6 +408,8 @@ def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
         # The API's own words: the facade's message must not tell whether another tenant has this job.
         job_id = request.path_params.get("job_id", "")
         return 404, "not_found", f"no job {job_id!r}"
+    if isinstance(exc, UnknownFileError):
+        return 404, "not_found", str(exc)
     if isinstance(exc, JobStateError):
         return 409, "conflict", str(exc)
     if isinstance(exc, ManifestTooLargeError | ModelTooLargeError):

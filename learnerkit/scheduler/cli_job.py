@@ -29,7 +29,14 @@ from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.client import SchedulerClient
 from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError
 from learnerkit.scheduler.facade import JobView
-from learnerkit.scheduler.jobviews import job_details, jobs_table, styled_status, watch_job
+from learnerkit.scheduler.jobviews import (
+    format_metrics,
+    job_details,
+    jobs_table,
+    metrics_table,
+    styled_status,
+    watch_job,
+)
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import load_manifest
 from learnerkit.scheduler.settings import resource_defaults
@@ -192,6 +199,67 @@ def logs(
     if as_json and not follow:
         body = {"job_id": job_id, "learner": learner, **_chunk_json(b"".join(pieces))}
         sys.stdout.write(json.dumps(body | {"next_offset": offset, "finished": finished}, indent=2) + "\n")
+
+
+@job_group.command("metrics")
+@click.argument("job_id")
+@click.option("--learner", type=click.IntRange(min=1), default=1, show_default=True, help="1-based learner id")
+@connected
+def metrics(job_id: str, learner: int, client: SchedulerClient, output: str) -> None:
+    """A learner's metric history (FfDL's emetrics): metrics.jsonl, regex and TensorBoard scalars.
+
+    The sidecar stores the history every 30 s while the learner runs, and when it ends; before that the
+    latest values are shown."""
+    records = client.metrics_history(job_id, learner_id=learner)
+    job = client.get(job_id)
+    latest = next((item.metrics for item in job.learners if item.learner_id == learner), {})
+    body = {"job_id": job_id, "learner": learner, "status": job.status, "records": records, "latest": latest}
+
+    def show() -> None:
+        if records:
+            console.print(metrics_table(job_id, learner, records))
+            return
+        console.print(f"job [bold]{escape(job_id)}[/] ({styled_status(job.status)}): no metric history stored yet")
+        if latest:
+            console.print(f"latest: {escape(format_metrics(latest))}")
+
+    emit(output, body, show)
+
+
+WHAT_CHOICES = ("results", "logs", "checkpoints", "model", "all")
+
+
+@job_group.command("download")
+@click.argument("job_id")
+@click.option("--to", "to", type=click.Path(path_type=Path, file_okay=False), default=None, help="folder [./JOB_ID]")
+@click.option("--what", type=click.Choice(WHAT_CHOICES), default="results", show_default=True, help="which outputs")
+@connected
+def download(job_id: str, to: Path | None, what: str, client: SchedulerClient, output: str) -> None:
+    """What JOB_ID stored (results, logs, checkpoints of every attempt and learner, its model), fetched
+    through the scheduler; files land under --to by their path, each written whole or not at all."""
+    # Imported here: the other job verbs start without the progress bar and the thread pool.
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    from learnerkit.scheduler.jobdownload import DownloadSummary, download_all
+
+    root = to if to is not None else Path(job_id)
+    files = client.list_files(job_id, what=what)
+    summary = DownloadSummary(job_id, str(root), files)
+    if what in ("model", "all") and not any(item.kind == "model" for item in files):
+        summary.skipped.append(f"model: job {job_id} stored no model")
+    as_json = output == OutputFormat.JSON.value
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    with Progress(*columns, console=err_console, disable=as_json, transient=True) as progress:
+        task = progress.add_task(f"{job_id} -> {root}", total=sum(item.size for item in files))
+        download_all(client, job_id, files, root, lambda n: progress.advance(task, n))
+        summary.bytes = sum(item.size for item in files)
+
+    def show() -> None:
+        for skipped in summary.skipped:
+            err_console.print(f"[yellow]skipped[/] {escape(skipped)}")
+        console.print(f"{len(files)} file(s), {format_size(summary.bytes)} of {what} in [bold]{escape(str(root))}[/]")
+
+    emit(output, summary, show)
 
 
 def _chunk_json(data: bytes) -> dict[str, str]:

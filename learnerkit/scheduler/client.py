@@ -29,7 +29,7 @@ from learnerkit.scheduler.errors import (
     SchedulerError,
     SchedulerUnreachableError,
 )
-from learnerkit.scheduler.facade import JobView, LearnerView, LogChunk
+from learnerkit.scheduler.facade import JobView, LearnerView, LogChunk, StoredFile
 
 URL_ENV = "LEARNERKIT_SCHEDULER_URL"
 TOKEN_ENV = "LEARNERKIT_TOKEN"  # noqa: S105 (the variable's name, not a token)
@@ -81,6 +81,11 @@ class SchedulerClient:
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
         self._connection: http.client.HTTPConnection | None = None
+
+    def copy(self) -> SchedulerClient:
+        """A client of the same server and token with a connection of its own (one per thread)."""
+        token = self._headers.get("Authorization", "").removeprefix("Bearer ") or None
+        return SchedulerClient(self.base_url, token, timeout_s=self.timeout_s)
 
     @classmethod
     def from_env(
@@ -200,6 +205,42 @@ class SchedulerClient:
             self.close()  # the body may not have been sent: the connection cannot carry another request
             raise error_from_response(answer)
         return answer
+
+    def metrics_history(self, job_id: str, *, learner_id: int = 1) -> list[dict[str, Any]]:
+        """The learner's metric history: each stored metrics.jsonl record (lines that are no JSON object are
+        skipped), oldest first."""
+        pieces: list[bytes] = []
+        self._stream(f"/v1/jobs/{_quoted(job_id)}/metrics", {"learner": learner_id}, pieces.append)
+        records = []
+        for line in b"".join(pieces).splitlines():
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(record, dict) and isinstance(record.get("values"), dict):
+                records.append(record)
+        return records
+
+    def list_files(self, job_id: str, *, what: str = "all") -> list[StoredFile]:
+        items = self._request("GET", f"/v1/jobs/{_quoted(job_id)}/files", params={"what": what}).json()
+        try:
+            return [StoredFile(str(i["path"]), int(i["size"]), str(i["kind"])) for i in items]
+        except (KeyError, TypeError, ValueError) as e:
+            raise SchedulerError(f"the scheduler sent a file list this client cannot read ({e})") from e
+
+    def copy_file(self, job_id: str, path: str, write: Callable[[bytes], object]) -> None:
+        """Hand one stored file of the job to ``write`` as it arrives, a chunk at a time."""
+        self._stream(f"/v1/jobs/{_quoted(job_id)}/files/{quote(path)}", None, write)
+
+    def _stream(self, path: str, params: Mapping[str, Any] | None, write: Callable[[bytes], object]) -> None:
+        response = self._send("GET", path, None, params)
+        if not 200 <= response.status < 300:
+            url = self.base_url + path
+            raise error_from_response(self._answer("GET", url, response, self._read(response, response.read)))
+        while chunk := self._read(response, partial(response.read, LOG_CHUNK)):
+            write(chunk)
+        if response.will_close:
+            self.close()
 
     def close(self) -> None:
         if self._connection is not None:

@@ -38,8 +38,10 @@ from learnerkit.scheduler.errors import (
     JobStateError,
     ManifestTooLargeError,
     StoreUnavailableError,
+    UnknownFileError,
 )
-from learnerkit.scheduler.facade import JobView, LogStream
+from learnerkit.scheduler.facade import FileStream, JobView, LogStream, StoredFile
+from learnerkit.scheduler.joboutputs import list_outputs, metrics_history, open_output
 from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobstore import JobStore, StoredJob
 from learnerkit.scheduler.logread import ShippedLog, list_log
@@ -48,7 +50,7 @@ from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
 from learnerkit.scheduler.modelcode import DEFAULT_MAX_EXPANDED_BYTES, DEFAULT_MAX_MEMBERS, check_model_archive
 from learnerkit.scheduler.modelstore import StreamedUpload
-from learnerkit.scheduler.planning import Platform, endpoints_for, model_location, outputs_prefix, plan_job
+from learnerkit.scheduler.planning import Platform, endpoints_for, job_prefix, model_location, outputs_prefix, plan_job
 from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_submission, host_folder, store_folder
 from learnerkit.scheduler.submission import ModelObject, SubmitOptions
 from learnerkit.scheduler.tracking import Tracked
@@ -347,14 +349,35 @@ class Scheduler:
         the bytes are fetched only as the stream's chunks are taken, from the parts they lie in."""
         tracked = self._owned(tenant, job_id)
         finished = tracked.state.status.terminal and tracked.state.stage is Stage.DONE
-        if not 1 <= learner_id <= tracked.manifest.resources.learners:
-            raise ConfigError(f"job {job_id} has learners 1..{tracked.manifest.resources.learners}")
+        self._check_learner(tracked, learner_id)
         log = await asyncio.to_thread(self._list_log, tracked, learner_id)
         start = offset
         if tail is not None:
             start = max(start, await asyncio.to_thread(log.tail_start, tail))
         end = max(start, log.size)
         return LogStream(log.chunks(start, end), start, end, finished)
+
+    async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:
+        """The learner's stored metrics.jsonl of every attempt so far (its sidecar stores it as it grows)."""
+        tracked = self._owned(tenant, job_id)
+        self._check_learner(tracked, learner_id)
+        return await asyncio.to_thread(
+            metrics_history, self._store(tracked), self._job_location(tracked), tracked.state.attempt, learner_id
+        )
+
+    async def outputs(self, tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
+        tracked = self._owned(tenant, job_id)
+        try:
+            return await asyncio.to_thread(list_outputs, self._store(tracked), self._job_location(tracked), what)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+
+    async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
+        tracked = self._owned(tenant, job_id)
+        stream = await asyncio.to_thread(open_output, self._store(tracked), self._job_location(tracked), path)
+        if stream is None:
+            raise UnknownFileError(f"job {job_id} stored no file {path!r}")
+        return stream
 
     def render_metrics(self) -> bytes:
         return self.metrics.render()
@@ -650,8 +673,20 @@ class Scheduler:
                 self._stores[account] = store
         return store
 
+    def _store(self, tracked: Tracked) -> S3Store:
+        """A client of the job's results store (shared per account)."""
+        return self._store_of(endpoints_for(tracked.manifest, self.options.platform))
+
+    def _job_location(self, tracked: Tracked) -> S3Location:
+        bucket, prefix = job_prefix(tracked.manifest, tracked.state.job_id)
+        return S3Location(bucket, prefix)
+
+    def _check_learner(self, tracked: Tracked, learner_id: int) -> None:
+        if not 1 <= learner_id <= tracked.manifest.resources.learners:
+            raise ConfigError(f"job {tracked.state.job_id} has learners 1..{tracked.manifest.resources.learners}")
+
     def _list_log(self, tracked: Tracked, learner_id: int) -> ShippedLog:
-        store = self._store_of(endpoints_for(tracked.manifest, self.options.platform))
+        store = self._store(tracked)
         bucket, prefix = outputs_prefix(tracked.manifest, tracked.state.job_id, tracked.state.attempt, learner_id)
         try:
             return list_log(store, S3Location(bucket, f"{prefix}logs/learner.log.part-"))

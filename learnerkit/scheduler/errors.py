@@ -43,6 +43,10 @@ class BackendError(SchedulerError):
         """The HTTP status the API answered with; None when it could not be reached at all."""
 
 
+class UnknownFileError(SchedulerError):
+    """The job stored no such file (404)."""
+
+
 class JobNotFoundError(UnknownJobError):
     """The tenant has no job with this id: a job of another tenant is reported the same way, never as forbidden."""
 

@@ -73,6 +73,30 @@ class LogStream:
         return b"".join(self.chunks)
 
 
+@dataclass(frozen=True)
+class StoredFile:
+    """One file a job stored (``job download``)."""
+
+    path: str
+    """Below the job's prefix: ``attempt-1/learner-1/results/model.pt``."""
+    size: int
+    kind: str
+    """results, logs, checkpoints or model."""
+
+
+@dataclass(frozen=True)
+class FileStream:
+    """A stored object's bytes, not yet read: ``chunks`` fetches them as they are taken (blocking calls:
+    iterate it in a worker thread)."""
+
+    chunks: Iterator[bytes]
+    size: int
+
+    def read(self) -> bytes:
+        """All of it at once (tests and small files)."""
+        return b"".join(self.chunks)
+
+
 class SchedulerFacade(Protocol):
     """Every method is scoped to ``tenant``: a job of another tenant is reported as not found."""
 
@@ -108,3 +132,13 @@ class SchedulerFacade(Protocol):
     ) -> LogStream:
         """The learner's log (as shipped to the object store) from ``offset``, or its last ``tail`` lines when
         they start later."""
+
+    async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:
+        """The learner's stored ``metrics.jsonl`` of every attempt, oldest first: JSON lines
+        ``{"step", "time", "values", "source"?}``; empty until the sidecar has first stored it."""
+
+    async def outputs(self, tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
+        """The job's stored files of one kind (results, logs, checkpoints, model) or all."""
+
+    async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
+        """One of the job's stored files by its path; ``UnknownFileError`` when the job stored none there."""

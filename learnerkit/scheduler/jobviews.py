@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -46,6 +47,24 @@ def jobs_table(jobs: list[JobView], now: datetime | None = None) -> Table:
             escape(job.reason),
         )
     return keep_whole(table, "job", "status", "learners", "gpus", "age")
+
+
+def metrics_table(job_id: str, learner: int, records: list[dict[str, Any]]) -> Table:
+    """A learner's metric history, one row per value: step, time (UTC), metric, value; fits 80 columns."""
+    table = Table(title=f"metrics of {escape(job_id)}, learner {learner}", title_justify="left")
+    for column in ("step", "time (UTC)", "metric", "value"):
+        table.add_column(column, justify="right" if column in ("step", "value") else "left")
+    for record in records:
+        step = record.get("step")
+        moment = record.get("time")
+        when = (
+            datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M:%S")
+            if isinstance(moment, int | float) and not isinstance(moment, bool)
+            else ""
+        )
+        for name, value in sorted(record["values"].items()):
+            table.add_row("" if step is None else str(step), when, escape(str(name)), f"{value:.6g}")
+    return keep_whole(table, "step", "time (UTC)", "value")
 
 
 def age(timestamp: str, now: datetime) -> str:

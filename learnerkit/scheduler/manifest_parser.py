@@ -405,7 +405,27 @@ def _evaluation_metrics(reader: FieldReader, value: Any) -> Mapping[str, Any] | 
         return None
     if not reader.json_value(value, loc):
         return None
-    return MappingProxyType(value)
+    before = len(reader.problems)
+    _check_evaluation_metrics(reader, value)
+    return MappingProxyType(value) if len(reader.problems) == before else None
+
+
+def _check_evaluation_metrics(reader: FieldReader, value: Mapping[str, Any]) -> None:
+    """The sidecar's own checks of the section (regex rules, the TensorBoard folder ``in``), so a job the
+    sidecar would refuse is refused here, by field. Imported only for manifests that have the section."""
+    from controller_sidecar.errors import SidecarConfigError
+    from controller_sidecar.evalmetrics import parse_evaluation_metrics
+    from controller_sidecar.settings import JobDirs
+
+    try:
+        rules = parse_evaluation_metrics(dict(value))
+        if rules is not None and rules.type == "tensorboard":
+            from controller_sidecar.tensorboard import event_folder
+
+            event_folder(rules.location, JobDirs())
+    except SidecarConfigError as error:
+        field, _, message = str(error).partition(": ")
+        reader.fail(tuple(field.split(".")), message)
 
 
 def _extensions(reader: FieldReader, value: Any) -> Extensions | None:

@@ -44,16 +44,21 @@ def split_container(container: str) -> tuple[str, str]:
     return bucket, (prefix.rstrip("/") + "/" if prefix else "")
 
 
+def job_prefix(manifest: JobManifest, job_id: str) -> tuple[str, str]:
+    """The bucket and key prefix (ending in ``/``) under which everything of the job is stored."""
+    bucket, prefix = split_container(results_store(manifest).training_results or "")
+    return bucket, f"{prefix}{job_id}/"
+
+
 def outputs_prefix(manifest: JobManifest, job_id: str, attempt: int, learner_id: int) -> tuple[str, str]:
-    store = results_store(manifest)
-    bucket, prefix = split_container(store.training_results or "")
-    return bucket, f"{prefix}{job_id}/attempt-{attempt}/learner-{learner_id}/"
+    bucket, prefix = job_prefix(manifest, job_id)
+    return bucket, f"{prefix}attempt-{attempt}/learner-{learner_id}/"
 
 
 def model_location(manifest: JobManifest, job_id: str) -> tuple[str, str]:
     """Where a job's model code archive is stored: beside its attempts, in the results store the tenant named."""
-    bucket, prefix = split_container(results_store(manifest).training_results or "")
-    return bucket, f"{prefix}{job_id}/model/model.zip"
+    bucket, prefix = job_prefix(manifest, job_id)
+    return bucket, f"{prefix}model/model.zip"
 
 
 def results_store(manifest: JobManifest) -> DataStore:

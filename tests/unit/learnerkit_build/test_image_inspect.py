@@ -138,7 +138,7 @@ def test_only_the_drivers_library_may_stay_unresolved(
 
 def test_the_framework_is_its_pip_packages_but_the_cuda_ones() -> None:
     image = load_matrix(REPO).select(["pytorch:2.13-cuda"])[0]
-    assert contentchecks.framework_distributions(image) == ["torch", "numpy"]
+    assert contentchecks.framework_distributions(image) == ["torch", "numpy", "tensorboard"]
 
 
 def test_cuda_training_without_gpus_is_a_skip_with_its_reason(make_project: MakeProject, tmp_path: Path) -> None:

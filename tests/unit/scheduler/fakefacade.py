@@ -6,8 +6,8 @@ import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 
-from learnerkit.scheduler.errors import JobNotFoundError, JobStateError
-from learnerkit.scheduler.facade import JobView, LearnerView, LogStream
+from learnerkit.scheduler.errors import JobNotFoundError, JobStateError, UnknownFileError
+from learnerkit.scheduler.facade import FileStream, JobView, LearnerView, LogStream, StoredFile
 from learnerkit.scheduler.manifest_parser import parse_manifest
 
 TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
@@ -47,6 +47,10 @@ class FakeJob:
     log: bytes = b""
     log_step: int = 8
     """Bytes each `logs` call releases, so a follower needs several polls."""
+    metrics: bytes = b""
+    """The stored metrics.jsonl of learner 1."""
+    files: dict[str, bytes] = field(default_factory=dict)
+    """Stored files by path below the job (``attempt-1/learner-1/results/x``)."""
 
 
 class FakeFacade:
@@ -129,8 +133,32 @@ class FakeFacade:
         finished = job.view.status in TERMINAL and end >= len(job.log)
         return LogStream(iter([data[i : i + 3] for i in range(0, len(data), 3)]), offset, end, finished)
 
-    def add(self, view: JobView, *, script: list[JobView] | None = None, log: bytes = b"") -> None:
-        self.jobs[view.job_id] = FakeJob(view, script or [], log)
+    async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:
+        job = self._job(tenant, job_id)
+        data = job.metrics if learner_id == 1 else b""
+        return FileStream(iter([data[i : i + 5] for i in range(0, len(data), 5)]), len(data))
+
+    async def outputs(self, tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
+        job = self._job(tenant, job_id)
+        found = [StoredFile(path, len(data), _kind(path)) for path, data in sorted(job.files.items())]
+        return [item for item in found if what in ("all", item.kind)]
+
+    async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
+        data = self._job(tenant, job_id).files.get(path)
+        if data is None:
+            raise UnknownFileError(f"job {job_id} stored no file {path!r}")
+        return FileStream(iter([data[i : i + 4] for i in range(0, len(data), 4)]), len(data))
+
+    def add(
+        self,
+        view: JobView,
+        *,
+        script: list[JobView] | None = None,
+        log: bytes = b"",
+        metrics: bytes = b"",
+        files: dict[str, bytes] | None = None,
+    ) -> None:
+        self.jobs[view.job_id] = FakeJob(view, script or [], log, metrics=metrics, files=files or {})
 
     def _job(self, tenant: str, job_id: str) -> FakeJob:
         self.calls.append(("job", tenant))
@@ -159,3 +187,7 @@ def view(job_id: str, tenant: str, status: str = "PROCESSING", **changes: object
         learners=(LearnerView(learner_id=1, status=status, alive=True, metrics={"loss": 0.25, "step": 100.0}),),
     )
     return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def _kind(path: str) -> str:
+    return "model" if path.startswith("model") else path.split("/")[2]

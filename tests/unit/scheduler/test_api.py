@@ -24,6 +24,9 @@ JOB_ENDPOINTS = [
     ("POST", "/v1/jobs/{id}/resume"),
     ("POST", "/v1/jobs/{id}/cancel"),
     ("GET", "/v1/jobs/{id}/logs"),
+    ("GET", "/v1/jobs/{id}/metrics"),
+    ("GET", "/v1/jobs/{id}/files"),
+    ("GET", "/v1/jobs/{id}/files/attempt-1/learner-1/results/out.txt"),
 ]
 ALL_V1 = [("POST", "/v1/jobs"), ("GET", "/v1/jobs"), *JOB_ENDPOINTS]
 
@@ -199,7 +202,12 @@ def test_get_shows_reason_learners_and_metrics(client: TestClient, tenants: Tena
 def test_another_tenants_job_is_not_found_on_every_verb(
     client: TestClient, tenants: Tenants, fake: FakeFacade, method: str, path: str
 ) -> None:
-    fake.add(view("a-1", "team-a"), log=b"secret output")
+    fake.add(
+        view("a-1", "team-a"),
+        log=b"secret output",
+        metrics=b'{"step": 1, "time": 1.0, "values": {"loss": 0.5}}\n',
+        files={"attempt-1/learner-1/results/out.txt": b"secret result"},
+    )
     response = client.request(method, path.format(id="a-1"), headers=bearer(tenants.b))
     assert response.status_code == 404
     assert response.json() == {"error": "not_found", "message": "no job 'a-1'"}
@@ -242,6 +250,38 @@ def test_bad_log_parameters_have_the_error_shape(
     assert next(iter(params)) in body["message"]
 
 
+def test_metrics_are_the_stored_history_as_json_lines(client: TestClient, tenants: Tenants, fake: FakeFacade) -> None:
+    history = b'{"step": 1, "time": 1.5, "values": {"loss": 0.5}}\n{"step": 2, "time": 2.5, "values": {"loss": 0.25}}\n'
+    fake.add(view("a-1", "team-a", status="COMPLETED"), metrics=history)
+    response = client.get("/v1/jobs/a-1/metrics", params={"learner": 1}, headers=bearer(tenants.a))
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/x-ndjson"
+    assert response.content == history
+    assert client.get("/v1/jobs/a-1/metrics", params={"learner": 2}, headers=bearer(tenants.a)).content == b""
+
+
+def test_files_are_listed_by_kind_and_served_whole(client: TestClient, tenants: Tenants, fake: FakeFacade) -> None:
+    files = {
+        "attempt-1/learner-1/results/out.txt": b"result bytes",
+        "attempt-1/learner-1/logs/metrics.jsonl": b"{}\n",
+        "attempt-1/learner-2/checkpoints/ckpt-10/state.pt": b"x" * 9,
+    }
+    fake.add(view("a-1", "team-a", status="COMPLETED"), files=files)
+    headers = bearer(tenants.a)
+    listed = client.get("/v1/jobs/a-1/files", params={"what": "results"}, headers=headers).json()
+    assert listed == [{"path": "attempt-1/learner-1/results/out.txt", "size": 12, "kind": "results"}]
+    every = client.get("/v1/jobs/a-1/files", headers=headers).json()
+    assert sorted(item["path"] for item in every) == sorted(files)
+    served = client.get("/v1/jobs/a-1/files/attempt-1/learner-1/results/out.txt", headers=headers)
+    assert served.status_code == 200
+    assert (served.content, served.headers["content-length"]) == (b"result bytes", "12")
+    missing = client.get("/v1/jobs/a-1/files/attempt-1/learner-1/results/nope", headers=headers)
+    assert missing.status_code == 404
+    assert missing.json()["message"] == "job a-1 stored no file 'attempt-1/learner-1/results/nope'"
+    bad = client.get("/v1/jobs/a-1/files", params={"what": "everything"}, headers=headers)
+    assert (bad.status_code, bad.json()["error"]) == (422, "bad_request")
+
+
 def test_unknown_routes_have_the_error_shape(client: TestClient) -> None:
     response = client.get("/v2/jobs")
     assert response.status_code == 404
@@ -259,6 +299,9 @@ def test_openapi_lists_every_endpoint(client: TestClient) -> None:
         ("POST", "/v1/jobs/{job_id}/resume"),
         ("POST", "/v1/jobs/{job_id}/cancel"),
         ("GET", "/v1/jobs/{job_id}/logs"),
+        ("GET", "/v1/jobs/{job_id}/metrics"),
+        ("GET", "/v1/jobs/{job_id}/files"),
+        ("GET", "/v1/jobs/{job_id}/files/{path}"),
         ("GET", "/healthz"),
     }
     assert spec["components"]["securitySchemes"]["HTTPBearer"] == spec["components"]["securitySchemes"][

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -18,7 +21,7 @@ from learnerkit.scheduler.api import create_app
 from learnerkit.scheduler.auth import read_tokens
 from learnerkit.scheduler.client import SchedulerClient
 from learnerkit.scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
-from learnerkit.scheduler.facade import LearnerView
+from learnerkit.scheduler.facade import LearnerView, StoredFile
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, WAIT_REASON, FakeFacade, view
 from tests.waiting import wait_until
@@ -130,7 +133,7 @@ def test_status_shows_reason_and_each_learner(url: str, tenants: Tenants, fake: 
 
 def test_another_tenants_job_is_not_found(url: str, tenants: Tenants, fake: FakeFacade) -> None:
     fake.add(view("a-1", "team-a"))
-    for verb in ("status", "halt", "resume", "cancel", "logs"):
+    for verb in ("status", "halt", "resume", "cancel", "logs", "metrics", "download"):
         code, out = run(url, tenants.b, verb, "a-1", "-o", "json")
         assert code == 1
         assert json.loads(out) == {"error": "JobNotFoundError", "message": "no job 'a-1'"}
@@ -251,3 +254,90 @@ def test_logs_from_an_offset(url: str, tenants: Tenants, fake: FakeFacade) -> No
     code, out = run(url, tenants.a, "logs", "a-1", "--offset", "9")
     assert code == 0, out
     assert out.encode() == LOG[9:]
+
+
+HISTORY = (
+    b'{"step": 0, "time": 1795000000.0, "values": {"loss": 1.0}}\n'
+    b"not json\n"
+    b'{"step": 1, "time": 1795000001.0, "values": {"train/loss": 0.5, "train/lr": 0.25}, "source": "tensorboard"}\n'
+)
+
+
+def test_metrics_show_the_whole_history(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a", status="COMPLETED"), metrics=HISTORY)
+    code, out = run(url, tenants.a, "metrics", "a-1")
+    assert code == 0, out
+    assert "train/lr" in out
+    assert "2026-11-18 11:06:41" in out, "the time of step 1, in UTC"
+    assert all(len(line) <= 80 for line in out.splitlines())
+    code, out = run(url, tenants.a, "metrics", "a-1", "-o", "json")
+    body = json.loads(out)
+    assert [(r["step"], r["values"]) for r in body["records"]] == [
+        (0, {"loss": 1.0}),
+        (1, {"train/loss": 0.5, "train/lr": 0.25}),
+    ]
+    assert body["latest"] == {"loss": 0.25, "step": 100.0}
+
+
+def test_metrics_before_the_history_is_stored_show_the_latest(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a"))
+    code, out = run(url, tenants.a, "metrics", "a-1")
+    assert code == 0, out
+    assert "no metric history stored yet" in out
+    assert "loss=0.25" in out
+
+
+def test_download_writes_each_file_whole_under_its_path(
+    url: str, tenants: Tenants, fake: FakeFacade, tmp_path: Path
+) -> None:
+    files = {
+        "attempt-1/learner-1/results/out.txt": b"result bytes" * 1000,
+        "attempt-1/learner-1/logs/learner.log.part-000001": b"log",
+    }
+    fake.add(view("a-1", "team-a", status="COMPLETED"), files=files)
+    code, out = run(url, tenants.a, "download", "a-1", "--to", str(tmp_path / "out"), "-o", "json")
+    assert code == 0, out
+    summary = json.loads(out)
+    assert summary["bytes"] == 12000
+    assert summary["skipped"] == []
+    assert (tmp_path / "out/attempt-1/learner-1/results/out.txt").read_bytes() == files[
+        "attempt-1/learner-1/results/out.txt"
+    ]
+    assert not (tmp_path / "out/attempt-1/learner-1/logs").exists(), "--what results by default"
+    code, out = run(url, tenants.a, "download", "a-1", "--to", str(tmp_path / "all"), "--what", "all")
+    assert code == 0, out
+    assert "model: job a-1 stored no model" in out
+    found = sorted(str(p.relative_to(tmp_path / "all")) for p in (tmp_path / "all").rglob("*") if p.is_file())
+    assert found == sorted(files), "no temporary file is left"
+
+
+def test_a_download_cut_short_leaves_no_file(url: str, tenants: Tenants, fake: FakeFacade, tmp_path: Path) -> None:
+    fake.add(view("a-1", "team-a", status="COMPLETED"), files={"attempt-1/learner-1/results/out.txt": b"whole"})
+    listed = fake.outputs
+
+    async def lying(tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
+        return [replace(item, size=item.size + 5) for item in await listed(tenant, job_id, what=what)]
+
+    fake.outputs = lying  # type: ignore[method-assign]
+    code, out = run(url, tenants.a, "download", "a-1", "--to", str(tmp_path / "out"))
+    assert code == 1
+    assert "received 5 of 10 bytes" in out
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_every_job_table_keeps_ids_whole_at_the_terminals_width(
+    url: str, tenants: Tenants, fake: FakeFacade, columns: int
+) -> None:
+    """In a real process: the console takes its width from COLUMNS when it is made."""
+    job_id = "job-dfd2a7c1e9b0"
+    fake.add(view(job_id, "team-a", status="COMPLETED", reason="every learner completed its training"), metrics=HISTORY)
+    env = {**os.environ, "LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": tenants.a, "COLUMNS": str(columns)}
+    for args in (("list",), ("status", job_id), ("metrics", job_id)):
+        shown = subprocess.run(
+            [sys.executable, "-m", "learnerkit", "job", *args], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert job_id in shown.stdout, shown.stdout
+        assert "…" not in shown.stdout
+        assert max(len(line) for line in shown.stdout.splitlines()) <= columns, shown.stdout

@@ -479,6 +479,29 @@ def test_evaluation_metrics_must_be_json_data() -> None:
 
 
 @pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        (
+            "  type: tensorboard\n  in: $HOME/tb\n",
+            "manifest.yml:25: evaluation_metrics.in: unknown variable $HOME in '$HOME/tb'; known: $DATA_DIR, "
+            "$MODEL_DIR, $RESULT_DIR, $CHECKPOINT_DIR, $LOG_DIR, $JOB_STATE_DIR",
+        ),
+        (
+            "  type: tensorboard\n  in: /etc\n",
+            "manifest.yml:25: evaluation_metrics.in: '/etc' is outside the job folder /job",
+        ),
+        ("  type: logstash\n", "manifest.yml:24: evaluation_metrics.type: must be one of"),
+        (
+            "  type: regex_extractor\n",
+            "manifest.yml:23: evaluation_metrics.groups: a regex_extractor needs at least one group",
+        ),
+    ],
+)
+def test_the_sidecars_checks_of_evaluation_metrics_run_at_validate(section: str, expected: str) -> None:
+    assert only_problem(BASE + "evaluation_metrics:\n" + section).startswith(expected)
+
+
+@pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("a: &x [*x]\n", "manifest.yml:1: a[0]: recursive alias"),

@@ -1,0 +1,140 @@
+"""`job download` throughput: a job's results through the scheduler's REST API against boto3, in the same run.
+
+It starts etcd and SeaweedFS on loopback and the scheduler's API (the real Scheduler and FastAPI app, under
+uvicorn) in a child process, submits a job, and stores results for it as a sidecar does
+(``<job>/attempt-1/learner-1/results/``). Then, each into a fresh folder on the same disk:
+
+- ``job download``'s own code (the listing, then the files, four at a time, each streamed to a temporary file
+  and renamed);
+- the object store's own client, boto3's ``download_file`` (its TransferManager: ranged parts, 10 threads);
+
+best of ``--runs`` each, alternating, with the ratio (target >= 0.9), and the scheduler's peak RSS growth
+during its downloads against the data's size (it streams: it must not grow with the files).
+No Docker: the scheduler's backend has no nodes, so the job stays queued; its files are read all the same.
+Usage: python bench/download.py [--mb 200] [--files 8] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from serving import free_port, once_served, reset_peak, rss_now_mib, rss_peak_mib, serve_without_nodes
+
+REPO = Path(__file__).resolve().parents[1]
+TENANT = "bench"
+BUCKET = "bench-download"
+MIB = 1 << 20
+
+
+def manifest(endpoint: str, access_key: str, secret_key: str) -> str:
+    return f"""\
+name: download-bench
+cpus: 0.1
+memory: 128Mb
+learners: 1
+data_stores:
+  - id: s3
+    type: s3_datastore
+    training_data: {{container: {BUCKET}}}
+    training_results: {{container: {BUCKET}}}
+    connection: {{auth_url: "{endpoint}", user_name: "{access_key}", password: "{secret_key}"}}
+framework:
+  name: pytorch
+  version: "2.13"
+  command: "true"
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=int, default=200, help="the results' total size in MB")
+    parser.add_argument("--files", type=int, default=8, help="how many files they are split into")
+    parser.add_argument("--runs", type=int, default=3, help="downloads each way; the best counts")
+    parser.add_argument("--serve", nargs=4, metavar=("ETCD", "S3", "TOKENS", "PORT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve_without_nodes(args.serve[0], args.serve[1], Path(args.serve[2]), int(args.serve[3]))
+        return 0
+
+    from learnerkit.dev.etcd import EtcdServer
+    from learnerkit.dev.s3 import SeaweedServer
+    from learnerkit.scheduler.auth import add_token
+    from learnerkit.scheduler.client import SchedulerClient
+    from learnerkit.scheduler.jobdownload import download_all
+
+    with tempfile.TemporaryDirectory(prefix="lk-bench-download-") as tmp:
+        scratch = Path(tmp)
+        etcd, s3 = EtcdServer("/usr/bin/etcd", scratch / "etcd" / "data"), SeaweedServer(scratch / "s3")
+        tokens = scratch / "tokens.json"
+        token = add_token(tokens, TENANT)
+        etcd.start()
+        s3.start()
+        child = None
+        try:
+            boto = s3.client()
+            boto.create_bucket(Bucket=BUCKET)
+            port = free_port()
+            argv = [sys.executable, __file__, "--serve", etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
+            child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+            client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
+            job = once_served(lambda: client.submit(manifest(s3.endpoint_url, s3.access_key, s3.secret_key)), child, 60)
+            prefix = f"{job.job_id}/attempt-1/learner-1/results/"
+            each = args.mb * 1_000_000 // args.files
+            for n in range(args.files):
+                boto.put_object(Bucket=BUCKET, Key=f"{prefix}part-{n:03d}.bin", Body=os.urandom(each))
+            size = each * args.files
+            print(f"results: {args.files} files, {size / MIB:.1f} MiB")
+
+            def through_scheduler(folder: Path) -> None:
+                download_all(client, job.job_id, client.list_files(job.job_id, what="results"), folder, lambda _n: None)
+
+            def with_boto3(folder: Path) -> None:
+                for listed in boto.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]:
+                    target = folder / listed["Key"][len(job.job_id) + 1 :]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    boto.download_file(BUCKET, listed["Key"], str(target))
+
+            def timed(download: Callable[[Path], None], run: int) -> float:
+                folder = scratch / f"out-{run}"
+                started = time.perf_counter()
+                download(folder)
+                seconds = time.perf_counter() - started
+                got = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+                assert got == size, (got, size)
+                shutil.rmtree(folder)
+                return seconds
+
+            timed(through_scheduler, -1)  # warm up: the scheduler's S3 client and the code paths
+            pid = child.pid
+            settled = rss_now_mib(pid)
+            reset_peak(pid)
+            ours, theirs = [], []
+            for run in range(args.runs):
+                ours.append(timed(through_scheduler, 2 * run))
+                theirs.append(timed(with_boto3, 2 * run + 1))
+            growth = rss_peak_mib(pid) - settled
+            api_rate, boto_rate = size / MIB / min(ours), size / MIB / min(theirs)
+            print(f"scheduler RSS at rest: {settled:.0f} MiB; peak growth while serving: {growth:.1f} MiB")
+            print(
+                f"job download through the scheduler: {api_rate:.0f} MiB/s; boto3 download_file: {boto_rate:.0f} MiB/s"
+                f"  (scheduler / boto3 = {api_rate / boto_rate:.2f}, target >= 0.9), best of {args.runs}"
+            )
+        finally:
+            if child is not None:
+                child.terminate()
+                child.wait(30)
+            etcd.stop()
+            s3.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

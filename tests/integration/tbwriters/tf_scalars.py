@@ -1,8 +1,7 @@
 """Writes TensorBoard scalars with TensorFlow's own event writers. Runs inside the tensorflow learner image.
 
-* ``<out>/train``: TF2 ``tf.summary.write`` with the ``scalars`` plugin's metadata, the tensor-encoded form
-  (what TensorBoard's ``tf.summary.scalar`` writes through it; that wrapper needs the ``tensorboard``
-  package, which the image does not carry), plus a histogram-like tensor the reader must skip.
+* ``<out>/train``: TF2 ``tf.summary.scalar`` (TensorBoard's wrapper over ``tf.summary.write``), the
+  tensor-encoded form, plus a tensor of another plugin the reader must skip.
 * ``<out>/test``: TF1 ``tf.compat.v1.summary.scalar`` through ``tf.compat.v1.summary.FileWriter`` (graph
   mode), the legacy ``simple_value`` form FfDL's tf-summary-model example wrote.
 
@@ -14,12 +13,11 @@ import sys
 import tensorflow as tf
 
 out, steps = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5
-scalars = tf.compat.v1.SummaryMetadata(plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
 other = tf.compat.v1.SummaryMetadata(plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="other"))
 train = tf.summary.create_file_writer(f"{out}/train")
 with train.as_default():
     for step in range(steps):
-        tf.summary.write("loss", tf.constant(1.0 / (step + 1)), step=step, metadata=scalars)
+        tf.summary.scalar("loss", 1.0 / (step + 1), step=step)
         tf.summary.write("weights", tf.random.normal([16]), step=step, metadata=other)
         train.flush()
 train.close()

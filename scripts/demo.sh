@@ -33,6 +33,10 @@ echo
 
 say "the last lines of its log:"
 "$LK" job logs "$job" | tail -n 3
+say "its metric history (the last lines; FfDL's emetrics):"
+"$LK" job metrics "$job" | tail -n 5
+rm -rf "$DEMO/download"
+"$LK" job download "$job" --what results --to "$DEMO/download"
 results=$("$LK" job status "$job" --output json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["results"])')
-say "results, logs and checkpoints are in $results (learner-1/results, learner-1/logs, learner-1/checkpoints)"
+say "results, logs and checkpoints are in $results; its results were downloaded into $DEMO/download"
 say "stop the services with: $LK dev down"

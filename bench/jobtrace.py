@@ -132,6 +132,7 @@ class Trace:
     def close(self) -> None:
         self._events.close()
         self._watch.cancel()
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), self._loop).result(5)  # the watch has seen its cancel
         self._loop.call_soon_threadsafe(self._loop.stop)
 
 

@@ -183,9 +183,9 @@ class EngineMeter:
     def _total(self) -> float:
         return sum(cpu_seconds(pid) or 0.0 for pid in self.pids)
 
-    def spent(self) -> float:
-        """CPU-s above the idle rate since the meter started."""
-        return max(0.0, self._total() - self._start - self.idle_rate * (time.monotonic() - self._at))
+    def spent(self) -> tuple[float, float]:
+        """CPU-s since the meter started: all of it, and what its idle rate accounts for."""
+        return self._total() - self._start, self.idle_rate * (time.monotonic() - self._at)
 
 
 class ProcessMeter:

@@ -394,9 +394,11 @@ def main() -> int:
     parser.add_argument("--start-only", action="store_true", help="only the start cost and RSS figures")
     parser.add_argument("--throughput-only", action="store_true", help="only the step throughput figures")
     parser.add_argument("--runs", type=int, default=3, help="throughput runs, with and without the sidecar each")
+    parser.add_argument("--steps", type=int, help="smoke training steps per throughput run (default 4000)")
     parser.add_argument("--sidecar-image", help="measure this sidecar image instead of building one")
     args = parser.parse_args()
     steps, watch, lines, files = (500, 40, 200_000, 8) if args.quick else (4000, 150, 1_000_000, 24)
+    steps = args.steps or steps
     if engine.image_id(LEARNER_IMAGE) is None:
         sys.exit(f"{LEARNER_IMAGE} is not built: run `make images`")
     inputs = BuildInputs(ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt"))

@@ -467,13 +467,16 @@ def throughput_figures(bench: Bench, steps: int, runs: int) -> list[Figure]:
         cpu.append(sidecar_cpu)
         print(
             f"run {run + 1}: {bare[-1]:.1f} steps/s bare, {rate:.1f} with the sidecar ({rate / bare[-1]:.3f}), "
-            f"sidecar {sidecar_cpu:.3f} CPU-s per training second, load {os.getloadavg()[0]:.2f}",
+            f"sidecar {sidecar_cpu:.3f} CPU-s per training second ({sidecar_cpu / rate * 1e6:.0f} us per step), "
+            f"load {os.getloadavg()[0]:.2f}",
             flush=True,
         )
     ratio = statistics.median(p / b for p, b in zip(paired, bare, strict=True))
+    per_step = statistics.median(c / p * 1e6 for c, p in zip(cpu, paired, strict=True))
     return [
         Figure(f"steps/s with sidecar / without, median of {runs}", ratio, None, "ratio", ">= 0.98", ratio >= 0.98),
         Figure("sidecar CPU-s per second of training", statistics.median(cpu), None, "CPU-s/s", "", True),
+        Figure("sidecar CPU per training step (load-independent)", per_step, None, "us", "", True),
     ]
 
 

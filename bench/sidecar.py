@@ -476,7 +476,7 @@ def throughput_figures(bench: Bench, steps: int, runs: int) -> list[Figure]:
     return [
         Figure(f"steps/s with sidecar / without, median of {runs}", ratio, None, "ratio", ">= 0.98", ratio >= 0.98),
         Figure("sidecar CPU-s per second of training", statistics.median(cpu), None, "CPU-s/s", "", True),
-        Figure("sidecar CPU per training step (load-independent)", per_step, None, "us", "", True),
+        Figure("sidecar CPU per training step", per_step, None, "us", "", True),
     ]
 
 

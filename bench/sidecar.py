@@ -10,10 +10,11 @@
 - S3 download throughput / bare boto3 TransferManager on the same data (target >= 0.9).
 
 It starts its own etcd and SeaweedFS on loopback and needs the built PyTorch and sidecar images
-(`make images`). Usage: python bench/sidecar.py [--quick] [--start-only] [--tensorboard] [--sidecar-image IMAGE]
-(--start-only: just the start cost and RSS figures; --tensorboard: every job has FfDL's
+(`make images`). Usage: python bench/sidecar.py [--quick] [--start-only | --throughput-only] [--runs N]
+[--tensorboard] [--sidecar-image IMAGE] (--start-only: just the start cost and RSS figures; --throughput-only:
+just the step throughput and the sidecar's CPU while the learner trains; --tensorboard: every job has FfDL's
 `evaluation_metrics: {type: tensorboard}`, so the sidecar loads and runs its event reader; --sidecar-image:
-measure that image, not a build of this tree)
+that image, not a build of this tree)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -35,6 +37,7 @@ from typing import Any
 
 import boto3
 from boto3.s3.transfer import TransferConfig
+from proccost import cgroup_dir
 from s3transfer.manager import TransferManager
 from sidecar_start import CLIENTS, first_status_cpu, import_cost
 
@@ -154,17 +157,19 @@ class Bench:
             raise RuntimeError(f"the bare learner exited {status}")
         return steps_per_second((job / "logs" / "metrics.jsonl").read_bytes())
 
-    def throughput_with_sidecar(self, steps: int) -> tuple[float, float]:
-        """Steps/s in a pair, and the sidecar's peak RSS in MB over the job."""
+    def throughput_with_sidecar(self, steps: int, *, cpu: bool = False) -> tuple[float, float, float]:
+        """Steps/s in a pair, the sidecar's peak RSS in MB over the job, and (``cpu``) the sidecar container's CPU
+        seconds per second while the learner trained (its cgroup, read at the first and the last step)."""
         spec = self.spec((*SMOKE, "--steps", str(steps), "--checkpoint-every", "100"))
         handle = start_pair(spec)
         try:
             peak = sample_peak_rss(handle)
+            training = sample_training_cpu(handle, spec.job_id, self.etcd) if cpu else None
             phase = self.wait_phase(spec.job_id, {Phase.COMPLETED, Phase.FAILED, Phase.HALTED})
             if phase is not Phase.COMPLETED:
                 raise RuntimeError(f"the paired run ended {phase}")
             body = self.client.get_object(Bucket="bench-results", Key=f"{spec.job_id}/logs/metrics.jsonl")["Body"]
-            return steps_per_second(body.read()), peak()
+            return steps_per_second(body.read()), peak(), training() if training else 0.0
         finally:
             remove_pair(handle)
 
@@ -332,6 +337,38 @@ def sample_peak_rss(handle: PairHandle) -> Callable[[], float]:
     return result
 
 
+def sample_training_cpu(handle: PairHandle, job_id: str, etcd: EtcdServer) -> Callable[[], float]:
+    """The sidecar container's CPU-s per second between PROCESSING and STORING, from its cgroup (in a thread)."""
+    readings: list[tuple[float, float]] = []
+
+    def sample() -> None:
+        folder = cgroup_dir("cpuacct", handle.sidecar)
+        seen = None
+        while exit_code(handle.sidecar) is None and folder is not None:
+            status = learner_status(etcd.settings(), job_id, 1)
+            seen = status.phase if status is not None else seen
+            if seen is Phase.STORING or (seen is not None and seen.terminal):
+                return
+            if seen is Phase.PROCESSING:
+                try:
+                    readings.append((time.monotonic(), int((folder / "cpuacct.usage").read_text()) / 1e9))
+                except OSError:
+                    return
+            time.sleep(0.5)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+
+    def result() -> float:
+        thread.join(timeout=30)
+        if len(readings) < 2:
+            return 0.0
+        (t0, c0), (t1, c1) = readings[0], readings[-1]
+        return (c1 - c0) / (t1 - t0)
+
+    return result
+
+
 def watch_metrics(etcd: EtcdServer, job_id: str, count: int) -> list[tuple[float, float]]:
     """(time seen, loss) for the next ``count`` updates of the learner's metrics key."""
     key = keys.learner_metrics_key(job_id, 1)
@@ -361,18 +398,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test of the benchmark)")
     parser.add_argument("--start-only", action="store_true", help="only the start cost and RSS figures")
+    parser.add_argument("--throughput-only", action="store_true", help="only the step throughput figures")
     parser.add_argument("--tensorboard", action="store_true", help="jobs with evaluation_metrics type tensorboard")
+    parser.add_argument("--runs", type=int, default=3, help="throughput runs, with and without the sidecar each")
+    parser.add_argument("--steps", type=int, help="smoke training steps per throughput run (default 4000)")
     parser.add_argument("--sidecar-image", help="measure this sidecar image instead of building one")
     args = parser.parse_args()
     steps, watch, lines, files = (500, 40, 200_000, 8) if args.quick else (4000, 150, 1_000_000, 24)
+    steps = args.steps or steps
     if engine.image_id(LEARNER_IMAGE) is None:
         sys.exit(f"{LEARNER_IMAGE} is not built: run `make images`")
     inputs = BuildInputs(ca_bundle=Path("/etc/ssl/certs/ca-certificates.crt"))
     built = None if args.sidecar_image else build_sidecar(REPO, inputs, lambda line: None)
     sidecar_image = args.sidecar_image or (built.immutable_reference or built.reference if built else "")
-    figures = start_figures(sidecar_image)
+    figures = [] if args.throughput_only else start_figures(sidecar_image)
     with tempfile.TemporaryDirectory(prefix="lk-bench-") as tmp, servers(Path(tmp)) as (etcd, s3):
         bench = Bench(etcd, s3, sidecar_image, Path(tmp), tensorboard=args.tensorboard)
+        if args.throughput_only:
+            figures.extend(throughput_figures(bench, steps, args.runs))
+            return report(figures)
         starts = [bench.start_cost(steps) for _ in range(3)]
         cpu = statistics.median(start[0] for start in starts)
         label = f"sidecar CPU to first status, median of {len(starts)}"
@@ -381,7 +425,7 @@ def main() -> int:
             rss = max(start[1] for start in starts)
             figures.append(Figure("sidecar peak RSS over a job", rss, None, "MB", "<= 60 MB", rss <= 60))
             return report(figures)
-        runs = [(bench.throughput_without_sidecar(steps), bench.throughput_with_sidecar(steps)) for _ in range(3)]
+        runs = [(bench.throughput_without_sidecar(steps), bench.throughput_with_sidecar(steps)[:2]) for _ in range(3)]
         bare = max(run[0] for run in runs)
         paired_runs = [run[1] for run in runs]
         paired = max(run[0] for run in paired_runs)
@@ -417,6 +461,30 @@ def main() -> int:
             )
         )
     return report(figures)
+
+
+def throughput_figures(bench: Bench, steps: int, runs: int) -> list[Figure]:
+    """Steps/s with and without the sidecar, alternating (each pair of runs sees the same load), and the sidecar's
+    CPU per second of training; every run is printed, the figures are the medians."""
+    bare, paired, cpu = [], [], []
+    for run in range(runs):
+        bare.append(bench.throughput_without_sidecar(steps))
+        rate, _, sidecar_cpu = bench.throughput_with_sidecar(steps, cpu=True)
+        paired.append(rate)
+        cpu.append(sidecar_cpu)
+        print(
+            f"run {run + 1}: {bare[-1]:.1f} steps/s bare, {rate:.1f} with the sidecar ({rate / bare[-1]:.3f}), "
+            f"sidecar {sidecar_cpu:.3f} CPU-s per training second ({sidecar_cpu / rate * 1e6:.0f} us per step), "
+            f"load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+    ratio = statistics.median(p / b for p, b in zip(paired, bare, strict=True))
+    per_step = statistics.median(c / p * 1e6 for c, p in zip(cpu, paired, strict=True))
+    return [
+        Figure(f"steps/s with sidecar / without, median of {runs}", ratio, None, "ratio", ">= 0.98", ratio >= 0.98),
+        Figure("sidecar CPU-s per second of training", statistics.median(cpu), None, "CPU-s/s", "", True),
+        Figure("sidecar CPU per training step", per_step, None, "us", "", True),
+    ]
 
 
 def start_figures(image: str) -> list[Figure]:

@@ -20,7 +20,14 @@ import os
 from pathlib import Path
 from typing import BinaryIO
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
@@ -30,6 +37,10 @@ from controller_sidecar.jobfiles import open_regular
 
 READ_CHUNK_BYTES = 1 << 20
 """One ``read`` call never asks for more than this, so a huge append is read in bounded pieces."""
+WAKE_EVENTS: list[type[FileSystemEvent]] = [FileModifiedEvent, FileCreatedEvent, FileMovedEvent, FileDeletedEvent]
+"""What wakes a reader: data written, a file made, renamed or removed. The inotify watch asks the kernel for these
+only: the folder also holds ``metrics.jsonl``, which the learner opens, appends to and closes at every step, and
+an open or a close (the sidecar's own reads included) would be two more events per step for watchdog's threads."""
 
 
 class FileTailer:
@@ -204,7 +215,8 @@ class FileWakeup:
     async def __aenter__(self) -> FileWakeup:
         if self._folder.is_dir():
             observer = Observer()
-            observer.schedule(_Handler(self._names, self._wake, asyncio.get_running_loop()), str(self._folder))
+            handler = _Handler(self._names, self._wake, asyncio.get_running_loop())
+            observer.schedule(handler, str(self._folder), event_filter=WAKE_EVENTS)
             observer.start()
             self._observer = observer
         return self

@@ -47,6 +47,11 @@ class DockerPlacement:
     """The job's volume that every learner of the job mounts read-write at ``SHARED_DIR`` (FfDL's job folder)."""
 
 
+STARTED_STATES = frozenset({"running", "paused", "restarting"})
+"""Engine states of a container that runs (has started and not ended)."""
+NOT_ENDED_STATES = STARTED_STATES | {"created"}
+
+
 @dataclass(frozen=True)
 class PairHandle:
     name: str
@@ -54,6 +59,9 @@ class PairHandle:
     learner: str
     """Container IDs."""
     sidecar: str
+    states: Mapping[str, str] = field(default_factory=dict)
+    """Container ID -> the engine's state of it (``created``, ``running``, ``exited``...) when it was listed
+    (:func:`pairs_of`); empty for a pair just started."""
 
 
 def _hardened(spec: PairSpec, placement: DockerPlacement, role: str, user: str) -> dict[str, Any]:
@@ -205,35 +213,62 @@ def container(container_id: str) -> Any | None:
         return None
 
 
-def exit_code(container_id: str) -> int | None:
-    """The container's exit status, or None while it runs (or when it is gone)."""
-    found = container(container_id)
-    if found is None:
+def container_state(container_id: str) -> dict[str, Any] | None:
+    """The container's ``State`` as the engine inspects it; None when it is gone."""
+    try:
+        return dict(engine().api.inspect_container(container_id)["State"])
+    except docker.errors.NotFound:
         return None
-    found.reload()
-    state = found.attrs["State"]
+
+
+def exit_code(container_id: str, listed_state: str | None = None) -> int | None:
+    """The container's exit status, or None while it runs (or when it is gone). ``listed_state``, the state a
+    listing showed, spares the engine an inspect while the container has not ended."""
+    if listed_state in NOT_ENDED_STATES:
+        return None
+    state = container_state(container_id)
+    if state is None:
+        return None
     return None if state.get("Running") or state.get("Status") == "created" else int(state["ExitCode"])
+
+
+def has_started(container_id: str, listed_state: str | None = None) -> bool:
+    """Whether the container has started (it may have ended since); ``listed_state`` as for :func:`exit_code`."""
+    if listed_state in STARTED_STATES:
+        return True
+    if listed_state == "created":
+        return False
+    state = container_state(container_id)
+    return state is not None and bool(state.get("StartedAt", "").replace("0001-01-01T00:00:00Z", ""))
 
 
 def remove_pair(handle: PairHandle) -> None:
     """Remove both containers and the volume; nothing of the pair is left behind."""
+    api = engine().api
     for container_id in (handle.sidecar, handle.learner):
-        found = container(container_id) if container_id else None  # a half-made pair has no sidecar yet
-        if found is not None:
+        if container_id:  # a half-made pair has no sidecar yet
             with suppress(docker.errors.NotFound):
-                found.remove(force=True)
+                api.remove_container(container_id, force=True)
     with suppress(docker.errors.NotFound):
-        engine().volumes.get(handle.volume).remove(force=True)
+        api.remove_volume(handle.volume, force=True)
 
 
 def pairs_of(job_id: str) -> list[PairHandle]:
-    """Every pair of a job that exists on the engine (for teardown after a scheduler restart)."""
-    client = engine()
+    """Every pair of a job that exists on the engine, with its containers' states: one listing, no inspect."""
     found: dict[str, dict[str, str]] = {}
-    for item in client.containers.list(all=True, filters={"label": f"{JOB_LABEL}={job_id}"}):
-        pair = item.labels.get(PAIR_LABEL, "")
-        found.setdefault(pair, {})[item.labels.get(ROLE_LABEL, "")] = item.id
+    states: dict[str, dict[str, str]] = {}
+    for item in engine().api.containers(all=True, filters={"label": f"{JOB_LABEL}={job_id}"}):
+        labels = item.get("Labels") or {}
+        pair = labels.get(PAIR_LABEL, "")
+        found.setdefault(pair, {})[labels.get(ROLE_LABEL, "")] = item["Id"]
+        states.setdefault(pair, {})[item["Id"]] = str(item.get("State", ""))
     return [
-        PairHandle(name=pair, volume=f"{pair}-job", learner=roles.get("learner", ""), sidecar=roles.get("sidecar", ""))
+        PairHandle(
+            name=pair,
+            volume=f"{pair}-job",
+            learner=roles.get("learner", ""),
+            sidecar=roles.get("sidecar", ""),
+            states=states[pair],
+        )
         for pair, roles in sorted(found.items())
     ]

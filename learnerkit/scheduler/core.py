@@ -136,6 +136,8 @@ class Scheduler:
         """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
         self._teardowns: set[str] = set()
         """Jobs whose teardown failed: retried by every step."""
+        self._deploys: set[asyncio.Task[None]] = set()
+        """Deploys in flight: they run beside the loop, whose steps go on monitoring the other jobs."""
         self._watching_since: float | None = None
         """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
         answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could
@@ -385,13 +387,21 @@ class Scheduler:
     # -- the loop ---------------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            await self.guarded_step()
-            self._wake.clear()
-            waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]
-            await asyncio.wait(waits, timeout=self.options.interval_s, return_when=asyncio.FIRST_COMPLETED)
-            for wait in waits:
-                wait.cancel()
+        try:
+            while not stop.is_set():
+                await self.guarded_step()
+                self._wake.clear()
+                waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]
+                await asyncio.wait(waits, timeout=self.options.interval_s, return_when=asyncio.FIRST_COMPLETED)
+                for wait in waits:
+                    wait.cancel()
+        finally:
+            await self.deploys_done()
+
+    async def deploys_done(self) -> None:
+        """Wait for the deploys in flight (a stopping scheduler leaves none half-made)."""
+        while self._deploys:
+            await asyncio.gather(*self._deploys, return_exceptions=True)
 
     async def guarded_step(self) -> None:
         """One step; an error of etcd or the backend is logged, and the next step starts over."""
@@ -407,8 +417,12 @@ class Scheduler:
         now = self.clock.wall()
         if self._watching_since is None:
             self._watching_since = self.clock.monotonic()
-        for tracked in [t for t in self.jobs.values() if t.active]:
-            await self._monitor(tracked, now)
+        # Jobs are monitored side by side; one whose deploy (or teardown) is in flight waits for the next step.
+        active = [t for t in self.jobs.values() if t.active and not t.backend_lock.locked()]
+        outcomes = await asyncio.gather(*(self._monitor(t, now) for t in active), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome  # the others ran to their end: nothing is left half-applied
         await self._retry_teardowns()
         async with self._lock:
             requeued = self.admission.tick(now)
@@ -424,9 +438,22 @@ class Scheduler:
                 tracked = self.jobs[job_id]
                 if tracked.state.reason != str(reason):
                     tracked.state = await self.store.save(tracked.state.evolve(reason=str(reason)))
-        # Deploys of one pass run side by side: the engine creates containers concurrently.
-        await asyncio.gather(*(self._deploy(self.jobs[a.job_id], a.nodes, now) for a in result.admitted))
+        # Deploys run side by side (the engine creates containers concurrently) and beside the next steps.
+        for admitted in result.admitted:
+            task = asyncio.create_task(self._guarded_deploy(self.jobs[admitted.job_id], admitted.nodes, now))
+            self._deploys.add(task)
+            task.add_done_callback(self._deploys.discard)
         self._observe()
+
+    async def _guarded_deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
+        """A deploy in its own task: an error of etcd is logged as a failed step's would be."""
+        try:
+            await self._deploy(tracked, nodes, now)
+        except LearnerkitError as e:
+            LOGGER.warning(
+                "deploying job %s failed (the next steps go on from what is recorded): %s", tracked.state.job_id, e
+            )
+            self._watching_since = None
 
     async def _requeue_timed_out(self, tracked: Tracked, requeued: Requeued) -> None:
         async with tracked.backend_lock:
@@ -524,11 +551,19 @@ class Scheduler:
             **self._lost_learners(tracked, exited, now),
         }
         result = aggregate(learners, records, first_sequence=state.first_sequence, lost=lost)
-        async with tracked.backend_lock, self._lock:
-            if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
-                return  # cancelled meanwhile
-            if result.status.terminal:
-                await self._teardown(state.job_id)
+        async with tracked.backend_lock:
+            async with self._lock:
+                if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
+                    return  # cancelled meanwhile
+                if not result.status.terminal:
+                    if result.status is not tracked.state.status:
+                        tracked.state = await self.store.save(tracked.state.evolve(status=result.status))
+                    return
+            # Outside the scheduler's lock: the API and the other jobs' steps go on while the engine removes it.
+            await self._teardown(state.job_id)
+            async with self._lock:
+                if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
+                    return  # cancelled during the teardown
                 extensions = tracked.manifest.extensions
                 if (
                     result.status is JobStatus.FAILED
@@ -538,8 +573,6 @@ class Scheduler:
                     await self._requeue(tracked, f"restarting after: {result.reason}", restart=True)
                 else:
                     await self._end(tracked, result.status, result.reason, release=True)
-            elif result.status is not tracked.state.status:
-                tracked.state = await self.store.save(tracked.state.evolve(status=result.status))
 
     def _lost_learners(self, tracked: Tracked, exited: dict[int, int], now: float) -> dict[int, str]:
         """Learners whose sidecar died: its container exited without a final status, or its lease expired."""

@@ -19,7 +19,15 @@ import docker.errors
 import requests
 
 from learnerkit.common.engine import EngineError, engine
-from learnerkit.pair.docker import JOB_LABEL, DockerPlacement, exit_code, pairs_of, remove_pair, start_pair
+from learnerkit.pair.docker import (
+    JOB_LABEL,
+    DockerPlacement,
+    exit_code,
+    has_started,
+    pairs_of,
+    remove_pair,
+    start_pair,
+)
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.capacity import Node
 from learnerkit.scheduler.deployment import JobDeployment, distributed_env
@@ -95,26 +103,28 @@ class DockerBackend:
         with _engine_errors(f"inspecting job {job_id}"):
             handles = pairs_of(job_id)
             return len(handles) == learners and all(
-                _has_started(h.learner) and _has_started(h.sidecar) for h in handles
+                bool(h.learner and h.sidecar)
+                and has_started(h.learner, h.states.get(h.learner))
+                and has_started(h.sidecar, h.states.get(h.sidecar))
+                for h in handles
             )
 
     def sidecars_exited(self, job_id: str) -> dict[int, int]:
         """Learner id -> exit status of each sidecar container that has ended."""
-        ended: dict[int, int] = {}
-        with _engine_errors(f"inspecting job {job_id}"):
-            for handle in pairs_of(job_id):
-                code = exit_code(handle.sidecar) if handle.sidecar else None
-                if code is not None:
-                    ended[int(handle.name.rsplit("-", 1)[1])] = code
-        return ended
+        return self._ended(job_id, "sidecar")
 
     def learners_ended(self, job_id: str) -> dict[int, int]:
         """Learner id -> exit status of each learner container that has ended (as ``sidecars_exited`` for
         the sidecars; the sidecar itself also notices it, from the learner's cgroup)."""
+        return self._ended(job_id, "learner")
+
+    def _ended(self, job_id: str, role: str) -> dict[int, int]:
+        """One listing of the job's containers; only those it shows ended are inspected, for their status."""
         ended: dict[int, int] = {}
         with _engine_errors(f"inspecting job {job_id}"):
             for handle in pairs_of(job_id):
-                code = exit_code(handle.learner) if handle.learner else None
+                container_id = handle.sidecar if role == "sidecar" else handle.learner
+                code = exit_code(container_id, handle.states.get(container_id)) if container_id else None
                 if code is not None:
                     ended[int(handle.name.rsplit("-", 1)[1])] = code
         return ended
@@ -179,11 +189,3 @@ def _engine_errors(action: str) -> Iterator[None]:
         yield
     except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
         raise BackendError(f"{action}: {e}") from e
-
-
-def _has_started(container_id: str) -> bool:
-    try:
-        found = engine().containers.get(container_id)
-    except docker.errors.NotFound:
-        return False
-    return bool(found.attrs["State"].get("StartedAt", "").replace("0001-01-01T00:00:00Z", ""))

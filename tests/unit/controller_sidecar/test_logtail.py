@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 
 import pytest
+from watchdog.events import FileModifiedEvent, FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
 
-from controller_sidecar.logtail import READ_CHUNK_BYTES, FileTailer, FileWakeup, LineSplitter
+from controller_sidecar.logtail import READ_CHUNK_BYTES, WAKE_EVENTS, FileTailer, FileWakeup, LineSplitter
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -111,3 +114,31 @@ def test_wakeup_hints_on_a_write(tmp_path: Path) -> None:
             await asyncio.wait_for(waiting, 10)  # long before the 60 s poll interval
 
     asyncio.run(scenario())
+
+
+def test_the_wake_events_leave_out_opens_and_closes(tmp_path: Path) -> None:
+    """The learner opens, appends to and closes metrics.jsonl at every step, beside learner.log: the watch asks the
+    kernel for writes, creations, renames and removals only, so the opens and closes never reach watchdog."""
+    log = tmp_path / "learner.log"
+    log.write_bytes(b"")
+    seen: list[FileSystemEvent] = []
+    written = threading.Event()
+
+    class Recorder(FileSystemEventHandler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            seen.append(event)
+            if isinstance(event, FileModifiedEvent) and os.fsdecode(event.src_path) == str(log):
+                written.set()
+
+    observer = Observer()
+    observer.schedule(Recorder(), str(tmp_path), event_filter=WAKE_EVENTS)
+    observer.start()
+    try:
+        for _ in range(3):
+            log.read_bytes()  # an open and a close, nothing written
+        append(log, b"line\n")  # inotify delivers in order: anything before this write is recorded by then
+        assert written.wait(10)
+    finally:
+        observer.stop()
+        observer.join()
+    assert {type(event) for event in seen} <= set(WAKE_EVENTS), seen

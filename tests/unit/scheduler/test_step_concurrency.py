@@ -1,0 +1,185 @@
+"""The scheduler's loop goes on while the engine is slow: a deploy in flight does not hold back the monitoring of
+the other jobs, and a finished job's teardown does not hold the scheduler's lock (the API waits on it).
+
+Driven with an in-memory job store and a backend whose deploy or teardown blocks until the test lets it go."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import UTC, datetime
+
+import pytest
+
+from controller_sidecar.status import Phase, StatusRecord
+from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState
+from learnerkit.scheduler.capacity import Node
+from learnerkit.scheduler.core import Scheduler, SchedulerOptions
+from learnerkit.scheduler.deployment import JobDeployment
+from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
+from learnerkit.scheduler.jobstore import JobStore
+from learnerkit.scheduler.manifest_parser import parse_manifest
+from learnerkit.scheduler.planning import Platform
+from learnerkit.scheduler.tracking import Tracked
+from tests.fakeclock import FakeClock
+
+pytestmark = pytest.mark.asyncio
+
+TENANT = "team-a"
+MANIFEST = """\
+name: j
+cpus: 1
+memory: 1Gb
+learners: 1
+data_stores:
+  - id: s3
+    type: s3_datastore
+    training_data: {container: data}
+    training_results: {container: results}
+    connection: {auth_url: "http://127.0.0.1:8333", user_name: a, password: b}
+framework: {name: custom, version: img, command: run}
+"""
+HANG_GUARD_S = 30.0
+"""Only keeps a regression from hanging the run; nothing is timed."""
+
+
+class MemoryStore(JobStore):
+    """Each job's learner records as a test sets them; saves are kept in memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: dict[str, dict[int, StatusRecord]] = {}
+
+    async def save(self, state: JobState, *, clear_learners: bool = False, clear_halt: bool = False) -> JobState:
+        return state
+
+    async def trim(self, job_id: str) -> None:
+        pass
+
+    async def request_halt(self, job_id: str) -> None:
+        pass
+
+    async def learner_records(
+        self, job_id: str
+    ) -> tuple[dict[int, StatusRecord], set[int], dict[int, dict[str, float]]]:
+        records = self.records.get(job_id, {})
+        return dict(records), set(records), {}
+
+    def report(self, job_id: str, phase: Phase) -> None:
+        previous = self.records.get(job_id, {}).get(1)
+        sequence = previous.sequence + 1 if previous else 1_000_000
+        self.records.setdefault(job_id, {})[1] = StatusRecord(phase, datetime.now(UTC), 1, sequence)
+
+
+class BlockingBackend:
+    """``deploy`` and ``teardown`` block (in the scheduler's worker thread) until released."""
+
+    def __init__(self) -> None:
+        self.deploying, self.release_deploy = threading.Event(), threading.Event()
+        self.tearing_down, self.release_teardown = threading.Event(), threading.Event()
+        self.deployed: list[str] = []
+        self.torn_down: list[str] = []
+
+    def nodes(self) -> list[Node]:
+        return [Node("local", 8.0, 16 << 30, 0, None)]
+
+    def deploy(self, job: JobDeployment) -> None:
+        self.deploying.set()
+        self.release_deploy.wait(HANG_GUARD_S)
+        self.deployed.append(job.job_id)
+
+    def started(self, job_id: str, learners: int) -> bool:
+        return True
+
+    def sidecars_exited(self, job_id: str) -> dict[int, int]:
+        return {}
+
+    def learners_ended(self, job_id: str) -> dict[int, int]:
+        return {}
+
+    def teardown(self, job_id: str) -> None:
+        self.tearing_down.set()
+        self.release_teardown.wait(HANG_GUARD_S)
+        self.torn_down.append(job_id)
+
+    def job_ids(self, instance: str) -> set[str]:
+        return set()
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.store = MemoryStore()
+        self.backend = BlockingBackend()
+        options = SchedulerOptions(Platform("127.0.0.1:2379", "sidecar"), catalog=None, resolve_image=lambda _: "i")
+        self.scheduler = Scheduler(self.store, self.backend, options, clock=self.clock)
+        self.scheduler.admission = AdmissionState(self.backend.nodes(), AdmissionPolicy())
+
+    def job(self, job_id: str, stage: Stage) -> Tracked:
+        """A job queued for admission, or running (admitted and deployed) with its learner PROCESSING."""
+        state = JobState(job_id, TENANT, "j", self.clock.wall())
+        tracked = Tracked(state, parse_manifest(MANIFEST), MANIFEST, "m.yml")
+        self.scheduler.jobs[job_id] = tracked
+        self.scheduler.admission.submit(tracked.admission_job())
+        if stage is not Stage.QUEUED:
+            self.scheduler.admission.schedule(self.clock.wall())
+            self.scheduler.admission.mark_running(job_id)
+            tracked.state = state.evolve(
+                status=JobStatus.PROCESSING, stage=Stage.RUNNING, nodes=("local",), admitted_at=self.clock.wall()
+            )
+            for phase in (Phase.PENDING, Phase.DOWNLOADING, Phase.PROCESSING):
+                self.store.report(job_id, phase)
+        return tracked
+
+
+async def test_a_deploy_in_flight_does_not_hold_back_the_other_jobs() -> None:
+    h = Harness()
+    running = h.job("job-running", Stage.RUNNING)
+    queued = h.job("job-queued", Stage.QUEUED)
+    await asyncio.wait_for(h.scheduler.step(), HANG_GUARD_S)  # admits job-queued; its deploy starts and blocks
+    assert await asyncio.to_thread(h.backend.deploying.wait, HANG_GUARD_S)
+    h.backend.release_teardown.set()
+    h.store.report("job-running", Phase.STORING)
+    h.store.report("job-running", Phase.COMPLETED)
+
+    await asyncio.wait_for(h.scheduler.step(), HANG_GUARD_S)  # the deploy still blocks
+
+    assert (running.state.status, running.state.stage) == (JobStatus.COMPLETED, Stage.DONE)
+    assert h.backend.torn_down == ["job-running"] and h.backend.deployed == []
+    assert (queued.state.status, queued.state.stage) == (JobStatus.PENDING, Stage.DEPLOYED)
+    h.backend.release_deploy.set()
+    await asyncio.wait_for(h.scheduler.deploys_done(), HANG_GUARD_S)
+    assert h.backend.deployed == ["job-queued"] and queued.state.reason == ""
+
+
+async def test_a_stopping_loop_waits_for_the_deploys_in_flight() -> None:
+    h = Harness()
+    queued = h.job("job-queued", Stage.QUEUED)
+    stop = asyncio.Event()
+    loop = asyncio.create_task(h.scheduler.run(stop))
+    assert await asyncio.to_thread(h.backend.deploying.wait, HANG_GUARD_S)
+    stop.set()
+    await asyncio.sleep(0)
+    assert not loop.done()  # the deploy still runs
+    h.backend.release_deploy.set()
+    await asyncio.wait_for(loop, HANG_GUARD_S)
+    assert h.backend.deployed == ["job-queued"] and queued.state.reason == ""
+
+
+async def test_a_teardown_does_not_hold_the_schedulers_lock() -> None:
+    """While the engine removes a finished job, the API (which takes the lock) answers: here a halt."""
+    h = Harness()
+    finished = h.job("job-finished", Stage.RUNNING)
+    other = h.job("job-other", Stage.QUEUED)
+    h.store.report("job-finished", Phase.STORING)
+    h.store.report("job-finished", Phase.COMPLETED)
+    step = asyncio.create_task(h.scheduler.step())
+    assert await asyncio.to_thread(h.backend.tearing_down.wait, HANG_GUARD_S)
+
+    view = await asyncio.wait_for(h.scheduler.halt(TENANT, "job-other"), HANG_GUARD_S)
+
+    assert view.status == "HALTED" and other.state.stage is Stage.DONE
+    assert finished.state.stage is Stage.RUNNING  # ended only once the teardown is done
+    h.backend.release_teardown.set()
+    await asyncio.wait_for(step, HANG_GUARD_S)
+    assert (finished.state.status, finished.state.stage) == (JobStatus.COMPLETED, Stage.DONE)

@@ -1,7 +1,9 @@
 """A job's Kubernetes objects as plain dicts: pure functions, no API calls (``k8s_cluster.py`` sends them).
 
-Per learner a Pod: the learner container plus the controller sidecar as a *native sidecar* (an init
-container with ``restartPolicy: Always``, Kubernetes 1.29+), sharing ``/job``. Per job a Secret that only
+Per learner a Pod: the learner container plus the controller sidecar, sharing ``/job``, in one of two
+layouts (``PodLayout``, chosen from the server's version): a *native sidecar* (an init container with
+``restartPolicy: Always``, Kubernetes 1.29+), or the *classic* layout of older servers (two ordinary
+containers; the sidecar ends itself once it has stored the results). Per job a Secret that only
 the sidecar references, a NetworkPolicy, and for multi-learner jobs a headless Service that gives every
 learner a stable DNS name. See docs/kubernetes.md for the reasoning behind each field.
 """
@@ -10,7 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any, TypedDict
 
 import kubernetes_validate
@@ -22,6 +26,8 @@ from learnerkit.scheduler.errors import InvalidObjectError
 
 KUBERNETES_VERSION = "1.30"
 """The schema every object is validated against; 1.29 made native sidecars default-on."""
+NATIVE_SIDECAR_SINCE = (1, 29)
+"""The first release with native sidecars on by default; older servers silently drop the field."""
 
 JOB_LABEL = "learnerkit.io/job-id"
 LEARNER_LABEL = "learnerkit.io/learner-id"
@@ -43,6 +49,22 @@ SIDECAR_RESOURCES: dict[str, dict[str, str]] = {
 }
 """Fixed for every sidecar (``SIDECAR_CPUS``, ``SIDECAR_MEMORY_BYTES``, as on Docker); requests are what it
 needs when idle."""
+
+
+class PodLayout(StrEnum):
+    NATIVE_SIDECAR = "native-sidecar"
+    """The sidecar is an init container with ``restartPolicy: Always``: started first, stopped last."""
+    CLASSIC = "classic"
+    """Learner and sidecar are two ordinary containers (as FfDL ran its controller); the sidecar exits once
+    it has stored the results, so the pod ends."""
+
+
+def layout_for_version(major: str, minor: str) -> PodLayout:
+    """The layout for a server reporting ``major``/``minor`` (``/version``; ``minor`` may carry a ``+``)."""
+    found = re.match(r"\d+", minor or "")
+    if not major.isdigit() or found is None:
+        raise ValueError(f"the server's version {major!r}.{minor!r} is not a number")
+    return PodLayout.NATIVE_SIDECAR if (int(major), int(found.group())) >= NATIVE_SIDECAR_SINCE else PodLayout.CLASSIC
 
 
 class ObjectMeta(TypedDict, total=False):
@@ -156,20 +178,23 @@ def learner_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
     return container
 
 
-def sidecar_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
-    """The native sidecar: started before the learner, kept running, stopped after it."""
+def sidecar_container(
+    job: JobDeployment, learner: PairSpec, layout: PodLayout = PodLayout.NATIVE_SIDECAR
+) -> dict[str, Any]:
+    """The sidecar: natively, started before the learner, kept running, stopped after it; in the classic
+    layout an ordinary container that exits once it has reported the final status."""
+    native = layout is PodLayout.NATIVE_SIDECAR
     # A native sidecar that exits is restarted, so it must stay up after the learner ends.
     config = {
         **learner.sidecar_config,
         "job_id": learner.job_id,
         "learner_id": learner.learner_id,
         "num_learners": learner.num_learners,
-        "exit_when_done": False,
+        "exit_when_done": not native,
     }
-    return {
+    container: dict[str, Any] = {
         "name": SIDECAR_CONTAINER,
         "image": learner.sidecar_image,
-        "restartPolicy": "Always",
         # Its own user: with shareProcessNamespace the learner could otherwise read its /proc/<pid>/environ.
         "securityContext": restricted_security_context(SIDECAR_UID),
         "resources": SIDECAR_RESOURCES,
@@ -188,6 +213,9 @@ def sidecar_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
             {"name": "sidecar-tmp", "mountPath": "/tmp"},
         ],
     }
+    if native:
+        container["restartPolicy"] = "Always"
+    return container
 
 
 def termination_grace_s(learner: PairSpec) -> int:
@@ -209,7 +237,7 @@ def _gpu_scheduling(learner: PairSpec) -> dict[str, Any]:
     return spec
 
 
-def learner_pod(job: JobDeployment, learner: PairSpec) -> KubeObject:
+def learner_pod(job: JobDeployment, learner: PairSpec, layout: PodLayout = PodLayout.NATIVE_SIDECAR) -> KubeObject:
     labels = {
         **job_labels(job.job_id, job.instance),
         "app.kubernetes.io/component": "learner",
@@ -228,8 +256,7 @@ def learner_pod(job: JobDeployment, learner: PairSpec) -> KubeObject:
             "runAsUser": LEARNER_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "initContainers": [sidecar_container(job, learner)],
-        "containers": [learner_container(job, learner)],
+        **_containers(job, learner, layout),
         "volumes": [
             {"name": "job", "emptyDir": {}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
@@ -247,6 +274,13 @@ def learner_pod(job: JobDeployment, learner: PairSpec) -> KubeObject:
         "metadata": _meta(learner.name, job.namespace, labels),
         "spec": spec,
     }
+
+
+def _containers(job: JobDeployment, learner: PairSpec, layout: PodLayout) -> dict[str, list[dict[str, Any]]]:
+    sidecar, learner_part = sidecar_container(job, learner, layout), learner_container(job, learner)
+    if layout is PodLayout.NATIVE_SIDECAR:
+        return {"initContainers": [sidecar], "containers": [learner_part]}
+    return {"containers": [sidecar, learner_part]}
 
 
 def sidecar_secret(job: JobDeployment) -> KubeObject:
@@ -310,12 +344,14 @@ def network_policy(job: JobDeployment) -> KubeObject:
     }
 
 
-def job_objects(job: JobDeployment) -> list[KubeObject]:
+def job_objects(job: JobDeployment, layout: PodLayout = PodLayout.NATIVE_SIDECAR) -> list[KubeObject]:
     """Every object of the job, in creation order: the Secret and the policy exist before any pod."""
     objects = [sidecar_secret(job), network_policy(job)]
     if job.distributed:
         objects.append(headless_service(job))
-    objects.extend(learner_pod(job, learner) for learner in sorted(job.learners, key=lambda item: item.learner_id))
+    objects.extend(
+        learner_pod(job, learner, layout) for learner in sorted(job.learners, key=lambda item: item.learner_id)
+    )
     return objects
 
 

@@ -7,7 +7,7 @@ LEARNERKIT := $(BIN)/learnerkit
 export LEARNERKIT_WHEELHOUSE ?= $(wildcard /opt/wheels)
 export LEARNERKIT_CA_BUNDLE ?= $(wildcard /etc/ssl/certs/ca-certificates.crt)
 
-.PHONY: setup images demo lint typecheck test unit bench clean
+.PHONY: setup images demo lint typecheck test unit bench clean k8s-binaries test-k8s
 
 setup:
 	@scripts/setup.sh
@@ -32,6 +32,13 @@ unit: setup
 
 test: setup lint images
 	$(BIN)/pytest
+
+# The real-cluster tier: Kubernetes built from Debian's source (cached by version; seconds when cached).
+k8s-binaries:
+	@scripts/k8s-binaries.sh >/dev/null
+
+test-k8s: setup images k8s-binaries
+	$(BIN)/pytest tests/k8s
 
 bench: setup images
 	$(BIN)/python bench/images.py

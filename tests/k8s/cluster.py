@@ -154,8 +154,11 @@ class LocalCluster:
         self._scheduler()
         self._containerd()
         self.import_archive(self.binaries.pause_archive)
+        self._cgroup_root()
         self._kubelet()
         self._wait(self._node_ready, "the node to be Ready", "kubelet")
+        # The node lifecycle controller (kube-controller-manager, not run here) would lift this taint.
+        self.kubectl("taint", "nodes", NODE_NAME, "node.kubernetes.io/not-ready-")
         self.started_s = time.monotonic() - began
 
     def _run(self, *argv: str) -> str:
@@ -357,6 +360,17 @@ state = "{root / "state"}"
             if save.wait() != 0 or done.returncode != 0:
                 raise RuntimeError(f"importing {ref} into the node: {done.stderr.strip()}")
 
+    def _cgroup_root(self) -> None:
+        """The kubelet's cgroup root in every v1 hierarchy (it must exist); cpuset needs its CPUs and nodes."""
+        for hierarchy in CGROUP_FS.iterdir():
+            if hierarchy.is_symlink() or not hierarchy.is_dir():
+                continue
+            top = hierarchy / self.cgroup_root.lstrip("/")
+            top.mkdir(exist_ok=True)
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                if (hierarchy / name).exists():
+                    (top / name).write_text((hierarchy / name).read_text())
+
     def _kubelet(self) -> None:
         kubelet = self.workdir / "kubelet"
         kubelet.mkdir(exist_ok=True)
@@ -453,8 +467,9 @@ state = "{root / "state"}"
             time.sleep(0.5)
 
     def _sandboxes(self) -> list[str]:
-        listed = self._ctr("tasks", "ls", "-q")
-        return [line for line in listed.splitlines() if line.strip()]
+        """The containerd tasks (pod sandboxes and containers) still running."""
+        rows = [line.split() for line in self._ctr("tasks", "ls").splitlines()[1:]]
+        return [row[0] for row in rows if len(row) >= 3 and row[2] == "RUNNING"]
 
     def _kill_tasks(self) -> None:
         ctr = ["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", "tasks"]

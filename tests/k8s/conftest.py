@@ -111,7 +111,11 @@ def k8s_backend(k8s_cluster: LocalCluster, pod_etcd_port: int, pod_s3: SimpleNam
 
 @pytest.fixture
 def k8s_harness(
-    etcd_server: Any, k8s_options: SchedulerOptions, k8s_backend: KubernetesBackend, scheduler_buckets: Any
+    k8s_cluster: LocalCluster,
+    etcd_server: Any,
+    k8s_options: SchedulerOptions,
+    k8s_backend: KubernetesBackend,
+    scheduler_buckets: Any,
 ) -> Iterator[Harness]:
     made = Harness(etcd_server, k8s_options, backend=k8s_backend)
     yield made

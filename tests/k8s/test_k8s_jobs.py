@@ -12,7 +12,9 @@ import pytest
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_objects import PodLayout
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, manifest
-from tests.k8s.conftest import job_objects_left
+from tests.k8s.cluster import LocalCluster
+from tests.k8s.conftest import NAMESPACE, job_objects_left
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.services, pytest.mark.timeout(900)]
 
@@ -23,14 +25,31 @@ def stored(client: Any, key: str) -> bytes:
     return bytes(client.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read())
 
 
+def gone(api: Any, job_id: str) -> None:
+    """Wait until nothing of the job is left: a deleted pod stays (terminating) until the kubelet has stopped it."""
+    wait_until(
+        lambda: job_objects_left(api, job_id) == [], timeout=120, message=lambda: str(job_objects_left(api, job_id))
+    )
+
+
+def explain(cluster: LocalCluster, job_id: str) -> str:
+    """The job's pods as ``kubectl describe`` shows them, and each container's log: for a failure message."""
+    selector = f"-l=learnerkit.io/job-id={job_id}"
+    described = cluster.kubectl("-n", NAMESPACE, "describe", "pods", selector)
+    logs = cluster.kubectl("-n", NAMESPACE, "logs", selector, "--all-containers", "--tail=40")
+    return f"{described}\n{logs}"
+
+
 def test_a_1_20_server_gets_the_classic_layout(k8s_backend: KubernetesBackend) -> None:
     assert k8s_backend.backend.layout is PodLayout.CLASSIC
 
 
 def test_manifest_runs_to_completed_with_logs_results_and_metrics(
-    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any, k8s_cluster: LocalCluster
 ) -> None:
     view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, SMOKE.format(steps=30))))
+    final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL | {"STORING"})
+    assert final.status in ("COMPLETED", "STORING"), f"{final}\n{explain(k8s_cluster, view.job_id)}"
     final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
     assert final.status == "COMPLETED", final
     summary = json.loads(stored(scheduler_buckets, f"{view.job_id}/attempt-1/learner-1/results/summary.json"))
@@ -38,7 +57,7 @@ def test_manifest_runs_to_completed_with_logs_results_and_metrics(
     assert final.learners[0].status == "COMPLETED" and {"loss", "accuracy"} <= set(final.learners[0].metrics)
     log = k8s_harness.call(k8s_harness.service.logs("team-a", view.job_id))
     assert log.finished and b"done: steps 1..30" in log.read()
-    assert job_objects_left(k8s_api, view.job_id) == []
+    gone(k8s_api, view.job_id)
 
 
 def test_cancel_in_processing_leaves_nothing(
@@ -49,4 +68,4 @@ def test_cancel_in_processing_leaves_nothing(
     assert job_objects_left(k8s_api, view.job_id) != []
     cancelled = k8s_harness.call(k8s_harness.service.cancel("team-a", view.job_id))
     assert cancelled.status == "CANCELLED"
-    assert job_objects_left(k8s_api, view.job_id) == []
+    gone(k8s_api, view.job_id)

@@ -20,6 +20,7 @@ from typing import Any, TypedDict
 import kubernetes_validate
 import kubernetes_validate.utils
 
+from learner.paths import DIR_DEFAULTS
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 from learnerkit.scheduler.deployment import JobDeployment, distributed_env
 from learnerkit.scheduler.errors import InvalidObjectError
@@ -43,6 +44,8 @@ TMP_SIZE = "512Mi"
 STOP_MARGIN_S = 10
 """The pod's grace period exceeds the learner's halt grace plus the sidecar's deadline by this much."""
 SIDECAR_METRICS_PORT = 9102
+SIDECAR_DIRS_WAIT_S = 60
+"""Classic layout: how long the sidecar's start hook waits for the sidecar to have made the job's folders."""
 SIDECAR_RESOURCES: dict[str, dict[str, str]] = {
     "requests": {"cpu": "100m", "memory": "256Mi"},
     "limits": {"cpu": f"{SIDECAR_CPUS:g}", "memory": f"{SIDECAR_MEMORY_BYTES >> 20}Mi"},
@@ -215,7 +218,19 @@ def sidecar_container(
     }
     if native:
         container["restartPolicy"] = "Always"
+    else:
+        container["lifecycle"] = {"postStart": {"exec": {"command": _dirs_made_command()}}}
     return container
+
+
+def _dirs_made_command() -> list[str]:
+    """The classic sidecar's start hook: the kubelet starts the next container (the learner) only once a
+    container's postStart hook has returned, so this holds the learner back until the sidecar has made the
+    job's folders group-writable (umask 002), as a native sidecar would. Otherwise ``learner-run`` may make
+    ``/job/control`` first, as its own user and 0755, and the sidecar could not write there."""
+    ready = " && ".join(f"[ -d {path} ]" for path in sorted(DIR_DEFAULTS.values()))
+    tries = SIDECAR_DIRS_WAIT_S * 10
+    return ["/bin/sh", "-c", f"i=0; until {ready} || [ $i -ge {tries} ]; do sleep 0.1; i=$((i+1)); done"]
 
 
 def termination_grace_s(learner: PairSpec) -> int:

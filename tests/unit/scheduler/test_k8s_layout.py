@@ -54,6 +54,9 @@ def test_classic_layout_runs_two_ordinary_containers_and_the_sidecar_exits_when_
     assert "restartPolicy" not in sidecar
     assert _config(sidecar)["exit_when_done"] is True
     assert spec["restartPolicy"] == "Never"
+    # The kubelet starts the learner only after this hook: it waits for the sidecar's folders.
+    hook = " ".join(sidecar["lifecycle"]["postStart"]["exec"]["command"])
+    assert "[ -d /job/control ]" in hook and "[ -d /job/logs ]" in hook
 
 
 def test_native_layout_keeps_the_sidecar_up_as_an_init_container() -> None:
@@ -61,6 +64,7 @@ def test_native_layout_keeps_the_sidecar_up_as_an_init_container() -> None:
     [sidecar] = spec["initContainers"]
     assert sidecar["restartPolicy"] == "Always"
     assert _config(sidecar)["exit_when_done"] is False
+    assert "lifecycle" not in sidecar
     assert [c["name"] for c in spec["containers"]] == [ko.LEARNER_CONTAINER]
 
 

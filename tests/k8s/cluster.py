@@ -223,17 +223,22 @@ class LocalCluster:
 
     def get(self, path: str) -> dict[str, object]:
         """GET an API path as the admin (JSON)."""
+        return self.request("GET", path)
+
+    def request(self, method: str, path: str, body: dict[str, object] | None = None) -> dict[str, object]:
+        """Call the API as the admin; a body goes as a JSON merge patch."""
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-        headers = {"Authorization": f"Bearer {self.tokens['admin']}"}
-        request = urllib.request.Request(self.server + path, headers=headers)
+        headers = {"Authorization": f"Bearer {self.tokens['admin']}", "Content-Type": "application/merge-patch+json"}
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.server + path, data=data, headers=headers, method=method)
         with urllib.request.urlopen(request, context=context, timeout=5) as answer:
-            body = answer.read()
+            text = answer.read()
         try:
-            loaded = json.loads(body)
+            loaded = json.loads(text)
         except ValueError:
-            return {"text": body.decode()}
+            return {"text": text.decode()}
         return loaded if isinstance(loaded, dict) else {"value": loaded}
 
     def _apiserver(self) -> None:
@@ -426,7 +431,8 @@ state = "{root / "state"}"
         return forwarder.port
 
     def patch_node_status(self, patch: dict[str, object]) -> None:
-        self.kubectl("patch", "node", NODE_NAME, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
+        """Merge ``patch`` into the node's status (kubectl 1.20 has no ``--subresource``): e.g. fake GPUs."""
+        self.request("PATCH", f"/api/v1/nodes/{NODE_NAME}/status", patch)
 
     def kubectl(self, *args: str) -> str:
         return self._run(self.binaries.tool("kubectl"), f"--kubeconfig={self.kubeconfig}", *args)

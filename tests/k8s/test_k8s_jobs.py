@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
-from learnerkit.scheduler.backends.k8s_objects import PodLayout
+from learnerkit.scheduler.backends.k8s_objects import GPU_RESOURCE, PodLayout
+from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, manifest
 from tests.k8s.cluster import LocalCluster
-from tests.k8s.conftest import NAMESPACE, job_objects_left
+from tests.k8s.conftest import LEARNER_IMAGE, NAMESPACE, job_objects_left
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.services, pytest.mark.timeout(900)]
@@ -69,3 +70,80 @@ def test_cancel_in_processing_leaves_nothing(
     cancelled = k8s_harness.call(k8s_harness.service.cancel("team-a", view.job_id))
     assert cancelled.status == "CANCELLED"
     gone(k8s_api, view.job_id)
+
+
+def test_halt_then_resume_continues_from_the_checkpoint(
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any
+) -> None:
+    extra = "learnerkit:\n  halt_grace: 20\n"
+    command = "SMOKE_MIN_STEP_SECONDS=0.1 " + SMOKE.format(steps=80)
+    view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, command, extra=extra)))
+    k8s_harness.wait_status("team-a", view.job_id, {"PROCESSING"}, timeout=240)
+    wait_until(
+        lambda: k8s_harness.call(k8s_harness.service.get("team-a", view.job_id)).learners[0].metrics,
+        timeout=120,
+        message="metrics in etcd",
+    )
+    k8s_harness.call(k8s_harness.service.halt("team-a", view.job_id))
+    halted = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
+    assert halted.status == "HALTED", halted
+    gone(k8s_api, view.job_id)
+    k8s_harness.call(k8s_harness.service.resume("team-a", view.job_id))
+    final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
+    assert final.status == "COMPLETED", final
+    summary = json.loads(stored(scheduler_buckets, f"{view.job_id}/attempt-2/learner-1/results/summary.json"))
+    assert summary["start_step"] > 1 and summary["final_step"] == 80
+    gone(k8s_api, view.job_id)
+
+
+def test_gpu_job_runs_on_fake_gpus_and_one_asking_too_many_is_refused_with_the_reason(
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any, k8s_cluster: LocalCluster
+) -> None:
+    k8s_cluster.patch_node_status({"status": {"capacity": {GPU_RESOURCE: "2"}, "allocatable": {GPU_RESOURCE: "2"}}})
+    try:
+        image = f"learnerkit:\n  image: {LEARNER_IMAGE}\n"
+        fits = manifest(pod_s3, "echo gpus=$GPU_COUNT").replace("gpus: 0", "gpus: 1") + image
+        too_many = manifest(pod_s3, "true").replace("gpus: 0", "gpus: 4") + image
+        view = k8s_harness.call(k8s_harness.service.submit("team-a", fits))
+        final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
+        assert final.status == "COMPLETED", final
+        assert b"gpus=1" in k8s_harness.call(k8s_harness.service.logs("team-a", view.job_id)).read()
+        refused = k8s_harness.call(k8s_harness.service.submit("team-a", too_many))
+        reason = wait_until(
+            lambda: k8s_harness.call(k8s_harness.service.get("team-a", refused.job_id)).reason,
+            timeout=60,
+            message="a reason on the GPU job that cannot fit",
+        )
+        assert "4" in reason and "GPU" in reason.upper(), reason
+        assert job_objects_left(k8s_api, refused.job_id) == []
+        k8s_harness.call(k8s_harness.service.cancel("team-a", refused.job_id))
+    finally:
+        k8s_cluster.patch_node_status(
+            {"status": {"capacity": {GPU_RESOURCE: None}, "allocatable": {GPU_RESOURCE: None}}}
+        )
+
+
+def test_scheduler_restart_leaves_the_running_job_alone(
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any, k8s_backend: KubernetesBackend
+) -> None:
+    view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, "sleep 15")))
+    k8s_harness.wait_status("team-a", view.job_id, {"PROCESSING"}, timeout=240)
+    [before] = k8s_backend.backend.status(view.job_id).pods
+    k8s_harness.kill()
+    again = Harness(k8s_harness.etcd_server, k8s_harness.options, backend=k8s_backend)
+    try:
+        [after] = k8s_backend.backend.status(view.job_id).pods
+        assert after.name == before.name and after.containers == before.containers, "the pod was restarted"
+        final = again.wait_status("team-a", view.job_id, TERMINAL)
+        assert final.status == "COMPLETED", final
+        gone(k8s_api, view.job_id)
+    finally:
+        again.kill()
+
+
+def test_the_schedulers_own_manifests_pass_the_real_server(k8s_cluster: LocalCluster) -> None:
+    """deploy/kubernetes (kustomize) as `kubectl apply --dry-run=server` sends it: admission and validation."""
+    k8s_cluster.kubectl("create", "namespace", "learnerkit-system")
+    applied = k8s_cluster.kubectl("apply", "--dry-run=server", "-k", str(REPO / "deploy" / "kubernetes"))
+    for kind in ("deployment.apps", "serviceaccount", "role.rbac", "rolebinding.rbac", "clusterrole.rbac", "service/"):
+        assert kind in applied, applied

@@ -207,6 +207,8 @@ def sidecar_container(
                 "LEARNER_ID": str(learner.learner_id),
                 "NUM_LEARNERS": str(learner.num_learners),
                 "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(config, sort_keys=True),
+                # As for the learner: the pod's pause process is PID 1, so the sidecar's tini reaps as a subreaper.
+                "TINI_SUBREAPER": "1",
             }
         ),
         "envFrom": [{"secretRef": {"name": job.secret_name}}],

@@ -54,6 +54,7 @@ def test_classic_layout_runs_two_ordinary_containers_and_the_sidecar_exits_when_
     assert "restartPolicy" not in sidecar
     assert _config(sidecar)["exit_when_done"] is True
     assert spec["restartPolicy"] == "Never"
+    assert {"name": "TINI_SUBREAPER", "value": "1"} in sidecar["env"]
     # The kubelet starts the learner only after this hook: it waits for the sidecar's folders.
     hook = " ".join(sidecar["lifecycle"]["postStart"]["exec"]["command"])
     assert "[ -d /job/control ]" in hook and "[ -d /job/logs ]" in hook

@@ -11,6 +11,7 @@ import pytest
 
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_objects import GPU_RESOURCE, PodLayout
+from learnerkit.scheduler.core import SchedulerOptions
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, manifest
 from tests.k8s.cluster import LocalCluster
@@ -97,30 +98,37 @@ def test_halt_then_resume_continues_from_the_checkpoint(
 
 
 def test_gpu_job_runs_on_fake_gpus_and_one_asking_too_many_is_refused_with_the_reason(
-    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any, k8s_cluster: LocalCluster
+    k8s_cluster: LocalCluster,
+    etcd_server: Any,
+    k8s_options: SchedulerOptions,
+    k8s_backend: KubernetesBackend,
+    pod_s3: SimpleNamespace,
+    scheduler_buckets: Any,
+    k8s_api: Any,
 ) -> None:
+    # The scheduler reads the nodes when it starts: the node advertises its GPUs before that.
     k8s_cluster.patch_node_status({"status": {"capacity": {GPU_RESOURCE: "2"}, "allocatable": {GPU_RESOURCE: "2"}}})
+    harness = Harness(etcd_server, k8s_options, backend=k8s_backend)
     try:
         image = f"learnerkit:\n  image: {LEARNER_IMAGE}\n"
         fits = manifest(pod_s3, "echo gpus=$GPU_COUNT").replace("gpus: 0", "gpus: 1") + image
         too_many = manifest(pod_s3, "true").replace("gpus: 0", "gpus: 4") + image
-        view = k8s_harness.call(k8s_harness.service.submit("team-a", fits))
-        final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
-        assert final.status == "COMPLETED", final
-        assert b"gpus=1" in k8s_harness.call(k8s_harness.service.logs("team-a", view.job_id)).read()
-        refused = k8s_harness.call(k8s_harness.service.submit("team-a", too_many))
+        view = harness.call(harness.service.submit("team-a", fits))
+        final = harness.wait_status("team-a", view.job_id, TERMINAL)
+        assert final.status == "COMPLETED", final.reason
+        assert b"gpus=1" in harness.call(harness.service.logs("team-a", view.job_id)).read()
+        refused = harness.call(harness.service.submit("team-a", too_many))
         reason = wait_until(
-            lambda: k8s_harness.call(k8s_harness.service.get("team-a", refused.job_id)).reason,
+            lambda: harness.call(harness.service.get("team-a", refused.job_id)).reason,
             timeout=60,
             message="a reason on the GPU job that cannot fit",
         )
         assert "4" in reason and "GPU" in reason.upper(), reason
         assert job_objects_left(k8s_api, refused.job_id) == []
-        k8s_harness.call(k8s_harness.service.cancel("team-a", refused.job_id))
     finally:
-        k8s_cluster.patch_node_status(
-            {"status": {"capacity": {GPU_RESOURCE: None}, "allocatable": {GPU_RESOURCE: None}}}
-        )
+        harness.kill()
+        gone = {GPU_RESOURCE: None}
+        k8s_cluster.patch_node_status({"status": {"capacity": gone, "allocatable": gone}})
 
 
 def test_scheduler_restart_leaves_the_running_job_alone(

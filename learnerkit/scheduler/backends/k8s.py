@@ -27,6 +27,9 @@ from learnerkit.scheduler.deployment import Egress, JobDeployment
 from learnerkit.scheduler.errors import BackendError
 
 FAILED_PHASES = ("Failed", "Unknown")
+UNLABELLED_GPU_TYPE = "unlabelled"
+"""The GPU type of a node that advertises GPUs without GPU feature discovery's product label: jobs that ask
+for any GPU fit there, jobs that name a type do not."""
 
 
 def node_from_api(raw: dict[str, Any]) -> Node | None:
@@ -43,7 +46,7 @@ def node_from_api(raw: dict[str, Any]) -> Node | None:
         cpus=float(parse_quantity(allocatable.get("cpu", "0"))),
         memory_bytes=int(parse_quantity(allocatable.get("memory", "0"))),
         gpus=gpus,
-        gpu_type=labels.get(GPU_PRODUCT_LABEL) if gpus else None,
+        gpu_type=labels.get(GPU_PRODUCT_LABEL, UNLABELLED_GPU_TYPE) if gpus else None,
     )
 
 

@@ -187,10 +187,16 @@ class LocalCluster:
             self._write_kubeconfig(self.workdir / f"{who}.kubeconfig", self.tokens[who])
 
     def _write_kubeconfig(self, path: Path, token: str) -> None:
+        """A kubeconfig with ``token``; once the API server has made its self-signed certificate (the file holds
+        its CA too), clients verify the server against it."""
+        ca = self.workdir / "apiserver-certs" / "apiserver.crt"
+        trust: dict[str, object] = (
+            {"certificate-authority": str(ca)} if ca.exists() else {"insecure-skip-tls-verify": True}
+        )
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "lk", "cluster": {"server": self.server, "insecure-skip-tls-verify": True}}],
+            "clusters": [{"name": "lk", "cluster": {"server": self.server, **trust}}],
             "users": [{"name": "lk", "user": {"token": token}}],
             "contexts": [{"name": "lk", "context": {"cluster": "lk", "user": "lk"}}],
             "current-context": "lk",
@@ -267,6 +273,8 @@ class LocalCluster:
             ],
         )
         self._wait(lambda: self.get("/readyz").get("text") == "ok", "kube-apiserver /readyz", "kube-apiserver")
+        for who, token in self.tokens.items():
+            self._write_kubeconfig(self.workdir / f"{who}.kubeconfig", token)
 
     def _scheduler(self) -> None:
         self._spawn(

@@ -8,9 +8,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kubernetes.client import CoreV1Api
 
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
-from learnerkit.scheduler.backends.k8s_objects import GPU_RESOURCE, PodLayout
+from learnerkit.scheduler.backends.k8s_objects import GPU_RESOURCE, LEARNER_CONTAINER, PodLayout
 from learnerkit.scheduler.core import SchedulerOptions
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, manifest
@@ -136,17 +137,27 @@ def test_scheduler_restart_leaves_the_running_job_alone(
 ) -> None:
     view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, "sleep 15")))
     k8s_harness.wait_status("team-a", view.job_id, {"PROCESSING"}, timeout=240)
-    [before] = k8s_backend.backend.status(view.job_id).pods
+    # The kubelet reports container states to the API a little after the sidecar reports PROCESSING to etcd.
+    before = wait_until(lambda: learner_started(k8s_api, view.job_id), timeout=60, message="the learner running")
     k8s_harness.kill()
     again = Harness(k8s_harness.etcd_server, k8s_harness.options, backend=k8s_backend)
     try:
-        [after] = k8s_backend.backend.status(view.job_id).pods
-        assert after.name == before.name and after.containers == before.containers, "the pod was restarted"
+        assert learner_started(k8s_api, view.job_id) == before, "the pod was replaced or its learner restarted"
         final = again.wait_status("team-a", view.job_id, TERMINAL)
         assert final.status == "COMPLETED", final
         gone(k8s_api, view.job_id)
     finally:
         again.kill()
+
+
+def learner_started(api: Any, job_id: str) -> tuple[str, str] | None:
+    """The learner pod's UID and when its learner container started running (None before it runs)."""
+    pods = CoreV1Api(api).list_namespaced_pod(NAMESPACE, label_selector=f"learnerkit.io/job-id={job_id}").items
+    for pod in pods:
+        for status in pod.status.container_statuses or []:
+            if status.name == LEARNER_CONTAINER and status.state.running is not None:
+                return pod.metadata.uid, str(status.state.running.started_at)
+    return None
 
 
 def test_the_schedulers_own_manifests_pass_the_real_server(k8s_cluster: LocalCluster) -> None:

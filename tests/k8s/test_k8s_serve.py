@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -59,7 +58,6 @@ def served(
         "KUBECONFIG": str(k8s_cluster.kubeconfig),
         "LEARNERKIT_K8S_NAMESPACE": NAMESPACE,
         "LEARNERKIT_K8S_EGRESS": f"{gateway}/32:{pod_etcd_port},{gateway}/32:{pod_s3.port}",
-        "LEARNERKIT_ETCD_ROOT": f"/lk-serve-{uuid.uuid4().hex[:8]}",
         "LEARNERKIT_SIDECAR_IMAGE": k8s_options.platform.sidecar_image,
         "AWS_ACCESS_KEY_ID": pod_s3.access_key,
         "AWS_SECRET_ACCESS_KEY": pod_s3.secret_key,

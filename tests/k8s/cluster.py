@@ -118,6 +118,57 @@ class _Forwarder:
         self.server.close()
 
 
+class _PodDns:
+    """DNS on the gateway for what CoreDNS would answer here: ``<hostname>.<subdomain>.<namespace>.svc.cluster.local``
+    (a pod's record under its headless Service) from the pods' API objects; NXDOMAIN for everything else."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((cluster.gateway, 53))
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                query, peer = self.sock.recvfrom(512)
+            except OSError:
+                return
+            with contextlib.suppress(Exception):
+                self.sock.sendto(self._answer(query), peer)
+
+    def _answer(self, query: bytes) -> bytes:
+        ident = query[:2]
+        labels, pos = [], 12
+        while query[pos]:
+            labels.append(query[pos + 1 : pos + 1 + query[pos]].decode().lower())
+            pos += 1 + query[pos]
+        qtype = int.from_bytes(query[pos + 1 : pos + 3], "big")
+        question = query[12 : pos + 5]
+        address = self._lookup(labels)
+        if address is None:
+            return ident + b"\x81\x83\x00\x01\x00\x00\x00\x00\x00\x00" + question
+        if qtype != 1:
+            return ident + b"\x81\x80\x00\x01\x00\x00\x00\x00\x00\x00" + question
+        record = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x05\x00\x04" + socket.inet_aton(address)
+        return ident + b"\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00" + question + record
+
+    def _lookup(self, labels: list[str]) -> str | None:
+        if len(labels) != 6 or labels[3:] != ["svc", "cluster", "local"]:
+            return None
+        hostname, subdomain, namespace = labels[:3]
+        pods = self.cluster.get(f"/api/v1/namespaces/{namespace}/pods").get("items", [])
+        assert isinstance(pods, list)
+        for pod in pods:
+            spec, status = pod.get("spec", {}), pod.get("status", {})
+            if spec.get("hostname") == hostname and spec.get("subdomain") == subdomain and status.get("podIP"):
+                return str(status["podIP"])
+        return None
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 @dataclass
 class LocalCluster:
     """Start with ``start()``, always ``stop()``; ``kubeconfig`` is the admin's (token in system:masters)."""
@@ -128,6 +179,7 @@ class LocalCluster:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     forwarders: list[_Forwarder] = field(default_factory=list)
     etcd: EtcdServer | None = None
+    dns: _PodDns | None = None
     started_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -155,6 +207,7 @@ class LocalCluster:
         self._containerd()
         self.import_archive(self.binaries.pause_archive)
         self._cgroup_root()
+        self.dns = _PodDns(self)
         self._kubelet()
         self._wait(self._node_ready, "the node to be Ready", "kubelet")
         # The node lifecycle controller (kube-controller-manager, not run here) would lift this taint.
@@ -171,6 +224,12 @@ class LocalCluster:
         self._run("ip", "link", "add", "name", self.bridge, "type", "bridge")
         self._run("ip", "addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
         self._run("ip", "link", "set", self.bridge, "up")
+        # Pod-to-pod traffic crosses the host's FORWARD chain (br_netfilter), whose policy Docker sets to DROP.
+        self._run("iptables", "-I", "FORWARD", "1", *self._forward_rule)
+
+    @property
+    def _forward_rule(self) -> tuple[str, ...]:
+        return ("-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT")
 
     def _keys(self) -> None:
         key, pub = self.workdir / "sa.key", self.workdir / "sa.pub"
@@ -403,6 +462,8 @@ state = "{root / "state"}"
             "makeIPTablesUtilChains": False,
             "hairpinMode": "none",
             "resolvConf": str(self.workdir / "resolv.conf"),
+            "clusterDNS": [self.gateway],
+            "clusterDomain": "cluster.local",
             "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
@@ -459,6 +520,8 @@ state = "{root / "state"}"
             self.etcd.stop()
         for forwarder in self.forwarders:
             forwarder.close()
+        if self.dns is not None:
+            self.dns.close()
         self._unmount_below(self.workdir)
         self._remove_cgroups()
         for name in _netns() - self.netns_before:
@@ -466,6 +529,7 @@ state = "{root / "state"}"
                 subprocess.run(["umount", str(NETNS / name)], capture_output=True, check=False)
                 (NETNS / name).unlink(missing_ok=True)
         subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True, check=False)
+        subprocess.run(["iptables", "-D", "FORWARD", *self._forward_rule], capture_output=True, check=False)
         self._remove_pod_logs()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -539,6 +603,8 @@ state = "{root / "state"}"
             found.append(f"bridge {self.bridge}")
         top = self.cgroup_root.lstrip("/")
         found += [f"cgroup {h.name}/{top}" for h in CGROUP_FS.iterdir() if (h / top).exists()]
+        if subprocess.run(["iptables", "-C", "FORWARD", *self._forward_rule], capture_output=True).returncode == 0:
+            found.append(f"iptables FORWARD rule for {self.bridge}")
         if self.workdir.exists():
             found.append(f"folder {self.workdir}")
         found += [f"netns {name}" for name in _netns() - self.netns_before if name.startswith("cni-")]

@@ -15,6 +15,7 @@ from learnerkit.scheduler.backends.k8s_objects import GPU_RESOURCE, LEARNER_CONT
 from learnerkit.scheduler.core import SchedulerOptions
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, manifest
+from tests.integration.scheduler.test_scheduler_docker import DDP_SCRIPT
 from tests.k8s.cluster import LocalCluster
 from tests.k8s.conftest import LEARNER_IMAGE, NAMESPACE, job_objects_left
 from tests.waiting import wait_until
@@ -95,6 +96,25 @@ def test_halt_then_resume_continues_from_the_checkpoint(
     assert final.status == "COMPLETED", final
     summary = json.loads(stored(scheduler_buckets, f"{view.job_id}/attempt-2/learner-1/results/summary.json"))
     assert summary["start_step"] > 1 and summary["final_step"] == 80
+    gone(k8s_api, view.job_id)
+
+
+def test_two_learner_ddp_job_rendezvouses_through_the_headless_service(
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any
+) -> None:
+    scheduler_buckets.put_object(Bucket="sched-data", Key="ddp/ddp.py", Body=DDP_SCRIPT.encode())
+    extra = "learnerkit:\n  distributed: ddp\n"
+    job = manifest(pod_s3, "python $DATA_DIR/ddp.py", data="ddp", learners=2, extra=extra)
+    view = k8s_harness.call(k8s_harness.service.submit("team-a", job))
+    final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
+    assert final.status == "COMPLETED", final
+    results = [
+        json.loads(stored(scheduler_buckets, f"{view.job_id}/attempt-1/learner-{n}/results/ddp.json")) for n in (1, 2)
+    ]
+    assert sorted(r["rank"] for r in results) == [0, 1]
+    assert {r["sum"] for r in results} == {3.0} and {r["master"] for r in results} == {
+        f"lk-{view.job_id}-1.lk-{view.job_id}"
+    }
     gone(k8s_api, view.job_id)
 
 

@@ -6,7 +6,7 @@ LEARNERKIT := $(BIN)/learnerkit
 # Builds take their index, find-links and CA bundle from the host's pip configuration, as the plain
 # `learnerkit image build` does: make passes nothing the command would not find by itself.
 
-.PHONY: setup images demo lint typecheck test unit bench gpu-check clean
+.PHONY: setup images demo lint typecheck test unit bench gpu-check clean k8s-binaries test-k8s
 
 setup:
 	@scripts/setup.sh
@@ -35,6 +35,13 @@ test: setup lint images
 # On a GPU machine, outside containers (docs/gpu.md): PYTHON=/path/to/python make gpu-check
 gpu-check:
 	@scripts/gpu-check.sh
+
+# The real-cluster tier: Kubernetes built from Debian's source (cached by version; seconds when cached).
+k8s-binaries:
+	@scripts/k8s-binaries.sh >/dev/null
+
+test-k8s: setup images k8s-binaries
+	$(BIN)/pytest tests/k8s
 
 bench: setup images
 	$(BIN)/python bench/images.py

@@ -86,6 +86,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             etcd_endpoints=",".join(settings.etcd.endpoints),
             sidecar_image=settings.backend.sidecar_image or sidecar_reference(),
             metrics_port=metrics_port,
+            etcd_root=settings.etcd.root,
         ),
         catalog=catalog.frameworks(),
         resolve_image=ImageGate(

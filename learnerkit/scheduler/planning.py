@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from controller_sidecar import keys
 from controller_sidecar.endpoints import Endpoints
 from controller_sidecar.requirements import PackageIndex
 from learnerkit.common.errors import ConfigError
@@ -36,6 +37,8 @@ class Platform:
     sidecar_image: str
     metrics_port: int = 0
     """The sidecars' Prometheus port; 0 on the Docker backend, whose sidecars share the host network."""
+    etcd_root: str = keys.ROOT
+    """The prefix of every job's keys (``$LEARNERKIT_ETCD_ROOT``): the sidecars report under the same one."""
 
 
 def split_container(container: str) -> tuple[str, str]:
@@ -97,6 +100,7 @@ def sidecar_config(
         "timing": {"halt_grace_s": float(manifest.extensions.halt_grace)},
         "status_sequence_start": state.first_sequence,
         "metrics_port": platform.metrics_port,
+        "etcd": {"root": platform.etcd_root},
     }
     if data.mode == "copy" and data.training_data:
         data_bucket, data_prefix = split_container(data.training_data)

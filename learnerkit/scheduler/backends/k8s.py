@@ -15,12 +15,21 @@ from kubernetes.client.rest import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
-from learnerkit.scheduler.backends.k8s_objects import GPU_PRODUCT_LABEL, GPU_RESOURCE, LEARNER_CONTAINER
+from learnerkit.scheduler.backends.k8s_objects import (
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    LEARNER_CONTAINER,
+    SIDECAR_CONTAINER,
+    PodLayout,
+)
 from learnerkit.scheduler.capacity import Node
 from learnerkit.scheduler.deployment import DEFAULT_SHARED_SIZE, Egress, JobDeployment
 from learnerkit.scheduler.errors import BackendError
 
 FAILED_PHASES = ("Failed", "Unknown")
+UNLABELLED_GPU_TYPE = "unlabelled"
+"""The GPU type of a node that advertises GPUs without GPU feature discovery's product label: jobs that ask
+for any GPU fit there, jobs that name a type do not."""
 
 
 def node_from_api(raw: dict[str, Any]) -> Node | None:
@@ -37,7 +46,7 @@ def node_from_api(raw: dict[str, Any]) -> Node | None:
         cpus=float(parse_quantity(allocatable.get("cpu", "0"))),
         memory_bytes=int(parse_quantity(allocatable.get("memory", "0"))),
         gpus=gpus,
-        gpu_type=labels.get(GPU_PRODUCT_LABEL) if gpus else None,
+        gpu_type=labels.get(GPU_PRODUCT_LABEL, UNLABELLED_GPU_TYPE) if gpus else None,
     )
 
 
@@ -83,9 +92,17 @@ class KubernetesBackend:
         return len(pods) == learners and all(pod.phase in ("Running", "Succeeded") for pod in pods)
 
     def sidecars_exited(self, job_id: str) -> dict[int, int]:
-        """Learners whose pod failed or vanished: a native sidecar is restarted in place, its pod is not."""
-        pods = self.backend.status(job_id).pods
-        return {pod.learner_id: 1 for pod in pods if pod.phase in FAILED_PHASES}
+        """Learners whose sidecar ended: in the classic layout its container's exit code; in both layouts a
+        pod that failed or vanished (a native sidecar is restarted in place, so only its pod can end it)."""
+        classic = self.backend.layout is PodLayout.CLASSIC
+        exited: dict[int, int] = {}
+        for pod in self.backend.status(job_id).pods:
+            sidecar = next((c for c in pod.containers if c.name == SIDECAR_CONTAINER), None)
+            if classic and sidecar is not None and sidecar.state == "terminated" and sidecar.exit_code is not None:
+                exited[pod.learner_id] = sidecar.exit_code
+            elif pod.phase in FAILED_PHASES:
+                exited[pod.learner_id] = 1
+        return exited
 
     def learners_ended(self, job_id: str) -> dict[int, int]:
         """Learner id -> exit code of each learner container that has terminated.

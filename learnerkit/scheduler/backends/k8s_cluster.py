@@ -25,9 +25,11 @@ from learnerkit.scheduler.backends.k8s_objects import (
     LEARNER_LABEL,
     MANAGED_BY,
     KubeObject,
+    PodLayout,
     describe,
     job_objects,
     job_selector,
+    layout_for_version,
     validate_objects,
 )
 from learnerkit.scheduler.deployment import JobDeployment
@@ -67,7 +69,7 @@ class PodStatus:
     phase: str
     ready: bool
     containers: tuple[ContainerStatus, ...]
-    """The sidecar (an init container) first, then the learner."""
+    """The sidecar first (an init container in the native layout), then the learner."""
     reason: str | None = None
     """Why a pod is pending or failed: unschedulable (with the scheduler's message), image pull, eviction."""
 
@@ -130,11 +132,14 @@ def _translated(action: str, what: str, host: str) -> Iterator[None]:
 class KubernetesCluster:
     """Deploys jobs as labelled Kubernetes objects; ``.api`` is the raw ``ApiClient`` (escape hatch)."""
 
-    def __init__(self, api: Any, *, namespace: str = "default", validate: bool = True) -> None:
+    def __init__(
+        self, api: Any, *, namespace: str = "default", validate: bool = True, layout: PodLayout | None = None
+    ) -> None:
         self.api = api
         self.namespace = namespace
         self.validate = validate
         """Validate every object against the pinned schema before sending it (fails before any call)."""
+        self._layout = layout
         core = kubernetes.client.CoreV1Api(api)
         net = kubernetes.client.NetworkingV1Api(api)
         self._kinds = {
@@ -180,12 +185,24 @@ class KubernetesCluster:
     def host(self) -> str:
         return str(self.api.configuration.host)
 
+    @property
+    def layout(self) -> PodLayout:
+        """The pod layout for this server, from its ``/version`` (asked once)."""
+        if self._layout is None:
+            with _translated("reading", "the server's version", self.host):
+                version = kubernetes.client.VersionApi(self.api).get_code()
+            try:
+                self._layout = layout_for_version(version.major, version.minor)
+            except ValueError as e:
+                raise BackendError(f"{self.host}: {e}") from e
+        return self._layout
+
     def deploy(self, job: JobDeployment) -> Deployed:
         """Create the job's objects; an object that exists already (same job) is kept, so a redeploy is a no-op.
 
         On a failure the objects this call created are removed again, then the error is raised.
         """
-        objects = job_objects(job)
+        objects = job_objects(job, self.layout)
         if self.validate:
             validate_objects(objects)
         created: list[KubeObject] = []

@@ -1,7 +1,9 @@
 """A job's Kubernetes objects as plain dicts: pure functions, no API calls (``k8s_cluster.py`` sends them).
 
-Per learner a Pod: the learner container plus the controller sidecar as a *native sidecar* (an init
-container with ``restartPolicy: Always``, Kubernetes 1.29+), sharing ``/job``. Per job a Secret that only
+Per learner a Pod: the learner container plus the controller sidecar, sharing ``/job``, in one of two
+layouts (``PodLayout``, chosen from the server's version): a *native sidecar* (an init container with
+``restartPolicy: Always``, Kubernetes 1.29+), or the *classic* layout of older servers (two ordinary
+containers; the sidecar ends itself once it has stored the results). Per job a Secret that only
 the sidecar references, a NetworkPolicy, and for multi-learner jobs a headless Service that gives every
 learner a stable DNS name and a ReadWriteMany PersistentVolumeClaim every learner mounts at ``/job/shared``
 (FfDL's job volume; one learner gets an emptyDir there). See docs/kubernetes.md for the reasoning behind each field.
@@ -11,18 +13,23 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any, TypedDict
 
 import kubernetes_validate
 import kubernetes_validate.utils
 
+from learner.paths import DIR_DEFAULTS
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 from learnerkit.scheduler.deployment import SHARED_DIR, JobDeployment, distributed_env
 from learnerkit.scheduler.errors import InvalidObjectError
 
 KUBERNETES_VERSION = "1.30"
 """The schema every object is validated against; 1.29 made native sidecars default-on."""
+NATIVE_SIDECAR_SINCE = (1, 29)
+"""The first release with native sidecars on by default; older servers silently drop the field."""
 
 JOB_LABEL = "learnerkit.io/job-id"
 LEARNER_LABEL = "learnerkit.io/learner-id"
@@ -39,12 +46,30 @@ TMP_SIZE = "512Mi"
 STOP_MARGIN_S = 10
 """The pod's grace period exceeds the learner's halt grace plus the sidecar's deadline by this much."""
 SIDECAR_METRICS_PORT = 9102
+SIDECAR_DIRS_WAIT_S = 60
+"""Classic layout: how long the sidecar's start hook waits for the sidecar to have made the job's folders."""
 SIDECAR_RESOURCES: dict[str, dict[str, str]] = {
     "requests": {"cpu": "100m", "memory": "256Mi"},
     "limits": {"cpu": f"{SIDECAR_CPUS:g}", "memory": f"{SIDECAR_MEMORY_BYTES >> 20}Mi"},
 }
 """Fixed for every sidecar (``SIDECAR_CPUS``, ``SIDECAR_MEMORY_BYTES``, as on Docker); requests are what it
 needs when idle."""
+
+
+class PodLayout(StrEnum):
+    NATIVE_SIDECAR = "native-sidecar"
+    """The sidecar is an init container with ``restartPolicy: Always``: started first, stopped last."""
+    CLASSIC = "classic"
+    """Learner and sidecar are two ordinary containers (as FfDL ran its controller); the sidecar exits once
+    it has stored the results, so the pod ends."""
+
+
+def layout_for_version(major: str, minor: str) -> PodLayout:
+    """The layout for a server reporting ``major``/``minor`` (``/version``; ``minor`` may carry a ``+``)."""
+    found = re.match(r"\d+", minor or "")
+    if not major.isdigit() or found is None:
+        raise ValueError(f"the server's version {major!r}.{minor!r} is not a number")
+    return PodLayout.NATIVE_SIDECAR if (int(major), int(found.group())) >= NATIVE_SIDECAR_SINCE else PodLayout.CLASSIC
 
 
 class ObjectMeta(TypedDict, total=False):
@@ -163,20 +188,23 @@ def learner_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
     return container
 
 
-def sidecar_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
-    """The native sidecar: started before the learner, kept running, stopped after it."""
+def sidecar_container(
+    job: JobDeployment, learner: PairSpec, layout: PodLayout = PodLayout.NATIVE_SIDECAR
+) -> dict[str, Any]:
+    """The sidecar: natively, started before the learner, kept running, stopped after it; in the classic
+    layout an ordinary container that exits once it has reported the final status."""
+    native = layout is PodLayout.NATIVE_SIDECAR
     # A native sidecar that exits is restarted, so it must stay up after the learner ends.
     config = {
         **learner.sidecar_config,
         "job_id": learner.job_id,
         "learner_id": learner.learner_id,
         "num_learners": learner.num_learners,
-        "exit_when_done": False,
+        "exit_when_done": not native,
     }
-    return {
+    container: dict[str, Any] = {
         "name": SIDECAR_CONTAINER,
         "image": learner.sidecar_image,
-        "restartPolicy": "Always",
         # Its own user: with shareProcessNamespace the learner could otherwise read its /proc/<pid>/environ.
         "securityContext": restricted_security_context(SIDECAR_UID),
         "resources": SIDECAR_RESOURCES,
@@ -186,6 +214,8 @@ def sidecar_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
                 "LEARNER_ID": str(learner.learner_id),
                 "NUM_LEARNERS": str(learner.num_learners),
                 "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(config, sort_keys=True),
+                # As for the learner: the pod's pause process is PID 1, so the sidecar's tini reaps as a subreaper.
+                "TINI_SUBREAPER": "1",
             }
         ),
         "envFrom": [{"secretRef": {"name": job.secret_name}}],
@@ -195,6 +225,21 @@ def sidecar_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
             {"name": "sidecar-tmp", "mountPath": "/tmp"},
         ],
     }
+    if native:
+        container["restartPolicy"] = "Always"
+    else:
+        container["lifecycle"] = {"postStart": {"exec": {"command": _dirs_made_command()}}}
+    return container
+
+
+def _dirs_made_command() -> list[str]:
+    """The classic sidecar's start hook: the kubelet starts the next container (the learner) only once a
+    container's postStart hook has returned, so this holds the learner back until the sidecar has made the
+    job's folders group-writable (umask 002), as a native sidecar would. Otherwise ``learner-run`` may make
+    ``/job/control`` first, as its own user and 0755, and the sidecar could not write there."""
+    ready = " && ".join(f"[ -d {path} ]" for path in sorted(DIR_DEFAULTS.values()))
+    tries = SIDECAR_DIRS_WAIT_S * 10
+    return ["/bin/sh", "-c", f"i=0; until {ready} || [ $i -ge {tries} ]; do sleep 0.1; i=$((i+1)); done"]
 
 
 def termination_grace_s(learner: PairSpec) -> int:
@@ -216,7 +261,7 @@ def _gpu_scheduling(learner: PairSpec) -> dict[str, Any]:
     return spec
 
 
-def learner_pod(job: JobDeployment, learner: PairSpec) -> KubeObject:
+def learner_pod(job: JobDeployment, learner: PairSpec, layout: PodLayout = PodLayout.NATIVE_SIDECAR) -> KubeObject:
     labels = {
         **job_labels(job.job_id, job.instance),
         "app.kubernetes.io/component": "learner",
@@ -235,8 +280,7 @@ def learner_pod(job: JobDeployment, learner: PairSpec) -> KubeObject:
             "runAsUser": LEARNER_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "initContainers": [sidecar_container(job, learner)],
-        "containers": [learner_container(job, learner)],
+        **_containers(job, learner, layout),
         "volumes": [
             {"name": "job", "emptyDir": {}},
             _shared_volume(job),
@@ -282,6 +326,13 @@ def shared_claim(job: JobDeployment) -> KubeObject:
         "metadata": _meta(job.shared_name, job.namespace, job_labels(job.job_id, job.instance)),
         "spec": spec,
     }
+
+
+def _containers(job: JobDeployment, learner: PairSpec, layout: PodLayout) -> dict[str, list[dict[str, Any]]]:
+    sidecar, learner_part = sidecar_container(job, learner, layout), learner_container(job, learner)
+    if layout is PodLayout.NATIVE_SIDECAR:
+        return {"initContainers": [sidecar], "containers": [learner_part]}
+    return {"containers": [sidecar, learner_part]}
 
 
 def sidecar_secret(job: JobDeployment) -> KubeObject:
@@ -345,12 +396,14 @@ def network_policy(job: JobDeployment) -> KubeObject:
     }
 
 
-def job_objects(job: JobDeployment) -> list[KubeObject]:
+def job_objects(job: JobDeployment, layout: PodLayout = PodLayout.NATIVE_SIDECAR) -> list[KubeObject]:
     """Every object of the job, in creation order: the Secret and the policy exist before any pod."""
     objects = [sidecar_secret(job), network_policy(job)]
     if job.networked:
         objects.extend((headless_service(job), shared_claim(job)))
-    objects.extend(learner_pod(job, learner) for learner in sorted(job.learners, key=lambda item: item.learner_id))
+    objects.extend(
+        learner_pod(job, learner, layout) for learner in sorted(job.learners, key=lambda item: item.learner_id)
+    )
     return objects
 
 

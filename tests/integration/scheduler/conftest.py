@@ -19,7 +19,7 @@ from learnerkit.dev.s3 import create_bucket
 from learnerkit.pair.docker import JOB_LABEL
 from learnerkit.scheduler.admission import AdmissionPolicy
 from learnerkit.scheduler.backends.docker import DockerBackend
-from learnerkit.scheduler.core import Scheduler, SchedulerOptions
+from learnerkit.scheduler.core import Backend, Scheduler, SchedulerOptions
 from learnerkit.scheduler.facade import JobView
 from learnerkit.scheduler.images import ImageCatalog
 from learnerkit.scheduler.jobstore import JobStore
@@ -42,10 +42,13 @@ TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
 class Harness:
     """A Scheduler whose asyncio loop runs on a thread; tests call it synchronously."""
 
-    def __init__(self, etcd: Any, options: SchedulerOptions, root: str = keys.ROOT) -> None:
+    def __init__(
+        self, etcd: Any, options: SchedulerOptions, root: str = keys.ROOT, backend: Backend | None = None
+    ) -> None:
         self.etcd_server = etcd
         self.options = options
         self.root = root
+        self.backend = backend or DockerBackend()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -55,7 +58,7 @@ class Harness:
 
     async def _make(self) -> Scheduler:
         etcd = await EtcdStore.connect(self.etcd_server.settings())
-        service = Scheduler(JobStore(etcd, self.root), DockerBackend(), self.options)
+        service = Scheduler(JobStore(etcd, self.root), self.backend, self.options)
         await service.rebuild()
         self.stop_event = asyncio.Event()
         self.runner = asyncio.run_coroutine_threadsafe(service.run(self.stop_event), self.loop)

@@ -24,12 +24,15 @@ from learnerkit.scheduler import deployment as dep
 from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
+from learnerkit.scheduler.backends.k8s_objects import PodLayout
 from learnerkit.scheduler.errors import BackendError
 
 pytestmark = pytest.mark.asyncio
 
 T = TypeVar("T")
 NAMESPACE = "training"
+LAYOUT = PodLayout.NATIVE_SIDECAR
+"""kmock answers no ``/version``: the layout is pinned (tests/k8s has the real server choose)."""
 RESOURCES = {
     "Pod": "v1/pods",
     "Service": "v1/services",
@@ -89,7 +92,7 @@ def expected(job: dep.JobDeployment) -> set[tuple[str, str, str]]:
 def backend(kmock: KubernetesEmulator) -> KubernetesCluster:
     configuration = kubernetes.client.Configuration()
     configuration.host = str(kmock.url).rstrip("/")
-    return KubernetesCluster(kubernetes.client.ApiClient(configuration), namespace=NAMESPACE)
+    return KubernetesCluster(kubernetes.client.ApiClient(configuration), namespace=NAMESPACE, layout=LAYOUT)
 
 
 async def test_deploy_creates_exactly_the_jobs_objects(kmock: KubernetesEmulator, backend: KubernetesCluster) -> None:
@@ -269,7 +272,7 @@ async def test_an_unreachable_api_names_the_host() -> None:
     configuration = kubernetes.client.Configuration()
     configuration.host = "http://127.0.0.1:9"
     configuration.retries = 0
-    backend = KubernetesCluster(kubernetes.client.ApiClient(configuration), namespace=NAMESPACE)
+    backend = KubernetesCluster(kubernetes.client.ApiClient(configuration), namespace=NAMESPACE, layout=LAYOUT)
     with pytest.raises(
         BackendError, match=r"listing Pods in training .*cannot reach the Kubernetes API at http://127.0.0.1:9"
     ):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from learnerkit.scheduler.backends.k8s import node_from_api
+from learnerkit.scheduler.backends.k8s import UNLABELLED_GPU_TYPE, node_from_api
 from learnerkit.scheduler.capacity import Node
 
 
@@ -19,6 +19,12 @@ def node(name: str, allocatable: dict[str, str], *, ready: str = "True", **spec:
 def test_gpu_node_capacity_and_type() -> None:
     raw = node("gpu-1", {"cpu": "31500m", "memory": "128Gi", "nvidia.com/gpu": "4"})
     assert node_from_api(raw) == Node("gpu-1", 31.5, 128 << 30, 4, "NVIDIA-A100-SXM4-80GB")
+
+
+def test_gpu_node_without_the_product_label_counts_its_gpus() -> None:
+    raw = node("gpu-2", {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2"})
+    raw["metadata"]["labels"] = {}
+    assert node_from_api(raw) == Node("gpu-2", 4.0, 8 << 30, 2, UNLABELLED_GPU_TYPE)
 
 
 def test_cpu_node_has_no_gpu_type_even_when_labelled() -> None:

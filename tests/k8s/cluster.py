@@ -1,0 +1,612 @@
+"""A real one-node Kubernetes cluster on this machine, from the binaries ``scripts/k8s-binaries.sh`` built.
+
+etcd, kube-apiserver (token auth, RBAC + Node authorizer, service-account keys from ``openssl``) and
+kube-scheduler listen on 127.0.0.1; a private containerd (own root, state, socket and runc root) and the
+kubelet make the node. The node's address is the gateway of a bridge this code creates (a private /24, no
+route off the machine, no masquerade): the kubelet refuses a loopback node IP, and pods reach the host's
+etcd and S3 through forwarders on that gateway. The kubelet's pods live under a cgroup root of their own.
+``stop()`` removes every pod, process, mount, cgroup, namespace, bridge and file the cluster made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from learnerkit.dev.etcd import EtcdServer, etcd_binary
+from learnerkit.dev.ports import free_ports
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO / "scripts" / "k8s-binaries.sh"
+CNI_BIN = Path("/usr/lib/cni")
+NODE_NAME = "lk-node-1"
+START_TIMEOUT_S = 120.0
+CGROUP_FS = Path("/sys/fs/cgroup")
+NETNS = Path("/var/run/netns")
+
+
+def _netns() -> set[str]:
+    return {p.name for p in NETNS.iterdir()} if NETNS.is_dir() else set()
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """The cached build: ``bin/{kube-apiserver,kubelet,kube-scheduler,kubectl}``, ``pause.tar``."""
+
+    root: Path
+
+    def tool(self, name: str) -> str:
+        return str(self.root / "bin" / name)
+
+    @property
+    def pause_archive(self) -> Path:
+        return self.root / "pause.tar"
+
+    @property
+    def pause_ref(self) -> str:
+        return (self.root / "pause.ref").read_text().strip()
+
+
+def cached_binaries() -> Binaries | None:
+    """The cached build, or None when ``scripts/k8s-binaries.sh`` has not built it yet (nothing is built here)."""
+    done = subprocess.run([str(BUILD_SCRIPT), "--print-dir"], capture_output=True, text=True, check=False)
+    return Binaries(Path(done.stdout.strip())) if done.returncode == 0 else None
+
+
+def _subnet() -> ipaddress.IPv4Network:
+    """A /24 in 10.222.0.0/16 that no interface or route of this machine uses yet."""
+    used = subprocess.run(["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True).stdout
+    for _ in range(200):
+        net = ipaddress.IPv4Network(f"10.222.{secrets.randbelow(256)}.0/24")
+        if str(net) not in used and f"{net.network_address + 1}" not in used:
+            return net
+    raise RuntimeError("no free /24 left in 10.222.0.0/16")
+
+
+class _Forwarder:
+    """TCP forwarding from ``listen`` (the bridge gateway) to a loopback port, so pods reach host servers."""
+
+    def __init__(self, host: str, target_port: int) -> None:
+        self.server = socket.create_server((host, 0))
+        self.port = self.server.getsockname()[1]
+        self.target_port = target_port
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self._closed = True
+        self.server.close()
+
+
+class _PodDns:
+    """DNS on the gateway for what CoreDNS would answer here: ``<hostname>.<subdomain>.<namespace>.svc.cluster.local``
+    (a pod's record under its headless Service) from the pods' API objects; NXDOMAIN for everything else."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((cluster.gateway, 53))
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                query, peer = self.sock.recvfrom(512)
+            except OSError:
+                return
+            with contextlib.suppress(Exception):
+                self.sock.sendto(self._answer(query), peer)
+
+    def _answer(self, query: bytes) -> bytes:
+        ident = query[:2]
+        labels, pos = [], 12
+        while query[pos]:
+            labels.append(query[pos + 1 : pos + 1 + query[pos]].decode().lower())
+            pos += 1 + query[pos]
+        qtype = int.from_bytes(query[pos + 1 : pos + 3], "big")
+        question = query[12 : pos + 5]
+        address = self._lookup(labels)
+        if address is None:
+            return ident + b"\x81\x83\x00\x01\x00\x00\x00\x00\x00\x00" + question
+        if qtype != 1:
+            return ident + b"\x81\x80\x00\x01\x00\x00\x00\x00\x00\x00" + question
+        record = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x05\x00\x04" + socket.inet_aton(address)
+        return ident + b"\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00" + question + record
+
+    def _lookup(self, labels: list[str]) -> str | None:
+        if len(labels) != 6 or labels[3:] != ["svc", "cluster", "local"]:
+            return None
+        hostname, subdomain, namespace = labels[:3]
+        pods = self.cluster.get(f"/api/v1/namespaces/{namespace}/pods").get("items", [])
+        assert isinstance(pods, list)
+        for pod in pods:
+            spec, status = pod.get("spec", {}), pod.get("status", {})
+            if spec.get("hostname") == hostname and spec.get("subdomain") == subdomain and status.get("podIP"):
+                return str(status["podIP"])
+        return None
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@dataclass
+class LocalCluster:
+    """Start with ``start()``, always ``stop()``; ``kubeconfig`` is the admin's (token in system:masters)."""
+
+    binaries: Binaries
+    workdir: Path
+    suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    forwarders: list[_Forwarder] = field(default_factory=list)
+    etcd: EtcdServer | None = None
+    dns: _PodDns | None = None
+    started_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.subnet = _subnet()
+        self.gateway = str(self.subnet.network_address + 1)
+        self.bridge = f"lkk8s{self.suffix}"
+        self.cgroup_root = f"/lk-k8s-{self.suffix}"
+        self.api_port, self.scheduler_port, self.kubelet_port = free_ports(3)
+        self.tokens = {name: secrets.token_hex(16) for name in ("admin", "node", "scheduler")}
+        self.containerd_socket = self.workdir / "containerd" / "containerd.sock"
+        self.kubeconfig = self.workdir / "admin.kubeconfig"
+        self.pod_uids: set[str] = set()
+        self.netns_before = _netns()
+
+    # --- start ---------------------------------------------------------------------------------------
+    def start(self) -> None:
+        began = time.monotonic()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._bridge_up()
+        self._keys()
+        self.etcd = EtcdServer(etcd_binary(), self.workdir / "etcd" / "data")
+        self.etcd.start()
+        self._apiserver()
+        self._scheduler()
+        self._containerd()
+        self.import_archive(self.binaries.pause_archive)
+        self._cgroup_root()
+        self.dns = _PodDns(self)
+        self._kubelet()
+        self._wait(self._node_ready, "the node to be Ready", "kubelet")
+        # The node lifecycle controller (kube-controller-manager, not run here) would lift this taint.
+        self.kubectl("taint", "nodes", NODE_NAME, "node.kubernetes.io/not-ready-")
+        self.started_s = time.monotonic() - began
+
+    def _run(self, *argv: str) -> str:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip() or done.stdout.strip()}")
+        return done.stdout
+
+    def _bridge_up(self) -> None:
+        self._run("ip", "link", "add", "name", self.bridge, "type", "bridge")
+        self._run("ip", "addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
+        self._run("ip", "link", "set", self.bridge, "up")
+        # Pod-to-pod traffic crosses the host's FORWARD chain (br_netfilter), whose policy Docker sets to DROP.
+        self._run("iptables", "-I", "FORWARD", "1", *self._forward_rule)
+
+    @property
+    def _forward_rule(self) -> tuple[str, ...]:
+        return ("-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT")
+
+    def _keys(self) -> None:
+        key, pub = self.workdir / "sa.key", self.workdir / "sa.pub"
+        self._run("openssl", "genrsa", "-out", str(key), "2048")
+        self._run("openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub))
+        users = {
+            "admin": ("admin", "system:masters"),
+            "node": (f"system:node:{NODE_NAME}", "system:nodes"),
+            "scheduler": ("system:kube-scheduler", ""),
+        }
+        lines = [f'{self.tokens[who]},{user},{who},"{group}"' for who, (user, group) in users.items()]
+        (self.workdir / "tokens.csv").write_text("\n".join(lines) + "\n")
+        for who in users:
+            self._write_kubeconfig(self.workdir / f"{who}.kubeconfig", self.tokens[who])
+
+    def _write_kubeconfig(self, path: Path, token: str) -> None:
+        """A kubeconfig with ``token``; once the API server has made its self-signed certificate (the file holds
+        its CA too), clients verify the server against it."""
+        ca = self.workdir / "apiserver-certs" / "apiserver.crt"
+        trust: dict[str, object] = (
+            {"certificate-authority": str(ca)} if ca.exists() else {"insecure-skip-tls-verify": True}
+        )
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "lk", "cluster": {"server": self.server, **trust}}],
+            "users": [{"name": "lk", "user": {"token": token}}],
+            "contexts": [{"name": "lk", "context": {"cluster": "lk", "user": "lk"}}],
+            "current-context": "lk",
+        }
+        path.write_text(json.dumps(config))
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        log = (self.workdir / f"{name}.log").open("ab")
+        self.processes[name] = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env=env or {"PATH": os.environ["PATH"]}, start_new_session=True
+        )
+
+    def _wait(self, ready: object, what: str, process: str) -> None:
+        assert callable(ready)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            proc = self.processes.get(process)
+            if proc is not None and proc.poll() is not None:
+                break
+            with contextlib.suppress(Exception):
+                if ready():
+                    return
+            time.sleep(0.2)
+        tail = (self.workdir / f"{process}.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"timed out waiting for {what}; {process}.log ends:\n{tail}")
+
+    def get(self, path: str) -> dict[str, object]:
+        """GET an API path as the admin (JSON)."""
+        return self.request("GET", path)
+
+    def request(self, method: str, path: str, body: dict[str, object] | None = None) -> dict[str, object]:
+        """Call the API as the admin; a body goes as a JSON merge patch."""
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        headers = {"Authorization": f"Bearer {self.tokens['admin']}", "Content-Type": "application/merge-patch+json"}
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.server + path, data=data, headers=headers, method=method)
+        with urllib.request.urlopen(request, context=context, timeout=5) as answer:
+            text = answer.read()
+        try:
+            loaded = json.loads(text)
+        except ValueError:
+            return {"text": text.decode()}
+        return loaded if isinstance(loaded, dict) else {"value": loaded}
+
+    def _apiserver(self) -> None:
+        assert self.etcd is not None
+        self._spawn(
+            "kube-apiserver",
+            [
+                self.binaries.tool("kube-apiserver"),
+                f"--etcd-servers=http://{self.etcd.endpoint}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.api_port}",
+                "--insecure-port=0",
+                f"--advertise-address={self.gateway}",
+                "--endpoint-reconciler-type=none",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                f"--token-auth-file={self.workdir / 'tokens.csv'}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-account-key-file={self.workdir / 'sa.pub'}",
+                f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                "--disable-admission-plugins=ServiceAccount",
+                "--enable-admission-plugins=NodeRestriction",
+                f"--service-cluster-ip-range=10.223.{self.subnet.network_address.packed[2]}.0/24",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--v=1",
+            ],
+        )
+        self._wait(lambda: self.get("/readyz").get("text") == "ok", "kube-apiserver /readyz", "kube-apiserver")
+        for who, token in self.tokens.items():
+            self._write_kubeconfig(self.workdir / f"{who}.kubeconfig", token)
+
+    def _scheduler(self) -> None:
+        self._spawn(
+            "kube-scheduler",
+            [
+                self.binaries.tool("kube-scheduler"),
+                f"--kubeconfig={self.workdir / 'scheduler.kubeconfig'}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.scheduler_port}",
+                "--port=0",
+                "--v=1",
+            ],
+        )
+
+    def _containerd(self) -> None:
+        root = self.workdir / "containerd"
+        (self.workdir / "cni").mkdir(exist_ok=True)
+        (self.workdir / "cni" / "10-learnerkit.conflist").write_text(
+            json.dumps(
+                {
+                    "cniVersion": "0.4.0",
+                    "name": f"lk-k8s-{self.suffix}",
+                    "plugins": [
+                        {
+                            "type": "bridge",
+                            "bridge": self.bridge,
+                            "isGateway": True,
+                            "ipMasq": False,
+                            "hairpinMode": True,
+                            "ipam": {
+                                "type": "host-local",
+                                "dataDir": str(self.workdir / "cni-ipam"),
+                                "ranges": [[{"subnet": str(self.subnet), "gateway": self.gateway}]],
+                            },
+                        },
+                        {"type": "portmap", "capabilities": {"portMappings": True}},
+                    ],
+                }
+            )
+        )
+        config = f"""version = 2
+root = "{root / "root"}"
+state = "{root / "state"}"
+[grpc]
+  address = "{self.containerd_socket}"
+[ttrpc]
+  address = "{root / "ttrpc.sock"}"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root / "opt"}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{self.binaries.pause_ref}"
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "{root / "runc"}"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN}"
+    conf_dir = "{self.workdir / "cni"}"
+"""
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "config.toml").write_text(config)
+        self._spawn("containerd", ["containerd", "--config", str(root / "config.toml")])
+        self._wait(lambda: self._ctr("version") is not None, "containerd's socket", "containerd")
+
+    def _ctr(self, *args: str) -> str:
+        return self._run("ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", *args)
+
+    def import_archive(self, archive: Path) -> None:
+        self._ctr("images", "import", "--no-unpack", str(archive))
+
+    def import_images(self, *refs: str) -> None:
+        """``docker save`` of each image, imported into the node's containerd (no registry involved)."""
+        for ref in refs:
+            save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE)
+            done = subprocess.run(
+                ["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", "images", "import", "-"],
+                stdin=save.stdout,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert save.stdout is not None
+            save.stdout.close()
+            if save.wait() != 0 or done.returncode != 0:
+                raise RuntimeError(f"importing {ref} into the node: {done.stderr.strip()}")
+
+    def _cgroup_root(self) -> None:
+        """The kubelet's cgroup root in every v1 hierarchy (it must exist); cpuset needs its CPUs and nodes."""
+        for hierarchy in CGROUP_FS.iterdir():
+            if hierarchy.is_symlink() or not hierarchy.is_dir():
+                continue
+            top = hierarchy / self.cgroup_root.lstrip("/")
+            top.mkdir(exist_ok=True)
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                if (hierarchy / name).exists():
+                    (top / name).write_text((hierarchy / name).read_text())
+
+    def _kubelet(self) -> None:
+        kubelet = self.workdir / "kubelet"
+        kubelet.mkdir(exist_ok=True)
+        (self.workdir / "resolv.conf").write_text(f"nameserver {self.gateway}\n")
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": self.gateway,
+            "port": self.kubelet_port,
+            "readOnlyPort": 0,
+            "healthzPort": 0,
+            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+            "authorization": {"mode": "AlwaysAllow"},
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": self.cgroup_root,
+            "failSwapOn": False,
+            "makeIPTablesUtilChains": False,
+            "hairpinMode": "none",
+            "resolvConf": str(self.workdir / "resolv.conf"),
+            "clusterDNS": [self.gateway],
+            "clusterDomain": "cluster.local",
+            "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "serializeImagePulls": False,
+            "nodeStatusUpdateFrequency": "4s",
+            "syncFrequency": "10s",
+        }
+        (kubelet / "config.json").write_text(json.dumps(config))
+        self._spawn(
+            "kubelet",
+            [
+                self.binaries.tool("kubelet"),
+                f"--config={kubelet / 'config.json'}",
+                f"--kubeconfig={self.workdir / 'node.kubeconfig'}",
+                "--container-runtime=remote",
+                f"--container-runtime-endpoint=unix://{self.containerd_socket}",
+                f"--root-dir={kubelet / 'root'}",
+                f"--cert-dir={kubelet / 'pki'}",
+                f"--hostname-override={NODE_NAME}",
+                f"--node-ip={self.gateway}",
+                "--v=1",
+            ],
+        )
+
+    def _node_ready(self) -> bool:
+        node = self.get(f"/api/v1/nodes/{NODE_NAME}")
+        conditions = node.get("status", {}).get("conditions", [])  # type: ignore[union-attr]
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    def forward(self, target_port: int) -> int:
+        """A port on the gateway that pods can reach, forwarded to ``127.0.0.1:target_port``."""
+        forwarder = _Forwarder(self.gateway, target_port)
+        self.forwarders.append(forwarder)
+        return forwarder.port
+
+    def patch_node_status(self, patch: dict[str, object]) -> None:
+        """Merge ``patch`` into the node's status (kubectl 1.20 has no ``--subresource``): e.g. fake GPUs."""
+        self.request("PATCH", f"/api/v1/nodes/{NODE_NAME}/status", patch)
+
+    def kubectl(self, *args: str) -> str:
+        return self._run(self.binaries.tool("kubectl"), f"--kubeconfig={self.kubeconfig}", *args)
+
+    # --- stop ----------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Remove everything: pods (so the kubelet tears their networks down), processes, mounts, cgroups."""
+        with contextlib.suppress(Exception):
+            self._delete_pods()
+        for name in ("kubelet", "kube-scheduler", "kube-apiserver"):
+            self._terminate(name)
+        with contextlib.suppress(Exception):
+            self._kill_tasks()
+        self._terminate("containerd")
+        if self.etcd is not None:
+            self.etcd.stop()
+        for forwarder in self.forwarders:
+            forwarder.close()
+        if self.dns is not None:
+            self.dns.close()
+        self._unmount_below(self.workdir)
+        self._remove_cgroups()
+        for name in _netns() - self.netns_before:
+            if name.startswith("cni-"):
+                subprocess.run(["umount", str(NETNS / name)], capture_output=True, check=False)
+                (NETNS / name).unlink(missing_ok=True)
+        subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True, check=False)
+        subprocess.run(["iptables", "-D", "FORWARD", *self._forward_rule], capture_output=True, check=False)
+        self._remove_pod_logs()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _delete_pods(self) -> None:
+        pods = self.get("/api/v1/pods").get("items", [])
+        assert isinstance(pods, list)
+        self.pod_uids.update(pod["metadata"]["uid"] for pod in pods)
+        if not pods:
+            return
+        self.kubectl("delete", "pods", "--all-namespaces", "--all", "--grace-period=0", "--force", "--wait=false")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self._sandboxes():
+            time.sleep(0.5)
+
+    def _sandboxes(self) -> list[str]:
+        """The containerd tasks (pod sandboxes and containers) still running."""
+        rows = [line.split() for line in self._ctr("tasks", "ls").splitlines()[1:]]
+        return [row[0] for row in rows if len(row) >= 3 and row[2] == "RUNNING"]
+
+    def _kill_tasks(self) -> None:
+        ctr = ["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", "tasks"]
+        for task in self._sandboxes():
+            subprocess.run([*ctr, "kill", "-s", "SIGKILL", task], capture_output=True, check=False)
+        time.sleep(1)
+        for task in self._sandboxes():
+            subprocess.run([*ctr, "delete", "-f", task], capture_output=True, check=False)
+
+    def _terminate(self, name: str) -> None:
+        proc = self.processes.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    @staticmethod
+    def _unmount_below(folder: Path) -> None:
+        prefix = str(folder.resolve())
+        mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+        for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+    def _remove_cgroups(self) -> None:
+        for hierarchy in CGROUP_FS.iterdir():
+            top = hierarchy / self.cgroup_root.lstrip("/")
+            if not top.is_dir():
+                continue
+            for folder in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            with contextlib.suppress(OSError):
+                top.rmdir()
+
+    def _remove_pod_logs(self) -> None:
+        for uid in self.pod_uids:
+            for folder in Path("/var/log/pods").glob(f"*_{uid}"):
+                shutil.rmtree(folder, ignore_errors=True)
+        containers = Path("/var/log/containers")
+        if containers.is_dir():
+            for link in containers.iterdir():
+                if link.is_symlink() and not link.exists():
+                    link.unlink()
+
+    def leftovers(self) -> list[str]:
+        """What of the cluster is still on the machine (empty after ``stop()``)."""
+        found = [f"process {name}" for name, proc in self.processes.items() if proc.poll() is None]
+        if subprocess.run(["ip", "link", "show", self.bridge], capture_output=True, check=False).returncode == 0:
+            found.append(f"bridge {self.bridge}")
+        top = self.cgroup_root.lstrip("/")
+        found += [f"cgroup {h.name}/{top}" for h in CGROUP_FS.iterdir() if (h / top).exists()]
+        if subprocess.run(["iptables", "-C", "FORWARD", *self._forward_rule], capture_output=True).returncode == 0:
+            found.append(f"iptables FORWARD rule for {self.bridge}")
+        if self.workdir.exists():
+            found.append(f"folder {self.workdir}")
+        found += [f"netns {name}" for name in _netns() - self.netns_before if name.startswith("cni-")]
+        found += [f"pod log {p}" for uid in self.pod_uids for p in Path("/var/log/pods").glob(f"*_{uid}")]
+        return found

@@ -1,0 +1,188 @@
+"""FfDL manifests through the scheduler and its Kubernetes backend on a real kube-apiserver, kube-scheduler and
+kubelet (tests/k8s/cluster.py): the real etcd and S3 behind them, the project's own learner and sidecar images."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kubernetes.client import CoreV1Api
+
+from learnerkit.scheduler.backends.k8s import KubernetesBackend
+from learnerkit.scheduler.backends.k8s_objects import GPU_RESOURCE, LEARNER_CONTAINER, PodLayout
+from learnerkit.scheduler.core import SchedulerOptions
+from tests.integration.conftest import REPO
+from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, manifest
+from tests.integration.scheduler.test_scheduler_docker import DDP_SCRIPT
+from tests.k8s.cluster import LocalCluster
+from tests.k8s.conftest import LEARNER_IMAGE, NAMESPACE, job_objects_left
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.k8s, pytest.mark.services, pytest.mark.timeout(900)]
+
+SMOKE = "python /opt/learner/smoke/train.py --steps {steps} --checkpoint-every 10"
+
+
+def stored(client: Any, key: str) -> bytes:
+    return bytes(client.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read())
+
+
+def gone(api: Any, job_id: str) -> None:
+    """Wait until nothing of the job is left: a deleted pod stays (terminating) until the kubelet has stopped it."""
+    wait_until(
+        lambda: job_objects_left(api, job_id) == [], timeout=120, message=lambda: str(job_objects_left(api, job_id))
+    )
+
+
+def explain(cluster: LocalCluster, job_id: str) -> str:
+    """The job's pods as ``kubectl describe`` shows them, and each container's log: for a failure message."""
+    selector = f"-l=learnerkit.io/job-id={job_id}"
+    described = cluster.kubectl("-n", NAMESPACE, "describe", "pods", selector)
+    logs = cluster.kubectl("-n", NAMESPACE, "logs", selector, "--all-containers", "--tail=40")
+    return f"{described}\n{logs}"
+
+
+def test_a_1_20_server_gets_the_classic_layout(k8s_backend: KubernetesBackend) -> None:
+    assert k8s_backend.backend.layout is PodLayout.CLASSIC
+
+
+def test_manifest_runs_to_completed_with_logs_results_and_metrics(
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any, k8s_cluster: LocalCluster
+) -> None:
+    view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, SMOKE.format(steps=30))))
+    final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL | {"STORING"})
+    assert final.status in ("COMPLETED", "STORING"), f"{final}\n{explain(k8s_cluster, view.job_id)}"
+    final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
+    assert final.status == "COMPLETED", final
+    summary = json.loads(stored(scheduler_buckets, f"{view.job_id}/attempt-1/learner-1/results/summary.json"))
+    assert summary["final_step"] == 30
+    assert final.learners[0].status == "COMPLETED" and {"loss", "accuracy"} <= set(final.learners[0].metrics)
+    log = k8s_harness.call(k8s_harness.service.logs("team-a", view.job_id))
+    assert log.finished and b"done: steps 1..30" in log.read()
+    gone(k8s_api, view.job_id)
+
+
+def test_cancel_in_processing_leaves_nothing(
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any
+) -> None:
+    view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, "sleep 300")))
+    k8s_harness.wait_status("team-a", view.job_id, {"PROCESSING"}, timeout=240)
+    assert job_objects_left(k8s_api, view.job_id) != []
+    cancelled = k8s_harness.call(k8s_harness.service.cancel("team-a", view.job_id))
+    assert cancelled.status == "CANCELLED"
+    gone(k8s_api, view.job_id)
+
+
+def test_halt_then_resume_continues_from_the_checkpoint(
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any
+) -> None:
+    extra = "learnerkit:\n  halt_grace: 20\n"
+    command = "SMOKE_MIN_STEP_SECONDS=0.1 " + SMOKE.format(steps=80)
+    view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, command, extra=extra)))
+    k8s_harness.wait_status("team-a", view.job_id, {"PROCESSING"}, timeout=240)
+    wait_until(
+        lambda: k8s_harness.call(k8s_harness.service.get("team-a", view.job_id)).learners[0].metrics,
+        timeout=120,
+        message="metrics in etcd",
+    )
+    k8s_harness.call(k8s_harness.service.halt("team-a", view.job_id))
+    halted = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
+    assert halted.status == "HALTED", halted
+    gone(k8s_api, view.job_id)
+    k8s_harness.call(k8s_harness.service.resume("team-a", view.job_id))
+    final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
+    assert final.status == "COMPLETED", final
+    summary = json.loads(stored(scheduler_buckets, f"{view.job_id}/attempt-2/learner-1/results/summary.json"))
+    assert summary["start_step"] > 1 and summary["final_step"] == 80
+    gone(k8s_api, view.job_id)
+
+
+def test_two_learner_ddp_job_rendezvouses_through_the_headless_service(
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any
+) -> None:
+    scheduler_buckets.put_object(Bucket="sched-data", Key="ddp/ddp.py", Body=DDP_SCRIPT.encode())
+    extra = "learnerkit:\n  distributed: ddp\n"
+    job = manifest(pod_s3, "python $DATA_DIR/ddp.py", data="ddp", learners=2, extra=extra)
+    view = k8s_harness.call(k8s_harness.service.submit("team-a", job))
+    final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
+    assert final.status == "COMPLETED", final
+    results = [
+        json.loads(stored(scheduler_buckets, f"{view.job_id}/attempt-1/learner-{n}/results/ddp.json")) for n in (1, 2)
+    ]
+    assert sorted(r["rank"] for r in results) == [0, 1]
+    assert {r["sum"] for r in results} == {3.0} and {r["master"] for r in results} == {
+        f"lk-{view.job_id}-1.lk-{view.job_id}"
+    }
+    gone(k8s_api, view.job_id)
+
+
+def test_gpu_job_runs_on_fake_gpus_and_one_asking_too_many_is_refused_with_the_reason(
+    k8s_cluster: LocalCluster,
+    etcd_server: Any,
+    k8s_options: SchedulerOptions,
+    k8s_backend: KubernetesBackend,
+    pod_s3: SimpleNamespace,
+    scheduler_buckets: Any,
+    k8s_api: Any,
+) -> None:
+    # The scheduler reads the nodes when it starts: the node advertises its GPUs before that.
+    k8s_cluster.patch_node_status({"status": {"capacity": {GPU_RESOURCE: "2"}, "allocatable": {GPU_RESOURCE: "2"}}})
+    harness = Harness(etcd_server, k8s_options, backend=k8s_backend)
+    try:
+        image = f"learnerkit:\n  image: {LEARNER_IMAGE}\n"
+        fits = manifest(pod_s3, "echo gpus=$GPU_COUNT").replace("gpus: 0", "gpus: 1") + image
+        too_many = manifest(pod_s3, "true").replace("gpus: 0", "gpus: 4") + image
+        view = harness.call(harness.service.submit("team-a", fits))
+        final = harness.wait_status("team-a", view.job_id, TERMINAL)
+        assert final.status == "COMPLETED", final.reason
+        assert b"gpus=1" in harness.call(harness.service.logs("team-a", view.job_id)).read()
+        refused = harness.call(harness.service.submit("team-a", too_many))
+        reason = wait_until(
+            lambda: harness.call(harness.service.get("team-a", refused.job_id)).reason,
+            timeout=60,
+            message="a reason on the GPU job that cannot fit",
+        )
+        assert "4" in reason and "GPU" in reason.upper(), reason
+        assert job_objects_left(k8s_api, refused.job_id) == []
+    finally:
+        harness.kill()
+        gone = {GPU_RESOURCE: None}
+        k8s_cluster.patch_node_status({"status": {"capacity": gone, "allocatable": gone}})
+
+
+def test_scheduler_restart_leaves_the_running_job_alone(
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any, k8s_backend: KubernetesBackend
+) -> None:
+    view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, "sleep 15")))
+    k8s_harness.wait_status("team-a", view.job_id, {"PROCESSING"}, timeout=240)
+    # The kubelet reports container states to the API a little after the sidecar reports PROCESSING to etcd.
+    before = wait_until(lambda: learner_started(k8s_api, view.job_id), timeout=60, message="the learner running")
+    k8s_harness.kill()
+    again = Harness(k8s_harness.etcd_server, k8s_harness.options, backend=k8s_backend)
+    try:
+        assert learner_started(k8s_api, view.job_id) == before, "the pod was replaced or its learner restarted"
+        final = again.wait_status("team-a", view.job_id, TERMINAL)
+        assert final.status == "COMPLETED", final
+        gone(k8s_api, view.job_id)
+    finally:
+        again.kill()
+
+
+def learner_started(api: Any, job_id: str) -> tuple[str, str] | None:
+    """The learner pod's UID and when its learner container started running (None before it runs)."""
+    pods = CoreV1Api(api).list_namespaced_pod(NAMESPACE, label_selector=f"learnerkit.io/job-id={job_id}").items
+    for pod in pods:
+        for status in pod.status.container_statuses or []:
+            if status.name == LEARNER_CONTAINER and status.state.running is not None:
+                return pod.metadata.uid, str(status.state.running.started_at)
+    return None
+
+
+def test_the_schedulers_own_manifests_pass_the_real_server(k8s_cluster: LocalCluster) -> None:
+    """deploy/kubernetes (kustomize) as `kubectl apply --dry-run=server` sends it: admission and validation."""
+    k8s_cluster.kubectl("create", "namespace", "learnerkit-system")
+    applied = k8s_cluster.kubectl("apply", "--dry-run=server", "-k", str(REPO / "deploy" / "kubernetes"))
+    for kind in ("deployment.apps", "serviceaccount", "role.rbac", "rolebinding.rbac", "clusterrole.rbac", "service/"):
+        assert kind in applied, applied

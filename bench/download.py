@@ -26,31 +26,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from serving import free_port, once_served, reset_peak, rss_now_mib, rss_peak_mib, serve_without_nodes
+from serving import bench_manifest, free_port, once_served, reset_peak, rss_now_mib, rss_peak_mib, serve_without_nodes
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"
 BUCKET = "bench-download"
 MIB = 1 << 20
-
-
-def manifest(endpoint: str, access_key: str, secret_key: str) -> str:
-    return f"""\
-name: download-bench
-cpus: 0.1
-memory: 128Mb
-learners: 1
-data_stores:
-  - id: s3
-    type: s3_datastore
-    training_data: {{container: {BUCKET}}}
-    training_results: {{container: {BUCKET}}}
-    connection: {{auth_url: "{endpoint}", user_name: "{access_key}", password: "{secret_key}"}}
-framework:
-  name: pytorch
-  version: "2.13"
-  command: "true"
-"""
 
 
 def main() -> int:
@@ -85,7 +66,13 @@ def main() -> int:
             argv = [sys.executable, __file__, "--serve", etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
             child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
             client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
-            job = once_served(lambda: client.submit(manifest(s3.endpoint_url, s3.access_key, s3.secret_key)), child, 60)
+            job = once_served(
+                lambda: client.submit(
+                    bench_manifest("download-bench", BUCKET, s3.endpoint_url, s3.access_key, s3.secret_key, "true")
+                ),
+                child,
+                60,
+            )
             prefix = f"{job.job_id}/attempt-1/learner-1/results/"
             each = args.mb * 1_000_000 // args.files
             for n in range(args.files):

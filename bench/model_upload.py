@@ -27,31 +27,12 @@ import zipfile
 from pathlib import Path
 
 from logs import free_port, reset_peak, rss_now_mib, rss_peak_mib
-from serving import once_served, serve_scheduler
+from serving import bench_manifest, once_served, serve_scheduler
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"
 BUCKET = "bench-models"
 MIB = 1 << 20
-
-
-def manifest(endpoint: str, access_key: str, secret_key: str) -> str:
-    return f"""\
-name: model-upload-bench
-cpus: 0.1
-memory: 128Mb
-learners: 1
-data_stores:
-  - id: s3
-    type: s3_datastore
-    training_data: {{container: {BUCKET}}}
-    training_results: {{container: {BUCKET}}}
-    connection: {{auth_url: "{endpoint}", user_name: "{access_key}", password: "{secret_key}"}}
-framework:
-  name: pytorch
-  version: "2.13"
-  command: "python3 train.py"
-"""
 
 
 def serve(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port: int) -> None:
@@ -142,7 +123,9 @@ def main() -> int:
             argv = [sys.executable, __file__, "--serve", etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
             child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
             client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
-            text = manifest(s3.endpoint_url, s3.access_key, s3.secret_key)
+            text = bench_manifest(
+                "model-upload-bench", BUCKET, s3.endpoint_url, s3.access_key, s3.secret_key, "python3 train.py"
+            )
             # Warm up: the S3 client, the code paths, the worker threads and their allocator arenas.
             once_served(lambda: client.submit(text, model=small), child, 60)
             boto.upload_file(str(small), BUCKET, "baseline/warm.zip")

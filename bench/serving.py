@@ -121,3 +121,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def bench_manifest(name: str, bucket: str, endpoint: str, access_key: str, secret_key: str, command: str) -> str:
+    """A one-learner PyTorch manifest whose data and results share ``bucket`` on the bench's own S3."""
+    return f"""\
+name: {name}
+cpus: 0.1
+memory: 128Mb
+learners: 1
+data_stores:
+  - id: s3
+    type: s3_datastore
+    training_data: {{container: {bucket}}}
+    training_results: {{container: {bucket}}}
+    connection: {{auth_url: "{endpoint}", user_name: "{access_key}", password: "{secret_key}"}}
+framework:
+  name: pytorch
+  version: "2.13"
+  command: "{command}"
+"""

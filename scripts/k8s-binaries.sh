@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make k8s-binaries`: build kube-apiserver, kubelet, kube-scheduler and kubectl from Debian bookworm's
+# `make k8s-binaries`: build kube-apiserver, kube-controller-manager, kubelet, kube-scheduler and kubectl from Debian bookworm's
 # `kubernetes` source package, with Debian's Go 1.19 unpacked (not installed), for the real-cluster test
 # tier (tests/k8s). Nothing comes from a container registry. The result is cached by version under
 #   ${XDG_CACHE_HOME:-~/.cache}/learnerkit/k8s/<debian version>/{bin,pause.tar}
@@ -17,7 +17,7 @@ K8S_DEB_VERSION=${LEARNERKIT_K8S_DEB_VERSION:-1.20.5+really1.20.2-1.1+deb12u1}
 K8S_GIT_VERSION=${LEARNERKIT_K8S_GIT_VERSION:-v1.20.2}
 ARCHIVE=${LEARNERKIT_DEBIAN_ARCHIVE:-http://deb.debian.org/debian}
 SECURITY_ARCHIVE=${LEARNERKIT_DEBIAN_SECURITY_ARCHIVE:-http://deb.debian.org/debian-security}
-TARGETS=(kube-apiserver kubelet kube-scheduler kubectl)
+TARGETS=(kube-apiserver kube-controller-manager kubelet kube-scheduler kubectl)
 NODE_PACKAGES=(containerd runc containernetworking-plugins etcd-server rsync dpkg-dev gcc libc6-dev)
 
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/learnerkit/k8s/$K8S_DEB_VERSION

@@ -1,10 +1,13 @@
 """A real one-node Kubernetes cluster on this machine, from the binaries ``scripts/k8s-binaries.sh`` built.
 
-etcd, kube-apiserver (token auth, RBAC + Node authorizer, service-account keys from ``openssl``) and
-kube-scheduler listen on 127.0.0.1; a private containerd (own root, state, socket and runc root) and the
-kubelet make the node. The node's address is the gateway of a bridge this code creates (a private /24, no
-route off the machine, no masquerade): the kubelet refuses a loopback node IP, and pods reach the host's
-etcd and S3 through forwarders on that gateway. The kubelet's pods live under a cgroup root of their own.
+etcd, kube-apiserver (token auth, RBAC + Node authorizer, service-account keys from ``openssl``),
+kube-scheduler and kube-controller-manager (only its volume binder) listen on 127.0.0.1; a private containerd
+(own root, state, socket and runc root) and the kubelet make the node. The node's address is the gateway of a
+bridge this code creates (a private /24, no route off the machine, no masquerade): the kubelet refuses a
+loopback node IP, and pods reach the host's etcd and S3 through forwarders on that gateway. The kubelet's pods
+live under a cgroup root of their own. Multi-learner jobs' ReadWriteMany claims bind to a pool of static
+hostPath volumes of the class ``SHARED_CLASS`` (one node: a host folder is shared storage), as a cluster's RWX
+storage would serve them.
 ``stop()`` removes every pod, process, mount, cgroup, namespace, bridge and file the cluster made.
 """
 
@@ -37,6 +40,10 @@ NODE_NAME = "lk-node-1"
 START_TIMEOUT_S = 120.0
 CGROUP_FS = Path("/sys/fs/cgroup")
 NETNS = Path("/var/run/netns")
+SHARED_CLASS = "lk-shared"
+"""The storage class of the static volumes the jobs' shared claims bind to (``LEARNERKIT_K8S_SHARED_STORAGE_CLASS``)."""
+SHARED_VOLUMES = 4
+LEARNER_UID = 1000
 
 
 def _netns() -> set[str]:
@@ -45,7 +52,8 @@ def _netns() -> set[str]:
 
 @dataclass(frozen=True)
 class Binaries:
-    """The cached build: ``bin/{kube-apiserver,kubelet,kube-scheduler,kubectl}``, ``pause.tar``."""
+    """The cached build: ``bin/{kube-apiserver,kube-controller-manager,kubelet,kube-scheduler,kubectl}``,
+    ``pause.tar``."""
 
     root: Path
 
@@ -187,8 +195,8 @@ class LocalCluster:
         self.gateway = str(self.subnet.network_address + 1)
         self.bridge = f"lkk8s{self.suffix}"
         self.cgroup_root = f"/lk-k8s-{self.suffix}"
-        self.api_port, self.scheduler_port, self.kubelet_port = free_ports(3)
-        self.tokens = {name: secrets.token_hex(16) for name in ("admin", "node", "scheduler")}
+        self.api_port, self.scheduler_port, self.kubelet_port, self.controllers_port = free_ports(4)
+        self.tokens = {name: secrets.token_hex(16) for name in ("admin", "node", "scheduler", "controllers")}
         self.containerd_socket = self.workdir / "containerd" / "containerd.sock"
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.pod_uids: set[str] = set()
@@ -204,6 +212,8 @@ class LocalCluster:
         self.etcd.start()
         self._apiserver()
         self._scheduler()
+        self._controllers()
+        self._shared_volumes()
         self._containerd()
         self.import_archive(self.binaries.pause_archive)
         self._cgroup_root()
@@ -239,6 +249,7 @@ class LocalCluster:
             "admin": ("admin", "system:masters"),
             "node": (f"system:node:{NODE_NAME}", "system:nodes"),
             "scheduler": ("system:kube-scheduler", ""),
+            "controllers": ("system:kube-controller-manager", ""),
         }
         lines = [f'{self.tokens[who]},{user},{who},"{group}"' for who, (user, group) in users.items()]
         (self.workdir / "tokens.csv").write_text("\n".join(lines) + "\n")
@@ -290,12 +301,18 @@ class LocalCluster:
         """GET an API path as the admin (JSON)."""
         return self.request("GET", path)
 
-    def request(self, method: str, path: str, body: dict[str, object] | None = None) -> dict[str, object]:
-        """Call the API as the admin; a body goes as a JSON merge patch."""
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, object] | None = None,
+        content_type: str = "application/merge-patch+json",
+    ) -> dict[str, object]:
+        """Call the API as the admin; a body goes as a JSON merge patch unless ``content_type`` says otherwise."""
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-        headers = {"Authorization": f"Bearer {self.tokens['admin']}", "Content-Type": "application/merge-patch+json"}
+        headers = {"Authorization": f"Bearer {self.tokens['admin']}", "Content-Type": content_type}
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.server + path, data=data, headers=headers, method=method)
         with urllib.request.urlopen(request, context=context, timeout=5) as answer:
@@ -348,6 +365,46 @@ class LocalCluster:
                 "--v=1",
             ],
         )
+
+    def _controllers(self) -> None:
+        """kube-controller-manager with the volume binder alone: it binds claims to volumes (the node's
+        taint, which its node lifecycle controller would lift, is lifted by ``start``)."""
+        self._spawn(
+            "kube-controller-manager",
+            [
+                self.binaries.tool("kube-controller-manager"),
+                f"--kubeconfig={self.workdir / 'controllers.kubeconfig'}",
+                "--controllers=persistentvolume-binder",
+                "--use-service-account-credentials=false",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.controllers_port}",
+                "--port=0",
+                "--v=1",
+            ],
+        )
+
+    def _shared_volumes(self) -> None:
+        """Static ReadWriteMany volumes, folders the learner (uid 1000, group 0) may write; kept, not recycled,
+        when their claim goes (each binds once)."""
+        for n in range(1, SHARED_VOLUMES + 1):
+            folder = self.workdir / "shared" / f"pv-{n}"
+            folder.mkdir(parents=True)
+            os.chown(folder, LEARNER_UID, 0)
+            folder.chmod(0o2775)
+            volume: dict[str, object] = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"lk-shared-{self.suffix}-{n}"},
+                "spec": {
+                    "capacity": {"storage": "10Gi"},
+                    "accessModes": ["ReadWriteMany"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": SHARED_CLASS,
+                    "hostPath": {"path": str(folder), "type": "Directory"},
+                },
+            }
+            self.request("POST", "/api/v1/persistentvolumes", volume, content_type="application/json")
 
     def _containerd(self) -> None:
         root = self.workdir / "containerd"
@@ -511,7 +568,7 @@ state = "{root / "state"}"
         """Remove everything: pods (so the kubelet tears their networks down), processes, mounts, cgroups."""
         with contextlib.suppress(Exception):
             self._delete_pods()
-        for name in ("kubelet", "kube-scheduler", "kube-apiserver"):
+        for name in ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-apiserver"):
             self._terminate(name)
         with contextlib.suppress(Exception):
             self._kill_tasks()

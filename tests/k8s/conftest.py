@@ -27,7 +27,7 @@ from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
 from tests.integration.conftest import REPO, build_inputs
 from tests.integration.scheduler.conftest import Harness, scheduler_buckets
-from tests.k8s.cluster import Binaries, LocalCluster, cached_binaries
+from tests.k8s.cluster import SHARED_CLASS, Binaries, LocalCluster, cached_binaries
 
 NAMESPACE = "learnerkit"
 LEARNER_IMAGE = "learnerkit/pytorch:2.13-cpu-py3.11"
@@ -115,7 +115,9 @@ def k8s_backend(k8s_cluster: LocalCluster, pod_etcd_port: int, pod_s3: SimpleNam
     """The scheduler's backend, its job policies letting pods reach etcd and S3 on the gateway."""
     api = KubernetesCluster.from_kubeconfig(str(k8s_cluster.kubeconfig), namespace=NAMESPACE)
     gateway = f"{k8s_cluster.gateway}/32"
-    return KubernetesBackend(api, (Egress(gateway, pod_etcd_port), Egress(gateway, pod_s3.port)))
+    return KubernetesBackend(
+        api, (Egress(gateway, pod_etcd_port), Egress(gateway, pod_s3.port)), shared_storage_class=SHARED_CLASS
+    )
 
 
 @pytest.fixture

@@ -99,12 +99,19 @@ def test_halt_then_resume_continues_from_the_checkpoint(
     gone(k8s_api, view.job_id)
 
 
-def test_two_learner_ddp_job_rendezvouses_through_the_headless_service(
+def test_two_learner_ddp_job_rendezvouses_and_shares_the_job_folder(
     k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any
 ) -> None:
     scheduler_buckets.put_object(Bucket="sched-data", Key="ddp/ddp.py", Body=DDP_SCRIPT.encode())
     extra = "learnerkit:\n  distributed: ddp\n"
-    job = manifest(pod_s3, "python $DATA_DIR/ddp.py", data="ddp", learners=2, extra=extra)
+    # Each learner leaves its pod name in the job's shared folder (the RWX claim) before the rendezvous and reads
+    # both after it, as FfDL examples leave host files there.
+    shared = "$JOB_SHARED_DIR"
+    command = (
+        f"echo $DOWNWARD_API_POD_NAME > {shared}/$LEARNER_ID && python $DATA_DIR/ddp.py"
+        f" && cat {shared}/1 {shared}/2 > $RESULT_DIR/shared.txt"
+    )
+    job = manifest(pod_s3, command, data="ddp", learners=2, extra=extra)
     view = k8s_harness.call(k8s_harness.service.submit("team-a", job))
     final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
     assert final.status == "COMPLETED", final
@@ -112,6 +119,9 @@ def test_two_learner_ddp_job_rendezvouses_through_the_headless_service(
         json.loads(stored(scheduler_buckets, f"{view.job_id}/attempt-1/learner-{n}/results/ddp.json")) for n in (1, 2)
     ]
     assert sorted(r["rank"] for r in results) == [0, 1]
+    pods = f"lk-{view.job_id}-1\nlk-{view.job_id}-2\n".encode()
+    for n in (1, 2):
+        assert stored(scheduler_buckets, f"{view.job_id}/attempt-1/learner-{n}/results/shared.txt") == pods
     assert {r["sum"] for r in results} == {3.0} and {r["master"] for r in results} == {
         f"lk-{view.job_id}-1.lk-{view.job_id}"
     }

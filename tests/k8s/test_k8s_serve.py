@@ -19,7 +19,7 @@ from learnerkit.dev.ports import free_port
 from learnerkit.scheduler.core import SchedulerOptions
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, manifest
-from tests.k8s.cluster import LocalCluster
+from tests.k8s.cluster import SHARED_CLASS, LocalCluster
 from tests.k8s.conftest import NAMESPACE, job_objects_left
 from tests.waiting import wait_until
 
@@ -57,6 +57,7 @@ def served(
         **os.environ,
         "KUBECONFIG": str(k8s_cluster.kubeconfig),
         "LEARNERKIT_K8S_NAMESPACE": NAMESPACE,
+        "LEARNERKIT_K8S_SHARED_STORAGE_CLASS": SHARED_CLASS,
         "LEARNERKIT_K8S_EGRESS": f"{gateway}/32:{pod_etcd_port},{gateway}/32:{pod_s3.port}",
         "LEARNERKIT_SIDECAR_IMAGE": k8s_options.platform.sidecar_image,
         "AWS_ACCESS_KEY_ID": pod_s3.access_key,

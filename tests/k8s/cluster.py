@@ -385,8 +385,30 @@ class LocalCluster:
         )
 
     def _shared_volumes(self) -> None:
-        """Static ReadWriteMany volumes, folders the learner (uid 1000, group 0) may write; kept, not recycled,
-        when their claim goes (each binds once)."""
+        """Static ReadWriteMany volumes of a class without a provisioner, folders the learner (uid 1000, group 0)
+        may write; kept, not recycled, when their claim goes (each binds once). The controller manager's user
+        gets the volume binder's role, and nothing more."""
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "lk-volume-binder"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:controller:persistent-volume-binder",
+            },
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:kube-controller-manager"}
+            ],
+        }
+        self.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding, "application/json")
+        storage_class = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": SHARED_CLASS},
+            "provisioner": "kubernetes.io/no-provisioner",
+        }
+        self.request("POST", "/apis/storage.k8s.io/v1/storageclasses", storage_class, "application/json")
         for n in range(1, SHARED_VOLUMES + 1):
             folder = self.workdir / "shared" / f"pv-{n}"
             folder.mkdir(parents=True)

@@ -100,7 +100,7 @@ def test_halt_then_resume_continues_from_the_checkpoint(
 
 
 def test_two_learner_ddp_job_rendezvouses_and_shares_the_job_folder(
-    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any, k8s_cluster: LocalCluster
 ) -> None:
     scheduler_buckets.put_object(Bucket="sched-data", Key="ddp/ddp.py", Body=DDP_SCRIPT.encode())
     extra = "learnerkit:\n  distributed: ddp\n"
@@ -114,7 +114,7 @@ def test_two_learner_ddp_job_rendezvouses_and_shares_the_job_folder(
     job = manifest(pod_s3, command, data="ddp", learners=2, extra=extra)
     view = k8s_harness.call(k8s_harness.service.submit("team-a", job))
     final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL)
-    assert final.status == "COMPLETED", final
+    assert final.status == "COMPLETED", f"{final}\n{explain(k8s_cluster, view.job_id)}"
     results = [
         json.loads(stored(scheduler_buckets, f"{view.job_id}/attempt-1/learner-{n}/results/ddp.json")) for n in (1, 2)
     ]

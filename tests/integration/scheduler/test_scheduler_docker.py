@@ -11,7 +11,7 @@ import pytest
 from learnerkit.common import engine
 from learnerkit.pair.docker import JOB_LABEL
 from learnerkit.scheduler.errors import JobStateError, UnknownJobError
-from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, leftovers, manifest
+from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, leftovers, manifest
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
@@ -116,16 +116,19 @@ def test_two_learner_ddp_job_with_gloo(harness: Harness, s3_server: Any, schedul
 
 
 def test_failed_job_auto_resumes_from_its_checkpoint(harness: Harness, s3_server: Any, scheduler_buckets: Any) -> None:
-    # The first attempt checkpoints and crashes; the second finds the checkpoint restored and succeeds.
+    # The first attempt checkpoints and crashes; the second finds the checkpoint restored and succeeds. The script
+    # is a file: a command's line breaks become spaces, as on FfDL.
     script = (
-        'python -c "import learner, sys\n'
+        "import learner, sys\n"
         "if learner.latest_checkpoint() is None:\n"
         "    with learner.new_checkpoint(7) as d: (d / 'state').write_text('7')\n"
         "    sys.exit(3)\n"
-        "print('resumed at', learner.latest_checkpoint().step)\""
+        "print('resumed at', learner.latest_checkpoint().step)\n"
     )
+    scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key="resume/resume.py", Body=script.encode())
     extra = "learnerkit:\n  max_restarts: 1\n"
-    view = harness.call(harness.service.submit("team-a", manifest(s3_server, script, extra=extra)))
+    job = manifest(s3_server, "python $DATA_DIR/resume.py", data="resume", extra=extra)
+    view = harness.call(harness.service.submit("team-a", job))
     final = harness.wait_status("team-a", view.job_id, TERMINAL, timeout=300)
     assert final.status == "COMPLETED" and final.restarts == 1, final
     assert b"resumed at 7" in harness.call(harness.service.logs("team-a", view.job_id)).read()

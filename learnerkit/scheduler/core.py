@@ -280,13 +280,14 @@ class Scheduler:
                     async for chunk in model:
                         file.write(chunk)  # page cache: far quicker than the chunk took to arrive
                         await upload.write(chunk)
-                summary = await asyncio.to_thread(
+                check = asyncio.to_thread(
                     check_model_archive,
                     copy,
                     name="model",
                     max_expanded_bytes=limits.max_expanded_bytes,
                     max_members=limits.max_members,
                 )
+                summary, _ = await asyncio.gather(check, upload.sent())  # the check while the last parts go
                 await upload.finish()
             except SidecarError as e:
                 await upload.abort()

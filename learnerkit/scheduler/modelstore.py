@@ -4,7 +4,9 @@ The API hands the scheduler the model part's bytes as they come off the request 
 part goes to the store at once, a few at a time, while the next arrives, so receiving and storing overlap. A
 copy goes to a temporary file for the archive check, which needs the zip's directory at its end. Nothing is
 kept: :meth:`StreamedUpload.abort` drops the parts of a refused model, and the object exists only after
-:meth:`StreamedUpload.finish`. At most ``(IN_FLIGHT + 1) x PART_SIZE`` bytes are held in memory.
+:meth:`StreamedUpload.finish`. At most ``(IN_FLIGHT + 1) x PART_SIZE`` bytes are held in memory. The parts go
+out on threads of the upload's own, so the default pool (as few as ``os.cpu_count() + 4`` threads) stays free
+for the archive check, which runs while the last parts are still being sent (:meth:`StreamedUpload.sent`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 from controller_sidecar.errors import SidecarError, TransferError
 from controller_sidecar.s3store import S3Store
@@ -33,6 +36,8 @@ class StreamedUpload:
         self._upload_id: str | None = None
         self._sends: list[asyncio.Task[str]] = []
         self._slots = asyncio.Semaphore(IN_FLIGHT)
+        self._senders = ThreadPoolExecutor(max_workers=IN_FLIGHT, thread_name_prefix="model-upload")
+        self._etags: list[str] = []
 
     async def write(self, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -42,6 +47,17 @@ class StreamedUpload:
             del self._buffer[:PART_SIZE]
             await self._send(part)
 
+    async def sent(self) -> None:
+        """Every byte written is in the store as a part (an upload of more than one part): nothing is visible
+        until :meth:`finish`."""
+        if self._upload_id is None:
+            return
+        if self._buffer:
+            await self._send(bytes(self._buffer))
+            self._buffer.clear()
+        self._etags = list(await asyncio.gather(*self._sends))
+        self._senders.shutdown(wait=False)
+
     async def finish(self) -> str:
         """Send what is left and complete the object; its ETag, checked against what was sent."""
         where = f"s3://{self.bucket}/{self.key}"
@@ -50,13 +66,13 @@ class StreamedUpload:
             await asyncio.to_thread(self.store.put_bytes, self.bucket, self.key, data)
             expected = hashlib.md5(data, usedforsecurity=False).hexdigest()
         else:
-            if self._buffer:
-                await self._send(bytes(self._buffer))
-            etags = list(await asyncio.gather(*self._sends))
+            await self.sent()
+            etags = self._etags
             await asyncio.to_thread(self.store.complete_multipart, self.bucket, self.key, self._upload_id, etags)
             combined = hashlib.md5(b"".join(bytes.fromhex(e) for e in etags), usedforsecurity=False).hexdigest()
             expected = f"{combined}-{len(etags)}"
         self._buffer.clear()
+        self._senders.shutdown(wait=False)
         stored = await asyncio.to_thread(self.store.head, self.bucket, self.key)
         if stored.size != self.size or stored.etag != expected:
             raise TransferError(
@@ -68,6 +84,7 @@ class StreamedUpload:
         """Drop every part sent (the object never existed); a failure to do so is logged, not raised. The parts
         in flight (a few) are let finish first: one landing after the abort would start the upload again."""
         await asyncio.gather(*self._sends, return_exceptions=True)
+        self._senders.shutdown(wait=False)
         self._buffer.clear()
         if self._upload_id is not None:
             try:
@@ -88,6 +105,9 @@ class StreamedUpload:
     async def _part(self, upload_id: str, number: int, part: bytes) -> str:
         """The part's ETag (its MD5, checked by the store adapter as it is sent)."""
         try:
-            return await asyncio.to_thread(self.store.upload_part, self.bucket, self.key, upload_id, number, part)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self._senders, self.store.upload_part, self.bucket, self.key, upload_id, number, part
+            )
         finally:
             self._slots.release()

@@ -27,56 +27,12 @@ import zipfile
 from pathlib import Path
 
 from logs import free_port, reset_peak, rss_now_mib, rss_peak_mib
-from serving import bench_manifest, once_served, serve_scheduler
+from serving import bench_manifest, once_served, serve_without_nodes
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"
 BUCKET = "bench-models"
 MIB = 1 << 20
-
-
-def serve(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port: int) -> None:
-    """The child: the real Scheduler behind the real API, on a backend with no nodes."""
-
-    from learnerkit.scheduler.capacity import Node
-    from learnerkit.scheduler.core import Scheduler, SchedulerOptions
-    from learnerkit.scheduler.deployment import JobDeployment
-    from learnerkit.scheduler.jobstore import JobStore
-    from learnerkit.scheduler.planning import Platform
-    from learnerkit.scheduler.policy import SubmitPolicy, origin
-
-    class NoNodes:
-        def nodes(self) -> list[Node]:
-            return []
-
-        def deploy(self, job: JobDeployment) -> None:
-            raise AssertionError("nothing is deployed")
-
-        def started(self, job_id: str, learners: int) -> bool:
-            return False
-
-        def sidecars_exited(self, job_id: str) -> dict[int, int]:
-            return {}
-
-        def learners_ended(self, job_id: str) -> dict[int, int]:
-            return {}
-
-        def teardown(self, job_id: str) -> None:
-            pass
-
-        def job_ids(self, instance: str) -> set[str]:
-            return set()
-
-    options = SchedulerOptions(
-        platform=Platform(etcd_endpoints=etcd_endpoint, sidecar_image="unused"),
-        catalog=None,
-        resolve_image=lambda _manifest: "unused",
-        submit_policy=SubmitPolicy(object_stores=(str(origin(s3_endpoint)),)),
-    )
-    store = JobStore()
-    scheduler = Scheduler(store, NoNodes(), options)
-
-    serve_scheduler(scheduler, store, etcd_endpoint, tokens, port)
 
 
 def write_model(path: Path, total: int) -> None:
@@ -97,7 +53,7 @@ def main() -> int:
     parser.add_argument("--serve", nargs=4, metavar=("ETCD", "S3", "TOKENS", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve[0], args.serve[1], Path(args.serve[2]), int(args.serve[3]))
+        serve_without_nodes(args.serve[0], args.serve[1], Path(args.serve[2]), int(args.serve[3]))
         return 0
 
     from learnerkit.dev.etcd import EtcdServer

@@ -81,6 +81,9 @@ def serve_without_nodes(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port
         def sidecars_exited(self, job_id: str) -> dict[int, int]:
             return {}
 
+        def learners_ended(self, job_id: str) -> dict[int, int]:
+            return {}
+
         def teardown(self, job_id: str) -> None:
             pass
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+from rich.filesize import decimal
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
@@ -257,7 +258,7 @@ def download(job_id: str, to: Path | None, what: str, client: SchedulerClient, o
     def show() -> None:
         for skipped in summary.skipped:
             err_console.print(f"[yellow]skipped[/] {escape(skipped)}")
-        console.print(f"{len(files)} file(s), {format_size(summary.bytes)} of {what} in [bold]{escape(str(root))}[/]")
+        console.print(f"{len(files)} file(s), {decimal(summary.bytes)} of {what} in [bold]{escape(str(root))}[/]")
 
     emit(output, summary, show)
 
@@ -402,6 +403,7 @@ def _show(path: Path, job: JobManifest, model: ModelSummary | None) -> None:
     )
     table.add_row("command", job.framework.command)
     if model is not None:
-        table.add_row("model code", f"{model.files} files, {format_size(model.expanded_bytes)}")
+        files = f"{model.files} file{'' if model.files == 1 else 's'}"
+        table.add_row("model code", f"{files}, {decimal(model.expanded_bytes)}")
         table.add_row("requirements", ", ".join(model.requirements) or "none")
     console.print(table)

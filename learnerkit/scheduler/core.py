@@ -245,12 +245,11 @@ class Scheduler:
         tracked = Tracked(state, manifest, manifest_text, source, options)
         try:
             await self._record(tracked)
-        except BaseException:
-            if options.model is not None and state.job_id not in self.jobs:
+        finally:
+            if options.model is not None and state.job_id not in self.jobs:  # not recorded: drop its model
                 await asyncio.to_thread(
                     _delete_quietly, self._store_of(endpoints), options.model.bucket, options.model.key
                 )
-            raise
         self._wake.set()
         return job_view(tracked)
 
@@ -275,6 +274,7 @@ class Scheduler:
         limits = self.options.model_limits
         with tempfile.TemporaryDirectory(prefix="learnerkit-model-") as scratch:
             copy = Path(scratch) / "model.zip"
+            stored = False
             try:
                 with copy.open("wb") as file:
                     async for chunk in model:
@@ -289,12 +289,12 @@ class Scheduler:
                 )
                 summary, _ = await asyncio.gather(check, upload.sent())  # the check while the last parts go
                 await upload.finish()
+                stored = True
             except SidecarError as e:
-                await upload.abort()
                 raise StoreUnavailableError(f"storing the model code at s3://{bucket}/{key} failed: {e}") from e
-            except BaseException:
-                await upload.abort()
-                raise
+            finally:
+                if not stored:  # refused, failed or cancelled: no part may stay behind
+                    await upload.abort()
         return ModelObject(bucket, key, upload.size, bool(summary.requirements))
 
     async def list_jobs(self, tenant: str) -> list[JobView]:

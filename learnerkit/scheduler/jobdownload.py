@@ -65,9 +65,8 @@ def download_file(
             client.copy_file(job_id, item.path, write)
         _check_size(item, received)
         temporary.replace(target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    finally:
+        temporary.unlink(missing_ok=True)  # gone once renamed; what a failure left
     return target
 
 
@@ -105,10 +104,9 @@ def download_all(
             try:
                 for future in futures:
                     future.result()
-            except BaseException:
-                for future in futures:
+            finally:
+                for future in futures:  # after an error, the files not started yet (a no-op otherwise)
                     future.cancel()
-                raise
     finally:
         for own in clients:
             own.close()

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from learnerkit.dev.etcd import EtcdServer, etcd_binary
 from learnerkit.dev.ports import free_ports
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "scripts" / "k8s-binaries.sh"
@@ -285,17 +286,21 @@ class LocalCluster:
 
     def _wait(self, ready: object, what: str, process: str) -> None:
         assert callable(ready)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
+
+        def outcome() -> str | None:
             proc = self.processes.get(process)
             if proc is not None and proc.poll() is not None:
-                break
+                return "exited"
             with contextlib.suppress(Exception):
                 if ready():
-                    return
-            time.sleep(0.2)
+                    return "ready"
+            return None
+
+        with contextlib.suppress(TimeoutError):
+            if wait_until(outcome, timeout=START_TIMEOUT_S, interval=0.2, message=what) == "ready":
+                return
         tail = (self.workdir / f"{process}.log").read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"timed out waiting for {what}; {process}.log ends:\n{tail}")
+        raise RuntimeError(f"{process} exited or timed out waiting for {what}; {process}.log ends:\n{tail}")
 
     def get(self, path: str) -> dict[str, object]:
         """GET an API path as the admin (JSON)."""
@@ -619,9 +624,8 @@ state = "{root / "state"}"
         if not pods:
             return
         self.kubectl("delete", "pods", "--all-namespaces", "--all", "--grace-period=0", "--force", "--wait=false")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self._sandboxes():
-            time.sleep(0.5)
+        with contextlib.suppress(TimeoutError):  # what is still running is killed next
+            wait_until(lambda: not self._sandboxes(), timeout=60, interval=0.5, message="the pods to stop")
 
     def _sandboxes(self) -> list[str]:
         """The containerd tasks (pod sandboxes and containers) still running."""
@@ -632,7 +636,8 @@ state = "{root / "state"}"
         ctr = ["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", "tasks"]
         for task in self._sandboxes():
             subprocess.run([*ctr, "kill", "-s", "SIGKILL", task], capture_output=True, check=False)
-        time.sleep(1)
+        with contextlib.suppress(TimeoutError):  # a task still running is deleted by force below
+            wait_until(lambda: not self._sandboxes(), timeout=10, interval=0.2, message="the killed tasks to stop")
         for task in self._sandboxes():
             subprocess.run([*ctr, "delete", "-f", task], capture_output=True, check=False)
 

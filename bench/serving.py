@@ -20,6 +20,7 @@ from learnerkit.scheduler.api import create_app
 from learnerkit.scheduler.core import Scheduler
 from learnerkit.scheduler.errors import SchedulerUnreachableError
 from learnerkit.scheduler.jobstore import JobStore
+from learnerkit.scheduler.server import uvicorn_config
 
 T = TypeVar("T")
 
@@ -42,7 +43,7 @@ def serve_scheduler(scheduler: Scheduler, store: JobStore, etcd_endpoint: str, t
             await etcd.close()
 
     app = create_app(scheduler, tokens, lifespan=lifespan)
-    uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).run()
+    uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, "warning")).run()
 
 
 def once_served(call: Callable[[], T], child: subprocess.Popen[bytes], timeout_s: float) -> T:

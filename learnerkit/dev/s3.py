@@ -83,9 +83,10 @@ def weed_argv(exe: str, data_dir: Path, identities: Path, ports: Mapping[str, in
         f"-s3.config={identities}",
         "-s3.port.iceberg=0",
         "-s3.port.lance=0",
-        "-master.volumeSizeLimitMB=64",
         # Every bucket is a collection that takes 7 volumes when it first gets written: leave room for many
-        # (volumes are sparse files, nothing is preallocated).
+        # (volumes are sparse files, nothing is preallocated). A volume that fills makes the master grow the
+        # collection by 7 more while writes wait: at 64 MB, every 100 MB model upload stalled on that.
+        "-master.volumeSizeLimitMB=1024",
         "-volume.max=1000",
         "-metricsPort=0",
         *(f"-{name}={port}" for name, port in ports.items()),

@@ -48,7 +48,12 @@ from learnerkit.scheduler.logread import ShippedLog, list_log
 from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
-from learnerkit.scheduler.modelcode import DEFAULT_MAX_EXPANDED_BYTES, DEFAULT_MAX_MEMBERS, check_model_archive
+from learnerkit.scheduler.modelcode import (
+    DEFAULT_MAX_EXPANDED_BYTES,
+    DEFAULT_MAX_MEMBERS,
+    ModelSummary,
+    check_model_archive,
+)
 from learnerkit.scheduler.modelstore import StreamedUpload
 from learnerkit.scheduler.planning import Platform, endpoints_for, job_prefix, model_location, outputs_prefix, plan_job
 from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_submission, host_folder, store_folder
@@ -280,13 +285,7 @@ class Scheduler:
                     async for chunk in model:
                         file.write(chunk)  # page cache: far quicker than the chunk took to arrive
                         await upload.write(chunk)
-                check = asyncio.to_thread(
-                    check_model_archive,
-                    copy,
-                    name="model",
-                    max_expanded_bytes=limits.max_expanded_bytes,
-                    max_members=limits.max_members,
-                )
+                check = asyncio.to_thread(_check_and_drop, copy, limits)
                 summary, _ = await asyncio.gather(check, upload.sent())  # the check while the last parts go
                 await upload.finish()
                 stored = True
@@ -739,6 +738,17 @@ def _data_mount(manifest: JobManifest, policy: SubmitPolicy) -> str | None:
     if store.type != "mount_volume":
         return None
     return host_folder(store_folder(store), policy)
+
+
+def _check_and_drop(copy: Path, limits: ModelLimits) -> ModelSummary:
+    """Check the model's local copy, then delete it at once: its pages are freed while the last parts are still
+    being sent, not after."""
+    try:
+        return check_model_archive(
+            copy, name="model", max_expanded_bytes=limits.max_expanded_bytes, max_members=limits.max_members
+        )
+    finally:
+        copy.unlink()
 
 
 def _delete_quietly(store: S3Store, bucket: str, key: str) -> None:

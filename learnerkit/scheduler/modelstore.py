@@ -32,7 +32,8 @@ class StreamedUpload:
         self.bucket = bucket
         self.key = key
         self.size = 0
-        self._buffer = bytearray()
+        self._pending: list[bytes] = []
+        self._pending_size = 0
         self._upload_id: str | None = None
         self._sends: list[asyncio.Task[str]] = []
         self._slots = asyncio.Semaphore(IN_FLIGHT)
@@ -41,20 +42,18 @@ class StreamedUpload:
 
     async def write(self, chunk: bytes) -> None:
         self.size += len(chunk)
-        self._buffer += chunk
-        while len(self._buffer) >= PART_SIZE:
-            part = bytes(self._buffer[:PART_SIZE])
-            del self._buffer[:PART_SIZE]
-            await self._send(part)
+        self._pending.append(chunk)
+        self._pending_size += len(chunk)
+        if self._pending_size >= PART_SIZE:
+            await self._send(self._take())
 
     async def sent(self) -> None:
         """Every byte written is in the store as a part (an upload of more than one part): nothing is visible
         until :meth:`finish`."""
         if self._upload_id is None:
             return
-        if self._buffer:
-            await self._send(bytes(self._buffer))
-            self._buffer.clear()
+        if self._pending:
+            await self._send(self._take())
         self._etags = list(await asyncio.gather(*self._sends))
         self._senders.shutdown(wait=False)
 
@@ -62,7 +61,7 @@ class StreamedUpload:
         """Send what is left and complete the object; its ETag, checked against what was sent."""
         where = f"s3://{self.bucket}/{self.key}"
         if self._upload_id is None:
-            data = bytes(self._buffer)
+            data = b"".join(self._take())  # under PART_SIZE
             await asyncio.to_thread(self.store.put_bytes, self.bucket, self.key, data)
             expected = hashlib.md5(data, usedforsecurity=False).hexdigest()
         else:
@@ -71,7 +70,7 @@ class StreamedUpload:
             await asyncio.to_thread(self.store.complete_multipart, self.bucket, self.key, self._upload_id, etags)
             combined = hashlib.md5(b"".join(bytes.fromhex(e) for e in etags), usedforsecurity=False).hexdigest()
             expected = f"{combined}-{len(etags)}"
-        self._buffer.clear()
+        self._take()
         self._senders.shutdown(wait=False)
         stored = await asyncio.to_thread(self.store.head, self.bucket, self.key)
         if stored.size != self.size or stored.etag != expected:
@@ -85,14 +84,22 @@ class StreamedUpload:
         in flight (a few) are let finish first: one landing after the abort would start the upload again."""
         await asyncio.gather(*self._sends, return_exceptions=True)
         self._senders.shutdown(wait=False)
-        self._buffer.clear()
+        self._take()
         if self._upload_id is not None:
             try:
                 await asyncio.to_thread(self.store.abort_multipart, self.bucket, self.key, self._upload_id)
             except SidecarError as e:
                 LOGGER.warning("could not abort the upload of s3://%s/%s: %s", self.bucket, self.key, e)
 
-    async def _send(self, part: bytes) -> None:
+    def _take(self) -> list[bytes]:
+        """The chunks written since the last part: parts of at least ``PART_SIZE`` (S3 lets them differ in
+        size), so a chunk is never split nor copied."""
+        part = self._pending
+        self._pending = []
+        self._pending_size = 0
+        return part
+
+    async def _send(self, part: list[bytes]) -> None:
         if self._upload_id is None:
             self._upload_id = await asyncio.to_thread(self.store.start_multipart, self.bucket, self.key)
         for sent in [s for s in self._sends if s.done()]:
@@ -102,7 +109,7 @@ class StreamedUpload:
         upload_id = self._upload_id
         self._sends.append(asyncio.create_task(self._part(upload_id, number, part)))
 
-    async def _part(self, upload_id: str, number: int, part: bytes) -> str:
+    async def _part(self, upload_id: str, number: int, part: list[bytes]) -> str:
         """The part's ETag (its MD5, checked by the store adapter as it is sent)."""
         try:
             loop = asyncio.get_running_loop()

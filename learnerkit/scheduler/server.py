@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 import uvicorn
+from fastapi import FastAPI
 
 from learnerkit.scheduler.api import create_app
 from learnerkit.scheduler.errors import SchedulerError
@@ -21,8 +22,14 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory | None = None) 
     app = create_app(
         hosted.facade, settings.api.tokens, limits=settings.limits, registry=hosted.registry, lifespan=hosted.lifespan
     )
-    config = uvicorn.Config(app, host=settings.api.host, port=settings.api.port, log_level="info")
-    uvicorn.Server(config).run()
+    uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info")).run()
+
+
+def uvicorn_config(app: FastAPI, host: str, port: int, log_level: str) -> uvicorn.Config:
+    """uvicorn with its C parts named, not left to whatever is installed: httptools parses HTTP and uvloop runs
+    the event loop. A submit relays its model code (100 MB and more) through the API; h11 and asyncio's own
+    loop cost that relay a tenth of its throughput (bench/model_upload.py, docs/dependencies.md)."""
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, http="httptools", loop="uvloop")
 
 
 def load_scheduler_factory() -> SchedulerFactory:

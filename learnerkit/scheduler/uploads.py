@@ -99,7 +99,7 @@ class _Receiver:
             self._model_bytes += end - start
             if self._model_bytes > self.max_model_bytes:
                 raise model_too_large(self.max_model_bytes)
-            self.model.append(bytes(data[start:end]))
+            self.model.append(data if start == 0 and end == len(data) else data[start:end])  # most chunks: no copy
             return
         text = self.texts[self._field]
         text.extend(data[start:end])

@@ -1,5 +1,6 @@
 """A loopback HTTP proxy in front of a real server, for fault injection: 503 answers, held and corrupted
-responses, and a count of requests by method and path (to assert what was or was not fetched again).
+responses, corrupted request bodies, and a count of requests by method and path (to assert what was or was
+not fetched again).
 
 Headers pass through unchanged (``Host`` included), so SigV4 signatures made for the proxy's address
 still verify at the server behind it.
@@ -71,6 +72,7 @@ class FaultyProxy:
         self._retry_after = "0"
         self._failures: list[_Rule] = []
         self._corruptions: list[_Rule] = []
+        self._request_corruptions: list[_Rule] = []
         self._holds: list[_Hold] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self.server.daemon_threads = True
@@ -94,6 +96,11 @@ class FaultyProxy:
         with self.lock:
             self._corruptions.append(_Rule(method, path_contains, times))
 
+    def corrupt_requests_matching(self, method: str | None, path_contains: str, *, times: int | None = None) -> None:
+        """Flip one byte of the body of matching requests on their way to the server (headers unchanged)."""
+        with self.lock:
+            self._request_corruptions.append(_Rule(method, path_contains, times))
+
     def hold_matching(self, method: str | None, path_contains: str, *, after_bytes: int = 0) -> _Hold:
         """Send the first ``after_bytes`` of a matching response, then wait until ``.release`` is set."""
         hold = _Hold(_Rule(method, path_contains, 1), after_bytes)
@@ -116,6 +123,10 @@ class FaultyProxy:
                 hold.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+    def _corrupts_request(self, method: str, path: str) -> bool:
+        with self.lock:
+            return any([rule.take(method, path) for rule in self._request_corruptions])
 
     def _decide(self, method: str, path: str) -> tuple[bool, bool, _Hold | None]:
         with self.lock:
@@ -142,6 +153,8 @@ class FaultyProxy:
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                if body and proxy._corrupts_request(self.command, self.path):
+                    body = body[:-1] + bytes([body[-1] ^ 0xFF])
                 fail, corrupt, hold = proxy._decide(self.command, self.path)
                 if fail:
                     self._slow_down()

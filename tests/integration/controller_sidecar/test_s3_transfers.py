@@ -205,6 +205,31 @@ def test_a_corrupted_object_is_refused(
     assert f"{PREFIX}{relative}" not in recorded_keys(tmp_path / "state.json")
 
 
+def test_a_multipart_part_changed_on_the_way_is_refused_by_the_store(s3_server: SeaweedServer) -> None:
+    """The model upload sends parts without hashing them itself: the CRC32 the client sends along is what the
+    store checks, so a byte changed between the scheduler and the store must fail that part, and the part sent
+    again must make the object whole."""
+    proxy = FaultyProxy(s3_server.endpoint_url)
+    try:
+        store = S3Store(s3_server.settings(proxy.endpoint_url))
+        store.ensure_bucket(BUCKET)
+        key = "models/changed-on-the-way.zip"
+        first, second = os.urandom(5 * 1024 * 1024), os.urandom(1000)
+        upload_id = store.start_multipart(BUCKET, key)
+        proxy.corrupt_requests_matching("PUT", "partNumber=1", times=1)
+        with pytest.raises(TransferError, match=r"BadDigest.*differ from the checksum sent"):
+            store.upload_part(BUCKET, key, upload_id, 1, [first[:12345], first[12345:]])
+        etags = [
+            store.upload_part(BUCKET, key, upload_id, 1, [first[:12345], first[12345:]]),
+            store.upload_part(BUCKET, key, upload_id, 2, [second]),
+        ]
+        store.complete_multipart(BUCKET, key, upload_id, etags)
+        assert store.get_bytes(BUCKET, key) == first + second
+        assert proxy.count("PUT", "partNumber=1") == 2
+    finally:
+        proxy.close()
+
+
 def test_an_object_replaced_since_it_was_listed_is_refused(s3_server: SeaweedServer, tmp_path: Path) -> None:
     store = S3Store(s3_server.settings())
     store.ensure_bucket("learnerkit-replace")

@@ -16,17 +16,22 @@ TICK = os.sysconf("SC_CLK_TCK")
 MB = 1 << 20
 
 
-def cpu_seconds(pid: int, *, children: bool = False) -> float | None:
-    """User + system CPU of ``pid`` (with its reaped children's); None once it is gone."""
+def cpu_split(pid: int) -> tuple[float, float] | None:
+    """User + system CPU of ``pid`` itself, and of the children it reaped; None once it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
     # fields[0] is the state (field 3): utime, stime, cutime, cstime are fields 14..17.
-    ticks = int(fields[11]) + int(fields[12])
-    if children:
-        ticks += int(fields[13]) + int(fields[14])
-    return ticks / TICK
+    return (int(fields[11]) + int(fields[12])) / TICK, (int(fields[13]) + int(fields[14])) / TICK
+
+
+def cpu_seconds(pid: int, *, children: bool = False) -> float | None:
+    """User + system CPU of ``pid`` (with its reaped children's); None once it is gone."""
+    split = cpu_split(pid)
+    if split is None:
+        return None
+    return split[0] + split[1] if children else split[0]
 
 
 def status_kb(pid: int, name: str) -> int | None:
@@ -86,15 +91,25 @@ class ContainerCost:
     """CPU of every process in the container (its cgroup's usage)."""
     peak_rss_mb: float = 0.0
     """The sum of its processes' peak resident sets (VmHWM), page cache excluded."""
-    shim_cpu_s: float = 0.0
-    """The engine's share on the host: the container's shim and the runc calls it ran."""
+    shim_own_s: float = 0.0
+    shim_children_s: float = 0.0
+    """What the shim reaped: its runc calls and, once it ended, the container's own first process, whose
+    time holds the container's CPU (the shim is the container's subreaper)."""
+    shim_children_alive_s: float = 0.0
+    """What the shim had reaped while the container ran: runc calls only."""
     _peaks: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def shim_cpu_s(self) -> float:
+        """The engine's share on the host: the container's shim and the runc calls it ran, with the container's
+        own CPU taken out of what the shim reaped (counted there too, the engine's share read 5x too high)."""
+        return self.shim_own_s + max(self.shim_children_alive_s, self.shim_children_s - self.cpu_s)
 
     def read(self, cpuacct: Path | None, shim: int | None) -> bool:
         """Take a reading; False once the container's cgroup is gone."""
         alive = False
         if cpuacct is not None:
-            usage = _read_cpu(cpuacct)
+            usage = read_cgroup_cpu(cpuacct)
             if usage is not None:
                 alive = True
                 self.cpu_s = max(self.cpu_s, usage)
@@ -104,13 +119,17 @@ class ContainerCost:
                         self._peaks[pid] = max(self._peaks.get(pid, 0), peak)
                 self.peak_rss_mb = sum(self._peaks.values()) / 1024
         if shim is not None:
-            spent = cpu_seconds(shim, children=True)
-            if spent is not None:
-                self.shim_cpu_s = max(self.shim_cpu_s, spent)
+            split = cpu_split(shim)
+            if split is not None:
+                self.shim_own_s = max(self.shim_own_s, split[0])
+                self.shim_children_s = max(self.shim_children_s, split[1])
+                if alive:
+                    self.shim_children_alive_s = max(self.shim_children_alive_s, split[1])
         return alive
 
 
-def _read_cpu(folder: Path) -> float | None:
+def read_cgroup_cpu(folder: Path) -> float | None:
+    """CPU seconds a cgroup has used (v1 ``cpuacct.usage`` or v2 ``cpu.stat``); None once it is gone."""
     try:
         if (folder / "cpuacct.usage").exists():
             return int((folder / "cpuacct.usage").read_text()) / 1e9

@@ -48,8 +48,9 @@ PART_PREFIX = "learner.log.part-"
 _PART_NAME = re.compile(r"(?:^|/)learner\.log\.part-(\d{6,})$")
 MAX_LINE_BYTES = 64 << 10
 """Lines longer than this reach ``on_line`` in pieces (the shipped bytes are never cut)."""
-POLL_INTERVAL_S = 0.5
-"""Without a file event, the log is read this often anyway."""
+POLL_INTERVAL_S = 0.25
+"""What the learner appends is read this often (a new or rotated log at once): a line reaches the sidecar's
+stdout and the log's metric rules within this."""
 UNBOUNDED_RETRY = Backoff(initial_s=0.2, maximum_s=10.0, max_attempts=None)
 """The store may be away for long; the shutdown deadline, not the attempt count, ends the retries."""
 

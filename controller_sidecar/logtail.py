@@ -7,9 +7,9 @@ huge appends (read in bounded chunks, and at most ``max_bytes`` per call when th
 the learner's: it is opened without following links and must be a regular file (:mod:`controller_sidecar.jobfiles`);
 a link or a FIFO in its place raises UnsafeFileError.
 
-:class:`FileWakeup` says when to look again. A watchdog (inotify) observer is only a hint: for an
-append-only log, ``modified`` fires on partial writes and events can be coalesced or lost, so the reader
-always reads to EOF and also wakes on a poll interval.
+:class:`FileWakeup` says when to look again: at once when the file is made, renamed or removed (a watchdog
+inotify observer, only a hint: events can be coalesced or lost), and otherwise on the reader's poll interval,
+which is when what was appended is read, to EOF.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import BinaryIO
 from watchdog.events import (
     FileCreatedEvent,
     FileDeletedEvent,
-    FileModifiedEvent,
     FileMovedEvent,
     FileSystemEvent,
     FileSystemEventHandler,
@@ -37,10 +36,11 @@ from controller_sidecar.jobfiles import open_regular
 
 READ_CHUNK_BYTES = 1 << 20
 """One ``read`` call never asks for more than this, so a huge append is read in bounded pieces."""
-WAKE_EVENTS: list[type[FileSystemEvent]] = [FileModifiedEvent, FileCreatedEvent, FileMovedEvent, FileDeletedEvent]
-"""What wakes a reader: data written, a file made, renamed or removed. The inotify watch asks the kernel for these
-only: the folder also holds ``metrics.jsonl``, which the learner opens, appends to and closes at every step, and
-an open or a close (the sidecar's own reads included) would be two more events per step for watchdog's threads."""
+WAKE_EVENTS: list[type[FileSystemEvent]] = [FileCreatedEvent, FileMovedEvent, FileDeletedEvent]
+"""What wakes a reader: a file made, renamed or removed. The inotify watch asks the kernel for these only. Not
+writes: a learner that logs every step (and appends to ``metrics.jsonl`` beside the log at every step) sent the
+sidecar two events per step through watchdog's threads, about half the sidecar's CPU while training and a tenth
+of the smoke learner's step rate (bench/sidecar.py); what is appended is read on the poll interval instead."""
 
 
 class FileTailer:
@@ -196,7 +196,8 @@ class _Handler(FileSystemEventHandler):
 
 
 class FileWakeup:
-    """Wakes a reader when files in one folder change (inotify through watchdog), and at least every poll interval.
+    """Wakes a reader when files in one folder are made, renamed or removed (inotify through watchdog), and at least
+    every poll interval.
 
     Use as an async context manager; ``await wait(timeout_s)`` returns on a hint or after the timeout.
     The folder must exist when the watch starts; when it does not, only the poll interval wakes the reader.
@@ -228,7 +229,7 @@ class FileWakeup:
             self._observer = None
 
     async def wait(self, timeout_s: float) -> None:
-        """Return when a watched file changed since the last wait, or after ``timeout_s`` on the clock."""
+        """Return when a watched file was made, renamed or removed since the last wait, or after ``timeout_s``."""
         if not self._wake.is_set():
             hint = asyncio.ensure_future(self._wake.wait())
             sleep = asyncio.ensure_future(self._clock.sleep(timeout_s))

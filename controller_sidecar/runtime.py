@@ -16,6 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from controller_sidecar import keys
@@ -85,6 +86,7 @@ class Sidecar:
         dirs = self.settings.dirs
         for folder in (dirs.control, dirs.logs, dirs.data, dirs.model, dirs.results, dirs.checkpoints):
             folder.mkdir(parents=True, exist_ok=True)
+        make_job_folder(dirs.shared)
         server = self.metrics.serve(self.settings.metrics_port) if self.settings.metrics_port else None
         etcd = await self._connect()
         if etcd is None:
@@ -411,3 +413,13 @@ def _open_store(settings: S3Settings) -> S3Store:
     from controller_sidecar.s3store import S3Store  # here, not at the top: deferred on purpose
 
     return S3Store(settings)
+
+
+def make_job_folder(folder: Path) -> None:
+    """``folder``, writable by the learner's group (0) and handing that group to what is made in it, unless it
+    is there already (the mount point of a multi-learner job's own volume, which is not this process's)."""
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        return
+    folder.chmod(0o2775)

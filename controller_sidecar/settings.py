@@ -70,6 +70,12 @@ class JobDirs:
     def control(self) -> Path:
         return self.root / "control"
 
+    @property
+    def shared(self) -> Path:
+        """FfDL's job folder (``JOB_SHARED_DIR``): a volume of the job's own mounted over it in the learner when
+        the job has several learners; for one learner, this folder of the learner's own volume."""
+        return self.root / "shared"
+
 
 @dataclass(frozen=True)
 class EtcdSettings:

@@ -3,8 +3,9 @@
 Single-learner jobs run the learner with no network at all. Jobs of several learners get one internal network
 (no route out) on which each learner answers to its host name ``lk-<job>-<n>`` and to the rendezvous names the
 Kubernetes backend's headless Service gives (``lk-<job>-<n>.lk-<job>``), so the variables are the same on both
-backends. Every job has one volume all its learners mount at ``/job/shared`` (FfDL's job folder); teardown
-removes it with the rest.
+backends. A job of several learners has one volume they all mount at ``/job/shared`` (FfDL's job folder);
+teardown removes it with the rest. A single learner's job folder is a folder of its own pair volume, made by
+its sidecar: no volume, and no container to make one writable, for a learner with nobody to share with.
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ def network_name(job_id: str) -> str:
 
 
 def placement(job: JobDeployment, learner: PairSpec) -> DockerPlacement:
-    """Learners of one job share its volume and, when there are several, its internal network under their names."""
+    """Learners of one job, when there are several, share its volume and its internal network under their names."""
     labels = {MANAGED_LABEL: MANAGER, INSTANCE_LABEL: job.instance}
     if not job.networked:
-        return DockerPlacement(labels=labels, hostname=learner.name, shared_volume=job.shared_name)
+        return DockerPlacement(labels=labels, hostname=learner.name)
     return DockerPlacement(
         network=network_name(job.job_id),
         hostname=learner.name,
@@ -88,7 +89,7 @@ class DockerBackend:
         try:
             if job.networked:
                 self._ensure_network(job.job_id)
-            self._ensure_shared_volume(job)
+                self._ensure_shared_volume(job)
             for learner in job.learners:
                 if learner.name not in existing:
                     spec = replace(learner, learner_env={**learner.learner_env, **distributed_env(job, learner)})

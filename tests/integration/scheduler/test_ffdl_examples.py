@@ -50,6 +50,8 @@ names = "TRAINING_ID DLAAS_JOB_ID LEARNER_NAME_PREFIX DOWNWARD_API_POD_NAME LEAR
 for name in names.split():
     print(f"{name}={os.environ[name]}", flush=True)
 print(f"{args.greeting} from {socket.gethostname()}; peers " + " ".join(f"{n}:{peers[n]}" for n in sorted(peers)))
+mounted = any(line.split()[4] == shared for line in open("/proc/self/mountinfo"))
+print(f"job folder: {'a volume of its own' if mounted else 'a folder of the learner volume'}", flush=True)
 with open(os.path.join(os.environ["RESULT_DIR"], args.out), "w") as out:
     json.dump({"learner": me, "peers": {str(n): host for n, host in peers.items()}}, out)
 '''
@@ -125,10 +127,29 @@ def test_two_learners_share_the_job_folder_and_see_ffdls_variables(
             "NUM_LEARNERS=2",
         ):
             assert line in log.splitlines(), (line, log)
+        assert "job folder: a volume of its own" in log.splitlines(), log
         # What the learner wrote to RESULT_DIR landed in the mount_cos store's results bucket.
         key = f"{view.job_id}/attempt-1/learner-{n}/results/meeting.json"
         body = json.loads(scheduler_buckets.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read())
         assert body == {"learner": n, "peers": {"1": hosts[1], "2": hosts[2]}}
+    assert leftovers(view.job_id) == []
+
+
+def test_a_single_learner_writes_to_its_job_folder_without_a_volume_of_its_own(
+    small_defaults_harness: Harness, s3_server: Any, scheduler_buckets: Any
+) -> None:
+    """A learner alone has its job folder on its own pair volume (made by its sidecar, group-writable): the
+    same contract, one volume and one helper container fewer per job."""
+    harness = small_defaults_harness
+    scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key="ffdl/rendezvous.py", Body=RENDEZVOUS.encode())
+    view = harness.call(harness.service.submit("team-a", ffdl_manifest(s3_server).replace("learners: 2", "")))
+    final = harness.wait_status("team-a", view.job_id, TERMINAL)
+    log = harness.call(harness.service.logs("team-a", view.job_id)).read().decode()
+    assert final.status == "COMPLETED", (final.reason, log)
+    host = f"lk-{view.job_id}-1"
+    assert f"hello from {host}; peers 1:{host}" in log, log
+    assert "job folder: a folder of the learner volume" in log.splitlines(), log
+    assert "NUM_LEARNERS=1" in log.splitlines(), log
     assert leftovers(view.job_id) == []
 
 

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from watchdog.events import FileModifiedEvent, FileSystemEvent, FileSystemEventHandler
+from watchdog.events import FileCreatedEvent, FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from controller_sidecar.logtail import READ_CHUNK_BYTES, WAKE_EVENTS, FileTailer, FileWakeup, LineSplitter
@@ -104,31 +104,35 @@ def test_splitter_cuts_long_lines_and_loses_nothing(feed_size: int) -> None:
     assert all(len(record.removesuffix(b"\n")) <= 10 for record in records)
 
 
-def test_wakeup_hints_on_a_write(tmp_path: Path) -> None:
+def test_wakeup_hints_when_the_log_is_made_or_rotated(tmp_path: Path) -> None:
     log = tmp_path / "learner.log"
 
     async def scenario() -> None:
         async with FileWakeup([log]) as wakeup:
             waiting = asyncio.create_task(wakeup.wait(60))
-            await asyncio.to_thread(append, log, b"line\n")
+            await asyncio.to_thread(append, log, b"line\n")  # made: a hint
             await asyncio.wait_for(waiting, 10)  # long before the 60 s poll interval
+            waiting = asyncio.create_task(wakeup.wait(60))
+            await asyncio.to_thread(log.rename, tmp_path / "learner.log.1")
+            await asyncio.wait_for(waiting, 10)
 
     asyncio.run(scenario())
 
 
-def test_the_wake_events_leave_out_opens_and_closes(tmp_path: Path) -> None:
-    """The learner opens, appends to and closes metrics.jsonl at every step, beside learner.log: the watch asks the
-    kernel for writes, creations, renames and removals only, so the opens and closes never reach watchdog."""
+def test_the_wake_events_leave_out_opens_closes_and_writes(tmp_path: Path) -> None:
+    """The learner opens, appends to and closes metrics.jsonl at every step, and writes learner.log, beside each
+    other: the watch asks the kernel for creations, renames and removals only, so none of that reaches watchdog."""
     log = tmp_path / "learner.log"
     log.write_bytes(b"")
+    barrier = tmp_path / "barrier"
     seen: list[FileSystemEvent] = []
-    written = threading.Event()
+    created = threading.Event()
 
     class Recorder(FileSystemEventHandler):
         def on_any_event(self, event: FileSystemEvent) -> None:
             seen.append(event)
-            if isinstance(event, FileModifiedEvent) and os.fsdecode(event.src_path) == str(log):
-                written.set()
+            if isinstance(event, FileCreatedEvent) and os.fsdecode(event.src_path) == str(barrier):
+                created.set()
 
     observer = Observer()
     observer.schedule(Recorder(), str(tmp_path), event_filter=WAKE_EVENTS)
@@ -136,9 +140,11 @@ def test_the_wake_events_leave_out_opens_and_closes(tmp_path: Path) -> None:
     try:
         for _ in range(3):
             log.read_bytes()  # an open and a close, nothing written
-        append(log, b"line\n")  # inotify delivers in order: anything before this write is recorded by then
-        assert written.wait(10)
+            append(log, b"line\n")
+        barrier.write_bytes(b"")  # inotify delivers in order: anything before this is recorded by then
+        assert created.wait(10)
     finally:
         observer.stop()
         observer.join()
     assert {type(event) for event in seen} <= set(WAKE_EVENTS), seen
+    assert [os.fsdecode(event.src_path) for event in seen] == [str(barrier)], seen

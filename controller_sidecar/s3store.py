@@ -7,12 +7,13 @@ Every botocore failure is translated here (:func:`translate_error`): what a retr
 
 Integrity, as measured on SeaweedFS 4.x (which behaves like AWS here): a single-part object's ETag is the
 MD5 of its bytes; a multipart object's ETag is ``md5(md5(part1) + ... + md5(partN))-N``, and
-``HEAD ?partNumber=1`` tells the part size. Downloads hash while they stream and compare with the ETag the
-listing gave (the GET carries ``If-Match`` so a replaced object is refused, not mixed). Where the store
-keeps a whole-object CRC32 (botocore sends one with every single-part upload), botocore checks it on the
-GET as well; composite (multipart) checksums it skips, and the ETag check covers those. Uploads send a
-per-request CRC32 (botocore's default, checked by the server), and afterwards the stored ETag is compared
-with the one computed from the local file, which catches anything lost between the file and the store.
+``HEAD ?partNumber=1`` tells the part size. A download's GET carries ``If-Match``, so a replaced object is
+refused, not mixed. Where the store keeps a whole-object checksum (botocore sends a CRC32 with every
+single-part upload), botocore checks the body against it; otherwise (a multipart object's composite checksum,
+an object stored without one) the download hashes the bytes as they stream and compares with the ETag the
+listing gave. Uploads send a CRC32 with every request (set in the client's config; the server checks it),
+and a whole file's stored ETag is then compared with the one computed from the file, which catches anything
+lost between the file and the store.
 """
 
 from __future__ import annotations
@@ -117,6 +118,19 @@ def _translated(where: str) -> Iterator[None]:
         yield
     except (BotoCoreError, ClientError) as error:
         raise translate_error(error, where) from error
+
+
+_CHECKSUM_FIELDS = ("ChecksumCRC32", "ChecksumCRC32C", "ChecksumCRC64NVME", "ChecksumSHA1", "ChecksumSHA256")
+
+
+def _checked_by_client(answer: dict[str, Any]) -> bool:
+    """Whether botocore checks this GET's body against a whole-object checksum the store sent (a mismatch raises
+    at the body's end). A multipart object's composite checksum (``...-N``) it leaves alone: the ETag check
+    covers those, and objects stored without a checksum. An MD5 of what botocore already checks halved the
+    download's throughput (bench/sidecar.py)."""
+    if answer.get("ChecksumType") == "COMPOSITE":
+        return False
+    return any(isinstance(value := answer.get(name), str) and "-" not in value for name in _CHECKSUM_FIELDS)
 
 
 def _check_etag(where: str, actual: str, expected: str) -> None:
@@ -237,6 +251,8 @@ class S3Store:
                 # A CRC32 with every upload, checked by the store: the parts of a model upload have no other
                 # check on their way (set here, so AWS_REQUEST_CHECKSUM_CALCULATION cannot turn it off).
                 request_checksum_calculation="when_supported",
+                # ... and the GETs ask for the stored checksum and check the body against it (download).
+                response_checksum_validation="when_supported",
                 retries={"mode": "standard", "total_max_attempts": 1},
                 connect_timeout=10,
                 read_timeout=60,
@@ -301,17 +317,17 @@ class S3Store:
         replaced since it was listed), TransientError when the connection failed or the body was cut short.
         """
         where = _url(bucket, obj.key)
-        digest = _Digest(self._part_size(bucket, obj))
         dest.parent.mkdir(parents=True, exist_ok=True)
         # A short temp name: ``dest.name`` may already take the file system's whole NAME_MAX.
         fd, temp_name = tempfile.mkstemp(prefix=".", suffix=PARTIAL_SUFFIX, dir=dest.parent)
         temp = Path(temp_name)
         try:
             with os.fdopen(fd, "wb") as out:
-                received = self._stream(bucket, obj, where, out, digest)
+                received, digest = self._stream(bucket, obj, where, out)
                 out.flush()
                 os.fsync(out.fileno())
-            _check_etag(where, digest.etag(), obj.etag)
+            if digest is not None:
+                _check_etag(where, digest.etag(), obj.etag)
             temp.chmod(0o644)
             temp.rename(dest)
         finally:
@@ -319,24 +335,28 @@ class S3Store:
         fsync_dir(dest.parent)
         return received
 
-    def _stream(self, bucket: str, obj: RemoteObject, where: str, out: IO[bytes], digest: _Digest) -> int:
+    def _stream(self, bucket: str, obj: RemoteObject, where: str, out: IO[bytes]) -> tuple[int, _Digest | None]:
+        """The bytes written to ``out``, and the MD5 digest to check against the ETag: None when botocore checks
+        the body itself, against the whole-object checksum the store sent with it."""
         received = 0
         with _translated(where):
             answer = self._client.get_object(Bucket=bucket, Key=obj.key, IfMatch=f'"{obj.etag}"')
             length = int(answer["ContentLength"])
-            if length != obj.size:
-                raise TransferError(f"{where}: the store sends {length} bytes, the listing said {obj.size}")
             body = answer["Body"]
             try:
+                if length != obj.size:
+                    raise TransferError(f"{where}: the store sends {length} bytes, the listing said {obj.size}")
+                digest = None if _checked_by_client(answer) else _Digest(self._part_size(bucket, obj))
                 while chunk := body.read(_CHUNK):
                     out.write(chunk)
-                    digest.update(chunk)
+                    if digest is not None:
+                        digest.update(chunk)
                     received += len(chunk)
             finally:
                 body.close()
         if received < length:
             raise TransientError(f"{where}: the connection ended after {received} of {length} bytes")
-        return received
+        return received, digest
 
     def upload_file(self, path: Path, bucket: str, key: str) -> RemoteObject:
         """Upload ``path`` (in parts above the multipart threshold) and check the stored ETag against it.

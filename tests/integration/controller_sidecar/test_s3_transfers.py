@@ -13,7 +13,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import boto3
 import pytest
+from botocore.config import Config
 
 from controller_sidecar.checkpointsync import restore_latest_checkpoint, upload_checkpoints
 from controller_sidecar.download import TransferStats, download_prefix
@@ -203,6 +205,34 @@ def test_a_corrupted_object_is_refused(
     assert not (tmp_path / "data" / relative).exists()
     assert not list((tmp_path / "data").rglob(f"*{PARTIAL_SUFFIX}"))
     assert f"{PREFIX}{relative}" not in recorded_keys(tmp_path / "state.json")
+
+
+def test_a_corrupted_object_stored_without_a_checksum_is_refused_by_its_etag(
+    s3_server: SeaweedServer, faulty_s3: FaultyProxy, tmp_path: Path
+) -> None:
+    """An object an older client stored with no checksum of its own: nothing but the MD5 of what arrives, against
+    the listing's ETag, can tell that its bytes changed on the way."""
+    older = boto3.client(
+        "s3",
+        endpoint_url=s3_server.endpoint_url,
+        aws_access_key_id=s3_server.access_key,
+        aws_secret_access_key=s3_server.secret_key,
+        region_name="us-east-1",
+        config=Config(request_checksum_calculation="when_required", s3={"addressing_style": "path"}),
+    )
+    older.put_object(Bucket=BUCKET, Key="unchecked/weights.bin", Body=os.urandom(300_000))
+    store = S3Store(s3_server.settings(faulty_s3.endpoint_url))
+    faulty_s3.corrupt_matching("GET", "/unchecked/weights.bin")
+    with pytest.raises(TransferError, match=rf"s3://{BUCKET}/unchecked/weights.bin: content hashes to ETag"):
+        download_prefix(
+            store,
+            S3Location(BUCKET, "unchecked/"),
+            tmp_path / "data",
+            state_file=tmp_path / "state.json",
+            concurrency=2,
+            backoff=FAST,
+        )
+    assert not list((tmp_path / "data").rglob("*.bin*"))
 
 
 def test_a_multipart_part_changed_on_the_way_is_refused_by_the_store(s3_server: SeaweedServer) -> None:

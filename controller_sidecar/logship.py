@@ -10,10 +10,10 @@ state file under ``/job/control`` only after the sink confirmed the part, writte
 sidecar that restarts continues from there: a part shipped but not yet recorded is shipped again under the
 same name, from the same offset, so it replaces itself (possibly grown) and no byte is lost or doubled.
 
-Lines reach ``on_line`` (stdout and the regex metrics) once: before a batch of lines goes out, the offset
-where it ends is recorded in ``<state>-emitted.json`` (atomic, without fsync: it guards against a sidecar
-restart, not a host crash). A restarted sidecar reads again from the shipped offset to ship those bytes,
-but hands ``on_line`` only what lies past the emitted one. A sidecar killed between recording and emitting
+Lines reach ``on_lines`` (stdout and the regex metrics) once, a batch per read: before a batch goes out, the
+offset where it ends is recorded in ``<state>-emitted.json`` (atomic, without fsync: it guards against a
+sidecar restart, not a host crash). A restarted sidecar reads again from the shipped offset to ship those bytes,
+but hands ``on_lines`` only what lies past the emitted one. A sidecar killed between recording and emitting
 loses that batch from stdout; the shipped log still has every byte.
 """
 
@@ -40,14 +40,16 @@ LOGGER = logging.getLogger(__name__)
 
 Sink = Callable[[str, bytes], Awaitable[None]]
 """Stores one part: (name relative to the learner's ``logs/`` prefix, bytes); raises TransientError to be retried."""
-LineHook = Callable[[bytes], None]
+LinesHook = Callable[[list[bytes]], None]
+"""Gets the complete lines of one read at once: a learner that logs every step costs one call per read, not one per
+line (the sidecar writes them to its stdout in one write)."""
 """Gets each line with its ``\\n``; a line without one continues in the next call (a piece of an over-long line)."""
 RetryHook = Callable[[int, TransientError], None]
 
 PART_PREFIX = "learner.log.part-"
 _PART_NAME = re.compile(r"(?:^|/)learner\.log\.part-(\d{6,})$")
 MAX_LINE_BYTES = 64 << 10
-"""Lines longer than this reach ``on_line`` in pieces (the shipped bytes are never cut)."""
+"""Lines longer than this reach ``on_lines`` in pieces (the shipped bytes are never cut)."""
 POLL_INTERVAL_S = 0.25
 """What the learner appends is read this often (a new or rotated log at once): a line reaches the sidecar's
 stdout and the log's metric rules within this."""
@@ -103,7 +105,7 @@ class ShipState:
 
 @dataclass(frozen=True)
 class Emitted:
-    """Where the lines already handed to ``on_line`` end, in the file with this inode."""
+    """Where the lines already handed to ``on_lines`` end, in the file with this inode."""
 
     inode: int | None
     offset: int
@@ -135,7 +137,7 @@ class LogShipper:
         *,
         interval_s: float,
         chunk_bytes: int = 8 << 20,
-        on_line: LineHook | None = None,
+        on_lines: LinesHook | None = None,
         clock: Clock = SYSTEM_CLOCK,
         backoff: Backoff = UNBOUNDED_RETRY,
         on_retry: RetryHook | None = None,
@@ -149,7 +151,7 @@ class LogShipper:
         self._sink = sink
         self._interval_s = interval_s
         self._chunk_bytes = chunk_bytes
-        self._on_line = on_line
+        self._on_lines = on_lines
         self._clock = clock
         self._backoff = backoff
         self._on_retry = on_retry
@@ -162,7 +164,7 @@ class LogShipper:
         self._emitted_file = state_file.with_name(f"{state_file.stem}-emitted.json")
         emitted = Emitted.load(self._emitted_file)
         self._skip = emitted if emitted is not None and emitted.offset > self._state.offset else None
-        """Lines up to this offset went to ``on_line`` before a restart: not again."""
+        """Lines up to this offset went to ``on_lines`` before a restart: not again."""
         self._unsplit = 0
         """Bytes read but still in the splitter (the start of a line that has not ended yet)."""
         self._lock = asyncio.Lock()
@@ -192,7 +194,7 @@ class LogShipper:
         await self.flush()
 
     async def flush(self) -> None:
-        """Read the log to its end and ship all of it; then pass the unterminated last line to ``on_line``."""
+        """Read the log to its end and ship all of it; then pass the unterminated last line to ``on_lines``."""
         while True:
             if len(self._pending) >= self._chunk_bytes:
                 await self._ship_pending()
@@ -214,16 +216,15 @@ class LogShipper:
         return len(data)
 
     def _deliver(self, lines: list[bytes]) -> None:
-        """Hand ``lines`` (which end ``_unsplit`` bytes before the tailer's offset) to ``on_line``, once."""
+        """Hand ``lines`` (which end ``_unsplit`` bytes before the tailer's offset) to ``on_lines``, once."""
         self._unsplit -= sum(map(len, lines))
         end = max(0, self._tailer.offset - self._unsplit)
         fresh = self._not_emitted(lines, end)
         self.lines_seen += len(fresh)
-        if self._on_line is None or not fresh:
+        if self._on_lines is None or not fresh:
             return
         Emitted(self._tailer.inode, end).save(self._emitted_file)
-        for line in fresh:
-            self._on_line(line)
+        self._on_lines(fresh)
 
     def _not_emitted(self, lines: list[bytes], end: int) -> list[bytes]:
         """``lines`` less what a previous sidecar emitted already (in the same file, read without a reset)."""

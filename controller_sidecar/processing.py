@@ -169,17 +169,18 @@ def make_log_shipper(
     parser: MetricsParser,
     metrics: SidecarMetrics,
 ) -> LogShipper:
-    def on_line(line: bytes) -> None:
-        metrics.log_lines.inc()
-        parser.feed_log_line(line)
-        sys.stdout.write(structured_line(settings.job_id, settings.learner_id, line) + "\n")
+    def on_lines(lines: list[bytes]) -> None:
+        metrics.log_lines.inc(len(lines))
+        for line in lines:
+            parser.feed_log_line(line)
+        sys.stdout.write("".join(structured_line(settings.job_id, settings.learner_id, line) + "\n" for line in lines))
 
     return LogShipper(
         settings.dirs.logs / LOG_FILE,
         settings.dirs.control / "logship.json",
         sink,
         interval_s=settings.timing.log_ship_interval_s,
-        on_line=on_line,
+        on_lines=on_lines,
     )
 
 

@@ -23,18 +23,18 @@ class MemorySink:
 
 
 def measure_lines_per_second(folder: Path, lines: int = 1_000_000, line_bytes: int = 64) -> float:
-    """Lines per second through LogShipper (LineSplitter and an on_line hook) for a log written beforehand."""
+    """Lines per second through LogShipper (LineSplitter and an on_lines hook) for a log written beforehand."""
     line = b"x" * (line_bytes - 1) + b"\n"
     log = folder / "learner.log"
     log.write_bytes(line * lines)
     seen = 0
 
-    def count(_: bytes) -> None:
+    def count(batch: list[bytes]) -> None:
         nonlocal seen
-        seen += 1
+        seen += len(batch)
 
     sink = MemorySink()
-    shipper = LogShipper(log, folder / "ship.json", sink, interval_s=5.0, on_line=count)
+    shipper = LogShipper(log, folder / "ship.json", sink, interval_s=5.0, on_lines=count)
     started = time.perf_counter()
     asyncio.run(shipper.flush())
     elapsed = time.perf_counter() - started

@@ -35,10 +35,11 @@ def test_50mb_log_with_binary_bytes_and_a_10mb_line_arrives_identical(tmp_path: 
     lines = hashlib.sha256()
     longest = 0
 
-    def on_line(line: bytes) -> None:
+    def on_lines(batch: list[bytes]) -> None:
         nonlocal longest
-        lines.update(line)
-        longest = max(longest, len(line))
+        for line in batch:
+            lines.update(line)
+            longest = max(longest, len(line))
 
     def write() -> None:
         with log.open("ab", buffering=0) as handle:
@@ -50,7 +51,7 @@ def test_50mb_log_with_binary_bytes_and_a_10mb_line_arrives_identical(tmp_path: 
 
     async def scenario() -> None:
         shipper = LogShipper(
-            log, tmp_path / "control" / "ship.json", sink, interval_s=0.05, chunk_bytes=4 * MB, on_line=on_line
+            log, tmp_path / "control" / "ship.json", sink, interval_s=0.05, chunk_bytes=4 * MB, on_lines=on_lines
         )
         stop = asyncio.Event()
         running = asyncio.create_task(shipper.run(stop))
@@ -65,8 +66,8 @@ def test_50mb_log_with_binary_bytes_and_a_10mb_line_arrives_identical(tmp_path: 
     assert sink.assembled() == content
     assert all(len(data) <= 4 * MB for data in sink.objects.values())
     assert len(sink.objects) >= 13  # 50 MB in parts of at most 4 MB
-    assert lines.digest() == hashlib.sha256(content).digest()  # on_line saw every byte, in order
-    assert longest <= 64 * 1024 + 1  # the 10 MB line reached on_line in pieces
+    assert lines.digest() == hashlib.sha256(content).digest()  # on_lines saw every byte, in order
+    assert longest <= 64 * 1024 + 1  # the 10 MB line reached on_lines in pieces
 
 
 def test_restart_resumes_with_no_loss_and_no_duplicates(tmp_path: Path) -> None:
@@ -102,7 +103,7 @@ def test_restart_resumes_with_no_loss_and_no_duplicates(tmp_path: Path) -> None:
 
 def test_lines_emitted_before_a_restart_are_not_emitted_again(tmp_path: Path) -> None:
     """Part 1 is confirmed, part 2 (which ends inside a line) is not: the restart ships part 2 again, but
-    on_line (stdout, the regex metrics) gets only what the killed sidecar had not emitted."""
+    on_lines (stdout, the regex metrics) gets only what the killed sidecar had not emitted."""
     log, state = tmp_path / "learner.log", tmp_path / "control" / "ship.json"
     log.write_bytes(b"one\ntwo\nthree\nfour and")
     sink = MemorySink()
@@ -113,14 +114,14 @@ def test_lines_emitted_before_a_restart_are_not_emitted_again(tmp_path: Path) ->
             raise Crash(name)
         await sink(name, data)
 
-    first = LogShipper(log, state, second_part_crashes, interval_s=1, chunk_bytes=8, on_line=emitted.append)
+    first = LogShipper(log, state, second_part_crashes, interval_s=1, chunk_bytes=8, on_lines=emitted.extend)
     with pytest.raises(Crash):
         asyncio.run(first.flush())
     assert (ShipState.load(state).offset, emitted) == (8, [b"one\n", b"two\n", b"three\n"])
 
     with log.open("ab") as handle:
         handle.write(b" more\nfive\n")
-    second = LogShipper(log, state, sink, interval_s=1, chunk_bytes=8, on_line=emitted.append)
+    second = LogShipper(log, state, sink, interval_s=1, chunk_bytes=8, on_lines=emitted.extend)
     asyncio.run(second.flush())
     assert emitted == [b"one\n", b"two\n", b"three\n", b"four and more\n", b"five\n"]
     assert sink.assembled() == log.read_bytes()
@@ -176,7 +177,7 @@ def test_run_ships_on_the_interval_and_flushes_the_tail_on_stop(tmp_path: Path) 
     records: list[bytes] = []
 
     async def scenario() -> None:
-        shipper = LogShipper(log, tmp_path / "ship.json", sink, interval_s=5, clock=clock, on_line=records.append)
+        shipper = LogShipper(log, tmp_path / "ship.json", sink, interval_s=5, clock=clock, on_lines=records.extend)
         stop = asyncio.Event()
         running = asyncio.create_task(shipper.run(stop))
         log.write_bytes(b"epoch 1\nepoch 2 (unterminated)")

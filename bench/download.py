@@ -19,17 +19,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from serving import bench_manifest, free_port, once_served, reset_peak, rss_now_mib, rss_peak_mib, serve_without_nodes
+from serving import bench_manifest, once_served, reset_peak, rss_now_mib, rss_peak_mib, scheduler_without_nodes
 
-REPO = Path(__file__).resolve().parents[1]
-TENANT = "bench"
+from learnerkit.scheduler.jobdownload import download_all
+
 BUCKET = "bench-download"
 MIB = 1 << 20
 
@@ -39,87 +36,59 @@ def main() -> int:
     parser.add_argument("--mb", type=int, default=200, help="the results' total size in MB")
     parser.add_argument("--files", type=int, default=8, help="how many files they are split into")
     parser.add_argument("--runs", type=int, default=3, help="downloads each way; the best counts")
-    parser.add_argument("--serve", nargs=4, metavar=("ETCD", "S3", "TOKENS", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        serve_without_nodes(args.serve[0], args.serve[1], Path(args.serve[2]), int(args.serve[3]))
-        return 0
 
-    from learnerkit.dev.etcd import EtcdServer
-    from learnerkit.dev.s3 import SeaweedServer
-    from learnerkit.scheduler.auth import add_token
-    from learnerkit.scheduler.client import SchedulerClient
-    from learnerkit.scheduler.jobdownload import download_all
+    with scheduler_without_nodes(BUCKET, "lk-bench-download-") as served:
+        boto, client, s3, child = served.boto, served.client, served.s3, served.child
+        scratch = served.scratch
+        job = once_served(
+            lambda: client.submit(
+                bench_manifest("download-bench", BUCKET, s3.endpoint_url, s3.access_key, s3.secret_key, "true")
+            ),
+            child,
+            60,
+        )
+        prefix = f"{job.job_id}/attempt-1/learner-1/results/"
+        each = args.mb * 1_000_000 // args.files
+        for n in range(args.files):
+            boto.put_object(Bucket=BUCKET, Key=f"{prefix}part-{n:03d}.bin", Body=os.urandom(each))
+        size = each * args.files
+        print(f"results: {args.files} files, {size / MIB:.1f} MiB")
 
-    with tempfile.TemporaryDirectory(prefix="lk-bench-download-") as tmp:
-        scratch = Path(tmp)
-        etcd, s3 = EtcdServer("/usr/bin/etcd", scratch / "etcd" / "data"), SeaweedServer(scratch / "s3")
-        tokens = scratch / "tokens.json"
-        token = add_token(tokens, TENANT)
-        etcd.start()
-        s3.start()
-        child = None
-        try:
-            boto = s3.client()
-            boto.create_bucket(Bucket=BUCKET)
-            port = free_port()
-            argv = [sys.executable, __file__, "--serve", etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
-            child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-            client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
-            job = once_served(
-                lambda: client.submit(
-                    bench_manifest("download-bench", BUCKET, s3.endpoint_url, s3.access_key, s3.secret_key, "true")
-                ),
-                child,
-                60,
-            )
-            prefix = f"{job.job_id}/attempt-1/learner-1/results/"
-            each = args.mb * 1_000_000 // args.files
-            for n in range(args.files):
-                boto.put_object(Bucket=BUCKET, Key=f"{prefix}part-{n:03d}.bin", Body=os.urandom(each))
-            size = each * args.files
-            print(f"results: {args.files} files, {size / MIB:.1f} MiB")
+        def through_scheduler(folder: Path) -> None:
+            download_all(client, job.job_id, client.list_files(job.job_id, what="results"), folder, lambda _n: None)
 
-            def through_scheduler(folder: Path) -> None:
-                download_all(client, job.job_id, client.list_files(job.job_id, what="results"), folder, lambda _n: None)
+        def with_boto3(folder: Path) -> None:
+            for listed in boto.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]:
+                target = folder / listed["Key"][len(job.job_id) + 1 :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                boto.download_file(BUCKET, listed["Key"], str(target))
 
-            def with_boto3(folder: Path) -> None:
-                for listed in boto.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]:
-                    target = folder / listed["Key"][len(job.job_id) + 1 :]
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    boto.download_file(BUCKET, listed["Key"], str(target))
+        def timed(download: Callable[[Path], None], run: int) -> float:
+            folder = scratch / f"out-{run}"
+            started = time.perf_counter()
+            download(folder)
+            seconds = time.perf_counter() - started
+            got = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+            assert got == size, (got, size)
+            shutil.rmtree(folder)
+            return seconds
 
-            def timed(download: Callable[[Path], None], run: int) -> float:
-                folder = scratch / f"out-{run}"
-                started = time.perf_counter()
-                download(folder)
-                seconds = time.perf_counter() - started
-                got = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
-                assert got == size, (got, size)
-                shutil.rmtree(folder)
-                return seconds
-
-            timed(through_scheduler, -1)  # warm up: the scheduler's S3 client and the code paths
-            pid = child.pid
-            settled = rss_now_mib(pid)
-            reset_peak(pid)
-            ours, theirs = [], []
-            for run in range(args.runs):
-                ours.append(timed(through_scheduler, 2 * run))
-                theirs.append(timed(with_boto3, 2 * run + 1))
-            growth = rss_peak_mib(pid) - settled
-            api_rate, boto_rate = size / MIB / min(ours), size / MIB / min(theirs)
-            print(f"scheduler RSS at rest: {settled:.0f} MiB; peak growth while serving: {growth:.1f} MiB")
-            print(
-                f"job download through the scheduler: {api_rate:.0f} MiB/s; boto3 download_file: {boto_rate:.0f} MiB/s"
-                f"  (scheduler / boto3 = {api_rate / boto_rate:.2f}, target >= 0.9), best of {args.runs}"
-            )
-        finally:
-            if child is not None:
-                child.terminate()
-                child.wait(30)
-            etcd.stop()
-            s3.stop()
+        timed(through_scheduler, -1)  # warm up: the scheduler's S3 client and the code paths
+        pid = child.pid
+        settled = rss_now_mib(pid)
+        reset_peak(pid)
+        ours, theirs = [], []
+        for run in range(args.runs):
+            ours.append(timed(through_scheduler, 2 * run))
+            theirs.append(timed(with_boto3, 2 * run + 1))
+        growth = rss_peak_mib(pid) - settled
+        api_rate, boto_rate = size / MIB / min(ours), size / MIB / min(theirs)
+        print(f"scheduler RSS at rest: {settled:.0f} MiB; peak growth while serving: {growth:.1f} MiB")
+        print(
+            f"job download through the scheduler: {api_rate:.0f} MiB/s; boto3 download_file: {boto_rate:.0f} MiB/s"
+            f"  (scheduler / boto3 = {api_rate / boto_rate:.2f}, target >= 0.9), best of {args.runs}"
+        )
     return 0
 
 

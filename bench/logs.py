@@ -16,17 +16,10 @@ Usage: python bench/logs.py [--mb 100]
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-from serving import bench_manifest, free_port, once_served, reset_peak, rss_now_mib, rss_peak_mib, serve_without_nodes
+from serving import bench_manifest, once_served, reset_peak, rss_now_mib, rss_peak_mib, scheduler_without_nodes
 
-REPO = Path(__file__).resolve().parents[1]
-TENANT = "bench"
 PART = 8 << 20
 BUCKET = "bench-logs"
 MIB = 1 << 20
@@ -50,93 +43,62 @@ def write_log(client: object, prefix: str, total: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=int, default=100, help="the log's size in MB")
-    parser.add_argument("--serve", nargs=4, metavar=("ETCD", "S3", "TOKENS", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        serve_without_nodes(args.serve[0], args.serve[1], Path(args.serve[2]), int(args.serve[3]))
-        return 0
 
-    from learnerkit.dev.etcd import EtcdServer
-    from learnerkit.dev.s3 import SeaweedServer
-    from learnerkit.scheduler.auth import add_token
-    from learnerkit.scheduler.client import SchedulerClient
+    with scheduler_without_nodes(BUCKET, "lk-bench-logs-") as served:
+        boto, client, s3, child = served.boto, served.client, served.s3, served.child
+        job = once_served(
+            lambda: client.submit(
+                bench_manifest("logs-bench", BUCKET, s3.endpoint_url, s3.access_key, s3.secret_key, "true")
+            ),
+            child,
+            60,
+        )
+        prefix = f"{job.job_id}/attempt-1/learner-1/logs/"
+        parts = write_log(boto, prefix, args.mb * 1_000_000)
+        size = sum(o["Size"] for o in boto.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"])
+        print(f"log: {size / MIB:.1f} MiB in {parts} parts of <= 8 MiB")
 
-    with tempfile.TemporaryDirectory(prefix="lk-bench-logs-") as tmp:
-        etcd, s3 = EtcdServer("/usr/bin/etcd", Path(tmp) / "etcd" / "data"), SeaweedServer(Path(tmp) / "s3")
-        tokens = Path(tmp) / "tokens.json"
-        token = add_token(tokens, TENANT)
-        etcd.start()
-        s3.start()
-        child = None
-        try:
-            boto = s3.client()
-            boto.create_bucket(Bucket=BUCKET)
-            port = free_port()
-            argv = [sys.executable, __file__, "--serve", etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
-            child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-            client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
-            job = once_served(
-                lambda: client.submit(
-                    bench_manifest("logs-bench", BUCKET, s3.endpoint_url, s3.access_key, s3.secret_key, "true")
-                ),
-                child,
-                60,
-            )
-            prefix = f"{job.job_id}/attempt-1/learner-1/logs/"
-            parts = write_log(boto, prefix, args.mb * 1_000_000)
-            size = sum(o["Size"] for o in boto.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"])
-            print(f"log: {size / MIB:.1f} MiB in {parts} parts of <= 8 MiB")
+        client.logs(job.job_id, tail=1)  # warm up: the S3 client and the code paths
+        pid = child.pid
+        settled = rss_now_mib(pid)
+        reset_peak(pid)
+        for _ in range(4):
+            tail = client.logs(job.job_id, tail=100)
+            assert tail.data.count(b"\n") == 100 and tail.next_offset == size, (len(tail.data), tail.next_offset)
+        tail_growth = rss_peak_mib(pid) - settled
 
-            client.logs(job.job_id, tail=1)  # warm up: the S3 client and the code paths
-            pid = child.pid
-            settled = rss_now_mib(pid)
-            reset_peak(pid)
-            for _ in range(4):
-                tail = client.logs(job.job_id, tail=100)
-                assert tail.data.count(b"\n") == 100 and tail.next_offset == size, (len(tail.data), tail.next_offset)
-            tail_growth = rss_peak_mib(pid) - settled
+        counted = [0]
 
-            counted = [0]
+        def sink(chunk: bytes) -> None:
+            counted[0] += len(chunk)
 
-            def sink(chunk: bytes) -> None:
-                counted[0] += len(chunk)
+        settled = rss_now_mib(pid)
+        reset_peak(pid)
+        started = time.perf_counter()
+        next_offset, _ = client.copy_logs(job.job_id, sink)
+        api_s = time.perf_counter() - started
+        full_growth = rss_peak_mib(pid) - settled
+        assert counted[0] == size == next_offset, (counted[0], size, next_offset)
 
-            settled = rss_now_mib(pid)
-            reset_peak(pid)
-            started = time.perf_counter()
-            next_offset, _ = client.copy_logs(job.job_id, sink)
-            api_s = time.perf_counter() - started
-            full_growth = rss_peak_mib(pid) - settled
-            assert counted[0] == size == next_offset, (counted[0], size, next_offset)
+        started = time.perf_counter()
+        plain = 0
+        for n in range(1, parts + 1):
+            body = boto.get_object(Bucket=BUCKET, Key=f"{prefix}learner.log.part-{n:06d}")["Body"]
+            while chunk := body.read(MIB):
+                plain += len(chunk)
+        boto_s = time.perf_counter() - started
+        assert plain == size
 
-            started = time.perf_counter()
-            plain = 0
-            for n in range(1, parts + 1):
-                body = boto.get_object(Bucket=BUCKET, Key=f"{prefix}learner.log.part-{n:06d}")["Body"]
-                while chunk := body.read(MIB):
-                    plain += len(chunk)
-            boto_s = time.perf_counter() - started
-            assert plain == size
-
-            print(f"scheduler RSS at rest: {settled:.0f} MiB")
-            print(
-                f"4 x --tail 100:  peak RSS growth {tail_growth:6.1f} MiB  ({tail_growth / (size / MIB):.3f} x the log)"
-            )
-            print(
-                f"1 x whole log:   peak RSS growth {full_growth:6.1f} MiB  ({full_growth / (size / MIB):.3f} x the log)"
-            )
-            api_rate, boto_rate = size / MIB / api_s, size / MIB / boto_s
-            print(
-                f"whole log through the API: {api_rate:.0f} MiB/s; plain boto3 read of the same parts: "
-                f"{boto_rate:.0f} MiB/s  (API / boto3 = {api_rate / boto_rate:.2f})"
-            )
-            print("target: RSS growth independent of the log's size (before: 811 MiB for 4 tail reads of 100 MB)")
-        finally:
-            if child is not None:
-                child.terminate()
-                child.wait(30)
-            etcd.stop()
-            s3.stop()
+        print(f"scheduler RSS at rest: {settled:.0f} MiB")
+        print(f"4 x --tail 100:  peak RSS growth {tail_growth:6.1f} MiB  ({tail_growth / (size / MIB):.3f} x the log)")
+        print(f"1 x whole log:   peak RSS growth {full_growth:6.1f} MiB  ({full_growth / (size / MIB):.3f} x the log)")
+        api_rate, boto_rate = size / MIB / api_s, size / MIB / boto_s
+        print(
+            f"whole log through the API: {api_rate:.0f} MiB/s; plain boto3 read of the same parts: "
+            f"{boto_rate:.0f} MiB/s  (API / boto3 = {api_rate / boto_rate:.2f})"
+        )
+        print("target: RSS growth independent of the log's size (before: 811 MiB for 4 tail reads of 100 MB)")
     return 0
 
 

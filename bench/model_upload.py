@@ -19,18 +19,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
 
-from logs import free_port, reset_peak, rss_now_mib, rss_peak_mib
-from serving import bench_manifest, once_served, serve_without_nodes
+from serving import bench_manifest, once_served, reset_peak, rss_now_mib, rss_peak_mib, scheduler_without_nodes
 
-REPO = Path(__file__).resolve().parents[1]
-TENANT = "bench"
 BUCKET = "bench-models"
 MIB = 1 << 20
 
@@ -50,83 +44,57 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=int, default=100, help="the model zip's size in MB")
     parser.add_argument("--runs", type=int, default=3, help="submits and plain uploads, each")
-    parser.add_argument("--serve", nargs=4, metavar=("ETCD", "S3", "TOKENS", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        serve_without_nodes(args.serve[0], args.serve[1], Path(args.serve[2]), int(args.serve[3]))
-        return 0
 
-    from learnerkit.dev.etcd import EtcdServer
-    from learnerkit.dev.s3 import SeaweedServer
-    from learnerkit.scheduler.auth import add_token
-    from learnerkit.scheduler.client import SchedulerClient
-
-    with tempfile.TemporaryDirectory(prefix="lk-bench-model-") as tmp:
-        etcd, s3 = EtcdServer("/usr/bin/etcd", Path(tmp) / "etcd" / "data"), SeaweedServer(Path(tmp) / "s3")
-        tokens = Path(tmp) / "tokens.json"
-        token = add_token(tokens, TENANT)
-        model, small = Path(tmp) / "model.zip", Path(tmp) / "small.zip"
+    with scheduler_without_nodes(BUCKET, "lk-bench-model-") as served:
+        boto, client, s3 = served.boto, served.client, served.s3
+        model, small = served.scratch / "model.zip", served.scratch / "small.zip"
         write_model(model, args.mb * 1_000_000)
         write_model(small, 30_000_000)
         size = model.stat().st_size
-        etcd.start()
-        s3.start()
-        child = None
-        try:
-            boto = s3.client()
-            boto.create_bucket(Bucket=BUCKET)
-            port = free_port()
-            argv = [sys.executable, __file__, "--serve", etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
-            child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-            client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
-            text = bench_manifest(
-                "model-upload-bench", BUCKET, s3.endpoint_url, s3.access_key, s3.secret_key, "python3 train.py"
-            )
-            # Warm up: the S3 client, the code paths, the worker threads and their allocator arenas.
-            once_served(lambda: client.submit(text, model=small), child, 60)
-            boto.upload_file(str(small), BUCKET, "baseline/warm.zip")
-            print(f"model: {size / MIB:.1f} MiB zip")
+        child = served.child
+        text = bench_manifest(
+            "model-upload-bench", BUCKET, s3.endpoint_url, s3.access_key, s3.secret_key, "python3 train.py"
+        )
+        # Warm up: the S3 client, the code paths, the worker threads and their allocator arenas.
+        once_served(lambda: client.submit(text, model=small), child, 60)
+        boto.upload_file(str(small), BUCKET, "baseline/warm.zip")
+        print(f"model: {size / MIB:.1f} MiB zip")
 
-            pid = child.pid
-            api_times, boto_times, growths = [], [], []
+        pid = child.pid
+        api_times, boto_times, growths = [], [], []
+        settled = rss_now_mib(pid)
+        for run in range(args.runs):
             settled = rss_now_mib(pid)
-            for run in range(args.runs):
-                settled = rss_now_mib(pid)
-                reset_peak(pid)
-                started = time.perf_counter()
-                job = client.submit(text, model=model)
-                api_times.append(time.perf_counter() - started)
-                growths.append(rss_peak_mib(pid) - settled)
-                stored = boto.head_object(Bucket=BUCKET, Key=f"{job.job_id}/model/model.zip")
-                assert stored["ContentLength"] == size, stored
+            reset_peak(pid)
+            started = time.perf_counter()
+            job = client.submit(text, model=model)
+            api_times.append(time.perf_counter() - started)
+            growths.append(rss_peak_mib(pid) - settled)
+            stored = boto.head_object(Bucket=BUCKET, Key=f"{job.job_id}/model/model.zip")
+            assert stored["ContentLength"] == size, stored
 
-                started = time.perf_counter()
-                boto.upload_file(str(model), BUCKET, f"baseline/model-{run}.zip")
-                boto_times.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            boto.upload_file(str(model), BUCKET, f"baseline/model-{run}.zip")
+            boto_times.append(time.perf_counter() - started)
 
-            api_rate = size / MIB / statistics.median(api_times)
-            boto_rate = size / MIB / statistics.median(boto_times)
-            print(f"scheduler RSS at rest: {settled:.0f} MiB")
-            print(
-                f"submit with the model through the API: {api_rate:.0f} MiB/s (median of {args.runs}; "
-                f"{', '.join(f'{t:.2f}' for t in api_times)} s)"
-            )
-            print(
-                f"plain boto3 upload_file of the same zip: {boto_rate:.0f} MiB/s "
-                f"({', '.join(f'{t:.2f}' for t in boto_times)} s)"
-            )
-            print(f"API / boto3 = {api_rate / boto_rate:.2f}  (target >= 0.9)")
-            worst = max(growths)
-            print(
-                f"scheduler peak RSS growth per submit: {', '.join(f'{g:.1f}' for g in growths)} MiB "
-                f"(worst {worst / (size / MIB):.3f} x the zip; target: far below 1)"
-            )
-        finally:
-            if child is not None:
-                child.terminate()
-                child.wait(30)
-            etcd.stop()
-            s3.stop()
+        api_rate = size / MIB / statistics.median(api_times)
+        boto_rate = size / MIB / statistics.median(boto_times)
+        print(f"scheduler RSS at rest: {settled:.0f} MiB")
+        print(
+            f"submit with the model through the API: {api_rate:.0f} MiB/s (median of {args.runs}; "
+            f"{', '.join(f'{t:.2f}' for t in api_times)} s)"
+        )
+        print(
+            f"plain boto3 upload_file of the same zip: {boto_rate:.0f} MiB/s "
+            f"({', '.join(f'{t:.2f}' for t in boto_times)} s)"
+        )
+        print(f"API / boto3 = {api_rate / boto_rate:.2f}  (target >= 0.9)")
+        worst = max(growths)
+        print(
+            f"scheduler peak RSS growth per submit: {', '.join(f'{g:.1f}' for g in growths)} MiB "
+            f"(worst {worst / (size / MIB):.3f} x the zip; target: far below 1)"
+        )
     return 0
 
 

@@ -1,28 +1,39 @@
 """What the scheduler benchmarks share: the real REST API over a real Scheduler in a child process, and the
-wait for it to answer."""
+wait for it to answer. Run as a script (``python bench/serving.py ETCD S3 TOKENS PORT``), it is that child for
+:func:`scheduler_without_nodes`."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import uvicorn
 
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.settings import EtcdSettings
+from learnerkit.dev.etcd import EtcdServer
+from learnerkit.dev.s3 import SeaweedServer
 from learnerkit.scheduler.api import create_app
+from learnerkit.scheduler.auth import add_token
+from learnerkit.scheduler.client import SchedulerClient
 from learnerkit.scheduler.core import Scheduler
 from learnerkit.scheduler.errors import SchedulerUnreachableError
 from learnerkit.scheduler.jobstore import JobStore
 from learnerkit.scheduler.server import uvicorn_config
 
 T = TypeVar("T")
+REPO = Path(__file__).resolve().parents[1]
+TENANT = "bench"
 
 
 def serve_scheduler(scheduler: Scheduler, store: JobStore, etcd_endpoint: str, tokens: Path, port: int) -> None:
@@ -145,3 +156,47 @@ framework:
   version: "2.13"
   command: "{command}"
 """
+
+
+@dataclass(frozen=True)
+class Served:
+    """What :func:`scheduler_without_nodes` started: the object store (with its plain boto3 client), the API's
+    child process and a client of it for the tenant ``bench``."""
+
+    s3: SeaweedServer
+    boto: Any
+    child: subprocess.Popen[bytes]
+    client: SchedulerClient
+    scratch: Path
+
+
+@contextmanager
+def scheduler_without_nodes(bucket: str, prefix: str) -> Iterator[Served]:
+    """etcd and SeaweedFS on loopback with ``bucket`` made, and the API of :func:`serve_without_nodes` in a child
+    process (this file run as a script); everything stopped and removed at the end."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        scratch = Path(tmp)
+        etcd, s3 = EtcdServer("/usr/bin/etcd", scratch / "etcd" / "data"), SeaweedServer(scratch / "s3")
+        tokens = scratch / "tokens.json"
+        token = add_token(tokens, TENANT)
+        etcd.start()
+        s3.start()
+        child = None
+        try:
+            boto = s3.client()
+            boto.create_bucket(Bucket=bucket)
+            port = free_port()
+            argv = [sys.executable, __file__, etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
+            child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+            client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
+            yield Served(s3, boto, child, client, scratch)
+        finally:
+            if child is not None:
+                child.terminate()
+                child.wait(30)
+            etcd.stop()
+            s3.stop()
+
+
+if __name__ == "__main__":
+    serve_without_nodes(sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))

@@ -86,7 +86,7 @@ class Sidecar:
         dirs = self.settings.dirs
         for folder in (dirs.control, dirs.logs, dirs.data, dirs.model, dirs.results, dirs.checkpoints):
             folder.mkdir(parents=True, exist_ok=True)
-        make_job_folder(dirs.shared)
+        make_shared_folder(dirs.shared)
         server = self.metrics.serve(self.settings.metrics_port) if self.settings.metrics_port else None
         etcd = await self._connect()
         if etcd is None:
@@ -415,7 +415,7 @@ def _open_store(settings: S3Settings) -> S3Store:
     return S3Store(settings)
 
 
-def make_job_folder(folder: Path) -> None:
+def make_shared_folder(folder: Path) -> None:
     """``folder``, writable by the learner's group (0) and handing that group to what is made in it, unless it
     is there already (the mount point of a multi-learner job's own volume, which is not this process's)."""
     try:

@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controller_sidecar.errors import UnsafePathError
+from controller_sidecar.safepaths import safe_destination
 from learnerkit.scheduler.client import SchedulerClient
 from learnerkit.scheduler.errors import SchedulerError
 from learnerkit.scheduler.facade import StoredFile
@@ -35,11 +37,12 @@ class DownloadSummary:
 
 
 def destination(root: Path, path: str) -> Path:
-    """``root/path``, refusing a path that is empty, absolute or has ``.``/``..`` segments."""
-    parts = path.split("/")
-    if not path or path.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\\" in path:
-        raise SchedulerError(f"the scheduler listed an unsafe path {path!r}")
-    return root.joinpath(*parts)
+    """``root/path``, refusing a listed path that is empty, absolute, has ``.``/``..`` segments or leads through a
+    link below ``root`` (the sidecar's own check of what it writes)."""
+    try:
+        return safe_destination(root, path, what="the scheduler's listing")
+    except UnsafePathError as e:
+        raise SchedulerError(f"refusing to write it: {e}") from e
 
 
 def download_file(

@@ -179,10 +179,9 @@ def write_atomically(target: Path, write) -> None:
         write(temp)
         os.chmod(temp, 0o664)  # mkstemp makes it 0600; the sidecar (group 0) must read the results
         os.replace(temp, target)
-    except BaseException:
-        if os.path.exists(temp):
+    finally:
+        if os.path.exists(temp):  # still there only when the write or the rename failed
             os.remove(temp)
-        raise
 
 
 def pause_until(deadline: float) -> None:

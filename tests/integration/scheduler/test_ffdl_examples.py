@@ -3,7 +3,7 @@ more indented, two learners, no `cpus`, a `mount_cos` store serving both data an
 shape (TensorFlow `latest-py3`, one flag per line, no `memory`).
 
 The model code is written here in FfDL's style (argparse, FfDL's variables) and placed as an object of the data
-store, read from `$DATA_DIR`, until a job can send its own code with the manifest.
+store, run from `$DATA_DIR` (a job's own model code is tested in test_model_code.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,13 @@ from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TE
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
 
 RENDEZVOUS = '''\
-"""Each learner leaves its host name in the job folder, waits for the others', and reports what it sees."""
-import argparse, json, os, socket, time
+"""Each learner leaves its host name in the job folder and reports what it sees there once every learner has
+written its own: the learners wait for each other at a torch.distributed TCPStore on learner 1, as distributed
+PyTorch jobs meet."""
+import argparse, json, os, socket
+from datetime import timedelta
+
+from torch.distributed import TCPStore
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--greeting", required=True)
@@ -38,14 +43,11 @@ count = int(os.environ["NUM_LEARNERS"])
 with open(os.path.join(shared, f"host-{me}.tmp"), "w") as out:
     out.write(socket.gethostname())
 os.rename(os.path.join(shared, f"host-{me}.tmp"), os.path.join(shared, f"host-{me}"))
-deadline = time.monotonic() + args.timeout
-peers = {}
-while len(peers) < count and time.monotonic() < deadline:
-    for n in range(1, count + 1):
-        path = os.path.join(shared, f"host-{n}")
-        if n not in peers and os.path.exists(path):
-            peers[n] = open(path).read()
-    time.sleep(0.1)
+leader = f"{os.environ['LEARNER_NAME_PREFIX']}-1" if count > 1 else "127.0.0.1"
+store = TCPStore(leader, 29500, count, me == 1, timeout=timedelta(seconds=args.timeout))
+store.set(f"written-{me}", "1")
+store.wait([f"written-{n}" for n in range(1, count + 1)])  # every host file is in the job folder now
+peers = {n: open(os.path.join(shared, f"host-{n}")).read() for n in range(1, count + 1)}
 names = "TRAINING_ID DLAAS_JOB_ID LEARNER_NAME_PREFIX DOWNWARD_API_POD_NAME LEARNER_ID NUM_LEARNERS"
 for name in names.split():
     print(f"{name}={os.environ[name]}", flush=True)
@@ -54,6 +56,9 @@ mounted = any(line.split()[4] == shared for line in open("/proc/self/mountinfo")
 print(f"job folder: {'a volume of its own' if mounted else 'a folder of the learner volume'}", flush=True)
 with open(os.path.join(os.environ["RESULT_DIR"], args.out), "w") as out:
     json.dump({"learner": me, "peers": {str(n): host for n, host in peers.items()}}, out)
+store.set(f"done-{me}", "1")
+if me == 1:  # the store lives in learner 1: it stays until every learner is done with it
+    store.wait([f"done-{n}" for n in range(1, count + 1)])
 '''
 
 

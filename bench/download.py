@@ -10,7 +10,8 @@ uvicorn) in a child process, submits a job, and stores results for it as a sidec
 
 best of ``--runs`` each, alternating, with the ratio (target >= 0.9), and the scheduler's peak RSS growth
 during its downloads against the data's size (it streams: it must not grow with the files).
-No Docker: the scheduler's backend has no nodes, so the job stays queued; its files are read all the same.
+No Docker: the scheduler's backend has no nodes, so the job ends FAILED (unschedulable) once recorded; its files
+are read all the same.
 Usage: python bench/download.py [--mb 200] [--files 8] [--runs 3]
 """
 
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from serving import bench_manifest, once_served, reset_peak, rss_now_mib, rss_peak_mib, scheduler_without_nodes
+from serving import reset_peak, rss_now_mib, rss_peak_mib, scheduler_without_nodes
 
 from learnerkit.scheduler.jobdownload import download_all
 
@@ -39,15 +40,9 @@ def main() -> int:
     args = parser.parse_args()
 
     with scheduler_without_nodes(BUCKET, "lk-bench-download-") as served:
-        boto, client, s3, child = served.boto, served.client, served.s3, served.child
+        boto, client, child = served.boto, served.client, served.child
         scratch = served.scratch
-        job = once_served(
-            lambda: client.submit(
-                bench_manifest("download-bench", BUCKET, s3.endpoint_url, s3.access_key, s3.secret_key, "true")
-            ),
-            child,
-            60,
-        )
+        job = served.first_submit(served.manifest("download-bench"))
         prefix = f"{job.job_id}/attempt-1/learner-1/results/"
         each = args.mb * 1_000_000 // args.files
         for n in range(args.files):

@@ -9,7 +9,8 @@ parts, ``learner.log.part-NNNNNN``). Then, through the API:
   log's size: it must not grow with the log (the rebuilt-log way took 811 MiB for the four tail reads);
 - the whole read's throughput, against a plain boto3 read of the same objects measured in the same run.
 
-No Docker: the scheduler's backend has no nodes, so the job stays queued; its log is read all the same.
+No Docker: the scheduler's backend has no nodes, so the job ends FAILED (unschedulable) once recorded; its log is
+read all the same.
 Usage: python bench/logs.py [--mb 100]
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from serving import bench_manifest, once_served, reset_peak, rss_now_mib, rss_peak_mib, scheduler_without_nodes
+from serving import reset_peak, rss_now_mib, rss_peak_mib, scheduler_without_nodes
 
 PART = 8 << 20
 BUCKET = "bench-logs"
@@ -46,14 +47,8 @@ def main() -> int:
     args = parser.parse_args()
 
     with scheduler_without_nodes(BUCKET, "lk-bench-logs-") as served:
-        boto, client, s3, child = served.boto, served.client, served.s3, served.child
-        job = once_served(
-            lambda: client.submit(
-                bench_manifest("logs-bench", BUCKET, s3.endpoint_url, s3.access_key, s3.secret_key, "true")
-            ),
-            child,
-            60,
-        )
+        boto, client, child = served.boto, served.client, served.child
+        job = served.first_submit(served.manifest("logs-bench"))
         prefix = f"{job.job_id}/attempt-1/learner-1/logs/"
         parts = write_log(boto, prefix, args.mb * 1_000_000)
         size = sum(o["Size"] for o in boto.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"])

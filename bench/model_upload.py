@@ -4,14 +4,14 @@ It starts etcd and SeaweedFS on loopback and the scheduler's API (the real Sched
 uvicorn) in a child process. Then, alternating, several times each:
 
 - a submit with the model through the API (`SchedulerClient.submit(model=...)`, as `job submit` sends it):
-  multipart, received into a file, checked, uploaded to the job's results store, the job recorded;
+  multipart, parts sent to the job's results store as they arrive, checked, the job recorded;
 - a plain boto3 ``upload_file`` of the same zip to the same SeaweedFS (the object store's own client);
 
 and prints the median throughput of each, their ratio (target >= 0.9), and the scheduler process's peak RSS
 growth during the submits (its ``VmHWM``, reset before each), against the zip's size: it must not grow by it.
 
-No Docker: the scheduler's backend has no nodes, so the jobs stay queued.
-Usage: python bench/model_upload.py [--mb 100] [--runs 3]
+No Docker: the scheduler's backend has no nodes, so each job ends FAILED (unschedulable) once recorded.
+Usage: python bench/model_upload.py [--mb 100] [--runs 5]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from serving import bench_manifest, once_served, reset_peak, rss_now_mib, rss_peak_mib, scheduler_without_nodes
+from serving import reset_peak, rss_now_mib, rss_peak_mib, scheduler_without_nodes
 
 BUCKET = "bench-models"
 MIB = 1 << 20
@@ -43,21 +43,19 @@ def write_model(path: Path, total: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=int, default=100, help="the model zip's size in MB")
-    parser.add_argument("--runs", type=int, default=3, help="submits and plain uploads, each")
+    parser.add_argument("--runs", type=int, default=5, help="submits and plain uploads, each")
     args = parser.parse_args()
 
     with scheduler_without_nodes(BUCKET, "lk-bench-model-") as served:
-        boto, client, s3 = served.boto, served.client, served.s3
+        boto, client = served.boto, served.client
         model, small = served.scratch / "model.zip", served.scratch / "small.zip"
         write_model(model, args.mb * 1_000_000)
         write_model(small, 30_000_000)
         size = model.stat().st_size
         child = served.child
-        text = bench_manifest(
-            "model-upload-bench", BUCKET, s3.endpoint_url, s3.access_key, s3.secret_key, "python3 train.py"
-        )
+        text = served.manifest("model-upload-bench", "python3 train.py")
         # Warm up: the S3 client, the code paths, the worker threads and their allocator arenas.
-        once_served(lambda: client.submit(text, model=small), child, 60)
+        served.first_submit(text, model=small)
         boto.upload_file(str(small), BUCKET, "baseline/warm.zip")
         print(f"model: {size / MIB:.1f} MiB zip")
 

@@ -28,6 +28,7 @@ from learnerkit.scheduler.auth import add_token
 from learnerkit.scheduler.client import SchedulerClient
 from learnerkit.scheduler.core import Scheduler
 from learnerkit.scheduler.errors import SchedulerUnreachableError
+from learnerkit.scheduler.facade import JobView
 from learnerkit.scheduler.jobstore import JobStore
 from learnerkit.scheduler.server import uvicorn_config
 
@@ -70,8 +71,8 @@ def once_served(call: Callable[[], T], child: subprocess.Popen[bytes], timeout_s
 
 
 def serve_without_nodes(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port: int) -> None:
-    """The real Scheduler behind the real API, on a backend with no nodes: a job stays queued, and what is
-    stored under it can be read all the same."""
+    """The real Scheduler behind the real API, on a backend with no nodes: a job is stored and recorded, then
+    ends FAILED (unschedulable), and what is stored under it can be read all the same."""
 
     from learnerkit.scheduler.capacity import Node
     from learnerkit.scheduler.core import Scheduler, SchedulerOptions
@@ -168,6 +169,16 @@ class Served:
     child: subprocess.Popen[bytes]
     client: SchedulerClient
     scratch: Path
+    bucket: str
+
+    def manifest(self, name: str, command: str = "true") -> str:
+        """:func:`bench_manifest` on this object store and bucket."""
+        s3 = self.s3
+        return bench_manifest(name, self.bucket, s3.endpoint_url, s3.access_key, s3.secret_key, command)
+
+    def first_submit(self, manifest_text: str, model: Path | None = None) -> JobView:
+        """The first submit, sent once the child's API answers."""
+        return once_served(lambda: self.client.submit(manifest_text, model=model), self.child, 60)
 
 
 @contextmanager
@@ -189,7 +200,7 @@ def scheduler_without_nodes(bucket: str, prefix: str) -> Iterator[Served]:
             argv = [sys.executable, __file__, etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
             child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
             client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
-            yield Served(s3, boto, child, client, scratch)
+            yield Served(s3, boto, child, client, scratch, bucket)
         finally:
             if child is not None:
                 child.terminate()

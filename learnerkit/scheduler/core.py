@@ -11,13 +11,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Protocol
 
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
@@ -49,6 +47,7 @@ from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest_parser import parse_manifest
 from learnerkit.scheduler.metrics import SchedulerMetrics
 from learnerkit.scheduler.modelcode import (
+    DEFAULT_MAX_DIRECTORY_BYTES,
     DEFAULT_MAX_EXPANDED_BYTES,
     DEFAULT_MAX_MEMBERS,
     ModelSummary,
@@ -60,6 +59,7 @@ from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_su
 from learnerkit.scheduler.submission import ModelObject, SubmitOptions
 from learnerkit.scheduler.tracking import Tracked
 from learnerkit.scheduler.views import job_view
+from learnerkit.scheduler.zipwindow import ZipWindow
 
 LOGGER = logging.getLogger(__name__)
 PARSES_AT_ONCE = 2
@@ -92,6 +92,7 @@ class Backend(Protocol):
 class ModelLimits:
     max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES
     max_members: int = DEFAULT_MAX_MEMBERS
+    max_directory_bytes: int = DEFAULT_MAX_DIRECTORY_BYTES
 
 
 def _unknown_python(_image: str) -> str | None:
@@ -272,28 +273,26 @@ class Scheduler:
     async def _store_model(
         self, manifest: JobManifest, job_id: str, endpoints: Endpoints, model: AsyncIterator[bytes]
     ) -> ModelObject:
-        """Store the model as it arrives (a copy to a temporary file), then check the archive: a refused one is
-        dropped, and the object exists only when every check has passed."""
+        """Store the model as it arrives, keeping what the archive check reads of it, then check it: a refused
+        one is dropped, and the object exists only when every check has passed."""
         bucket, key = model_location(manifest, job_id)
         upload = StreamedUpload(self._store_of(endpoints), bucket, key)
         limits = self.options.model_limits
-        with tempfile.TemporaryDirectory(prefix="learnerkit-model-") as scratch:
-            copy = Path(scratch) / "model.zip"
-            stored = False
-            try:
-                with copy.open("wb") as file:
-                    async for chunk in model:
-                        file.write(chunk)  # page cache: far quicker than the chunk took to arrive
-                        await upload.write(chunk)
-                check = asyncio.to_thread(_check_and_drop, copy, limits)
-                summary, _ = await asyncio.gather(check, upload.sent())  # the check while the last parts go
-                await upload.finish()
-                stored = True
-            except SidecarError as e:
-                raise StoreUnavailableError(f"storing the model code at s3://{bucket}/{key} failed: {e}") from e
-            finally:
-                if not stored:  # refused, failed or cancelled: no part may stay behind
-                    await upload.abort()
+        window = ZipWindow(limits.max_directory_bytes)
+        stored = False
+        try:
+            async for chunk in model:
+                window.feed(chunk)
+                await upload.write(chunk)
+            check = asyncio.to_thread(_check_streamed, window, limits)
+            summary, _ = await asyncio.gather(check, upload.sent())  # the check while the last parts go
+            await upload.finish()
+            stored = True
+        except SidecarError as e:
+            raise StoreUnavailableError(f"storing the model code at s3://{bucket}/{key} failed: {e}") from e
+        finally:
+            if not stored:  # refused, failed or cancelled: no part may stay behind
+                await upload.abort()
         return ModelObject(bucket, key, upload.size, bool(summary.requirements))
 
     async def list_jobs(self, tenant: str) -> list[JobView]:
@@ -740,15 +739,14 @@ def _data_mount(manifest: JobManifest, policy: SubmitPolicy) -> str | None:
     return host_folder(store_folder(store), policy)
 
 
-def _check_and_drop(copy: Path, limits: ModelLimits) -> ModelSummary:
-    """Check the model's local copy, then delete it at once: its pages are freed while the last parts are still
-    being sent, not after."""
-    try:
-        return check_model_archive(
-            copy, name="model", max_expanded_bytes=limits.max_expanded_bytes, max_members=limits.max_members
-        )
-    finally:
-        copy.unlink()
+def _check_streamed(window: ZipWindow, limits: ModelLimits) -> ModelSummary:
+    return check_model_archive(
+        window.reader(),
+        name="model",
+        max_expanded_bytes=limits.max_expanded_bytes,
+        max_members=limits.max_members,
+        max_directory_bytes=limits.max_directory_bytes,
+    )
 
 
 def _delete_quietly(store: S3Store, bucket: str, key: str) -> None:

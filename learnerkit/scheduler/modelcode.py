@@ -13,6 +13,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from controller_sidecar.errors import UnsafePathError
 from controller_sidecar.requirements import REQUIREMENTS, RequirementError, check_requirements
@@ -23,6 +24,18 @@ MAX_REQUIREMENTS_BYTES = 64 * 1024
 DEFAULT_MAX_EXPANDED_BYTES = 2 << 30
 """The sidecar's own limit on what an archive expands to (``limits.max_archive_bytes``)."""
 DEFAULT_MAX_MEMBERS = 100_000
+DEFAULT_MAX_DIRECTORY_BYTES = 16 << 20
+"""From the zip's directory to its end: 100,000 members (the limit) with names of 120 bytes on average. The
+scheduler keeps only this much of an upload's end to check it (``zipwindow.py``)."""
+
+
+class SeekableBytes(Protocol):
+    """A zip read from something other than a file (what ``zipfile`` needs of it)."""
+
+    def seekable(self) -> bool: ...
+    def seek(self, offset: int, whence: int = os.SEEK_SET, /) -> int: ...
+    def tell(self) -> int: ...
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -69,11 +82,12 @@ def model_archive(model: Path, workdir: Path) -> Path:
 
 
 def check_model_archive(
-    archive: Path,
+    archive: Path | SeekableBytes,
     *,
     name: str | None = None,
     max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES,
     max_members: int = DEFAULT_MAX_MEMBERS,
+    max_directory_bytes: int = DEFAULT_MAX_DIRECTORY_BYTES,
 ) -> ModelSummary:
     """Refuse, naming the member, what the sidecar's extraction would refuse, as far as the zip's directory
     tells, and each ``requirements.txt`` line pip must not get (the sidecar's own check). ``name``: the
@@ -83,12 +97,23 @@ def check_model_archive(
         raise ModelCodeError(f"{shown}: not a zip archive (a model is a folder or a .zip)")
     try:
         with zipfile.ZipFile(archive) as zf:
+            _check_directory_size(zf, archive, shown, max_directory_bytes)
             infos = zf.infolist()
             files, expanded = _check_members(infos, shown, max_expanded_bytes, max_members)
             requirements = _read_requirements(zf, shown)
     except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise ModelCodeError(f"{shown}: corrupt zip archive ({e})") from e
     return ModelSummary(files, expanded, requirements)
+
+
+def _check_directory_size(zf: zipfile.ZipFile, archive: Path | SeekableBytes, shown: str, max_bytes: int) -> None:
+    end = archive.stat().st_size if isinstance(archive, Path) else archive.seek(0, os.SEEK_END)
+    size = end - zf.start_dir
+    if size > max_bytes:
+        raise ModelCodeError(
+            f"{shown}: its directory (with what follows it) is {size} bytes, over the limit of {max_bytes}: "
+            "fewer members or shorter names"
+        )
 
 
 def _check_members(infos: list[zipfile.ZipInfo], shown: str, max_bytes: int, max_members: int) -> tuple[int, int]:

@@ -121,3 +121,21 @@ def test_a_model_refused_after_its_parts_were_stored_leaves_nothing(
         client.submit(manifest(s3_server, "true"), model=archive)
     assert client.list_jobs() == jobs_before
     assert model_objects(scheduler_buckets) == objects_before
+
+
+def test_a_requirements_file_far_before_the_zips_end_is_checked_from_the_stream(
+    api: Api, s3_server: Any, scheduler_buckets: Any, tmp_path: Path
+) -> None:
+    """The scheduler keeps no copy of the model: requirements.txt, 20 MB before the end it keeps, is read from
+    the stretch kept as it passed, and its URL line is refused as `job validate` refuses it."""
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("requirements.txt", "lkgreet==1.0\nhttps://example.invalid/evil.whl\n")
+        zf.writestr("weights.bin", os.urandom(20 << 20))
+        zf.writestr("train.py", "print(1)\n")
+    client = SchedulerClient(api.url, api.token, timeout_s=120)
+    jobs_before, objects_before = client.list_jobs(), model_objects(scheduler_buckets)
+    with pytest.raises(ApiError, match=r"400 model: requirements\.txt line 2: .*URLs are not allowed"):
+        client.submit(manifest(s3_server, "true"), model=archive)
+    assert client.list_jobs() == jobs_before
+    assert model_objects(scheduler_buckets) == objects_before

@@ -106,36 +106,40 @@ def test_job_submit_with_a_folder_runs_it_from_model_dir(
     assert leftovers(final.job_id) == []
 
 
+WEIGHTS = None
+"""A member of 20 MB of random bytes: its parts are in the store before the zip's end arrives."""
+
+
+@pytest.mark.parametrize(
+    ("members", "refusal"),
+    [
+        # The directory comes last: the scheduler finds the member that escapes after 20 MB were stored.
+        ([("weights.bin", WEIGHTS), ("../escape.py", "x")], r"400 model: member '\.\./escape\.py'"),
+        # No copy of the model is kept: requirements.txt, 20 MB before the end the scheduler keeps, is read from
+        # the stretch kept as it passed, and its URL line is refused as `job validate` refuses it.
+        (
+            [("requirements.txt", "lkgreet==1.0\nhttps://example.invalid/evil.whl\n"), ("weights.bin", WEIGHTS)],
+            r"400 model: requirements\.txt line 2: .*URLs are not allowed",
+        ),
+    ],
+    ids=["escaping-member-last", "bad-requirements-first"],
+)
 def test_a_model_refused_after_its_parts_were_stored_leaves_nothing(
-    api: Api, s3_server: Any, scheduler_buckets: Any, tmp_path: Path
+    api: Api,
+    s3_server: Any,
+    scheduler_buckets: Any,
+    tmp_path: Path,
+    members: list[tuple[str, str | None]],
+    refusal: str,
 ) -> None:
-    """The archive's directory comes last: 20 MB of it are already in the store, as parts, when the scheduler
-    finds the member that escapes; the upload is dropped and no job is recorded."""
-    archive = tmp_path / "escape.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("weights.bin", os.urandom(20 << 20))
-        zf.writestr("../escape.py", "x")
-    client = SchedulerClient(api.url, api.token, timeout_s=120)
-    jobs_before, objects_before = client.list_jobs(), model_objects(scheduler_buckets)
-    with pytest.raises(ApiError, match=r"400 model: member '\.\./escape\.py'"):
-        client.submit(manifest(s3_server, "true"), model=archive)
-    assert client.list_jobs() == jobs_before
-    assert model_objects(scheduler_buckets) == objects_before
-
-
-def test_a_requirements_file_far_before_the_zips_end_is_checked_from_the_stream(
-    api: Api, s3_server: Any, scheduler_buckets: Any, tmp_path: Path
-) -> None:
-    """The scheduler keeps no copy of the model: requirements.txt, 20 MB before the end it keeps, is read from
-    the stretch kept as it passed, and its URL line is refused as `job validate` refuses it."""
+    """The upload is dropped and no job is recorded."""
     archive = tmp_path / "model.zip"
     with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("requirements.txt", "lkgreet==1.0\nhttps://example.invalid/evil.whl\n")
-        zf.writestr("weights.bin", os.urandom(20 << 20))
-        zf.writestr("train.py", "print(1)\n")
+        for name, content in members:
+            zf.writestr(name, os.urandom(20 << 20) if content is None else content)
     client = SchedulerClient(api.url, api.token, timeout_s=120)
     jobs_before, objects_before = client.list_jobs(), model_objects(scheduler_buckets)
-    with pytest.raises(ApiError, match=r"400 model: requirements\.txt line 2: .*URLs are not allowed"):
+    with pytest.raises(ApiError, match=refusal):
         client.submit(manifest(s3_server, "true"), model=archive)
     assert client.list_jobs() == jobs_before
     assert model_objects(scheduler_buckets) == objects_before

@@ -18,7 +18,7 @@ K8S_GIT_VERSION=${LEARNERKIT_K8S_GIT_VERSION:-v1.20.2}
 ARCHIVE=${LEARNERKIT_DEBIAN_ARCHIVE:-http://deb.debian.org/debian}
 SECURITY_ARCHIVE=${LEARNERKIT_DEBIAN_SECURITY_ARCHIVE:-http://deb.debian.org/debian-security}
 TARGETS=(kube-apiserver kube-controller-manager kubelet kube-scheduler kubectl)
-NODE_PACKAGES=(containerd runc containernetworking-plugins etcd-server rsync dpkg-dev gcc libc6-dev socat)
+NODE_PACKAGES=(containerd runc containernetworking-plugins etcd-server rsync dpkg-dev gcc libc6-dev)
 
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/learnerkit/k8s/$K8S_DEB_VERSION
 BIN=$CACHE/bin
@@ -31,30 +31,30 @@ cached() {
   [ -s "$CACHE/pause.tar" ]
 }
 
-missing=()
-for pkg in "${NODE_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-done
-if [ "${1:-}" = "--print-dir" ]; then  # ready to run: built, and the node's packages installed
-  cached && [ "${#missing[@]}" -eq 0 ] && { echo "$CACHE"; exit 0; }
+if [ "${1:-}" = "--print-dir" ]; then
+  cached && { echo "$CACHE"; exit 0; }
   exit 1
 fi
+if cached; then
+  say "cached: $BIN"
+  echo "$CACHE"
+  exit 0
+fi
+
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"
   elif command -v sudo >/dev/null 2>&1; then sudo "$@"
   else echo "k8s-binaries: '$*' needs root and sudo is not installed" >&2; exit 1
   fi
 }
+missing=()
+for pkg in "${NODE_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
 if [ "${#missing[@]}" -gt 0 ]; then
   say "installing Debian packages: ${missing[*]}"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
-
-if cached; then
-  say "cached: $BIN"
-  echo "$CACHE"
-  exit 0
 fi
 
 started=$(date +%s)

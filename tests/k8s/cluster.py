@@ -71,8 +71,7 @@ class Binaries:
 
 
 def cached_binaries() -> Binaries | None:
-    """The cached build, or None when ``scripts/k8s-binaries.sh`` has not built it or installed the node's packages
-    yet (nothing is built here)."""
+    """The cached build, or None when ``scripts/k8s-binaries.sh`` has not built it yet (nothing is built here)."""
     done = subprocess.run([str(BUILD_SCRIPT), "--print-dir"], capture_output=True, text=True, check=False)
     return Binaries(Path(done.stdout.strip())) if done.returncode == 0 else None
 
@@ -88,35 +87,44 @@ def _subnet() -> ipaddress.IPv4Network:
 
 
 class _Forwarder:
-    """TCP forwarding from ``host`` (the bridge gateway) to a loopback port, so pods reach host servers: a socat
-    process of its own, a child of it per connection. Threads of the test process stopped taking connections now
-    and then (a sidecar's lease then expired for want of etcd)."""
+    """TCP forwarding from ``listen`` (the bridge gateway) to a loopback port, so pods reach host servers."""
 
     def __init__(self, host: str, target_port: int) -> None:
-        with socket.create_server((host, 0)) as probe:
-            self.port = probe.getsockname()[1]
-        listen = f"TCP-LISTEN:{self.port},bind={host},reuseaddr,fork"
-        self.process = subprocess.Popen(
-            ["socat", listen, f"TCP:127.0.0.1:{target_port}"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        wait_until(lambda: self.process.poll() is not None or _accepts(host, self.port), timeout=10)
-        if self.process.poll() is not None:
-            raise RuntimeError(f"socat could not listen on {host}:{self.port} (exit {self.process.returncode})")
+        self.server = socket.create_server((host, 0))
+        self.port = self.server.getsockname()[1]
+        self.target_port = target_port
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
-        """Stop socat and the children that still carry connections."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        self.process.wait(timeout=10)
-
-
-def _accepts(host: str, port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
-        return True
-    return False
+        self._closed = True
+        self.server.close()
 
 
 class _PodDns:

@@ -36,10 +36,7 @@ __all__ = ["build_inputs", "scheduler_buckets"]
 """Fixtures of the other tiers this one uses."""
 
 BINARIES = cached_binaries()
-SKIPPED = (
-    "tests/k8s skipped: no cached Kubernetes binaries or node packages; `make test-k8s` builds and installs them "
-    "(scripts/k8s-binaries.sh)"
-)
+SKIPPED = "tests/k8s skipped: no cached Kubernetes binaries; `make test-k8s` builds them (scripts/k8s-binaries.sh)"
 if BINARIES is None:
     collect_ignore_glob = ["test_*.py"]
 

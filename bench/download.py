@@ -26,7 +26,7 @@ from pathlib import Path
 
 from serving import reset_peak, rss_now_mib, rss_peak_mib, scheduler_without_nodes
 
-from learnerkit.scheduler.jobdownload import download_all
+from learnerkit.scheduler.client.download import download_all
 
 BUCKET = "bench-download"
 MIB = 1 << 20

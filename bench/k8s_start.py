@@ -27,15 +27,15 @@ sys.path.insert(0, str(REPO))
 
 from learnerkit.dev.etcd import EtcdServer, etcd_binary  # noqa: E402
 from learnerkit.dev.s3 import SeaweedServer, create_bucket  # noqa: E402
-from learnerkit.scheduler.admission import AdmissionPolicy  # noqa: E402
+from learnerkit.scheduler.admission.admit import AdmissionPolicy  # noqa: E402
+from learnerkit.scheduler.backends.deployment import Egress  # noqa: E402
 from learnerkit.scheduler.backends.k8s import KubernetesBackend  # noqa: E402
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster  # noqa: E402
 from learnerkit.scheduler.backends.k8s_objects import LEARNER_CONTAINER  # noqa: E402
-from learnerkit.scheduler.core import SchedulerOptions  # noqa: E402
-from learnerkit.scheduler.deployment import Egress  # noqa: E402
-from learnerkit.scheduler.images import ImageCatalog  # noqa: E402
-from learnerkit.scheduler.planning import Platform  # noqa: E402
-from learnerkit.scheduler.policy import SubmitPolicy, origin  # noqa: E402
+from learnerkit.scheduler.config.policy import SubmitPolicy, origin  # noqa: E402
+from learnerkit.scheduler.core.planning import Platform  # noqa: E402
+from learnerkit.scheduler.core.scheduler import SchedulerOptions  # noqa: E402
+from learnerkit.scheduler.images.catalog import ImageCatalog  # noqa: E402
 from learnerkit_build.render import BuildInputs  # noqa: E402
 from learnerkit_build.sidecarimage import build_sidecar  # noqa: E402
 from learnerkit_build.smokedata import write_smoke_dataset  # noqa: E402

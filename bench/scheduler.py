@@ -38,8 +38,8 @@ from serving import once_served
 
 from learnerkit.dev.etcd import EtcdServer
 from learnerkit.dev.s3 import SeaweedServer
-from learnerkit.scheduler.auth import add_token
-from learnerkit.scheduler.client import SchedulerClient
+from learnerkit.scheduler.api.auth import add_token
+from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
 

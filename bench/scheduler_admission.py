@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from learnerkit.scheduler.admission import AdmissionPolicy, AdmissionState, PassResult, Quota
-from learnerkit.scheduler.capacity import GIB, LearnerRequest, Node
-from learnerkit.scheduler.queue import Job
+from learnerkit.scheduler.admission.admit import AdmissionPolicy, AdmissionState, PassResult, Quota
+from learnerkit.scheduler.admission.capacity import GIB, LearnerRequest, Node
+from learnerkit.scheduler.admission.queue import Job
 
 GPU_TYPES = (("nvidia-a100", 8), ("nvidia-v100", 8), ("nvidia-t4", 4))
 TENANTS = 8

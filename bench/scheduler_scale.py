@@ -51,10 +51,10 @@ framework:
 
 
 def options(etcd_endpoint: str) -> object:
-    from learnerkit.scheduler.core import SchedulerOptions
-    from learnerkit.scheduler.images import ImageCatalog
-    from learnerkit.scheduler.planning import Platform
-    from learnerkit.scheduler.policy import SubmitPolicy
+    from learnerkit.scheduler.config.policy import SubmitPolicy
+    from learnerkit.scheduler.core.planning import Platform
+    from learnerkit.scheduler.core.scheduler import SchedulerOptions
+    from learnerkit.scheduler.images.catalog import ImageCatalog
 
     catalog = ImageCatalog(REPO)
     return SchedulerOptions(
@@ -71,9 +71,9 @@ async def write_jobs(etcd_endpoint: str, queued: int, running: int) -> None:
     from controller_sidecar.settings import EtcdSettings
     from controller_sidecar.status import Phase, StatusRecord
     from learnerkit.scheduler.backends.docker import NODE_NAME
-    from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
-    from learnerkit.scheduler.jobstore import JobStore
-    from learnerkit.scheduler.manifest_parser import parse_manifest
+    from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
+    from learnerkit.scheduler.jobs.store import JobStore
+    from learnerkit.scheduler.manifest.parser import parse_manifest
 
     etcd = await EtcdStore.connect(EtcdSettings(endpoints=(etcd_endpoint,)))
     store = JobStore(etcd)
@@ -108,8 +108,8 @@ async def time_rebuild(etcd_endpoint: str) -> tuple[float, int]:
     from controller_sidecar.etcdstore import EtcdStore
     from controller_sidecar.settings import EtcdSettings
     from learnerkit.scheduler.backends.docker import DockerBackend
-    from learnerkit.scheduler.core import Scheduler
-    from learnerkit.scheduler.jobstore import JobStore
+    from learnerkit.scheduler.core.scheduler import Scheduler
+    from learnerkit.scheduler.jobs.store import JobStore
 
     etcd = await EtcdStore.connect(EtcdSettings(endpoints=(etcd_endpoint,)))
     scheduler = Scheduler(JobStore(etcd), DockerBackend(), options(etcd_endpoint))  # type: ignore[arg-type]
@@ -124,8 +124,8 @@ def serve(etcd_endpoint: str, tokens: Path, port: int) -> None:
     """The child: the real API over the real Scheduler on the Docker backend, its loop running."""
 
     from learnerkit.scheduler.backends.docker import DockerBackend
-    from learnerkit.scheduler.core import Scheduler
-    from learnerkit.scheduler.jobstore import JobStore
+    from learnerkit.scheduler.core.scheduler import Scheduler
+    from learnerkit.scheduler.jobs.store import JobStore
 
     store = JobStore()
     scheduler = Scheduler(store, DockerBackend(), options(etcd_endpoint))  # type: ignore[arg-type]
@@ -153,8 +153,8 @@ def main() -> int:
         return 0
 
     from learnerkit.dev.etcd import EtcdServer
-    from learnerkit.scheduler.auth import add_token
-    from learnerkit.scheduler.client import SchedulerClient
+    from learnerkit.scheduler.api.auth import add_token
+    from learnerkit.scheduler.client.http import SchedulerClient
 
     with tempfile.TemporaryDirectory(prefix="lk-bench-scale-") as tmp:
         etcd = EtcdServer("/usr/bin/etcd", Path(tmp) / "etcd" / "data")

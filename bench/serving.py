@@ -23,14 +23,14 @@ from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.settings import EtcdSettings
 from learnerkit.dev.etcd import EtcdServer
 from learnerkit.dev.s3 import SeaweedServer
-from learnerkit.scheduler.api import create_app
-from learnerkit.scheduler.auth import add_token
-from learnerkit.scheduler.client import SchedulerClient
-from learnerkit.scheduler.core import Scheduler
+from learnerkit.scheduler.api.app import create_app
+from learnerkit.scheduler.api.auth import add_token
+from learnerkit.scheduler.api.server import uvicorn_config
+from learnerkit.scheduler.client.http import SchedulerClient
+from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import SchedulerUnreachableError
 from learnerkit.scheduler.facade import JobView
-from learnerkit.scheduler.jobstore import JobStore
-from learnerkit.scheduler.server import uvicorn_config
+from learnerkit.scheduler.jobs.store import JobStore
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[1]
@@ -74,12 +74,12 @@ def serve_without_nodes(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port
     """The real Scheduler behind the real API, on a backend with no nodes: a job is stored and recorded, then
     ends FAILED (unschedulable), and what is stored under it can be read all the same."""
 
-    from learnerkit.scheduler.capacity import Node
-    from learnerkit.scheduler.core import Scheduler, SchedulerOptions
-    from learnerkit.scheduler.deployment import JobDeployment
-    from learnerkit.scheduler.jobstore import JobStore
-    from learnerkit.scheduler.planning import Platform
-    from learnerkit.scheduler.policy import SubmitPolicy, origin
+    from learnerkit.scheduler.admission.capacity import Node
+    from learnerkit.scheduler.backends.deployment import JobDeployment
+    from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+    from learnerkit.scheduler.core.planning import Platform
+    from learnerkit.scheduler.core.scheduler import Scheduler, SchedulerOptions
+    from learnerkit.scheduler.jobs.store import JobStore
 
     class NoNodes:
         def nodes(self) -> list[Node]:

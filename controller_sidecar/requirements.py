@@ -4,7 +4,7 @@ The learner has no network and a read-only image, so the sidecar (which has the 
 settings) runs pip for it during DOWNLOADING: wheels only (nothing is built or run), for the learner's Python
 version, into ``/job/packages``, which the learner's ``PYTHONPATH`` names. A line that would make pip reach
 somewhere else than the platform's index (a URL, a local path, an option) is refused naming the line; the
-scheduler runs the same check at submit (``learnerkit.scheduler.modelcode``) and the sidecar again on what it
+scheduler runs the same check at submit (``learnerkit.scheduler.modelcode.archive``) and the sidecar again on what it
 downloaded, because the archive lives in the tenant's own bucket.
 """
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from controller_sidecar.atomicfile import write_atomic
 from learnerkit.dev.ports import LOOPBACK
 from learnerkit.dev.service import Launch, Service
-from learnerkit.scheduler.auth import add_token
+from learnerkit.scheduler.api.auth import add_token
 
 DEMO_TENANT = "demo"
 TENANTS = f"tenants:\n  {DEMO_TENANT}:\n    priority: [-1000, 100]\n"

@@ -27,10 +27,8 @@ from learnerkit.common.errors import LearnerkitError
 from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, output_option, to_jsonable
 from learnerkit.common.project import find_project_root
 from learnerkit.common.yamlfile import format_field_path
-from learnerkit.scheduler.client import SchedulerClient
-from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError
-from learnerkit.scheduler.facade import JobView
-from learnerkit.scheduler.jobviews import (
+from learnerkit.scheduler.client.http import SchedulerClient
+from learnerkit.scheduler.client.terminal import (
     format_metrics,
     job_details,
     jobs_table,
@@ -38,13 +36,15 @@ from learnerkit.scheduler.jobviews import (
     styled_status,
     watch_job,
 )
-from learnerkit.scheduler.manifest import FrameworkCatalog, JobManifest
-from learnerkit.scheduler.manifest_parser import load_manifest
-from learnerkit.scheduler.settings import resource_defaults
-from learnerkit.scheduler.units import format_size
+from learnerkit.scheduler.config.settings import resource_defaults
+from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError
+from learnerkit.scheduler.facade import JobView
+from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
+from learnerkit.scheduler.manifest.parser import load_manifest
+from learnerkit.scheduler.manifest.units import format_size
 
 if TYPE_CHECKING:
-    from learnerkit.scheduler.modelcode import ModelSummary
+    from learnerkit.scheduler.modelcode.archive import ModelSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -109,7 +109,7 @@ def submit(
     if model is None:
         job = client.submit(text, source=manifest.name, image=image)
     else:
-        from learnerkit.scheduler.modelcode import check_model_archive, model_archive  # only a submit with code
+        from learnerkit.scheduler.modelcode.archive import check_model_archive, model_archive  # only a submit with code
 
         with tempfile.TemporaryDirectory(prefix="learnerkit-submit-") as workdir:
             archive = model_archive(model, Path(workdir))
@@ -241,7 +241,7 @@ def download(job_id: str, to: Path | None, what: str, client: SchedulerClient, o
     # Imported here: the other job verbs start without the progress bar and the thread pool.
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    from learnerkit.scheduler.jobdownload import DownloadSummary, download_all
+    from learnerkit.scheduler.client.download import DownloadSummary, download_all
 
     root = to if to is not None else Path(job_id)
     files = client.list_files(job_id, what=what)
@@ -341,7 +341,7 @@ def defaults_applied(job: JobManifest) -> dict[str, float | int]:
 
 
 def _checked_model(model: Path) -> ModelSummary:
-    from learnerkit.scheduler.modelcode import check_model_archive, model_archive  # only a validate with code
+    from learnerkit.scheduler.modelcode.archive import check_model_archive, model_archive  # only a validate with code
 
     with tempfile.TemporaryDirectory(prefix="learnerkit-validate-") as workdir:
         return check_model_archive(model_archive(model, Path(workdir)), name=str(model))

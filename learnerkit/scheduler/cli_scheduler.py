@@ -15,10 +15,10 @@ from rich.table import Table
 
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, keep_whole, output_option
-from learnerkit.scheduler.auth import add_token, read_tokens, revoke
+from learnerkit.scheduler.api.auth import add_token, read_tokens, revoke
+from learnerkit.scheduler.api.server import serve
+from learnerkit.scheduler.config.settings import DEFAULT_TOKENS, BackendKind, SchedulerSettings, parse_endpoints
 from learnerkit.scheduler.errors import TokensFileError
-from learnerkit.scheduler.server import serve
-from learnerkit.scheduler.settings import DEFAULT_TOKENS, BackendKind, SchedulerSettings, parse_endpoints
 
 tokens_option = click.option(
     "--tokens",

@@ -17,7 +17,7 @@ import pytest
 
 from controller_sidecar.endpoints import Endpoints
 from learnerkit.pair.spec import PairSpec
-from learnerkit.scheduler import deployment as dep
+from learnerkit.scheduler.backends import deployment as dep
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from tests.waiting import wait_until
 

@@ -15,14 +15,14 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from learnerkit.scheduler.admission import AdmissionPolicy
+from learnerkit.scheduler.admission.admit import AdmissionPolicy
+from learnerkit.scheduler.backends.deployment import Egress
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
-from learnerkit.scheduler.core import SchedulerOptions
-from learnerkit.scheduler.deployment import Egress
-from learnerkit.scheduler.images import ImageCatalog
-from learnerkit.scheduler.planning import Platform
-from learnerkit.scheduler.policy import SubmitPolicy, origin
+from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.core.scheduler import SchedulerOptions
+from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
 from tests.integration.conftest import REPO, build_inputs

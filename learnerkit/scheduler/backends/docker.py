@@ -30,8 +30,8 @@ from learnerkit.pair.docker import (
     start_pair,
 )
 from learnerkit.pair.spec import PairSpec
-from learnerkit.scheduler.capacity import Node
-from learnerkit.scheduler.deployment import JobDeployment, distributed_env
+from learnerkit.scheduler.admission.capacity import Node
+from learnerkit.scheduler.backends.deployment import JobDeployment, distributed_env
 from learnerkit.scheduler.errors import BackendError
 
 NODE_NAME = "local"

@@ -14,6 +14,8 @@ import kubernetes.client
 from kubernetes.client.rest import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
+from learnerkit.scheduler.admission.capacity import Node
+from learnerkit.scheduler.backends.deployment import DEFAULT_SHARED_SIZE, Egress, JobDeployment
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from learnerkit.scheduler.backends.k8s_objects import (
     GPU_PRODUCT_LABEL,
@@ -22,8 +24,6 @@ from learnerkit.scheduler.backends.k8s_objects import (
     SIDECAR_CONTAINER,
     PodLayout,
 )
-from learnerkit.scheduler.capacity import Node
-from learnerkit.scheduler.deployment import DEFAULT_SHARED_SIZE, Egress, JobDeployment
 from learnerkit.scheduler.errors import BackendError
 
 FAILED_PHASES = ("Failed", "Unknown")

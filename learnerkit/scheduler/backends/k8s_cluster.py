@@ -19,6 +19,7 @@ import kubernetes.config
 import urllib3.exceptions
 from kubernetes.client.rest import ApiException
 
+from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.backends.k8s_objects import (
     INSTANCE_LABEL,
     JOB_LABEL,
@@ -32,7 +33,6 @@ from learnerkit.scheduler.backends.k8s_objects import (
     layout_for_version,
     validate_objects,
 )
-from learnerkit.scheduler.deployment import JobDeployment
 from learnerkit.scheduler.errors import BackendError
 
 HTTP_NOT_FOUND = 404

@@ -23,7 +23,7 @@ import kubernetes_validate.utils
 
 from learner.paths import DIR_DEFAULTS
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
-from learnerkit.scheduler.deployment import SHARED_DIR, JobDeployment, distributed_env
+from learnerkit.scheduler.backends.deployment import SHARED_DIR, JobDeployment, distributed_env
 from learnerkit.scheduler.errors import InvalidObjectError
 
 KUBERNETES_VERSION = "1.30"

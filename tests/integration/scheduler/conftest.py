@@ -17,14 +17,14 @@ from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.common import engine
 from learnerkit.dev.s3 import create_bucket
 from learnerkit.pair.docker import JOB_LABEL
-from learnerkit.scheduler.admission import AdmissionPolicy
+from learnerkit.scheduler.admission.admit import AdmissionPolicy
 from learnerkit.scheduler.backends.docker import DockerBackend
-from learnerkit.scheduler.core import Backend, Scheduler, SchedulerOptions
+from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.core.scheduler import Backend, Scheduler, SchedulerOptions
 from learnerkit.scheduler.facade import JobView
-from learnerkit.scheduler.images import ImageCatalog
-from learnerkit.scheduler.jobstore import JobStore
-from learnerkit.scheduler.planning import Platform
-from learnerkit.scheduler.policy import SubmitPolicy, origin
+from learnerkit.scheduler.images.catalog import ImageCatalog
+from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit_build.images import build_image
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.render import BuildInputs

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from learnerkit.scheduler.core import SchedulerOptions
-from learnerkit.scheduler.manifest import ResourceDefaults
+from learnerkit.scheduler.core.scheduler import SchedulerOptions
+from learnerkit.scheduler.manifest.model import ResourceDefaults
 from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, leftovers
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]

@@ -20,7 +20,7 @@ from kmock import KubernetesEmulator, method, resource
 
 from controller_sidecar.endpoints import Endpoints
 from learnerkit.pair.spec import PairSpec
-from learnerkit.scheduler import deployment as dep
+from learnerkit.scheduler.backends import deployment as dep
 from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster

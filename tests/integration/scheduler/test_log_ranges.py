@@ -8,7 +8,7 @@ from controller_sidecar.logship import part_name
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, S3Settings
 from learnerkit.dev.s3 import create_bucket
-from learnerkit.scheduler.logread import list_log
+from learnerkit.scheduler.outputs.logs import list_log
 from tests.servers.proxy import FaultyProxy
 
 BUCKET = "log-ranges"

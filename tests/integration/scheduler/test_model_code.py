@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from controller_sidecar.requirements import PackageIndex
-from learnerkit.scheduler.core import SchedulerOptions
+from learnerkit.scheduler.core.scheduler import SchedulerOptions
 from learnerkit.scheduler.errors import ManifestError, ModelCodeError
-from learnerkit.scheduler.modelcode import model_archive
+from learnerkit.scheduler.modelcode.archive import model_archive
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, leftovers, manifest
 from tests.pyindex import build_wheel, serve_index, write_index
 

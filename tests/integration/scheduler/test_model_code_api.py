@@ -23,14 +23,14 @@ from click.testing import CliRunner
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.requirements import PackageIndex
 from learnerkit.cli import cli
-from learnerkit.scheduler.api import create_app
-from learnerkit.scheduler.auth import add_token
+from learnerkit.scheduler.api.app import create_app
+from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.backends.docker import DockerBackend
-from learnerkit.scheduler.client import SchedulerClient
-from learnerkit.scheduler.core import Scheduler, SchedulerOptions
+from learnerkit.scheduler.client.http import SchedulerClient
+from learnerkit.scheduler.config.settings import LimitSettings
+from learnerkit.scheduler.core.scheduler import Scheduler, SchedulerOptions
 from learnerkit.scheduler.errors import ApiError
-from learnerkit.scheduler.jobstore import JobStore
-from learnerkit.scheduler.settings import LimitSettings
+from learnerkit.scheduler.jobs.store import JobStore
 from tests.integration.scheduler.conftest import TERMINAL, leftovers, manifest
 from tests.integration.scheduler.test_model_code import model_folder, model_objects, stored
 from tests.waiting import wait_until

@@ -19,12 +19,12 @@ from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.common import engine
 from learnerkit.pair.docker import JOB_LABEL
 from learnerkit.scheduler.backends.docker import local_gpus
-from learnerkit.scheduler.core import SchedulerOptions
+from learnerkit.scheduler.core.scheduler import SchedulerOptions
 from learnerkit.scheduler.errors import ManifestError, ManifestTooLargeError, StoreUnavailableError
-from learnerkit.scheduler.imagegate import ImageGate
-from learnerkit.scheduler.images import ImageCatalog
-from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
-from learnerkit.scheduler.jobstore import JobStore
+from learnerkit.scheduler.images.catalog import ImageCatalog
+from learnerkit.scheduler.images.gate import ImageGate
+from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
+from learnerkit.scheduler.jobs.store import JobStore
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import DATA_BUCKET, TERMINAL, Harness, leftovers, manifest
 from tests.waiting import stays_true, wait_until

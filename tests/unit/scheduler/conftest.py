@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from learnerkit.scheduler.auth import add_token
+from learnerkit.scheduler.api.auth import add_token
 from tests.unit.scheduler.fakefacade import FakeFacade
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from learnerkit.scheduler.errors import JobNotFoundError, JobStateError, UnknownFileError
 from learnerkit.scheduler.facade import FileStream, JobView, LearnerView, LogStream, StoredFile
-from learnerkit.scheduler.manifest_parser import parse_manifest
+from learnerkit.scheduler.manifest.parser import parse_manifest
 
 TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
 RUNNING = {"PENDING", "DOWNLOADING", "PROCESSING", "STORING"}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from learnerkit.scheduler.capacity import GIB, LearnerRequest, Node
-from learnerkit.scheduler.queue import Job
+from learnerkit.scheduler.admission.capacity import GIB, LearnerRequest, Node
+from learnerkit.scheduler.admission.queue import Job
 
 A100 = "nvidia-a100"
 V100 = "nvidia-v100"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learnerkit.scheduler.admission import (
+from learnerkit.scheduler.admission.admit import (
     AdmissionPolicy,
     AdmissionState,
     Admitted,
@@ -17,10 +17,9 @@ from learnerkit.scheduler.admission import (
     Quota,
     Requeued,
 )
-from learnerkit.scheduler.capacity import GIB, Node
-from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, UnknownJobError
-from learnerkit.scheduler.queue import Job
-from learnerkit.scheduler.reasons import (
+from learnerkit.scheduler.admission.capacity import GIB, Node
+from learnerkit.scheduler.admission.queue import Job
+from learnerkit.scheduler.admission.reasons import (
     BackingOff,
     BehindQueue,
     OverQuota,
@@ -28,6 +27,7 @@ from learnerkit.scheduler.reasons import (
     WaitingForGpus,
     WaitingForRoom,
 )
+from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, UnknownJobError
 
 from .helpers import A100, V100, cpu_node, gpu_node, job, learner
 

@@ -11,9 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, Counter
 
-from learnerkit.scheduler.api import create_app
+from learnerkit.scheduler.api.app import create_app
+from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.errors import ManifestTooLargeError, StoreUnavailableError
-from learnerkit.scheduler.settings import LimitSettings
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, FakeFacade, view
 

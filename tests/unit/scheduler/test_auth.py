@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from learnerkit.scheduler import auth
-from learnerkit.scheduler.auth import TokenStore, add_token, read_tokens, revoke
+from learnerkit.scheduler.api import auth
+from learnerkit.scheduler.api.auth import TokenStore, add_token, read_tokens, revoke
 from learnerkit.scheduler.errors import AuthError, RateLimitedError, TokensFileError
 
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learnerkit.scheduler.capacity import ANY_GPU, GIB, Cluster, Free, LearnerRequest, Node
+from learnerkit.scheduler.admission.capacity import ANY_GPU, GIB, Cluster, Free, LearnerRequest, Node
+from learnerkit.scheduler.admission.placement import NoRoom, Placed, place_gang
 from learnerkit.scheduler.errors import CapacityError, InvalidRequestError
-from learnerkit.scheduler.placement import NoRoom, Placed, place_gang
 
 from .helpers import A100, V100, cpu_node, gpu_node, learner
 

@@ -17,9 +17,9 @@ import uvicorn
 from click.testing import CliRunner
 
 from learnerkit.cli import cli
-from learnerkit.scheduler.api import create_app
-from learnerkit.scheduler.auth import read_tokens
-from learnerkit.scheduler.client import SchedulerClient
+from learnerkit.scheduler.api.app import create_app
+from learnerkit.scheduler.api.auth import read_tokens
+from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
 from learnerkit.scheduler.facade import LearnerView, StoredFile
 from tests.unit.scheduler.conftest import Tenants

@@ -10,14 +10,14 @@ from learner.run.scrub import scrub_env
 from learnerkit.pair.docker import SHARED_DIR, learner_options
 from learnerkit.scheduler.backends import docker as docker_backend
 from learnerkit.scheduler.backends import k8s_objects as ko
-from learnerkit.scheduler.core import Scheduler, SchedulerOptions
-from learnerkit.scheduler.deployment import JobDeployment
+from learnerkit.scheduler.backends.deployment import JobDeployment
+from learnerkit.scheduler.config.policy import SubmitPolicy
+from learnerkit.scheduler.core.planning import Platform, plan_job
+from learnerkit.scheduler.core.scheduler import Scheduler, SchedulerOptions
 from learnerkit.scheduler.errors import ManifestError
-from learnerkit.scheduler.jobstate import JobState
-from learnerkit.scheduler.jobstore import JobStore
-from learnerkit.scheduler.manifest_parser import parse_manifest
-from learnerkit.scheduler.planning import Platform, plan_job
-from learnerkit.scheduler.policy import SubmitPolicy
+from learnerkit.scheduler.jobs.state import JobState
+from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.unit.scheduler.test_k8s_objects import env_of
 from tests.unit.scheduler.test_submit_parsing import Unreachable
 

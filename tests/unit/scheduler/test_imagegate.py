@@ -6,9 +6,9 @@ import pytest
 
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.errors import ManifestError
-from learnerkit.scheduler.imagegate import ImageGate
-from learnerkit.scheduler.manifest import JobManifest
-from learnerkit.scheduler.manifest_parser import parse_manifest
+from learnerkit.scheduler.images.gate import ImageGate
+from learnerkit.scheduler.manifest.model import JobManifest
+from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit_build.publish import PublishRefused
 
 MANIFEST = """\

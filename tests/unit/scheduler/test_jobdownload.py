@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from learnerkit.scheduler.client.download import destination
 from learnerkit.scheduler.errors import SchedulerError
-from learnerkit.scheduler.jobdownload import destination
 
 
 def test_a_listed_path_lands_below_the_destination(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
-from learnerkit.scheduler.joboutputs import kind_of, list_outputs, metrics_history, open_output
+from learnerkit.scheduler.outputs.files import kind_of, list_outputs, metrics_history, open_output
 
 JOB = S3Location("results", "team/job-1/")
 

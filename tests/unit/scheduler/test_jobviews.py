@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from rich.console import Console
 
+from learnerkit.scheduler.client.terminal import age, job_details, jobs_table
 from learnerkit.scheduler.facade import JobView, LearnerView
-from learnerkit.scheduler.jobviews import age, job_details, jobs_table
 
 NOW = datetime(2026, 11, 23, 20, 0, tzinfo=UTC)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.backends.k8s import UNLABELLED_GPU_TYPE, node_from_api
-from learnerkit.scheduler.capacity import Node
 
 
 def node(name: str, allocatable: dict[str, str], *, ready: str = "True", **spec: Any) -> dict[str, Any]:

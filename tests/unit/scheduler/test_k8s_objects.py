@@ -11,7 +11,7 @@ import pytest
 from controller_sidecar.endpoints import Endpoints
 from learnerkit.common.errors import ConfigError
 from learnerkit.pair.spec import SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, PairSpec
-from learnerkit.scheduler import deployment as dep
+from learnerkit.scheduler.backends import deployment as dep
 from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.errors import InvalidObjectError
 

@@ -10,15 +10,15 @@ from datetime import UTC, datetime
 import pytest
 
 from controller_sidecar.status import ErrorCode, Phase, StatusRecord
-from learnerkit.scheduler.capacity import Node
-from learnerkit.scheduler.core import LEARNER_ENDED_MARGIN_S, Scheduler, SchedulerOptions
-from learnerkit.scheduler.deployment import JobDeployment
+from learnerkit.scheduler.admission.capacity import Node
+from learnerkit.scheduler.backends.deployment import JobDeployment
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.core.scheduler import LEARNER_ENDED_MARGIN_S, Scheduler, SchedulerOptions
+from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.errors import StoreUnavailableError
-from learnerkit.scheduler.jobstate import JobState, JobStatus, Stage
-from learnerkit.scheduler.jobstore import JobStore
-from learnerkit.scheduler.manifest_parser import parse_manifest
-from learnerkit.scheduler.planning import Platform
-from learnerkit.scheduler.tracking import Tracked
+from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
+from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.fakeclock import FakeClock
 
 pytestmark = pytest.mark.asyncio

@@ -11,7 +11,7 @@ from controller_sidecar.errors import TransferError
 from controller_sidecar.logship import part_name
 from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
-from learnerkit.scheduler.logread import list_log
+from learnerkit.scheduler.outputs.logs import list_log
 
 PREFIX = "job-1/attempt-1/learner-1/logs/"
 LOCATION = S3Location("results", f"{PREFIX}learner.log.part-")

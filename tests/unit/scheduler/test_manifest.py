@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from learnerkit.cli import cli
 from learnerkit.scheduler.cli_job import framework_catalog
 from learnerkit.scheduler.errors import ManifestError
-from learnerkit.scheduler.images import ImageCatalog
-from learnerkit.scheduler.manifest import DistributedMode, FrameworkCatalog, JobManifest, ResourceDefaults
-from learnerkit.scheduler.manifest_parser import load_manifest, parse_manifest
-from learnerkit.scheduler.units import UNITS, format_size, parse_size
+from learnerkit.scheduler.images.catalog import ImageCatalog
+from learnerkit.scheduler.manifest.model import DistributedMode, FrameworkCatalog, JobManifest, ResourceDefaults
+from learnerkit.scheduler.manifest.parser import load_manifest, parse_manifest
+from learnerkit.scheduler.manifest.units import UNITS, format_size, parse_size
 
 REPO = Path(__file__).resolve().parents[3]
 MANIFESTS = Path(__file__).parent / "manifests"

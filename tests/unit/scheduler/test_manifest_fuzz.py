@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.errors import ManifestError
-from learnerkit.scheduler.manifest import JobManifest
-from learnerkit.scheduler.manifest_parser import parse_manifest
+from learnerkit.scheduler.manifest.model import JobManifest
+from learnerkit.scheduler.manifest.parser import parse_manifest
 
 VALID = (Path(__file__).parent / "manifests" / "learnerkit-pytorch-ddp.yml").read_text()
 VALID_DATA = yaml.safe_load(VALID)

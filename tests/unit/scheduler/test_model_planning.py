@@ -8,10 +8,10 @@ from pathlib import Path
 
 from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import load_settings
-from learnerkit.scheduler.jobstate import JobState
-from learnerkit.scheduler.manifest_parser import parse_manifest
-from learnerkit.scheduler.planning import Platform, model_location, plan_job
-from learnerkit.scheduler.submission import ModelObject, SubmitOptions
+from learnerkit.scheduler.core.planning import Platform, model_location, plan_job
+from learnerkit.scheduler.jobs.state import JobState
+from learnerkit.scheduler.jobs.submission import ModelObject, SubmitOptions
+from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.unit.scheduler.fakefacade import MANIFEST
 
 PLATFORM = Platform(etcd_endpoints="127.0.0.1:2379", sidecar_image="learnerkit/sidecar:test")

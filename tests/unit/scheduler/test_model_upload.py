@@ -17,10 +17,10 @@ import uvicorn
 from click.testing import CliRunner
 
 from learnerkit.cli import cli
-from learnerkit.scheduler.api import create_app
+from learnerkit.scheduler.api.app import create_app
+from learnerkit.scheduler.api.multipart import receive_submission
+from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, ModelTooLargeError
-from learnerkit.scheduler.settings import LimitSettings
-from learnerkit.scheduler.uploads import receive_submission
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, FakeFacade
 from tests.waiting import wait_until

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from learnerkit.scheduler.errors import ModelCodeError
-from learnerkit.scheduler.imageref import reference_problem
-from learnerkit.scheduler.modelcode import check_model_archive, model_archive, zip_folder
+from learnerkit.scheduler.manifest.imageref import reference_problem
+from learnerkit.scheduler.modelcode.archive import check_model_archive, model_archive, zip_folder
 
 
 def test_a_folder_is_zipped_with_its_tree_and_checked(tmp_path: Path) -> None:

@@ -7,10 +7,10 @@ import textwrap
 import pytest
 
 from learnerkit.common.yamlfile import format_field_path
-from learnerkit.scheduler.core import derive_instance
+from learnerkit.scheduler.config.policy import SubmitPolicy, check_admissible, check_submission, origin
+from learnerkit.scheduler.core.scheduler import derive_instance
 from learnerkit.scheduler.errors import ManifestError
-from learnerkit.scheduler.manifest_parser import parse_manifest
-from learnerkit.scheduler.policy import SubmitPolicy, check_admissible, check_submission, origin
+from learnerkit.scheduler.manifest.parser import parse_manifest
 
 STORE = "http://127.0.0.1:8333"
 POLICY = SubmitPolicy(object_stores=(STORE,), host_paths=("/srv/datasets",))

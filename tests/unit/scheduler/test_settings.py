@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from learnerkit.scheduler.api.server import load_scheduler_factory
+from learnerkit.scheduler.config.settings import BackendKind, SchedulerSettings
 from learnerkit.scheduler.errors import SchedulerError, SettingsError
-from learnerkit.scheduler.manifest import ResourceDefaults
-from learnerkit.scheduler.server import load_scheduler_factory
-from learnerkit.scheduler.settings import BackendKind, SchedulerSettings
+from learnerkit.scheduler.manifest.model import ResourceDefaults
 
 
 def test_defaults_listen_on_loopback() -> None:
@@ -105,11 +105,11 @@ def test_options_override_the_environment_and_none_keeps_it() -> None:
 def test_serve_loads_the_real_service_and_refuses_a_backend_it_cannot_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from learnerkit.scheduler.deployment import Egress
-    from learnerkit.scheduler.hosted import create_scheduler, egress_from
+    from learnerkit.scheduler.backends.deployment import Egress
+    from learnerkit.scheduler.factory import create_scheduler, egress_from
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
-    from learnerkit.scheduler.core import Scheduler
+    from learnerkit.scheduler.core.scheduler import Scheduler
 
     hosted = load_scheduler_factory()(SchedulerSettings.from_env({}))
     assert isinstance(hosted.facade, Scheduler) and hosted.registry is hosted.facade.metrics.registry

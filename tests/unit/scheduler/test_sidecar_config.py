@@ -6,9 +6,9 @@ import json
 from datetime import UTC, datetime
 
 from controller_sidecar.settings import load_settings
-from learnerkit.scheduler.jobstate import JobState
-from learnerkit.scheduler.manifest_parser import parse_manifest
-from learnerkit.scheduler.planning import Platform, sidecar_config
+from learnerkit.scheduler.core.planning import Platform, sidecar_config
+from learnerkit.scheduler.jobs.state import JobState
+from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.unit.scheduler.test_learner_ended import MANIFEST
 
 

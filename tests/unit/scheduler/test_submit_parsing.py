@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 import uvicorn
 
-from learnerkit.scheduler.api import create_app
-from learnerkit.scheduler.capacity import Node
-from learnerkit.scheduler.core import Scheduler, SchedulerOptions
-from learnerkit.scheduler.deployment import JobDeployment
-from learnerkit.scheduler.jobstore import JobStore
-from learnerkit.scheduler.manifest import JobManifest
-from learnerkit.scheduler.manifest_parser import parse_manifest
-from learnerkit.scheduler.planning import Platform
-from learnerkit.scheduler.policy import DEFAULT_MAX_MANIFEST_BYTES
+from learnerkit.scheduler.admission.capacity import Node
+from learnerkit.scheduler.api.app import create_app
+from learnerkit.scheduler.backends.deployment import JobDeployment
+from learnerkit.scheduler.config.policy import DEFAULT_MAX_MANIFEST_BYTES
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.core.scheduler import Scheduler, SchedulerOptions
+from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.manifest.model import JobManifest
+from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.unit.scheduler.conftest import Tenants
 from tests.waiting import wait_until
 
@@ -114,7 +114,7 @@ def test_healthz_answers_while_a_parse_is_held(url: str, tenants: Tenants, monke
         release.wait(timeout=120)
         return parse_manifest(*args, **kwargs)
 
-    monkeypatch.setattr("learnerkit.scheduler.core.parse_manifest", held_parse)
+    monkeypatch.setattr("learnerkit.scheduler.core.scheduler.parse_manifest", held_parse)
     statuses: list[int] = []
     submitter = threading.Thread(target=lambda: statuses.append(submit(url, tenants.a, b"name: held\n")))
     submitter.start()

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from learnerkit.scheduler.admission import Quota
-from learnerkit.scheduler.capacity import GIB
+from learnerkit.scheduler.admission.admit import Quota
+from learnerkit.scheduler.admission.capacity import GIB
+from learnerkit.scheduler.config.tenants import TenantLimits, load_tenants
 from learnerkit.scheduler.errors import SettingsError
-from learnerkit.scheduler.tenants import TenantLimits, load_tenants
 
 
 def test_without_a_file_nothing_is_capped_and_priorities_stay_at_or_below_zero() -> None:

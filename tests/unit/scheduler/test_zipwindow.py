@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from learnerkit.scheduler.errors import ModelCodeError
-from learnerkit.scheduler.modelcode import ModelSummary, check_model_archive
-from learnerkit.scheduler.zipwindow import MAX_SPANS, ZipWindow
+from learnerkit.scheduler.modelcode.archive import ModelSummary, check_model_archive
+from learnerkit.scheduler.modelcode.zipwindow import MAX_SPANS, ZipWindow
 
 REQUIREMENTS_TEXT = b"lkgreet==1.0\n# a comment\nlkother>=2\n"
 

@@ -1,0 +1,451 @@
+"""The scheduler's REST API (FastAPI) over a `SchedulerFacade`; docs/api.md describes it for users.
+
+The tenant of every ``/v1`` request comes from its bearer token and nowhere else, and the facade answers only
+for that tenant: another tenant's job is "not found" (404), so a tenant cannot even learn that it exists.
+Errors have one body shape, ``{"error": <code>, "message": <text>}``; a refused manifest adds ``problems``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+
+from learnerkit import __version__
+from learnerkit.common.errors import ConfigError, LearnerkitError
+from learnerkit.common.yamlfile import format_field_path
+from learnerkit.scheduler.api.auth import TokenStore
+from learnerkit.scheduler.api.hosting import Lifespan
+from learnerkit.scheduler.api.multipart import declared_too_large, model_too_large, receive_submission
+from learnerkit.scheduler.api.ratelimit import RateLimiter
+from learnerkit.scheduler.config.settings import LimitSettings
+from learnerkit.scheduler.errors import (
+    AuthError,
+    JobStateError,
+    ManifestError,
+    ManifestTooLargeError,
+    ModelTooLargeError,
+    RateLimitedError,
+    StoreUnavailableError,
+    TokensFileError,
+    UnknownFileError,
+    UnknownJobError,
+)
+from learnerkit.scheduler.facade import JobView, SchedulerFacade, StoredFile
+
+JSON_OVERHEAD = 6
+"""A JSON body may spell each byte of the manifest in up to six (``\\u00e9``): its cap is that much larger."""
+STORE_RETRY_AFTER_S = 5
+YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain"})
+NEXT_OFFSET_HEADER = "X-Next-Offset"
+FINISHED_HEADER = "X-Finished"
+OFFSET_HEADER = "X-Offset"
+
+
+class ErrorBody(BaseModel):
+    error: str
+    """A stable code: unauthorized, not_found, conflict, invalid_manifest, bad_request, ..."""
+    message: str
+
+
+class ProblemBody(BaseModel):
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+
+class ManifestErrorBody(ErrorBody):
+    problems: list[ProblemBody]
+
+
+class SubmitBody(BaseModel):
+    manifest: str
+    """The manifest's YAML text."""
+    source: str = "manifest.yml"
+    """The file name problems are reported against."""
+    image: str | None = None
+    """The learner image instead of the framework's (``job submit --image``)."""
+
+
+class Health(BaseModel):
+    status: str
+
+
+_UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody, "description": "no or a bad token"}}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody, "description": "no such job for the tenant"}}
+_CONFLICT: dict[int | str, dict[str, Any]] = {409: {"model": ErrorBody, "description": "not in a state for this"}}
+_MANIFEST_BODY = {
+    "required": True,
+    "content": {
+        "application/yaml": {"schema": {"type": "string"}},
+        "application/json": {"schema": SubmitBody.model_json_schema()},
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["manifest"],
+                "properties": {
+                    "manifest": {"type": "string"},
+                    "source": {"type": "string"},
+                    "image": {"type": "string"},
+                    "model": {"type": "string", "format": "binary", "description": "the model code as a zip"},
+                },
+            }
+        },
+    },
+}
+_LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the learner's log from `offset`",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        "headers": {
+            NEXT_OFFSET_HEADER: {"description": "the offset to ask for next", "schema": {"type": "integer"}},
+            FINISHED_HEADER: {"description": "`true` when the log is complete", "schema": {"type": "string"}},
+            OFFSET_HEADER: {"description": "where the bytes start in the log", "schema": {"type": "integer"}},
+        },
+    }
+}
+
+
+_METRICS_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the learner's metric history: JSON lines `{step, time, values, source?}`, oldest first",
+        "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+    }
+}
+_FILE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the stored file's bytes",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    },
+    404: {"model": ErrorBody, "description": "no such job for the tenant, or no such file of the job"},
+}
+WHAT_PATTERN = "^(results|logs|checkpoints|model|all)$"
+
+
+_bearer = HTTPBearer(auto_error=False, description="a tenant's token: `learnerkit scheduler token add`")
+
+
+async def _tenant(
+    request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> str:
+    # A verified token costs one HMAC, here on the loop; a first-time scrypt check runs in a worker thread.
+    tokens: TokenStore = request.app.state.tokens
+    header = request.headers.get("authorization")
+    known = tokens.cached(header)
+    if known is not None:
+        return known
+    client = request.client.host if request.client else ""
+    return await run_in_threadpool(tokens.authenticate, header, client)
+
+
+Tenant = Annotated[str, Depends(_tenant)]
+"""The tenant whose token the request carries; declaring it makes an endpoint need a token."""
+
+
+def create_app(
+    facade: SchedulerFacade,
+    tokens_path: Path,
+    *,
+    limits: LimitSettings | None = None,
+    registry: CollectorRegistry | None = None,
+    lifespan: Lifespan | None = None,
+) -> FastAPI:
+    """The ASGI app; fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
+    tokens = TokenStore(tokens_path)
+    limits = limits or LimitSettings()
+
+    @asynccontextmanager
+    async def app_lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if lifespan is None:
+            yield
+        else:
+            async with lifespan():
+                yield
+
+    app = FastAPI(
+        title="learnerkit scheduler",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=app_lifespan,
+    )
+    app.add_exception_handler(LearnerkitError, _learnerkit_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.state.tokens = tokens
+    app.include_router(_jobs_router(facade, limits))
+    app.add_api_route("/healthz", _healthz, methods=["GET"], response_model=Health, tags=["service"])
+    if registry is not None:
+        app.add_api_route("/metrics", _metrics_endpoint(registry), methods=["GET"], tags=["service"])
+    return app
+
+
+def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["jobs"], responses=_UNAUTHORIZED)
+    submits = RateLimiter(limits.submits_per_minute, burst=limits.submits_per_minute)
+
+    @router.post(
+        "/jobs",
+        status_code=201,
+        response_model=JobView,
+        openapi_extra={"requestBody": _MANIFEST_BODY},
+        responses={
+            400: {"model": ErrorBody, "description": "the body is not a manifest"},
+            413: {
+                "model": ErrorBody,
+                "description": f"the manifest is over {limits.max_manifest_bytes} bytes, "
+                f"or the model over {limits.max_model_bytes}",
+            },
+            415: {"model": ErrorBody, "description": "neither YAML nor JSON"},
+            422: {"model": ManifestErrorBody, "description": "every problem of the manifest"},
+            429: {"model": ErrorBody, "description": "too many submits of this tenant; see Retry-After"},
+        },
+    )
+    async def submit_job(request: Request, tenant: Tenant) -> JobView:
+        """Queue a job from an FfDL manifest: YAML text, JSON ``{"manifest": "...", "source": "...", "image":
+        "..."}``, or multipart/form-data with the parts ``manifest``, ``source``, ``image`` and ``model`` (the
+        model code as a zip, last; streamed on to the job's object store as it arrives)."""
+        wait = submits.take(tenant)
+        if wait:
+            raise RateLimitedError(f"tenant {tenant!r} submits more than {limits.submits_per_minute} a minute", wait)
+        if _media_type(request) == "multipart/form-data":
+            return await _submit_multipart(facade, tenant, request, limits)
+        text, source, image = await _manifest_of(request, limits.max_manifest_bytes)
+        return await facade.submit(tenant, text, source=source, image=image)
+
+    @router.get("/jobs", response_model=list[JobView])
+    async def list_jobs(tenant: Tenant) -> list[JobView]:
+        """The tenant's jobs."""
+        return await facade.list_jobs(tenant)
+
+    @router.get("/jobs/{job_id}", response_model=JobView, responses=_NOT_FOUND)
+    async def get_job(job_id: str, tenant: Tenant) -> JobView:
+        """One job: its status, why it waits, and each learner's status, message and metrics."""
+        return await facade.get(tenant, job_id)
+
+    @router.post("/jobs/{job_id}/halt", response_model=JobView, responses=_NOT_FOUND | _CONFLICT)
+    async def halt_job(job_id: str, tenant: Tenant) -> JobView:
+        """Checkpoint and stop; the job ends HALTED and can be resumed."""
+        return await facade.halt(tenant, job_id)
+
+    @router.post("/jobs/{job_id}/resume", response_model=JobView, responses=_NOT_FOUND | _CONFLICT)
+    async def resume_job(job_id: str, tenant: Tenant) -> JobView:
+        """Queue a HALTED or FAILED job again from its latest checkpoint."""
+        return await facade.resume(tenant, job_id)
+
+    @router.post("/jobs/{job_id}/cancel", response_model=JobView, responses=_NOT_FOUND | _CONFLICT)
+    async def cancel_job(job_id: str, tenant: Tenant) -> JobView:
+        """Stop without a checkpoint; the job ends CANCELLED."""
+        return await facade.cancel(tenant, job_id)
+
+    @router.get("/jobs/{job_id}/logs", response_class=Response, responses=_LOG_RESPONSE | _NOT_FOUND)
+    async def job_logs(
+        job_id: str,
+        tenant: Tenant,
+        learner: Annotated[int, Query(ge=1, description="1-based learner id")] = 1,
+        offset: Annotated[int, Query(ge=0, description="byte offset to read from")] = 0,
+        tail: Annotated[int | None, Query(ge=0, description="only the last N lines (from `offset` at most)")] = None,
+    ) -> Response:
+        """A learner's log from ``offset``; poll with the returned next offset until finished. Streamed: only
+        the log's parts from the offset on are fetched, and no more than a chunk of them is held at once."""
+        stream = await facade.logs(tenant, job_id, learner_id=learner, offset=offset, tail=tail)
+        headers = {
+            NEXT_OFFSET_HEADER: str(stream.next_offset),
+            FINISHED_HEADER: str(stream.finished).lower(),
+            OFFSET_HEADER: str(stream.offset),
+            "Content-Length": str(stream.size),
+        }
+        # A sync iterator: Starlette takes its chunks in a worker thread (they are fetched from the store).
+        return StreamingResponse(stream.chunks, media_type="application/octet-stream", headers=headers)
+
+    @router.get("/jobs/{job_id}/metrics", response_class=Response, responses=_METRICS_RESPONSE | _NOT_FOUND)
+    async def job_metrics(
+        job_id: str,
+        tenant: Tenant,
+        learner: Annotated[int, Query(ge=1, description="1-based learner id")] = 1,
+    ) -> Response:
+        """A learner's metric history (FfDL's ``emetrics``): its stored metrics.jsonl of every attempt, with
+        the TensorBoard scalars the sidecar read; streamed from the object store."""
+        stream = await facade.metrics_history(tenant, job_id, learner_id=learner)
+        headers = {"Content-Length": str(stream.size)}
+        return StreamingResponse(stream.chunks, media_type="application/x-ndjson", headers=headers)
+
+    @router.get("/jobs/{job_id}/files", response_model=list[StoredFile], responses=_NOT_FOUND)
+    async def job_files(
+        job_id: str,
+        tenant: Tenant,
+        what: Annotated[str, Query(pattern=WHAT_PATTERN, description="which outputs")] = "all",
+    ) -> list[StoredFile]:
+        """The files the job stored: results, logs, checkpoints of every attempt and learner, and its model."""
+        return await facade.outputs(tenant, job_id, what=what)
+
+    @router.get("/jobs/{job_id}/files/{path:path}", response_class=Response, responses=_FILE_RESPONSE)
+    async def job_file(job_id: str, path: str, tenant: Tenant) -> Response:
+        """One stored file of the job, streamed from the object store (``path`` as the listing gives it)."""
+        stream = await facade.open_output(tenant, job_id, path)
+        headers = {"Content-Length": str(stream.size)}
+        return StreamingResponse(stream.chunks, media_type="application/octet-stream", headers=headers)
+
+    return router
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Request, limits: LimitSettings) -> JobView:
+    """A manifest with its model code, the model handed on as it arrives."""
+    if declared_too_large(request.headers.get("content-length", ""), limits.max_manifest_bytes, limits.max_model_bytes):
+        raise model_too_large(limits.max_model_bytes)
+    received = await receive_submission(
+        request.headers.get("content-type", ""),
+        request.stream(),
+        max_manifest_bytes=limits.max_manifest_bytes,
+        max_model_bytes=limits.max_model_bytes,
+    )
+    try:
+        return await facade.submit(
+            tenant, received.manifest, source=received.source, image=received.image, model=received.model
+        )
+    finally:
+        if received.model is not None:
+            await _drain(received.model)
+
+
+async def _drain(model: AsyncIterator[bytes]) -> None:
+    """Read what is left of a model refused before it was read (the client, told to continue, is sending
+    it): the answer then reaches the client instead of a reset connection. Bounded by the model limit."""
+    with contextlib.suppress(LearnerkitError):
+        async for _chunk in model:
+            pass
+
+
+async def _manifest_of(request: Request, max_bytes: int) -> tuple[str, str, str | None]:
+    """The manifest, its file name and the image override from the body, refused (413) as soon as it is known
+    to be too large."""
+    media_type = _media_type(request)
+    is_json = media_type == "application/json"
+    if not is_json and media_type not in YAML_TYPES:
+        raise _RequestError(
+            415, "unsupported_media_type", "send the manifest as application/yaml, JSON or multipart/form-data"
+        )
+    body = await _body(request, max_bytes * JSON_OVERHEAD + 4096 if is_json else max_bytes)
+    if is_json:
+        try:
+            parsed = SubmitBody.model_validate_json(body)
+        except ValidationError as e:
+            raise _RequestError(400, "bad_request", f'expected {{"manifest": "<yaml text>"}}: {e}') from e
+        if len(parsed.manifest.encode()) > max_bytes:
+            raise _too_large(max_bytes)
+        return parsed.manifest, parsed.source, parsed.image
+    try:
+        return body.decode("utf-8"), "manifest.yml", None
+    except UnicodeDecodeError as e:
+        raise _RequestError(400, "bad_request", f"the manifest is not UTF-8 text: {e}") from e
+
+
+async def _body(request: Request, cap: int) -> bytes:
+    """The body, read only while it stays within ``cap`` bytes: a declared or streamed excess stops at once."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise _too_large(cap)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > cap:
+            raise _too_large(cap)
+    return bytes(body)
+
+
+def _too_large(cap: int) -> _RequestError:
+    return _RequestError(413, "too_large", f"the manifest is over {cap} bytes, the most this scheduler reads")
+
+
+class _RequestError(LearnerkitError):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+def _learnerkit_error(request: Request, exc: Exception) -> JSONResponse:
+    status, code, message = _classify(request, exc)
+    body: dict[str, Any] = {"error": code, "message": message}
+    headers: dict[str, str] | None = None
+    if status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    elif isinstance(exc, RateLimitedError):
+        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+    elif isinstance(exc, StoreUnavailableError):
+        headers = {"Retry-After": str(STORE_RETRY_AFTER_S)}
+    if isinstance(exc, ManifestError):
+        body["problems"] = [
+            {"file": str(p.path), "line": p.line, "field": format_field_path(p.loc), "message": p.message}
+            for p in exc.problems
+        ]
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
+    if isinstance(exc, _RequestError):
+        return exc.status, exc.code, str(exc)
+    if isinstance(exc, AuthError):
+        return 401, "unauthorized", str(exc)
+    if isinstance(exc, UnknownJobError):
+        # The API's own words: the facade's message must not tell whether another tenant has this job.
+        job_id = request.path_params.get("job_id", "")
+        return 404, "not_found", f"no job {job_id!r}"
+    if isinstance(exc, UnknownFileError):
+        return 404, "not_found", str(exc)
+    if isinstance(exc, JobStateError):
+        return 409, "conflict", str(exc)
+    if isinstance(exc, ManifestTooLargeError | ModelTooLargeError):
+        return 413, "too_large", str(exc)
+    if isinstance(exc, RateLimitedError):
+        return 429, "too_many_requests", str(exc)
+    if isinstance(exc, StoreUnavailableError):
+        return 503, "unavailable", str(exc)
+    if isinstance(exc, ManifestError):
+        return 422, "invalid_manifest", f"{len(exc.problems)} problem(s) in the manifest"
+    if isinstance(exc, ConfigError) and not isinstance(exc, TokensFileError):
+        return 400, "bad_request", str(exc)
+    return 500, "internal", f"{type(exc).__name__}: {exc}"
+
+
+def _http_error(_request: Request, error: Exception) -> JSONResponse:
+    exc = cast(HTTPException, error)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, f"http_{exc.status_code}")
+    return JSONResponse({"error": code, "message": str(exc.detail)}, status_code=exc.status_code)
+
+
+def _validation_error(_request: Request, error: Exception) -> JSONResponse:
+    exc = cast(RequestValidationError, error)
+    details = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    message = "; ".join(f"{'.'.join(str(p) for p in d['loc'])}: {d['msg']}" for d in details)
+    return JSONResponse({"error": "bad_request", "message": message, "detail": details}, status_code=422)
+
+
+async def _healthz() -> Health:
+    """The API answers; says nothing about etcd or the backend."""
+    return Health(status="ok")
+
+
+def _metrics_endpoint(registry: CollectorRegistry) -> Callable[[], Awaitable[Response]]:
+    async def metrics() -> Response:
+        """Prometheus text from the scheduler's registry."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return metrics

@@ -1,0 +1,255 @@
+"""Bearer tokens per tenant, kept as salted scrypt hashes in a JSON tokens file (mode 0600).
+
+A token reads ``lkt_<id>_<secret>``: the public ``id`` finds the one entry to check, so a request costs at most
+one scrypt, and an unknown id costs none. A verified token is remembered in memory under an HMAC of the token
+(with a key that never leaves the process), so later requests pay one SHA-256. The file is re-read when it
+changes on disk, which makes ``token revoke`` take effect in a running server without a restart.
+
+Failed checks are bounded per token id and per client address (`FAILURES_PER_MINUTE`): past them a request is
+refused (`RateLimitedError`, the API's 429) before any scrypt, and at most `SCRYPTS_AT_ONCE` run at a time, so
+a flood of wrong secrets neither burns the CPU nor slows the tenants whose tokens are verified already.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from learnerkit.scheduler.api.ratelimit import Clock, RateLimiter
+from learnerkit.scheduler.errors import AuthError, RateLimitedError, TokensFileError
+
+TOKEN_PREFIX = "lkt_"  # noqa: S105 (a prefix that marks learnerkit tokens, not a secret)
+FILE_VERSION = 1
+SCRYPT_N = 2**14
+"""scrypt's cost: 16 MiB and about 50 ms per check; stored per entry, so raising it later keeps old tokens."""
+SCRYPT_R = 8
+SCRYPT_P = 1
+FAILURES_PER_MINUTE = {"token": 5, "client": 20}
+"""Failed checks a token id, and a client address, may cost per minute (and at once) before they are refused."""
+SCRYPTS_AT_ONCE = 2
+_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_TOKEN = re.compile(r"^lkt_([0-9a-f]{12})_([A-Za-z0-9_-]{20,})$")
+
+
+@dataclass(frozen=True)
+class TokenEntry:
+    token_id: str
+    tenant: str
+    created_at: str
+    salt: bytes
+    digest: bytes
+    n: int = SCRYPT_N
+    r: int = SCRYPT_R
+    p: int = SCRYPT_P
+
+    def matches(self, token: str) -> bool:
+        candidate = _scrypt(token, self.salt, self.n, self.r, self.p)
+        return hmac.compare_digest(candidate, self.digest)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tenant": self.tenant,
+            "created_at": self.created_at,
+            "salt": self.salt.hex(),
+            "scrypt": {"n": self.n, "r": self.r, "p": self.p},
+            "hash": self.digest.hex(),
+        }
+
+
+def _scrypt(token: str, salt: bytes, n: int, r: int, p: int) -> bytes:
+    return hashlib.scrypt(token.encode(), salt=salt, n=n, r=r, p=p, maxmem=256 * n * r, dklen=32)
+
+
+def add_token(path: Path, tenant: str) -> str:
+    """Create a token for ``tenant`` and return it: the only time it is shown, since the file keeps its hash."""
+    if not _TENANT.match(tenant):
+        raise TokensFileError(f"tenant {tenant!r}: use 1-64 letters, digits, '.', '_' or '-'")
+    token_id = secrets.token_hex(6)
+    token = f"{TOKEN_PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
+    salt = secrets.token_bytes(16)
+    entry = TokenEntry(
+        token_id=token_id,
+        tenant=tenant,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        salt=salt,
+        digest=_scrypt(token, salt, SCRYPT_N, SCRYPT_R, SCRYPT_P),
+    )
+    with _locked(path):
+        entries = read_tokens(path) if path.exists() else {}
+        entries[token_id] = entry
+        _write(path, entries)
+    return token
+
+
+def revoke(path: Path, *, tenant: str | None = None, token_id: str | None = None) -> list[str]:
+    """Remove every token of ``tenant``, or the one with ``token_id``; returns the ids removed."""
+    if (tenant is None) == (token_id is None):
+        raise TokensFileError("revoke takes a tenant or a token id, not both")
+    with _locked(path):
+        entries = read_tokens(path)
+        gone = [e.token_id for e in entries.values() if e.tenant == tenant or e.token_id == token_id]
+        if gone:
+            _write(path, {k: v for k, v in entries.items() if k not in gone})
+    return gone
+
+
+def read_tokens(path: Path) -> dict[str, TokenEntry]:
+    """The file's entries by token id; refuses a file that others can read or write."""
+    try:
+        mode = path.stat().st_mode
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise TokensFileError(
+            f"{path}: no tokens file; create one with `learnerkit scheduler token add TENANT --tokens {path}`"
+        ) from e
+    except (OSError, ValueError) as e:
+        raise TokensFileError(f"{path}: cannot read the tokens file: {e}") from e
+    if mode & 0o077:
+        raise TokensFileError(f"{path}: others may read the tokens file (mode {mode & 0o777:o}); chmod 600 it")
+    try:
+        if raw["version"] != FILE_VERSION:
+            raise TokensFileError(f"{path}: version {raw['version']!r}, this learnerkit reads {FILE_VERSION}")
+        return {
+            token_id: TokenEntry(
+                token_id=token_id,
+                tenant=str(item["tenant"]),
+                created_at=str(item["created_at"]),
+                salt=bytes.fromhex(item["salt"]),
+                digest=bytes.fromhex(item["hash"]),
+                n=int(item["scrypt"]["n"]),
+                r=int(item["scrypt"]["r"]),
+                p=int(item["scrypt"]["p"]),
+            )
+            for token_id, item in raw["tokens"].items()
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise TokensFileError(f"{path}: not a learnerkit tokens file ({type(e).__name__}: {e})") from e
+
+
+def _write(path: Path, entries: dict[str, TokenEntry]) -> None:
+    """Temp file (created 0600) + fsync + rename, so a reader sees the old file or the new one, never a part."""
+    doc = {"version": FILE_VERSION, "tokens": {k: v.to_json() for k, v in sorted(entries.items())}}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        Path(tmp).replace(path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise TokensFileError(f"{path}: cannot write the tokens file: {e}") from e
+
+
+def _parse(header: str | None) -> tuple[str, str]:
+    """The token of a bearer header and its id; `AuthError` for anything else."""
+    scheme, _, token = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError("send the tenant's token as `Authorization: Bearer <token>`")
+    token = token.strip()
+    match = _TOKEN.match(token)
+    if match is None:
+        raise AuthError("the token is not a learnerkit token")
+    return token, match.group(1)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Serialise read-modify-write of the tokens file between processes (two `token add` at once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.parent / f".{path.name}.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+class TokenStore:
+    """Answers "which tenant sends this request?" for the API, from the tokens file and a cache."""
+
+    def __init__(self, path: Path, *, clock: Clock = time.monotonic) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._key = secrets.token_bytes(32)
+        self._stamp: tuple[int, int, int] | None = None
+        self._entries: dict[str, TokenEntry] = {}
+        self._verified: dict[bytes, TokenEntry] = {}
+        self._failures = {
+            kind: RateLimiter(per_minute, burst=per_minute, clock=clock)
+            for kind, per_minute in FAILURES_PER_MINUTE.items()
+        }
+        self._scrypts = threading.BoundedSemaphore(SCRYPTS_AT_ONCE)
+        read_tokens(path)  # fail at start-up, not on the first request, when the file is missing or unsafe
+        self.reload_if_changed()
+
+    def cached(self, header: str | None) -> str | None:
+        """The tenant of a token verified before (one HMAC, no scrypt); None when it must be checked."""
+        token, _ = _parse(header)
+        fingerprint = self._fingerprint(token)
+        with self._lock:
+            self.reload_if_changed()
+            known = self._verified.get(fingerprint)
+        return None if known is None else known.tenant
+
+    def authenticate(self, header: str | None, client: str = "") -> str:
+        """The tenant of an ``Authorization: Bearer <token>`` header from ``client`` (its address); raises
+        `AuthError`, or `RateLimitedError` while the token id or the client has failed too often."""
+        token, token_id = _parse(header)
+        fingerprint = self._fingerprint(token)
+        with self._lock:
+            self.reload_if_changed()
+            known = self._verified.get(fingerprint)
+            entry = self._entries.get(token_id)
+            stamp = self._stamp
+        if known is not None:
+            return known.tenant
+        if entry is None:
+            raise AuthError("unknown or revoked token")
+        keys = {"token": token_id, "client": client}
+        wait = max(self._failures[kind].wait_s(key) for kind, key in keys.items())
+        if wait:
+            raise RateLimitedError("too many failed token checks for this token id or address", wait)
+        with self._scrypts:
+            matches = entry.matches(token)
+        if not matches:
+            for kind, key in keys.items():
+                self._failures[kind].spend(key)
+            raise AuthError("unknown or revoked token")
+        with self._lock:
+            if self._stamp == stamp:
+                self._verified[fingerprint] = entry
+        return entry.tenant
+
+    def _fingerprint(self, token: str) -> bytes:
+        return hmac.new(self._key, token.encode(), hashlib.sha256).digest()
+
+    def reload_if_changed(self) -> None:
+        """Re-read the file when it was replaced or changed; forget every verified token then."""
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            stamp = None
+        else:
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp == self._stamp and (stamp is not None or not self._entries):
+            return
+        self._entries = read_tokens(self.path) if stamp is not None else {}
+        self._verified = {}
+        self._stamp = stamp

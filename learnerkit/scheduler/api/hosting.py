@@ -1,0 +1,31 @@
+"""What `learnerkit scheduler serve` needs from the scheduler: its facade, metrics registry and lifespan.
+
+The module ``learnerkit.scheduler.factory`` provides ``create_scheduler(settings) -> HostedScheduler``;
+the API layer never imports it, so the API is tested against a fake facade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+
+from learnerkit.scheduler.config.settings import SchedulerSettings
+from learnerkit.scheduler.facade import SchedulerFacade
+
+Lifespan = Callable[[], AbstractAsyncContextManager[None]]
+"""Entered once the server's event loop runs (connect etcd, start the monitor), left on shutdown."""
+
+
+@dataclass(frozen=True)
+class HostedScheduler:
+    facade: SchedulerFacade
+    registry: CollectorRegistry | None = None
+    """Served at ``/metrics`` when given."""
+    lifespan: Lifespan | None = None
+
+
+SchedulerFactory = Callable[[SchedulerSettings], HostedScheduler]
+"""Builds the scheduler from settings without doing I/O; the I/O belongs in the lifespan."""

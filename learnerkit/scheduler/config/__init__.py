@@ -1,0 +1,1 @@
+"""The scheduler's settings, what tenants may submit, and the tenants file."""

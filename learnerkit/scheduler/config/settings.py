@@ -1,0 +1,295 @@
+"""The scheduler's settings, grouped by what they configure; `SchedulerSettings.from_env` reads them.
+
+Each field names its environment variable. Where the sidecar reads the same thing (etcd, S3) the variable is the
+same one, so one environment serves both. Secrets come only from the environment, never from the command line,
+and are left out of ``repr()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+
+from learnerkit.scheduler.backends.deployment import DEFAULT_SHARED_SIZE
+from learnerkit.scheduler.config.policy import (
+    DEFAULT_MAX_LEARNERS,
+    DEFAULT_MAX_MANIFEST_BYTES,
+    DEFAULT_MAX_MODEL_BYTES,
+    origin,
+)
+from learnerkit.scheduler.errors import SettingsError
+from learnerkit.scheduler.manifest.model import FFDL_DEFAULTS, ResourceDefaults
+from learnerkit.scheduler.manifest.units import parse_size
+
+DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
+T = TypeVar("T", int, float)
+
+
+class BackendKind(StrEnum):
+    DOCKER = "docker"
+    KUBERNETES = "kubernetes"
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    host: str = "127.0.0.1"
+    """``$LEARNERKIT_SCHEDULER_HOST``; loopback unless the API is meant to be reached from elsewhere."""
+    port: int = 8080
+    """``$LEARNERKIT_SCHEDULER_PORT``."""
+    tokens: Path = DEFAULT_TOKENS
+    """``$LEARNERKIT_SCHEDULER_TOKENS``: the tokens file (`learnerkit scheduler token add`)."""
+
+
+@dataclass(frozen=True)
+class EtcdSettings:
+    endpoints: tuple[str, ...] = ("127.0.0.1:2379",)
+    """``$ETCD_ENDPOINTS``, comma-separated ``host:port``."""
+    username: str | None = None
+    """``$ETCD_USERNAME``."""
+    password: str | None = field(default=None, repr=False)
+    """``$ETCD_PASSWORD``."""
+    root: str = "/learnerkit/jobs"
+    """``$LEARNERKIT_ETCD_ROOT``: the prefix of every job's keys."""
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    endpoint_url: str | None = None
+    """``$S3_ENDPOINT_URL``; None means AWS."""
+    bucket: str = "learnerkit"
+    """``$LEARNERKIT_S3_BUCKET``: where jobs' logs, checkpoints and results go unless a manifest says otherwise."""
+    access_key: str | None = field(default=None, repr=False)
+    """``$AWS_ACCESS_KEY_ID``."""
+    secret_key: str | None = field(default=None, repr=False)
+    """``$AWS_SECRET_ACCESS_KEY``."""
+    region: str = "us-east-1"
+    """``$AWS_DEFAULT_REGION``."""
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    kind: BackendKind = BackendKind.DOCKER
+    """``$LEARNERKIT_SCHEDULER_BACKEND``: where learners run."""
+    docker_host: str | None = None
+    """``$DOCKER_HOST``; None means the local engine's default socket."""
+    namespace: str = "learnerkit"
+    """``$LEARNERKIT_K8S_NAMESPACE``: the Kubernetes backend's namespace."""
+    sidecar_image: str | None = None
+    """``$LEARNERKIT_SIDECAR_IMAGE``; None means the sidecar image this project builds."""
+    registry: str | None = None
+    """``$LEARNERKIT_REGISTRY``: where learner images come from (None: the engine's local images)."""
+    egress: tuple[str, ...] = ()
+    """``$LEARNERKIT_K8S_EGRESS``: ``CIDR:port`` of etcd and S3, comma-separated, for the jobs' NetworkPolicy."""
+    shared_storage_class: str | None = None
+    """``$LEARNERKIT_K8S_SHARED_STORAGE_CLASS``: the StorageClass (it must offer ReadWriteMany, e.g. NFS or CephFS)
+    of the claim a multi-learner job's learners share at ``/job/shared``; None: the cluster's default class."""
+    shared_size: str = DEFAULT_SHARED_SIZE
+    """``$LEARNERKIT_K8S_SHARED_SIZE``: the size that claim asks for."""
+
+
+@dataclass(frozen=True)
+class LimitSettings:
+    """What one tenant's requests may cost the scheduler (docs/security.md)."""
+
+    max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES
+    """``$LEARNERKIT_MAX_MANIFEST_BYTES``: a larger manifest is refused (413) before it is read."""
+    parse_budget_s: float = 5.0
+    """``$LEARNERKIT_MANIFEST_PARSE_BUDGET_S``: reading one manifest (off the event loop) may take this long."""
+    max_learners: int = DEFAULT_MAX_LEARNERS
+    """``$LEARNERKIT_MAX_LEARNERS``: learners per job."""
+    submits_per_minute: int = 30
+    """``$LEARNERKIT_SUBMITS_PER_MINUTE``: per tenant, in bursts of as many; more get 429 with Retry-After."""
+    tenants: Path | None = None
+    """``$LEARNERKIT_TENANTS``: per-tenant quotas and priority ranges (`learnerkit.scheduler.config.tenants`)."""
+    defaults: ResourceDefaults = FFDL_DEFAULTS
+    """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY`` (a size, ``12GiB``): what a manifest without
+    ``cpus`` or ``memory`` gets; FfDL's 5 CPUs and 12 GiB when unset. `job validate` reads the same variables."""
+    max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
+    """``$LEARNERKIT_MAX_MODEL_BYTES``: a larger model upload is refused (413) as soon as it is known to be."""
+
+
+@dataclass(frozen=True)
+class TrustSettings:
+    """What jobs may reach and run, and which of the engine's objects this scheduler owns (docs/security.md)."""
+
+    object_stores: tuple[str, ...] = ()
+    """``$LEARNERKIT_OBJECT_STORES``: http(s) endpoints a data store's ``auth_url`` may name, comma-separated,
+    beside ``$S3_ENDPOINT_URL``; anything else is refused at submit."""
+    host_paths: tuple[str, ...] = ()
+    """``$LEARNERKIT_HOST_PATHS``: host folders that ``mount_volume`` stores may mount (read-only); none: refused."""
+    images: tuple[str, ...] = ()
+    """``$LEARNERKIT_IMAGE_ALLOWLIST``: image patterns (fnmatch) that run without passing the scan gate."""
+    project_images: bool = False
+    """``$LEARNERKIT_TRUST_PROJECT_IMAGES`` (``1``): this project's own framework images run without the gate;
+    for development setups (``learnerkit dev up --with-scheduler``, ``make demo``)."""
+    instance: str | None = None
+    """``$LEARNERKIT_SCHEDULER_INSTANCE``: this scheduler's id on the engine; None: derived and kept in etcd."""
+
+    def allowed_stores(self, s3: S3Settings) -> tuple[str, ...]:
+        """The object store origins jobs may use: the listed ones and the scheduler's own S3 endpoint."""
+        urls = (*self.object_stores, *((s3.endpoint_url,) if s3.endpoint_url else ()))
+        return tuple(dict.fromkeys(str(origin(url)) for url in urls))
+
+
+@dataclass(frozen=True)
+class PackageSettings:
+    """Where sidecars resolve a model's ``requirements.txt`` (docs/model-code.md). The learners stay offline."""
+
+    index_url: str | None = None
+    """``$LEARNERKIT_PIP_INDEX_URL``: the package index (PEP 503) sidecars install from; None: pip's default."""
+    extra_index_urls: tuple[str, ...] = ()
+    """``$LEARNERKIT_PIP_EXTRA_INDEX_URLS``: more indexes, comma-separated."""
+    trusted_hosts: tuple[str, ...] = ()
+    """``$LEARNERKIT_PIP_TRUSTED_HOSTS``: hosts pip may reach over plain http or unverified TLS, comma-separated."""
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    api: ApiSettings = field(default_factory=ApiSettings)
+    etcd: EtcdSettings = field(default_factory=EtcdSettings)
+    s3: S3Settings = field(default_factory=S3Settings)
+    backend: BackendSettings = field(default_factory=BackendSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    trust: TrustSettings = field(default_factory=TrustSettings)
+    packages: PackageSettings = field(default_factory=PackageSettings)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> SchedulerSettings:
+        """Settings from the environment, defaults where a variable is unset or empty."""
+        env = {k: v for k, v in environ.items() if v}
+        api, etcd, s3, backend, limits = ApiSettings(), EtcdSettings(), S3Settings(), BackendSettings(), LimitSettings()
+        return cls(
+            api=ApiSettings(
+                host=env.get("LEARNERKIT_SCHEDULER_HOST", api.host),
+                port=_port(env.get("LEARNERKIT_SCHEDULER_PORT"), api.port),
+                tokens=Path(env.get("LEARNERKIT_SCHEDULER_TOKENS", str(api.tokens))),
+            ),
+            etcd=EtcdSettings(
+                endpoints=parse_endpoints(env["ETCD_ENDPOINTS"]) if "ETCD_ENDPOINTS" in env else etcd.endpoints,
+                username=env.get("ETCD_USERNAME"),
+                password=env.get("ETCD_PASSWORD"),
+                root=env.get("LEARNERKIT_ETCD_ROOT", etcd.root),
+            ),
+            s3=S3Settings(
+                endpoint_url=env.get("S3_ENDPOINT_URL"),
+                bucket=env.get("LEARNERKIT_S3_BUCKET", s3.bucket),
+                access_key=env.get("AWS_ACCESS_KEY_ID"),
+                secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
+                region=env.get("AWS_DEFAULT_REGION", s3.region),
+            ),
+            backend=BackendSettings(
+                kind=_backend(env.get("LEARNERKIT_SCHEDULER_BACKEND", backend.kind.value)),
+                docker_host=env.get("DOCKER_HOST"),
+                namespace=env.get("LEARNERKIT_K8S_NAMESPACE", backend.namespace),
+                sidecar_image=env.get("LEARNERKIT_SIDECAR_IMAGE"),
+                registry=env.get("LEARNERKIT_REGISTRY"),
+                egress=_list(env, "LEARNERKIT_K8S_EGRESS"),
+                shared_storage_class=env.get("LEARNERKIT_K8S_SHARED_STORAGE_CLASS"),
+                shared_size=env.get("LEARNERKIT_K8S_SHARED_SIZE", backend.shared_size),
+            ),
+            limits=LimitSettings(
+                max_manifest_bytes=_positive(env, "LEARNERKIT_MAX_MANIFEST_BYTES", limits.max_manifest_bytes, int),
+                parse_budget_s=_positive(env, "LEARNERKIT_MANIFEST_PARSE_BUDGET_S", limits.parse_budget_s, float),
+                max_learners=_positive(env, "LEARNERKIT_MAX_LEARNERS", limits.max_learners, int),
+                submits_per_minute=_positive(env, "LEARNERKIT_SUBMITS_PER_MINUTE", limits.submits_per_minute, int),
+                tenants=Path(env["LEARNERKIT_TENANTS"]) if "LEARNERKIT_TENANTS" in env else None,
+                defaults=resource_defaults(env),
+                max_model_bytes=_positive(env, "LEARNERKIT_MAX_MODEL_BYTES", limits.max_model_bytes, int),
+            ),
+            trust=TrustSettings(
+                object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),
+                host_paths=_folders(env, "LEARNERKIT_HOST_PATHS"),
+                images=_list(env, "LEARNERKIT_IMAGE_ALLOWLIST"),
+                project_images=env.get("LEARNERKIT_TRUST_PROJECT_IMAGES") == "1",
+                instance=env.get("LEARNERKIT_SCHEDULER_INSTANCE"),
+            ),
+            packages=PackageSettings(
+                index_url=(_urls(env, "LEARNERKIT_PIP_INDEX_URL") or (None,))[0],
+                extra_index_urls=_urls(env, "LEARNERKIT_PIP_EXTRA_INDEX_URLS"),
+                trusted_hosts=_list(env, "LEARNERKIT_PIP_TRUSTED_HOSTS"),
+            ),
+        )
+
+    def with_overrides(self, **groups: Mapping[str, Any]) -> SchedulerSettings:
+        """A copy with the given fields replaced per group, skipping None: ``api={"port": 9000}``."""
+        changed = {
+            name: replace(getattr(self, name), **{k: v for k, v in values.items() if v is not None})
+            for name, values in groups.items()
+        }
+        return replace(self, **changed)
+
+
+def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:
+    """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY``, FfDL's defaults where unset or empty."""
+    env = {k: v for k, v in environ.items() if v}
+    cpus = _positive(env, "LEARNERKIT_DEFAULT_CPUS", FFDL_DEFAULTS.cpus, float)
+    raw = env.get("LEARNERKIT_DEFAULT_MEMORY")
+    try:
+        memory = FFDL_DEFAULTS.memory_bytes if raw is None else parse_size(raw)
+    except ValueError as e:
+        raise SettingsError(f"LEARNERKIT_DEFAULT_MEMORY: {e}") from e
+    return ResourceDefaults(cpus=cpus, memory_bytes=memory)
+
+
+def parse_endpoints(raw: str) -> tuple[str, ...]:
+    """``host:port`` of each etcd member from a comma-separated list (``http://`` prefixes allowed)."""
+    endpoints = tuple(part.strip().removeprefix("http://") for part in raw.split(",") if part.strip())
+    if not endpoints:
+        raise SettingsError("etcd endpoints: give at least one host:port")
+    for endpoint in endpoints:
+        host, _, port = endpoint.rpartition(":")
+        if not host or not port.isdigit():
+            raise SettingsError(f"etcd endpoints: {endpoint!r} is not host:port")
+    return endpoints
+
+
+def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
+
+
+def _urls(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    urls = _list(env, name)
+    for url in urls:
+        if origin(url) is None:
+            raise SettingsError(f"{name}: {url!r} is not an http(s) URL such as http://s3.internal:8333")
+    return urls
+
+
+def _folders(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    folders = _list(env, name)
+    for folder in folders:
+        if not folder.startswith("/") or ".." in folder.split("/"):
+            raise SettingsError(f"{name}: {folder!r} is not an absolute folder without '..'")
+    return folders
+
+
+def _positive(env: Mapping[str, str], name: str, default: T, kind: Callable[[str], T]) -> T:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not value > 0:
+        raise SettingsError(f"{name}={raw!r}: expected a number above 0")
+    return value
+
+
+def _port(raw: str | None, default: int) -> int:
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise SettingsError(f"LEARNERKIT_SCHEDULER_PORT={raw!r}: expected a port number 1-65535")
+    return int(raw)
+
+
+def _backend(raw: str) -> BackendKind:
+    try:
+        return BackendKind(raw)
+    except ValueError as e:
+        choices = ", ".join(k.value for k in BackendKind)
+        raise SettingsError(f"LEARNERKIT_SCHEDULER_BACKEND={raw!r}: expected one of {choices}") from e

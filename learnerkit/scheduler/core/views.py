@@ -1,0 +1,41 @@
+"""The API's views of a tracked job."""
+
+from __future__ import annotations
+
+from controller_sidecar.status import Phase
+from learnerkit.scheduler.core.planning import outputs_prefix
+from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.facade import JobView, LearnerView
+
+
+def job_view(tracked: Tracked) -> JobView:
+    state, manifest = tracked.state, tracked.manifest
+    learners = []
+    for n in range(1, manifest.resources.learners + 1):
+        record = tracked.records.get(n)
+        current = record is not None and record.sequence >= state.first_sequence
+        learners.append(
+            LearnerView(
+                learner_id=n,
+                status=record.phase.value if record and current else Phase.QUEUED.value,
+                message=record.message if record and current else "",
+                exit_code=record.exit_code if record and current else None,
+                metrics=dict(tracked.metrics.get(n, {})),
+                alive=n in tracked.alive,
+            )
+        )
+    bucket, prefix = outputs_prefix(manifest, state.job_id, state.attempt, 1)
+    return JobView(
+        job_id=state.job_id,
+        tenant=state.tenant,
+        name=state.name,
+        status=state.status.value,
+        reason=state.reason,
+        submitted_at=state.submitted_at_iso,
+        updated_at=state.updated_at,
+        priority=manifest.extensions.priority,
+        gpus=manifest.resources.gpus * manifest.resources.learners,
+        learners=tuple(learners),
+        restarts=state.restarts,
+        results=f"s3://{bucket}/{prefix.rsplit('learner-1/', 1)[0]}",
+    )

@@ -1,0 +1,128 @@
+"""``create_scheduler``: the real scheduler behind ``learnerkit scheduler serve``, on Docker or Kubernetes.
+
+Nothing here does I/O until the API server's lifespan runs: then it connects etcd, rebuilds the jobs and
+starts the scheduling loop, and on shutdown stops the loop (running jobs go on; a restart finds them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from controller_sidecar.etcdstore import EtcdStore
+from controller_sidecar.requirements import PackageIndex
+from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
+from learnerkit.common.project import find_project_root
+from learnerkit.scheduler.admission.admit import AdmissionPolicy
+from learnerkit.scheduler.api.hosting import HostedScheduler
+from learnerkit.scheduler.backends.deployment import Egress
+from learnerkit.scheduler.backends.docker import DockerBackend
+from learnerkit.scheduler.backends.k8s import KubernetesBackend
+from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
+from learnerkit.scheduler.backends.k8s_objects import SIDECAR_METRICS_PORT
+from learnerkit.scheduler.config.policy import SubmitPolicy
+from learnerkit.scheduler.config.settings import BackendKind, SchedulerSettings
+from learnerkit.scheduler.config.tenants import Tenants, load_tenants
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.core.scheduler import Backend, Scheduler, SchedulerOptions
+from learnerkit.scheduler.errors import SettingsError
+from learnerkit.scheduler.images.catalog import ImageCatalog
+from learnerkit.scheduler.images.gate import ImageGate
+from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit_build.sidecarimage import sidecar_reference
+
+
+def egress_from(specs: tuple[str, ...]) -> tuple[Egress, ...]:
+    """``CIDR:port`` entries into NetworkPolicy egress rules; the error names the setting."""
+    rules = []
+    for spec in specs:
+        cidr, _, port = spec.rpartition(":")
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            raise SettingsError(f"LEARNERKIT_K8S_EGRESS: {spec!r} is not CIDR:port") from None
+        if not port.isdigit():
+            raise SettingsError(f"LEARNERKIT_K8S_EGRESS: {spec!r} is not CIDR:port")
+        rules.append(Egress(cidr, int(port)))
+    return tuple(rules)
+
+
+def backend_for(settings: SchedulerSettings) -> tuple[Backend, int]:
+    """The backend of the settings, and the sidecars' metrics port on it."""
+    if settings.backend.kind is BackendKind.KUBERNETES:
+        cluster = KubernetesCluster.from_kubeconfig(namespace=settings.backend.namespace)
+        backend = settings.backend
+        return (
+            KubernetesBackend(cluster, egress_from(backend.egress), backend.shared_storage_class, backend.shared_size),
+            SIDECAR_METRICS_PORT,
+        )
+    # On the Docker engine sidecars share the host network: no fixed port, or two would clash.
+    return DockerBackend(), 0
+
+
+def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy:
+    """What tenants may submit: the limits and trust settings, and the tenants file's priority ranges."""
+    limits, trust = settings.limits, settings.trust
+    return SubmitPolicy(
+        max_manifest_bytes=limits.max_manifest_bytes,
+        parse_seconds=limits.parse_budget_s,
+        max_learners=limits.max_learners,
+        object_stores=trust.allowed_stores(settings.s3),
+        host_paths=trust.host_paths,
+        priorities=tenants.priorities(),
+        default_priority=tenants.default.priority,
+        defaults=limits.defaults,
+    )
+
+
+def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
+    catalog = ImageCatalog(find_project_root(), settings.backend.registry)
+    backend, metrics_port = backend_for(settings)
+    tenants = load_tenants(settings.limits.tenants)
+    options = SchedulerOptions(
+        platform=Platform(
+            etcd_endpoints=",".join(settings.etcd.endpoints),
+            sidecar_image=settings.backend.sidecar_image or sidecar_reference(),
+            metrics_port=metrics_port,
+            etcd_root=settings.etcd.root,
+        ),
+        catalog=catalog.frameworks(),
+        resolve_image=ImageGate(
+            settings.trust.images, catalog.references() if settings.trust.project_images else ()
+        ).gated(catalog.resolve),
+        policy=AdmissionPolicy(quotas=tenants.quotas(), default_quota=tenants.default.quota),
+        submit_policy=submit_policy(settings, tenants),
+        instance=settings.trust.instance,
+        packages=PackageIndex(
+            index_url=settings.packages.index_url,
+            extra_index_urls=settings.packages.extra_index_urls,
+            trusted_hosts=settings.packages.trusted_hosts,
+        ),
+        python_of=catalog.python_of,
+    )
+    store = JobStore(root=settings.etcd.root)
+    scheduler = Scheduler(store, backend, options)
+    etcd_settings = SidecarEtcdSettings(
+        endpoints=settings.etcd.endpoints,
+        username=settings.etcd.username,
+        password=settings.etcd.password,
+        root=settings.etcd.root,
+    )
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        etcd = await EtcdStore.connect(etcd_settings)
+        store.attach(etcd)
+        await scheduler.rebuild()
+        stop = asyncio.Event()
+        loop = asyncio.create_task(scheduler.run(stop), name="scheduler loop")
+        try:
+            yield
+        finally:
+            stop.set()
+            await loop
+            await etcd.close()
+
+    return HostedScheduler(facade=scheduler, registry=scheduler.metrics.registry, lifespan=lifespan)

@@ -1,0 +1,193 @@
+"""Jobs in etcd: what the scheduler writes (spec, status, history) and reads (the learners' statuses).
+
+Layout (docs/architecture.md): ``/learnerkit/jobs/<id>/spec`` (the validated manifest without credentials, plus the
+tenant), ``status`` (:class:`JobState`), ``history/job-<n>``, and the sidecars' ``learners/<n>/...``. The
+manifest as submitted, credentials included, is kept apart under ``/learnerkit/credentials/<id>``: the
+scheduler needs it to redeploy the job after a restart; nothing else reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from controller_sidecar import keys
+from controller_sidecar.errors import TransientError
+from controller_sidecar.etcdstore import EtcdStore
+from controller_sidecar.status import StatusRecord
+from learnerkit.pair.etcd import put_halt
+from learnerkit.scheduler.errors import ManifestTooLargeError, SchedulerError, StoreUnavailableError
+from learnerkit.scheduler.jobs.state import JobState, now_iso
+
+CREDENTIALS_ROOT = "/learnerkit/credentials"
+MAX_CREATE_BYTES = 1024 * 1024
+"""A new job's keys in one transaction: below etcd's default request limit (1.5 MiB) with room to spare."""
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    state: JobState
+    spec: Mapping[str, Any]
+    manifest_text: str
+    source: str
+
+
+def credentials_key(job_id: str) -> str:
+    return f"{CREDENTIALS_ROOT}/{job_id}"
+
+
+def _history_entry(state: JobState) -> str:
+    return json.dumps(
+        {"status": state.status.value, "reason": state.reason, "timestamp": now_iso(), "attempt": state.attempt},
+        sort_keys=True,
+    )
+
+
+@contextmanager
+def _answering(what: str) -> Iterator[None]:
+    """etcd not answering (an outage, a restart) as `StoreUnavailableError`: the API's 503, retried by the loop."""
+    try:
+        yield
+    except TransientError as e:
+        raise StoreUnavailableError(f"{what}: the job store (etcd) does not answer; try again shortly: {e}") from e
+
+
+class JobStore:
+    def __init__(self, etcd: EtcdStore | None = None, root: str = keys.ROOT) -> None:
+        self._etcd = etcd
+        self.root = root
+
+    @property
+    def etcd(self) -> EtcdStore:
+        if self._etcd is None:
+            raise SchedulerError("the job store is not connected to etcd yet")
+        return self._etcd
+
+    def attach(self, etcd: EtcdStore) -> None:
+        """Connect a store made before the event loop ran (the API server's lifespan connects it)."""
+        self._etcd = etcd
+
+    async def create(self, state: JobState, spec: Mapping[str, Any], manifest_text: str, source: str) -> bool:
+        """Write a new job whole (spec, credentials, status, first history entry) or not at all."""
+        first = state.evolve(history_sequence=1)
+        items = {
+            keys.spec_key(state.job_id, self.root): json.dumps(dict(spec), sort_keys=True),
+            credentials_key(state.job_id): json.dumps({"manifest": manifest_text, "source": source}),
+            keys.job_status_key(state.job_id, self.root): json.dumps(first.to_raw(), sort_keys=True),
+            keys.history_key(state.job_id, "job-0000000001", self.root): _history_entry(first),
+        }
+        size = sum(len(key) + len(value.encode()) for key, value in items.items())
+        if size > MAX_CREATE_BYTES:
+            raise ManifestTooLargeError(f"job {state.job_id}: its records would take {size} bytes in etcd")
+        with _answering(f"storing job {state.job_id}"):
+            return await self.etcd.create_all(keys.spec_key(state.job_id, self.root), items)
+
+    async def save(self, state: JobState, *, clear_learners: bool = False, clear_halt: bool = False) -> JobState:
+        """Write the job's status; a change of status also gets a history entry (same transaction)."""
+        with _answering(f"saving job {state.job_id}"):
+            return await self._save(state, clear_learners=clear_learners, clear_halt=clear_halt)
+
+    async def _save(self, state: JobState, *, clear_learners: bool, clear_halt: bool) -> JobState:
+        stored = await self.etcd.get(keys.job_status_key(state.job_id, self.root))
+        previous = JobState.from_raw(json.loads(stored[0])) if stored else None
+        items: dict[str, str | bytes] = {}
+        if previous is None or (previous.status, previous.reason, previous.attempt) != (
+            state.status,
+            state.reason,
+            state.attempt,
+        ):
+            state = state.evolve(history_sequence=state.history_sequence + 1)
+            entry = f"job-{state.history_sequence:010d}"
+            items[keys.history_key(state.job_id, entry, self.root)] = _history_entry(state)
+        items[keys.job_status_key(state.job_id, self.root)] = json.dumps(state.to_raw(), sort_keys=True)
+        deletes: tuple[str, ...] = ()
+        if clear_halt:
+            deletes += (keys.halt_key(state.job_id, self.root),)
+        await self.etcd.put_all(items, deletes)
+        if clear_learners:
+            await self.etcd.delete_prefix(f"{keys.job_prefix(state.job_id, self.root)}learners/")
+        return state
+
+    def instance_key(self) -> str:
+        """Beside the jobs' prefix, not under it: ``/learnerkit/jobs.instance``."""
+        return f"{self.root.rstrip('/')}.instance"
+
+    async def claim_instance(self, proposed: str, *, fixed: bool) -> str:
+        """The scheduler instance of this job root: the one stored, else ``proposed`` (stored now); a ``fixed``
+        one (a setting) replaces what is stored."""
+        key = self.instance_key()
+        if fixed:
+            await self.etcd.put(key, proposed)
+            return proposed
+        if await self.etcd.create_all(key, {key: proposed}):
+            return proposed
+        stored = await self.etcd.get(key)
+        return stored[0].decode() if stored else proposed
+
+    async def load_all(self) -> list[StoredJob]:
+        """Every job with its spec and submitted manifest (for the rebuild after a restart), read in pages: only
+        specs, statuses and credentials are kept, whatever else the jobs hold."""
+        with _answering("reading the jobs"):
+            statuses: dict[str, bytes] = {}
+            specs: dict[str, bytes] = {}
+            async for key, value in self.etcd.iter_prefix(f"{self.root.rstrip('/')}/"):
+                job_id, _, leaf = key[len(self.root.rstrip("/")) + 1 :].partition("/")
+                if leaf == "status":
+                    statuses[job_id] = value
+                elif leaf == "spec":
+                    specs[job_id] = value
+            secrets: dict[str, bytes] = {}
+            async for key, value in self.etcd.iter_prefix(f"{CREDENTIALS_ROOT}/"):
+                job_id = key[len(CREDENTIALS_ROOT) + 1 :]
+                if job_id in statuses:
+                    secrets[job_id] = value
+        jobs: list[StoredJob] = []
+        for job_id, value in statuses.items():
+            if job_id not in specs or job_id not in secrets:
+                continue
+            submitted = json.loads(secrets[job_id])
+            state = JobState.from_raw(json.loads(value))
+            jobs.append(StoredJob(state, json.loads(specs[job_id]), submitted["manifest"], submitted["source"]))
+        return sorted(jobs, key=lambda job: job.state.submitted_at)
+
+    async def trim(self, job_id: str) -> None:
+        """Drop a finished job's history and its learners' records: its spec, final status and credentials stay
+        (the results' location follows from them), so stored jobs cost little however long they ran."""
+        prefix = keys.job_prefix(job_id, self.root)
+        with _answering(f"trimming job {job_id}"):
+            for part in ("history/", "learners/"):
+                await self.etcd.delete_prefix(f"{prefix}{part}")
+            await self.etcd.delete(keys.halt_key(job_id, self.root))
+
+    async def learner_records(
+        self, job_id: str
+    ) -> tuple[dict[int, StatusRecord], set[int], dict[int, dict[str, float]]]:
+        """The learners' latest status records, which learners hold their lease, and their metrics."""
+        prefix = f"{keys.job_prefix(job_id, self.root)}learners/"
+        found = await self.etcd.get_prefix(prefix)
+        records: dict[int, StatusRecord] = {}
+        alive: set[int] = set()
+        metrics: dict[int, dict[str, float]] = {}
+        for key, value in found.items():
+            learner, _, leaf = key[len(prefix) :].partition("/")
+            if not learner.isdigit():
+                continue
+            n = int(learner)
+            if leaf == "status":
+                records[n] = StatusRecord.from_json(value)
+            elif leaf == "alive":
+                alive.add(n)
+            elif leaf == "metrics":
+                metrics[n] = {k: float(v) for k, v in json.loads(value).items() if isinstance(v, int | float)}
+        return records, alive, metrics
+
+    async def request_halt(self, job_id: str) -> None:
+        with _answering(f"halting job {job_id}"):
+            await put_halt(self.etcd, job_id, self.root)
+
+    async def delete(self, job_id: str) -> None:
+        await self.etcd.delete_prefix(keys.job_prefix(job_id, self.root))
+        await self.etcd.delete(credentials_key(job_id))

@@ -1,0 +1,1 @@
+"""A job's manifest: the model, its parser and the field checks. Pure: no I/O, no clock, no build tool."""

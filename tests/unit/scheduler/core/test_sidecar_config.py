@@ -9,7 +9,7 @@ from controller_sidecar.settings import load_settings
 from learnerkit.scheduler.core.planning import Platform, sidecar_config
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.manifest.parser import parse_manifest
-from tests.unit.scheduler.test_learner_ended import MANIFEST
+from tests.unit.scheduler.core.test_learner_ended import MANIFEST
 
 
 def test_sidecars_report_under_the_schedulers_etcd_root() -> None:

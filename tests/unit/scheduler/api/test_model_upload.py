@@ -26,7 +26,7 @@ from tests.unit.scheduler.fakefacade import MANIFEST, FakeFacade
 from tests.waiting import wait_until
 
 MODEL_LIMIT = 200_000
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from learnerkit.scheduler.admission.capacity import ANY_GPU, GIB, Cluster, Free,
 from learnerkit.scheduler.admission.placement import NoRoom, Placed, place_gang
 from learnerkit.scheduler.errors import CapacityError, InvalidRequestError
 
-from .helpers import A100, V100, cpu_node, gpu_node, learner
+from ..helpers import A100, V100, cpu_node, gpu_node, learner
 
 
 def test_gpu_learner_fits_only_on_nodes_of_its_gpu_type() -> None:

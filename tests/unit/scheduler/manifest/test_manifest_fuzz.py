@@ -15,7 +15,7 @@ from learnerkit.scheduler.errors import ManifestError
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
 
-VALID = (Path(__file__).parent / "manifests" / "learnerkit-pytorch-ddp.yml").read_text()
+VALID = (Path(__file__).parents[1] / "manifests" / "learnerkit-pytorch-ddp.yml").read_text()
 VALID_DATA = yaml.safe_load(VALID)
 CATALOG = {"pytorch": {"2.13", "2.13-cpu", "2.13-cuda"}, "tensorflow": {"2.21"}}
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -29,7 +29,7 @@ from learnerkit.scheduler.admission.reasons import (
 )
 from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, UnknownJobError
 
-from .helpers import A100, V100, cpu_node, gpu_node, job, learner
+from ..helpers import A100, V100, cpu_node, gpu_node, job, learner
 
 
 def admitted_ids(state: AdmissionState, now: float = 0.0) -> list[str]:

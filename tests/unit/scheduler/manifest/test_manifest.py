@@ -16,8 +16,8 @@ from learnerkit.scheduler.manifest.model import DistributedMode, FrameworkCatalo
 from learnerkit.scheduler.manifest.parser import load_manifest, parse_manifest
 from learnerkit.scheduler.manifest.units import UNITS, format_size, parse_size
 
-REPO = Path(__file__).resolve().parents[3]
-MANIFESTS = Path(__file__).parent / "manifests"
+REPO = Path(__file__).resolve().parents[4]
+MANIFESTS = Path(__file__).parents[1] / "manifests"
 # The versions FfDL's examples name, as if this project built those images.
 FFDL_CATALOG = {"tensorflow": {"1.5.0", "1.5.0-py3"}, "caffe": {"cpu", "gpu"}, "pytorch": {"latest"}}
 CATALOG = {"pytorch": {"2.13", "2.13-cpu", "2.13-cuda"}, "tensorflow": {"2.21", "2.21-cpu"}, "mxnet": {"1.9.1"}}

@@ -12,7 +12,7 @@ from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import ContainerStatus, JobStatus, KubernetesCluster, PodStatus
 from learnerkit.scheduler.errors import BackendError
-from tests.unit.scheduler.test_k8s_objects import make_job
+from tests.unit.scheduler.backends.test_k8s_objects import make_job
 
 
 @pytest.mark.parametrize(

@@ -18,8 +18,8 @@ from learnerkit.scheduler.errors import ManifestError
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
-from tests.unit.scheduler.test_k8s_objects import env_of
-from tests.unit.scheduler.test_submit_parsing import Unreachable
+from tests.unit.scheduler.api.test_submit_parsing import Unreachable
+from tests.unit.scheduler.backends.test_k8s_objects import env_of
 
 MANIFEST = """\
 name: two

@@ -14,12 +14,13 @@ import docker.errors
 import requests
 
 from learnerkit.common.engine import EngineError, engine, gpu_request, refuses_gpus
+from learnerkit_build.errors import BuildToolError
 
 JOB_SUBDIRS = ("data", "model", "results", "checkpoints", "logs", "control")
 LEARNER_USER = "1000:0"
 
 
-class GpusRefused(EngineError):
+class GpusRefused(BuildToolError, EngineError):
     """The engine cannot give a container GPUs: it has none, or no NVIDIA container toolkit to hand them over."""
 
 

@@ -2,7 +2,8 @@
 
 Every value is read and checked once, at start; a bad one is a :class:`SidecarConfigError` that names the
 variable or the file's field path. Secrets (etcd password, S3 keys) come only from the environment, so the
-config file can be shown, logged and stored in etcd without them.
+config file can be shown, logged and stored in etcd without them. The hosts write the document as a
+:class:`controller_sidecar.configdoc.SidecarConfigDocument`.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from controller_sidecar import keys
 from controller_sidecar.configdoc import SidecarConfigDocument, StoreFolder, StoreObject, TimingDocument
 from controller_sidecar.endpoints import Endpoints
 from controller_sidecar.requirements import PackageIndex
+from learner.paths import PACKAGES_DIR
 from learnerkit.common.errors import ConfigError
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.backends.deployment import Framework, JobDeployment, ffdl_env
@@ -26,8 +27,6 @@ ImageResolver = Callable[[JobManifest], str]
 """The learner image of a manifest's framework and version (and GPU or CPU variant)."""
 
 SHUTDOWN_DEADLINE_S = 20.0
-PACKAGES_DIR = "/job/packages"
-"""The model's requirements, installed by the sidecar (its ``JobDirs.packages``): on the learner's PYTHONPATH."""
 
 
 @dataclass(frozen=True)

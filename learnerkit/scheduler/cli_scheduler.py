@@ -19,6 +19,7 @@ from learnerkit.scheduler.api.auth import add_token, read_tokens, revoke
 from learnerkit.scheduler.api.server import serve
 from learnerkit.scheduler.config.settings import DEFAULT_TOKENS, BackendKind, SchedulerSettings, parse_endpoints
 from learnerkit.scheduler.errors import TokensFileError
+from learnerkit.scheduler.factory import create_scheduler
 
 tokens_option = click.option(
     "--tokens",
@@ -76,7 +77,7 @@ def serve_command(
             limits={"tenants": tenants},
             trust={"project_images": trust_project_images},
         )
-        serve(settings)
+        serve(settings, create_scheduler)
     except LearnerkitError as e:
         fail(OutputFormat.TABLE.value, e)
 

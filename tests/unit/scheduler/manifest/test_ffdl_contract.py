@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
+from learner.paths import SHARED_DIR
 from learner.run.scrub import scrub_env
-from learnerkit.pair.docker import SHARED_DIR, learner_options
+from learnerkit.pair.docker import learner_options
 from learnerkit.scheduler.backends import docker as docker_backend
 from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.backends.deployment import JobDeployment

@@ -16,10 +16,8 @@ from rich.table import Table
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, keep_whole, output_option
 from learnerkit.scheduler.api.auth import add_token, read_tokens, revoke
-from learnerkit.scheduler.api.server import serve
 from learnerkit.scheduler.config.settings import DEFAULT_TOKENS, BackendKind, SchedulerSettings, parse_endpoints
 from learnerkit.scheduler.errors import TokensFileError
-from learnerkit.scheduler.factory import create_scheduler
 
 tokens_option = click.option(
     "--tokens",
@@ -77,6 +75,10 @@ def serve_command(
             limits={"tenants": tenants},
             trust={"project_images": trust_project_images},
         )
+        # Imported here: only `serve` pays for the scheduler, its backends and uvicorn, not `token ...`.
+        from learnerkit.scheduler.api.server import serve
+        from learnerkit.scheduler.factory import create_scheduler
+
         serve(settings, create_scheduler)
     except LearnerkitError as e:
         fail(OutputFormat.TABLE.value, e)

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from learnerkit.scheduler import cli_scheduler
+from learnerkit.scheduler.api import server
 from learnerkit.scheduler.api.hosting import SchedulerFactory
 from learnerkit.scheduler.config.settings import BackendKind, SchedulerSettings
 from learnerkit.scheduler.errors import SchedulerError, SettingsError
@@ -107,7 +108,7 @@ def test_options_override_the_environment_and_none_keeps_it() -> None:
 
 def test_serve_is_handed_the_real_factory(monkeypatch: pytest.MonkeyPatch) -> None:
     handed: list[tuple[SchedulerSettings, SchedulerFactory]] = []
-    monkeypatch.setattr(cli_scheduler, "serve", lambda settings, factory: handed.append((settings, factory)))
+    monkeypatch.setattr(server, "serve", lambda settings, factory: handed.append((settings, factory)))
     result = CliRunner().invoke(cli_scheduler.scheduler_group, ["serve", "--port", "9100"], env={})
     assert result.exit_code == 0, result.output
     [(settings, factory)] = handed

@@ -37,14 +37,7 @@ from learnerkit.scheduler.config.policy import (
     store_folder,
 )
 from learnerkit.scheduler.core.metrics import SchedulerMetrics
-from learnerkit.scheduler.core.planning import (
-    Platform,
-    endpoints_for,
-    job_prefix,
-    model_location,
-    outputs_prefix,
-    plan_job,
-)
+from learnerkit.scheduler.core.planning import Platform, endpoints_for, plan_job
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.views import job_view
 from learnerkit.scheduler.errors import (
@@ -57,6 +50,7 @@ from learnerkit.scheduler.errors import (
 )
 from learnerkit.scheduler.facade import FileStream, JobView, LogStream, StoredFile
 from learnerkit.scheduler.jobs.aggregate import aggregate
+from learnerkit.scheduler.jobs.layout import job_location, model_location, outputs_prefix
 from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
 from learnerkit.scheduler.jobs.store import JobStore, StoredJob
 from learnerkit.scheduler.jobs.submission import ModelObject, SubmitOptions
@@ -723,7 +717,7 @@ class Scheduler:
         return self._store_of(endpoints_for(tracked.manifest, self.options.platform))
 
     def _job_location(self, tracked: Tracked) -> S3Location:
-        bucket, prefix = job_prefix(tracked.manifest, tracked.state.job_id)
+        bucket, prefix = job_location(tracked.manifest, tracked.state.job_id)
         return S3Location(bucket, prefix)
 
     def _check_learner(self, tracked: Tracked, learner_id: int) -> None:

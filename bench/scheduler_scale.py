@@ -70,8 +70,9 @@ async def write_jobs(etcd_endpoint: str, queued: int, running: int) -> None:
     from controller_sidecar.etcdstore import EtcdStore
     from controller_sidecar.settings import EtcdSettings
     from controller_sidecar.status import Phase, StatusRecord
+    from learnerkit.scheduler.admission.stage import Stage
     from learnerkit.scheduler.backends.docker import NODE_NAME
-    from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
+    from learnerkit.scheduler.jobs.state import JobState, JobStatus
     from learnerkit.scheduler.jobs.store import JobStore
     from learnerkit.scheduler.manifest.parser import parse_manifest
 

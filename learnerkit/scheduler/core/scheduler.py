@@ -26,8 +26,9 @@ from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Location, S3Settings
 from controller_sidecar.status import Phase
 from learnerkit.common.errors import ConfigError, LearnerkitError
-from learnerkit.scheduler.admission.admit import AdmissionPolicy, AdmissionState, JobPhase, JobRecord, Requeued
+from learnerkit.scheduler.admission.admit import AdmissionPolicy, AdmissionState, JobRecord, Requeued
 from learnerkit.scheduler.admission.capacity import Node
+from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.config.policy import (
     SubmitPolicy,
@@ -51,7 +52,7 @@ from learnerkit.scheduler.errors import (
 from learnerkit.scheduler.facade import FileStream, JobView, LogStream, StoredFile
 from learnerkit.scheduler.jobs.aggregate import aggregate
 from learnerkit.scheduler.jobs.layout import job_location, model_location, outputs_prefix
-from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
+from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore, StoredJob
 from learnerkit.scheduler.jobs.submission import ModelObject, SubmitOptions
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
@@ -780,11 +781,10 @@ def _spec(tracked: Tracked) -> dict[str, object]:
 
 
 def _admission_record(tracked: Tracked) -> JobRecord:
-    phase = {Stage.QUEUED: JobPhase.QUEUED, Stage.DEPLOYED: JobPhase.ADMITTED, Stage.RUNNING: JobPhase.RUNNING}
     state = tracked.state
     return JobRecord(
         tracked.admission_job(),
-        phase[state.stage],
+        state.stage,
         state.nodes,
         state.admitted_at,
         state.timeouts,

@@ -18,12 +18,13 @@ from controller_sidecar import keys
 from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.common import engine
 from learnerkit.pair.docker import JOB_LABEL
+from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.docker import local_gpus
 from learnerkit.scheduler.core.scheduler import SchedulerOptions
 from learnerkit.scheduler.errors import ManifestError, ManifestTooLargeError, StoreUnavailableError
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.images.gate import ImageGate
-from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
+from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import DATA_BUCKET, TERMINAL, Harness, leftovers, manifest

@@ -11,12 +11,13 @@ import pytest
 
 from controller_sidecar.status import ErrorCode, Phase, StatusRecord
 from learnerkit.scheduler.admission.capacity import Node
+from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.scheduler import LEARNER_ENDED_MARGIN_S, Scheduler, SchedulerOptions
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.errors import StoreUnavailableError
-from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
+from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.fakeclock import FakeClock

@@ -1,1 +1,2 @@
-"""Backends deploy a job's learners: ``k8s_objects`` builds the objects, ``k8s`` speaks the raw API."""
+"""Backends deploy a job's learners (``protocol``: what the scheduler asks of one): ``docker`` on the local engine;
+``k8s_objects`` builds the Kubernetes objects, ``k8s`` speaks the raw API."""

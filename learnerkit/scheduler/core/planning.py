@@ -1,7 +1,7 @@
 """From a manifest to what a backend deploys: images, the sidecar's config and secret, per learner.
 
-Outputs of attempt ``k`` go to ``<results bucket>/<prefix><job_id>/attempt-<k>/learner-<n>/`` (results,
-logs, checkpoints); an attempt that resumes restores the latest checkpoint of the attempt it resumes.
+Where a job's objects lie in S3 is :mod:`learnerkit.scheduler.jobs.layout`; an attempt that resumes restores the
+latest checkpoint of the attempt it resumes.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ from controller_sidecar.configdoc import SidecarConfigDocument, StoreFolder, Sto
 from controller_sidecar.endpoints import Endpoints
 from controller_sidecar.requirements import PackageIndex
 from learner.paths import PACKAGES_DIR
-from learnerkit.common.errors import ConfigError
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.backends.deployment import Framework, JobDeployment, ffdl_env
+from learnerkit.scheduler.jobs.layout import outputs_prefix, results_store, split_container
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.jobs.submission import SubmitOptions
-from learnerkit.scheduler.manifest.model import DataStore, DistributedMode, JobManifest
-from learnerkit.scheduler.manifest.storecheck import store_problems
+from learnerkit.scheduler.manifest.model import DistributedMode, JobManifest
 
 ImageResolver = Callable[[JobManifest], str]
 """The learner image of a manifest's framework and version (and GPU or CPU variant)."""
@@ -39,38 +38,6 @@ class Platform:
     """The sidecars' Prometheus port; 0 on the Docker backend, whose sidecars share the host network."""
     etcd_root: str = keys.ROOT
     """The prefix of every job's keys (``$LEARNERKIT_ETCD_ROOT``): the sidecars report under the same one."""
-
-
-def split_container(container: str) -> tuple[str, str]:
-    """FfDL's `container` is a bucket; `bucket/prefix` narrows it to a folder."""
-    bucket, _, prefix = container.partition("/")
-    return bucket, (prefix.rstrip("/") + "/" if prefix else "")
-
-
-def job_prefix(manifest: JobManifest, job_id: str) -> tuple[str, str]:
-    """The bucket and key prefix (ending in ``/``) under which everything of the job is stored."""
-    bucket, prefix = split_container(results_store(manifest).training_results or "")
-    return bucket, f"{prefix}{job_id}/"
-
-
-def outputs_prefix(manifest: JobManifest, job_id: str, attempt: int, learner_id: int) -> tuple[str, str]:
-    bucket, prefix = job_prefix(manifest, job_id)
-    return bucket, f"{prefix}attempt-{attempt}/learner-{learner_id}/"
-
-
-def model_location(manifest: JobManifest, job_id: str) -> tuple[str, str]:
-    """Where a job's model code archive is stored: beside its attempts, in the results store the tenant named."""
-    bucket, prefix = job_prefix(manifest, job_id)
-    return bucket, f"{prefix}model/model.zip"
-
-
-def results_store(manifest: JobManifest) -> DataStore:
-    """The store results go to; `ConfigError` where `store_problems` finds one (the parser's check, again)."""
-    problems = store_problems(manifest)
-    store = manifest.training_results_store
-    if problems or store is None:
-        raise ConfigError("; ".join(message for _, message in problems) or "no results store")
-    return store
 
 
 def endpoints_for(manifest: JobManifest, platform: Platform) -> Endpoints:

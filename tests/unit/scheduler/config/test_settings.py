@@ -125,7 +125,7 @@ def test_the_factory_builds_the_real_service_and_refuses_a_backend_it_cannot_run
     from learnerkit.scheduler.core.scheduler import Scheduler
 
     hosted = create_scheduler(SchedulerSettings.from_env({}))
-    assert isinstance(hosted.facade, Scheduler) and hosted.registry is hosted.facade.metrics.registry
+    assert isinstance(hosted.facade, Scheduler) and hosted.registry is hosted.facade.shared.metrics.registry
     no_cluster = {"LEARNERKIT_SCHEDULER_BACKEND": "kubernetes", "KUBECONFIG": str(tmp_path / "none")}
     with pytest.raises(SchedulerError, match="no Kubernetes configuration"):
         create_scheduler(SchedulerSettings.from_env(no_cluster))

@@ -32,6 +32,7 @@ from learnerkit.pair.docker import (
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.backends.deployment import JobDeployment, distributed_env
+from learnerkit.scheduler.backends.protocol import SidecarStates
 from learnerkit.scheduler.errors import BackendError
 
 NODE_NAME = "local"
@@ -110,22 +111,29 @@ class DockerBackend:
                 for h in handles
             )
 
-    def sidecars_exited(self, job_id: str) -> dict[int, int]:
-        """Learner id -> exit status of each sidecar container that has ended."""
-        return self._ended(job_id, "sidecar")
+    def sidecars(self, job_id: str) -> SidecarStates:
+        """Which sidecar containers ended (with their status) and which still run, from one listing."""
+        exited: dict[int, int] = {}
+        running: set[int] = set()
+        with _engine_errors(f"inspecting job {job_id}"):
+            for handle in pairs_of(job_id):
+                if not handle.sidecar:
+                    continue
+                code = exit_code(handle.sidecar, handle.states.get(handle.sidecar))
+                learner_id = int(handle.name.rsplit("-", 1)[1])
+                if code is None:
+                    running.add(learner_id)
+                else:
+                    exited[learner_id] = code
+        return SidecarStates(exited, frozenset(running))
 
     def learners_ended(self, job_id: str) -> dict[int, int]:
-        """Learner id -> exit status of each learner container that has ended (as ``sidecars_exited`` for
-        the sidecars; the sidecar itself also notices it, from the learner's cgroup)."""
-        return self._ended(job_id, "learner")
-
-    def _ended(self, job_id: str, role: str) -> dict[int, int]:
-        """One listing of the job's containers; only those it shows ended are inspected, for their status."""
+        """Learner id -> exit status of each learner container that has ended (the sidecar itself also notices
+        it, from the learner's cgroup). One listing; only the containers it shows ended are inspected."""
         ended: dict[int, int] = {}
         with _engine_errors(f"inspecting job {job_id}"):
             for handle in pairs_of(job_id):
-                container_id = handle.sidecar if role == "sidecar" else handle.learner
-                code = exit_code(container_id, handle.states.get(container_id)) if container_id else None
+                code = exit_code(handle.learner, handle.states.get(handle.learner)) if handle.learner else None
                 if code is not None:
                     ended[int(handle.name.rsplit("-", 1)[1])] = code
         return ended

@@ -24,6 +24,7 @@ from learnerkit.scheduler.backends.k8s_objects import (
     SIDECAR_CONTAINER,
     PodLayout,
 )
+from learnerkit.scheduler.backends.protocol import SidecarStates
 from learnerkit.scheduler.errors import BackendError
 
 FAILED_PHASES = ("Failed", "Unknown")
@@ -91,18 +92,22 @@ class KubernetesBackend:
         pods = self.backend.status(job_id).pods
         return len(pods) == learners and all(pod.phase in ("Running", "Succeeded") for pod in pods)
 
-    def sidecars_exited(self, job_id: str) -> dict[int, int]:
-        """Learners whose sidecar ended: in the classic layout its container's exit code; in both layouts a
-        pod that failed or vanished (a native sidecar is restarted in place, so only its pod can end it)."""
+    def sidecars(self, job_id: str) -> SidecarStates:
+        """Learners whose sidecar ended: in the classic layout its container's exit code; in both layouts a pod
+        that failed (a native sidecar is restarted in place, so only its pod can end it). The others whose pod
+        exists still run; a learner whose pod is gone (deleted, evicted) is in neither."""
         classic = self.backend.layout is PodLayout.CLASSIC
         exited: dict[int, int] = {}
+        running: set[int] = set()
         for pod in self.backend.status(job_id).pods:
             sidecar = next((c for c in pod.containers if c.name == SIDECAR_CONTAINER), None)
             if classic and sidecar is not None and sidecar.state == "terminated" and sidecar.exit_code is not None:
                 exited[pod.learner_id] = sidecar.exit_code
             elif pod.phase in FAILED_PHASES:
                 exited[pod.learner_id] = 1
-        return exited
+            else:
+                running.add(pod.learner_id)
+        return SidecarStates(exited, frozenset(running))
 
     def learners_ended(self, job_id: str) -> dict[int, int]:
         """Learner id -> exit code of each learner container that has terminated.

@@ -3,17 +3,29 @@ them in worker threads."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.backends.deployment import JobDeployment
 
 
+@dataclass(frozen=True)
+class SidecarStates:
+    """What the backend shows of a job's sidecars, from one listing."""
+
+    exited: dict[int, int] = field(default_factory=dict)
+    """Learner id -> exit status of each sidecar that ended (a pod that failed counts as 1)."""
+    running: frozenset[int] = frozenset()
+    """Learner ids whose sidecar container (Docker) or pod (Kubernetes) exists and has not ended. A learner in
+    neither set has no sidecar left at all: removed, or never made."""
+
+
 class Backend(Protocol):
     def nodes(self) -> list[Node]: ...
     def deploy(self, job: JobDeployment) -> None: ...
     def started(self, job_id: str, learners: int) -> bool: ...
-    def sidecars_exited(self, job_id: str) -> dict[int, int]: ...
+    def sidecars(self, job_id: str) -> SidecarStates: ...
     def learners_ended(self, job_id: str) -> dict[int, int]: ...
     def teardown(self, job_id: str) -> None: ...
     def job_ids(self, instance: str) -> set[str]: ...

@@ -1,10 +1,13 @@
-"""When a learner is lost: its sidecar died, its lease expired, it never reported, or its container ended without
-learner-run's exit record. Each check reads what the monitor last saw of the job, and keeps on it since when it
-has seen a learner missing or ended."""
+"""When a learner is lost: its sidecar died or is gone without a lease, it stopped renewing its lease, it never
+reported, or its container ended without learner-run's exit record. Each check reads what the monitor last saw
+of the job, and keeps on it since when it has seen a learner missing or ended."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from controller_sidecar.status import Phase
+from learnerkit.scheduler.backends.protocol import SidecarStates
 from learnerkit.scheduler.core.tracking import Tracked
 
 STARTUP_GRACE_S = 60.0
@@ -18,28 +21,52 @@ record and then reports a final status of its own. Either arrives within this gr
 failed: only a learner that never wrote the record (an image whose entrypoint is not learner-run) is."""
 
 
-def lost_learners(tracked: Tracked, exited: dict[int, int], now: float, lease_ttl_s: float) -> dict[int, str]:
-    """Learners whose sidecar died: its container exited without a final status, or its lease expired."""
+@dataclass(frozen=True)
+class LivenessTimes:
+    """The clocks of one monitoring step."""
+
+    wall: float
+    """Now on the wall clock (admission times are wall times)."""
+    monotonic: float
+    """Now on the monotonic clock (how long a learner has been missing)."""
+    watched_from: float
+    """Monotonic time since which every step succeeded: time missing counts from no earlier."""
+
+
+def lost_learners(
+    tracked: Tracked, sidecars: SidecarStates, times: LivenessTimes, lease_ttl_s: float, renewal_grace_s: float
+) -> dict[int, str]:
+    """Learners whose sidecar is lost: it exited without a final status; it is gone from the backend and holds no
+    lease; it runs but has not renewed its lease for ``renewal_grace_s``; or it never reported at all.
+
+    A lease that lapses while the sidecar still runs (etcd paused or out of reach for a while) is a blip, not a
+    loss: the sidecar grants itself a new lease once etcd answers and keeps its job. Time without a lease counts
+    only over steps that succeeded (``times.watched_from``): an outage the scheduler saw too counts against
+    nobody.
+    """
     state, lost = tracked.state, {}
     for n in range(1, tracked.manifest.resources.learners + 1):
         record = tracked.records.get(n)
-        final = record is not None and record.sequence >= state.first_sequence and record.phase.terminal
-        if final:
+        this_attempt = record is not None and record.sequence >= state.first_sequence
+        if this_attempt and record is not None and record.phase.terminal:
+            tracked.missing_since.pop(n, None)
             continue
-        if n in exited:
-            lost[n] = f"its sidecar exited with status {exited[n]} before reporting a final status"
-        elif n in tracked.alive:
+        if n in sidecars.exited:
+            lost[n] = f"its sidecar exited with status {sidecars.exited[n]} before reporting a final status"
+            continue
+        if n in tracked.alive:
             tracked.seen_alive.add(n)
             tracked.missing_since.pop(n, None)
-        elif n in tracked.seen_alive:
-            since = tracked.missing_since.setdefault(n, now)
-            if now - since > 2 * lease_ttl_s:
-                lost[n] = "its sidecar's lease expired"
-        elif (
-            state.admitted_at is not None
-            and now - state.admitted_at > STARTUP_GRACE_S + 2 * lease_ttl_s
-            and (record is None or record.sequence < state.first_sequence)
-        ):
+            continue
+        since = max(tracked.missing_since.setdefault(n, times.monotonic), times.watched_from)
+        missing_for = times.monotonic - since
+        if n not in sidecars.running:
+            if missing_for > 2 * lease_ttl_s:
+                lost[n] = "its sidecar is gone from the backend and holds no lease"
+        elif n in tracked.seen_alive or this_attempt:
+            if missing_for > renewal_grace_s:
+                lost[n] = f"its sidecar runs but has not renewed its lease for {renewal_grace_s:.0f}s"
+        elif state.admitted_at is not None and times.wall - state.admitted_at > STARTUP_GRACE_S + 2 * lease_ttl_s:
             lost[n] = f"its sidecar never reported within {STARTUP_GRACE_S:.0f}s"
     return lost
 

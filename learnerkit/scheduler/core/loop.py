@@ -18,7 +18,12 @@ from learnerkit.scheduler.admission.admit import Requeued
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.config.policy import SubmitPolicy, host_folder, store_folder
-from learnerkit.scheduler.core.liveness import ended_without_exit_record, lost_learners, watching_for_exit
+from learnerkit.scheduler.core.liveness import (
+    LivenessTimes,
+    ended_without_exit_record,
+    lost_learners,
+    watching_for_exit,
+)
 from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.core.planning import plan_job
 from learnerkit.scheduler.core.restore import restore
@@ -205,7 +210,7 @@ class ControlLoop:
         shared, state = self.shared, tracked.state
         # Which sidecars have exited, before their statuses are read: a sidecar writes its final status
         # before it exits, so one that exited without it in the records read after did fail.
-        exited = await asyncio.to_thread(shared.backend.sidecars_exited, state.job_id)
+        sidecars = await asyncio.to_thread(shared.backend.sidecars, state.job_id)
         records, alive, metrics = await shared.store.learner_records(state.job_id)
         tracked.records, tracked.alive, tracked.metrics = records, alive, metrics
         learners = tracked.manifest.resources.learners
@@ -217,9 +222,12 @@ class ControlLoop:
         watching = watching_for_exit(tracked)
         # Read only while some sidecar waits for an exit record: no API call for jobs downloading or storing.
         ended = await asyncio.to_thread(shared.backend.learners_ended, state.job_id) if watching else {}
+        monotonic = shared.clock.monotonic()
+        times = LivenessTimes(now, monotonic, self._watching_since if self._watching_since is not None else monotonic)
+        options = shared.options
         lost = {
-            **ended_without_exit_record(tracked, watching, ended, shared.clock.monotonic(), self._watching_since),
-            **lost_learners(tracked, exited, now, shared.options.lease_ttl_s),
+            **ended_without_exit_record(tracked, watching, ended, monotonic, self._watching_since),
+            **lost_learners(tracked, sidecars, times, options.lease_ttl_s, options.lease_renewal_grace_s),
         }
         result = aggregate(learners, records, first_sequence=state.first_sequence, lost=lost)
         async with tracked.backend_lock:

@@ -38,7 +38,11 @@ class SchedulerOptions:
     python_of: Callable[[str], str | None] = _unknown_python
     """The Python version (``3.11``) of a learner image; None: the sidecar's own."""
     lease_ttl_s: float = 10.0
-    """The sidecars' lease: a learner whose lease is gone this long (twice over) is lost."""
+    """The sidecars' lease: a learner without one whose sidecar is gone from the backend is lost after twice this."""
+    lease_renewal_grace_s: float = 300.0
+    """How long a learner whose sidecar still runs may go without a lease before it is lost. A lapsed lease alone
+    is a blip (etcd paused or out of reach): the sidecar renews it once etcd answers. A sidecar gone from the
+    backend without a lease is lost after twice the lease's TTL instead."""
     interval_s: float = 0.5
 
 

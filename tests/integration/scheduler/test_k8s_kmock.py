@@ -293,7 +293,7 @@ async def test_the_service_side_deploys_sees_pods_start_and_tears_down(
         kmock.objects["v1/pods", NAMESPACE, f"lk-job-8-{n}"].patch({"status": {"phase": "Running"}})
     assert await call(service_side.started, "job-8", 2)
     kmock.objects["v1/pods", NAMESPACE, "lk-job-8-2"].patch({"status": {"phase": "Failed"}})
-    assert await call(service_side.sidecars_exited, "job-8") == {2: 1}
+    assert (await call(service_side.sidecars, "job-8")).exited == {2: 1}
     await call(service_side.teardown, "job-8")
     assert stored(kmock) == set()
 
@@ -306,7 +306,7 @@ async def test_learners_ended_reports_a_terminated_learner_container(
     kmock: KubernetesEmulator, backend: KubernetesCluster
 ) -> None:
     """A learner image without learner-run: its container ended while the native sidecar still runs (the pod
-    stays Running, so ``sidecars_exited`` sees nothing); ``learners_ended`` reports the learner and its code."""
+    stays Running, so ``sidecars`` shows none exited); ``learners_ended`` reports the learner and its code."""
     service_side = KubernetesBackend(backend)
     await call(service_side.deploy, make_job("job-8", learners=3))
     learner_states = {1: {"terminated": {"exitCode": 0, "reason": "Completed"}}, 2: {"running": {}}, 3: {"waiting": {}}}
@@ -321,7 +321,7 @@ async def test_learners_ended_reports_a_terminated_learner_container(
             }
         )
     assert await call(service_side.learners_ended, "job-8") == {1: 0}
-    assert await call(service_side.sidecars_exited, "job-8") == {}
+    assert (await call(service_side.sidecars, "job-8")).exited == {}
     kmock.objects["v1/pods", NAMESPACE, "lk-job-8-2"].patch(
         {"status": {"containerStatuses": [_container(ko.LEARNER_CONTAINER, {"terminated": {"exitCode": 3}})]}}
     )

@@ -56,7 +56,7 @@ def test_a_running_pair_costs_one_listing_per_question_and_no_inspect(monkeypatc
     api = engine_with(monkeypatch, {"learner": "running", "sidecar": "running"}, {})
     backend = DockerBackend()
     assert backend.started(JOB, 1)
-    assert backend.sidecars_exited(JOB) == {} and backend.learners_ended(JOB) == {}
+    assert backend.sidecars(JOB).exited == {} and backend.learners_ended(JOB) == {}
     assert (api.listings, api.inspected) == (3, [])
 
 
@@ -64,7 +64,7 @@ def test_an_ended_container_is_inspected_for_its_exit_status(monkeypatch: pytest
     api = engine_with(monkeypatch, {"learner": "exited", "sidecar": "running"}, {"learner": 137})
     backend = DockerBackend()
     assert backend.learners_ended(JOB) == {1: 137}
-    assert backend.sidecars_exited(JOB) == {}
+    assert backend.sidecars(JOB).exited == {}
     assert api.inspected == ["learner"]
 
 
@@ -72,7 +72,7 @@ def test_a_created_container_has_not_started_and_is_not_inspected(monkeypatch: p
     api = engine_with(monkeypatch, {"learner": "running", "sidecar": "created"}, {})
     backend = DockerBackend()
     assert not backend.started(JOB, 1)
-    assert backend.sidecars_exited(JOB) == {}
+    assert backend.sidecars(JOB).exited == {}
     assert api.inspected == []
 
 

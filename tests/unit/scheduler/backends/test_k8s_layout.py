@@ -127,11 +127,11 @@ def test_classic_sidecar_exit_code_is_reported_and_a_native_restart_is_not() -> 
     pods = (_status(1, "Running", ended), _status(2, "Running", ContainerStatus(ko.SIDECAR_CONTAINER, "running")))
     classic = KubernetesBackend(_Cluster(ko.PodLayout.CLASSIC, pods))  # type: ignore[arg-type]
     native = KubernetesBackend(_Cluster(ko.PodLayout.NATIVE_SIDECAR, pods))  # type: ignore[arg-type]
-    assert classic.sidecars_exited("j") == {1: 3}
-    assert native.sidecars_exited("j") == {}
+    assert classic.sidecars("j").exited == {1: 3}
+    assert native.sidecars("j").exited == {}
 
 
 def test_a_failed_pod_counts_as_an_exited_sidecar_in_both_layouts() -> None:
     pods = (_status(1, "Failed", ContainerStatus(ko.SIDECAR_CONTAINER, "running")),)
     for layout in ko.PodLayout:
-        assert KubernetesBackend(_Cluster(layout, pods)).sidecars_exited("j") == {1: 1}  # type: ignore[arg-type]
+        assert KubernetesBackend(_Cluster(layout, pods)).sidecars("j").exited == {1: 1}  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ from controller_sidecar.status import ErrorCode, Phase, StatusRecord
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
+from learnerkit.scheduler.backends.protocol import SidecarStates
 from learnerkit.scheduler.core.liveness import LEARNER_ENDED_MARGIN_S
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
@@ -82,6 +83,8 @@ class MemoryStore(JobStore):
 class FakeBackend:
     def __init__(self) -> None:
         self.ended: dict[int, int] = {}
+        self.exited: dict[int, int] = {}
+        self.running: set[int] = {1, 2}
         self.asked_ended = 0
         self.torn_down: list[str] = []
 
@@ -94,8 +97,8 @@ class FakeBackend:
     def started(self, job_id: str, learners: int) -> bool:
         return True
 
-    def sidecars_exited(self, job_id: str) -> dict[int, int]:
-        return {}
+    def sidecars(self, job_id: str) -> SidecarStates:
+        return SidecarStates(dict(self.exited), frozenset(self.running) - self.exited.keys())
 
     def learners_ended(self, job_id: str) -> dict[int, int]:
         self.asked_ended += 1

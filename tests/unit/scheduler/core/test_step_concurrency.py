@@ -16,6 +16,7 @@ from learnerkit.scheduler.admission.admit import AdmissionPolicy, AdmissionState
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
+from learnerkit.scheduler.backends.protocol import SidecarStates
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.scheduler import Scheduler
@@ -93,8 +94,8 @@ class BlockingBackend:
     def started(self, job_id: str, learners: int) -> bool:
         return True
 
-    def sidecars_exited(self, job_id: str) -> dict[int, int]:
-        return {}
+    def sidecars(self, job_id: str) -> SidecarStates:
+        return SidecarStates(running=frozenset({1}))
 
     def learners_ended(self, job_id: str) -> dict[int, int]:
         return {}

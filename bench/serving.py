@@ -26,7 +26,7 @@ from learnerkit.dev.s3 import SeaweedServer
 from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.api.server import uvicorn_config
-from learnerkit.scheduler.backends.protocol import SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import SchedulerUnreachableError
@@ -96,7 +96,7 @@ def serve_without_nodes(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port
         def sidecars(self, job_id: str) -> SidecarStates:
             return SidecarStates()
 
-        def learners_ended(self, job_id: str) -> dict[int, int]:
+        def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
             return {}
 
         def teardown(self, job_id: str) -> None:

@@ -183,6 +183,8 @@ def _learner_cgroups(learner: Any) -> dict[str, str] | None:
     if not state.get("Running"):
         return None
     mounts = cgroup_mounts(int(state["Pid"]))
+    if mounts is None:
+        return None  # ending: some of its folders are gone already
     if not mounts:
         learner.reload()  # nothing found: the learner may have ended meanwhile
         if not learner.attrs["State"].get("Running"):
@@ -224,12 +226,19 @@ def container_state(container_id: str) -> dict[str, Any] | None:
 def exit_code(container_id: str, listed_state: str | None = None) -> int | None:
     """The container's exit status, or None while it runs (or when it is gone). ``listed_state``, the state a
     listing showed, spares the engine an inspect while the container has not ended."""
+    state = ended_state(container_id, listed_state)
+    return None if state is None else int(state["ExitCode"])
+
+
+def ended_state(container_id: str, listed_state: str | None = None) -> dict[str, Any] | None:
+    """The engine's ``State`` of a container that has ended (``ExitCode``, ``OOMKilled``...), or None while it
+    runs (or when it is gone); ``listed_state`` as for :func:`exit_code`."""
     if listed_state in NOT_ENDED_STATES:
         return None
     state = container_state(container_id)
-    if state is None:
+    if state is None or state.get("Running") or state.get("Status") == "created":
         return None
-    return None if state.get("Running") or state.get("Status") == "created" else int(state["ExitCode"])
+    return state
 
 
 def has_started(container_id: str, listed_state: str | None = None) -> bool:

@@ -23,6 +23,7 @@ from learnerkit.common.engine import EngineError, engine
 from learnerkit.pair.docker import (
     JOB_LABEL,
     DockerPlacement,
+    ended_state,
     exit_code,
     has_started,
     pairs_of,
@@ -32,7 +33,7 @@ from learnerkit.pair.docker import (
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.backends.deployment import JobDeployment, distributed_env
-from learnerkit.scheduler.backends.protocol import SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
 from learnerkit.scheduler.errors import BackendError
 
 NODE_NAME = "local"
@@ -127,15 +128,16 @@ class DockerBackend:
                     exited[learner_id] = code
         return SidecarStates(exited, frozenset(running))
 
-    def learners_ended(self, job_id: str) -> dict[int, int]:
-        """Learner id -> exit status of each learner container that has ended (the sidecar itself also notices
-        it, from the learner's cgroup). One listing; only the containers it shows ended are inspected."""
-        ended: dict[int, int] = {}
+    def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
+        """How each learner container that has ended ended (the sidecar itself also notices it, from the learner's
+        cgroup). One listing; only the containers it shows ended are inspected."""
+        ended: dict[int, LearnerEnd] = {}
         with _engine_errors(f"inspecting job {job_id}"):
             for handle in pairs_of(job_id):
-                code = exit_code(handle.learner, handle.states.get(handle.learner)) if handle.learner else None
-                if code is not None:
-                    ended[int(handle.name.rsplit("-", 1)[1])] = code
+                state = ended_state(handle.learner, handle.states.get(handle.learner)) if handle.learner else None
+                if state is not None:
+                    end = LearnerEnd(int(state["ExitCode"]), bool(state.get("OOMKilled")))
+                    ended[int(handle.name.rsplit("-", 1)[1])] = end
         return ended
 
     def teardown(self, job_id: str) -> None:

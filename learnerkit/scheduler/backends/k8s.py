@@ -24,7 +24,7 @@ from learnerkit.scheduler.backends.k8s_objects import (
     SIDECAR_CONTAINER,
     PodLayout,
 )
-from learnerkit.scheduler.backends.protocol import SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
 from learnerkit.scheduler.errors import BackendError
 
 FAILED_PHASES = ("Failed", "Unknown")
@@ -109,14 +109,14 @@ class KubernetesBackend:
                 running.add(pod.learner_id)
         return SidecarStates(exited, frozenset(running))
 
-    def learners_ended(self, job_id: str) -> dict[int, int]:
-        """Learner id -> exit code of each learner container that has terminated.
+    def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
+        """How each learner container that has terminated ended.
 
         The pod's ``restartPolicy: Never`` keeps a terminated learner container terminated, so this stays
         true until teardown; the native sidecar beside it may still run (it reports the final status).
         """
         return {
-            pod.learner_id: container.exit_code
+            pod.learner_id: LearnerEnd(container.exit_code, container.reason == "OOMKilled")
             for pod in self.backend.status(job_id).pods
             for container in pod.containers
             if container.name == LEARNER_CONTAINER

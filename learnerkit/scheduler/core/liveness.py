@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller_sidecar.status import Phase
-from learnerkit.scheduler.backends.protocol import SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
 from learnerkit.scheduler.core.tracking import Tracked
 
 STARTUP_GRACE_S = 60.0
@@ -19,6 +19,11 @@ for it every 0.1 s, then reports STORING (each retry of that delivery waits at m
 (a halt asked for, or stopped by the kubelet once the learner container ended) waits the halt grace + 5 s for the
 record and then reports a final status of its own. Either arrives within this grace, so a normal ending is never
 failed: only a learner that never wrote the record (an image whose entrypoint is not learner-run) is."""
+
+
+SIGKILLED = 128 + 9
+"""A container's exit status when its main process was killed with SIGKILL (by the kernel's OOM killer, or a
+runtime that gave up waiting)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ def watching_for_exit(tracked: Tracked) -> set[int]:
 
 
 def ended_without_exit_record(
-    tracked: Tracked, watching: set[int], ended: dict[int, int], now: float, watching_since: float | None
+    tracked: Tracked, watching: set[int], ended: dict[int, LearnerEnd], now: float, watching_since: float | None
 ) -> dict[int, str]:
     """Learners whose container ended while their sidecar kept waiting for the exit record, past the grace.
 
@@ -101,8 +106,24 @@ def ended_without_exit_record(
     for n in sorted(watching & ended.keys()):
         since = max(tracked.ended_since.setdefault(n, now), watched_from)
         if now - since > grace:
-            lost[n] = (
-                f"the learner container ended (exit code {ended[n]}) without learner-run's exit record: "
-                "is learner-run the image's entrypoint?"
-            )
+            lost[n] = _ended_why(ended[n])
     return lost
+
+
+def _ended_why(end: LearnerEnd) -> str:
+    """Why a learner container ended without learner-run's record: killed (the record never had a chance), or an
+    entrypoint that is not learner-run."""
+    if end.oom_killed:
+        return (
+            f"the learner container was killed for using more memory than its limit (out of memory, exit code "
+            f"{end.exit_code}): raise `memory` in the manifest"
+        )
+    if end.exit_code == SIGKILLED:
+        return (
+            f"the learner container was killed (exit code {SIGKILLED}, SIGKILL) before learner-run could write its "
+            "exit record"
+        )
+    return (
+        f"the learner container ended (exit code {end.exit_code}) without learner-run's exit record: "
+        "is learner-run the image's entrypoint?"
+    )

@@ -25,6 +25,7 @@ from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from learnerkit.scheduler.backends.k8s_objects import PodLayout
+from learnerkit.scheduler.backends.protocol import LearnerEnd
 from learnerkit.scheduler.errors import BackendError
 
 pytestmark = pytest.mark.asyncio
@@ -320,11 +321,11 @@ async def test_learners_ended_reports_a_terminated_learner_container(
                 }
             }
         )
-    assert await call(service_side.learners_ended, "job-8") == {1: 0}
+    assert await call(service_side.learners_ended, "job-8") == {1: LearnerEnd(0)}
     assert (await call(service_side.sidecars, "job-8")).exited == {}
     kmock.objects["v1/pods", NAMESPACE, "lk-job-8-2"].patch(
         {"status": {"containerStatuses": [_container(ko.LEARNER_CONTAINER, {"terminated": {"exitCode": 3}})]}}
     )
-    assert await call(service_side.learners_ended, "job-8") == {1: 0, 2: 3}
+    assert await call(service_side.learners_ended, "job-8") == {1: LearnerEnd(0), 2: LearnerEnd(3)}
     await call(service_side.teardown, "job-8")
     assert await call(service_side.learners_ended, "job-8") == {}

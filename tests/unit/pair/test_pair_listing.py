@@ -10,6 +10,7 @@ import pytest
 from learnerkit.pair import docker as pair_docker
 from learnerkit.pair.docker import JOB_LABEL, PAIR_LABEL, ROLE_LABEL
 from learnerkit.scheduler.backends.docker import DockerBackend
+from learnerkit.scheduler.backends.protocol import LearnerEnd
 
 JOB = "job-1"
 
@@ -63,7 +64,7 @@ def test_a_running_pair_costs_one_listing_per_question_and_no_inspect(monkeypatc
 def test_an_ended_container_is_inspected_for_its_exit_status(monkeypatch: pytest.MonkeyPatch) -> None:
     api = engine_with(monkeypatch, {"learner": "exited", "sidecar": "running"}, {"learner": 137})
     backend = DockerBackend()
-    assert backend.learners_ended(JOB) == {1: 137}
+    assert backend.learners_ended(JOB) == {1: LearnerEnd(137)}
     assert backend.sidecars(JOB).exited == {}
     assert api.inspected == ["learner"]
 

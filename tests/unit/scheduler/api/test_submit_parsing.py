@@ -17,7 +17,7 @@ import uvicorn
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.backends.deployment import JobDeployment
-from learnerkit.scheduler.backends.protocol import SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
 from learnerkit.scheduler.config.policy import DEFAULT_MAX_MANIFEST_BYTES
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
@@ -50,7 +50,7 @@ class Unreachable:
     def sidecars(self, job_id: str) -> SidecarStates:
         raise AssertionError("not reached")
 
-    def learners_ended(self, job_id: str) -> dict[int, int]:
+    def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         raise AssertionError("not reached")
 
     def teardown(self, job_id: str) -> None:

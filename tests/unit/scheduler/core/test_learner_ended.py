@@ -13,7 +13,7 @@ from controller_sidecar.status import ErrorCode, Phase, StatusRecord
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
-from learnerkit.scheduler.backends.protocol import SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
 from learnerkit.scheduler.core.liveness import LEARNER_ENDED_MARGIN_S
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
@@ -83,6 +83,7 @@ class MemoryStore(JobStore):
 class FakeBackend:
     def __init__(self) -> None:
         self.ended: dict[int, int] = {}
+        self.oom_killed: set[int] = set()
         self.exited: dict[int, int] = {}
         self.running: set[int] = {1, 2}
         self.asked_ended = 0
@@ -100,9 +101,9 @@ class FakeBackend:
     def sidecars(self, job_id: str) -> SidecarStates:
         return SidecarStates(dict(self.exited), frozenset(self.running) - self.exited.keys())
 
-    def learners_ended(self, job_id: str) -> dict[int, int]:
+    def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         self.asked_ended += 1
-        return dict(self.ended)
+        return {n: LearnerEnd(code, oom_killed=n in self.oom_killed) for n, code in self.ended.items()}
 
     def teardown(self, job_id: str) -> None:
         self.torn_down.append(job_id)
@@ -269,3 +270,27 @@ async def test_auto_resume_restarts_the_job_as_for_any_failure() -> None:
     assert (state.status, state.attempt, state.restarts) == (JobStatus.QUEUED, 2, 1)
     assert state.reason == f"restarting after: {NO_RECORD}"
     assert harness.tracked.ended_since == {}
+
+
+@pytest.mark.parametrize(
+    ("code", "oom", "why"),
+    [
+        (
+            137,
+            True,
+            "was killed for using more memory than its limit (out of memory, exit code 137): "
+            "raise `memory` in the manifest",
+        ),
+        (137, False, "was killed (exit code 137, SIGKILL) before learner-run could write its exit record"),
+        (1, False, "ended (exit code 1) without learner-run's exit record: is learner-run the image's entrypoint?"),
+    ],
+    ids=["oom-killed", "sigkilled", "no-learner-run"],
+)
+async def test_the_reason_says_how_the_learner_container_ended(
+    harness: Harness, code: int, oom: bool, why: str
+) -> None:
+    harness.backend.ended = {2: code}
+    harness.backend.oom_killed = {2} if oom else set()
+    await harness.step_at(0)
+    state = await harness.step_at(GRACE + 1)
+    assert state.reason == f"learner 2 lost: the learner container {why}"

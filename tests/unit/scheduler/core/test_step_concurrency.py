@@ -16,7 +16,7 @@ from learnerkit.scheduler.admission.admit import AdmissionPolicy, AdmissionState
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
-from learnerkit.scheduler.backends.protocol import SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.scheduler import Scheduler
@@ -97,7 +97,7 @@ class BlockingBackend:
     def sidecars(self, job_id: str) -> SidecarStates:
         return SidecarStates(running=frozenset({1}))
 
-    def learners_ended(self, job_id: str) -> dict[int, int]:
+    def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         return {}
 
     def teardown(self, job_id: str) -> None:

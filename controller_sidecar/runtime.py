@@ -28,7 +28,7 @@ from controller_sidecar.health import HEARTBEAT_FILE
 from controller_sidecar.inputs import InputsReady, fetch_inputs
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
-from controller_sidecar.outputs import periodic_checkpoints, store_checkpoints, store_tree
+from controller_sidecar.outputs import StoredTree, periodic_checkpoints, store_checkpoints, store_tree
 from controller_sidecar.processing import (
     METRICS_FILE,
     MetricsHistory,
@@ -181,13 +181,15 @@ class Sidecar:
         if exit_record.reason == "lost":
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
         try:
-            await self._store_outputs()
+            results = await self._store_outputs()
         except UnsafeFileError as e:
             self._refuse(e)
         except SidecarError as e:
             LOGGER.warning("storing failed: %s", e)
             if outcome.phase is Phase.COMPLETED:
                 outcome = Outcome(Phase.FAILED, ErrorCode.UPLOAD_FAILED, f"results not stored: {e}", outcome.exit_code)
+        else:
+            outcome = results.applied_to(outcome)
         if self._refused is not None:
             outcome = Outcome(Phase.FAILED, ErrorCode.UNSAFE_FILE, str(self._refused), outcome.exit_code)
         if self._terminated_at is not None and outcome.phase is Phase.HALTED:
@@ -329,20 +331,23 @@ class Sidecar:
         self._terminated_at = started
         return max(0.0, self.settings.timing.shutdown_deadline_s - (time.monotonic() - started))
 
-    async def _store_outputs(self) -> None:
+    async def _store_outputs(self) -> StoredTree:
+        """Checkpoints, results and the metric history; what became of the results."""
         settings, locations, store = self.settings, self.settings.locations, await self._s3()
         await store_checkpoints(settings, store, self.metrics)
-        await store_tree(settings, store, self.metrics, settings.dirs.results, locations.result_files, "results")
+        results = await store_tree(
+            settings, store, self.metrics, settings.dirs.results, locations.result_files, "results"
+        )
         if self._last_metrics is not None and self.history is not None:
             # The history's last scalars are read right after PROCESSING; a follower that failed reads no more.
             drained = asyncio.create_task(self._metrics_drained.wait())
             await asyncio.wait({drained, self._last_metrics}, return_when=asyncio.FIRST_COMPLETED)
             drained.cancel()
         handle = await asyncio.to_thread(stored_metrics, settings.dirs, self.history)
-        if handle is None:
-            return
-        with handle:
-            await self._upload_metrics(handle)
+        if handle is not None:
+            with handle:
+                await self._upload_metrics(handle)
+        return results
 
     async def _upload_metrics(self, handle: IO[bytes]) -> None:
         """``logs/metrics.jsonl``: the learner's lines and the history (:func:`stored_metrics`)."""

@@ -21,6 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException
 
 from learnerkit import __version__
@@ -44,6 +45,17 @@ from learnerkit.scheduler.errors import (
     UnknownJobError,
 )
 from learnerkit.scheduler.facade import JobView, SchedulerFacade, StoredFile
+
+
+class AnyPathConvertor(PathConvertor):
+    """Starlette's ``path`` with newlines too: its ``.*`` stops at one, so a stored file whose name holds a
+    newline (percent-encoded in the URL) matched no route and answered 404."""
+
+    regex = "(?s:.*)"
+
+
+register_url_convertor("anypath", AnyPathConvertor())
+
 
 JSON_OVERHEAD = 6
 """A JSON body may spell each byte of the manifest in up to six (``\\u00e9``): its cap is that much larger."""
@@ -292,7 +304,7 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         """The files the job stored: results, logs, checkpoints of every attempt and learner, and its model."""
         return await facade.outputs(tenant, job_id, what=what)
 
-    @router.get("/jobs/{job_id}/files/{path:path}", response_class=Response, responses=_FILE_RESPONSE)
+    @router.get("/jobs/{job_id}/files/{path:anypath}", response_class=Response, responses=_FILE_RESPONSE)
     async def job_file(job_id: str, path: str, tenant: Tenant) -> Response:
         """One stored file of the job, streamed from the object store (``path`` as the listing gives it)."""
         stream = await facade.open_output(tenant, job_id, path)

@@ -325,6 +325,32 @@ def test_a_download_cut_short_leaves_no_file(url: str, tenants: Tenants, fake: F
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
 
 
+def test_each_file_is_downloaded_or_reported_by_name_and_the_rest_still_downloads(
+    url: str, tenants: Tenants, fake: FakeFacade, tmp_path: Path
+) -> None:
+    """Issue 27 D11: a stored name with a newline stopped the whole download at "error: Not Found"."""
+    files = {
+        "attempt-1/learner-1/results/a.txt": b"a",
+        "attempt-1/learner-1/results/line\nbreak.txt": b"newline",
+        "attempt-1/learner-1/results/old\\style.txt": b"a backslash key, stored before percent-encoding",
+        "attempt-1/learner-1/results/z.txt": b"z",
+    }
+    fake.add(view("a-1", "team-a", status="COMPLETED"), files=files)
+    code, out = run(url, tenants.a, "download", "a-1", "--to", str(tmp_path / "out"), "-o", "json")
+    assert code == 1, out
+    summary = json.loads(out)
+    assert [failure["path"] for failure in summary["failed"]] == ["attempt-1/learner-1/results/old\\style.txt"]
+    assert "backslash" in summary["failed"][0]["error"]
+    assert summary["bytes"] == 9
+    out_dir = tmp_path / "out" / "attempt-1" / "learner-1" / "results"
+    assert sorted(p.name for p in out_dir.iterdir()) == ["a.txt", "line\nbreak.txt", "z.txt"]
+    assert (out_dir / "line\nbreak.txt").read_bytes() == b"newline"
+    code, out = run(url, tenants.a, "download", "a-1", "--to", str(tmp_path / "text"))
+    assert code == 1
+    assert "not downloaded: 'attempt-1/learner-1/results/old\\\\style.txt'" in out
+    assert "3 file(s)" in out
+
+
 @pytest.mark.parametrize("columns", [60, 80])
 def test_every_job_table_keeps_ids_whole_at_the_terminals_width(
     url: str, tenants: Tenants, fake: FakeFacade, columns: int

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from controller_sidecar import keys
-from controller_sidecar.control import LearnerExit, read_exit, signal_halt, signal_start
+from controller_sidecar.control import EXIT_FILE, LearnerExit, read_exit, signal_halt, signal_start
 from controller_sidecar.errors import SidecarError, UnsafeFileError, UnsafePathError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
@@ -177,7 +177,8 @@ class Sidecar:
         for result in await asyncio.gather(*followers, return_exceptions=True):
             if isinstance(result, BaseException):
                 LOGGER.error("follower failed: %r", result)
-        outcome = outcome_of(exit_record, halt_requested=halt_requested)
+        oom_kills = self.cgroup.oom_kills() if self.cgroup is not None else None
+        outcome = outcome_of(exit_record, halt_requested=halt_requested, oom_kills=oom_kills)
         if exit_record.reason == "lost":
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
         try:
@@ -264,19 +265,28 @@ class Sidecar:
             self._terminated_at = self._terminated_at or time.monotonic()
 
     async def _await_exit(self) -> tuple[LearnerExit, bool]:
-        """Wait for ``learner.exit``, passing on a halt or our own termination; detect a vanished learner."""
+        """Wait for ``learner.exit``, passing on a halt or our own termination; detect a vanished learner.
+
+        Where the sidecar sees the learner's cgroup, the record counts only once the learner's processes are
+        gone: the command itself can write ``learner.exit``, and learner-run replaces it when the command ends.
+        """
         control = self.settings.dirs.control
         halt_sent = self.progress.current.halt_requested
         deadline = time.monotonic() + self._halt_wait() if halt_sent else None
         empty_since: float | None = None
+        early_record_seen = False
         while True:
+            ended = self.cgroup is None or not self.cgroup.populated()  # before the read: the record is final then
             try:
                 record = read_exit(control)
             except UnsafeFileError as error:
                 self._refuse(error)
                 record = None
-            if record is not None:
+            if record is not None and ended:
                 return record, halt_sent
+            if record is not None and not early_record_seen:
+                early_record_seen = True
+                LOGGER.warning("%s appeared while the learner still runs: waiting for its processes to end", EXIT_FILE)
             if not halt_sent and (self.halted.is_set() or self.terminate.is_set() or self._refused is not None):
                 if self.terminate.is_set():
                     self._terminated_at = self._terminated_at or time.monotonic()
@@ -287,7 +297,7 @@ class Sidecar:
             now = time.monotonic()
             if deadline is not None and now > deadline:
                 return LearnerExit(137, "halt_timeout", error="no learner.exit within the halt grace period"), True
-            if self.cgroup is not None and not self.cgroup.populated():
+            if self.cgroup is not None and ended:
                 empty_since = empty_since or now
                 if now - empty_since > LEARNER_LOST_AFTER_S:
                     lost = "the learner ended without learner-run's exit record: is learner-run the image's entrypoint?"

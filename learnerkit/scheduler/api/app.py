@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException
 
+from controller_sidecar.metricrecords import serve_records
 from learnerkit import __version__
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.yamlfile import format_field_path
@@ -290,10 +291,11 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         learner: Annotated[int, Query(ge=1, description="1-based learner id")] = 1,
     ) -> Response:
         """A learner's metric history (FfDL's ``emetrics``): its stored metrics.jsonl of every attempt, with
-        the TensorBoard scalars the sidecar read; streamed from the object store."""
+        the TensorBoard scalars the sidecar read; streamed from the object store, one record per line (lines
+        that are no record are left out)."""
         stream = await facade.metrics_history(tenant, job_id, learner_id=learner)
-        headers = {"Content-Length": str(stream.size)}
-        return StreamingResponse(stream.chunks, media_type="application/x-ndjson", headers=headers)
+        # Only parsed records: the learner wrote the file, a line may be anything (so no Content-Length).
+        return StreamingResponse(serve_records(stream.chunks), media_type="application/x-ndjson")
 
     @router.get("/jobs/{job_id}/files", response_model=list[StoredFile], responses=_NOT_FOUND)
     async def job_files(

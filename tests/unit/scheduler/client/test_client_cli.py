@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -277,6 +278,19 @@ def test_metrics_show_the_whole_history(url: str, tenants: Tenants, fake: FakeFa
         (1, {"train/loss": 0.5, "train/lr": 0.25}),
     ]
     assert body["latest"] == {"loss": 0.25, "step": 100.0}
+
+
+def test_a_deeply_nested_metrics_line_is_left_out_of_the_history(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    """Issue 27 D8: one such line made `job metrics` print a RecursionError traceback."""
+    deep = b'{"step": 5, "values": {"loss": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}\n"
+    fake.add(view("a-1", "team-a", status="COMPLETED"), metrics=HISTORY + deep + HISTORY.splitlines()[0] + b"\n")
+    code, out = run(url, tenants.a, "metrics", "a-1", "-o", "json")
+    assert code == 0, out[-2000:]
+    assert [r["step"] for r in json.loads(out)["records"]] == [0, 1, 0]
+    request = urllib.request.Request(f"{url}/v1/jobs/a-1/metrics", headers={"Authorization": f"Bearer {tenants.a}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        served = answer.read()
+    assert b"[[[" not in served and b"not json" not in served
 
 
 def test_metrics_before_the_history_is_stored_show_the_latest(url: str, tenants: Tenants, fake: FakeFacade) -> None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from controller_sidecar.atomicfile import fsync_dir, write_json_atomic
 from controller_sidecar.download import download_prefix
 from controller_sidecar.errors import TransferError, UnsafeFileError
-from controller_sidecar.jobfiles import open_learner_file, read_regular, regular_files
+from controller_sidecar.jobfiles import open_learner_file, read_regular, regular_files, warn_once
 from controller_sidecar.resultkeys import encoded_name
 from controller_sidecar.retry import Backoff, retry_sync
 from controller_sidecar.s3objects import RemoteObject
@@ -102,7 +102,7 @@ def upload_checkpoints(
             LOGGER.info("checkpoint %s was deleted while it was being uploaded; skipped", folder.name)
             continue
         except UnsafeFileError as error:
-            LOGGER.warning("checkpoint %s skipped: %s", folder.name, error)
+            warn_once(folder, f"checkpoint {folder.name} skipped: {error}", LOGGER)
             continue
         marker = json.dumps({"step": step, "files": manifest}, sort_keys=True).encode()
         key = location.key(f"{folder.name}/{MARKER}")

@@ -7,8 +7,8 @@ anywhere on the way is refused, not only the last one), ``O_NONBLOCK`` (a FIFO c
 is then checked on the open descriptor to be a regular file. The sidecar's own paths hold no links: its
 ``job_dir`` is resolved when the settings are read.
 
-Refusals are :class:`UnsafeFileError` naming the path. Walking a folder (results, checkpoints) skips links
-and special files with a warning instead.
+Refusals are :class:`UnsafeFileError` naming the path. Walking a folder (results, checkpoints, event files)
+skips links and special files with a warning instead, once per path (:func:`warn_once`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,22 @@ from controller_sidecar.errors import PermanentError, UnsafeFileError
 LOGGER = logging.getLogger(__name__)
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _T = TypeVar("_T")
+MAX_WARNED_PATHS = 10_000
+"""Paths remembered as warned about; past this many, further refusals are not logged (one line says so)."""
+_warned: set[str] = set()
+
+
+def warn_once(path: Path, message: str, logger: logging.Logger = LOGGER) -> None:
+    """Log ``message`` about the refused ``path`` the first time only: the followers walk the same folders on
+    every poll, and a planted link stays where it is."""
+    key = os.fsdecode(path)
+    if key in _warned or len(_warned) > MAX_WARNED_PATHS:
+        return
+    _warned.add(key)
+    if len(_warned) > MAX_WARNED_PATHS:
+        logger.warning("more than %d paths refused; no further ones are logged", MAX_WARNED_PATHS)
+        return
+    logger.warning("%s", message)
 
 
 def _kind(mode: int) -> str:
@@ -136,7 +152,7 @@ def open_learner_file(path: Path, *, gone_ok: bool = True) -> BinaryIO | None:
             raise
         LOGGER.warning("skipped: %s is gone", path)
     except UnsafeFileError as error:
-        LOGGER.warning("skipped: %s", error)
+        warn_once(path, f"skipped: {error}")
     return None
 
 
@@ -165,13 +181,15 @@ def _collect(fd: int, folder: Path, prefix: str, found: list[str], skip_folder: 
                         folder / relative, functools.partial(_open_folder_at, fd, entry.name)
                     )
                 except (UnsafeFileError, FileNotFoundError) as error:
-                    LOGGER.warning("skipped: %s", error)
+                    warn_once(folder / relative, f"skipped: {error}")
                     continue
                 _collect(child, folder, f"{relative}/", found, skip_folder)
             elif entry.is_file(follow_symlinks=False):
                 found.append(relative)
             else:
                 kind = "a symbolic link" if entry.is_symlink() else "a special file (FIFO, socket or device)"
-                LOGGER.warning("skipped: %s", _refusal(folder / relative, kind, "a regular file or folder"))
+                warn_once(
+                    folder / relative, f"skipped: {_refusal(folder / relative, kind, 'a regular file or folder')}"
+                )
     finally:
         os.close(fd)

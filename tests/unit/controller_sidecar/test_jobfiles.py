@@ -11,6 +11,7 @@ from controller_sidecar.control import read_exit
 from controller_sidecar.errors import UnsafeFileError
 from controller_sidecar.jobfiles import open_learner_file, open_regular, read_regular, regular_files
 from controller_sidecar.logtail import FileTailer
+from controller_sidecar.tensorboard import EventFolder
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -111,3 +112,24 @@ def test_a_linked_folder_to_walk_is_refused_and_a_vanished_file_skipped(job: Pat
     assert open_learner_file(job / "logs" / "gone") is None
     with pytest.raises(FileNotFoundError):
         open_learner_file(job / "logs" / "gone", gone_ok=False)
+
+
+def test_a_planted_link_is_warned_about_once_however_often_it_is_polled(
+    job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27 D18: the tensorboard follower warned about the same link on every poll (215 lines in 25 s)."""
+    events = job / "logs" / "tb"
+    events.mkdir()
+    (events / "events.out.tfevents.1.host").symlink_to("/proc/self/environ")
+    (events / "other").symlink_to(job.parent / "environ")
+    (job / "results" / "linked").symlink_to(job / "logs")
+    folder, linked = EventFolder(events), EventFolder(job / "results" / "linked")
+    caplog.set_level("WARNING")
+    for _ in range(200):
+        assert folder.poll() == []
+        assert linked.poll() == []
+        assert regular_files(job / "results") == []
+    warned = sorted(record.getMessage() for record in caplog.records)
+    assert len(warned) == 3, warned
+    assert sum(str(events / "other") in line for line in warned) == 1
+    assert sum(str(job / "results" / "linked") in line for line in warned) == 1

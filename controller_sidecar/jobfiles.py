@@ -13,6 +13,7 @@ skips links and special files with a warning instead, once per path (:func:`warn
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -118,6 +119,24 @@ def open_regular(path: Path) -> BinaryIO:
         raise UnsafeFileError(_refusal(path, _kind(mode), "a regular file"))
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
+
+
+def create_shared_file(path: Path, mode: int = 0o664) -> None:
+    """An empty regular file at ``path`` that group 0 (the learner's) may append to, unless something is there
+    already; its folder is made (group-writable) when missing. Never through a link."""
+    with contextlib.suppress(FileExistsError):  # something else than a folder: the open below refuses it
+        path.parent.mkdir(mode=0o775, exist_ok=True)
+    parent, name = _open_parent(path)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
+    except FileExistsError:
+        return
+    finally:
+        os.close(parent)
+    try:
+        os.fchmod(fd, mode)  # whatever the umask
+    finally:
+        os.close(fd)
 
 
 def read_regular(path: Path) -> bytes:

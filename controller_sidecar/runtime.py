@@ -139,6 +139,11 @@ class Sidecar:
             if outcome is not None:
                 signal_halt(control)  # learner-run then ends without running the command
                 return self._finish(reporter, outcome)
+        shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
+        try:
+            shipper.hold()  # before start: the log is open here before the learner can write or swap it
+        except UnsafeFileError as error:
+            self._refuse(error)
         if not self.progress.current.started:
             signal_start(control)
             self.progress.update(started=True)
@@ -146,7 +151,6 @@ class Sidecar:
         self._report(reporter, Phase.PROCESSING, f"resumed from step {restored}" if restored is not None else "")
 
         stop_processing = asyncio.Event()
-        shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
         store = await self._s3()
         if self.events is not None:
             self.history = MetricsHistory(settings.dirs.control, "tensorboard")

@@ -133,3 +133,26 @@ def test_a_planted_link_is_warned_about_once_however_often_it_is_polled(
     assert len(warned) == 3, warned
     assert sum(str(events / "other") in line for line in warned) == 1
     assert sum(str(job / "results" / "linked") in line for line in warned) == 1
+
+
+def test_a_log_held_before_start_ships_what_was_written_before_a_swap_for_a_link(job: Path) -> None:
+    """Issue 27 (flaky test_pair_boundary[log]): a learner that writes a line and at once swaps its log for a
+    link lost that line when the sidecar's first read came after the swap."""
+    log = job / "logs" / "learner.log"
+    tailer = FileTailer(log)
+    tailer.hold(create=True)  # the sidecar, before it writes control/start
+    assert log.is_file() and log.stat().st_mode & 0o777 == 0o664
+    with log.open("ab") as learner:  # learner-run: O_APPEND | O_CREAT, the same file
+        learner.write(b"before\n")
+        log.unlink()
+        log.symlink_to(job.parent / "environ")
+        learner.write(b"after the swap, still the learner's own file\n")
+    assert tailer.read_new() == b"before\nafter the swap, still the learner's own file\n"
+    with pytest.raises(UnsafeFileError, match=r"learner\.log: is a symbolic link"):
+        tailer.read_new()
+
+
+def test_holding_a_log_that_is_a_link_is_refused(job: Path) -> None:
+    (job / "logs" / "learner.log").symlink_to(job.parent / "environ")
+    with pytest.raises(UnsafeFileError, match="symbolic link"):
+        FileTailer(job / "logs" / "learner.log").hold(create=True)

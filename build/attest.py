@@ -17,7 +17,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from learnerkit.common.errors import ConfigError, LearnerkitError
+from learnerkit.common.errors import ConfigError
+from learnerkit_build.errors import BuildToolError
 from learnerkit_build.state import state_home, write_atomic
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -25,7 +26,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://learnerkit.dev/attestations/scan-gate/v1"
 
 
-class AttestationError(LearnerkitError):
+class AttestationError(BuildToolError):
     """A signature or a hash in a published attestation does not verify."""
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from learnerkit.common import engine
-from learnerkit.common.errors import LearnerkitError
 from learnerkit_build import attest, registry
+from learnerkit_build.errors import BuildToolError
 from learnerkit_build.imagetest import CHECKS, image_test_record
 from learnerkit_build.scan.records import REPORT, SBOM, load_record
 from learnerkit_build.scan.runner import sha256_hex
@@ -29,11 +29,11 @@ LAYER_TYPES = {
 }
 
 
-class PublishRefused(LearnerkitError):
+class PublishRefused(BuildToolError):
     """A gate of publish failed: the message says which (test or scan) and for which image ID."""
 
 
-class VerifyFailed(LearnerkitError):
+class VerifyFailed(BuildToolError):
     """What the registry holds does not match its signed statement."""
 
 

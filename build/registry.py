@@ -7,7 +7,7 @@ from typing import Any
 
 import requests
 
-from learnerkit.common.errors import LearnerkitError
+from learnerkit_build.errors import BuildToolError
 
 MANIFEST_TYPES = ", ".join(
     [
@@ -20,7 +20,7 @@ MANIFEST_TYPES = ", ".join(
 TIMEOUT_S = 60
 
 
-class RegistryError(LearnerkitError):
+class RegistryError(BuildToolError):
     """The registry refused a request or returned content whose digest does not match."""
 
 

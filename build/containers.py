@@ -68,24 +68,35 @@ class LearnerRun:
             "network_mode": "none",
             "cap_drop": [] if self.inspection else ["ALL"],
             "security_opt": ["no-new-privileges"],
-            "detach": True,
         }
 
 
 @contextmanager
 def running(run: LearnerRun) -> Iterator[Any]:
-    """Start the container; always remove it afterwards, whatever happened."""
+    """Create and start the container; always remove it afterwards, whatever happened.
+
+    Created and started in two steps (not ``containers.run``, which leaves the container it created behind
+    when the start fails: a cuda image on an engine without GPUs stayed as a *created* container).
+    """
     try:
-        container = engine().containers.run(**run.options())
+        container = engine().containers.create(**run.options())
     except docker.errors.APIError as e:
-        if run.gpus and refuses_gpus(e):
-            raise GpusRefused(f"the engine gives no GPUs: {e.explanation}") from e
-        raise EngineError(f"starting {run.image}: {e.explanation}") from e
+        raise _refused(run, e) from e
     try:
+        try:
+            container.start()
+        except docker.errors.APIError as e:
+            raise _refused(run, e) from e
         yield container
     finally:
         with suppress(docker.errors.NotFound):
             container.remove(force=True)
+
+
+def _refused(run: LearnerRun, error: docker.errors.APIError) -> EngineError:
+    if run.gpus and refuses_gpus(error):
+        return GpusRefused(f"the engine gives no GPUs: {error.explanation}")
+    return EngineError(f"starting {run.image}: {error.explanation}")
 
 
 def wait_exit(container: Any, timeout: float) -> int:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from controller_sidecar.atomicfile import fsync_dir, write_json_atomic
 from controller_sidecar.download import download_prefix
 from controller_sidecar.errors import TransferError, UnsafeFileError
-from controller_sidecar.jobfiles import open_learner_file, read_regular, regular_files
+from controller_sidecar.jobfiles import open_learner_file, read_regular, regular_files, warn_once
+from controller_sidecar.resultkeys import encoded_name
 from controller_sidecar.retry import Backoff, retry_sync
 from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
@@ -101,7 +102,7 @@ def upload_checkpoints(
             LOGGER.info("checkpoint %s was deleted while it was being uploaded; skipped", folder.name)
             continue
         except UnsafeFileError as error:
-            LOGGER.warning("checkpoint %s skipped: %s", folder.name, error)
+            warn_once(folder, f"checkpoint {folder.name} skipped: {error}", LOGGER)
             continue
         marker = json.dumps({"step": step, "files": manifest}, sort_keys=True).encode()
         key = location.key(f"{folder.name}/{MARKER}")
@@ -120,11 +121,12 @@ def _upload_one(store: S3Store, folder: Path, location: S3Location, backoff: Bac
         handle = open_learner_file(path, gone_ok=False)  # gone: the learner deleted the checkpoint
         if handle is None:
             continue
-        key = location.key(f"{folder.name}/{relative}")
+        name = encoded_name(relative)  # as results: a name S3 or botocore cannot carry is percent-encoded
+        key = location.key(f"{folder.name}/{name}")
         with handle:
             upload = partial(store.upload_stream, handle, location.bucket, key, source=str(path))
-            stored = retry_sync(upload, backoff, what=f"upload {path}")
-        manifest[relative] = {"size": stored.size, "etag": stored.etag}
+            stored = retry_sync(upload, backoff, what=f"upload {encoded_name(str(path))}")
+        manifest[name] = {"size": stored.size, "etag": stored.etag}
     return manifest
 
 

@@ -31,7 +31,7 @@ from controller_sidecar import keys
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import PermanentError, SidecarConfigError, TransientError
 from controller_sidecar.etcdgateway import Gateway, Json, RevisionCompacted, b64, unb64
-from controller_sidecar.retry import Backoff, retry_async
+from controller_sidecar.retry import Backoff, Outage, retry_async
 from controller_sidecar.settings import EtcdSettings
 from controller_sidecar.status import StatusRecord
 
@@ -231,7 +231,7 @@ class EtcdStore:
         value = json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat()})
         what = f"keep {key} alive"
         needs_put = True
-        failures = 0
+        outage = Outage(what, self._clock.monotonic)
         while True:
             try:
                 if lease.lease_id is not None:
@@ -248,13 +248,11 @@ class EtcdStore:
                     await self._gateway.call("kv/put", body, what)
                     needs_put = False
             except TransientError as e:
-                failures += 1
+                outage.failed(e)
                 needs_put = True
-                delay = self._backoff.delay(failures, self._rng)
-                LOGGER.warning("%s; retrying in %.1fs", e, delay)
-                await self._clock.sleep(delay)
+                await self._clock.sleep(self._backoff.delay(outage.failures, self._rng))
                 continue
-            failures = 0
+            outage.ended()
             await self._clock.sleep(ttl_s / 3)
 
     async def wait_for_key(self, key: str) -> bytes:
@@ -315,7 +313,7 @@ class EtcdStore:
         """
         what = f"watch {key.decode()}{'*' if range_end else ''}"
         next_revision = start_revision
-        failures = 0
+        outage = Outage(what, self._clock.monotonic)
         while True:
             request: Json = {"key": b64(key), "start_revision": next_revision}
             if range_end is not None:
@@ -323,20 +321,18 @@ class EtcdStore:
             try:
                 async with aclosing(self._gateway.stream("watch", {"create_request": request}, what)) as messages:
                     async for message in messages:
+                        outage.ended()  # the first message (etcd's "created") says the watch is back
                         if message.get("canceled"):
                             if "compact_revision" in message:
                                 raise _Compacted(int(message["compact_revision"]))
                             raise PermanentError(f"{what}: etcd cancelled the watch: {message.get('cancel_reason')}")
                         for raw in message.get("events", []):
-                            failures = 0
                             event = _watch_event(raw)
                             next_revision = event.revision + 1
                             yield event
             except TransientError as e:
-                failures += 1
-                delay = self._backoff.delay(failures, self._rng)
-                LOGGER.warning("%s; watching again from revision %d in %.1fs", e, next_revision, delay)
-                await self._clock.sleep(delay)
+                outage.failed(e)
+                await self._clock.sleep(self._backoff.delay(outage.failures, self._rng))
 
     async def _read_key(self, key: str) -> tuple[bytes | None, int]:
         """The value (None when absent) and the store's revision at the time of the read."""

@@ -32,7 +32,6 @@ out of it is disabled for the rest of the job, with one warning; the other rules
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -46,6 +45,7 @@ import regex
 
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import SidecarConfigError
+from controller_sidecar.metricrecords import parse_record
 
 LOGGER = logging.getLogger(__name__)
 
@@ -322,24 +322,25 @@ class MetricsParser:
         return self.remember(updates)
 
     def feed_jsonl_line(self, line: bytes) -> list[MetricUpdate]:
-        """One line of metrics.jsonl: ``{"step": 40, "time": 1718000000.5, "values": {"loss": 0.25}}``."""
+        """One line of metrics.jsonl: ``{"step": 40, "time": 1718000000.5, "values": {"loss": 0.25}}``.
+
+        A bad line (:mod:`controller_sidecar.metricrecords`: too long, too deep, no record) is counted in
+        ``malformed`` and skipped; the first one is logged.
+        """
         if not line.strip():
             return []
-        try:
-            record = json.loads(line)
-            values = record["values"]
-            step = record.get("step")
-            moment = record.get("time", self._clock.wall())
-            _check_record(values, step, moment)
-            updates = [
-                MetricUpdate(str(name), float(value), step, float(moment))
-                for name, value in values.items()
-                if _is_number(value) and math.isfinite(value)
-            ]
-        except (ValueError, TypeError, KeyError, AttributeError) as error:
+        record = parse_record(line)
+        if record is None:
             self.malformed += 1
-            LOGGER.debug("skipping malformed metrics line %r: %s", line[:200], error)
+            if self.malformed == 1:
+                LOGGER.warning("skipping bad metrics.jsonl lines (this one starts %r); they are counted", line[:80])
             return []
+        step, moment = record.get("step"), record.get("time", self._clock.wall())
+        updates = [
+            MetricUpdate(str(name), float(value), step, float(moment))
+            for name, value in record["values"].items()
+            if _is_number(value) and math.isfinite(value)
+        ]
         return self.remember(updates)
 
     def remember(self, updates: list[MetricUpdate]) -> list[MetricUpdate]:
@@ -349,14 +350,5 @@ class MetricsParser:
         return updates
 
 
-def _check_record(values: object, step: object, moment: object) -> None:
-    if not isinstance(values, dict) or not (step is None or _is_int(step)) or not _is_number(moment):
-        raise TypeError("values must be an object, step an int, time a number")
-
-
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -7,12 +7,13 @@ anywhere on the way is refused, not only the last one), ``O_NONBLOCK`` (a FIFO c
 is then checked on the open descriptor to be a regular file. The sidecar's own paths hold no links: its
 ``job_dir`` is resolved when the settings are read.
 
-Refusals are :class:`UnsafeFileError` naming the path. Walking a folder (results, checkpoints) skips links
-and special files with a warning instead.
+Refusals are :class:`UnsafeFileError` naming the path. Walking a folder (results, checkpoints, event files)
+skips links and special files with a warning instead, once per path (:func:`warn_once`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -27,6 +28,22 @@ from controller_sidecar.errors import PermanentError, UnsafeFileError
 LOGGER = logging.getLogger(__name__)
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _T = TypeVar("_T")
+MAX_WARNED_PATHS = 10_000
+"""Paths remembered as warned about; past this many, further refusals are not logged (one line says so)."""
+_warned: set[str] = set()
+
+
+def warn_once(path: Path, message: str, logger: logging.Logger = LOGGER) -> None:
+    """Log ``message`` about the refused ``path`` the first time only: the followers walk the same folders on
+    every poll, and a planted link stays where it is."""
+    key = os.fsdecode(path)
+    if key in _warned or len(_warned) > MAX_WARNED_PATHS:
+        return
+    _warned.add(key)
+    if len(_warned) > MAX_WARNED_PATHS:
+        logger.warning("more than %d paths refused; no further ones are logged", MAX_WARNED_PATHS)
+        return
+    logger.warning("%s", message)
 
 
 def _kind(mode: int) -> str:
@@ -104,6 +121,24 @@ def open_regular(path: Path) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
+def create_shared_file(path: Path, mode: int = 0o664) -> None:
+    """An empty regular file at ``path`` that group 0 (the learner's) may append to, unless something is there
+    already; its folder is made (group-writable) when missing. Never through a link."""
+    with contextlib.suppress(FileExistsError):  # something else than a folder: the open below refuses it
+        path.parent.mkdir(mode=0o775, exist_ok=True)
+    parent, name = _open_parent(path)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
+    except FileExistsError:
+        return
+    finally:
+        os.close(parent)
+    try:
+        os.fchmod(fd, mode)  # whatever the umask
+    finally:
+        os.close(fd)
+
+
 def read_regular(path: Path) -> bytes:
     """The whole content of :func:`open_regular`'s file."""
     with open_regular(path) as handle:
@@ -136,7 +171,7 @@ def open_learner_file(path: Path, *, gone_ok: bool = True) -> BinaryIO | None:
             raise
         LOGGER.warning("skipped: %s is gone", path)
     except UnsafeFileError as error:
-        LOGGER.warning("skipped: %s", error)
+        warn_once(path, f"skipped: {error}")
     return None
 
 
@@ -165,13 +200,15 @@ def _collect(fd: int, folder: Path, prefix: str, found: list[str], skip_folder: 
                         folder / relative, functools.partial(_open_folder_at, fd, entry.name)
                     )
                 except (UnsafeFileError, FileNotFoundError) as error:
-                    LOGGER.warning("skipped: %s", error)
+                    warn_once(folder / relative, f"skipped: {error}")
                     continue
                 _collect(child, folder, f"{relative}/", found, skip_folder)
             elif entry.is_file(follow_symlinks=False):
                 found.append(relative)
             else:
                 kind = "a symbolic link" if entry.is_symlink() else "a special file (FIFO, socket or device)"
-                LOGGER.warning("skipped: %s", _refusal(folder / relative, kind, "a regular file or folder"))
+                warn_once(
+                    folder / relative, f"skipped: {_refusal(folder / relative, kind, 'a regular file or folder')}"
+                )
     finally:
         os.close(fd)

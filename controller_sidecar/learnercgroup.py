@@ -6,6 +6,8 @@ bind-mounts the learner's cgroup folders under one directory, as ``unified/`` (c
 ``cpuacct/`` and ``pids/`` (cgroup v1). When the cgroup holds no process (v2: ``cgroup.events``; v1:
 ``pids.current``, which counts every PID namespace's processes, unlike ``cgroup.procs``) or its folder vanished,
 the learner is gone. A folder the runtime removes after it was mounted stays readable through the mount.
+The memory controller counts the OOM killer's kills, so the sidecar can tell an out-of-memory death from
+another SIGKILL.
 """
 
 from __future__ import annotations
@@ -63,6 +65,16 @@ class LearnerCgroup:
             return (self.root / "memory" / "memory.usage_in_bytes").is_file()
         except (OSError, ValueError):
             return False
+
+    def oom_kills(self) -> int | None:
+        """How many of the learner's processes the kernel's OOM killer killed; None where the cgroup does not say
+        (v2: ``memory.events``; v1: ``memory.oom_control``, kernels from 4.13)."""
+        try:
+            if self.version == 2:
+                return _stat_field(self.root / "unified" / "memory.events", "oom_kill")
+            return _stat_field(self.root / "memory" / "memory.oom_control", "oom_kill")
+        except (OSError, ValueError):
+            return None
 
 
 def _stat_field(path: Path, name: str) -> int:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from controller_sidecar.atomicfile import write_atomic
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
-from controller_sidecar.errors import PermanentError, TransientError
+from controller_sidecar.errors import PermanentError, TransientError, UnsafeFileError
 from controller_sidecar.jobfiles import read_regular
 from controller_sidecar.logtail import FileTailer, FileWakeup, LineSplitter
 from controller_sidecar.retry import Backoff, retry_async
@@ -174,8 +174,24 @@ class LogShipper:
         """The progress recorded in the state file."""
         return self._state
 
+    def hold(self) -> None:
+        """Create and open the log before the learner starts: every byte it writes is shipped, also when it
+        swaps the file for a link right after writing (the open file is drained first)."""
+        self._tailer.hold(create=True)
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Ship until ``stop`` is set, then ship everything that is left (the final flush)."""
+        """Ship until ``stop`` is set, then ship everything that is left (the final flush).
+
+        When the log turns out to have been swapped for a link (UnsafeFileError), what was read from the real
+        file before is shipped first, then the error is raised.
+        """
+        try:
+            await self._follow(stop)
+        except UnsafeFileError:
+            await self._ship_pending()
+            raise
+
+    async def _follow(self, stop: asyncio.Event) -> None:
         async with FileWakeup([self._log_path], clock=self._clock) as wakeup:
             due = self._clock.monotonic() + self._interval_s
             while not stop.is_set():

@@ -32,7 +32,7 @@ from watchdog.observers.api import BaseObserver
 
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import UnsafeFileError
-from controller_sidecar.jobfiles import open_regular
+from controller_sidecar.jobfiles import create_shared_file, open_regular
 
 READ_CHUNK_BYTES = 1 << 20
 """One ``read`` call never asks for more than this, so a huge append is read in bounded pieces."""
@@ -75,6 +75,15 @@ class FileTailer:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+    def hold(self, *, create: bool = False) -> None:
+        """Open the file now (``create``: make it first when missing), so what is written to it from now on is
+        read even if its path is swapped for another file or a link before the first :meth:`read_new`."""
+        if self._file is not None:
+            return
+        if create:
+            create_shared_file(self.path)
+        self._open()
 
     def read_new(self, max_bytes: int | None = None) -> bytes:
         """Every byte appended since the last call, or at most ``max_bytes`` of them (call again for the rest)."""

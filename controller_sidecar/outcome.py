@@ -18,8 +18,12 @@ class Outcome:
     exit_code: int | None
 
 
-def outcome_of(exit_record: LearnerExit, *, halt_requested: bool) -> Outcome:
-    """A halted run is never COMPLETED: a halt asked for ends HALTED whatever the command returned."""
+def outcome_of(exit_record: LearnerExit, *, halt_requested: bool, oom_kills: int | None = None) -> Outcome:
+    """A halted run is never COMPLETED: a halt asked for ends HALTED whatever the command returned.
+
+    ``oom_kills``: the OOM killer's kills in the learner's cgroup, where the sidecar can read them (Docker);
+    None elsewhere, where a SIGKILL is reported as most likely out of memory.
+    """
     code = exit_record.exit_code
     if halt_requested or exit_record.halt_requested or exit_record.reason == "halted_before_start":
         if exit_record.reason == "halt_timeout":
@@ -28,14 +32,18 @@ def outcome_of(exit_record: LearnerExit, *, halt_requested: bool) -> Outcome:
     if exit_record.reason == "completed" and code == 0:
         return Outcome(Phase.COMPLETED, ErrorCode.NONE, "completed", 0)
     if exit_record.reason == "killed" or code == OOM_EXIT_CODE:
-        return Outcome(
-            Phase.FAILED,
-            ErrorCode.LEARNER_KILLED,
-            f"killed (SIGKILL, exit code {code}): most likely out of memory",
-            code,
-        )
+        message = f"killed (SIGKILL, exit code {code}){_why(oom_kills)}"
+        return Outcome(Phase.FAILED, ErrorCode.LEARNER_KILLED, message, code)
     detail = f": {exit_record.error}" if exit_record.error else ""
     died = f" ({exit_record.signal})" if exit_record.signal else ""
     return Outcome(
         Phase.FAILED, ErrorCode.LEARNER_FAILED, f"{exit_record.reason}, exit code {code}{died}{detail}", code
     )
+
+
+def _why(oom_kills: int | None) -> str:
+    if oom_kills is None:
+        return ": most likely out of memory"
+    if oom_kills > 0:
+        return ": out of memory (the kernel's OOM killer ended the learner's processes; raise its memory limit)"
+    return ": not by the OOM killer (something outside the learner sent SIGKILL)"

@@ -29,7 +29,8 @@ from controller_sidecar.jobdirs import JobDirs
 from controller_sidecar.jobfiles import open_regular
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.logship import LogShipper, structured_line
-from controller_sidecar.logtail import FileTailer, LineSplitter
+from controller_sidecar.logtail import FileTailer
+from controller_sidecar.metricrecords import RecordLines
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.resources import gpu_utilisation, sample_learner
 from controller_sidecar.retry import Backoff, retry_async
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 LOGGER = logging.getLogger(__name__)
 LOG_FILE = "learner.log"
 METRICS_FILE = "metrics.jsonl"
-MAX_LINE_BYTES = 1 << 20
 COPY_CHUNK = 1 << 20
 RESOURCE_SAMPLE_S = 2.0
 FINAL_PUBLISH_BACKOFF = Backoff(initial_s=0.2, maximum_s=5.0, max_attempts=None)
@@ -205,13 +205,17 @@ async def follow_metrics(
     retried with backoff until etcd takes them (the caller bounds this by its deadline).
     """
     tailer = FileTailer(settings.dirs.logs / METRICS_FILE)
-    splitter = LineSplitter(MAX_LINE_BYTES)
+    splitter = RecordLines()
+    bad_lines = 0
     published: dict[str, float] = {}
     failing = False
     while True:
         stopping = stop.is_set()
         for line in splitter.feed(tailer.read_new()):
             parser.feed_jsonl_line(line)
+        if parser.malformed + splitter.too_long > bad_lines:  # skipped, counted, never fatal
+            metrics.metrics_malformed.inc(parser.malformed + splitter.too_long - bad_lines)
+            bad_lines = parser.malformed + splitter.too_long
         if events is not None:
             scalars = parser.remember(await asyncio.to_thread(events.poll))
             if history is not None and scalars:

@@ -3,7 +3,8 @@
 The learner has no network and a read-only image, so the sidecar (which has the network and the index
 settings) runs pip for it during DOWNLOADING: wheels only (nothing is built or run), for the learner's Python
 version, into ``/job/packages``, which the learner's ``PYTHONPATH`` names. A line that would make pip reach
-somewhere else than the platform's index (a URL, a local path, an option) is refused naming the line; the
+somewhere else than the platform's index (a URL, a local path or archive name, an option, anything that is not
+a PEP 508 requirement) is refused naming the line, and pip runs in an empty folder; the
 scheduler runs the same check at submit (``learnerkit.scheduler.modelcode.archive``) and the sidecar again on what it
 downloaded, because the archive lives in the tenant's own bucket.
 """
@@ -21,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from controller_sidecar.errors import PermanentError
 
 LOGGER = logging.getLogger(__name__)
@@ -28,9 +31,11 @@ REQUIREMENTS = "requirements.txt"
 PIP_TIMEOUT_S = 900.0
 PIP_MESSAGE_CHARS = 2000
 """The end of pip's output that goes into the job's failure message."""
-_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
-_VERSION_CLAUSE = r"\s*(?:===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*"
-_AFTER_NAME = re.compile(rf"\s*(?:\[[A-Za-z0-9._,\s-]*\])?\s*(?:{_VERSION_CLAUSE}(?:,{_VERSION_CLAUSE})*)?")
+ARCHIVE_SUFFIXES = (
+    *(".zip", ".whl", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz"),
+    *(".tar.xz", ".txz", ".tlz", ".tar.lz", ".tar.lzma"),
+)
+"""pip's archive extensions (``pip._internal.utils.filetypes``): a requirement so named is read as a file."""
 _HASH_OPTION = re.compile(r"\s--hash[=\s]\S+")
 
 
@@ -73,7 +78,11 @@ class PackageIndex:
 
 
 def check_requirements(text: str, source: str = REQUIREMENTS) -> tuple[str, ...]:
-    """The requirement lines of ``text``; refuses URLs, local paths and pip options, naming the line."""
+    """The requirement lines of ``text``; refuses URLs, local paths and pip options, naming the line.
+
+    A line must be a PEP 508 requirement (``packaging.requirements``) without a URL whose name is not one
+    that pip would read as a local archive (``pkg.tgz``, ``PKG.ZIP``): checked by grammar, not by pattern.
+    """
     wanted: list[str] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = _HASH_OPTION.sub("", raw.split(" #", 1)[0]).strip()
@@ -82,14 +91,25 @@ def check_requirements(text: str, source: str = REQUIREMENTS) -> tuple[str, ...]
         where = f"{source} line {number}: {raw.strip()!r}"
         if line.startswith("-"):
             raise RequirementError(f"{where}: pip options are not allowed; the platform sets the package index")
-        if "://" in line or "@" in line:
+        if "://" in line:
             raise RequirementError(f"{where}: URLs are not allowed; name a package of the index (name==1.2)")
-        spec = line.split(";", 1)[0].strip()
-        if spec.startswith((".", "/", "~")) or "/" in spec or "\\" in spec or spec.endswith((".whl", ".zip", ".gz")):
+        if line.startswith((".", "/", "~")) or "\\" in line:
             raise RequirementError(f"{where}: local paths are not allowed; name a package of the index")
-        name = _NAME.match(spec)
-        if name is None or not _AFTER_NAME.fullmatch(spec[name.end() :]):
-            raise RequirementError(f"{where}: not a requirement (expected name, name==1.2 or name>=1.0,<2)")
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement as e:
+            reason = str(e).splitlines()[0]
+            raise RequirementError(
+                f"{where}: not a requirement ({reason}; expected name, name==1.2 or name>=1.0,<2)"
+            ) from e
+        if any(not clause.version for clause in requirement.specifier):
+            raise RequirementError(f"{where}: not a requirement (a version clause without a version)")
+        if requirement.url is not None:
+            raise RequirementError(f"{where}: URLs are not allowed; name a package of the index (name==1.2)")
+        if requirement.name.lower().endswith(ARCHIVE_SUFFIXES):
+            raise RequirementError(
+                f"{where}: local paths are not allowed; pip reads {requirement.name!r} as an archive file"
+            )
         wanted.append(line)
     return tuple(wanted)
 
@@ -137,7 +157,9 @@ async def install_requirements(model_dir: Path, packages_dir: Path, index: Packa
     try:
         command = pip_command(path, staging / "site", index)
         LOGGER.info("requirements: %s", " ".join(command))
-        code, output = await _run(command)
+        empty = staging / "cwd"  # pip reads some names as files of its working folder: here there are none
+        empty.mkdir()
+        code, output = await _run(command, empty)
         if code != 0:
             said = output.strip()[-PIP_MESSAGE_CHARS:]
             raise PermanentError(f"{REQUIREMENTS}: pip could not install the requirements: {said}")
@@ -150,10 +172,11 @@ async def install_requirements(model_dir: Path, packages_dir: Path, index: Packa
     return len(wanted)
 
 
-async def _run(command: list[str]) -> tuple[int, str]:
-    """pip's exit status and its output (stderr after stdout); killed when cancelled or past the timeout."""
+async def _run(command: list[str], cwd: Path) -> tuple[int, str]:
+    """pip's exit status and its output (stderr after stdout), run in ``cwd``; killed when cancelled or past
+    the timeout."""
     process = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_pip_env()
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_pip_env(), cwd=cwd
     )
     try:
         stdout, stderr = await asyncio.wait_for(process.communicate(), PIP_TIMEOUT_S)

@@ -1,9 +1,15 @@
 """Exponential backoff with full jitter, for every etcd and S3 client: the sidecar's loops and the host's
-commands (:data:`HOST_CALLS`). Retries only TransientError."""
+commands (:data:`HOST_CALLS`). Retries only TransientError.
+
+Unbounded retries may run for days (an etcd or S3 outage), so the arithmetic is bounded: the exponential is
+never computed past the point where it reaches ``maximum_s``. An outage is logged once when it begins and
+once, with its duration and attempts, when it ends (:class:`Outage`), never once per attempt.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -29,15 +35,58 @@ class Backoff:
     deadline_s: float | None = None
     """Give up once this many seconds have passed since the first attempt."""
 
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.initial_s <= self.maximum_s or not math.isfinite(self.maximum_s):
+            raise ValueError(f"Backoff: need 0 <= initial_s <= maximum_s < inf, got {self.initial_s}, {self.maximum_s}")
+        if not 1.0 <= self.multiplier < math.inf:
+            raise ValueError(f"Backoff: multiplier must be a finite number >= 1, got {self.multiplier}")
+
+    def cap(self, attempt: int) -> float:
+        """The upper bound of the wait after failed attempt ``attempt`` (1-based), for any attempt count."""
+        steps = max(0, attempt - 1)
+        if steps == 0 or self.initial_s == 0.0 or self.multiplier == 1.0:
+            return self.initial_s
+        # Past this many steps initial * multiplier**steps exceeds the maximum: never raise it that far.
+        if steps * math.log(self.multiplier) >= math.log(self.maximum_s / self.initial_s):
+            return self.maximum_s
+        return min(self.maximum_s, self.initial_s * self.multiplier**steps)
+
     def delay(self, attempt: int, rng: random.Random) -> float:
         """The wait after failed attempt number ``attempt`` (1-based): uniform in [0, cap] (full jitter)."""
-        cap = min(self.maximum_s, self.initial_s * self.multiplier ** (attempt - 1))
-        return rng.uniform(0.0, cap)
+        return rng.uniform(0.0, self.cap(attempt))
 
 
 HOST_CALLS = Backoff(initial_s=0.2, maximum_s=2.0, max_attempts=None, deadline_s=30.0)
 """The host's etcd and S3 calls (``sidecar run-local`` and ``halt``, ``dev upload``, the scheduler's log
 reads): an etcd restarting or a store answering 503 is waited out for up to 30 s, then reported."""
+
+
+class Outage:
+    """The log of one operation's failures: a warning when they begin, one line with the duration and the
+    number of failed attempts when the operation succeeds again; nothing per attempt."""
+
+    def __init__(self, what: str, monotonic: Callable[[], float]) -> None:
+        self.what = what
+        self._monotonic = monotonic
+        self.started: float | None = None
+        self.failures = 0
+
+    def failed(self, error: Exception) -> None:
+        self.failures += 1
+        if self.started is None:
+            self.started = self._monotonic()
+            LOGGER.warning("%s failed (%s); retrying with backoff until it succeeds", self.what, error)
+
+    def ended(self) -> None:
+        """The operation succeeded: log the outage's end, if there was one."""
+        if self.started is not None:
+            LOGGER.warning(
+                "%s succeeded again after %.1fs and %d failed attempts",
+                self.what,
+                self._monotonic() - self.started,
+                self.failures,
+            )
+        self.started, self.failures = None, 0
 
 
 async def retry_async(
@@ -56,21 +105,25 @@ async def retry_async(
     """
     rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
     started = clock.monotonic()
+    outage = Outage(what, clock.monotonic)
     attempt = 0
     while True:
         attempt += 1
         try:
-            return await operation()
+            result = await operation()
         except TransientError as error:
             delay = max(backoff.delay(attempt, rng), error.delay_s or 0.0)
             out_of_attempts = backoff.max_attempts is not None and attempt >= backoff.max_attempts
             past_deadline = backoff.deadline_s is not None and clock.monotonic() - started + delay > backoff.deadline_s
             if out_of_attempts or past_deadline:
                 raise
-            LOGGER.debug("%s: attempt %d failed (%s); retrying in %.2fs", what, attempt, error, delay)
+            outage.failed(error)
             if on_retry is not None:
                 on_retry(attempt, error)
             await clock.sleep(delay)
+        else:
+            outage.ended()
+            return result
 
 
 def retry_sync(
@@ -87,18 +140,22 @@ def retry_sync(
     are parameters so that tests run it in zero wall time."""
     rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
     started = monotonic()
+    outage = Outage(what, monotonic)
     attempt = 0
     while True:
         attempt += 1
         try:
-            return operation()
+            result = operation()
         except TransientError as error:
             delay = max(backoff.delay(attempt, rng), error.delay_s or 0.0)
             out_of_attempts = backoff.max_attempts is not None and attempt >= backoff.max_attempts
             past_deadline = backoff.deadline_s is not None and monotonic() - started + delay > backoff.deadline_s
             if out_of_attempts or past_deadline:
                 raise
-            LOGGER.debug("%s: attempt %d failed (%s); retrying in %.2fs", what, attempt, error, delay)
+            outage.failed(error)
             if on_retry is not None:
                 on_retry(attempt, error)
             sleep(delay)
+        else:
+            outage.ended()
+            return result

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from controller_sidecar import keys
-from controller_sidecar.control import LearnerExit, read_exit, signal_halt, signal_start
+from controller_sidecar.control import EXIT_FILE, LearnerExit, read_exit, signal_halt, signal_start
 from controller_sidecar.errors import SidecarError, UnsafeFileError, UnsafePathError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
@@ -28,7 +28,7 @@ from controller_sidecar.health import HEARTBEAT_FILE
 from controller_sidecar.inputs import InputsReady, fetch_inputs
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
-from controller_sidecar.outputs import periodic_checkpoints, store_checkpoints, store_tree
+from controller_sidecar.outputs import StoredTree, periodic_checkpoints, store_checkpoints, store_tree
 from controller_sidecar.processing import (
     METRICS_FILE,
     MetricsHistory,
@@ -139,6 +139,11 @@ class Sidecar:
             if outcome is not None:
                 signal_halt(control)  # learner-run then ends without running the command
                 return self._finish(reporter, outcome)
+        shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
+        try:
+            shipper.hold()  # before start: the log is open here before the learner can write or swap it
+        except UnsafeFileError as error:
+            self._refuse(error)
         if not self.progress.current.started:
             signal_start(control)
             self.progress.update(started=True)
@@ -146,7 +151,6 @@ class Sidecar:
         self._report(reporter, Phase.PROCESSING, f"resumed from step {restored}" if restored is not None else "")
 
         stop_processing = asyncio.Event()
-        shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
         store = await self._s3()
         if self.events is not None:
             self.history = MetricsHistory(settings.dirs.control, "tensorboard")
@@ -177,17 +181,20 @@ class Sidecar:
         for result in await asyncio.gather(*followers, return_exceptions=True):
             if isinstance(result, BaseException):
                 LOGGER.error("follower failed: %r", result)
-        outcome = outcome_of(exit_record, halt_requested=halt_requested)
+        oom_kills = self.cgroup.oom_kills() if self.cgroup is not None else None
+        outcome = outcome_of(exit_record, halt_requested=halt_requested, oom_kills=oom_kills)
         if exit_record.reason == "lost":
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
         try:
-            await self._store_outputs()
+            results = await self._store_outputs()
         except UnsafeFileError as e:
             self._refuse(e)
         except SidecarError as e:
             LOGGER.warning("storing failed: %s", e)
             if outcome.phase is Phase.COMPLETED:
                 outcome = Outcome(Phase.FAILED, ErrorCode.UPLOAD_FAILED, f"results not stored: {e}", outcome.exit_code)
+        else:
+            outcome = results.applied_to(outcome)
         if self._refused is not None:
             outcome = Outcome(Phase.FAILED, ErrorCode.UNSAFE_FILE, str(self._refused), outcome.exit_code)
         if self._terminated_at is not None and outcome.phase is Phase.HALTED:
@@ -262,19 +269,28 @@ class Sidecar:
             self._terminated_at = self._terminated_at or time.monotonic()
 
     async def _await_exit(self) -> tuple[LearnerExit, bool]:
-        """Wait for ``learner.exit``, passing on a halt or our own termination; detect a vanished learner."""
+        """Wait for ``learner.exit``, passing on a halt or our own termination; detect a vanished learner.
+
+        Where the sidecar sees the learner's cgroup, the record counts only once the learner's processes are
+        gone: the command itself can write ``learner.exit``, and learner-run replaces it when the command ends.
+        """
         control = self.settings.dirs.control
         halt_sent = self.progress.current.halt_requested
         deadline = time.monotonic() + self._halt_wait() if halt_sent else None
         empty_since: float | None = None
+        early_record_seen = False
         while True:
+            ended = self.cgroup is None or not self.cgroup.populated()  # before the read: the record is final then
             try:
                 record = read_exit(control)
             except UnsafeFileError as error:
                 self._refuse(error)
                 record = None
-            if record is not None:
+            if record is not None and ended:
                 return record, halt_sent
+            if record is not None and not early_record_seen:
+                early_record_seen = True
+                LOGGER.warning("%s appeared while the learner still runs: waiting for its processes to end", EXIT_FILE)
             if not halt_sent and (self.halted.is_set() or self.terminate.is_set() or self._refused is not None):
                 if self.terminate.is_set():
                     self._terminated_at = self._terminated_at or time.monotonic()
@@ -285,7 +301,7 @@ class Sidecar:
             now = time.monotonic()
             if deadline is not None and now > deadline:
                 return LearnerExit(137, "halt_timeout", error="no learner.exit within the halt grace period"), True
-            if self.cgroup is not None and not self.cgroup.populated():
+            if self.cgroup is not None and ended:
                 empty_since = empty_since or now
                 if now - empty_since > LEARNER_LOST_AFTER_S:
                     lost = "the learner ended without learner-run's exit record: is learner-run the image's entrypoint?"
@@ -329,20 +345,23 @@ class Sidecar:
         self._terminated_at = started
         return max(0.0, self.settings.timing.shutdown_deadline_s - (time.monotonic() - started))
 
-    async def _store_outputs(self) -> None:
+    async def _store_outputs(self) -> StoredTree:
+        """Checkpoints, results and the metric history; what became of the results."""
         settings, locations, store = self.settings, self.settings.locations, await self._s3()
         await store_checkpoints(settings, store, self.metrics)
-        await store_tree(settings, store, self.metrics, settings.dirs.results, locations.result_files, "results")
+        results = await store_tree(
+            settings, store, self.metrics, settings.dirs.results, locations.result_files, "results"
+        )
         if self._last_metrics is not None and self.history is not None:
             # The history's last scalars are read right after PROCESSING; a follower that failed reads no more.
             drained = asyncio.create_task(self._metrics_drained.wait())
             await asyncio.wait({drained, self._last_metrics}, return_when=asyncio.FIRST_COMPLETED)
             drained.cancel()
         handle = await asyncio.to_thread(stored_metrics, settings.dirs, self.history)
-        if handle is None:
-            return
-        with handle:
-            await self._upload_metrics(handle)
+        if handle is not None:
+            with handle:
+                await self._upload_metrics(handle)
+        return results
 
     async def _upload_metrics(self, handle: IO[bytes]) -> None:
         """``logs/metrics.jsonl``: the learner's lines and the history (:func:`stored_metrics`)."""

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from controller_sidecar.errors import SidecarConfigError, UnsafeFileError, UnsafePathError
 from controller_sidecar.evalmetrics import FIELD, MetricUpdate
 from controller_sidecar.jobdirs import JOB_DIR, JobDirs
-from controller_sidecar.jobfiles import open_regular, regular_files
+from controller_sidecar.jobfiles import open_regular, regular_files, warn_once
 from controller_sidecar.safepaths import relative_parts
 from controller_sidecar.tfevents import CorruptFileError, CorruptRecordError, event_scalars, read_record
 
@@ -83,7 +83,7 @@ class EventFolder:
         try:
             names = regular_files(self.root)
         except UnsafeFileError as error:
-            LOGGER.warning("tensorboard events not read: %s", error)
+            warn_once(self.root, f"tensorboard events not read: {error}", LOGGER)
             return updates
         for name in names:
             if EVENT_FILE_MARK in PurePosixPath(name).name:

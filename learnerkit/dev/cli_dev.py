@@ -15,6 +15,7 @@ from learnerkit.common.output import console, emit, err_console, handles_errors,
 from learnerkit.common.project import find_project_root
 from learnerkit.dev.credentials import ACCESS_KEY_VAR, SECRET_KEY_VAR
 from learnerkit.dev.environment import DEFAULT_FOLDER, FOLDER_ENV, DevServices, ServiceStatus
+from learnerkit.dev.errors import ServiceError
 from learnerkit.dev.upload import destination, files_under, upload_folder
 from learnerkit_build.smokedata import write_smoke_dataset
 
@@ -90,7 +91,17 @@ def env_command(services: DevServices, output: str) -> None:
 @click.pass_obj
 @handles_errors
 def down_command(services: DevServices, purge: bool, output: str) -> None:
-    """Stop the services (SIGTERM, then SIGKILL after a deadline) and remove the state."""
+    """Halt the jobs still running on the services and remove their pairs, then stop the services (SIGTERM,
+    then SIGKILL after a deadline) and remove the state."""
+    # Imported here: the other dev verbs start without the Docker client.
+    from learnerkit.dev.jobs import halt_and_remove
+
+    try:
+        variables = services.environment()
+    except ServiceError:
+        variables = None  # nothing runs: no sidecar can be talking to it
+    for job in halt_and_remove(variables) if variables is not None else []:
+        err_console.print(f"job {job.job_id}: {job.how}; its {job.pairs} pair(s) removed")
     rows = services.down(purge=purge)
     emit(output, rows, lambda: console.print(status_table(rows) if rows else "nothing was running"))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import TypeVar
 
 from controller_sidecar import keys
@@ -62,6 +62,16 @@ def request_halt(settings: EtcdSettings, job_id: str) -> None:
         await put_halt(store, job_id, settings.root)
 
     _call(settings, halt, f"halt {job_id}")
+
+
+def halt_jobs(settings: EtcdSettings, job_ids: Collection[str]) -> None:
+    """Ask every learner of these jobs to halt, whoever runs them (``dev down``: the services go away)."""
+
+    async def halt(store: EtcdStore) -> None:
+        for job_id in job_ids:
+            await put_halt(store, job_id, settings.root)
+
+    _call(settings, halt, f"halt {', '.join(sorted(job_ids))}")
 
 
 def job_history(settings: EtcdSettings, job_id: str) -> list[StatusRecord]:

@@ -252,15 +252,21 @@ def download(job_id: str, to: Path | None, what: str, client: SchedulerClient, o
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     with Progress(*columns, console=err_console, disable=as_json, transient=True) as progress:
         task = progress.add_task(f"{job_id} -> {root}", total=sum(item.size for item in files))
-        download_all(client, job_id, files, root, lambda n: progress.advance(task, n))
-        summary.bytes = sum(item.size for item in files)
+        summary.failed = download_all(client, job_id, files, root, lambda n: progress.advance(task, n))
+        failed = {failure.path for failure in summary.failed}
+        summary.bytes = sum(item.size for item in files if item.path not in failed)
 
     def show() -> None:
         for skipped in summary.skipped:
             err_console.print(f"[yellow]skipped[/] {escape(skipped)}")
-        console.print(f"{len(files)} file(s), {decimal(summary.bytes)} of {what} in [bold]{escape(str(root))}[/]")
+        for failure in summary.failed:
+            err_console.print(f"[red]not downloaded[/]: {escape(repr(failure.path))}: {escape(failure.error)}")
+        stored = len(files) - len(summary.failed)
+        console.print(f"{stored} file(s), {decimal(summary.bytes)} of {what} in [bold]{escape(str(root))}[/]")
 
     emit(output, summary, show)
+    if summary.failed:
+        raise SystemExit(1)
 
 
 def _chunk_json(data: bytes) -> dict[str, str]:

@@ -21,8 +21,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException
 
+from controller_sidecar.metricrecords import serve_records
 from learnerkit import __version__
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.yamlfile import format_field_path
@@ -44,6 +46,17 @@ from learnerkit.scheduler.errors import (
     UnknownJobError,
 )
 from learnerkit.scheduler.facade import JobView, SchedulerFacade, StoredFile
+
+
+class AnyPathConvertor(PathConvertor):
+    """Starlette's ``path`` with newlines too: its ``.*`` stops at one, so a stored file whose name holds a
+    newline (percent-encoded in the URL) matched no route and answered 404."""
+
+    regex = "(?s:.*)"
+
+
+register_url_convertor("anypath", AnyPathConvertor())
+
 
 JSON_OVERHEAD = 6
 """A JSON body may spell each byte of the manifest in up to six (``\\u00e9``): its cap is that much larger."""
@@ -278,10 +291,11 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         learner: Annotated[int, Query(ge=1, description="1-based learner id")] = 1,
     ) -> Response:
         """A learner's metric history (FfDL's ``emetrics``): its stored metrics.jsonl of every attempt, with
-        the TensorBoard scalars the sidecar read; streamed from the object store."""
+        the TensorBoard scalars the sidecar read; streamed from the object store, one record per line (lines
+        that are no record are left out)."""
         stream = await facade.metrics_history(tenant, job_id, learner_id=learner)
-        headers = {"Content-Length": str(stream.size)}
-        return StreamingResponse(stream.chunks, media_type="application/x-ndjson", headers=headers)
+        # Only parsed records: the learner wrote the file, a line may be anything (so no Content-Length).
+        return StreamingResponse(serve_records(stream.chunks), media_type="application/x-ndjson")
 
     @router.get("/jobs/{job_id}/files", response_model=list[StoredFile], responses=_NOT_FOUND)
     async def job_files(
@@ -292,7 +306,7 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         """The files the job stored: results, logs, checkpoints of every attempt and learner, and its model."""
         return await facade.outputs(tenant, job_id, what=what)
 
-    @router.get("/jobs/{job_id}/files/{path:path}", response_class=Response, responses=_FILE_RESPONSE)
+    @router.get("/jobs/{job_id}/files/{path:anypath}", response_class=Response, responses=_FILE_RESPONSE)
     async def job_file(job_id: str, path: str, tenant: Tenant) -> Response:
         """One stored file of the job, streamed from the object store (``path`` as the listing gives it)."""
         stream = await facade.open_output(tenant, job_id, path)

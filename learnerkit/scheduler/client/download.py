@@ -5,7 +5,8 @@ own client fetches parts in parallel (bench/download.py compares the two).
 
 Each file is written to a temporary name in its destination folder and renamed into place once whole, so an
 interrupted download leaves no half-written file under a real name. Paths come from the server's listing and
-are checked again here: a path that would land outside the destination is refused.
+are checked again here: a path that would land outside the destination is refused. A file that cannot be
+fetched or written is reported by its path and the others are still downloaded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from controller_sidecar.errors import UnsafePathError
 from controller_sidecar.safepaths import safe_destination
+from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.errors import SchedulerError
 from learnerkit.scheduler.facade import StoredFile
@@ -34,6 +36,14 @@ class DownloadSummary:
     bytes: int = 0
     skipped: list[str] = field(default_factory=list)
     """Kinds asked for that the job did not store (``model``), each with why."""
+    failed: list[FailedFile] = field(default_factory=list)
+    """Listed files not downloaded, each with the error."""
+
+
+@dataclass(frozen=True)
+class FailedFile:
+    path: str
+    error: str
 
 
 def destination(root: Path, path: str) -> Path:
@@ -86,9 +96,9 @@ def download_all(
     on_bytes: Callable[[int], object],
     *,
     workers: int = WORKERS,
-) -> None:
-    """Every file of ``files`` under ``root``, ``workers`` at a time; the first error stops the rest (files
-    already complete stay, none is left half-written)."""
+) -> list[FailedFile]:
+    """Every file of ``files`` under ``root``, ``workers`` at a time; the files that failed, each with its
+    error (the others are complete, none is left half-written)."""
     local = threading.local()
     clients: list[SchedulerClient] = []
     lock = threading.Lock()
@@ -101,15 +111,16 @@ def download_all(
                 clients.append(own)
         download_file(own, job_id, item, root, on_bytes)
 
+    failed: list[FailedFile] = []
     try:
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="download") as pool:
-            futures = [pool.submit(fetch, item) for item in files]
-            try:
-                for future in futures:
+            futures = [(item, pool.submit(fetch, item)) for item in files]
+            for item, future in futures:
+                try:
                     future.result()
-            finally:
-                for future in futures:  # after an error, the files not started yet (a no-op otherwise)
-                    future.cancel()
+                except (LearnerkitError, OSError) as e:
+                    failed.append(FailedFile(item.path, str(e)))
     finally:
         for own in clients:
             own.close()
+    return failed

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from controller_sidecar.metricrecords import parse_record
 from learnerkit.scheduler.errors import (
     ApiError,
     AuthError,
@@ -207,19 +208,12 @@ class SchedulerClient:
         return answer
 
     def metrics_history(self, job_id: str, *, learner_id: int = 1) -> list[dict[str, Any]]:
-        """The learner's metric history: each stored metrics.jsonl record (lines that are no JSON object are
-        skipped), oldest first."""
+        """The learner's metric history: each stored metrics.jsonl record, oldest first (lines that are no
+        record, :func:`~controller_sidecar.metricrecords.parse_record`, are skipped)."""
         pieces: list[bytes] = []
         self._stream(f"/v1/jobs/{_quoted(job_id)}/metrics", {"learner": learner_id}, pieces.append)
-        records = []
-        for line in b"".join(pieces).splitlines():
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if isinstance(record, dict) and isinstance(record.get("values"), dict):
-                records.append(record)
-        return records
+        lines = b"".join(pieces).splitlines()
+        return [record for line in lines if (record := parse_record(line)) is not None]
 
     def list_files(self, job_id: str, *, what: str = "all") -> list[StoredFile]:
         items = self._request("GET", f"/v1/jobs/{_quoted(job_id)}/files", params={"what": what}).json()

@@ -63,7 +63,9 @@ def test_links_in_results_and_checkpoints_are_skipped_and_the_job_completes(pair
 def test_a_link_where_the_sidecar_reads_halts_the_learner_and_fails_the_job(
     pairs: Pairs, planted: str, named: str
 ) -> None:
-    spec = pairs.spec(f"echo before; sleep 1; {planted}; echo after; sleep 120", data_prefix=None, halt_grace_s=5)
+    # No pause between the line and the swap: the sidecar holds the log open from before start, so the line
+    # is shipped however soon the learner swaps the file (it was lost when the first read came after).
+    spec = pairs.spec(f"echo before; {planted}; echo after; sleep 120", data_prefix=None, halt_grace_s=5)
     handle = pairs.start(spec)
     final = pairs.wait_terminal(handle, spec.job_id, timeout=FINISH_S)
     assert (final.phase, final.error_code) == (Phase.FAILED, ErrorCode.UNSAFE_FILE), pairs.describe(handle, spec.job_id)

@@ -11,6 +11,7 @@ from controller_sidecar.control import read_exit
 from controller_sidecar.errors import UnsafeFileError
 from controller_sidecar.jobfiles import open_learner_file, open_regular, read_regular, regular_files
 from controller_sidecar.logtail import FileTailer
+from controller_sidecar.tensorboard import EventFolder
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -111,3 +112,47 @@ def test_a_linked_folder_to_walk_is_refused_and_a_vanished_file_skipped(job: Pat
     assert open_learner_file(job / "logs" / "gone") is None
     with pytest.raises(FileNotFoundError):
         open_learner_file(job / "logs" / "gone", gone_ok=False)
+
+
+def test_a_planted_link_is_warned_about_once_however_often_it_is_polled(
+    job: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27 D18: the tensorboard follower warned about the same link on every poll (215 lines in 25 s)."""
+    events = job / "logs" / "tb"
+    events.mkdir()
+    (events / "events.out.tfevents.1.host").symlink_to("/proc/self/environ")
+    (events / "other").symlink_to(job.parent / "environ")
+    (job / "results" / "linked").symlink_to(job / "logs")
+    folder, linked = EventFolder(events), EventFolder(job / "results" / "linked")
+    caplog.set_level("WARNING")
+    for _ in range(200):
+        assert folder.poll() == []
+        assert linked.poll() == []
+        assert regular_files(job / "results") == []
+    warned = sorted(record.getMessage() for record in caplog.records)
+    assert len(warned) == 3, warned
+    assert sum(str(events / "other") in line for line in warned) == 1
+    assert sum(str(job / "results" / "linked") in line for line in warned) == 1
+
+
+def test_a_log_held_before_start_ships_what_was_written_before_a_swap_for_a_link(job: Path) -> None:
+    """Issue 27 (flaky test_pair_boundary[log]): a learner that writes a line and at once swaps its log for a
+    link lost that line when the sidecar's first read came after the swap."""
+    log = job / "logs" / "learner.log"
+    tailer = FileTailer(log)
+    tailer.hold(create=True)  # the sidecar, before it writes control/start
+    assert log.is_file() and log.stat().st_mode & 0o777 == 0o664
+    with log.open("ab") as learner:  # learner-run: O_APPEND | O_CREAT, the same file
+        learner.write(b"before\n")
+        log.unlink()
+        log.symlink_to(job.parent / "environ")
+        learner.write(b"after the swap, still the learner's own file\n")
+    assert tailer.read_new() == b"before\nafter the swap, still the learner's own file\n"
+    with pytest.raises(UnsafeFileError, match=r"learner\.log: is a symbolic link"):
+        tailer.read_new()
+
+
+def test_holding_a_log_that_is_a_link_is_refused(job: Path) -> None:
+    (job / "logs" / "learner.log").symlink_to(job.parent / "environ")
+    with pytest.raises(UnsafeFileError, match="symbolic link"):
+        FileTailer(job / "logs" / "learner.log").hold(create=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controller_sidecar.errors import PermanentError, TransientError
+from controller_sidecar.errors import PermanentError, TransientError, UnsafeFileError
 from controller_sidecar.logship import LogShipper, ShipState, assemble_log, part_name, structured_line
 from tests.fakeclock import FakeClock
 from tests.unit.controller_sidecar.memsink import MemorySink, measure_lines_per_second
@@ -230,3 +230,22 @@ def test_assemble_log_orders_by_number_and_refuses_gaps() -> None:
 
 def test_throughput_helper(tmp_path: Path) -> None:
     assert measure_lines_per_second(tmp_path, lines=100_000) > 10_000
+
+
+def test_lines_written_before_the_log_is_swapped_for_a_link_are_shipped(tmp_path: Path) -> None:
+    """Issue 27 (flaky test_pair_boundary[log]): the product promise is that every byte the learner wrote to
+    its log before swapping it for a link is shipped; then the shipper stops with UnsafeFileError."""
+    logs = tmp_path / "logs"
+    log = logs / "learner.log"
+    (tmp_path / "environ").write_bytes(b"AWS_SECRET_ACCESS_KEY=sidecar-only")
+    sink = MemorySink()
+    shipper = LogShipper(log, tmp_path / "ship.json", sink, interval_s=3600, clock=FakeClock())
+    shipper.hold()  # the sidecar, before control/start
+    with log.open("ab") as learner:  # learner-run, then the command's swap at once
+        learner.write(b"before\n")
+        log.unlink()
+        log.symlink_to(tmp_path / "environ")
+
+    with pytest.raises(UnsafeFileError, match="symbolic link"):
+        asyncio.run(asyncio.wait_for(shipper.run(asyncio.Event()), 10))
+    assert sink.assembled() == b"before\n"

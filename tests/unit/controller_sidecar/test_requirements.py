@@ -41,6 +41,16 @@ def test_requirement_lines_are_kept_and_comments_dropped() -> None:
         ("-e .", "pip options are not allowed"),
         ("--find-links /tmp", "pip options are not allowed"),
         ("pkg===", "not a requirement"),
+        # Issue 27 D9: pip reads a bare archive name as a local file, and option-like extras crash it.
+        ("pkg.tgz", "local paths are not allowed"),
+        ("pkg.tar", "local paths are not allowed"),
+        ("PKG.ZIP", "local paths are not allowed"),
+        ("pkg.tar.bz2", "local paths are not allowed"),
+        ("Pkg.Tar.Xz>=1", "local paths are not allowed"),
+        ("pkg.TBZ", "local paths are not allowed"),
+        ("six[--index-url]", "not a requirement"),
+        ("six[x] --index-url=elsewhere", "not a requirement"),
+        ("pkg (>=1.0", "not a requirement"),
     ],
 )
 def test_lines_that_point_pip_elsewhere_are_refused_naming_the_line(line: str, why: str) -> None:
@@ -48,6 +58,32 @@ def test_lines_that_point_pip_elsewhere_are_refused_naming_the_line(line: str, w
         check_requirements(f"ok==1.0\n{line}\n")
     assert f"requirements.txt line 2: {line!r}" in str(refused.value)
     assert why in str(refused.value)
+
+
+def test_pep_508_requirements_with_markers_and_extras_are_kept() -> None:
+    text = 'a.b-c_d[x,y]>=1.0,!=1.3.*; python_version < "4" and sys_platform == "linux"\nzope.interface==6\n'
+    assert len(check_requirements(text)) == 2
+
+
+def test_pip_runs_from_an_empty_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name that pip could read as a file finds no file where pip runs."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lkgreet").mkdir()
+    seen: dict[str, list[str]] = {}
+
+    async def fake_exec(*command: str, cwd: str | None = None, **_: object) -> object:
+        seen["cwd"] = sorted(p.name for p in Path(cwd or ".").iterdir())
+        seen["where"] = [str(cwd)]
+        raise OSError("stop here")
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", fake_exec)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "requirements.txt").write_text("lkgreet==1.0\n")
+    with pytest.raises(OSError, match="stop here"):
+        asyncio.run(install_requirements(model, tmp_path / "job" / "packages", PackageIndex("http://127.0.0.1:9/")))
+    assert seen["cwd"] == []
+    assert seen["where"] != [str(tmp_path)]
 
 
 def test_pip_command_names_the_index_and_the_learners_python() -> None:

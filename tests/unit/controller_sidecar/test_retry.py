@@ -8,7 +8,7 @@ import random
 import pytest
 
 from controller_sidecar.errors import PermanentError, TransientError
-from controller_sidecar.retry import Backoff, retry_async
+from controller_sidecar.retry import Backoff, retry_async, retry_sync
 from tests.fakeclock import FakeClock
 
 pytestmark = pytest.mark.timeout(5)
@@ -108,3 +108,71 @@ def test_retry_after_is_a_minimum_delay() -> None:
     operation = Failing(3, TransientError("slow down", delay_s=3.0))
     asyncio.run(retry_async(operation, Backoff(initial_s=0.01, maximum_s=0.01), what="op", clock=clock))
     assert clock.sleeps == [3.0, 3.0, 3.0]
+
+
+OUTAGE_ATTEMPTS = 100_000
+"""Days of an outage at the maximum delay: far past where the exponential overflows a float (~1,024)."""
+
+
+@pytest.mark.timeout(60)
+def test_an_outage_of_100000_attempts_retries_with_capped_delays_and_logs_twice(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    operation = Failing(OUTAGE_ATTEMPTS, TransientError("etcd unavailable"))
+    backoff = Backoff(initial_s=0.2, maximum_s=5.0, max_attempts=None)
+
+    with caplog.at_level("DEBUG", logger="controller_sidecar.retry"):
+        result = asyncio.run(retry_async(operation, backoff, what="status #3", clock=clock, rng=random.Random(3)))
+
+    assert result == "ok"
+    assert operation.calls == OUTAGE_ATTEMPTS + 1
+    assert len(clock.sleeps) == OUTAGE_ATTEMPTS
+    assert max(clock.sleeps) <= 5.0
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 2, messages[:5]
+    assert messages[0] == "status #3 failed (etcd unavailable); retrying with backoff until it succeeds"
+    outage_s = sum(clock.sleeps)
+    assert messages[1] == f"status #3 succeeded again after {outage_s:.1f}s and {OUTAGE_ATTEMPTS} failed attempts"
+
+
+@pytest.mark.timeout(60)
+def test_retry_sync_survives_100000_attempts(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.now += seconds
+
+    calls = 0
+
+    def operation() -> str:
+        nonlocal calls
+        calls += 1
+        if calls <= OUTAGE_ATTEMPTS:
+            raise TransientError("503 Slow Down")
+        return "ok"
+
+    backoff = Backoff(initial_s=0.2, maximum_s=10.0, max_attempts=None)
+    with caplog.at_level("DEBUG", logger="controller_sidecar.retry"):
+        assert retry_sync(operation, backoff, what="put x", sleep=sleep, monotonic=clock.monotonic) == "ok"
+
+    assert max(sleeps) <= 10.0
+    assert len(caplog.records) == 2
+
+
+@pytest.mark.parametrize("attempt", [1_025, 10**6, 10**18])
+def test_the_delay_of_any_attempt_is_bounded_by_the_maximum(attempt: int) -> None:
+    backoff = Backoff(initial_s=0.2, maximum_s=5.0, multiplier=3.0, max_attempts=None)
+    assert backoff.cap(attempt) == 5.0
+    assert 0.0 <= backoff.delay(attempt, random.Random(1)) <= 5.0
+
+
+@pytest.mark.parametrize(
+    ("initial_s", "maximum_s", "multiplier"),
+    [(-1.0, 5.0, 2.0), (6.0, 5.0, 2.0), (0.1, float("inf"), 2.0), (0.1, 5.0, 0.5), (0.1, 5.0, float("nan"))],
+)
+def test_a_backoff_that_cannot_be_bounded_is_refused(initial_s: float, maximum_s: float, multiplier: float) -> None:
+    with pytest.raises(ValueError, match="Backoff"):
+        Backoff(initial_s=initial_s, maximum_s=maximum_s, multiplier=multiplier)

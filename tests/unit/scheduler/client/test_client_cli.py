@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -279,6 +280,19 @@ def test_metrics_show_the_whole_history(url: str, tenants: Tenants, fake: FakeFa
     assert body["latest"] == {"loss": 0.25, "step": 100.0}
 
 
+def test_a_deeply_nested_metrics_line_is_left_out_of_the_history(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    """Issue 27 D8: one such line made `job metrics` print a RecursionError traceback."""
+    deep = b'{"step": 5, "values": {"loss": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}\n"
+    fake.add(view("a-1", "team-a", status="COMPLETED"), metrics=HISTORY + deep + HISTORY.splitlines()[0] + b"\n")
+    code, out = run(url, tenants.a, "metrics", "a-1", "-o", "json")
+    assert code == 0, out[-2000:]
+    assert [r["step"] for r in json.loads(out)["records"]] == [0, 1, 0]
+    request = urllib.request.Request(f"{url}/v1/jobs/a-1/metrics", headers={"Authorization": f"Bearer {tenants.a}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        served = answer.read()
+    assert b"[[[" not in served and b"not json" not in served
+
+
 def test_metrics_before_the_history_is_stored_show_the_latest(url: str, tenants: Tenants, fake: FakeFacade) -> None:
     fake.add(view("a-1", "team-a"))
     code, out = run(url, tenants.a, "metrics", "a-1")
@@ -323,6 +337,32 @@ def test_a_download_cut_short_leaves_no_file(url: str, tenants: Tenants, fake: F
     assert code == 1
     assert "received 5 of 10 bytes" in out
     assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+
+
+def test_each_file_is_downloaded_or_reported_by_name_and_the_rest_still_downloads(
+    url: str, tenants: Tenants, fake: FakeFacade, tmp_path: Path
+) -> None:
+    """Issue 27 D11: a stored name with a newline stopped the whole download at "error: Not Found"."""
+    files = {
+        "attempt-1/learner-1/results/a.txt": b"a",
+        "attempt-1/learner-1/results/line\nbreak.txt": b"newline",
+        "attempt-1/learner-1/results/old\\style.txt": b"a backslash key, stored before percent-encoding",
+        "attempt-1/learner-1/results/z.txt": b"z",
+    }
+    fake.add(view("a-1", "team-a", status="COMPLETED"), files=files)
+    code, out = run(url, tenants.a, "download", "a-1", "--to", str(tmp_path / "out"), "-o", "json")
+    assert code == 1, out
+    summary = json.loads(out)
+    assert [failure["path"] for failure in summary["failed"]] == ["attempt-1/learner-1/results/old\\style.txt"]
+    assert "backslash" in summary["failed"][0]["error"]
+    assert summary["bytes"] == 9
+    out_dir = tmp_path / "out" / "attempt-1" / "learner-1" / "results"
+    assert sorted(p.name for p in out_dir.iterdir()) == ["a.txt", "line\nbreak.txt", "z.txt"]
+    assert (out_dir / "line\nbreak.txt").read_bytes() == b"newline"
+    code, out = run(url, tenants.a, "download", "a-1", "--to", str(tmp_path / "text"))
+    assert code == 1
+    assert "not downloaded: 'attempt-1/learner-1/results/old\\\\style.txt'" in out
+    assert "3 file(s)" in out
 
 
 @pytest.mark.parametrize("columns", [60, 80])

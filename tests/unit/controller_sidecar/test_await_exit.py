@@ -1,0 +1,114 @@
+"""learner.exit counts only once the learner's processes are gone (issue 27 D12), and a SIGKILL says whether
+the OOM killer sent it (D13), where the sidecar sees the learner's cgroup."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from controller_sidecar.control import EXIT_FILE, LearnerExit
+from controller_sidecar.learnercgroup import LearnerCgroup
+from controller_sidecar.outcome import outcome_of
+from controller_sidecar.runtime import Sidecar
+from controller_sidecar.settings import load_settings
+
+pytestmark = pytest.mark.timeout(20)
+ENV = {"ETCD_ENDPOINTS": "127.0.0.1:2379", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+
+
+def v2_cgroup(root: Path, *, populated: bool, oom_kills: int = 0) -> Path:
+    unified = root / "unified"
+    unified.mkdir(parents=True, exist_ok=True)
+    (unified / "cgroup.events").write_text(f"populated {int(populated)}\nfrozen 0\n")
+    (unified / "memory.events").write_text(f"low 0\nhigh 0\nmax 3\noom 1\noom_kill {oom_kills}\n")
+    return root
+
+
+def sidecar(tmp_path: Path, cgroup: Path) -> Sidecar:
+    doc = {
+        "job_id": "job-1",
+        "learner_id": 1,
+        "results": {"bucket": "results"},
+        "data": {"mode": "mount"},
+        "job_dir": str(tmp_path / "job"),
+        "learner_cgroup_dir": str(cgroup),
+        "timing": {"poll_interval_s": 0.01},
+    }
+    (tmp_path / "job" / "control").mkdir(parents=True)
+    return Sidecar(load_settings({**ENV, "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(doc)}), asyncio.Event())
+
+
+def write_exit(control: Path, code: int, reason: str) -> None:
+    (control / EXIT_FILE).write_text(json.dumps({"exit_code": code, "reason": reason}))
+
+
+class Seen(logging.Handler):
+    """Sets ``event`` when a record containing ``text`` is logged (from any thread)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+
+def test_a_learner_exit_written_while_the_learner_runs_waits_for_its_processes(tmp_path: Path) -> None:
+    cgroup = v2_cgroup(tmp_path / "cgroup", populated=True)
+    side = sidecar(tmp_path, cgroup)
+    control = side.settings.dirs.control
+    write_exit(control, 0, "completed")  # the command's forgery; learner-run has not ended
+    seen = Seen("appeared while the learner still runs")
+    logging.getLogger("controller_sidecar.runtime").addHandler(seen)
+
+    async def scenario() -> tuple[LearnerExit, bool]:
+        waiting = asyncio.create_task(side._await_exit())
+        noticed = asyncio.create_task(asyncio.to_thread(seen.event.wait, 10))
+        await asyncio.wait({waiting, noticed}, return_when=asyncio.FIRST_COMPLETED)
+        assert not waiting.done(), f"acted on learner.exit while the learner still runs: {waiting.result()}"
+        assert await noticed, "the sidecar never noticed the early record"
+        write_exit(control, 3, "failed")  # learner-run's own record, then its processes end
+        v2_cgroup(cgroup, populated=False)
+        return await asyncio.wait_for(waiting, 10)
+
+    try:
+        record, halted = asyncio.run(scenario())
+    finally:
+        logging.getLogger("controller_sidecar.runtime").removeHandler(seen)
+    assert (record.exit_code, record.reason, halted) == (3, "failed", False)
+
+
+def test_a_learner_exit_after_the_processes_ended_is_taken_at_once(tmp_path: Path) -> None:
+    side = sidecar(tmp_path, v2_cgroup(tmp_path / "cgroup", populated=False))
+    write_exit(side.settings.dirs.control, 0, "completed")
+    record, _ = asyncio.run(asyncio.wait_for(side._await_exit(), 10))
+    assert record.reason == "completed"
+
+
+@pytest.mark.parametrize(
+    ("oom_kills", "says"),
+    [
+        (2, "out of memory (the kernel's OOM killer"),
+        (0, "not by the OOM killer"),
+        (None, "most likely out of memory"),
+    ],
+)
+def test_a_sigkill_says_whether_the_oom_killer_sent_it(tmp_path: Path, oom_kills: int | None, says: str) -> None:
+    if oom_kills is not None:
+        assert LearnerCgroup(v2_cgroup(tmp_path, populated=False, oom_kills=oom_kills)).oom_kills() == oom_kills
+    outcome = outcome_of(LearnerExit(137, "killed", signal="SIGKILL"), halt_requested=False, oom_kills=oom_kills)
+    assert says in outcome.message and "exit code 137" in outcome.message
+
+
+def test_a_v1_cgroup_counts_oom_kills_in_oom_control(tmp_path: Path) -> None:
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    assert LearnerCgroup(tmp_path).oom_kills() == 1
+    assert LearnerCgroup(tmp_path / "nothing").oom_kills() is None

@@ -68,7 +68,7 @@ def document_time(labels: dict[str, str]) -> str:
     return labels.get("org.opencontainers.image.created", "1970-01-01T00:00:00+00:00").replace("+00:00", "Z")
 
 
-def test_result(test: dict[str, Any]) -> dict[str, Any]:
+def image_test_predicate(test: dict[str, Any]) -> dict[str, Any]:
     by_status: dict[str, list[str]] = {"pass": [], "skip": [], "fail": []}
     for check in test.get("checks", []):
         by_status.setdefault(str(check["status"]), []).append(str(check["name"]))
@@ -132,7 +132,7 @@ def statements(records: ImageRecords, remote: str, digest: str, root: Path) -> d
         ),
         "sbom": records.sbom,
         "vex": vex_document(records, remote, digest),
-        "test": test_result(records.test),
+        "test": image_test_predicate(records.test),
         "scan": records.report,
     }
     return {kind: statement(remote, digest, PREDICATE_TYPES[kind], predicates[kind]) for kind in PREDICATE_TYPES}

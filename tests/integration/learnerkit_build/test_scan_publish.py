@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import requests
+from click.testing import CliRunner
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from google.protobuf import json_format
@@ -23,6 +24,7 @@ from in_toto_attestation.v1.statement import Statement
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import SSlibKey
 
+from learnerkit.cli import cli
 from learnerkit_build import referrers
 from learnerkit_build.attest import canonical
 from learnerkit_build.imagetest import CHECKS, image_test_record, run_image_tests
@@ -146,6 +148,11 @@ def test_publish_gates_attest_and_verify(
         verified = verify(registry, REPOSITORY, TAG, public_key)
         assert (verified.digest, verified.image_id, verified.discovery) == (done.digest, image_id, "tag-schema")
         assert {a.predicate_type for a in verified.attestations} == KINDS
+        shown = CliRunner().invoke(cli, ["image", "verify", f"{registry}/{REPOSITORY}:{TAG}", "--output", "json"])
+        assert shown.exit_code == 0, shown.output
+        as_json = json.loads(shown.output)
+        assert (as_json["digest"], as_json["discovery"]) == (done.digest, "tag-schema")
+        assert {a["predicate_type"] for a in as_json["attestations"]} == KINDS
 
         # cosign's layout: a simple-signing signature that the public key verifies over the payload it names,
         # and one DSSE layer per statement under `.att`.

@@ -33,8 +33,8 @@ from learnerkit.scheduler.backends.k8s import KubernetesBackend  # noqa: E402
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster  # noqa: E402
 from learnerkit.scheduler.backends.k8s_objects import LEARNER_CONTAINER  # noqa: E402
 from learnerkit.scheduler.config.policy import SubmitPolicy, origin  # noqa: E402
+from learnerkit.scheduler.core.options import SchedulerOptions  # noqa: E402
 from learnerkit.scheduler.core.planning import Platform  # noqa: E402
-from learnerkit.scheduler.core.scheduler import SchedulerOptions  # noqa: E402
 from learnerkit.scheduler.images.catalog import ImageCatalog  # noqa: E402
 from learnerkit_build.render import BuildInputs  # noqa: E402
 from learnerkit_build.sidecarimage import build_sidecar  # noqa: E402

@@ -3,7 +3,7 @@
 Writes the jobs the way JobStore does (spec, credentials, status, history; the running ones with their learners'
 status, alive and metrics keys), then:
 
-- times `Scheduler.rebuild()` of a fresh Scheduler on the Docker backend (target <= 5 s);
+- times `Scheduler.loop.rebuild()` of a fresh Scheduler on the Docker backend (target <= 5 s);
 - starts the real API over the real Scheduler (Docker backend, its loop running) in a child process and
   times `GET /v1/jobs` (target p50 <= 200 ms) and `GET /v1/jobs/{id}` (target p50 <= 50 ms) through HTTP.
 
@@ -52,8 +52,8 @@ framework:
 
 def options(etcd_endpoint: str) -> object:
     from learnerkit.scheduler.config.policy import SubmitPolicy
+    from learnerkit.scheduler.core.options import SchedulerOptions
     from learnerkit.scheduler.core.planning import Platform
-    from learnerkit.scheduler.core.scheduler import SchedulerOptions
     from learnerkit.scheduler.images.catalog import ImageCatalog
 
     catalog = ImageCatalog(REPO)
@@ -70,8 +70,9 @@ async def write_jobs(etcd_endpoint: str, queued: int, running: int) -> None:
     from controller_sidecar.etcdstore import EtcdStore
     from controller_sidecar.settings import EtcdSettings
     from controller_sidecar.status import Phase, StatusRecord
+    from learnerkit.scheduler.admission.stage import Stage
     from learnerkit.scheduler.backends.docker import NODE_NAME
-    from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
+    from learnerkit.scheduler.jobs.state import JobState, JobStatus
     from learnerkit.scheduler.jobs.store import JobStore
     from learnerkit.scheduler.manifest.parser import parse_manifest
 
@@ -114,10 +115,10 @@ async def time_rebuild(etcd_endpoint: str) -> tuple[float, int]:
     etcd = await EtcdStore.connect(EtcdSettings(endpoints=(etcd_endpoint,)))
     scheduler = Scheduler(JobStore(etcd), DockerBackend(), options(etcd_endpoint))  # type: ignore[arg-type]
     started = time.perf_counter()
-    await scheduler.rebuild()
+    await scheduler.loop.rebuild()
     took = time.perf_counter() - started
     await etcd.close()
-    return took, len(scheduler.jobs)
+    return took, len(scheduler.shared.jobs)
 
 
 def serve(etcd_endpoint: str, tokens: Path, port: int) -> None:

@@ -44,9 +44,9 @@ def serve_scheduler(scheduler: Scheduler, store: JobStore, etcd_endpoint: str, t
     async def lifespan() -> AsyncIterator[None]:
         etcd = await EtcdStore.connect(EtcdSettings(endpoints=(etcd_endpoint,)))
         store.attach(etcd)
-        await scheduler.rebuild()
+        await scheduler.loop.rebuild()
         stop = asyncio.Event()
-        loop = asyncio.create_task(scheduler.run(stop))
+        loop = asyncio.create_task(scheduler.loop.run(stop))
         try:
             yield
         finally:
@@ -77,8 +77,9 @@ def serve_without_nodes(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port
     from learnerkit.scheduler.admission.capacity import Node
     from learnerkit.scheduler.backends.deployment import JobDeployment
     from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+    from learnerkit.scheduler.core.options import SchedulerOptions
     from learnerkit.scheduler.core.planning import Platform
-    from learnerkit.scheduler.core.scheduler import Scheduler, SchedulerOptions
+    from learnerkit.scheduler.core.scheduler import Scheduler
     from learnerkit.scheduler.jobs.store import JobStore
 
     class NoNodes:

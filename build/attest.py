@@ -15,14 +15,14 @@ from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import UnverifiedSignatureError, VerificationError
 from securesystemslib.signer import Key, Signature, Signer
 
-from learnerkit.common.errors import LearnerkitError
+from learnerkit_build.errors import BuildToolError
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 SIMPLE_SIGNING_TYPE = "cosign container image signature"
 
 
-class AttestationError(LearnerkitError):
+class AttestationError(BuildToolError):
     """A signature or a statement in a published attestation does not verify."""
 
 

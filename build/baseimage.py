@@ -21,8 +21,9 @@ import docker.errors
 import requests
 
 from learnerkit.common import engine
-from learnerkit.common.errors import ConfigError, LearnerkitError, ToolMissingError
+from learnerkit.common.errors import ConfigError, ToolMissingError
 from learnerkit_build.buildkit import LogSink
+from learnerkit_build.errors import BuildToolError
 
 BASE_REPOSITORY = "learnerkit/base"
 RECIPE_SCHEME = "learnerkit-base/2"
@@ -30,7 +31,7 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 
 
-class BaseImageError(LearnerkitError):
+class BaseImageError(BuildToolError):
     """debootstrap or the import of its result failed."""
 
 

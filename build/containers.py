@@ -13,13 +13,15 @@ from typing import Any
 import docker.errors
 import requests
 
+from learner.paths import JOB_DIR
 from learnerkit.common.engine import EngineError, engine, gpu_request, refuses_gpus
+from learnerkit_build.errors import BuildToolError
 
 JOB_SUBDIRS = ("data", "model", "results", "checkpoints", "logs", "control")
 LEARNER_USER = "1000:0"
 
 
-class GpusRefused(EngineError):
+class GpusRefused(BuildToolError, EngineError):
     """The engine cannot give a container GPUs: it has none, or no NVIDIA container toolkit to hand them over."""
 
 
@@ -60,7 +62,7 @@ class LearnerRun:
             "entrypoint": self.entrypoint,
             "environment": self.env,
             "user": "0:0" if self.inspection else self.user,
-            "volumes": {str(self.job): {"bind": "/job", "mode": "rw"}},
+            "volumes": {str(self.job): {"bind": JOB_DIR, "mode": "rw"}},
             "read_only": True,
             "tmpfs": {"/tmp": "rw,size=256m,mode=1777"},
             "network_mode": "none",

@@ -1,17 +1,21 @@
-"""Errors of the build tool, all rooted at `LearnerkitError`."""
+"""Errors of the build tool, all rooted at `BuildToolError`."""
 
 from learnerkit.common.errors import ConfigError, LearnerkitError
 
 
-class SpecError(ConfigError):
+class BuildToolError(LearnerkitError):
+    """Root of the build tool's errors."""
+
+
+class SpecError(BuildToolError, ConfigError):
     """A framework.yaml, or an image spec given on the command line, cannot be used."""
 
 
-class TemplateError(ConfigError):
+class TemplateError(BuildToolError, ConfigError):
     """A Dockerfile template failed to render; the message names the template, line and image."""
 
 
-class BuildError(LearnerkitError):
+class BuildError(BuildToolError):
     """`docker build` failed; keeps the tail of the build log as evidence."""
 
     def __init__(self, image: str, reason: str, log_tail: str) -> None:
@@ -21,5 +25,5 @@ class BuildError(LearnerkitError):
         self.log_tail = log_tail
 
 
-class ImageTestError(LearnerkitError):
+class ImageTestError(BuildToolError):
     """An image test could not run at all (as opposed to a check that ran and failed)."""

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from learnerkit.common import engine
-from learnerkit.common.errors import LearnerkitError
 from learnerkit_build import attest, referrers, registry, vex
 from learnerkit_build.attestations import PREDICATE_TYPES, ImageRecords, document_time, sbom_purls, statements
+from learnerkit_build.errors import BuildToolError
 from learnerkit_build.imagetest import CHECKS, image_test_record
 from learnerkit_build.scan.records import REPORT, load_record
 from learnerkit_build.scan.reports import checks_from_json
@@ -23,7 +23,7 @@ from learnerkit_build.signing import load_or_create_signer
 from learnerkit_build.state import read_json
 
 
-class PublishRefused(LearnerkitError):
+class PublishRefused(BuildToolError):
     """A gate of publish failed: the message says which (test, scan or VEX) and for which image ID."""
 
 

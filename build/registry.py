@@ -7,7 +7,7 @@ from typing import Any
 
 import requests
 
-from learnerkit.common.errors import LearnerkitError
+from learnerkit_build.errors import BuildToolError
 
 MANIFEST_TYPES = ", ".join(
     [
@@ -21,7 +21,7 @@ INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 TIMEOUT_S = 60
 
 
-class RegistryError(LearnerkitError):
+class RegistryError(BuildToolError):
     """The registry refused a request or returned content whose digest does not match."""
 
 

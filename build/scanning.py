@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from learnerkit.common import engine
-from learnerkit.common.errors import ConfigError, LearnerkitError
+from learnerkit.common.errors import ConfigError
+from learnerkit_build.errors import BuildToolError
 from learnerkit_build.images import render_image
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.scan.policy import load_allowlist, load_policy
@@ -15,7 +16,7 @@ from learnerkit_build.scan.runner import ScanReport, ScanRequest, scan_image
 from learnerkit_build.spec import ImageSpec
 
 
-class ScanError(LearnerkitError):
+class ScanError(BuildToolError):
     """An image cannot be scanned (not built)."""
 
 

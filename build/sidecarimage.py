@@ -1,9 +1,8 @@
 """The controller sidecar's image: rendered, hashed and cached like a learner image.
 
-Its inputs are ``controller_sidecar/image/`` (template and pinned requirements), the package's modules and
-the modules of ``learnerkit`` it imports (:data:`SHIPPED_HOST_MODULES`, kept in step with the
-``sidecar-standalone`` import contract); tagged ``learnerkit/sidecar:<version>`` and
-``<version>-<inputs hash>``. An unchanged sidecar is not rebuilt.
+Its inputs are ``controller_sidecar/image/`` (template and pinned requirements) and the package's modules,
+nothing of ``learnerkit`` (the ``sidecar-standalone`` import contract); tagged ``learnerkit/sidecar:<version>``
+and ``<version>-<inputs hash>``. An unchanged sidecar is not rebuilt.
 """
 
 from __future__ import annotations
@@ -22,8 +21,6 @@ from learnerkit_build.images import BuildPlan, BuildResult, build_plan
 from learnerkit_build.render import BuildInputs, build_context, make_environment
 
 SIDECAR_REPOSITORY = "learnerkit/sidecar"
-SHIPPED_HOST_MODULES = ("learnerkit/__init__.py", "learnerkit/common/__init__.py", "learnerkit/common/errors.py")
-"""The only host modules the sidecar imports: the root of the error hierarchy."""
 SIDECAR_TEMPLATE = "controller_sidecar/image/Dockerfile.j2"
 REQUIREMENTS = "controller_sidecar/image/requirements.txt"
 SIDECAR_BASE = "debian-bookworm"
@@ -59,7 +56,6 @@ def sidecar_files(root: Path, inputs: BuildInputs) -> list[ContextFile]:
         for item in tree_files(root / "controller_sidecar", "controller_sidecar")
         if item.target.endswith(".py") and "/image/" not in item.target
     ]
-    files += [ContextFile(root / name, name) for name in SHIPPED_HOST_MODULES]
     files.append(ContextFile(root / REQUIREMENTS, REQUIREMENTS))
     files.extend(wheelhouse_files(inputs))
     return sorted(files, key=lambda f: f.target)

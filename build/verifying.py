@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from learnerkit.common.errors import LearnerkitError
 from learnerkit_build import attest, referrers, registry, vex
 from learnerkit_build.attestations import PREDICATE_TYPES, sbom_purls
+from learnerkit_build.errors import BuildToolError
 from learnerkit_build.scan.reports import checks_from_json
 from learnerkit_build.signing import load_public_key
 
 
-class VerifyFailed(LearnerkitError):
+class VerifyFailed(BuildToolError):
     """What the registry holds does not match its signed statements."""
 
 

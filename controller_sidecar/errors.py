@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from learnerkit.common.errors import ConfigError, LearnerkitError
+from controller_sidecar.rooterrors import ConfigError, LearnerkitError
 
 
 class SidecarError(LearnerkitError):

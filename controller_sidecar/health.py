@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from controller_sidecar.jobdirs import JobDirs
+
 HEARTBEAT_FILE = "sidecar.heartbeat"
 STALE_AFTER_S = 60.0
 
@@ -22,7 +24,7 @@ def healthy(control_dir: Path, now: float) -> tuple[bool, str]:
 
 
 def main() -> int:
-    ok, reason = healthy(Path("/job/control"), time.time())
+    ok, reason = healthy(JobDirs().control, time.time())
     sys.stdout.write(f"controller-sidecar: {'healthy' if ok else 'unhealthy'}: {reason}\n")
     return 0 if ok else 1
 

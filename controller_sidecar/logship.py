@@ -168,7 +168,6 @@ class LogShipper:
         self._unsplit = 0
         """Bytes read but still in the splitter (the start of a line that has not ended yet)."""
         self._lock = asyncio.Lock()
-        self.lines_seen = 0
 
     @property
     def state(self) -> ShipState:
@@ -220,7 +219,6 @@ class LogShipper:
         self._unsplit -= sum(map(len, lines))
         end = max(0, self._tailer.offset - self._unsplit)
         fresh = self._not_emitted(lines, end)
-        self.lines_seen += len(fresh)
         if self._on_lines is None or not fresh:
             return
         Emitted(self._tailer.inode, end).save(self._emitted_file)

@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock, event_or_timeout
 from controller_sidecar.errors import SidecarError
 from controller_sidecar.evalmetrics import EvaluationMetrics, MetricsParser, MetricUpdate
+from controller_sidecar.jobdirs import JobDirs
 from controller_sidecar.jobfiles import open_regular
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.logship import LogShipper, structured_line
@@ -32,7 +33,7 @@ from controller_sidecar.logtail import FileTailer, LineSplitter
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.resources import gpu_utilisation, sample_learner
 from controller_sidecar.retry import Backoff, retry_async
-from controller_sidecar.settings import JobDirs, SidecarSettings
+from controller_sidecar.settings import SidecarSettings
 
 if TYPE_CHECKING:
     from controller_sidecar.tensorboard import EventFolder

@@ -62,6 +62,15 @@ class PackageIndex:
             python_version=str(python) if python else None,
         )
 
+    def to_config(self) -> dict[str, object]:
+        """The sidecar config's ``requirements`` mapping, as :meth:`from_config` reads it."""
+        return {
+            "index_url": self.index_url,
+            "extra_index_urls": list(self.extra_index_urls),
+            "trusted_hosts": list(self.trusted_hosts),
+            "python_version": self.python_version,
+        }
+
 
 def check_requirements(text: str, source: str = REQUIREMENTS) -> tuple[str, ...]:
     """The requirement lines of ``text``; refuses URLs, local paths and pip options, naming the line."""

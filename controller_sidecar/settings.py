@@ -2,7 +2,8 @@
 
 Every value is read and checked once, at start; a bad one is a :class:`SidecarConfigError` that names the
 variable or the file's field path. Secrets (etcd password, S3 keys) come only from the environment, so the
-config file can be shown, logged and stored in etcd without them.
+config file can be shown, logged and stored in etcd without them. The hosts write the document as a
+:class:`controller_sidecar.configdoc.SidecarConfigDocument`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from controller_sidecar.endpoints import (
     S3_SECRET_KEY,
 )
 from controller_sidecar.errors import SidecarConfigError
+from controller_sidecar.jobdirs import JOB_DIR, JobDirs
 from controller_sidecar.keys import JOB_ID_PATTERN
 from controller_sidecar.requirements import PackageIndex
 
@@ -33,48 +35,6 @@ CONFIG_JSON_ENV = "LEARNERKIT_SIDECAR_CONFIG_JSON"
 """The config document itself, for deployers that pass no files (it holds no secrets)."""
 DEFAULT_CONFIG_PATH = Path("/etc/learnerkit/sidecar.yaml")
 _BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-
-
-@dataclass(frozen=True)
-class JobDirs:
-    """The shared volume's folders (the learner contract, docs/architecture.md)."""
-
-    root: Path = Path("/job")
-
-    @property
-    def data(self) -> Path:
-        return self.root / "data"
-
-    @property
-    def model(self) -> Path:
-        return self.root / "model"
-
-    @property
-    def results(self) -> Path:
-        return self.root / "results"
-
-    @property
-    def packages(self) -> Path:
-        """The model's requirements, installed by the sidecar; the learner's ``PYTHONPATH`` names it."""
-        return self.root / "packages"
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / "checkpoints"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def control(self) -> Path:
-        return self.root / "control"
-
-    @property
-    def shared(self) -> Path:
-        """FfDL's job folder (``JOB_SHARED_DIR``): a volume of the job's own mounted over it in the learner when
-        the job has several learners; for one learner, this folder of the learner's own volume."""
-        return self.root / "shared"
 
 
 @dataclass(frozen=True)
@@ -178,7 +138,7 @@ class SidecarSettings:
     etcd: EtcdSettings
     s3: S3Settings
     num_learners: int = 1
-    dirs: JobDirs = JobDirs()
+    dirs: JobDirs = field(default_factory=JobDirs)
     timing: Timing = Timing()
     limits: Limits = Limits()
     evaluation_metrics: Mapping[str, Any] | None = None
@@ -236,7 +196,7 @@ def load_settings(environ: Mapping[str, str], config_path: Path | None = None) -
             max_attempts=reader.integer("s3.max_attempts", minimum=1, default=S3Settings.max_attempts),
         ),
         # Resolved: the sidecar opens files below it from / without following links (jobfiles).
-        dirs=JobDirs(Path(reader.optional_text("job_dir") or "/job").resolve()),
+        dirs=JobDirs(Path(reader.optional_text("job_dir") or JOB_DIR).resolve()),
         timing=Timing(
             halt_grace_s=reader.seconds("timing.halt_grace_s", Timing.halt_grace_s),
             checkpoint_interval_s=reader.seconds("timing.checkpoint_interval_s", Timing.checkpoint_interval_s),

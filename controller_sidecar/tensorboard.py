@@ -17,23 +17,16 @@ from pathlib import Path, PurePosixPath
 
 from controller_sidecar.errors import SidecarConfigError, UnsafeFileError, UnsafePathError
 from controller_sidecar.evalmetrics import FIELD, MetricUpdate
+from controller_sidecar.jobdirs import JOB_DIR, JobDirs
 from controller_sidecar.jobfiles import open_regular, regular_files
 from controller_sidecar.safepaths import relative_parts
-from controller_sidecar.settings import JobDirs
 from controller_sidecar.tfevents import CorruptFileError, CorruptRecordError, event_scalars, read_record
 
 LOGGER = logging.getLogger(__name__)
-LEARNER_JOB_DIR = PurePosixPath("/job")
+LEARNER_JOB_DIR = PurePosixPath(JOB_DIR)
 """The job folder as the learner sees it (the learner contract's defaults)."""
-LEARNER_FOLDERS = {
-    "DATA_DIR": "data",
-    "MODEL_DIR": "model",
-    "RESULT_DIR": "results",
-    "CHECKPOINT_DIR": "checkpoints",
-    "LOG_DIR": "logs",
-    "JOB_STATE_DIR": "control",
-}
-"""The learner's folder variables and their folders under the job folder (docs/architecture.md)."""
+LEARNER_FOLDERS = JobDirs().learner_variables()
+"""The learner's folder variables and their folders as the learner sees them."""
 EVENT_FILE_MARK = "tfevents"
 MAX_RECORDS_PER_POLL = 10_000
 """Per file and poll, so one huge file cannot hold up the others or the metrics' publication."""
@@ -51,7 +44,7 @@ def event_folder(location: str | None, dirs: JobDirs) -> Path:
         if name not in LEARNER_FOLDERS:
             known = ", ".join(f"${variable}" for variable in LEARNER_FOLDERS)
             raise SidecarConfigError(f"{where}: unknown variable ${name} in {location!r}; known: {known}")
-        return str(LEARNER_JOB_DIR / LEARNER_FOLDERS[name])
+        return str(LEARNER_FOLDERS[name])
 
     path = PurePosixPath(_VARIABLE.sub(expand, location))
     if path.is_absolute():

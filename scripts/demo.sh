@@ -19,7 +19,7 @@ eval "$("$LK" dev env)"
 
 say "uploading the sample dataset to s3://training-data/pytorch-smoke/"
 mkdir -p "$DEMO"
-"$PY" -c 'import sys; from pathlib import Path; from learnerkit_build.smokedata import write_smoke_dataset; write_smoke_dataset(Path(sys.argv[1]))' "$DEMO/data"
+"$LK" dev dataset "$DEMO/data"
 "$LK" dev upload "$DEMO/data" s3://training-data/pytorch-smoke/
 
 say "submitting examples/pytorch-smoke/manifest.yml (the dev S3 endpoint and keys filled in)"

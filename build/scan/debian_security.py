@@ -28,7 +28,7 @@ from debian.changelog import Changelog
 from debian.deb822 import Deb822
 from debian.debian_support import Version
 
-from learnerkit.common.errors import LearnerkitError
+from learnerkit_build.errors import BuildToolError
 from learnerkit_build.scan.model import CheckResult, Evidence, Severity, Status, result, unknown
 from learnerkit_build.scan.packages import DebPackage
 
@@ -41,7 +41,7 @@ MAX_DEB_BYTES = 64 << 20
 MAX_CHANGELOGS = 40
 
 
-class DebianIndexError(LearnerkitError):
+class DebianIndexError(BuildToolError):
     """A Debian index cannot be fetched, is not validly signed, or is past its Valid-Until."""
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from learnerkit.common.errors import LearnerkitError
+from learnerkit_build.errors import BuildToolError
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -25,7 +25,7 @@ MAX_CONTENT_BYTES = 1 << 20
 """Files above this size are indexed but not read (secrets in large or binary files are out of scope)."""
 
 
-class ImageArchiveError(LearnerkitError):
+class ImageArchiveError(BuildToolError):
     """A `docker save` archive cannot be read."""
 
 

@@ -14,7 +14,7 @@ from urllib.parse import quote
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
-from learnerkit.common.errors import LearnerkitError
+from learnerkit_build.errors import BuildToolError
 from learnerkit_build.scan.layers import ImageIndex
 from learnerkit_build.scan.packages import DebPackage, PythonDist, os_release
 
@@ -24,7 +24,7 @@ BASE_LABEL = "org.opencontainers.image.base.name"
 BASE_DIGEST_LABEL = "org.opencontainers.image.base.digest"
 
 
-class SbomError(LearnerkitError):
+class SbomError(BuildToolError):
     """The SBOM does not validate against its CycloneDX schema."""
 
 

@@ -88,7 +88,6 @@ RULES = (
         r"(?!password@|pass@|secret@|PASSWORD@|\*+@|\$)[A-Za-z0-9._%!~-]{6,}@[A-Za-z0-9.-]+",
     ),
 )
-RULE_IDS = tuple(rule.id for rule in RULES)
 
 
 @dataclass(frozen=True)

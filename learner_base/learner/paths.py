@@ -1,4 +1,9 @@
-"""The job's directories, each named by an environment variable with a fixed default under ``/job``."""
+"""The job's directories, each named by an environment variable with a fixed default under ``/job``.
+
+The names of the learner contract (docs/learner-contract.md): the host's deployers mount and name the folders
+from here; the sidecar, whose image does not ship this package, spells them in ``controller_sidecar.jobdirs``
+and ``controller_sidecar.control``, and a unit test keeps the two equal.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,27 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+JOB_DIR = "/job"
+"""Where the job volume is mounted, in the learner as in the sidecar."""
 DIR_DEFAULTS: Mapping[str, str] = {
-    "DATA_DIR": "/job/data",
-    "MODEL_DIR": "/job/model",
-    "RESULT_DIR": "/job/results",
-    "CHECKPOINT_DIR": "/job/checkpoints",
-    "LOG_DIR": "/job/logs",
-    "JOB_STATE_DIR": "/job/control",
+    "DATA_DIR": f"{JOB_DIR}/data",
+    "MODEL_DIR": f"{JOB_DIR}/model",
+    "RESULT_DIR": f"{JOB_DIR}/results",
+    "CHECKPOINT_DIR": f"{JOB_DIR}/checkpoints",
+    "LOG_DIR": f"{JOB_DIR}/logs",
+    "JOB_STATE_DIR": f"{JOB_DIR}/control",
 }
 """Variable -> default path. An unset or empty variable means the default."""
+SHARED_DIR = f"{JOB_DIR}/shared"
+"""``$JOB_SHARED_DIR``: FfDL's job folder, one volume every learner of a job mounts here."""
+PACKAGES_DIR = f"{JOB_DIR}/packages"
+"""The model's ``requirements.txt``, installed here by the sidecar; the learner's ``PYTHONPATH`` names it."""
 START_FILE = "start"
 """In ``$JOB_STATE_DIR``: the sidecar writes it when the inputs are in place; ``learner-run`` then starts."""
 HALT_FILE = "halt"
 """In ``$JOB_STATE_DIR``: the sidecar writes it to ask the learner to checkpoint and stop."""
+EXIT_FILE = "learner.exit"
+"""In ``$JOB_STATE_DIR``: ``learner-run`` writes how the command ended; the sidecar reads it."""
 
 
 def env_path(variable: str, environ: Mapping[str, str] | None = None) -> Path:

@@ -1,12 +1,8 @@
-"""The one exception root of learnerkit; each package derives its own errors from it."""
+"""The host's errors: the root of the hierarchy (defined in the sidecar, re-exported here) and the host's own."""
 
+from controller_sidecar.rooterrors import ConfigError, LearnerkitError
 
-class LearnerkitError(Exception):
-    """An error a user can act on: the message names the file, field, image or command at fault."""
-
-
-class ConfigError(LearnerkitError):
-    """Bad input: a file, field or command-line value that cannot be used."""
+__all__ = ["ConfigError", "LearnerkitError", "ToolMissingError"]
 
 
 class ToolMissingError(LearnerkitError):

@@ -16,6 +16,7 @@ from learnerkit.common.project import find_project_root
 from learnerkit.dev.credentials import ACCESS_KEY_VAR, SECRET_KEY_VAR
 from learnerkit.dev.environment import DEFAULT_FOLDER, FOLDER_ENV, DevServices, ServiceStatus
 from learnerkit.dev.upload import destination, files_under, upload_folder
+from learnerkit_build.smokedata import write_smoke_dataset
 
 
 def default_folder() -> Path:
@@ -119,3 +120,14 @@ def upload_command(services: DevServices, local_dir: Path, url: str, output: str
         result,
         lambda: console.print(f"uploaded {len(result.objects)} files ({result.total_bytes} bytes) to {location}"),
     )
+
+
+@dev_group.command("dataset")
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False))
+@output_option
+@handles_errors
+def dataset_command(folder: Path, output: str) -> None:
+    """Write the smoke dataset (FOLDER/train.csv, the one every framework's smoke training reads), for
+    `dev upload` and the demo."""
+    path = write_smoke_dataset(folder)
+    emit(output, {"path": str(path)}, lambda: console.print(f"wrote {path}"))

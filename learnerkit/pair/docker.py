@@ -17,6 +17,7 @@ from typing import Any
 
 import docker.errors
 
+from learner.paths import DIR_DEFAULTS, JOB_DIR, SHARED_DIR
 from learnerkit.common.engine import EngineError, engine, gpu_request
 from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
@@ -26,8 +27,7 @@ JOB_LABEL = "io.learnerkit.job-id"
 ROLE_LABEL = "io.learnerkit.role"
 LEARNER_RUN_AS = f"{LEARNER_UID}:0"
 SIDECAR_RUN_AS = f"{SIDECAR_UID}:0"
-DATA_DIR = "/job/data"
-SHARED_DIR = "/job/shared"
+DATA_DIR = DIR_DEFAULTS["DATA_DIR"]
 STOP_MARGIN_S = 10
 """A stop waits this much longer than the sidecar's shutdown deadline (or the learner's halt grace)."""
 
@@ -95,7 +95,7 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
         "command": command,
         "environment": env,
         "volumes": {
-            volume: {"bind": "/job", "mode": "rw"},
+            volume: {"bind": JOB_DIR, "mode": "rw"},
             **({spec.data_mount: {"bind": DATA_DIR, "mode": "ro"}} if spec.data_mount else {}),
             **({placement.shared_volume: {"bind": SHARED_DIR, "mode": "rw"}} if placement.shared_volume else {}),
         },
@@ -146,7 +146,7 @@ def sidecar_options(
             "NUM_LEARNERS": str(spec.num_learners),
             "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(config, sort_keys=True),
         },
-        "volumes": {volume: {"bind": "/job", "mode": "rw"}},
+        "volumes": {volume: {"bind": JOB_DIR, "mode": "rw"}},
         "mounts": mounts,
         "network_mode": "host",
         "stop_signal": "SIGTERM",

@@ -7,12 +7,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller_sidecar.configdoc import SidecarConfigDocument, StoreFolder, StoreObject, TimingDocument
 from controller_sidecar.endpoints import Endpoints
 from controller_sidecar.status import StatusRecord
 from learnerkit.pair.docker import PairHandle, remove_pair, start_pair
 from learnerkit.pair.etcd import etcd_settings, learner_metrics, learner_status
 from learnerkit.pair.follow import stream_sidecar, wait_pair
 from learnerkit.pair.spec import PairSpec, parse_s3_url
+
+LOG_SHIP_INTERVAL_S = 2.0
+"""Shorter than the sidecar's default: a pair run by hand is watched as it runs."""
 
 
 def new_job_id() -> str:
@@ -56,33 +60,25 @@ class LocalResult:
     outputs: str
 
 
-def sidecar_config(run: LocalRun) -> tuple[dict[str, Any], str]:
+def sidecar_config(run: LocalRun) -> tuple[SidecarConfigDocument, str]:
     """The sidecar's config document and the ``s3://`` URL of the pair's outputs."""
     bucket, prefix = parse_s3_url(run.results, "--results")
     prefix = f"{prefix.rstrip('/')}/" if prefix else ""
     outputs = f"{prefix}{run.job_id}/learner-1/"
-    config: dict[str, Any] = {
-        "results": {"bucket": bucket, "prefix": outputs},
-        "data": {"mode": "mount"},
-        "timing": {
-            "halt_grace_s": run.halt_grace_s,
-            "checkpoint_interval_s": run.checkpoint_interval_s,
-            "log_ship_interval_s": 2.0,
-        },
-        "metrics_port": run.metrics_port,
-    }
-    if run.data:
-        data_bucket, data_prefix = parse_s3_url(run.data, "--data")
-        config["data"] = {"mode": "copy", "bucket": data_bucket, "prefix": data_prefix}
-    if run.model:
-        model_bucket, model_key = parse_s3_url(run.model, "--model")
-        config["model"] = {"bucket": model_bucket, "key": model_key}
-    if run.resume_from:
-        resume_bucket, resume_prefix = parse_s3_url(run.resume_from, "--resume-from")
-        config["resume_from"] = {"bucket": resume_bucket, "prefix": resume_prefix}
-    if run.evaluation_metrics:
-        config["evaluation_metrics"] = dict(run.evaluation_metrics)
-    return config, f"s3://{bucket}/{outputs}"
+    document = SidecarConfigDocument(
+        results=StoreFolder(bucket, outputs),
+        data=StoreFolder(*parse_s3_url(run.data, "--data")) if run.data else None,
+        model=StoreObject(*parse_s3_url(run.model, "--model")) if run.model else None,
+        resume_from=StoreFolder(*parse_s3_url(run.resume_from, "--resume-from")) if run.resume_from else None,
+        timing=TimingDocument(
+            halt_grace_s=run.halt_grace_s,
+            checkpoint_interval_s=run.checkpoint_interval_s,
+            log_ship_interval_s=LOG_SHIP_INTERVAL_S,
+        ),
+        evaluation_metrics=run.evaluation_metrics or None,
+        metrics_port=run.metrics_port,
+    )
+    return document, f"s3://{bucket}/{outputs}"
 
 
 def pair_spec(run: LocalRun) -> PairSpec:
@@ -93,7 +89,7 @@ def pair_spec(run: LocalRun) -> PairSpec:
         learner_image=run.learner_image,
         sidecar_image=run.sidecar_image,
         command=run.command,
-        sidecar_config=config,
+        sidecar_config=config.to_raw(),
         endpoints=run.endpoints,
         memory_bytes=run.memory_bytes,
         cpus=run.cpus,

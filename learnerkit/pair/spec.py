@@ -40,7 +40,8 @@ class PairSpec:
     """An argv (the image's ``learner-run`` entrypoint stays), or one shell string (an FfDL manifest's
     ``command``) that ``learner-run`` runs from ``LEARNER_COMMAND``."""
     sidecar_config: Mapping[str, Any]
-    """The sidecar's config document (locations, timing, evaluation metrics); no secrets."""
+    """The sidecar's config document (locations, timing, evaluation metrics; the ``to_raw()`` of a
+    :class:`~controller_sidecar.configdoc.SidecarConfigDocument`); no secrets."""
     endpoints: Endpoints
     num_learners: int = 1
     learner_env: Mapping[str, str] = field(default_factory=dict)

@@ -16,7 +16,6 @@ from rich.table import Table
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, keep_whole, output_option
 from learnerkit.scheduler.api.auth import add_token, read_tokens, revoke
-from learnerkit.scheduler.api.server import serve
 from learnerkit.scheduler.config.settings import DEFAULT_TOKENS, BackendKind, SchedulerSettings, parse_endpoints
 from learnerkit.scheduler.errors import TokensFileError
 
@@ -76,7 +75,11 @@ def serve_command(
             limits={"tenants": tenants},
             trust={"project_images": trust_project_images},
         )
-        serve(settings)
+        # Imported here: only `serve` pays for the scheduler, its backends and uvicorn, not `token ...`.
+        from learnerkit.scheduler.api.server import serve
+        from learnerkit.scheduler.factory import create_scheduler
+
+        serve(settings, create_scheduler)
     except LearnerkitError as e:
         fail(OutputFormat.TABLE.value, e)
 

@@ -1,6 +1,6 @@
 """What the REST API and the CLI see of the scheduler: jobs per tenant, and the verbs on them.
 
-The scheduler (``learnerkit.scheduler.core.scheduler``) implements :class:`SchedulerFacade`; the API layer depends only
+The scheduler (``learnerkit.scheduler.core.scheduler``) implements :class:`SchedulerFacade`; the API room depends only
 on this module, so it is tested against a fake and the scheduler against real etcd and Docker.
 """
 

@@ -22,11 +22,13 @@ from learnerkit.scheduler.backends.docker import DockerBackend
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from learnerkit.scheduler.backends.k8s_objects import SIDECAR_METRICS_PORT
+from learnerkit.scheduler.backends.protocol import Backend
 from learnerkit.scheduler.config.policy import SubmitPolicy
 from learnerkit.scheduler.config.settings import BackendKind, SchedulerSettings
 from learnerkit.scheduler.config.tenants import Tenants, load_tenants
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.core.scheduler import Backend, Scheduler, SchedulerOptions
+from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.images.gate import ImageGate
@@ -115,9 +117,9 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
     async def lifespan() -> AsyncIterator[None]:
         etcd = await EtcdStore.connect(etcd_settings)
         store.attach(etcd)
-        await scheduler.rebuild()
+        await scheduler.loop.rebuild()
         stop = asyncio.Event()
-        loop = asyncio.create_task(scheduler.run(stop), name="scheduler loop")
+        loop = asyncio.create_task(scheduler.loop.run(stop), name="scheduler loop")
         try:
             yield
         finally:
@@ -125,4 +127,4 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             await loop
             await etcd.close()
 
-    return HostedScheduler(facade=scheduler, registry=scheduler.metrics.registry, lifespan=lifespan)
+    return HostedScheduler(facade=scheduler, registry=scheduler.shared.metrics.registry, lifespan=lifespan)

@@ -20,8 +20,8 @@ from learnerkit.scheduler.backends.deployment import Egress
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.core.scheduler import SchedulerOptions
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar

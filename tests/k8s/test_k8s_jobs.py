@@ -12,7 +12,7 @@ from kubernetes.client import CoreV1Api
 
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_objects import GPU_RESOURCE, LEARNER_CONTAINER, PodLayout
-from learnerkit.scheduler.core.scheduler import SchedulerOptions
+from learnerkit.scheduler.core.options import SchedulerOptions
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, manifest
 from tests.integration.scheduler.test_scheduler_docker import DDP_SCRIPT

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from learnerkit.dev.ports import free_port
-from learnerkit.scheduler.core.scheduler import SchedulerOptions
+from learnerkit.scheduler.core.options import SchedulerOptions
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, manifest
 from tests.k8s.cluster import SHARED_CLASS, LocalCluster

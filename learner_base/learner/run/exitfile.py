@@ -11,9 +11,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TypedDict
 
+from learner.paths import EXIT_FILE
 from learner.run.errors import SetupError
-
-EXIT_FILE = "learner.exit"
 
 
 class Reason(str, Enum):  # noqa: UP042 (StrEnum needs Python 3.11; images may run 3.10)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from learnerkit.scheduler.admission.capacity import ANY_GPU, GIB, Cluster, Node, PoolKey, gpu_kind, millicores
 from learnerkit.scheduler.admission.placement import Placed, place_gang, release_gang
@@ -41,20 +40,10 @@ from learnerkit.scheduler.admission.reasons import (
     WaitingForGpus,
     WaitingForRoom,
 )
+from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, UnknownJobError
 
 LOGGER = logging.getLogger(__name__)
-
-
-class JobPhase(StrEnum):
-    QUEUED = "QUEUED"
-    """Waiting in the queue (possibly backing off)."""
-    ADMITTED = "ADMITTED"
-    """Resources reserved; the learners are being deployed."""
-    RUNNING = "RUNNING"
-    """Every learner was reported running; the ready timeout no longer applies."""
-    REJECTED = "REJECTED"
-    """Unschedulable as it is; kept, with its reason, until released."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +84,7 @@ class JobRecord:
     """What the scheduler needs of one job to rebuild its state (the job's record in etcd)."""
 
     job: Job
-    phase: JobPhase
+    stage: Stage
     nodes: tuple[str, ...] = ()
     """The node of each learner while admitted or running."""
     admitted_at: float | None = None
@@ -187,7 +176,7 @@ def _quota_never_fits(job: Job, quota: Quota) -> str | None:
 @dataclass(slots=True)
 class _Entry:
     job: Job
-    phase: JobPhase
+    stage: Stage
     nodes: tuple[str, ...] = ()
     admitted_at: float | None = None
     timeouts: int = 0
@@ -221,11 +210,11 @@ class AdmissionState:
         scheduler was down) is requeued, and a queued job that can no longer fit at all is rejected.
         """
         state = cls(nodes, policy)
-        records = sorted(records, key=lambda r: r.phase in (JobPhase.QUEUED, JobPhase.REJECTED))
+        records = sorted(records, key=lambda r: r.stage in (Stage.QUEUED, Stage.REJECTED))
         for record in records:
             entry = _Entry(
                 record.job,
-                record.phase,
+                record.stage,
                 record.nodes,
                 record.admitted_at,
                 record.timeouts,
@@ -235,12 +224,12 @@ class AdmissionState:
             if record.job.job_id in state._entries:
                 raise InvalidRequestError(f"job {record.job.job_id!r} has two records")
             state._entries[record.job.job_id] = entry
-            if record.phase in (JobPhase.ADMITTED, JobPhase.RUNNING):
+            if record.stage in (Stage.DEPLOYED, Stage.RUNNING):
                 if state._rereserve(entry):
                     continue
                 LOGGER.warning("job %s: nodes %s no longer hold it; requeued", record.job.job_id, record.nodes)
-                entry.phase, entry.nodes, entry.admitted_at = JobPhase.QUEUED, (), None
-            if entry.phase is JobPhase.QUEUED:
+                entry.stage, entry.nodes, entry.admitted_at = Stage.QUEUED, (), None
+            if entry.stage is Stage.QUEUED:
                 state._enqueue(entry)
         return state
 
@@ -248,7 +237,7 @@ class AdmissionState:
         """Queue a job; a job that can never be admitted is rejected at once (and its reason returned)."""
         if job.job_id in self._entries:
             raise InvalidRequestError(f"job {job.job_id!r} exists already")
-        entry = _Entry(job, JobPhase.QUEUED)
+        entry = _Entry(job, Stage.QUEUED)
         self._entries[job.job_id] = entry
         return self._enqueue(entry)
 
@@ -298,19 +287,19 @@ class AdmissionState:
     def mark_running(self, job_id: str) -> None:
         """Every learner of the admitted job runs: the ready timeout no longer applies."""
         entry = self._entry(job_id)
-        if entry.phase is JobPhase.RUNNING:
+        if entry.stage is Stage.RUNNING:
             return
-        if entry.phase is not JobPhase.ADMITTED:
-            raise JobStateError(f"job {job_id!r} is {entry.phase}, not admitted: it has no learners to run")
-        entry.phase = JobPhase.RUNNING
+        if entry.stage is not Stage.DEPLOYED:
+            raise JobStateError(f"job {job_id!r} is {entry.stage}, not admitted: it has no learners to run")
+        entry.stage = Stage.RUNNING
         del self._starting[job_id]
 
     def release(self, job_id: str) -> None:
         """The job ended (completed, failed, halted, cancelled or deleted): free what it holds, forget it."""
         entry = self._entry(job_id)
-        if entry.phase in (JobPhase.ADMITTED, JobPhase.RUNNING):
+        if entry.stage in (Stage.DEPLOYED, Stage.RUNNING):
             self._unreserve(entry)
-        elif entry.phase is JobPhase.QUEUED:
+        elif entry.stage is Stage.QUEUED:
             self._queue.remove(job_id)
         del self._entries[job_id]
         self._fits_empty.discard(job_id)
@@ -331,7 +320,7 @@ class AdmissionState:
 
     def record(self, job_id: str) -> JobRecord:
         e = self._entry(job_id)
-        return JobRecord(e.job, e.phase, e.nodes, e.admitted_at, e.timeouts, e.not_before, str(e.reason))
+        return JobRecord(e.job, e.stage, e.nodes, e.admitted_at, e.timeouts, e.not_before, str(e.reason))
 
     def records(self) -> list[JobRecord]:
         return [self.record(job_id) for job_id in sorted(self._entries)]
@@ -360,7 +349,7 @@ class AdmissionState:
     def _reject(self, entry: _Entry, why: str) -> Unschedulable:
         if entry.job.job_id in self._queue:
             self._queue.remove(entry.job.job_id)
-        entry.phase = JobPhase.REJECTED
+        entry.stage = Stage.REJECTED
         reason = Unschedulable(why)
         entry.reason = reason
         return reason
@@ -368,7 +357,7 @@ class AdmissionState:
     def _admit(self, entry: _Entry, nodes: tuple[str, ...], now: float) -> None:
         job = entry.job
         self._queue.remove(job.job_id)
-        entry.phase, entry.nodes, entry.admitted_at, entry.reason = JobPhase.ADMITTED, nodes, now, ""
+        entry.stage, entry.nodes, entry.admitted_at, entry.reason = Stage.DEPLOYED, nodes, now, ""
         self._starting[job.job_id] = entry
         self._in_use.setdefault(job.tenant, _Usage()).add(job)
 
@@ -377,7 +366,7 @@ class AdmissionState:
         release_gang(self.cluster, job.learners, entry.nodes)
         self._in_use[job.tenant].add(job, -1)
         self._starting.pop(job.job_id, None)
-        entry.phase, entry.nodes, entry.admitted_at = JobPhase.QUEUED, (), None
+        entry.stage, entry.nodes, entry.admitted_at = Stage.QUEUED, (), None
 
     def _rereserve(self, entry: _Entry) -> bool:
         job = entry.job
@@ -389,7 +378,7 @@ class AdmissionState:
                 return False
             self.cluster.reserve(node, learner)
         self._in_use.setdefault(job.tenant, _Usage()).add(job)
-        if entry.phase is JobPhase.ADMITTED:
+        if entry.stage is Stage.DEPLOYED:
             self._starting[job.job_id] = entry
         return True
 

@@ -1,7 +1,7 @@
 """What `learnerkit scheduler serve` needs from the scheduler: its facade, metrics registry and lifespan.
 
-The module ``learnerkit.scheduler.factory`` provides ``create_scheduler(settings) -> HostedScheduler``;
-the API layer never imports it, so the API is tested against a fake facade.
+``learnerkit.scheduler.factory.create_scheduler(settings) -> HostedScheduler`` builds the real one and the CLI
+hands it to ``serve``; the API room never imports it, so the API is tested against a fake facade.
 """
 
 from __future__ import annotations

@@ -11,12 +11,11 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
+from learner.paths import SHARED_DIR
 from learnerkit.common.errors import ConfigError
 from learnerkit.pair.spec import PairSpec
 
 DEFAULT_MASTER_PORT = 29500
-SHARED_DIR = "/job/shared"
-"""The job folder every learner of a job shares (FfDL's job volume): ``$JOB_SHARED_DIR`` in each learner."""
 DEFAULT_SHARED_SIZE = "10Gi"
 
 Framework = Literal["tensorflow", "pytorch", "mxnet", "caffe", "generic"]

@@ -21,9 +21,9 @@ from typing import Any, TypedDict
 import kubernetes_validate
 import kubernetes_validate.utils
 
-from learner.paths import DIR_DEFAULTS
+from learner.paths import DIR_DEFAULTS, JOB_DIR, SHARED_DIR
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
-from learnerkit.scheduler.backends.deployment import SHARED_DIR, JobDeployment, distributed_env
+from learnerkit.scheduler.backends.deployment import JobDeployment, distributed_env
 from learnerkit.scheduler.errors import InvalidObjectError
 
 KUBERNETES_VERSION = "1.30"
@@ -41,7 +41,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """Set on every GPU node by NVIDIA GPU feature discovery (part of the GPU operator)."""
 SHM_SIZE = "1Gi"
-DATA_DIR = "/job/data"
+DATA_DIR = DIR_DEFAULTS["DATA_DIR"]
 TMP_SIZE = "512Mi"
 STOP_MARGIN_S = 10
 """The pod's grace period exceeds the learner's halt grace plus the sidecar's deadline by this much."""
@@ -168,7 +168,7 @@ def learner_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
         "securityContext": restricted_security_context(LEARNER_UID),
         "resources": learner_resources(learner),
         "volumeMounts": [
-            {"name": "job", "mountPath": "/job"},
+            {"name": "job", "mountPath": JOB_DIR},
             {"name": "shared", "mountPath": SHARED_DIR},
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "learner-tmp", "mountPath": "/tmp"},
@@ -221,7 +221,7 @@ def sidecar_container(
         "envFrom": [{"secretRef": {"name": job.secret_name}}],
         "ports": [{"name": "metrics", "containerPort": SIDECAR_METRICS_PORT}],
         "volumeMounts": [
-            {"name": "job", "mountPath": "/job"},
+            {"name": "job", "mountPath": JOB_DIR},
             {"name": "sidecar-tmp", "mountPath": "/tmp"},
         ],
     }

@@ -73,8 +73,6 @@ class S3Settings:
 class BackendSettings:
     kind: BackendKind = BackendKind.DOCKER
     """``$LEARNERKIT_SCHEDULER_BACKEND``: where learners run."""
-    docker_host: str | None = None
-    """``$DOCKER_HOST``; None means the local engine's default socket."""
     namespace: str = "learnerkit"
     """``$LEARNERKIT_K8S_NAMESPACE``: the Kubernetes backend's namespace."""
     sidecar_image: str | None = None
@@ -182,7 +180,6 @@ class SchedulerSettings:
             ),
             backend=BackendSettings(
                 kind=_backend(env.get("LEARNERKIT_SCHEDULER_BACKEND", backend.kind.value)),
-                docker_host=env.get("DOCKER_HOST"),
                 namespace=env.get("LEARNERKIT_K8S_NAMESPACE", backend.namespace),
                 sidecar_image=env.get("LEARNERKIT_SIDECAR_IMAGE"),
                 registry=env.get("LEARNERKIT_REGISTRY"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from learnerkit.scheduler.jobs.state import JobStatus
 
@@ -46,6 +46,3 @@ class SchedulerMetrics:
             self.jobs.labels(status.value).set(counts.get(status, 0))
         self.queue_depth.set(queued)
         self.gpus_allocated.set(gpus)
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)

@@ -1,32 +1,31 @@
 """From a manifest to what a backend deploys: images, the sidecar's config and secret, per learner.
 
-Outputs of attempt ``k`` go to ``<results bucket>/<prefix><job_id>/attempt-<k>/learner-<n>/`` (results,
-logs, checkpoints); an attempt that resumes restores the latest checkpoint of the attempt it resumes.
+Where a job's objects lie in S3 is :mod:`learnerkit.scheduler.jobs.layout`; an attempt that resumes restores the
+latest checkpoint of the attempt it resumes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import get_args
 
 from controller_sidecar import keys
+from controller_sidecar.configdoc import SidecarConfigDocument, StoreFolder, StoreObject, TimingDocument
 from controller_sidecar.endpoints import Endpoints
 from controller_sidecar.requirements import PackageIndex
-from learnerkit.common.errors import ConfigError
+from learner.paths import PACKAGES_DIR
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.backends.deployment import Framework, JobDeployment, ffdl_env
+from learnerkit.scheduler.jobs.layout import outputs_prefix, results_store, split_container
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.jobs.submission import SubmitOptions
-from learnerkit.scheduler.manifest.model import DataStore, DistributedMode, JobManifest
-from learnerkit.scheduler.manifest.storecheck import store_problems
+from learnerkit.scheduler.manifest.model import DistributedMode, JobManifest
 
 ImageResolver = Callable[[JobManifest], str]
 """The learner image of a manifest's framework and version (and GPU or CPU variant)."""
 
 SHUTDOWN_DEADLINE_S = 20.0
-PACKAGES_DIR = "/job/packages"
-"""The model's requirements, installed by the sidecar (its ``JobDirs.packages``): on the learner's PYTHONPATH."""
 
 
 @dataclass(frozen=True)
@@ -39,38 +38,6 @@ class Platform:
     """The sidecars' Prometheus port; 0 on the Docker backend, whose sidecars share the host network."""
     etcd_root: str = keys.ROOT
     """The prefix of every job's keys (``$LEARNERKIT_ETCD_ROOT``): the sidecars report under the same one."""
-
-
-def split_container(container: str) -> tuple[str, str]:
-    """FfDL's `container` is a bucket; `bucket/prefix` narrows it to a folder."""
-    bucket, _, prefix = container.partition("/")
-    return bucket, (prefix.rstrip("/") + "/" if prefix else "")
-
-
-def job_prefix(manifest: JobManifest, job_id: str) -> tuple[str, str]:
-    """The bucket and key prefix (ending in ``/``) under which everything of the job is stored."""
-    bucket, prefix = split_container(results_store(manifest).training_results or "")
-    return bucket, f"{prefix}{job_id}/"
-
-
-def outputs_prefix(manifest: JobManifest, job_id: str, attempt: int, learner_id: int) -> tuple[str, str]:
-    bucket, prefix = job_prefix(manifest, job_id)
-    return bucket, f"{prefix}attempt-{attempt}/learner-{learner_id}/"
-
-
-def model_location(manifest: JobManifest, job_id: str) -> tuple[str, str]:
-    """Where a job's model code archive is stored: beside its attempts, in the results store the tenant named."""
-    bucket, prefix = job_prefix(manifest, job_id)
-    return bucket, f"{prefix}model/model.zip"
-
-
-def results_store(manifest: JobManifest) -> DataStore:
-    """The store results go to; `ConfigError` where `store_problems` finds one (the parser's check, again)."""
-    problems = store_problems(manifest)
-    store = manifest.training_results_store
-    if problems or store is None:
-        raise ConfigError("; ".join(message for _, message in problems) or "no results store")
-    return store
 
 
 def endpoints_for(manifest: JobManifest, platform: Platform) -> Endpoints:
@@ -91,42 +58,30 @@ def sidecar_config(
     platform: Platform,
     options: SubmitOptions | None = None,
     packages: PackageIndex | None = None,
-) -> dict[str, Any]:
+) -> SidecarConfigDocument:
     bucket, prefix = outputs_prefix(manifest, state.job_id, state.attempt, learner_id)
     data = manifest.training_data_store
-    config: dict[str, Any] = {
-        "results": {"bucket": bucket, "prefix": prefix},
-        "data": {"mode": "mount"},
-        "timing": {"halt_grace_s": float(manifest.extensions.halt_grace)},
-        "status_sequence_start": state.first_sequence,
-        "metrics_port": platform.metrics_port,
-        "etcd": {"root": platform.etcd_root},
-    }
-    if data.mode == "copy" and data.training_data:
-        data_bucket, data_prefix = split_container(data.training_data)
-        config["data"] = {"mode": "copy", "bucket": data_bucket, "prefix": data_prefix}
-    if manifest.extensions.checkpoint_interval:
-        config["timing"]["checkpoint_interval_s"] = float(manifest.extensions.checkpoint_interval)
+    checkpoint_interval = manifest.extensions.checkpoint_interval
+    model = options.model if options is not None else None
+    resume_from = None
     if state.resume_from_attempt is not None:
         _, earlier = outputs_prefix(manifest, state.job_id, state.resume_from_attempt, learner_id)
-        config["resume_from"] = {"bucket": bucket, "prefix": f"{earlier}checkpoints/"}
-    if manifest.evaluation_metrics:
-        config["evaluation_metrics"] = dict(manifest.evaluation_metrics)
-    model = options.model if options is not None else None
-    if model is not None:
-        config["model"] = {"bucket": model.bucket, "key": model.key}
-        if model.requirements:
-            config["requirements"] = _index_config(packages or PackageIndex())
-    return config
-
-
-def _index_config(index: PackageIndex) -> dict[str, Any]:
-    return {
-        "index_url": index.index_url,
-        "extra_index_urls": list(index.extra_index_urls),
-        "trusted_hosts": list(index.trusted_hosts),
-        "python_version": index.python_version,
-    }
+        resume_from = StoreFolder(bucket, f"{earlier}checkpoints/")
+    return SidecarConfigDocument(
+        results=StoreFolder(bucket, prefix),
+        data=StoreFolder(*split_container(data.training_data)) if data.mode == "copy" and data.training_data else None,
+        model=StoreObject(model.bucket, model.key) if model is not None else None,
+        resume_from=resume_from,
+        timing=TimingDocument(
+            halt_grace_s=float(manifest.extensions.halt_grace),
+            checkpoint_interval_s=float(checkpoint_interval) if checkpoint_interval else None,
+        ),
+        evaluation_metrics=manifest.evaluation_metrics or None,
+        requirements=(packages or PackageIndex()) if model is not None and model.requirements else None,
+        metrics_port=platform.metrics_port,
+        status_sequence_start=state.first_sequence,
+        etcd_root=platform.etcd_root,
+    )
 
 
 def plan_job(
@@ -151,7 +106,7 @@ def plan_job(
             learner_image=image,
             sidecar_image=platform.sidecar_image,
             command=manifest.framework.command,
-            sidecar_config=sidecar_config(manifest, state, n, platform, options, packages),
+            sidecar_config=sidecar_config(manifest, state, n, platform, options, packages).to_raw(),
             endpoints=endpoints,
             learner_env={**ffdl_env(state.job_id, n, resources.learners), **learner_env},
             num_learners=resources.learners,

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from controller_sidecar.status import StatusRecord
 from learnerkit.scheduler.admission.capacity import LearnerRequest
 from learnerkit.scheduler.admission.queue import Job
-from learnerkit.scheduler.jobs.state import JobState, Stage
+from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import JobManifest
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from controller_sidecar.status import Phase
-from learnerkit.scheduler.core.planning import outputs_prefix
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.facade import JobView, LearnerView
+from learnerkit.scheduler.jobs.layout import outputs_prefix
 
 
 def job_view(tracked: Tracked) -> JobView:

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from learnerkit.scheduler.admission.stage import Stage
+
 ATTEMPT_SEQUENCE_BLOCK = 1_000_000
 """Each attempt's sidecars number their status records from ``attempt * ATTEMPT_SEQUENCE_BLOCK``."""
 
@@ -29,19 +31,6 @@ class JobStatus(StrEnum):
     @property
     def terminal(self) -> bool:
         return self in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.HALTED, JobStatus.CANCELLED)
-
-
-class Stage(StrEnum):
-    """Where the job is in the scheduler's own cycle (the status is what users see)."""
-
-    QUEUED = "QUEUED"
-    """Waiting for admission."""
-    DEPLOYED = "DEPLOYED"
-    """Resources reserved and the learners deployed; not all running yet."""
-    RUNNING = "RUNNING"
-    """Every learner's containers run: the ready timeout no longer applies."""
-    DONE = "DONE"
-    """Terminal and torn down: nothing of it runs, nothing is reserved."""
 
 
 def now_iso() -> str:

@@ -34,7 +34,6 @@ DISTRIBUTED_NAMES = frozenset({"pytorchmpi", CHOSEN})
 variables of the framework they run on (PyTorch's MASTER_ADDR... or TensorFlow's TF_CONFIG)."""
 """Names whose versions number another project's releases: any of them means the newest version here."""
 VERSION_WORDS = frozenset({"latest", "cpu", "gpu", "py3"})
-NEWEST = "latest"
 
 _TORCH = re.compile(r"torch", re.IGNORECASE)
 _TENSORFLOW = re.compile(r"tensorflow|keras|\btf[0-9._-]|\btf_", re.IGNORECASE)

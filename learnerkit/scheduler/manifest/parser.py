@@ -415,7 +415,7 @@ def _check_evaluation_metrics(reader: FieldReader, value: Mapping[str, Any]) -> 
     sidecar would refuse is refused here, by field. Imported only for manifests that have the section."""
     from controller_sidecar.errors import SidecarConfigError
     from controller_sidecar.evalmetrics import parse_evaluation_metrics
-    from controller_sidecar.settings import JobDirs
+    from controller_sidecar.jobdirs import JobDirs
 
     try:
         rules = parse_evaluation_metrics(dict(value))

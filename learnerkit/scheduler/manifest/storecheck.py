@@ -1,5 +1,5 @@
 """Whether a manifest's data stores can run here: the one check `job validate` (through the parser) and the
-scheduler's submit and deploy (through `planning`) share, so validate refuses everything they would.
+scheduler's submit and deploy (through `jobs.layout.results_store`) share, so validate refuses everything they would.
 
 The sidecar holds one set of object-store credentials per job: results, logs and checkpoints go to an object
 store (`s3_datastore` or `mount_cos`), and training data copied in comes from that same endpoint. A host folder

@@ -1,1 +1,2 @@
-"""A job's model code: the archive check, the zip window it reads, and the upload into the results store."""
+"""A job's model code: received at submit into the results store (the upload), checked as it arrives (the archive
+check and the zip window it reads)."""

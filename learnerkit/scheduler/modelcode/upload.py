@@ -1,6 +1,6 @@
 """The model code into the job's object store while it is still arriving: a multipart upload fed part by part.
 
-The API hands the scheduler the model part's bytes as they come off the request (``uploads.py``); each full
+The API hands the scheduler the model part's bytes as they come off the request (``api/multipart.py``); each full
 part goes to the store at once, a few at a time, while the next arrives, so receiving and storing overlap.
 Nothing is kept: :meth:`StreamedUpload.abort` drops the parts of a refused model, and the object exists only after
 :meth:`StreamedUpload.finish`. At most ``(IN_FLIGHT + 1) x PART_SIZE`` bytes are held in memory. The parts go

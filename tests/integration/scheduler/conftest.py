@@ -19,9 +19,11 @@ from learnerkit.dev.s3 import create_bucket
 from learnerkit.pair.docker import JOB_LABEL
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
 from learnerkit.scheduler.backends.docker import DockerBackend
+from learnerkit.scheduler.backends.protocol import Backend
 from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.core.scheduler import Backend, Scheduler, SchedulerOptions
+from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.facade import JobView
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.jobs.store import JobStore
@@ -59,9 +61,9 @@ class Harness:
     async def _make(self) -> Scheduler:
         etcd = await EtcdStore.connect(self.etcd_server.settings())
         service = Scheduler(JobStore(etcd, self.root), self.backend, self.options)
-        await service.rebuild()
+        await service.loop.rebuild()
         self.stop_event = asyncio.Event()
-        self.runner = asyncio.run_coroutine_threadsafe(service.run(self.stop_event), self.loop)
+        self.runner = asyncio.run_coroutine_threadsafe(service.loop.run(self.stop_event), self.loop)
         return service
 
     def call(self, coroutine: Coroutine[Any, Any, T], timeout: float = 120) -> T:
@@ -75,7 +77,7 @@ class Harness:
             self.loop.call_soon_threadsafe(self.stop_event.set)
         if self.runner is not None:
             self.runner.result(timeout=60)
-        self.call(self.service.store.etcd.close())
+        self.call(self.service.shared.store.etcd.close())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=30)
 

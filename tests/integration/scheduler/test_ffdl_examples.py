@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from learnerkit.scheduler.core.scheduler import SchedulerOptions
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.manifest.model import ResourceDefaults
 from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, leftovers
 
@@ -113,7 +113,7 @@ def test_two_learners_share_the_job_folder_and_see_ffdls_variables(
     harness = small_defaults_harness
     scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key="ffdl/rendezvous.py", Body=RENDEZVOUS.encode())
     view = harness.call(harness.service.submit("team-a", ffdl_manifest(s3_server)))
-    manifest = harness.service.jobs[view.job_id].manifest
+    manifest = harness.service.shared.jobs[view.job_id].manifest
     assert manifest.resources.defaulted == ("cpus",) and manifest.resources.cpus == 0.5
     assert manifest.framework.target == "pytorch"
     final = harness.wait_status("team-a", view.job_id, TERMINAL)
@@ -185,7 +185,7 @@ def test_a_manifest_without_memory_runs_with_ffdls_default_on_the_newest_tensorf
     folded = "  command: >\n    python3 ${DATA_DIR}/summary.py\n    --max_steps 400\n    --learning_rate 0.001\n"
     text = text.split("framework:\n")[0] + "framework:\n  name: tensorflow\n  version: latest-py3\n" + folded
     view = harness.call(harness.service.submit("team-a", text))
-    manifest = harness.service.jobs[view.job_id].manifest
+    manifest = harness.service.shared.jobs[view.job_id].manifest
     assert manifest.resources.defaulted == ("memory",) and manifest.resources.memory_bytes == 12 * 2**30
     final = harness.wait_status("team-a", view.job_id, TERMINAL)
     log = harness.call(harness.service.logs("team-a", view.job_id)).read().decode()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from controller_sidecar.requirements import PackageIndex
-from learnerkit.scheduler.core.scheduler import SchedulerOptions
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.errors import ManifestError, ModelCodeError
 from learnerkit.scheduler.modelcode.archive import model_archive
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, leftovers, manifest
@@ -194,12 +194,12 @@ def test_a_restarted_scheduler_keeps_the_jobs_model_and_image(
         view = first.call(
             first.service.submit("team-a", manifest(s3_server, command), image=learner_image, model=chunks(archive))
         )
-        submitted = first.service.jobs[view.job_id].options
+        submitted = first.service.shared.jobs[view.job_id].options
     finally:
         first.kill()
     second = Harness(etcd_server, options)
     try:
-        assert second.service.jobs[view.job_id].options == submitted
+        assert second.service.shared.jobs[view.job_id].options == submitted
         assert submitted.image == learner_image and submitted.model is not None and submitted.model.requirements
         final = second.wait_status("team-a", view.job_id, TERMINAL)
         assert final.status == "COMPLETED", final

@@ -28,7 +28,8 @@ from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.backends.docker import DockerBackend
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.config.settings import LimitSettings
-from learnerkit.scheduler.core.scheduler import Scheduler, SchedulerOptions
+from learnerkit.scheduler.core.options import SchedulerOptions
+from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import ApiError
 from learnerkit.scheduler.jobs.store import JobStore
 from tests.integration.scheduler.conftest import TERMINAL, leftovers, manifest
@@ -56,9 +57,9 @@ def api(etcd_server: Any, service_options: SchedulerOptions, scheduler_buckets: 
     async def lifespan() -> AsyncIterator[None]:
         etcd = await EtcdStore.connect(etcd_server.settings())
         store.attach(etcd)
-        await scheduler.rebuild()
+        await scheduler.loop.rebuild()
         stop = asyncio.Event()
-        loop = asyncio.create_task(scheduler.run(stop))
+        loop = asyncio.create_task(scheduler.loop.run(stop))
         try:
             yield
         finally:

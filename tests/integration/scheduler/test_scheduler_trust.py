@@ -18,12 +18,13 @@ from controller_sidecar import keys
 from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.common import engine
 from learnerkit.pair.docker import JOB_LABEL
+from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.docker import local_gpus
-from learnerkit.scheduler.core.scheduler import SchedulerOptions
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.errors import ManifestError, ManifestTooLargeError, StoreUnavailableError
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.images.gate import ImageGate
-from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
+from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import DATA_BUCKET, TERMINAL, Harness, leftovers, manifest
@@ -35,7 +36,7 @@ HUGE = 10**20
 
 
 def stored_job_ids(harness: Harness) -> set[str]:
-    found = harness.call(harness.service.store.etcd.get_prefix(f"{harness.root}/"))
+    found = harness.call(harness.service.shared.store.etcd.get_prefix(f"{harness.root}/"))
     return {key.split("/")[-2] for key in found if key.endswith("/spec")}
 
 
@@ -130,7 +131,7 @@ def test_a_restart_reads_more_history_than_one_etcd_answer_holds(
 def test_a_finished_job_keeps_only_its_spec_and_final_status(harness: Harness, s3_server: Any) -> None:
     view = harness.call(harness.service.submit("team-a", manifest(s3_server, "true")))
     assert harness.wait_status("team-a", view.job_id, TERMINAL).status == "COMPLETED"
-    found = harness.call(harness.service.store.etcd.get_prefix(keys.job_prefix(view.job_id)))
+    found = harness.call(harness.service.shared.store.etcd.get_prefix(keys.job_prefix(view.job_id)))
     assert sorted(key.rsplit("/", 1)[1] for key in found) == ["spec", "status"]
     assert harness.call(harness.service.get("team-a", view.job_id)).results.endswith(f"/{view.job_id}/attempt-1/")
 
@@ -238,7 +239,7 @@ def test_a_stored_job_that_cannot_be_admitted_fails_at_the_restart(
     try:
         started = Harness(etcd_server, service_options)
         try:
-            stored = started.call(started.service.store.etcd.get(f"/learnerkit/jobs/{state.job_id}/status"))
+            stored = started.call(started.service.shared.store.etcd.get(f"/learnerkit/jobs/{state.job_id}/status"))
             assert stored is not None
             status = json.loads(stored[0])
             assert status["status"] == "FAILED" and "learners" in status["reason"], status

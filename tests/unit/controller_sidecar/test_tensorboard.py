@@ -15,8 +15,9 @@ import pytest
 
 from controller_sidecar.errors import SidecarConfigError, TransientError
 from controller_sidecar.evalmetrics import MetricUpdate, parse_evaluation_metrics
+from controller_sidecar.jobdirs import JobDirs
 from controller_sidecar.processing import MetricsHistory, ship_metrics, stored_metrics, tensorboard_events
-from controller_sidecar.settings import JobDirs, load_settings
+from controller_sidecar.settings import load_settings
 from controller_sidecar.tensorboard import event_folder
 from controller_sidecar.tfevents import masked_crc32c
 

@@ -12,7 +12,6 @@ from learnerkit.scheduler.admission.admit import (
     AdmissionPolicy,
     AdmissionState,
     Admitted,
-    JobPhase,
     JobRecord,
     Quota,
     Requeued,
@@ -27,6 +26,7 @@ from learnerkit.scheduler.admission.reasons import (
     WaitingForGpus,
     WaitingForRoom,
 )
+from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, UnknownJobError
 
 from ..helpers import A100, V100, cpu_node, gpu_node, job, learner
@@ -178,7 +178,7 @@ def test_gang_learners_share_a_node_and_are_reported_in_learner_order() -> None:
     state = AdmissionState([gpu_node("small", gpus=2), gpu_node("big", gpus=8)])
     state.submit(job("j", learner(1), learner(6), learner(2)))
     assert state.schedule(0).admitted == [Admitted("j", ("small", "big", "big"))]
-    assert state.record("j").phase is JobPhase.ADMITTED
+    assert state.record("j").stage is Stage.DEPLOYED
 
 
 def test_gpu_jobs_go_only_to_nodes_of_their_gpu_type() -> None:
@@ -220,7 +220,7 @@ def test_waiting_for_cpus_and_memory_beside_free_gpus() -> None:
 def test_jobs_that_can_never_fit_are_rejected_at_submission(the_job: Job, why: str) -> None:
     state = AdmissionState([gpu_node("n1"), gpu_node("n2")], AdmissionPolicy(quotas={"capped": Quota(gpus=4)}))
     assert state.submit(the_job) == Unschedulable(why)
-    assert state.record("j").phase is JobPhase.REJECTED
+    assert state.record("j").stage is Stage.REJECTED
     assert state.reason("j") == f"unschedulable: {why}"
     assert state.schedule(0).waiting == {}
 
@@ -230,7 +230,7 @@ def test_learners_that_fit_one_by_one_but_not_together_are_rejected_in_the_pass(
     assert state.submit(job("j", learner(5), learner(5), learner(5))) is None
     result = state.schedule(0)
     assert result.rejected == {"j": Unschedulable("its learners do not fit together even on an empty cluster")}
-    assert state.record("j").phase is JobPhase.REJECTED
+    assert state.record("j").stage is Stage.REJECTED
     state.release("j")
     assert state.records() == []
 
@@ -313,7 +313,7 @@ def test_running_jobs_do_not_time_out() -> None:
     state.mark_running("j")
     state.mark_running("j")
     assert state.tick(1e9) == []
-    assert state.record("j").phase is JobPhase.RUNNING
+    assert state.record("j").stage is Stage.RUNNING
 
 
 def test_mark_running_and_release_check_the_job() -> None:
@@ -354,8 +354,8 @@ def busy_state() -> tuple[AdmissionState, list[Node], AdmissionPolicy]:
 
 def test_rebuild_from_records_equals_the_original_state() -> None:
     state, nodes, policy = busy_state()
-    phases = {r.job.job_id: r.phase for r in state.records()}
-    assert set(phases.values()) == set(JobPhase)
+    stages = {r.job.job_id: r.stage for r in state.records()}
+    assert set(stages.values()) == set(Stage) - {Stage.DONE}
     rebuilt = AdmissionState.rebuild(reversed(state.records()), nodes, policy)
     assert rebuilt.records() == state.records()
     assert frees(rebuilt) == frees(state)
@@ -370,12 +370,12 @@ def test_rebuild_from_records_equals_the_original_state() -> None:
 def test_rebuild_requeues_a_job_whose_node_is_gone() -> None:
     state, nodes, policy = busy_state()
     rebuilt = AdmissionState.rebuild(state.records(), [n for n in nodes if n.name != "a2"], policy)
-    assert rebuilt.record("running").phase is JobPhase.QUEUED
+    assert rebuilt.record("running").stage is Stage.QUEUED
     assert rebuilt.gpus_in_use("team-a") == 0
 
 
 def test_rebuild_refuses_two_records_of_one_job() -> None:
-    record = JobRecord(job("j"), JobPhase.QUEUED)
+    record = JobRecord(job("j"), Stage.QUEUED)
     with pytest.raises(InvalidRequestError, match="two records"):
         AdmissionState.rebuild([record, record], [gpu_node("n")])
 
@@ -390,7 +390,7 @@ def check_invariants(state: AdmissionState, nodes: list[Node]) -> None:
     reserved: dict[str, list[int]] = {node.name: [0, 0, 0] for node in nodes}
     in_use = dict.fromkeys(TENANTS, 0)
     for record in state.records():
-        if record.phase in (JobPhase.ADMITTED, JobPhase.RUNNING):
+        if record.stage in (Stage.DEPLOYED, Stage.RUNNING):
             in_use[record.job.tenant] += record.job.gpus
             for request, name in zip(record.job.learners, record.nodes, strict=True):
                 node = state.cluster.nodes[name]
@@ -398,7 +398,7 @@ def check_invariants(state: AdmissionState, nodes: list[Node]) -> None:
                 reserved[name][0] += request.millicpus
                 reserved[name][1] += request.memory_bytes
                 reserved[name][2] += request.gpus
-        elif record.phase is JobPhase.QUEUED:
+        elif record.stage is Stage.QUEUED:
             assert record.nodes == ()
     for node in nodes:
         cpus, memory, gpus = reserved[node.name]
@@ -458,7 +458,7 @@ def test_reservations_never_exceed_capacity_and_quotas_are_never_exceeded(ops: l
             record = state.record(ids[arg % len(ids)])
             if op == "release":
                 state.release(record.job.job_id)
-            elif record.phase is JobPhase.ADMITTED:
+            elif record.stage is Stage.DEPLOYED:
                 state.mark_running(record.job.job_id)
         check_invariants(state, nodes)
     rebuilt = AdmissionState.rebuild(state.records(), nodes, state.policy)

@@ -18,8 +18,9 @@ from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.config.policy import DEFAULT_MAX_MANIFEST_BYTES
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.core.scheduler import Scheduler, SchedulerOptions
+from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest

@@ -8,7 +8,7 @@ import pytest
 
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.config.policy import SubmitPolicy, check_admissible, check_submission, origin
-from learnerkit.scheduler.core.scheduler import derive_instance
+from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.errors import ManifestError
 from learnerkit.scheduler.manifest.parser import parse_manifest
 

@@ -6,10 +6,14 @@ import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from learnerkit.scheduler.api.server import load_scheduler_factory
+from learnerkit.scheduler import cli_scheduler
+from learnerkit.scheduler.api import server
+from learnerkit.scheduler.api.hosting import SchedulerFactory
 from learnerkit.scheduler.config.settings import BackendKind, SchedulerSettings
 from learnerkit.scheduler.errors import SchedulerError, SettingsError
+from learnerkit.scheduler.factory import create_scheduler
 from learnerkit.scheduler.manifest.model import ResourceDefaults
 
 
@@ -102,17 +106,26 @@ def test_options_override_the_environment_and_none_keeps_it() -> None:
     assert (settings.api.port, settings.api.host, settings.s3.bucket) == (9100, "127.0.0.1", "jobs")
 
 
-def test_serve_loads_the_real_service_and_refuses_a_backend_it_cannot_run(
+def test_serve_is_handed_the_real_factory(monkeypatch: pytest.MonkeyPatch) -> None:
+    handed: list[tuple[SchedulerSettings, SchedulerFactory]] = []
+    monkeypatch.setattr(server, "serve", lambda settings, factory: handed.append((settings, factory)))
+    result = CliRunner().invoke(cli_scheduler.scheduler_group, ["serve", "--port", "9100"], env={})
+    assert result.exit_code == 0, result.output
+    [(settings, factory)] = handed
+    assert settings.api.port == 9100 and factory is create_scheduler
+
+
+def test_the_factory_builds_the_real_service_and_refuses_a_backend_it_cannot_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from learnerkit.scheduler.backends.deployment import Egress
-    from learnerkit.scheduler.factory import create_scheduler, egress_from
+    from learnerkit.scheduler.factory import egress_from
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     from learnerkit.scheduler.core.scheduler import Scheduler
 
-    hosted = load_scheduler_factory()(SchedulerSettings.from_env({}))
-    assert isinstance(hosted.facade, Scheduler) and hosted.registry is hosted.facade.metrics.registry
+    hosted = create_scheduler(SchedulerSettings.from_env({}))
+    assert isinstance(hosted.facade, Scheduler) and hosted.registry is hosted.facade.shared.metrics.registry
     no_cluster = {"LEARNERKIT_SCHEDULER_BACKEND": "kubernetes", "KUBECONFIG": str(tmp_path / "none")}
     with pytest.raises(SchedulerError, match="no Kubernetes configuration"):
         create_scheduler(SchedulerSettings.from_env(no_cluster))

@@ -11,12 +11,15 @@ import pytest
 
 from controller_sidecar.status import ErrorCode, Phase, StatusRecord
 from learnerkit.scheduler.admission.capacity import Node
+from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
+from learnerkit.scheduler.core.liveness import LEARNER_ENDED_MARGIN_S
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.core.scheduler import LEARNER_ENDED_MARGIN_S, Scheduler, SchedulerOptions
+from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.errors import StoreUnavailableError
-from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
+from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.fakeclock import FakeClock
@@ -123,12 +126,12 @@ class Harness:
             admitted_at=self.clock.wall(),
         )
         self.tracked = Tracked(state, parse_manifest(MANIFEST), MANIFEST, "m.yml")
-        self.scheduler.jobs[JOB] = self.tracked
+        self.scheduler.shared.jobs[JOB] = self.tracked
 
     async def step_at(self, seconds: float) -> JobState:
         """Advance the clock to ``seconds`` after the start, then run one (guarded) step."""
         self.clock.now = 1_000.0 + seconds
-        await self.scheduler.guarded_step()
+        await self.scheduler.loop.guarded_step()
         return self.tracked.state
 
     def restarted(self) -> Harness:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import load_settings
-from learnerkit.scheduler.core.planning import Platform, model_location, plan_job
+from learnerkit.scheduler.core.planning import Platform, plan_job
+from learnerkit.scheduler.jobs.layout import model_location
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.jobs.submission import ModelObject, SubmitOptions
 from learnerkit.scheduler.manifest.parser import parse_manifest

@@ -14,11 +14,13 @@ import pytest
 from controller_sidecar.status import Phase, StatusRecord
 from learnerkit.scheduler.admission.admit import AdmissionPolicy, AdmissionState
 from learnerkit.scheduler.admission.capacity import Node
+from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.core.scheduler import Scheduler, SchedulerOptions
+from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.core.tracking import Tracked
-from learnerkit.scheduler.jobs.state import JobState, JobStatus, Stage
+from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.fakeclock import FakeClock
@@ -113,17 +115,17 @@ class Harness:
         self.backend = BlockingBackend()
         options = SchedulerOptions(Platform("127.0.0.1:2379", "sidecar"), catalog=None, resolve_image=lambda _: "i")
         self.scheduler = Scheduler(self.store, self.backend, options, clock=self.clock)
-        self.scheduler.admission = AdmissionState(self.backend.nodes(), AdmissionPolicy())
+        self.scheduler.shared.admission = AdmissionState(self.backend.nodes(), AdmissionPolicy())
 
     def job(self, job_id: str, stage: Stage) -> Tracked:
         """A job queued for admission, or running (admitted and deployed) with its learner PROCESSING."""
         state = JobState(job_id, TENANT, "j", self.clock.wall())
         tracked = Tracked(state, parse_manifest(MANIFEST), MANIFEST, "m.yml")
-        self.scheduler.jobs[job_id] = tracked
-        self.scheduler.admission.submit(tracked.admission_job())
+        self.scheduler.shared.jobs[job_id] = tracked
+        self.scheduler.shared.admission.submit(tracked.admission_job())
         if stage is not Stage.QUEUED:
-            self.scheduler.admission.schedule(self.clock.wall())
-            self.scheduler.admission.mark_running(job_id)
+            self.scheduler.shared.admission.schedule(self.clock.wall())
+            self.scheduler.shared.admission.mark_running(job_id)
             tracked.state = state.evolve(
                 status=JobStatus.PROCESSING, stage=Stage.RUNNING, nodes=("local",), admitted_at=self.clock.wall()
             )
@@ -136,19 +138,19 @@ async def test_a_deploy_in_flight_does_not_hold_back_the_other_jobs() -> None:
     h = Harness()
     running = h.job("job-running", Stage.RUNNING)
     queued = h.job("job-queued", Stage.QUEUED)
-    await asyncio.wait_for(h.scheduler.step(), HANG_GUARD_S)  # admits job-queued; its deploy starts and blocks
+    await asyncio.wait_for(h.scheduler.loop.step(), HANG_GUARD_S)  # admits job-queued; its deploy starts and blocks
     assert await asyncio.to_thread(h.backend.deploying.wait, HANG_GUARD_S)
     h.backend.release_teardown.set()
     h.store.report("job-running", Phase.STORING)
     h.store.report("job-running", Phase.COMPLETED)
 
-    await asyncio.wait_for(h.scheduler.step(), HANG_GUARD_S)  # the deploy still blocks
+    await asyncio.wait_for(h.scheduler.loop.step(), HANG_GUARD_S)  # the deploy still blocks
 
     assert (running.state.status, running.state.stage) == (JobStatus.COMPLETED, Stage.DONE)
     assert h.backend.torn_down == ["job-running"] and h.backend.deployed == []
     assert (queued.state.status, queued.state.stage) == (JobStatus.PENDING, Stage.DEPLOYED)
     h.backend.release_deploy.set()
-    await asyncio.wait_for(h.scheduler.deploys_done(), HANG_GUARD_S)
+    await asyncio.wait_for(h.scheduler.loop.deploys_done(), HANG_GUARD_S)
     assert h.backend.deployed == ["job-queued"] and queued.state.reason == ""
 
 
@@ -156,7 +158,7 @@ async def test_a_stopping_loop_waits_for_the_deploys_in_flight() -> None:
     h = Harness()
     queued = h.job("job-queued", Stage.QUEUED)
     stop = asyncio.Event()
-    loop = asyncio.create_task(h.scheduler.run(stop))
+    loop = asyncio.create_task(h.scheduler.loop.run(stop))
     assert await asyncio.to_thread(h.backend.deploying.wait, HANG_GUARD_S)
     stop.set()
     await asyncio.sleep(0)
@@ -173,7 +175,7 @@ async def test_a_teardown_does_not_hold_the_schedulers_lock() -> None:
     other = h.job("job-other", Stage.QUEUED)
     h.store.report("job-finished", Phase.STORING)
     h.store.report("job-finished", Phase.COMPLETED)
-    step = asyncio.create_task(h.scheduler.step())
+    step = asyncio.create_task(h.scheduler.loop.step())
     assert await asyncio.to_thread(h.backend.tearing_down.wait, HANG_GUARD_S)
 
     view = await asyncio.wait_for(h.scheduler.halt(TENANT, "job-other"), HANG_GUARD_S)

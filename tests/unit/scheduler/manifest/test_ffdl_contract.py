@@ -6,14 +6,16 @@ import asyncio
 
 import pytest
 
+from learner.paths import SHARED_DIR
 from learner.run.scrub import scrub_env
-from learnerkit.pair.docker import SHARED_DIR, learner_options
+from learnerkit.pair.docker import learner_options
 from learnerkit.scheduler.backends import docker as docker_backend
 from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.config.policy import SubmitPolicy
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform, plan_job
-from learnerkit.scheduler.core.scheduler import Scheduler, SchedulerOptions
+from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import ManifestError
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.jobs.store import JobStore

@@ -1,0 +1,260 @@
+"""The scheduler's control loop: each step monitors the running jobs, requeues those that did not start in time,
+runs an admission pass and starts the deploys it admitted.
+
+State changes happen under the shared lock; the backend's blocking calls (Docker, Kubernetes) run in threads
+outside it. Every change is written to etcd before it is acted on, so a restarted scheduler rebuilds the same
+queue and reservations (:meth:`ControlLoop.rebuild`), leaves running jobs undisturbed, and deploys nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import replace
+
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.scheduler.admission.admit import Requeued
+from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.backends.deployment import JobDeployment
+from learnerkit.scheduler.config.policy import SubmitPolicy, host_folder, store_folder
+from learnerkit.scheduler.core.liveness import ended_without_exit_record, lost_learners, watching_for_exit
+from learnerkit.scheduler.core.options import derive_instance
+from learnerkit.scheduler.core.planning import plan_job
+from learnerkit.scheduler.core.restore import restore
+from learnerkit.scheduler.core.shared import Shared
+from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.core.transitions import Transitions
+from learnerkit.scheduler.errors import BackendError
+from learnerkit.scheduler.jobs.aggregate import aggregate
+from learnerkit.scheduler.jobs.state import JobStatus
+from learnerkit.scheduler.manifest.model import JobManifest
+
+LOGGER = logging.getLogger(__name__)
+
+
+class ControlLoop:
+    def __init__(self, shared: Shared, transitions: Transitions) -> None:
+        self.shared = shared
+        self.transitions = transitions
+        self.instance = shared.options.instance or ""
+        """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
+        self._deploys: set[asyncio.Task[None]] = set()
+        """Deploys in flight: they run beside the loop, whose steps go on monitoring the other jobs."""
+        self._watching_since: float | None = None
+        """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
+        answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could
+        not deliver its status does not count against it."""
+
+    async def rebuild(self) -> None:
+        """Claim this scheduler's instance id in etcd, then restore its jobs (:func:`restore`)."""
+        shared, fixed = self.shared, self.shared.options.instance
+        derived = derive_instance(shared.options.platform.etcd_endpoints, shared.store.root)
+        self.instance = await shared.store.claim_instance(fixed or derived, fixed=fixed is not None)
+        await restore(shared, self.instance)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        wake = self.shared.wake
+        try:
+            while not stop.is_set():
+                await self.guarded_step()
+                wake.clear()
+                waits = [asyncio.create_task(wake.wait()), asyncio.create_task(stop.wait())]
+                await asyncio.wait(waits, timeout=self.shared.options.interval_s, return_when=asyncio.FIRST_COMPLETED)
+                for wait in waits:
+                    wait.cancel()
+        finally:
+            await self.deploys_done()
+
+    async def deploys_done(self) -> None:
+        """Wait for the deploys in flight (a stopping scheduler leaves none half-made)."""
+        while self._deploys:
+            await asyncio.gather(*self._deploys, return_exceptions=True)
+
+    async def guarded_step(self) -> None:
+        """One step; an error of etcd or the backend is logged, and the next step starts over."""
+        try:
+            await self.step()
+        except LearnerkitError as e:
+            # etcd or the backend answered with an error (an outage, a container gone meanwhile): the next
+            # step starts over from what is recorded; nothing of the failed one was half-applied.
+            LOGGER.warning("scheduling step failed (retrying next step): %s", e)
+            self._watching_since = None
+
+    async def step(self) -> None:
+        shared = self.shared
+        now = shared.clock.wall()
+        if self._watching_since is None:
+            self._watching_since = shared.clock.monotonic()
+        # Jobs are monitored side by side; one whose deploy (or teardown) is in flight waits for the next step.
+        active = [t for t in shared.jobs.values() if t.active and not t.backend_lock.locked()]
+        outcomes = await asyncio.gather(*(self._monitor(t, now) for t in active), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome  # the others ran to their end: nothing is left half-applied
+        await self.transitions.retry_teardowns()
+        async with shared.lock:
+            requeued = shared.admission.tick(now)
+        for timed_out in requeued:
+            await self._requeue_timed_out(shared.jobs[timed_out.job_id], timed_out)
+        async with shared.lock:
+            started = time.perf_counter()
+            result = shared.admission.schedule(now)
+            shared.metrics.scheduling_pass_seconds.observe(time.perf_counter() - started)
+            for job_id, why in result.rejected.items():
+                await self.transitions.end(shared.jobs[job_id], JobStatus.FAILED, why.message, release=True)
+            for job_id, reason in result.waiting.items():
+                tracked = shared.jobs[job_id]
+                if tracked.state.reason != str(reason):
+                    tracked.state = await shared.store.save(tracked.state.evolve(reason=str(reason)))
+        # Deploys run side by side (the engine creates containers concurrently) and beside the next steps.
+        for admitted in result.admitted:
+            task = asyncio.create_task(self._guarded_deploy(shared.jobs[admitted.job_id], admitted.nodes, now))
+            self._deploys.add(task)
+            task.add_done_callback(self._deploys.discard)
+        self._observe()
+
+    async def _guarded_deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
+        """A deploy in its own task: an error of etcd is logged as a failed step's would be."""
+        try:
+            await self._deploy(tracked, nodes, now)
+        except LearnerkitError as e:
+            LOGGER.warning(
+                "deploying job %s failed (the next steps go on from what is recorded): %s", tracked.state.job_id, e
+            )
+            self._watching_since = None
+
+    async def _requeue_timed_out(self, tracked: Tracked, requeued: Requeued) -> None:
+        shared = self.shared
+        async with tracked.backend_lock:
+            await self.transitions.teardown(requeued.job_id)
+            async with shared.lock:
+                if tracked.state.stage is Stage.DONE:
+                    return  # cancelled or halted meanwhile
+                tracked.new_attempt()
+                ready_timeout_s = shared.options.policy.ready_timeout_s
+                tracked.state = await shared.store.save(
+                    tracked.state.evolve(
+                        status=JobStatus.QUEUED,
+                        stage=Stage.QUEUED,
+                        nodes=(),
+                        admitted_at=None,
+                        timeouts=requeued.timeouts,
+                        not_before=requeued.not_before,
+                        reason=f"learners did not start within {ready_timeout_s:.0f}s; requeued",
+                    ),
+                    clear_learners=True,
+                )
+
+    async def _deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
+        """Deploy an admitted job; its backend lock keeps a cancel's teardown from meeting a half-made job."""
+        shared = self.shared
+        async with tracked.backend_lock:
+            plan = await self._plan(tracked, nodes, now)
+            if plan is None:
+                return
+            try:
+                await asyncio.to_thread(shared.backend.deploy, plan)
+            except BackendError as e:
+                shared.metrics.deploy_failures.inc()
+                async with shared.lock:
+                    if tracked.state.stage is not Stage.DONE:
+                        await self.transitions.end(tracked, JobStatus.FAILED, f"deploy failed: {e}", release=True)
+                return
+            async with shared.lock:
+                ended = tracked.state.stage is Stage.DONE
+                if not ended:
+                    tracked.state = await shared.store.save(tracked.state.evolve(reason=""))
+            if ended:  # cancelled while the deploy ran: remove what it made
+                await self.transitions.teardown(tracked.state.job_id)
+
+    async def _plan(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> JobDeployment | None:
+        """The admitted job's deployment, recorded as deploying; None when it ended meanwhile or was refused."""
+        shared, options = self.shared, self.shared.options
+        try:
+            image = await asyncio.to_thread(options.resolve_image, tracked.manifest)  # the image gate, again
+            refused = ""
+        except LearnerkitError as e:
+            image, refused = "", str(e)
+        async with shared.lock:
+            state = tracked.state
+            if state.stage is not Stage.QUEUED:
+                return None  # cancelled or halted since the pass admitted it
+            shared.metrics.admission_wait.observe(max(0.0, now - max(state.submitted_at, state.not_before)))
+            plan: JobDeployment | None = None
+            try:
+                if not refused:
+                    mount = _data_mount(tracked.manifest, options.submit_policy)
+                    python = options.python_of(image) if tracked.options.model else None
+                    packages = replace(options.packages, python_version=python)
+                    plan = plan_job(tracked.manifest, state, options.platform, image, mount, tracked.options, packages)
+            except LearnerkitError as e:
+                refused = str(e)
+            if plan is None:
+                await self.transitions.end(tracked, JobStatus.FAILED, f"deploy refused: {refused}", release=True)
+                return None
+            tracked.state = await shared.store.save(
+                state.evolve(
+                    status=JobStatus.PENDING, stage=Stage.DEPLOYED, nodes=nodes, admitted_at=now, reason="deploying"
+                ),
+                clear_learners=True,
+            )
+        return replace(plan, instance=self.instance)
+
+    async def _monitor(self, tracked: Tracked, now: float) -> None:
+        shared, state = self.shared, tracked.state
+        # Which sidecars have exited, before their statuses are read: a sidecar writes its final status
+        # before it exits, so one that exited without it in the records read after did fail.
+        exited = await asyncio.to_thread(shared.backend.sidecars_exited, state.job_id)
+        records, alive, metrics = await shared.store.learner_records(state.job_id)
+        tracked.records, tracked.alive, tracked.metrics = records, alive, metrics
+        learners = tracked.manifest.resources.learners
+        if state.stage is Stage.DEPLOYED and await asyncio.to_thread(shared.backend.started, state.job_id, learners):
+            async with shared.lock:
+                if tracked.state.stage is Stage.DEPLOYED:
+                    shared.admission.mark_running(state.job_id)
+                    tracked.state = await shared.store.save(tracked.state.evolve(stage=Stage.RUNNING))
+        watching = watching_for_exit(tracked)
+        # Read only while some sidecar waits for an exit record: no API call for jobs downloading or storing.
+        ended = await asyncio.to_thread(shared.backend.learners_ended, state.job_id) if watching else {}
+        lost = {
+            **ended_without_exit_record(tracked, watching, ended, shared.clock.monotonic(), self._watching_since),
+            **lost_learners(tracked, exited, now, shared.options.lease_ttl_s),
+        }
+        result = aggregate(learners, records, first_sequence=state.first_sequence, lost=lost)
+        async with tracked.backend_lock:
+            async with shared.lock:
+                if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
+                    return  # cancelled meanwhile
+                if not result.status.terminal:
+                    if result.status is not tracked.state.status:
+                        tracked.state = await shared.store.save(tracked.state.evolve(status=result.status))
+                    return
+            # Outside the lock: the API and the other jobs' steps go on while the engine removes it.
+            await self.transitions.teardown(state.job_id)
+            async with shared.lock:
+                if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
+                    return  # cancelled during the teardown
+                extensions = tracked.manifest.extensions
+                if (
+                    result.status is JobStatus.FAILED
+                    and extensions.auto_resume
+                    and tracked.state.restarts < extensions.max_restarts
+                ):
+                    await self.transitions.requeue(tracked, f"restarting after: {result.reason}", restart=True)
+                else:
+                    await self.transitions.end(tracked, result.status, result.reason, release=True)
+
+    def _observe(self) -> None:
+        jobs = self.shared.jobs.values()
+        queued = sum(1 for t in jobs if t.state.stage is Stage.QUEUED)
+        gpus = sum(t.manifest.resources.gpus * t.manifest.resources.learners for t in jobs if t.active)
+        self.shared.metrics.observe_jobs((t.state.status for t in jobs), queued, gpus)
+
+
+def _data_mount(manifest: JobManifest, policy: SubmitPolicy) -> str | None:
+    """The host folder of a ``mount_volume`` training data store, checked again (its links may have changed)."""
+    store = manifest.training_data_store
+    if store.type != "mount_volume":
+        return None
+    return host_folder(store_folder(store), policy)

@@ -1,0 +1,48 @@
+"""What a scheduler is built with: its platform, catalogs, policies and limits, and its instance id."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from controller_sidecar.requirements import PackageIndex
+from learnerkit.scheduler.admission.admit import AdmissionPolicy
+from learnerkit.scheduler.config.policy import SubmitPolicy
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
+from learnerkit.scheduler.modelcode.receive import ModelLimits
+
+
+def _unknown_python(_image: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class SchedulerOptions:
+    platform: Platform
+    catalog: FrameworkCatalog | None
+    resolve_image: Callable[[JobManifest], str]
+    policy: AdmissionPolicy = field(default_factory=AdmissionPolicy)
+    """Quotas and the ready timeout."""
+    submit_policy: SubmitPolicy = field(default_factory=SubmitPolicy)
+    """What tenants may submit; its default allows no object store, so every job is refused until one is named."""
+    instance: str | None = None
+    """This scheduler's instance id (``$LEARNERKIT_SCHEDULER_INSTANCE``); None: derived from the etcd endpoints and
+    root at the first start, and kept in etcd. It labels what the scheduler deploys; its orphan sweep removes
+    only what carries its own id."""
+    model_limits: ModelLimits = field(default_factory=ModelLimits)
+    """What a model archive may expand to (the sidecars' own limits)."""
+    packages: PackageIndex = field(default_factory=PackageIndex)
+    """Where sidecars install a model's requirements from (``LEARNERKIT_PIP_*``)."""
+    python_of: Callable[[str], str | None] = _unknown_python
+    """The Python version (``3.11``) of a learner image; None: the sidecar's own."""
+    lease_ttl_s: float = 10.0
+    """The sidecars' lease: a learner whose lease is gone this long (twice over) is lost."""
+    interval_s: float = 0.5
+
+
+def derive_instance(etcd_endpoints: str, root: str) -> str:
+    """An instance id from where the scheduler keeps its jobs: the same etcd and root give the same id."""
+    endpoints = ",".join(sorted(e.strip() for e in etcd_endpoints.split(",") if e.strip()))
+    return "lk-" + hashlib.sha256(f"{endpoints}|{root}".encode()).hexdigest()[:12]

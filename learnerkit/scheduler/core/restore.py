@@ -1,0 +1,88 @@
+"""A starting scheduler's jobs, queue and reservations, rebuilt from etcd; what it no longer owns is removed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.scheduler.admission.admit import AdmissionState, JobRecord
+from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.config.policy import SubmitPolicy, check_admissible
+from learnerkit.scheduler.core.shared import Shared
+from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.jobs.state import JobStatus
+from learnerkit.scheduler.jobs.store import StoredJob
+from learnerkit.scheduler.jobs.submission import SubmitOptions
+from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
+from learnerkit.scheduler.manifest.parser import parse_manifest
+
+LOGGER = logging.getLogger(__name__)
+
+
+async def restore(shared: Shared, instance: str) -> None:
+    """Load every job from etcd, re-reserve what admitted jobs hold, and remove the orphans of ``instance``.
+
+    A stored job that can no longer be admitted (a manifest this scheduler refuses) is FAILED with the
+    reason instead of stopping the start.
+    """
+    nodes = await asyncio.to_thread(shared.backend.nodes)
+    records: list[JobRecord] = []
+    for stored in await shared.store.load_all():
+        tracked = await _restore(shared, stored)
+        if tracked is None:
+            continue
+        shared.jobs[stored.state.job_id] = tracked
+        if tracked.state.stage is not Stage.DONE:
+            records.append(_admission_record(tracked))
+    shared.admission = AdmissionState.rebuild(records, nodes, shared.options.policy)
+    running = {job_id for job_id, tracked in shared.jobs.items() if tracked.active}
+    for orphan in await asyncio.to_thread(shared.backend.job_ids, instance) - running:
+        LOGGER.warning("removing orphaned job %s from the backend", orphan)
+        await asyncio.to_thread(shared.backend.teardown, orphan)
+    LOGGER.info("rebuilt %d jobs (%d running) from etcd", len(shared.jobs), len(running))
+
+
+async def _restore(shared: Shared, stored: StoredJob) -> Tracked | None:
+    """The stored job as tracked; one that cannot be admitted is FAILED, and shown if its manifest allows."""
+    options = SubmitOptions.from_raw(stored.spec.get("submission"))
+    policy = shared.options.submit_policy
+    try:
+        manifest = _admissible(stored.manifest_text, stored.source, shared.options.catalog, policy, options.image)
+        return Tracked(stored.state, manifest, stored.manifest_text, stored.source, options)
+    except LearnerkitError as e:
+        why = str(e)
+    state = stored.state
+    if state.stage is not Stage.DONE:
+        reason = f"not admitted after a scheduler restart: {why}"
+        failed = state.evolve(status=JobStatus.FAILED, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
+        state = await shared.store.save(failed)
+        await shared.store.trim(state.job_id)
+        LOGGER.warning("job %s: %s", state.job_id, reason)
+    try:
+        shown = _admissible(stored.manifest_text, stored.source, None, policy, options.image)
+    except LearnerkitError:
+        LOGGER.warning("job %s: its stored manifest cannot be shown; it is left out", state.job_id)
+        return None
+    return Tracked(state, shown, stored.manifest_text, stored.source, options)
+
+
+def _admissible(
+    text: str, source: str, catalog: FrameworkCatalog | None, policy: SubmitPolicy, image: str | None
+) -> JobManifest:
+    manifest = parse_manifest(text, source, catalog, defaults=policy.defaults, image=image)
+    check_admissible(manifest, policy, source)
+    return manifest
+
+
+def _admission_record(tracked: Tracked) -> JobRecord:
+    state = tracked.state
+    return JobRecord(
+        tracked.admission_job(),
+        state.stage,
+        state.nodes,
+        state.admitted_at,
+        state.timeouts,
+        state.not_before,
+        state.reason,
+    )

@@ -283,29 +283,32 @@ def _split(reference: str) -> tuple[str, str]:
 @image_group.command("publish")
 @click.argument("spec")
 @click.option("--registry", "target", required=True, help="HOST:PORT of the registry to push to")
-@click.option("--key", type=file_type, default=None, help="Ed25519 private key (PEM) [default: made on first use]")
+@click.option("--key", type=file_type, default=None, help="ECDSA P-256 private key (PEM) [default: made on first use]")
 @root_option
 @output_option
 @handles_errors
 def publish_command(spec: str, target: str, key: Path | None, root: Path | None, output: str) -> None:
-    """Push an image whose test and scan passed for its exact ID, with SBOM, report and a signature."""
+    """Push an image whose test and scan passed for its exact ID, signed, with its attestations as referrers."""
     from learnerkit_build.publish import publish
 
+    project = find_project_root(root)
     if "/" in spec:
         reference = spec
         repository, tag = _split(spec)
     else:
-        _, images = selected(root, (spec,), False, ())
+        _, images = selected(project, (spec,), False, ())
         if len(images) != 1:
             raise click.UsageError(f"{spec} selects {len(images)} images; name one")
         repository, tag = images[0].repository(), images[0].tag
         reference = f"{repository}:{tag}"
-    done = publish(reference, repository, tag, target, key)
+    done = publish(reference, repository, tag, target, key, project)
+    kinds = ", ".join(a.kind for a in done.attestations)
     emit(
         output,
         done,
         lambda: console.print(
-            f"[green]published[/] {done.pushed}@{done.digest}\n  attestation {done.attestation} (key {done.key_id})"
+            f"[green]published[/] {done.pushed}@{done.digest}\n  signature {done.signature} (key {done.key_id})"
+            f"\n  attestations ({done.discovery}): {kinds}"
         ),
     )
 
@@ -316,19 +319,28 @@ def publish_command(spec: str, target: str, key: Path | None, root: Path | None,
     "--public-key",
     type=file_type,
     default=None,
-    help="Ed25519 public key (PEM) [default: the local signing key's .pub]",
+    help="ECDSA P-256 public key (PEM) [default: the local signing key's .pub]",
 )
 @output_option
 @handles_errors
 def verify_command(reference: str, public_key: Path | None, output: str) -> None:
-    """Check a published image: signature, digest, SBOM and report hashes, passed gates."""
-    from learnerkit_build.attest import default_key_path
-    from learnerkit_build.publish import verify
+    """Check a published image: its signature and every attestation (signature, subject digest, types present)."""
+    from learnerkit_build.signing import default_key_path, public_key_path
+    from learnerkit_build.verifying import verify
 
     host, _, rest = reference.partition("/")
     repository, tag = _split(rest)
-    done = verify(host, repository, tag, public_key or default_key_path().with_suffix(".pub"))
-    emit(output, done, lambda: console.print(f"[green]verified[/] {done.reference}@{done.digest} (key {done.key_id})"))
+    done = verify(host, repository, tag, public_key or public_key_path(default_key_path()))
+    kinds = ", ".join(a.kind for a in done.attestations)
+    emit(
+        output,
+        done,
+        lambda: console.print(
+            f"[green]verified[/] {done.reference}@{done.digest} (key {done.key_id})\n  attestations "
+            f"({done.discovery}): {kinds}"
+            + (f"\n  [yellow]referrers not verified[/]: {len(done.unverified)}" if done.unverified else "")
+        ),
+    )
 
 
 @image_group.command("outdated")

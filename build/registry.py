@@ -17,6 +17,7 @@ MANIFEST_TYPES = ", ".join(
         "application/vnd.docker.distribution.manifest.list.v2+json",
     ]
 )
+INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 TIMEOUT_S = 60
 
 
@@ -69,6 +70,13 @@ def get_blob(registry: str, repository: str, digest: str) -> bytes:
 
 
 def put_manifest(registry: str, repository: str, reference: str, body: bytes, media_type: str) -> str:
+    return put_manifest_subject(registry, repository, reference, body, media_type)[0]
+
+
+def put_manifest_subject(
+    registry: str, repository: str, reference: str, body: bytes, media_type: str
+) -> tuple[str, bool]:
+    """Push a manifest; (its digest, whether the registry indexed its `subject`: the `OCI-Subject` header)."""
     response = _call(
         "PUT", _url(registry, f"{repository}/manifests/{reference}"), data=body, headers={"Content-Type": media_type}
     )
@@ -76,7 +84,22 @@ def put_manifest(registry: str, repository: str, reference: str, body: bytes, me
         raise RegistryError(
             f"{registry}/{repository}:{reference}: manifest refused ({response.status_code}): {response.text[:300]}"
         )
-    return sha256_digest(body)
+    return sha256_digest(body), "OCI-Subject" in response.headers
+
+
+def get_referrers(registry: str, repository: str, digest: str) -> dict[str, Any] | None:
+    """The referrers API's image index for `digest`, or None where the registry has no referrers API."""
+    url = _url(registry, f"{repository}/referrers/{digest}")
+    response = _call("GET", url, headers={"Accept": "application/vnd.oci.image.index.v1+json"})
+    if response.status_code == 404 or not response.headers.get("Content-Type", "").startswith(INDEX_TYPE):
+        return None
+    if response.status_code != 200:
+        raise RegistryError(f"{registry}/{repository}: referrers of {digest} not readable ({response.status_code})")
+    try:
+        index: dict[str, Any] = response.json()
+    except ValueError as e:
+        raise RegistryError(f"{registry}/{repository}: referrers of {digest}: not JSON: {e}") from e
+    return index
 
 
 def get_manifest(registry: str, repository: str, reference: str) -> tuple[bytes, str] | None:

@@ -44,6 +44,8 @@ class Evidence:
     """Identifiers an allowlist entry may name besides the check id: CVE ids, secret rule ids, packages."""
     allowed_by: str | None = None
     """The allowlist entry's reason when this evidence was accepted."""
+    justification: str | None = None
+    """The accepting entry's OpenVEX justification, if it gives one."""
     severity: Severity | None = None
     """Its own severity (a vulnerability's), else the check's."""
 

@@ -15,6 +15,16 @@ from learnerkit_build.scan.checks_config import DEFAULT_LABELS, ConfigPolicy
 from learnerkit_build.scan.model import CheckResult, Evidence, Severity, Status
 from learnerkit_build.scan.osv import DEFAULT_CANARIES, Canary, OsvPolicy
 
+VEX_JUSTIFICATIONS = frozenset(
+    {
+        "component_not_present",
+        "vulnerable_code_not_present",
+        "vulnerable_code_not_in_execute_path",
+        "vulnerable_code_cannot_be_controlled_by_adversary",
+        "inline_mitigations_already_exist",
+    }
+)
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -38,6 +48,8 @@ class AllowEntry:
     review_by: date
     path: str | None = None
     """Optional glob over the evidence path."""
+    justification: str | None = None
+    """One of OpenVEX's not_affected justifications, carried into the VEX of the images it covers."""
 
 
 @dataclass(frozen=True)
@@ -121,8 +133,16 @@ def load_allowlist(path: Path | None) -> list[AllowEntry]:
                 review_by = date.fromisoformat(str(review_by))
             except ValueError as e:
                 raise ConfigError(f"{path}: entry {number}: review_by {review_by!r} is not YYYY-MM-DD") from e
+        justification = item.get("justification")
+        if justification is not None and justification not in VEX_JUSTIFICATIONS:
+            raise ConfigError(
+                f"{path}: entry {number}: justification {justification!r} is not one of "
+                f"{', '.join(sorted(VEX_JUSTIFICATIONS))}"
+            )
         entries.append(
-            AllowEntry(str(item["id"]), str(item["scope"]), str(item["reason"]), review_by, item.get("path"))
+            AllowEntry(
+                str(item["id"]), str(item["scope"]), str(item["reason"]), review_by, item.get("path"), justification
+            )
         )
     return entries
 
@@ -147,7 +167,13 @@ def apply_allowlist(
         for item in check.evidence:
             entry = next((e for e in live if _entry_matches(e, check, item, reference)), None)
             evidence.append(
-                replace(item, allowed_by=f"{entry.id}: {entry.reason} (review by {entry.review_by})") if entry else item
+                replace(
+                    item,
+                    allowed_by=f"{entry.id}: {entry.reason} (review by {entry.review_by})",
+                    justification=entry.justification,
+                )
+                if entry
+                else item
             )
         marked.append(check.with_status(check.status, evidence))
     return marked, expired

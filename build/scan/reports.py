@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from learnerkit.common.output import to_jsonable
-from learnerkit_build.scan.model import CheckResult, Severity, Status
+from learnerkit_build.scan.model import CheckResult, Evidence, Severity, Status
 from learnerkit_build.scan.runner import ScanReport
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -34,6 +34,29 @@ def report_json(report: ScanReport) -> dict[str, Any]:
         "checks": [_check_json(check) for check in report.checks],
         "sbom_components": len(report.sbom.get("components", [])),
     }
+
+
+def checks_from_json(report: dict[str, Any]) -> list[CheckResult]:
+    """The checks of a recorded report.json, as the gate saw them (allowlist markings included)."""
+    checks = []
+    for raw in report.get("checks", []):
+        evidence = [
+            Evidence(
+                message=str(item["message"]),
+                path=item.get("path"),
+                layer=item.get("layer"),
+                history=item.get("history"),
+                ids=tuple(item.get("ids") or ()),
+                allowed_by=item.get("allowed_by"),
+                justification=item.get("justification"),
+                severity=Severity.parse(item["severity"]) if item.get("severity") else None,
+            )
+            for item in raw.get("evidence", [])
+        ]
+        checks.append(
+            CheckResult(raw["id"], raw["title"], Status(raw["status"]), Severity.parse(raw["severity"]), evidence)
+        )
+    return checks
 
 
 def _check_json(check: CheckResult) -> dict[str, Any]:

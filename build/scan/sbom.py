@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from datetime import UTC, datetime
@@ -41,6 +42,17 @@ def deb_purl(package: DebPackage, distro: str) -> str:
 def pypi_purl(dist: PythonDist) -> str:
     name = re.sub(r"[-_.]+", "-", dist.name).lower()
     return f"pkg:pypi/{name}@{quote(dist.version, safe='')}"
+
+
+def document_time(created: Any) -> str:
+    """SOURCE_DATE_EPOCH when set, else the image's creation time, else now: identical images, identical SBOMs."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch:
+        return datetime.fromtimestamp(int(epoch), UTC).isoformat(timespec="seconds")
+    if isinstance(created, str) and created:
+        # The engine writes UTC with nanoseconds (`2024-05-01T10:00:00.123456789Z`): seconds are enough.
+        return datetime.fromisoformat(created[:19] + "+00:00").isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def build_sbom(
@@ -100,10 +112,10 @@ def build_sbom(
     return {
         "bomFormat": "CycloneDX",
         "specVersion": spec_version,
-        "serialNumber": f"urn:uuid:{uuid.uuid4()}",
+        "serialNumber": f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'learnerkit:sbom:{spec_version}:{image_id}')}",
         "version": 1,
         "metadata": {
-            "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+            "timestamp": document_time(index.config.get("created")),
             "tools": {
                 "components": [{"type": "application", "name": "learnerkit", "version": dist_version("learnerkit")}]
             },

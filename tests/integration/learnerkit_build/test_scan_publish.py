@@ -1,7 +1,9 @@
-"""Publish and verify against a real registry (Debian's docker-registry on 127.0.0.1), end to end."""
+"""Publish and verify against a real registry (Debian's docker-registry on 127.0.0.1), end to end, with the
+attestations checked by the standard tools (securesystemslib, in-toto, in-toto-attestation)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -9,19 +11,42 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
+from click.testing import CliRunner
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from google.protobuf import json_format
+from in_toto.models.metadata import Metadata
+from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
+from in_toto_attestation.predicates.test_result.v0 import test_result_pb2
+from in_toto_attestation.v1 import statement_pb2
+from in_toto_attestation.v1.statement import Statement
+from securesystemslib.dsse import Envelope
+from securesystemslib.signer import SSlibKey
 
-from learnerkit_build import publish as publishing
+from learnerkit.cli import cli
+from learnerkit_build import referrers
+from learnerkit_build.attest import canonical
 from learnerkit_build.imagetest import CHECKS, image_test_record, run_image_tests
 from learnerkit_build.matrix import load_matrix
-from learnerkit_build.publish import PublishRefused, VerifyFailed, attach, check_gates, publish, verify
+from learnerkit_build.publish import PublishRefused, check_gates, publish
 from learnerkit_build.registry import get_blob, get_manifest
 from learnerkit_build.scan.policy import Policy, load_allowlist, load_policy
 from learnerkit_build.scan.records import record_scan
 from learnerkit_build.scan.runner import ScanRequest, scan_image
+from learnerkit_build.signing import default_key_path, public_key_path
 from learnerkit_build.state import read_json
+from learnerkit_build.verifying import VerifyFailed, verify
 from tests.integration.conftest import REPO
 
 REPOSITORY, TAG = "learnerkit-test/published", "1"
+KINDS = {
+    "https://slsa.dev/provenance/v1",
+    "https://cyclonedx.org/bom",
+    "https://openvex.dev/ns",
+    "https://in-toto.io/attestation/test-result/v0.1",
+    "https://learnerkit.dev/attestations/scan-report/v1",
+}
 
 
 def smallest_cpu_image(docker_client: Any) -> Any:
@@ -35,8 +60,40 @@ def scan_and_record(reference: str, policy: Policy) -> bool:
     return report.passed
 
 
+def referred_envelopes(registry: str, digest: str) -> dict[str, tuple[str, bytes]]:
+    """Predicate type to (manifest digest, envelope), read from the tag schema's index with plain HTTP."""
+    index = requests.get(
+        f"http://{registry}/v2/{REPOSITORY}/manifests/{digest.replace(':', '-')}",
+        headers={"Accept": "application/vnd.oci.image.index.v1+json"},
+        timeout=30,
+    ).json()
+    found = {}
+    for entry in index["manifests"]:
+        manifest = json.loads(get_manifest(registry, REPOSITORY, entry["digest"])[0])
+        assert manifest["subject"]["digest"] == digest
+        assert manifest["artifactType"] == entry["artifactType"] == "application/vnd.dsse.envelope.v1+json"
+        [layer] = manifest["layers"]
+        found[entry["annotations"]["in-toto.io/predicate-type"]] = (
+            entry["digest"],
+            get_blob(registry, REPOSITORY, layer["digest"]),
+        )
+    return found
+
+
+def check_with_standard_tools(envelope: bytes, public_pem: str, digest: str) -> dict[str, Any]:
+    """Verify with securesystemslib and in-toto given only the public key; validate with in-toto-attestation."""
+    key = SSlibKey.from_crypto(serialization.load_pem_public_key(public_pem.encode()))
+    data = json.loads(envelope)
+    assert Envelope.from_dict(json.loads(envelope)).verify([key], 1)
+    Metadata.from_dict(data).verify_signature({**key.to_dict(), "keyid": key.keyid})
+    statement = json.loads(base64.b64decode(data["payload"]))
+    Statement.copy_from_pb(json_format.ParseDict(statement, statement_pb2.Statement())).validate()
+    assert statement["subject"][0]["digest"] == {"sha256": digest.removeprefix("sha256:")}
+    return dict(statement)
+
+
 @pytest.mark.timeout(3600)
-def test_publish_gates_and_verify(
+def test_publish_gates_attest_and_verify(
     docker_client: Any, registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     image = smallest_cpu_image(docker_client)
@@ -54,34 +111,98 @@ def test_publish_gates_and_verify(
     local = f"{REPOSITORY}:{TAG}"
     try:
         with pytest.raises(PublishRefused, match=r"scan gate: .* never scanned"):
-            publish(local, REPOSITORY, TAG, registry, None)
+            publish(local, REPOSITORY, TAG, registry, None, REPO)
 
         assert not scan_and_record(local, Policy(unknown_fails=("*",)))
         with pytest.raises(PublishRefused, match=r"scan gate: the scan of .* failed"):
-            publish(local, REPOSITORY, TAG, registry, None)
+            publish(local, REPOSITORY, TAG, registry, None, REPO)
 
         assert scan_and_record(local, load_policy(REPO / "scan-policy.yaml"))
-        done = publish(local, REPOSITORY, TAG, registry, None)
-        public_key = tmp_path / "home" / "signing" / "ed25519.pub"
-        verified = verify(registry, REPOSITORY, TAG, public_key)
-        assert (verified.digest, verified.image_id) == (done.digest, image_id)
+        done = publish(local, REPOSITORY, TAG, registry, None, REPO)
+        public_key = public_key_path(default_key_path())
+        public_pem = public_key.read_text(encoding="utf-8")
 
-        # A tampered SBOM: the attestation is re-pushed with one changed byte; the signature still names the old.
-        manifest = json.loads(get_manifest(registry, REPOSITORY, publishing.attestation_tag(done.digest))[0])
-        blobs = {
-            layer["annotations"]["org.opencontainers.image.title"]: get_blob(registry, REPOSITORY, layer["digest"])
-            for layer in manifest["layers"]
+        # Debian's registry (distribution 2.8) has no referrers API: the tag schema carries the referrers.
+        api = requests.get(f"http://{registry}/v2/{REPOSITORY}/referrers/{done.digest}", timeout=30)
+        assert api.status_code == 404
+        assert done.discovery == "tag-schema"
+        envelopes = referred_envelopes(registry, done.digest)
+        assert set(envelopes) == KINDS
+        statements = {
+            kind: check_with_standard_tools(env, public_pem, done.digest) for kind, (_, env) in envelopes.items()
         }
-        blobs["sbom"] = blobs["sbom"].replace(b'"CycloneDX"', b'"CycloneDX" ', 1)
-        attach(registry, REPOSITORY, done.digest, blobs)
-        with pytest.raises(VerifyFailed, match="sbom in the registry differs"):
+        provenance = statements["https://slsa.dev/provenance/v1"]["predicate"]
+        json_format.ParseDict(provenance, provenance_pb2.Provenance())
+        dependencies = provenance["buildDefinition"]["resolvedDependencies"]
+        labels = docker_client.images.get(image_id).labels
+        commit = labels["org.opencontainers.image.revision"].removesuffix("-dirty")
+        assert {"gitCommit": commit} in [d.get("digest") for d in dependencies]
+        assert any(d["name"] == "learner_base/Dockerfile.j2" and "gitBlob" in d["digest"] for d in dependencies)
+        assert any(d.get("uri", "").startswith("pkg:deb/debian/libc6@") for d in dependencies)
+        base = labels["org.opencontainers.image.base.digest"].removeprefix("sha256:")
+        assert {"sha256": base} in [d.get("digest") for d in dependencies]
+        test = statements["https://in-toto.io/attestation/test-result/v0.1"]["predicate"]
+        json_format.ParseDict(test, test_result_pb2.TestResult())
+        assert set(test["passedTests"]) | set(test["warnedTests"]) == set(CHECKS)
+
+        verified = verify(registry, REPOSITORY, TAG, public_key)
+        assert (verified.digest, verified.image_id, verified.discovery) == (done.digest, image_id, "tag-schema")
+        assert {a.predicate_type for a in verified.attestations} == KINDS
+        shown = CliRunner().invoke(cli, ["image", "verify", f"{registry}/{REPOSITORY}:{TAG}", "--output", "json"])
+        assert shown.exit_code == 0, shown.output
+        as_json = json.loads(shown.output)
+        assert (as_json["digest"], as_json["discovery"]) == (done.digest, "tag-schema")
+        assert {a["predicate_type"] for a in as_json["attestations"]} == KINDS
+
+        # cosign's layout: a simple-signing signature that the public key verifies over the payload it names,
+        # and one DSSE layer per statement under `.att`.
+        signature = json.loads(get_manifest(registry, REPOSITORY, done.digest.replace(":", "-") + ".sig")[0])
+        [layer] = signature["layers"]
+        assert layer["mediaType"] == "application/vnd.dev.cosign.simplesigning.v1+json"
+        payload = get_blob(registry, REPOSITORY, layer["digest"])
+        assert json.loads(payload)["critical"]["image"]["docker-manifest-digest"] == done.digest
+        pem_key = serialization.load_pem_public_key(public_pem.encode())
+        assert isinstance(pem_key, ec.EllipticCurvePublicKey)
+        pem_key.verify(
+            base64.b64decode(layer["annotations"]["dev.cosignproject.cosign/signature"]),
+            payload,
+            ec.ECDSA(hashes.SHA256()),
+        )
+        att = json.loads(get_manifest(registry, REPOSITORY, done.digest.replace(":", "-") + ".att")[0])
+        assert {entry["mediaType"] for entry in att["layers"]} == {"application/vnd.dsse.envelope.v1+json"}
+        assert {entry["annotations"]["predicateType"] for entry in att["layers"]} == KINDS
+
+        # Identical image and records: identical statements on a second publish (signatures differ: ECDSA).
+        again = publish(local, REPOSITORY, TAG, registry, None, REPO)
+        assert again.digest == done.digest
+        second = {
+            kind: check_with_standard_tools(env, public_pem, done.digest)
+            for kind, (_, env) in referred_envelopes(registry, done.digest).items()
+        }
+        assert second == statements
+
+        # A tampered VEX: its manifest in the tag schema now holds a changed payload under the old signature.
+        manifest_digest, envelope = referred_envelopes(registry, done.digest)["https://openvex.dev/ns"]
+        forged = json.loads(envelope)
+        vex = json.loads(base64.b64decode(forged["payload"]))
+        vex["predicate"]["statements"].append(
+            {"vulnerability": {"name": "CVE-2024-0001"}, "products": [{"@id": "x"}], "status": "not_affected"}
+        )
+        forged["payload"] = base64.b64encode(canonical(vex)).decode()
+        subject = referrers.subject_descriptor(*get_manifest(registry, REPOSITORY, done.digest))
+        referrer, _ = referrers.push_attestation(
+            registry, REPOSITORY, subject, canonical(forged), "https://openvex.dev/ns"
+        )
+        referrers.update_tag_schema(registry, REPOSITORY, done.digest, [referrer])
+        assert referrer.digest != manifest_digest
+        with pytest.raises(VerifyFailed, match=r"no verified vex attestation .* tag-schema"):
             verify(registry, REPOSITORY, TAG, public_key)
 
-        # A re-tagged image: another image pushed under the published tag has no attestation.
+        # A re-tagged image: another image pushed under the published tag has no signature.
         other = f"{registry}/{REPOSITORY}"
         docker_client.images.get("learnerkit/base:debian-bookworm").tag(other, TAG)
         docker_client.images.push(other, TAG)
-        with pytest.raises(VerifyFailed, match="no attestation for this digest"):
+        with pytest.raises(VerifyFailed, match="no cosign signature for this digest"):
             verify(registry, REPOSITORY, TAG, public_key)
 
         # A changed image: the local tag now names a new image ID that was never tested or scanned.

@@ -69,7 +69,7 @@ class Scheduler:
         """Check everything, store the model code, then store the job and queue it: a refused job leaves
         nothing behind (no record, no stored model)."""
         shared = self.shared
-        manifest = await self._parse(manifest_text, source, image)
+        manifest = await self._parse(manifest_text, source, tenant, image)
         check_submission(manifest, tenant, shared.options.submit_policy, source)
         await asyncio.to_thread(shared.options.resolve_image, manifest)  # the image gate reads its records
         endpoints = endpoints_for(manifest, shared.options.platform)  # refuses a results store the sidecar cannot use
@@ -90,7 +90,7 @@ class Scheduler:
         shared.wake.set()
         return job_view(tracked)
 
-    async def _parse(self, text: str, source: str, image: str | None = None) -> JobManifest:
+    async def _parse(self, text: str, source: str, tenant: str, image: str | None = None) -> JobManifest:
         """Refuse an oversized manifest unread; read the others in a thread, within the policy's time budget."""
         options = self.shared.options
         policy = options.submit_policy
@@ -108,6 +108,7 @@ class Scheduler:
                 seconds=policy.parse_seconds,
                 defaults=policy.defaults,
                 image=image,
+                tenant=tenant,
             )
 
     async def _record(self, tracked: Tracked) -> None:

@@ -210,9 +210,13 @@ def test_waiting_for_cpus_and_memory_beside_free_gpus() -> None:
         (job("j", learner(1, "nvidia-h100")), "no node has nvidia-h100 GPUs"),
         (
             job("j", learner(16)),
-            "learner 0 needs 1 CPUs and 4.0 GiB memory beside 16 nvidia-a100 GPUs; no nvidia-a100 node is that large",
+            "learner 1 needs 1 CPUs and 4.0 GiB memory beside 16 nvidia-a100 GPUs; no nvidia-a100 node is that large",
         ),
-        (job("j", learner(0, memory_gib=4096)), "learner 0 needs 1 CPUs and 4096.0 GiB memory; no node is that large"),
+        (job("j", learner(0, memory_gib=4096)), "learner 1 needs 1 CPUs and 4096.0 GiB memory; no node is that large"),
+        (
+            job("j", learner(0), learner(0, memory_gib=4096)),
+            "learner 2 needs 1 CPUs and 4096.0 GiB memory; no node is that large",
+        ),
         (job("j", *[learner(8)] * 3), "needs 24 nvidia-a100 GPUs; the cluster has 16"),
         (job("j", learner(8), tenant="capped"), "needs 8 GPUs; tenant 'capped' GPU quota is 4"),
     ],

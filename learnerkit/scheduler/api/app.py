@@ -28,7 +28,7 @@ from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
 from learnerkit.scheduler.api.hosting import Lifespan
-from learnerkit.scheduler.api.multipart import declared_too_large, model_too_large, receive_submission
+from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large, model_too_large, receive_submission
 from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.errors import (
@@ -42,6 +42,7 @@ from learnerkit.scheduler.errors import (
     TokensFileError,
     UnknownFileError,
     UnknownJobError,
+    UploadTimeoutError,
 )
 from learnerkit.scheduler.facade import JobView, SchedulerFacade, StoredFile
 
@@ -315,6 +316,7 @@ async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Reque
         request.stream(),
         max_manifest_bytes=limits.max_manifest_bytes,
         max_model_bytes=limits.max_model_bytes,
+        timeouts=BodyTimeouts(limits.upload_idle_s, limits.upload_total_s),
     )
     try:
         return await facade.submit(
@@ -416,6 +418,8 @@ def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
         return 413, "too_large", str(exc)
     if isinstance(exc, RateLimitedError):
         return 429, "too_many_requests", str(exc)
+    if isinstance(exc, UploadTimeoutError):
+        return 408, "timeout", str(exc)
     if isinstance(exc, StoreUnavailableError):
         return 503, "unavailable", str(exc)
     if isinstance(exc, ManifestError):

@@ -111,6 +111,11 @@ class LimitSettings:
     variables."""
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
     """``$LEARNERKIT_MAX_MODEL_BYTES``: a larger model upload is refused (413) as soon as it is known to be."""
+    upload_idle_s: float = 60.0
+    """``$LEARNERKIT_UPLOAD_IDLE_S``: a submit's body that sends nothing for this long is refused (408), and the
+    model's multipart upload aborted."""
+    upload_total_s: float = 3600.0
+    """``$LEARNERKIT_UPLOAD_TOTAL_S``: a submit's body may take this long in all (408 past it)."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,8 @@ class SchedulerSettings:
                 tenants=Path(env["LEARNERKIT_TENANTS"]) if "LEARNERKIT_TENANTS" in env else None,
                 defaults=resource_defaults(env),
                 max_model_bytes=_positive(env, "LEARNERKIT_MAX_MODEL_BYTES", limits.max_model_bytes, int),
+                upload_idle_s=_positive(env, "LEARNERKIT_UPLOAD_IDLE_S", limits.upload_idle_s, float),
+                upload_total_s=_positive(env, "LEARNERKIT_UPLOAD_TOTAL_S", limits.upload_total_s, float),
             ),
             trust=TrustSettings(
                 object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),

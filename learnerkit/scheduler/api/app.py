@@ -8,6 +8,7 @@ Errors have one body shape, ``{"error": <code>, "message": <text>}``; a refused 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -33,6 +34,7 @@ from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.errors import (
     AuthError,
+    ClientGoneError,
     JobStateError,
     ManifestError,
     ManifestTooLargeError,
@@ -46,6 +48,7 @@ from learnerkit.scheduler.errors import (
 )
 from learnerkit.scheduler.facade import JobView, SchedulerFacade, StoredFile
 
+LOGGER = logging.getLogger(__name__)
 JSON_OVERHEAD = 6
 """A JSON body may spell each byte of the manifest in up to six (``\\u00e9``): its cap is that much larger."""
 STORE_RETRY_AFTER_S = 5
@@ -311,20 +314,25 @@ async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Reque
     """A manifest with its model code, the model handed on as it arrives."""
     if declared_too_large(request.headers.get("content-length", ""), limits.max_manifest_bytes, limits.max_model_bytes):
         raise model_too_large(limits.max_model_bytes)
-    received = await receive_submission(
-        request.headers.get("content-type", ""),
-        request.stream(),
-        max_manifest_bytes=limits.max_manifest_bytes,
-        max_model_bytes=limits.max_model_bytes,
-        timeouts=BodyTimeouts(limits.upload_idle_s, limits.upload_total_s),
-    )
     try:
-        return await facade.submit(
-            tenant, received.manifest, source=received.source, image=received.image, model=received.model
+        received = await receive_submission(
+            request.headers.get("content-type", ""),
+            request.stream(),
+            max_manifest_bytes=limits.max_manifest_bytes,
+            max_model_bytes=limits.max_model_bytes,
+            timeouts=BodyTimeouts(limits.upload_idle_s, limits.upload_total_s),
         )
-    finally:
-        if received.model is not None:
-            await _drain(received.model)
+        try:
+            return await facade.submit(
+                tenant, received.manifest, source=received.source, image=received.image, model=received.model
+            )
+        finally:
+            if received.model is not None:
+                await _drain(received.model)
+    except ClientGoneError:
+        # Nobody is left to answer: one line, not a traceback per client that went away.
+        LOGGER.warning("%s: the client disconnected during the upload; its model upload is aborted", tenant)
+        raise
 
 
 async def _drain(model: AsyncIterator[bytes]) -> None:

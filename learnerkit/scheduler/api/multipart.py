@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect
 
 from learnerkit.scheduler.errors import (
+    ClientGoneError,
     InvalidRequestError,
     ManifestTooLargeError,
     ModelTooLargeError,
@@ -155,6 +157,9 @@ class _Body:
         try:
             async with asyncio.timeout(min(idle, left)):
                 return await anext(self.body, None)
+        except ClientDisconnect:
+            self.ended = True
+            raise ClientGoneError("the client disconnected during the upload") from None
         except TimeoutError:
             self.ended = True
             if left <= idle:

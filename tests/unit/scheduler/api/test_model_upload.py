@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import socket
 import threading
 import zipfile
@@ -294,6 +295,48 @@ def test_a_stalled_upload_is_answered_408_by_a_real_server(fake: FakeFacade, ten
                     break
         assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
         assert b'"error":"timeout"' in answer and b"sent nothing for 0.3 s" in answer
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def test_a_client_gone_during_an_upload_is_logged_in_one_line(
+    fake: FakeFacade, tenants: Tenants, caplog: pytest.LogCaptureFixture
+) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    app = create_app(fake, tenants.path)
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
+        boundary = "b0undary"
+        start = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="manifest"\r\n\r\n{MANIFEST}\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.zip"\r\n\r\nPK'
+        ).encode()
+        head = (
+            f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tenants.a}\r\n"
+            f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len(start) + 1000}\r\n\r\n"
+        ).encode()
+        with caplog.at_level(logging.INFO):
+            with socket.create_connection(sock.getsockname(), timeout=30) as conn:
+                conn.sendall(head + start)
+                wait_until(lambda: ("submit", "team-a") in fake.calls, timeout=30, message="the model to be read")
+            # and then the client is gone, halfway through its model
+            wait_until(
+                lambda: any("disconnected during the upload" in r.getMessage() for r in caplog.records),
+                timeout=30,
+                message="the disconnect to be logged",
+            )
+        noted = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+        assert [r.getMessage() for r in noted if "disconnected" in r.getMessage()] == [
+            "team-a: the client disconnected during the upload; its model upload is aborted"
+        ], [r.getMessage() for r in noted]
+        assert all(r.exc_info is None for r in noted), "no traceback for a client that went away"
+        assert not any("Exception in ASGI application" in r.getMessage() for r in noted)
     finally:
         server.should_exit = True
         thread.join(timeout=10)

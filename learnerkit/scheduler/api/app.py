@@ -49,6 +49,8 @@ from learnerkit.scheduler.errors import (
 from learnerkit.scheduler.facade import JobView, SchedulerFacade, StoredFile
 
 LOGGER = logging.getLogger(__name__)
+MAX_TAIL_LINES = 100_000
+"""`logs?tail=N` at most: the scheduler keeps the positions of N line ends while it reads back (at most 8 MiB)."""
 JSON_OVERHEAD = 6
 """A JSON body may spell each byte of the manifest in up to six (``\\u00e9``): its cap is that much larger."""
 STORE_RETRY_AFTER_S = 5
@@ -261,7 +263,10 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         tenant: Tenant,
         learner: Annotated[int, Query(ge=1, description="1-based learner id")] = 1,
         offset: Annotated[int, Query(ge=0, description="byte offset to read from")] = 0,
-        tail: Annotated[int | None, Query(ge=0, description="only the last N lines (from `offset` at most)")] = None,
+        tail: Annotated[
+            int | None,
+            Query(ge=0, le=MAX_TAIL_LINES, description="only the last N lines (from `offset` at most), within 8 MiB"),
+        ] = None,
     ) -> Response:
         """A learner's log from ``offset``; poll with the returned next offset until finished. Streamed: only
         the log's parts from the offset on are fetched, and no more than a chunk of them is held at once."""

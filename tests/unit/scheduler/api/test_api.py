@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, Counter
 
-from learnerkit.scheduler.api.app import create_app
+from learnerkit.scheduler.api.app import MAX_TAIL_LINES, create_app
 from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.errors import ManifestTooLargeError, StoreUnavailableError
 from tests.unit.scheduler.conftest import Tenants
@@ -342,3 +342,10 @@ def test_the_services_lifespan_spans_the_server(fake: FakeFacade, tenants: Tenan
         assert client.get("/healthz").status_code == 200
         assert events == ["start"]
     assert events == ["start", "stop"]
+
+
+def test_a_tail_of_more_lines_than_the_limit_is_a_bad_request(client: TestClient, tenants: Tenants) -> None:
+    auth = {"Authorization": f"Bearer {tenants.a}"}
+    answer = client.get(f"/v1/jobs/job-1/logs?tail={MAX_TAIL_LINES + 1}", headers=auth)
+    assert answer.status_code == 422 and answer.json()["error"] == "bad_request", answer.text
+    assert "tail" in answer.json()["message"]

@@ -439,7 +439,9 @@ def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
         return 422, "invalid_manifest", f"{len(exc.problems)} problem(s) in the manifest"
     if isinstance(exc, ConfigError) and not isinstance(exc, TokensFileError):
         return 400, "bad_request", str(exc)
-    return 500, "internal", f"{type(exc).__name__}: {exc}"
+    # Its text may name the scheduler's own addresses (etcd, S3, the engine): the log has it, the tenant does not.
+    LOGGER.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+    return 500, "internal", "the scheduler failed to answer this request; its operators find why in the scheduler's log"
 
 
 def _http_error(_request: Request, error: Exception) -> JSONResponse:

@@ -111,6 +111,11 @@ async def sole_scheduler(etcd: EtcdStore, settings: SchedulerSettings) -> AsyncI
 def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
     catalog = ImageCatalog(find_project_root(), settings.backend.registry)
     backend, metrics_port = backend_for(settings)
+    gate = ImageGate(
+        settings.trust.images,
+        catalog.references() if settings.trust.project_images else (),
+        pin_ids=settings.backend.kind is BackendKind.DOCKER,  # deploy what was checked; Kubernetes pulls by name
+    )
     tenants = load_tenants(settings.limits.tenants)
     options = SchedulerOptions(
         platform=Platform(
@@ -120,9 +125,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             etcd_root=settings.etcd.root,
         ),
         catalog=catalog.frameworks(),
-        resolve_image=ImageGate(
-            settings.trust.images, catalog.references() if settings.trust.project_images else ()
-        ).gated(catalog.resolve),
+        resolve_image=gate.gated(catalog.resolve),
         policy=AdmissionPolicy(quotas=tenants.quotas(), default_quota=tenants.default.quota),
         submit_policy=submit_policy(settings, tenants),
         instance=settings.trust.instance,
@@ -131,7 +134,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             extra_index_urls=settings.packages.extra_index_urls,
             trusted_hosts=settings.packages.trusted_hosts,
         ),
-        python_of=catalog.python_of,
+        python_of=lambda image: catalog.python_of(gate.named(image)),
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)

@@ -74,7 +74,7 @@ class Scheduler:
         await asyncio.to_thread(shared.options.resolve_image, manifest)  # the image gate reads its records
         endpoints = endpoints_for(manifest, shared.options.platform)  # refuses a results store the sidecar cannot use
         state = JobState(f"job-{uuid.uuid4().hex[:12]}", tenant, manifest.name, time.time())
-        options = SubmitOptions(image=image)
+        options = SubmitOptions(image=image, results_bucket=shared.options.submit_policy.defaults.results_bucket)
         if model is not None:
             limits = shared.options.model_limits
             stored = await receive_model(self.clients.of(endpoints), manifest, state.job_id, limits, model)

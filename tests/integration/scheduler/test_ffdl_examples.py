@@ -19,6 +19,7 @@ import pytest
 from learnerkit.dev.scheduler import host_defaults
 from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.core.options import SchedulerOptions
+from learnerkit.scheduler.manifest.defaultresults import default_results
 from learnerkit.scheduler.manifest.model import ResourceDefaults
 from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, leftovers
 
@@ -251,3 +252,35 @@ def test_a_held_out_ffdl_manifest_runs_on_the_local_defaults(
         assert leftovers(view.job_id) == []
     finally:
         harness.kill()
+
+
+def test_a_restart_under_another_results_bucket_keeps_a_jobs_outputs_where_they_are(
+    etcd_server: Any, service_options: SchedulerOptions, s3_server: Any, scheduler_buckets: Any
+) -> None:
+    """The default results store is recorded with the job: a changed setting does not move its outputs."""
+
+    def harness_with(bucket: str) -> Harness:
+        defaults = ResourceDefaults(cpus=0.5, memory_bytes=2**30, results_bucket=bucket)
+        policy = replace(service_options.submit_policy, defaults=defaults)
+        return Harness(etcd_server, replace(service_options, submit_policy=policy))
+
+    first = harness_with(RESULTS_BUCKET)
+    try:
+        text = (
+            ffdl_manifest(s3_server)
+            .replace(f"    training_results:\n      container: {RESULTS_BUCKET}\n", "")
+            .replace("learners: 2", "learners: 1")
+        )
+        view = first.call(first.service.submit("team-a", text))
+        first.call(first.service.cancel("team-a", view.job_id))
+    finally:
+        first.kill()
+    second = harness_with("another-results-bucket")
+    try:
+        restored = second.service.shared.jobs[view.job_id].manifest
+        assert default_results(restored) == f"{RESULTS_BUCKET}/tenants/team-a"
+        assert second.call(second.service.get("team-a", view.job_id)).results.startswith(
+            f"s3://{RESULTS_BUCKET}/tenants/team-a/{view.job_id}/"
+        )
+    finally:
+        second.kill()

@@ -261,7 +261,11 @@ class AdmissionState:
             if over is not None:
                 reason = over
             elif blocked and not blocked.keys().isdisjoint(job.pools):
-                ahead, pool = max((blocked.get(p, 0), p) for p in job.pools if p in blocked)
+                # The CPU pool is None: it sorts before every GPU pool, never compared with one.
+                ahead, pool = max(
+                    ((blocked.get(p, 0), p) for p in job.pools if p in blocked),
+                    key=lambda pair: (pair[0], pair[1] or ""),
+                )
                 reason = BehindQueue(ahead, pool)
             else:
                 open_pools = [p for p in cluster.pools if p not in blocked] if blocked else None

@@ -255,6 +255,52 @@ class EtcdStore:
             outage.ended()
             await self._clock.sleep(ttl_s / 3)
 
+    @asynccontextmanager
+    async def hold_lock(self, key: str, value: str, ttl_s: int) -> AsyncIterator[None]:
+        """Create ``key`` on a lease and keep the lease alive while the block runs (revoked on exit), so the key
+        goes when its holder stops, or within ``ttl_s`` when it dies. `LockHeldError` naming the holder (the
+        key's value), holding nothing, when the key exists already."""
+        what = f"take the lock {key}"
+        lease = _LeaseState(int((await self._gateway.call("lease/grant", {"TTL": ttl_s}, what))["ID"]))
+        put = {"request_put": {"key": b64(key), "value": b64(value), "lease": lease.lease_id}}
+        txn = {"compare": [_version_is_zero(key)], "success": [put], "failure": [{"request_range": {"key": b64(key)}}]}
+        answer = await self._gateway.call("kv/txn", txn, what)
+        if not answer.get("succeeded"):
+            await self._gateway.call("lease/revoke", {"ID": lease.lease_id}, f"give up {what}")
+            kvs = answer["responses"][0]["response_range"].get("kvs", [])
+            holder = _value(kvs[0]).decode(errors="replace") if kvs else "a holder that just left"
+            raise LockHeldError(f"{key} is held by {holder}")
+        task = asyncio.get_running_loop().create_task(self._keep_lock(key, ttl_s, lease), name=f"lock {key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        try:
+            yield
+        finally:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+            if not self._closed:
+                try:
+                    await self._gateway.call("lease/revoke", {"ID": lease.lease_id}, f"release the lock {key}")
+                except TransientError as e:
+                    LOGGER.warning("%s; the lock expires after %ds", e, ttl_s)
+
+    async def _keep_lock(self, key: str, ttl_s: int, lease: _LeaseState) -> None:
+        """Refresh the lock's lease every third of its TTL; a lease that expired (etcd unreachable for longer) is
+        reported, never silently taken again: another holder may have the key by then."""
+        while True:
+            await self._clock.sleep(ttl_s / 3)
+            try:
+                reply = await self._gateway.call("lease/keepalive", {"ID": lease.lease_id}, f"keep the lock {key}")
+            except TransientError as e:
+                LOGGER.warning("%s; retrying", e)
+                continue
+            if int(reply.get("result", {}).get("TTL", 0)) <= 0:
+                LOGGER.error(
+                    "the lock %s expired (etcd was unreachable for over %ds): it is no longer held", key, ttl_s
+                )
+                return
+
     async def wait_for_key(self, key: str) -> bytes:
         """The key's value as soon as it exists; survives etcd restarts and compaction."""
         raw = key.encode()
@@ -360,6 +406,10 @@ class EtcdStore:
 
     async def _retrying(self, operation: Callable[[], Awaitable[T]], what: str) -> T:
         return await retry_async(operation, self._backoff, what=what, clock=self._clock, rng=self._rng)
+
+
+class LockHeldError(PermanentError):
+    """`EtcdStore.hold_lock`: the key is held by another holder."""
 
 
 @dataclass

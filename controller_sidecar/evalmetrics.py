@@ -5,7 +5,7 @@ learnerkit accepts that section unchanged::
 
     evaluation_metrics:
       type: regex_extractor        # or tensorboard (controller_sidecar.tensorboard); FfDL also knew
-                                   # emetrics_file and simple_log_collector
+                                   # emetrics_file and simple_log_collector, and aliases (COLLECTOR_ALIASES)
       in: "$JOB_STATE_DIR/logs"    # regex rules always read learner.log; tensorboard: the event folder
       line_lookahead: 4            # a rule's regex may span this many lines (FfDL's default: 4)
       eventTypes: [scalars]
@@ -56,6 +56,30 @@ MATCH_TIMEOUT_S = 0.25
 COLLECTOR_TYPES = frozenset({"regex_extractor", "tensorboard", "emetrics_file", "simple_log_collector"})
 """FfDL's log collectors. ``regex_extractor`` has rules here, ``tensorboard`` is read by
 :mod:`controller_sidecar.tensorboard`; the learner's metrics.jsonl is always read."""
+COLLECTOR_ALIASES: Mapping[str, str] = {
+    "logger": "simple_log_collector",
+    "none": "simple_log_collector",
+    "null": "simple_log_collector",
+    "nil": "simple_log_collector",
+    "tensorboard_extractor": "tensorboard",
+    "optivist": "emetrics_file",
+    "file": "emetrics_file",
+}
+"""The other names FfDL's collector selection read (its LCM's switch on ``type``), and the collector each meant."""
+
+
+def collector_type(raw: object, has_groups: bool, field: str = FIELD) -> str:
+    """The collector a section's ``type`` selects, FfDL's aliases mapped. Without a type (or YAML's null) FfDL
+    collected logs only; a section that has regex ``groups`` keeps learnerkit's reading, ``regex_extractor``."""
+    if raw is None:
+        return "regex_extractor" if has_groups else "simple_log_collector"
+    kind = _text(raw, f"{field}.type")
+    kind = COLLECTOR_ALIASES.get(kind.lower(), kind)
+    if kind not in COLLECTOR_TYPES:
+        known = sorted(COLLECTOR_TYPES | COLLECTOR_ALIASES.keys())
+        raise SidecarConfigError(f"{field}.type: must be one of {known}, got {kind!r}")
+    return kind
+
 
 PATTERNS: Mapping[str, str] = {
     "GLOG_STAMP": r"[EFIW]\d{4}\s+\d\d:\d\d:\d+\.\d+",
@@ -139,9 +163,7 @@ def parse_evaluation_metrics(raw: object, field: str = FIELD) -> EvaluationMetri
     if raw is None:
         return None
     section = _mapping(raw, field)
-    kind = _text(section.get("type", "regex_extractor"), f"{field}.type")
-    if kind not in COLLECTOR_TYPES:
-        raise SidecarConfigError(f"{field}.type: must be one of {sorted(COLLECTOR_TYPES)}, got {kind!r}")
+    kind = collector_type(section.get("type"), bool(section.get("groups")), field)
     location = section.get("in")
     lookahead = section.get("line_lookahead", section.get("linelookahead", DEFAULT_LINE_LOOKAHEAD))
     if isinstance(lookahead, bool) or not isinstance(lookahead, int | str) or not str(lookahead).isdigit():

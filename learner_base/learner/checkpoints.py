@@ -102,6 +102,7 @@ def new_checkpoint(step: int, keep: int = 3) -> Iterator[Path]:
     temp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{name}-", dir=directory))
     # mkdtemp makes 0700; the sidecar (another UID in group 0) must read checkpoints to upload them.
     temp.chmod(0o775)
+    renamed = False
     try:
         yield temp
         _fsync_tree(temp)
@@ -109,10 +110,11 @@ def new_checkpoint(step: int, keep: int = 3) -> Iterator[Path]:
         if final.exists() or final.is_symlink():
             _discard(final, directory)
         temp.rename(final)
+        renamed = True
         _fsync_path(directory)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
+    finally:
+        if not renamed:  # an exception, an interrupt (the halt's SIGINT) or an abandoned generator
+            shutil.rmtree(temp, ignore_errors=True)
     for old in _complete(directory)[:-keep]:
         _discard(old.path, directory)
     _fsync_path(directory)

@@ -3,10 +3,16 @@
 It serves on loopback against the dev etcd; the first start makes a token for the tenant ``demo`` (kept,
 mode 0600, beside the tokens file) so that ``eval "$(learnerkit dev env)"`` is all a shell needs to submit, and
 a tenants file that lets ``demo`` raise its jobs' priority.
+
+FfDL's defaults (5 CPUs, 12 GiB a learner) would leave a manifest without ``cpus`` unschedulable on a small
+machine, so the dev scheduler's defaults fit this host (the local engine's one node), and manifests without
+``training_results`` keep results in the dev store's results bucket, a folder per tenant. ``learnerkit dev env``
+exports the same values, so ``job validate`` in that shell applies what the scheduler applies.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -16,10 +22,31 @@ from controller_sidecar.atomicfile import write_atomic
 from learnerkit.dev.ports import LOOPBACK
 from learnerkit.dev.service import Launch, Service
 from learnerkit.scheduler.api.auth import add_token
+from learnerkit.scheduler.manifest.model import FFDL_DEFAULTS
 
 DEMO_TENANT = "demo"
+RESULTS_BUCKET = "training-results"
+"""The default results store's bucket: one of the dev S3's buckets (``learnerkit.dev.s3.DEV_BUCKETS``)."""
+_MIB = 2**20
 TENANTS = f"tenants:\n  {DEMO_TENANT}:\n    priority: [-1000, 100]\n"
 """The demo tenant may raise its jobs' priority (the example manifest asks for 10); others keep -1000..0."""
+
+
+def fitting_defaults(cpus: int, memory_bytes: int) -> dict[str, str]:
+    """FfDL's defaults cut to a node of ``cpus`` and ``memory_bytes``: at most half of each, so two learners
+    fit; as the scheduler's variables."""
+    cpu = min(FFDL_DEFAULTS.cpus, max(cpus / 2, 0.5))
+    memory_mib = max(min(FFDL_DEFAULTS.memory_bytes, memory_bytes // 2) // _MIB // 256 * 256, 256)
+    return {
+        "LEARNERKIT_DEFAULT_CPUS": f"{cpu:g}",
+        "LEARNERKIT_DEFAULT_MEMORY": f"{memory_mib}Mi",
+        "LEARNERKIT_RESULTS_BUCKET": RESULTS_BUCKET,
+    }
+
+
+def host_defaults() -> dict[str, str]:
+    """`fitting_defaults` of this host: the dev scheduler runs learners on the local engine."""
+    return fitting_defaults(os.cpu_count() or 1, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
 def _tokens(launch: Launch) -> Path:
@@ -61,7 +88,20 @@ def _argv(launch: Launch) -> list[str]:
         launch.env["ETCD_ENDPOINTS"],
         "--s3-endpoint",
         launch.env["S3_ENDPOINT_URL"],
+        *_default_options(),
         "--trust-project-images",  # the dev environment runs the images built here, scanned or not (docs/security.md)
+    ]
+
+
+def _default_options() -> list[str]:
+    defaults = host_defaults()
+    return [
+        "--default-cpus",
+        defaults["LEARNERKIT_DEFAULT_CPUS"],
+        "--default-memory",
+        defaults["LEARNERKIT_DEFAULT_MEMORY"],
+        "--results-bucket",
+        defaults["LEARNERKIT_RESULTS_BUCKET"],
     ]
 
 
@@ -75,7 +115,8 @@ def _probe(launch: Launch) -> bool:
 
 def _exports(launch: Launch) -> dict[str, str]:
     token = _demo_token(launch).read_text(encoding="utf-8").strip()
-    return {"LEARNERKIT_SCHEDULER_URL": f"http://{LOOPBACK}:{launch.ports['api']}", "LEARNERKIT_TOKEN": token}
+    url = f"http://{LOOPBACK}:{launch.ports['api']}"
+    return {"LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": token, **host_defaults()}
 
 
 SCHEDULER_SERVICE = Service(

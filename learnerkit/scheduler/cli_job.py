@@ -39,6 +39,7 @@ from learnerkit.scheduler.client.terminal import (
 from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError
 from learnerkit.scheduler.facade import JobView
+from learnerkit.scheduler.manifest.defaultresults import default_results
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest.parser import load_manifest
 from learnerkit.scheduler.manifest.units import format_size
@@ -339,11 +340,30 @@ def validate(manifest: Path, model: Path | None, image: str | None, root: Path |
     emit(output, data, lambda: _show(manifest, job, summary))
 
 
-def defaults_applied(job: JobManifest) -> dict[str, float | int]:
-    """The resources the manifest left out, with the value each got (`cpus`, `memory_bytes`)."""
+_DEFAULT_VARIABLES = {
+    "cpus": "LEARNERKIT_DEFAULT_CPUS",
+    "memory": "LEARNERKIT_DEFAULT_MEMORY",
+    "training_results": "LEARNERKIT_RESULTS_BUCKET",
+}
+
+
+def defaults_applied(job: JobManifest) -> dict[str, float | int | str]:
+    """What the manifest left out, with the value each got (`cpus`, `memory_bytes`, `training_results`)."""
     r = job.resources
     values = {"cpus": r.cpus, "memory": r.memory_bytes}
-    return {("memory_bytes" if key == "memory" else key): values[key] for key in r.defaulted}
+    applied: dict[str, float | int | str] = {
+        ("memory_bytes" if key == "memory" else key): values[key] for key in r.defaulted
+    }
+    results = default_results(job)
+    if results is not None:
+        applied["training_results"] = results
+    return applied
+
+
+def _defaults_source(key: str) -> str:
+    """Where a default came from: the scheduler's variable where this environment sets it, else FfDL."""
+    variable = _DEFAULT_VARIABLES[key]
+    return variable if os.environ.get(variable) else "FfDL's default"
 
 
 def _checked_model(model: Path) -> ModelSummary:
@@ -390,9 +410,13 @@ def _show(path: Path, job: JobManifest, model: ModelSummary | None) -> None:
         table.add_row("image", job.image)
     gpus = f"{r.gpus} gpus" + (f" ({r.gpu_type})" if r.gpu_type else "")
     table.add_row("learners", f"{r.learners} x {r.cpus:g} cpus, {gpus}, {format_size(r.memory_bytes)} memory")
-    if r.defaulted:
-        shown = {"cpus": f"cpus {r.cpus:g}", "memory": f"memory {format_size(r.memory_bytes)}"}
-        table.add_row("defaults", f"{', '.join(shown[k] for k in r.defaulted)}: not in the manifest (FfDL's defaults)")
+    shown = {"cpus": f"cpus {r.cpus:g}", "memory": f"memory {format_size(r.memory_bytes)}"}
+    applied = [f"{shown[k]} ({_defaults_source(k)})" for k in r.defaulted]
+    results = default_results(job)
+    if results is not None:
+        applied.append(f"training_results {results} ({_DEFAULT_VARIABLES['training_results']})")
+    if applied:
+        table.add_row("defaults", f"{', '.join(applied)}: not in the manifest")
     if job.framework.target != job.framework.name:
         table.add_row("runs as", f"{job.framework.target} (FfDL's {job.framework.name})")
     for store in job.data_stores:

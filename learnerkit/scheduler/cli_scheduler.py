@@ -16,8 +16,16 @@ from rich.table import Table
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, keep_whole, output_option
 from learnerkit.scheduler.api.auth import add_token, read_tokens, revoke
-from learnerkit.scheduler.config.settings import DEFAULT_TOKENS, BackendKind, SchedulerSettings, parse_endpoints
+from learnerkit.scheduler.config.settings import (
+    DEFAULT_TOKENS,
+    BackendKind,
+    SchedulerSettings,
+    parse_endpoints,
+    resource_defaults,
+)
 from learnerkit.scheduler.errors import TokensFileError
+from learnerkit.scheduler.manifest.defaultresults import tenant_results
+from learnerkit.scheduler.manifest.units import format_size
 
 tokens_option = click.option(
     "--tokens",
@@ -49,6 +57,19 @@ def scheduler_group() -> None:
     help="per-tenant quotas and priority ranges (docs/security.md) [env LEARNERKIT_TENANTS]",
 )
 @click.option(
+    "--default-cpus", default=None, help="CPUs of a learner whose manifest has no cpus [env LEARNERKIT_DEFAULT_CPUS; 5]"
+)
+@click.option(
+    "--default-memory",
+    default=None,
+    help="memory of a learner whose manifest has none [env LEARNERKIT_DEFAULT_MEMORY; 12GiB]",
+)
+@click.option(
+    "--results-bucket",
+    default=None,
+    help="the default results store's bucket, for manifests without training_results [env LEARNERKIT_RESULTS_BUCKET]",
+)
+@click.option(
     "--trust-project-images",
     is_flag=True,
     default=None,
@@ -63,17 +84,33 @@ def serve_command(
     s3_bucket: str | None,
     backend: str | None,
     tenants: Path | None,
+    default_cpus: str | None,
+    default_memory: str | None,
+    results_bucket: str | None,
     trust_project_images: bool | None,
 ) -> None:
     """Serve the REST API (docs/api.md) in front of the job store, monitor and backend."""
     try:
+        given = {
+            "LEARNERKIT_DEFAULT_CPUS": default_cpus,
+            "LEARNERKIT_DEFAULT_MEMORY": default_memory,
+            "LEARNERKIT_RESULTS_BUCKET": results_bucket,
+        }
+        defaults = resource_defaults({**os.environ, **{k: v for k, v in given.items() if v is not None}})
         settings = SchedulerSettings.from_env(os.environ).with_overrides(
             api={"host": host, "port": port, "tokens": tokens},
             etcd={"endpoints": parse_endpoints(etcd_endpoints) if etcd_endpoints is not None else None},
             s3={"endpoint_url": s3_endpoint, "bucket": s3_bucket},
             backend={"kind": BackendKind(backend) if backend else None},
-            limits={"tenants": tenants},
+            limits={"tenants": tenants, "defaults": defaults},
             trust={"project_images": trust_project_images},
+        )
+        results = tenant_results(defaults.results_bucket, "<tenant>") if defaults.results_bucket else "none (required)"
+        err_console.print(
+            f"manifests without cpus get {defaults.cpus:g}, without memory {format_size(defaults.memory_bytes)},"
+            f" without training_results: {results}",
+            markup=False,
+            highlight=False,
         )
         # Imported here: only `serve` pays for the scheduler, its backends and uvicorn, not `token ...`.
         from learnerkit.scheduler.api.server import serve

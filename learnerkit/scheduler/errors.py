@@ -105,6 +105,14 @@ class StoreUnavailableError(SchedulerError):
     """etcd does not answer (an outage, a restart): the request may succeed if sent again later."""
 
 
+class ClientGoneError(InvalidRequestError):
+    """The client disconnected while its request body was read: nobody is left to answer."""
+
+
+class UploadTimeoutError(SchedulerError):
+    """A request body stalled past the idle timeout or ran past the total one (the API's 408)."""
+
+
 class ModelCodeError(SchedulerError, ConfigError):
     """The model code (a folder or zip, its requirements.txt) is refused; the message names the file or line."""
 

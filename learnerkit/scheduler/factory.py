@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
+import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
-from controller_sidecar.etcdstore import EtcdStore
+from controller_sidecar.etcdstore import EtcdStore, LockHeldError
 from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
 from learnerkit.common.project import find_project_root
@@ -79,9 +83,39 @@ def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy
     )
 
 
+LOCK_TTL_S = 15
+"""A scheduler that dies leaves its etcd root to the next one after this long."""
+
+
+@asynccontextmanager
+async def sole_scheduler(etcd: EtcdStore, settings: SchedulerSettings) -> AsyncIterator[None]:
+    """Hold ``<root>.lock`` on a lease while the scheduler serves: two schedulers on one etcd root would admit,
+    deploy and end the same jobs. The second is refused, naming the first."""
+    holder = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "api": f"{settings.api.host}:{settings.api.port}",
+        "since": datetime.now(UTC).isoformat(),
+    }
+    key = f"{settings.etcd.root}.lock"
+    try:
+        async with etcd.hold_lock(key, json.dumps(holder), LOCK_TTL_S):
+            yield
+    except LockHeldError as e:
+        raise SettingsError(
+            f"another scheduler serves the etcd root {settings.etcd.root}: {e}. Stop it, or give this one its own "
+            "root (LEARNERKIT_ETCD_ROOT)"
+        ) from e
+
+
 def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
     catalog = ImageCatalog(find_project_root(), settings.backend.registry)
     backend, metrics_port = backend_for(settings)
+    gate = ImageGate(
+        settings.trust.images,
+        catalog.references() if settings.trust.project_images else (),
+        pin_ids=settings.backend.kind is BackendKind.DOCKER,  # deploy what was checked; Kubernetes pulls by name
+    )
     tenants = load_tenants(settings.limits.tenants)
     options = SchedulerOptions(
         platform=Platform(
@@ -91,9 +125,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             etcd_root=settings.etcd.root,
         ),
         catalog=catalog.frameworks(),
-        resolve_image=ImageGate(
-            settings.trust.images, catalog.references() if settings.trust.project_images else ()
-        ).gated(catalog.resolve),
+        resolve_image=gate.gated(catalog.resolve),
         policy=AdmissionPolicy(quotas=tenants.quotas(), default_quota=tenants.default.quota),
         submit_policy=submit_policy(settings, tenants),
         instance=settings.trust.instance,
@@ -102,7 +134,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             extra_index_urls=settings.packages.extra_index_urls,
             trusted_hosts=settings.packages.trusted_hosts,
         ),
-        python_of=catalog.python_of,
+        python_of=lambda image: catalog.python_of(gate.named(image)),
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)
@@ -116,15 +148,18 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
         etcd = await EtcdStore.connect(etcd_settings)
-        store.attach(etcd)
-        await scheduler.loop.rebuild()
-        stop = asyncio.Event()
-        loop = asyncio.create_task(scheduler.loop.run(stop), name="scheduler loop")
         try:
-            yield
+            async with sole_scheduler(etcd, settings):
+                store.attach(etcd)
+                await scheduler.loop.rebuild()
+                stop = asyncio.Event()
+                loop = asyncio.create_task(scheduler.loop.run(stop), name="scheduler loop")
+                try:
+                    yield
+                finally:
+                    stop.set()
+                    await loop
         finally:
-            stop.set()
-            await loop
             await etcd.close()
 
     return HostedScheduler(facade=scheduler, registry=scheduler.shared.metrics.registry, lifespan=lifespan)

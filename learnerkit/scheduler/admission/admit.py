@@ -261,7 +261,11 @@ class AdmissionState:
             if over is not None:
                 reason = over
             elif blocked and not blocked.keys().isdisjoint(job.pools):
-                ahead, pool = max((blocked.get(p, 0), p) for p in job.pools if p in blocked)
+                # The CPU pool is None: it sorts before every GPU pool, never compared with one.
+                ahead, pool = max(
+                    ((blocked.get(p, 0), p) for p in job.pools if p in blocked),
+                    key=lambda pair: (pair[0], pair[1] or ""),
+                )
                 reason = BehindQueue(ahead, pool)
             else:
                 open_pools = [p for p in cluster.pools if p not in blocked] if blocked else None
@@ -384,12 +388,12 @@ class AdmissionState:
 
     def _never_fits(self, job: Job) -> str | None:
         """Why the job can never be admitted, by cheap checks (no placement); None if it might be."""
-        for index, learner in enumerate(job.learners):
+        for learner_id, learner in enumerate(job.learners, start=1):  # 1-based, like LEARNER_ID
             if learner.gpus and not self.cluster.total_gpus(learner.pool):
                 return f"no node has {gpu_kind(learner.pool)}"
             if not self.cluster.fits_empty(learner):
                 kind = "node" if not learner.gpus else "GPU node" if learner.pool == ANY_GPU else f"{learner.pool} node"
-                return f"learner {index} needs {learner.describe()}; no {kind} is that large"
+                return f"learner {learner_id} needs {learner.describe()}; no {kind} is that large"
         for pool in job.pools:
             if pool is not None and job.gpus_in(pool) > self.cluster.total_gpus(pool):
                 total = self.cluster.total_gpus(pool)

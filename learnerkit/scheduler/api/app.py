@@ -8,6 +8,7 @@ Errors have one body shape, ``{"error": <code>, "message": <text>}``; a refused 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -30,11 +31,12 @@ from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
 from learnerkit.scheduler.api.hosting import Lifespan
-from learnerkit.scheduler.api.multipart import declared_too_large, model_too_large, receive_submission
+from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large, model_too_large, receive_submission
 from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.errors import (
     AuthError,
+    ClientGoneError,
     JobStateError,
     ManifestError,
     ManifestTooLargeError,
@@ -44,8 +46,13 @@ from learnerkit.scheduler.errors import (
     TokensFileError,
     UnknownFileError,
     UnknownJobError,
+    UploadTimeoutError,
 )
 from learnerkit.scheduler.facade import JobView, SchedulerFacade, StoredFile
+
+LOGGER = logging.getLogger(__name__)
+MAX_TAIL_LINES = 100_000
+"""`logs?tail=N` at most: the scheduler keeps the positions of N line ends while it reads back (at most 8 MiB)."""
 
 
 class AnyPathConvertor(PathConvertor):
@@ -56,7 +63,6 @@ class AnyPathConvertor(PathConvertor):
 
 
 register_url_convertor("anypath", AnyPathConvertor())
-
 
 JSON_OVERHEAD = 6
 """A JSON body may spell each byte of the manifest in up to six (``\\u00e9``): its cap is that much larger."""
@@ -270,7 +276,10 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         tenant: Tenant,
         learner: Annotated[int, Query(ge=1, description="1-based learner id")] = 1,
         offset: Annotated[int, Query(ge=0, description="byte offset to read from")] = 0,
-        tail: Annotated[int | None, Query(ge=0, description="only the last N lines (from `offset` at most)")] = None,
+        tail: Annotated[
+            int | None,
+            Query(ge=0, le=MAX_TAIL_LINES, description="only the last N lines (from `offset` at most), within 8 MiB"),
+        ] = None,
     ) -> Response:
         """A learner's log from ``offset``; poll with the returned next offset until finished. Streamed: only
         the log's parts from the offset on are fetched, and no more than a chunk of them is held at once."""
@@ -324,19 +333,25 @@ async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Reque
     """A manifest with its model code, the model handed on as it arrives."""
     if declared_too_large(request.headers.get("content-length", ""), limits.max_manifest_bytes, limits.max_model_bytes):
         raise model_too_large(limits.max_model_bytes)
-    received = await receive_submission(
-        request.headers.get("content-type", ""),
-        request.stream(),
-        max_manifest_bytes=limits.max_manifest_bytes,
-        max_model_bytes=limits.max_model_bytes,
-    )
     try:
-        return await facade.submit(
-            tenant, received.manifest, source=received.source, image=received.image, model=received.model
+        received = await receive_submission(
+            request.headers.get("content-type", ""),
+            request.stream(),
+            max_manifest_bytes=limits.max_manifest_bytes,
+            max_model_bytes=limits.max_model_bytes,
+            timeouts=BodyTimeouts(limits.upload_idle_s, limits.upload_total_s),
         )
-    finally:
-        if received.model is not None:
-            await _drain(received.model)
+        try:
+            return await facade.submit(
+                tenant, received.manifest, source=received.source, image=received.image, model=received.model
+            )
+        finally:
+            if received.model is not None:
+                await _drain(received.model)
+    except ClientGoneError:
+        # Nobody is left to answer: one line, not a traceback per client that went away.
+        LOGGER.warning("%s: the client disconnected during the upload; its model upload is aborted", tenant)
+        raise
 
 
 async def _drain(model: AsyncIterator[bytes]) -> None:
@@ -430,13 +445,17 @@ def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
         return 413, "too_large", str(exc)
     if isinstance(exc, RateLimitedError):
         return 429, "too_many_requests", str(exc)
+    if isinstance(exc, UploadTimeoutError):
+        return 408, "timeout", str(exc)
     if isinstance(exc, StoreUnavailableError):
         return 503, "unavailable", str(exc)
     if isinstance(exc, ManifestError):
         return 422, "invalid_manifest", f"{len(exc.problems)} problem(s) in the manifest"
     if isinstance(exc, ConfigError) and not isinstance(exc, TokensFileError):
         return 400, "bad_request", str(exc)
-    return 500, "internal", f"{type(exc).__name__}: {exc}"
+    # Its text may name the scheduler's own addresses (etcd, S3, the engine): the log has it, the tenant does not.
+    LOGGER.error("%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+    return 500, "internal", "the scheduler failed to answer this request; its operators find why in the scheduler's log"
 
 
 def _http_error(_request: Request, error: Exception) -> JSONResponse:

@@ -5,9 +5,12 @@ one scrypt, and an unknown id costs none. A verified token is remembered in memo
 (with a key that never leaves the process), so later requests pay one SHA-256. The file is re-read when it
 changes on disk, which makes ``token revoke`` take effect in a running server without a restart.
 
-Failed checks are bounded per token id and per client address (`FAILURES_PER_MINUTE`): past them a request is
-refused (`RateLimitedError`, the API's 429) before any scrypt, and at most `SCRYPTS_AT_ONCE` run at a time, so
-a flood of wrong secrets neither burns the CPU nor slows the tenants whose tokens are verified already.
+Failed checks are bounded per token id and client address together, and per client address
+(`FAILURES_PER_MINUTE`): past them a request is refused (`RateLimitedError`, the API's 429) before any scrypt,
+and at most `SCRYPTS_AT_ONCE` run at a time, so a flood of wrong secrets neither burns the CPU nor slows the
+tenants whose tokens are verified already. Each check reserves its failure before its scrypt and gets it back
+when the secret matches, so parallel wrong secrets cost no more scrypts than the limit; and since a token id's
+failures count per address, wrong secrets from elsewhere never lock its owner out.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,8 +42,9 @@ SCRYPT_N = 2**14
 """scrypt's cost: 16 MiB and about 50 ms per check; stored per entry, so raising it later keeps old tokens."""
 SCRYPT_R = 8
 SCRYPT_P = 1
-FAILURES_PER_MINUTE = {"token": 5, "client": 20}
-"""Failed checks a token id, and a client address, may cost per minute (and at once) before they are refused."""
+FAILURES_PER_MINUTE = {"token_at_client": 5, "client": 20}
+"""Failed checks a token id from one client address, and a client address, may cost per minute (and at once)
+before they are refused."""
 SCRYPTS_AT_ONCE = 2
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TOKEN = re.compile(r"^lkt_([0-9a-f]{12})_([A-Za-z0-9_-]{20,})$")
@@ -196,6 +201,7 @@ class TokenStore:
             for kind, per_minute in FAILURES_PER_MINUTE.items()
         }
         self._scrypts = threading.BoundedSemaphore(SCRYPTS_AT_ONCE)
+        self._checking: dict[tuple[bytes, str], Future[str]] = {}
         read_tokens(path)  # fail at start-up, not on the first request, when the file is missing or unsafe
         self.reload_if_changed()
 
@@ -222,20 +228,54 @@ class TokenStore:
             return known.tenant
         if entry is None:
             raise AuthError("unknown or revoked token")
-        keys = {"token": token_id, "client": client}
-        wait = max(self._failures[kind].wait_s(key) for kind, key in keys.items())
-        if wait:
-            raise RateLimitedError("too many failed token checks for this token id or address", wait)
+        # One check per token and address at a time: the same token sent in parallel (a client's first requests)
+        # waits for that check instead of reserving failures of its own.
+        flight = (fingerprint, client)
+        with self._lock:
+            pending = self._checking.get(flight)
+            leader = pending is None
+            if pending is None:
+                pending = self._checking[flight] = Future()
+        if not leader:
+            return pending.result()
+        try:
+            tenant = self._check(entry, token, f"{token_id} {client}", client)
+        except (AuthError, RateLimitedError) as e:
+            pending.set_exception(e)
+            raise
+        else:
+            pending.set_result(tenant)
+            with self._lock:
+                if self._stamp == stamp:
+                    self._verified[fingerprint] = entry
+            return tenant
+        finally:
+            with self._lock:
+                del self._checking[flight]
+
+    def _check(self, entry: TokenEntry, token: str, token_at_client: str, client: str) -> str:
+        """One scrypt, its failure counted before it runs and given back when the secret matches."""
+        reserved = self._reserve_failure({"token_at_client": token_at_client, "client": client})
         with self._scrypts:
             matches = entry.matches(token)
         if not matches:
-            for kind, key in keys.items():
-                self._failures[kind].spend(key)
             raise AuthError("unknown or revoked token")
-        with self._lock:
-            if self._stamp == stamp:
-                self._verified[fingerprint] = entry
+        for kind, key in reserved.items():
+            self._failures[kind].refund(key)
         return entry.tenant
+
+    def _reserve_failure(self, keys: dict[str, str]) -> dict[str, str]:
+        """Count the check as failed under each key before it runs (refunded when it matches); `RateLimitedError`,
+        reserving nothing, where a key has no failures left."""
+        reserved: dict[str, str] = {}
+        for kind, key in keys.items():
+            wait = self._failures[kind].take(key)
+            if wait:
+                for done, done_key in reserved.items():
+                    self._failures[done].refund(done_key)
+                raise RateLimitedError("too many failed token checks for this token id or address", wait)
+            reserved[kind] = key
+        return reserved
 
     def _fingerprint(self, token: str) -> bytes:
         return hmac.new(self._key, token.encode(), hashlib.sha256).digest()

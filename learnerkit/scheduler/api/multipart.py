@@ -3,25 +3,43 @@
 Parts: ``manifest`` (the YAML text), and optionally ``source`` (its file name), ``image`` (``--image``) and,
 last, ``model`` (the model code as a zip). The text parts are read first; the model part is handed on as a
 stream of its bytes as they come off the request (never whole in memory), which stops with 413 the moment it
-passes the limit, whatever length the request declared.
+passes the limit, whatever length the request declared. A body that sends nothing for ``idle_s``, or is not
+done after ``total_s``, ends the submit (`UploadTimeoutError`, 408): the model's stream raises, so the multipart
+upload behind it is aborted.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect
 
-from learnerkit.scheduler.errors import InvalidRequestError, ManifestTooLargeError, ModelTooLargeError
+from learnerkit.scheduler.errors import (
+    ClientGoneError,
+    InvalidRequestError,
+    ManifestTooLargeError,
+    ModelTooLargeError,
+    UploadTimeoutError,
+)
 
 TEXT_FIELDS = ("manifest", "source", "image")
 MAX_SHORT_FIELD = 1024
 """``source`` and ``image`` are names, not documents."""
 MULTIPART_OVERHEAD = 64 * 1024
 """Boundaries and part headers: a declared length above the limits plus this is refused unread."""
+
+
+@dataclass(frozen=True)
+class BodyTimeouts:
+    idle_s: float = 60.0
+    """The longest wait for the body's next bytes."""
+    total_s: float = 3600.0
+    """The longest the whole body may take."""
 
 
 @dataclass(frozen=True)
@@ -126,14 +144,31 @@ class _Receiver:
 class _Body:
     """The request body fed to the parser one chunk at a time, parse errors as the API's 400."""
 
-    def __init__(self, parser: MultipartParser, body: AsyncIterator[bytes]) -> None:
+    def __init__(self, parser: MultipartParser, body: AsyncIterator[bytes], timeouts: BodyTimeouts) -> None:
         self.parser = parser
         self.body = body
         self.ended = False
+        self.timeouts = timeouts
+        self.deadline = asyncio.get_running_loop().time() + timeouts.total_s
+
+    async def _next(self) -> bytes | None:
+        left = self.deadline - asyncio.get_running_loop().time()
+        idle = self.timeouts.idle_s
+        try:
+            async with asyncio.timeout(min(idle, left)):
+                return await anext(self.body, None)
+        except ClientDisconnect:
+            self.ended = True
+            raise ClientGoneError("the client disconnected during the upload") from None
+        except TimeoutError:
+            self.ended = True
+            if left <= idle:
+                raise UploadTimeoutError(f"the request body took over {self.timeouts.total_s:g} s") from None
+            raise UploadTimeoutError(f"the request body sent nothing for {idle:g} s") from None
 
     async def feed(self) -> None:
+        chunk = await self._next()
         try:
-            chunk = await anext(self.body, None)
             if chunk is None:
                 self.ended = True
                 self.parser.finalize()
@@ -157,7 +192,12 @@ async def _model_bytes(receiver: _Receiver, body: _Body) -> AsyncIterator[bytes]
 
 
 async def receive_submission(
-    content_type: str, body: AsyncIterator[bytes], *, max_manifest_bytes: int, max_model_bytes: int
+    content_type: str,
+    body: AsyncIterator[bytes],
+    *,
+    max_manifest_bytes: int,
+    max_model_bytes: int,
+    timeouts: BodyTimeouts | None = None,
 ) -> Submission:
     """The text parts of a multipart submission, read now, and its model part as a stream to read on."""
     _, params = parse_options_header(content_type)
@@ -165,7 +205,7 @@ async def receive_submission(
     if not boundary:
         raise InvalidRequestError("multipart/form-data without a boundary")
     receiver = _Receiver(max_manifest_bytes, max_model_bytes)
-    reader = _Body(MultipartParser(boundary, receiver.callbacks()), body)  # type: ignore[arg-type]
+    reader = _Body(MultipartParser(boundary, receiver.callbacks()), body, timeouts or BodyTimeouts())  # type: ignore[arg-type]
     while not receiver.model_started and not reader.ended:
         await reader.feed()
     manifest, source, image = receiver.text_fields()

@@ -32,16 +32,6 @@ class RateLimiter:
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
 
-    def wait_s(self, key: str) -> float:
-        """Seconds until ``key`` may spend again; 0.0 when it may now."""
-        with self._lock:
-            return self._wait(key)
-
-    def spend(self, key: str) -> None:
-        """Take one token from ``key`` (down to ``-burst``: a key that keeps trying waits longer)."""
-        with self._lock:
-            self._spend(key)
-
     def take(self, key: str) -> float:
         """Spend one token if there is one: 0.0; else the seconds until there is, spending nothing."""
         with self._lock:
@@ -49,6 +39,15 @@ class RateLimiter:
             if wait == 0.0:
                 self._spend(key)
             return wait
+
+    def refund(self, key: str) -> None:
+        """Give back one token ``take`` reserved for an attempt that turned out not to count."""
+        with self._lock:
+            bucket = self._refilled(key)
+            if bucket is not None:
+                bucket.tokens += 1
+                if bucket.tokens >= self.burst:
+                    del self._buckets[key]
 
     def _wait(self, key: str) -> float:
         bucket = self._refilled(key)
@@ -60,7 +59,7 @@ class RateLimiter:
             if len(self._buckets) >= self.max_keys:
                 self._forget_fullest()
             bucket = self._buckets[key] = _Bucket(float(self.burst), self.clock())
-        bucket.tokens = max(bucket.tokens - 1, -float(self.burst))
+        bucket.tokens -= 1
 
     def _refilled(self, key: str) -> _Bucket | None:
         bucket = self._buckets.get(key)

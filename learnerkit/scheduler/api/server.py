@@ -7,6 +7,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from learnerkit.scheduler.api.app import create_app
+from learnerkit.scheduler.api.headers import BoundedHeadProtocol
 from learnerkit.scheduler.api.hosting import SchedulerFactory
 from learnerkit.scheduler.config.settings import SchedulerSettings
 
@@ -24,5 +25,6 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
 def uvicorn_config(app: FastAPI, host: str, port: int, log_level: str) -> uvicorn.Config:
     """uvicorn with its C parts named, not left to whatever is installed: httptools parses HTTP and uvloop runs
     the event loop. A submit relays its model code (100 MB and more) through the API; h11 and asyncio's own
-    loop cost that relay a tenth of its throughput (bench/model_upload.py, docs/dependencies.md)."""
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, http="httptools", loop="uvloop")
+    loop cost that relay a tenth of its throughput (bench/model_upload.py, docs/dependencies.md). The protocol bounds
+    each request's head (431 past `MAX_HEAD_BYTES` or `MAX_HEADERS`, `learnerkit.scheduler.api.headers`)."""
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, http=BoundedHeadProtocol, loop="uvloop")

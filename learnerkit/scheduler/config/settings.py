@@ -7,6 +7,7 @@ and are left out of ``repr()``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -25,6 +26,7 @@ from learnerkit.scheduler.manifest.model import FFDL_DEFAULTS, ResourceDefaults
 from learnerkit.scheduler.manifest.units import parse_size
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 T = TypeVar("T", int, float)
 
 
@@ -104,9 +106,16 @@ class LimitSettings:
     """``$LEARNERKIT_TENANTS``: per-tenant quotas and priority ranges (`learnerkit.scheduler.config.tenants`)."""
     defaults: ResourceDefaults = FFDL_DEFAULTS
     """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY`` (a size, ``12GiB``): what a manifest without
-    ``cpus`` or ``memory`` gets; FfDL's 5 CPUs and 12 GiB when unset. `job validate` reads the same variables."""
+    ``cpus`` or ``memory`` gets; FfDL's 5 CPUs and 12 GiB when unset. ``$LEARNERKIT_RESULTS_BUCKET``: the default
+    results store of a manifest without ``training_results`` (none when unset). `job validate` reads the same
+    variables."""
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
     """``$LEARNERKIT_MAX_MODEL_BYTES``: a larger model upload is refused (413) as soon as it is known to be."""
+    upload_idle_s: float = 60.0
+    """``$LEARNERKIT_UPLOAD_IDLE_S``: a submit's body that sends nothing for this long is refused (408), and the
+    model's multipart upload aborted."""
+    upload_total_s: float = 3600.0
+    """``$LEARNERKIT_UPLOAD_TOTAL_S``: a submit's body may take this long in all (408 past it)."""
 
 
 @dataclass(frozen=True)
@@ -195,6 +204,8 @@ class SchedulerSettings:
                 tenants=Path(env["LEARNERKIT_TENANTS"]) if "LEARNERKIT_TENANTS" in env else None,
                 defaults=resource_defaults(env),
                 max_model_bytes=_positive(env, "LEARNERKIT_MAX_MODEL_BYTES", limits.max_model_bytes, int),
+                upload_idle_s=_positive(env, "LEARNERKIT_UPLOAD_IDLE_S", limits.upload_idle_s, float),
+                upload_total_s=_positive(env, "LEARNERKIT_UPLOAD_TOTAL_S", limits.upload_total_s, float),
             ),
             trust=TrustSettings(
                 object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),
@@ -220,15 +231,19 @@ class SchedulerSettings:
 
 
 def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:
-    """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY``, FfDL's defaults where unset or empty."""
+    """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY``, FfDL's defaults where unset or empty, and
+    ``$LEARNERKIT_RESULTS_BUCKET`` (the default results store; unset: none): `serve` and `job validate` alike."""
     env = {k: v for k, v in environ.items() if v}
+    bucket = env.get("LEARNERKIT_RESULTS_BUCKET")
+    if bucket is not None and not _BUCKET.fullmatch(bucket):
+        raise SettingsError(f"LEARNERKIT_RESULTS_BUCKET={bucket!r}: expected an S3 bucket name (a-z, 0-9, '.', '-')")
     cpus = _positive(env, "LEARNERKIT_DEFAULT_CPUS", FFDL_DEFAULTS.cpus, float)
     raw = env.get("LEARNERKIT_DEFAULT_MEMORY")
     try:
         memory = FFDL_DEFAULTS.memory_bytes if raw is None else parse_size(raw)
     except ValueError as e:
         raise SettingsError(f"LEARNERKIT_DEFAULT_MEMORY: {e}") from e
-    return ResourceDefaults(cpus=cpus, memory_bytes=memory)
+    return ResourceDefaults(cpus=cpus, memory_bytes=memory, results_bucket=bucket)
 
 
 def parse_endpoints(raw: str) -> tuple[str, ...]:

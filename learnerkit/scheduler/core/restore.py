@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.admission.admit import AdmissionState, JobRecord
@@ -48,7 +49,7 @@ async def _restore(shared: Shared, stored: StoredJob) -> Tracked | None:
     options = SubmitOptions.from_raw(stored.spec.get("submission"))
     policy = shared.options.submit_policy
     try:
-        manifest = _admissible(stored.manifest_text, stored.source, shared.options.catalog, policy, options.image)
+        manifest = _admissible(stored, shared.options.catalog, policy, options)
         return Tracked(stored.state, manifest, stored.manifest_text, stored.source, options)
     except LearnerkitError as e:
         why = str(e)
@@ -60,7 +61,7 @@ async def _restore(shared: Shared, stored: StoredJob) -> Tracked | None:
         await shared.store.trim(state.job_id)
         LOGGER.warning("job %s: %s", state.job_id, reason)
     try:
-        shown = _admissible(stored.manifest_text, stored.source, None, policy, options.image)
+        shown = _admissible(stored, None, policy, options)
     except LearnerkitError:
         LOGGER.warning("job %s: its stored manifest cannot be shown; it is left out", state.job_id)
         return None
@@ -68,9 +69,12 @@ async def _restore(shared: Shared, stored: StoredJob) -> Tracked | None:
 
 
 def _admissible(
-    text: str, source: str, catalog: FrameworkCatalog | None, policy: SubmitPolicy, image: str | None
+    stored: StoredJob, catalog: FrameworkCatalog | None, policy: SubmitPolicy, options: SubmitOptions
 ) -> JobManifest:
-    manifest = parse_manifest(text, source, catalog, defaults=policy.defaults, image=image)
+    text, source, tenant = stored.manifest_text, stored.source, stored.state.tenant
+    # The default results store the job was submitted with, whatever the setting is now: its outputs stay found.
+    defaults = replace(policy.defaults, results_bucket=options.results_bucket)
+    manifest = parse_manifest(text, source, catalog, defaults=defaults, image=options.image, tenant=tenant)
     check_admissible(manifest, policy, source)
     return manifest
 

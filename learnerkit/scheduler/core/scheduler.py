@@ -69,12 +69,12 @@ class Scheduler:
         """Check everything, store the model code, then store the job and queue it: a refused job leaves
         nothing behind (no record, no stored model)."""
         shared = self.shared
-        manifest = await self._parse(manifest_text, source, image)
+        manifest = await self._parse(manifest_text, source, tenant, image)
         check_submission(manifest, tenant, shared.options.submit_policy, source)
         await asyncio.to_thread(shared.options.resolve_image, manifest)  # the image gate reads its records
         endpoints = endpoints_for(manifest, shared.options.platform)  # refuses a results store the sidecar cannot use
         state = JobState(f"job-{uuid.uuid4().hex[:12]}", tenant, manifest.name, time.time())
-        options = SubmitOptions(image=image)
+        options = SubmitOptions(image=image, results_bucket=shared.options.submit_policy.defaults.results_bucket)
         if model is not None:
             limits = shared.options.model_limits
             stored = await receive_model(self.clients.of(endpoints), manifest, state.job_id, limits, model)
@@ -90,7 +90,7 @@ class Scheduler:
         shared.wake.set()
         return job_view(tracked)
 
-    async def _parse(self, text: str, source: str, image: str | None = None) -> JobManifest:
+    async def _parse(self, text: str, source: str, tenant: str, image: str | None = None) -> JobManifest:
         """Refuse an oversized manifest unread; read the others in a thread, within the policy's time budget."""
         options = self.shared.options
         policy = options.submit_policy
@@ -108,6 +108,7 @@ class Scheduler:
                 seconds=policy.parse_seconds,
                 defaults=policy.defaults,
                 image=image,
+                tenant=tenant,
             )
 
     async def _record(self, tracked: Tracked) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from controller_sidecar.status import Phase
+from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.facade import JobView, LearnerView
 from learnerkit.scheduler.jobs.layout import outputs_prefix
@@ -10,16 +11,22 @@ from learnerkit.scheduler.jobs.layout import outputs_prefix
 
 def job_view(tracked: Tracked) -> JobView:
     state, manifest = tracked.state, tracked.manifest
+    ended = state.status.terminal and state.stage is Stage.DONE
     learners = []
     for n in range(1, manifest.resources.learners + 1):
         record = tracked.records.get(n)
-        current = record is not None and record.sequence >= state.first_sequence
+        current = record if record is not None and record.sequence >= state.first_sequence else None
+        status = current.phase.value if current else Phase.QUEUED.value
+        message = current.message if current else ""
+        if ended and (current is None or not current.phase.terminal):
+            # Torn down with the job before it reported an end: it reads as the job ended, not as still running.
+            status, message = state.status.value, f"stopped: the job is {state.status.value}"
         learners.append(
             LearnerView(
                 learner_id=n,
-                status=record.phase.value if record and current else Phase.QUEUED.value,
-                message=record.message if record and current else "",
-                exit_code=record.exit_code if record and current else None,
+                status=status,
+                message=message,
+                exit_code=current.exit_code if current else None,
                 metrics=dict(tracked.metrics.get(n, {})),
                 alive=n in tracked.alive,
             )

@@ -39,7 +39,12 @@ def aggregate(
     if all(phase.terminal for phase in phases):
         halted = [n for n, phase in enumerate(phases, 1) if phase is Phase.HALTED]
         if halted:
-            return Aggregate(JobStatus.HALTED, f"halted: {current[halted[0]].message}")
+            return Aggregate(JobStatus.HALTED, _halted(halted[0], current[halted[0]].message))
         return Aggregate(JobStatus.COMPLETED, "")
     slowest = min((phase for phase in phases if not phase.terminal), key=ORDER.index)
     return Aggregate(JobStatus(slowest.value), "")
+
+
+def _halted(n: int, message: str) -> str:
+    """``learner 2 halted (halt requested, exit code 143)``: the sidecar's message says "halted" itself."""
+    return f"learner {n} {message}" if message.startswith("halted") else f"learner {n} halted: {message}".rstrip(": ")

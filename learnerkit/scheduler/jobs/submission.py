@@ -24,11 +24,15 @@ class SubmitOptions:
     image: str | None = None
     """``job submit --image``: the learner image instead of the framework's."""
     model: ModelObject | None = None
+    results_bucket: str | None = None
+    """The scheduler's default results bucket when the job was submitted: a restart under another setting keeps
+    the job's outputs where they are."""
 
     def to_raw(self) -> dict[str, Any]:
         model = self.model
         return {
             "image": self.image,
+            "results_bucket": self.results_bucket,
             "model": None
             if model is None
             else {"bucket": model.bucket, "key": model.key, "size": model.size, "requirements": model.requirements},
@@ -41,6 +45,7 @@ class SubmitOptions:
         model = raw.get("model")
         return cls(
             image=raw.get("image"),
+            results_bucket=raw.get("results_bucket"),
             model=None
             if not model
             else ModelObject(str(model["bucket"]), str(model["key"]), int(model["size"]), bool(model["requirements"])),

@@ -61,11 +61,14 @@ DISTRIBUTED_FRAMEWORK: Mapping[DistributedMode, str] = {
 
 @dataclass(frozen=True)
 class ResourceDefaults:
-    """What a manifest without `cpus` or `memory` gets: FfDL's trainer defaults (`setDefaultResourceRequirements`:
-    5 CPUs, 12 GiB) unless the scheduler's settings say otherwise (docs/manifests.md)."""
+    """What a manifest without `cpus`, `memory` or `training_results` gets: FfDL's trainer defaults
+    (`setDefaultResourceRequirements`: 5 CPUs, 12 GiB) unless the scheduler's settings say otherwise, and the
+    scheduler's results bucket where it has one (docs/manifests.md)."""
 
     cpus: float = 5.0
     memory_bytes: int = 12 * 2**30
+    results_bucket: str | None = None
+    """The bucket of the default results store (`manifest.defaultresults`); None: `training_results` is required."""
 
 
 FFDL_DEFAULTS = ResourceDefaults()
@@ -101,6 +104,8 @@ class DataStore:
     """Connection settings without credentials: auth_url, region, type, or a host mount's path and name."""
     credentials: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     """user_name (access key) and password (secret key): for the sidecar's secret, nowhere else."""
+    scheduler_default: bool = False
+    """Added by the scheduler as the default results store (`manifest.defaultresults`), not in the manifest."""
 
     @property
     def mode(self) -> str:
@@ -116,6 +121,7 @@ class DataStore:
             "training_results": {"container": self.training_results} if self.training_results else None,
             "connection": dict(self.connection),
             "credential_keys": sorted(self.credentials),
+            **({"scheduler_default": True} if self.scheduler_default else {}),
         }
 
 

@@ -29,6 +29,7 @@ from learnerkit.common.yamlfile import (
     parse_located_yaml,
 )
 from learnerkit.scheduler.errors import ManifestError
+from learnerkit.scheduler.manifest.defaultresults import with_default_results
 from learnerkit.scheduler.manifest.ffdlnames import CHOSEN, DISTRIBUTED_NAMES, known_names, means_newest, runs_as
 from learnerkit.scheduler.manifest.fields import FieldReader, describe
 from learnerkit.scheduler.manifest.imageref import reference_problem
@@ -106,16 +107,18 @@ def load_manifest(
     *,
     defaults: ResourceDefaults = FFDL_DEFAULTS,
     image: str | None = None,
+    tenant: str | None = None,
 ) -> JobManifest:
     """Read and validate a manifest file; raises `ManifestError` listing every problem. ``image``: the
-    submission's ``--image``, which replaces the framework's image (and ``learnerkit.image``)."""
+    submission's ``--image``, which replaces the framework's image (and ``learnerkit.image``); ``tenant``: whose
+    folder the default results store is (None: the manifest's ``learnerkit.tenant``)."""
     try:
         doc = load_located_yaml(path, YamlBudget(max_nodes=MAX_NODES))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
     except ConfigError as e:
         raise ManifestError([Problem(path=path, line=None, loc=(), message=str(e))]) from e
-    return _parse(doc, catalog, defaults, image)
+    return _parse(doc, catalog, defaults, image, tenant)
 
 
 def parse_manifest(
@@ -126,6 +129,7 @@ def parse_manifest(
     seconds: float | None = None,
     defaults: ResourceDefaults = FFDL_DEFAULTS,
     image: str | None = None,
+    tenant: str | None = None,
 ) -> JobManifest:
     """Validate manifest text; `source` names it in messages. `catalog` None skips the framework check.
 
@@ -135,11 +139,15 @@ def parse_manifest(
         doc = parse_located_yaml(text, Path(source), YamlBudget(max_nodes=MAX_NODES, seconds=seconds))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
-    return _parse(doc, catalog, defaults, image)
+    return _parse(doc, catalog, defaults, image, tenant)
 
 
 def _parse(
-    doc: LocatedYaml, catalog: FrameworkCatalog | None, defaults: ResourceDefaults, image: str | None = None
+    doc: LocatedYaml,
+    catalog: FrameworkCatalog | None,
+    defaults: ResourceDefaults,
+    image: str | None = None,
+    tenant: str | None = None,
 ) -> JobManifest:
     reader = FieldReader(doc)
     if doc.data is None:
@@ -182,6 +190,7 @@ def _parse(
         evaluation_metrics=metrics,
         extensions=extensions,
     )
+    manifest = with_default_results(manifest, defaults.results_bucket, tenant or extensions.tenant)
     for loc, message in store_problems(manifest):
         reader.fail(loc, message)
     if reader.problems:
@@ -406,13 +415,16 @@ def _evaluation_metrics(reader: FieldReader, value: Any) -> Mapping[str, Any] | 
     if not reader.json_value(value, loc):
         return None
     before = len(reader.problems)
-    _check_evaluation_metrics(reader, value)
-    return MappingProxyType(value) if len(reader.problems) == before else None
+    kind = _check_evaluation_metrics(reader, value)
+    if len(reader.problems) != before or kind is None:
+        return None
+    return MappingProxyType({**value, "type": kind})
 
 
-def _check_evaluation_metrics(reader: FieldReader, value: Mapping[str, Any]) -> None:
+def _check_evaluation_metrics(reader: FieldReader, value: Mapping[str, Any]) -> str | None:
     """The sidecar's own checks of the section (regex rules, the TensorBoard folder ``in``), so a job the
-    sidecar would refuse is refused here, by field. Imported only for manifests that have the section."""
+    sidecar would refuse is refused here, by field; the collector's own name for the section's ``type`` (FfDL's
+    aliases mapped, so any sidecar reads it). Imported only for manifests that have the section."""
     from controller_sidecar.errors import SidecarConfigError
     from controller_sidecar.evalmetrics import parse_evaluation_metrics
     from controller_sidecar.jobdirs import JobDirs
@@ -426,6 +438,8 @@ def _check_evaluation_metrics(reader: FieldReader, value: Mapping[str, Any]) -> 
     except SidecarConfigError as error:
         field, _, message = str(error).partition(": ")
         reader.fail(tuple(field.split(".")), message)
+        return None
+    return rules.type if rules is not None else None
 
 
 def _extensions(reader: FieldReader, value: Any) -> Extensions | None:

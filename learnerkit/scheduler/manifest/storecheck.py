@@ -23,7 +23,9 @@ def store_problems(manifest: JobManifest) -> list[tuple[FieldPath, str]]:
         return [
             (
                 ("data_stores",),
-                "no data store has training_results: results, logs and checkpoints need an object store container",
+                "no data store has training_results: results, logs and checkpoints need an object store container"
+                " (or a scheduler with a default results bucket, LEARNERKIT_RESULTS_BUCKET, and training data on an"
+                " object store)",
             )
         ]
     where: FieldPath = ("data_stores", _index(manifest, results), "training_results")

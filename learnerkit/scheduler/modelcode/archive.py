@@ -120,15 +120,17 @@ def _check_members(infos: list[zipfile.ZipInfo], shown: str, max_bytes: int, max
     if len(infos) > max_members:
         raise ModelCodeError(f"{shown}: {len(infos)} members, more than the limit of {max_members}")
     files = expanded = 0
+    tree = _Tree(shown)
     for info in infos:
         what = f"{shown}: member {info.filename!r}"
         kind = stat.S_IFMT(info.external_attr >> 16)
         if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
             raise ModelCodeError(f"{what} is a link or special file")
         try:
-            relative_parts(info.filename.rstrip("/") if info.is_dir() else info.filename, what=what)
+            parts = relative_parts(info.filename.rstrip("/") if info.is_dir() else info.filename, what=what)
         except UnsafePathError as e:
             raise ModelCodeError(str(e)) from e
+        tree.add(info.filename, parts, folder=info.is_dir())
         if info.flag_bits & 0x1:
             raise ModelCodeError(f"{what} is encrypted")
         if not info.is_dir():
@@ -139,6 +141,34 @@ def _check_members(infos: list[zipfile.ZipInfo], shown: str, max_bytes: int, max
     if files == 0:
         raise ModelCodeError(f"{shown}: the archive has no files")
     return files, expanded
+
+
+class _Tree:
+    """The paths an archive's members expand to: two members at one path would leave only the one written
+    last (the sidecar refuses that), and a file cannot hold another member."""
+
+    def __init__(self, shown: str) -> None:
+        self.shown = shown
+        self.files: dict[tuple[str, ...], str] = {}
+        self.folders: set[tuple[str, ...]] = set()
+
+    def add(self, name: str, parts: tuple[str, ...], *, folder: bool) -> None:
+        what = f"{self.shown}: member {name!r}"
+        for depth in range(1, len(parts)):
+            above = self.files.get(parts[:depth])
+            if above is not None:
+                raise ModelCodeError(f"{what} inside the file {above!r}: a file holds no members")
+            self.folders.add(parts[:depth])
+        if folder:
+            if parts in self.files:
+                raise ModelCodeError(f"{what}: {self.files[parts]!r} is a file and a folder")
+            self.folders.add(parts)
+        elif parts in self.files:
+            raise ModelCodeError(f"{what} twice in the archive: only one of them could be expanded")
+        elif parts in self.folders:
+            raise ModelCodeError(f"{what}: {name!r} is a file and a folder")
+        else:
+            self.files[parts] = name
 
 
 def _read_requirements(zf: zipfile.ZipFile, shown: str) -> tuple[str, ...]:

@@ -53,7 +53,9 @@ async def receive_model(
         await upload.finish()
         stored = True
     except SidecarError as e:
-        raise StoreUnavailableError(f"storing the model code at s3://{bucket}/{key} failed: {e}") from e
+        LOGGER.warning("storing the model code at s3://%s/%s failed: %s", bucket, key, e)
+        # The tenant's answer names no address of the store (the log above does).
+        raise StoreUnavailableError(f"storing the model code at s3://{bucket}/{key} failed; try again shortly") from e
     finally:
         if not stored:  # refused, failed or cancelled: no part may stay behind
             await upload.abort()

@@ -37,6 +37,10 @@ class RangeStore(Protocol):
     def read_range(self, bucket: str, key: str, first: int, last: int) -> Iterator[bytes]: ...
 
 
+TAIL_MAX_BYTES = 8 * 2**20
+"""How far back from a log's end `--tail N` reads, whatever N: a log of few, long lines costs no more."""
+
+
 @dataclass(frozen=True)
 class LogPart:
     key: str
@@ -71,19 +75,24 @@ class ShippedLog:
             first, last = max(start, part.start) - part.start, min(end, part.end) - part.start - 1
             yield from self._part(part, first, last)
 
-    def tail_start(self, lines: int) -> int:
+    def tail_start(self, lines: int, *, max_bytes: int = TAIL_MAX_BYTES) -> int:
         """Where the last ``lines`` lines start (a last line without its newline counts as one); reads parts
-        from the end only until that many line ends are found."""
+        from the end only until that many line ends are found, and never more than ``max_bytes`` back: a log
+        of few, long lines then starts ``max_bytes`` before its end."""
         if lines <= 0:
             return self.size
         wanted = lines
+        floor = max(self.size - max_bytes, 0)
         final = self.size - 1  # a newline that ends the log ends the last line: it does not start one
         for part in reversed(self.parts):
+            if part.end <= floor:
+                break
             if part.size == 0:
                 continue
+            first = max(floor, part.start) - part.start
             found: deque[int] = deque(maxlen=wanted)
-            count, position = 0, part.start
-            for chunk in self._part(part, 0, part.size - 1):
+            count, position = 0, part.start + first
+            for chunk in self._part(part, first, part.size - 1):
                 at = chunk.find(b"\n")
                 while at >= 0:
                     if position + at != final:
@@ -94,7 +103,7 @@ class ShippedLog:
             if count >= wanted:
                 return found[0] + 1
             wanted -= count
-        return 0
+        return floor
 
     def _part(self, part: LogPart, first: int, last: int) -> Iterator[bytes]:
         """A part's bytes ``first..last``; a part read whole is checked against its listed ETag (plain MD5)."""

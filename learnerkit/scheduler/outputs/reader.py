@@ -1,18 +1,23 @@
 """A job's stored logs, metric histories and files, read back for the API from its results store.
 
 The caller names the job (its manifest, state and the store's endpoints) and has checked that the tenant owns
-it; the reads run in worker threads.
+it; the reads run in worker threads. A store that does not answer (after the host's retries) is
+`StoreUnavailableError`, the API's 503 with Retry-After; the tenant's answer names no address of it, the log does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from controller_sidecar.endpoints import Endpoints
+from controller_sidecar.errors import TransientError
 from controller_sidecar.settings import S3Location
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.scheduler.admission.stage import Stage
-from learnerkit.scheduler.errors import UnknownFileError
+from learnerkit.scheduler.errors import StoreUnavailableError, UnknownFileError
 from learnerkit.scheduler.facade import FileStream, LogStream, StoredFile
 from learnerkit.scheduler.jobs.layout import job_location, outputs_prefix
 from learnerkit.scheduler.jobs.s3clients import S3Clients
@@ -20,6 +25,17 @@ from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.outputs.files import list_outputs, metrics_history, open_output
 from learnerkit.scheduler.outputs.logs import ShippedLog, list_log
+
+LOGGER = logging.getLogger(__name__)
+
+
+@contextmanager
+def _store_outage(job_id: str) -> Iterator[None]:
+    try:
+        yield
+    except TransientError as e:
+        LOGGER.warning("job %s: its object store does not answer: %s", job_id, e)
+        raise StoreUnavailableError(f"job {job_id}: its object store does not answer; try again shortly") from e
 
 
 class OutputsReader:
@@ -41,10 +57,11 @@ class OutputsReader:
         """Lists the log's parts now (and, for ``tail``, reads back from the end until the lines are found);
         the bytes are fetched only as the stream's chunks are taken, from the parts they lie in."""
         finished = state.status.terminal and state.stage is Stage.DONE
-        log = await asyncio.to_thread(self._list_log, endpoints, manifest, state, learner_id)
-        start = offset
-        if tail is not None:
-            start = max(start, await asyncio.to_thread(log.tail_start, tail))
+        with _store_outage(state.job_id):
+            log = await asyncio.to_thread(self._list_log, endpoints, manifest, state, learner_id)
+            start = offset
+            if tail is not None:
+                start = max(start, await asyncio.to_thread(log.tail_start, tail))
         end = max(start, log.size)
         return LogStream(log.chunks(start, end), start, end, finished)
 
@@ -53,7 +70,8 @@ class OutputsReader:
     ) -> FileStream:
         """The learner's stored metrics.jsonl of every attempt so far (its sidecar stores it as it grows)."""
         store, job = self.clients.of(endpoints), _job(manifest, state)
-        return await asyncio.to_thread(metrics_history, store, job, state.attempt, learner_id)
+        with _store_outage(state.job_id):
+            return await asyncio.to_thread(metrics_history, store, job, state.attempt, learner_id)
 
     async def outputs(
         self, endpoints: Endpoints, manifest: JobManifest, state: JobState, what: str
@@ -61,14 +79,16 @@ class OutputsReader:
         """The job's stored files of kind ``what``."""
         try:
             store, job = self.clients.of(endpoints), _job(manifest, state)
-            return await asyncio.to_thread(list_outputs, store, job, what)
+            with _store_outage(state.job_id):
+                return await asyncio.to_thread(list_outputs, store, job, what)
         except ValueError as e:
             raise ConfigError(str(e)) from e
 
     async def open_output(self, endpoints: Endpoints, manifest: JobManifest, state: JobState, path: str) -> FileStream:
         """One stored file of the job."""
         store, job = self.clients.of(endpoints), _job(manifest, state)
-        stream = await asyncio.to_thread(open_output, store, job, path)
+        with _store_outage(state.job_id):
+            stream = await asyncio.to_thread(open_output, store, job, path)
         if stream is None:
             raise UnknownFileError(f"job {state.job_id} stored no file {path!r}")
         return stream

@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 
+from learnerkit.dev.scheduler import host_defaults
+from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.core.options import SchedulerOptions
+from learnerkit.scheduler.manifest.defaultresults import default_results
 from learnerkit.scheduler.manifest.model import ResourceDefaults
 from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, leftovers
 
@@ -192,3 +195,92 @@ def test_a_manifest_without_memory_runs_with_ffdls_default_on_the_newest_tensorf
     assert final.status == "COMPLETED", (final.reason, log)
     assert f"steps 400 rate 0.001 memory limit {12 * 2**30}" in log, log
     assert leftovers(view.job_id) == []
+
+
+HELD_OUT = '''\
+"""Writes its greeting where FfDL's scripts write results."""
+import os, sys
+
+with open(os.path.join(os.environ["RESULT_DIR"], "greeting.txt"), "w") as out:
+    out.write(sys.argv[1])
+print(f"wrote {sys.argv[1]}", flush=True)
+'''
+
+
+def test_a_held_out_ffdl_manifest_runs_on_the_local_defaults(
+    etcd_server: Any, service_options: SchedulerOptions, s3_server: Any, scheduler_buckets: Any
+) -> None:
+    """As its author wrote it: no cpus, no memory, no training_results, FfDL's `logger` collector. The local
+    environment's defaults (`learnerkit dev up --with-scheduler`) fit this host, and the results go to the
+    default results store, in the tenant's folder."""
+    defaults = replace(resource_defaults(host_defaults()), results_bucket=RESULTS_BUCKET)
+    policy = replace(service_options.submit_policy, defaults=defaults)
+    harness = Harness(etcd_server, replace(service_options, submit_policy=policy))
+    try:
+        scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key="ffdl-heldout/greet.py", Body=HELD_OUT.encode())
+        text = textwrap.dedent(
+            f"""\
+            name: held out
+            version: "1.0"
+            gpus: 0
+            data_stores:
+              - id: hmo
+                type: s3_datastore
+                training_data:
+                  container: {DATA_BUCKET}/ffdl-heldout
+                connection:
+                  auth_url: {s3_server.endpoint_url}
+                  user_name: {s3_server.access_key}
+                  password: {s3_server.secret_key}
+            framework:
+              name: pytorch
+              version: latest
+              command: python3 ${{DATA_DIR}}/greet.py hello
+            evaluation_metrics:
+              type: logger
+            """
+        )
+        view = harness.call(harness.service.submit("team-a", text))
+        manifest = harness.service.shared.jobs[view.job_id].manifest
+        assert manifest.resources.defaulted == ("cpus", "memory")
+        final = harness.wait_status("team-a", view.job_id, TERMINAL)
+        log = harness.call(harness.service.logs("team-a", view.job_id)).read().decode()
+        assert final.status == "COMPLETED", (final.reason, log)
+        assert "wrote hello" in log, log
+        key = f"tenants/team-a/{view.job_id}/attempt-1/learner-1/results/greeting.txt"
+        assert scheduler_buckets.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read() == b"hello"
+        assert leftovers(view.job_id) == []
+    finally:
+        harness.kill()
+
+
+def test_a_restart_under_another_results_bucket_keeps_a_jobs_outputs_where_they_are(
+    etcd_server: Any, service_options: SchedulerOptions, s3_server: Any, scheduler_buckets: Any
+) -> None:
+    """The default results store is recorded with the job: a changed setting does not move its outputs."""
+
+    def harness_with(bucket: str) -> Harness:
+        defaults = ResourceDefaults(cpus=0.5, memory_bytes=2**30, results_bucket=bucket)
+        policy = replace(service_options.submit_policy, defaults=defaults)
+        return Harness(etcd_server, replace(service_options, submit_policy=policy))
+
+    first = harness_with(RESULTS_BUCKET)
+    try:
+        text = (
+            ffdl_manifest(s3_server)
+            .replace(f"    training_results:\n      container: {RESULTS_BUCKET}\n", "")
+            .replace("learners: 2", "learners: 1")
+        )
+        view = first.call(first.service.submit("team-a", text))
+        first.call(first.service.cancel("team-a", view.job_id))
+    finally:
+        first.kill()
+    second = harness_with("another-results-bucket")
+    try:
+        restored = second.service.shared.jobs[view.job_id].manifest
+        assert default_results(restored) == f"{RESULTS_BUCKET}/tenants/team-a"
+        assert second.call(second.service.get("team-a", view.job_id)).results.startswith(
+            f"s3://{RESULTS_BUCKET}/tenants/team-a/{view.job_id}/"
+        )
+    finally:
+        second.kill()

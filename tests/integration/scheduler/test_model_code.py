@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 import zipfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
@@ -162,8 +163,14 @@ def test_refused_models_leave_no_job_and_no_object(
     with zipfile.ZipFile(url_requirement, "w") as zf:
         zf.writestr("train.py", "")
         zf.writestr("requirements.txt", "pkg @ https://example.invalid/pkg.zip\n")
+    twice = tmp_path / "twice.zip"
+    with warnings.catch_warnings(), zipfile.ZipFile(twice, "w") as zf:
+        warnings.simplefilter("ignore", UserWarning)  # zipfile warns of the duplicate written on purpose
+        zf.writestr("train.py", "print(1)")
+        zf.writestr("train.py", "print(2)")
     for archive, why in (
         (evil, "member '../escape.py'"),
+        (twice, "member 'train.py' twice"),
         (not_zip, "not a zip archive"),
         (url_requirement, "requirements.txt line 1"),
     ):

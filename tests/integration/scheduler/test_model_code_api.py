@@ -46,7 +46,19 @@ class Api:
 
 
 @pytest.fixture
-def api(etcd_server: Any, service_options: SchedulerOptions, scheduler_buckets: Any, tmp_path: Path) -> Iterator[Api]:
+def api_limits() -> LimitSettings:
+    """The API's limits; a test parametrizes ``api_limits`` for others."""
+    return LimitSettings(max_model_bytes=64 << 20)
+
+
+@pytest.fixture
+def api(
+    etcd_server: Any,
+    service_options: SchedulerOptions,
+    scheduler_buckets: Any,
+    tmp_path: Path,
+    api_limits: LimitSettings,
+) -> Iterator[Api]:
     tokens = tmp_path / "tokens.json"
     token = add_token(tokens, "team-a")
     store = JobStore()
@@ -67,7 +79,7 @@ def api(etcd_server: Any, service_options: SchedulerOptions, scheduler_buckets: 
             await loop
             await etcd.close()
 
-    app = create_app(scheduler, tokens, limits=LimitSettings(max_model_bytes=64 << 20), lifespan=lifespan)
+    app = create_app(scheduler, tokens, limits=api_limits, lifespan=lifespan)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
@@ -142,5 +154,33 @@ def test_a_model_refused_after_its_parts_were_stored_leaves_nothing(
     jobs_before, objects_before = client.list_jobs(), model_objects(scheduler_buckets)
     with pytest.raises(ApiError, match=refusal):
         client.submit(manifest(s3_server, "true"), model=archive)
+    assert client.list_jobs() == jobs_before
+    assert model_objects(scheduler_buckets) == objects_before
+
+
+@pytest.mark.parametrize("api_limits", [LimitSettings(max_model_bytes=64 << 20, upload_idle_s=1.0)])
+def test_a_model_upload_that_goes_quiet_is_aborted(api: Api, s3_server: Any, scheduler_buckets: Any) -> None:
+    """D7: a client that stops sending its model gets 408 at the idle timeout, and the parts already stored
+    are dropped with the multipart upload."""
+    client = SchedulerClient(api.url, api.token, timeout_s=120)
+    jobs_before, objects_before = client.list_jobs(), model_objects(scheduler_buckets)
+    boundary = "b0undary"
+    start = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="manifest"\r\n\r\n{manifest(s3_server, "true")}\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.zip"\r\n\r\n'
+    ).encode() + os.urandom(12 << 20)  # two parts' worth: the multipart upload has begun
+    host, port = api.url.removeprefix("http://").split(":")
+    head = (
+        f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {api.token}\r\n"
+        f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len(start) + 1000}\r\n\r\n"
+    ).encode()
+    with socket.create_connection((host, int(port)), timeout=60) as conn:
+        conn.sendall(head + start)  # then nothing: 1000 bytes are still owed
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+            if b"\r\n\r\n" in answer and answer.rstrip().endswith(b"}"):
+                break
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
     assert client.list_jobs() == jobs_before
     assert model_objects(scheduler_buckets) == objects_before

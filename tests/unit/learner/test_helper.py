@@ -145,6 +145,16 @@ def test_exception_removes_the_temp_dir_and_keeps_the_previous_checkpoint() -> N
     assert latest is not None and latest.step == 1
 
 
+def test_an_interrupt_while_writing_removes_the_temp_dir_too() -> None:
+    """A halt's SIGINT arrives as KeyboardInterrupt, which is no Exception: the half-written folder goes anyway."""
+    save(1)
+    with pytest.raises(KeyboardInterrupt), learner.new_checkpoint(2) as path:
+        (path / "half.bin").write_bytes(b"half")
+        raise KeyboardInterrupt
+    assert not path.exists()
+    assert entries() == ["ckpt-0000000001"]
+
+
 @pytest.mark.parametrize(("step", "keep"), [(-1, 3), (1, 0)])
 def test_new_checkpoint_rejects_bad_arguments(step: int, keep: int) -> None:
     with pytest.raises(ValueError, match=r"step|keep"), learner.new_checkpoint(step, keep=keep):

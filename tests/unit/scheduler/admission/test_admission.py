@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from learnerkit.scheduler.admission.admit import (
@@ -210,9 +210,13 @@ def test_waiting_for_cpus_and_memory_beside_free_gpus() -> None:
         (job("j", learner(1, "nvidia-h100")), "no node has nvidia-h100 GPUs"),
         (
             job("j", learner(16)),
-            "learner 0 needs 1 CPUs and 4.0 GiB memory beside 16 nvidia-a100 GPUs; no nvidia-a100 node is that large",
+            "learner 1 needs 1 CPUs and 4.0 GiB memory beside 16 nvidia-a100 GPUs; no nvidia-a100 node is that large",
         ),
-        (job("j", learner(0, memory_gib=4096)), "learner 0 needs 1 CPUs and 4096.0 GiB memory; no node is that large"),
+        (job("j", learner(0, memory_gib=4096)), "learner 1 needs 1 CPUs and 4096.0 GiB memory; no node is that large"),
+        (
+            job("j", learner(0), learner(0, memory_gib=4096)),
+            "learner 2 needs 1 CPUs and 4096.0 GiB memory; no node is that large",
+        ),
         (job("j", *[learner(8)] * 3), "needs 24 nvidia-a100 GPUs; the cluster has 16"),
         (job("j", learner(8), tenant="capped"), "needs 8 GPUs; tenant 'capped' GPU quota is 4"),
     ],
@@ -435,8 +439,20 @@ operations = st.lists(
 )
 
 
+CPU_AND_GPU = [learner(0, V100, cpus=0, memory_gib=0), learner(1, V100, cpus=0, memory_gib=0)]
+
+
 @settings(max_examples=80, deadline=None)
 @given(ops=operations)
+# Found by hypothesis: jobs blocked behind the CPU pool (None) and a GPU pool alike made max() compare None with str.
+@example(
+    ops=[
+        ("submit", ("t2", 0, [learner(8, V100, cpus=0, memory_gib=0)])),
+        ("submit", ("t1", 0, CPU_AND_GPU)),
+        ("submit", ("t1", 0, CPU_AND_GPU)),
+        ("schedule", 0),
+    ]
+)
 def test_reservations_never_exceed_capacity_and_quotas_are_never_exceeded(ops: list[tuple[str, Any]]) -> None:
     nodes = [gpu_node("a1"), gpu_node("a2", gpus=4, memory_gib=128), gpu_node("v1", gpu_type=V100), cpu_node("c1")]
     state = AdmissionState(

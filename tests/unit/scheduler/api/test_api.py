@@ -11,7 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, Counter
 
-from learnerkit.scheduler.api.app import create_app
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.scheduler.api.app import MAX_TAIL_LINES, create_app
 from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.errors import ManifestTooLargeError, StoreUnavailableError
 from tests.unit.scheduler.conftest import Tenants
@@ -342,3 +343,23 @@ def test_the_services_lifespan_spans_the_server(fake: FakeFacade, tenants: Tenan
         assert client.get("/healthz").status_code == 200
         assert events == ["start"]
     assert events == ["start", "stop"]
+
+
+def test_a_tail_of_more_lines_than_the_limit_is_a_bad_request(client: TestClient, tenants: Tenants) -> None:
+    auth = {"Authorization": f"Bearer {tenants.a}"}
+    answer = client.get(f"/v1/jobs/job-1/logs?tail={MAX_TAIL_LINES + 1}", headers=auth)
+    assert answer.status_code == 422 and answer.json()["error"] == "bad_request", answer.text
+    assert "tail" in answer.json()["message"]
+
+
+def test_an_internal_failure_names_no_internal_address(
+    client: TestClient, tenants: Tenants, fake: FakeFacade, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.submit_error = LearnerkitError("etcd: HTTPConnection(host='127.0.0.1', port=2379): connection refused")
+    answer = client.post(
+        "/v1/jobs", content=b"name: x", headers={"Authorization": f"Bearer {tenants.a}", "Content-Type": "text/yaml"}
+    )
+    assert answer.status_code == 500 and answer.json()["error"] == "internal", answer.text
+    assert "127.0.0.1" not in answer.text and "HTTPConnection" not in answer.text
+    assert "the scheduler's log" in answer.json()["message"]
+    assert any("127.0.0.1" in r.getMessage() for r in caplog.records), "the detail is in the log"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import stat
+import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -148,7 +151,7 @@ def forge(token: str) -> str:
     return token[:17] + ("A" if token[17] != "A" else "B") + token[18:]
 
 
-def test_failures_are_bounded_per_token_id_and_verified_tenants_stay_fast(
+def test_failures_are_bounded_per_token_id_and_address_and_verified_tenants_stay_fast(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "tokens.json"
@@ -160,20 +163,92 @@ def test_failures_are_bounded_per_token_id_and_verified_tenants_stay_fast(
     real = auth._scrypt
     monkeypatch.setattr(auth, "_scrypt", lambda *args: calls.append(1) or real(*args))
     outcomes = []
-    for n in range(50):
+    for _ in range(12):
         try:
-            store.authenticate(f"Bearer {forge(token)}", client=f"10.0.0.{n}")
+            store.authenticate(f"Bearer {forge(token)}", client="10.0.0.66")
         except RateLimitedError as e:
             outcomes.append(f"429 after {e.retry_after_s:.0f} s")
         except AuthError:
             outcomes.append("401")
-    assert outcomes == ["401"] * 5 + ["429 after 12 s"] * 45
+    assert outcomes == ["401"] * 5 + ["429 after 12 s"] * 7
     assert len(calls) == 5, "a refused attempt costs no scrypt"
     assert store.cached(f"Bearer {token}") == "team-a", "the verified tenant still pays one HMAC"
-    assert store.authenticate(f"Bearer {other}") == "team-b", "other token ids are not affected"
+    assert store.authenticate(f"Bearer {other}", client="10.0.0.66") == "team-b", "other token ids are not affected"
+    with pytest.raises(AuthError):  # the same token id from another address has its own budget
+        store.authenticate(f"Bearer {forge(token)}", client="10.0.0.67")
     clock.now += 12
     with pytest.raises(AuthError):
-        store.authenticate(f"Bearer {forge(token)}", client="10.0.0.1")
+        store.authenticate(f"Bearer {forge(token)}", client="10.0.0.66")
+
+
+def test_wrong_secrets_never_lock_the_owner_out(tmp_path: Path) -> None:
+    """D6: knowing a token id is not enough to lock its tenant out, even before the owner's token is cached."""
+    path = tmp_path / "tokens.json"
+    token = add_token(path, "team-a")
+    store = TokenStore(path, clock=Clock())
+    for _ in range(auth.FAILURES_PER_MINUTE["token_at_client"] + 3):
+        with pytest.raises((AuthError, RateLimitedError)):
+            store.authenticate(f"Bearer {forge(token)}", client="203.0.113.7")
+    with pytest.raises(RateLimitedError):
+        store.authenticate(f"Bearer {forge(token)}", client="203.0.113.7")
+    assert store.cached(f"Bearer {token}") is None, "the owner's token was not verified before"
+    assert store.authenticate(f"Bearer {token}", client="10.0.0.1") == "team-a"
+
+
+def test_parallel_wrong_secrets_cost_no_more_scrypts_than_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """D6: the limit is checked and the failure counted before the scrypt, so 40 at once cost 5 scrypts."""
+    path = tmp_path / "tokens.json"
+    token = add_token(path, "team-a")
+    store = TokenStore(path, clock=Clock())
+    calls: list[int] = []
+    real = auth._scrypt
+    monkeypatch.setattr(auth, "_scrypt", lambda *args: calls.append(1) or real(*args))
+    headers = [f"Bearer {guess(token, n)}" for n in range(40)]
+    outcomes = in_parallel([partial(store.authenticate, header, client="198.51.100.1") for header in headers])
+    assert sorted(outcomes) == ["401"] * 5 + ["429"] * 35
+    assert len(calls) == 5
+
+
+def test_a_correct_token_sent_in_parallel_is_checked_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client's first requests at once: one scrypt, and none of them is counted as a failure."""
+    path = tmp_path / "tokens.json"
+    token = add_token(path, "team-a")
+    store = TokenStore(path, clock=Clock())
+    calls: list[int] = []
+    real = auth._scrypt
+    monkeypatch.setattr(auth, "_scrypt", lambda *args: calls.append(1) or real(*args))
+    outcomes = in_parallel([lambda: store.authenticate(f"Bearer {token}", client="10.0.0.1") for _ in range(12)])
+    assert outcomes == ["team-a"] * 12
+    assert len(calls) == 1
+
+
+def guess(token: str, n: int) -> str:
+    """The same token id with the n-th wrong secret."""
+    return token[:17] + f"wrong{n:04d}".ljust(len(token) - 17, "x")
+
+
+def in_parallel(attempts: list[Callable[[], str]]) -> list[str]:
+    """Run every attempt at once (on threads, released together); each one's tenant, or 401 or 429."""
+    start = threading.Barrier(len(attempts))
+    outcomes: list[str] = []
+
+    def run(attempt: Callable[[], str]) -> None:
+        start.wait()
+        try:
+            outcomes.append(attempt())
+        except RateLimitedError:
+            outcomes.append("429")
+        except AuthError:
+            outcomes.append("401")
+
+    threads = [threading.Thread(target=run, args=(attempt,)) for attempt in attempts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return outcomes
 
 
 def test_failures_are_bounded_per_client_address(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import socket
 import threading
 import zipfile
@@ -18,9 +19,9 @@ from click.testing import CliRunner
 
 from learnerkit.cli import cli
 from learnerkit.scheduler.api.app import create_app
-from learnerkit.scheduler.api.multipart import receive_submission
+from learnerkit.scheduler.api.multipart import BodyTimeouts, receive_submission
 from learnerkit.scheduler.config.settings import LimitSettings
-from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, ModelTooLargeError
+from learnerkit.scheduler.errors import InvalidRequestError, JobStateError, ModelTooLargeError, UploadTimeoutError
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, FakeFacade
 from tests.waiting import wait_until
@@ -210,3 +211,133 @@ def test_the_model_part_must_come_last() -> None:
 
     with pytest.raises(InvalidRequestError, match="no 'manifest' part before the model"):
         asyncio.run(read())
+
+
+def stalling_body(boundary: str) -> AsyncIterator[bytes]:
+    """A client that sends the manifest and the start of its model, then nothing more."""
+
+    async def body() -> AsyncIterator[bytes]:
+        yield f'--{boundary}\r\nContent-Disposition: form-data; name="manifest"\r\n\r\nname: x\r\n'.encode()
+        yield f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.zip"\r\n\r\nPK'.encode()
+        await asyncio.Event().wait()  # never set: the client went quiet
+        yield b""
+
+    return body()
+
+
+def test_a_model_upload_that_goes_quiet_ends_at_the_idle_timeout() -> None:
+    boundary = "b0undary"
+
+    async def read() -> bytes:
+        received = await receive_submission(
+            f"multipart/form-data; boundary={boundary}",
+            stalling_body(boundary),
+            max_manifest_bytes=1000,
+            max_model_bytes=50_000,
+            timeouts=BodyTimeouts(idle_s=0.2, total_s=3600),
+        )
+        assert received.model is not None
+        return b"".join([chunk async for chunk in received.model])
+
+    with pytest.raises(UploadTimeoutError, match=r"sent nothing for 0\.2 s"):
+        asyncio.run(read())
+
+
+def test_a_model_upload_that_trickles_ends_at_the_total_timeout() -> None:
+    boundary = "b0undary"
+
+    async def body() -> AsyncIterator[bytes]:
+        yield f'--{boundary}\r\nContent-Disposition: form-data; name="manifest"\r\n\r\nname: x\r\n'.encode()
+        yield f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.zip"\r\n\r\n'.encode()
+        while True:  # a byte at a time, never idle for long
+            await asyncio.sleep(0)  # only yields to the loop
+            yield b"\0"
+
+    async def read() -> int:
+        received = await receive_submission(
+            f"multipart/form-data; boundary={boundary}",
+            body(),
+            max_manifest_bytes=1000,
+            max_model_bytes=10**12,
+            timeouts=BodyTimeouts(idle_s=60, total_s=0.3),
+        )
+        assert received.model is not None
+        return len(b"".join([chunk async for chunk in received.model]))
+
+    with pytest.raises(UploadTimeoutError, match=r"took over 0\.3 s"):
+        asyncio.run(read())
+
+
+def test_a_stalled_upload_is_answered_408_by_a_real_server(fake: FakeFacade, tenants: Tenants) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    app = create_app(fake, tenants.path, limits=LimitSettings(upload_idle_s=0.3))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
+        boundary = "b0undary"
+        start = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="manifest"\r\n\r\n{MANIFEST}\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.zip"\r\n\r\nPK'
+        ).encode()
+        head = (
+            f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tenants.a}\r\n"
+            f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len(start) + 1000}\r\n\r\n"
+        ).encode()
+        with socket.create_connection(sock.getsockname(), timeout=30) as conn:
+            conn.sendall(head + start)  # then nothing: 1000 bytes are still owed
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+                if b"\r\n\r\n" in answer and answer.rstrip().endswith(b"}"):
+                    break
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
+        assert b'"error":"timeout"' in answer and b"sent nothing for 0.3 s" in answer
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def test_a_client_gone_during_an_upload_is_logged_in_one_line(
+    fake: FakeFacade, tenants: Tenants, caplog: pytest.LogCaptureFixture
+) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    app = create_app(fake, tenants.path)
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
+        boundary = "b0undary"
+        start = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="manifest"\r\n\r\n{MANIFEST}\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="model"; filename="m.zip"\r\n\r\nPK'
+        ).encode()
+        head = (
+            f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tenants.a}\r\n"
+            f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len(start) + 1000}\r\n\r\n"
+        ).encode()
+        with caplog.at_level(logging.INFO):
+            with socket.create_connection(sock.getsockname(), timeout=30) as conn:
+                conn.sendall(head + start)
+                wait_until(lambda: ("submit", "team-a") in fake.calls, timeout=30, message="the model to be read")
+            # and then the client is gone, halfway through its model
+            wait_until(
+                lambda: any("disconnected during the upload" in r.getMessage() for r in caplog.records),
+                timeout=30,
+                message="the disconnect to be logged",
+            )
+        noted = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+        assert [r.getMessage() for r in noted if "disconnected" in r.getMessage()] == [
+            "team-a: the client disconnected during the upload; its model upload is aborted"
+        ], [r.getMessage() for r in noted]
+        assert all(r.exc_info is None for r in noted), "no traceback for a client that went away"
+        assert not any("Exception in ASGI application" in r.getMessage() for r in noted)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

@@ -57,3 +57,24 @@ def test_the_gated_resolver_names_the_manifest_field_that_chose_the_image() -> N
     assert [format_field_path(p.loc) for p in custom.value.problems] == ["framework.version"]
     assert [format_field_path(p.loc) for p in named.value.problems] == ["learnerkit.image"]
     assert "may not run here: scan gate: the scan of evil/miner:1" in str(named.value)
+
+
+def test_a_checked_image_is_deployed_by_the_id_the_gate_checked() -> None:
+    """What passed the gate is what runs: a tag moved after the check cannot swap the image."""
+    gate = ImageGate(check=lambda reference: "sha256:" + "c" * 64, pin_ids=True)
+    resolved = gate.gated(lambda manifest: "registry.local/team/train:1")(parse_manifest(MANIFEST))
+    assert resolved == "sha256:" + "c" * 64
+    assert gate.named(resolved) == "registry.local/team/train:1", "the reference stays known (its Python)"
+
+
+@pytest.mark.parametrize(
+    "gate",
+    [
+        ImageGate(trusted=["registry.local/team/train:1"], check=failed_scan, pin_ids=True),
+        ImageGate(check=lambda reference: "sha256:" + "c" * 64),
+    ],
+    ids=["trusted, never checked", "not pinning (Kubernetes pulls by reference)"],
+)
+def test_unchecked_or_unpinned_images_are_deployed_by_reference(gate: ImageGate) -> None:
+    resolved = gate.gated(lambda manifest: "registry.local/team/train:1")(parse_manifest(MANIFEST))
+    assert resolved == "registry.local/team/train:1" and gate.named(resolved) == resolved

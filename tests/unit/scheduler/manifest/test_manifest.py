@@ -647,7 +647,7 @@ def test_validate_says_which_defaults_it_applied(tmp_path: Path) -> None:
     env = {"LEARNERKIT_DEFAULT_CPUS": "0.5", "COLUMNS": "200"}
     text = runner.invoke(cli, ["job", "validate", str(path), "--root", str(REPO)], env=env)
     assert text.exit_code == 0, text.output
-    assert "defaults" in text.output and "cpus 0.5: not in the manifest (FfDL's defaults)" in text.output
+    assert "defaults" in text.output and "cpus 0.5 (LEARNERKIT_DEFAULT_CPUS): not in the manifest" in text.output
 
 
 def test_validate_refuses_what_submit_refuses(tmp_path: Path) -> None:

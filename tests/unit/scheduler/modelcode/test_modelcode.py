@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import re
 import stat
+import warnings
 import zipfile
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from learnerkit.cli import cli
 from learnerkit.scheduler.errors import ModelCodeError
 from learnerkit.scheduler.manifest.imageref import reference_problem
 from learnerkit.scheduler.modelcode.archive import check_model_archive, model_archive, zip_folder
+from tests.unit.scheduler.manifest.test_manifest import BASE, REPO
 
 
 def test_a_folder_is_zipped_with_its_tree_and_checked(tmp_path: Path) -> None:
@@ -114,3 +118,37 @@ def test_valid_image_references(reference: str) -> None:
 @pytest.mark.parametrize("reference", ["", "Upper/case", "a b", "img:", ":tag", "a//b", "img:tag:again", "x" * 300])
 def test_invalid_image_references(reference: str) -> None:
     assert reference_problem(reference) is not None
+
+
+def _zip_with_repeats(path: Path, names: list[str]) -> Path:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # zipfile warns of the duplicate this test means to write
+        with zipfile.ZipFile(path, "w") as archive:
+            for n, name in enumerate(names):
+                archive.writestr(name, f"print({n})\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("names", "member"),
+    [
+        (["train.py", "util.py", "train.py"], "'train.py' twice"),
+        (["pkg/model.py", "pkg/model.py"], "'pkg/model.py' twice"),
+        (["data", "data/train.csv"], "'data/train.csv' inside the file 'data'"),
+        (["data/train.csv", "data"], "'data' is a file and a folder"),
+    ],
+)
+def test_an_archive_with_a_member_twice_is_refused_naming_it(tmp_path: Path, names: list[str], member: str) -> None:
+    archive = _zip_with_repeats(tmp_path / "model.zip", names)
+    with pytest.raises(ModelCodeError, match=re.escape(member)) as caught:
+        check_model_archive(archive, name="model.zip")
+    assert str(caught.value).startswith("model.zip: member ")
+
+
+def test_validate_refuses_an_archive_with_a_member_twice(tmp_path: Path) -> None:
+    manifest = tmp_path / "manifest.yml"
+    manifest.write_text(BASE, encoding="utf-8")
+    archive = _zip_with_repeats(tmp_path / "model.zip", ["train.py", "train.py"])
+    result = CliRunner().invoke(cli, ["job", "validate", str(manifest), str(archive), "--root", str(REPO)])
+    assert result.exit_code == 1
+    assert "'train.py' twice" in result.output, result.output

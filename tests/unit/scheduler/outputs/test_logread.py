@@ -94,3 +94,19 @@ def test_a_part_read_whole_is_checked_against_its_listed_etag() -> None:
     store.objects[f"{PREFIX}{part_name(1)}"] = b"one\nTWO\n"
     with pytest.raises(TransferError, match="ETag"):
         b"".join(log.chunks(0))
+
+
+def test_the_last_lines_read_back_no_further_than_the_byte_cap() -> None:
+    """A log of one endless line: `--tail 1` reads back only the cap, and starts there."""
+    parts = [b"x" * 40, b"y" * 40, b"z" * 40]
+    store = FakeStore(parts)
+    log = list_log(store, LOCATION)
+    assert log.tail_start(1, max_bytes=50) == 120 - 50
+    assert sum(last - first + 1 for _, first, last in store.reads) == 50
+    assert store.reads == [("000003", 0, 39), ("000002", 30, 39)]
+
+
+def test_lines_within_the_cap_are_found_as_before() -> None:
+    store = FakeStore([b"a\nb\n", b"c\n"])
+    log = list_log(store, LOCATION)
+    assert log.tail_start(2, max_bytes=4) == 2 and log.tail_start(3, max_bytes=4) == 2

@@ -10,6 +10,7 @@ sidecar runs as its own user (``SIDECAR_UID``), with CPU and memory limits, and 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -29,6 +30,10 @@ LEARNER_RUN_AS = f"{LEARNER_UID}:0"
 SIDECAR_RUN_AS = f"{SIDECAR_UID}:0"
 DATA_DIR = DIR_DEFAULTS["DATA_DIR"]
 STOP_MARGIN_S = 10
+STATE_SETTLE_S = 5.0
+"""How long a learner whose process is gone may still read as running on the engine before its cgroup is taken
+to be out of this host's sight (a remote engine)."""
+STATE_POLL_S = 0.02
 """A stop waits this much longer than the sidecar's shutdown deadline (or the learner's halt grace)."""
 
 
@@ -177,19 +182,25 @@ def start_pair(spec: PairSpec, placement: DockerPlacement | None = None) -> Pair
 
 
 def _learner_cgroups(learner: Any) -> dict[str, str] | None:
-    """The running learner's cgroup folders (empty when this host has none of its); None once it has ended."""
-    learner.reload()
-    state = learner.attrs["State"]
-    if not state.get("Running"):
-        return None
-    mounts = cgroup_mounts(int(state["Pid"]))
-    if mounts is None:
-        return None  # ending: some of its folders are gone already
-    if not mounts:
-        learner.reload()  # nothing found: the learner may have ended meanwhile
-        if not learner.attrs["State"].get("Running"):
+    """The running learner's cgroup folders (empty when this host has none of its); None once it has ended.
+
+    The engine records a container's end a moment after its process is gone: a learner whose process this host no
+    longer shows while the engine still says it runs is asked again until the engine says which (within
+    ``STATE_SETTLE_S``). Only a process this host never shows (a remote engine's) gives nothing to mount: the
+    sidecar is then started without the cgroup, and a learner that had just ended would leave it waiting.
+    """
+    deadline = time.monotonic() + STATE_SETTLE_S
+    while True:
+        learner.reload()
+        state = learner.attrs["State"]
+        if not state.get("Running"):
             return None
-    return mounts
+        mounts = cgroup_mounts(int(state["Pid"]))
+        if mounts is None:
+            return None  # ending: some of its folders are gone already
+        if mounts or time.monotonic() > deadline:
+            return mounts
+        time.sleep(STATE_POLL_S)
 
 
 def _run_sidecar(spec: PairSpec, placement: DockerPlacement, volume: str, learner: Any) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from learnerkit.scheduler.config.settings import EtcdSettings, SchedulerSettings
+from learnerkit.scheduler.config.settings import BackendSettings, EtcdSettings, SchedulerSettings
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.factory import create_scheduler
 
@@ -17,7 +17,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout
 
 def test_a_second_scheduler_on_one_etcd_root_is_refused(etcd_server: Any) -> None:
     root = f"/learnerkit-lock-test-{uuid.uuid4().hex[:8]}/jobs"
-    settings = SchedulerSettings(etcd=EtcdSettings(endpoints=(etcd_server.endpoint,), root=root))
+    settings = SchedulerSettings(
+        etcd=EtcdSettings(endpoints=(etcd_server.endpoint,), root=root),
+        backend=BackendSettings(sidecar_image=f"sha256:{'0' * 64}"),  # pinned already: no image needed
+    )
     first, second = create_scheduler(settings), create_scheduler(settings)
     assert first.lifespan is not None and second.lifespan is not None
 

@@ -3,7 +3,10 @@ uvicorn."""
 
 from __future__ import annotations
 
+import asyncio
+
 import uvicorn
+import uvloop
 from fastapi import FastAPI
 
 from learnerkit.scheduler.api.app import create_app
@@ -14,12 +17,24 @@ from learnerkit.scheduler.config.settings import SchedulerSettings
 
 def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
     """Build the scheduler with ``factory`` (the CLI hands it ``learnerkit.scheduler.factory.create_scheduler``, a
-    room above this one) and serve its API until SIGINT or SIGTERM."""
+    room above this one) and serve its API until SIGINT or SIGTERM.
+
+    The scheduler's lifespan (the etcd lock, the rebuild, the loop) is entered here around uvicorn, not as the app's
+    lifespan: a start it refuses (another scheduler holds the etcd root, the sidecar image is missing) reaches the
+    caller as the `LearnerkitError` it is, one line and exit code 1, instead of uvicorn's traceback and exit 3."""
     hosted = factory(settings)
-    app = create_app(
-        hosted.facade, settings.api.tokens, limits=settings.limits, registry=hosted.registry, lifespan=hosted.lifespan
-    )
-    uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info")).run()
+    app = create_app(hosted.facade, settings.api.tokens, limits=settings.limits, registry=hosted.registry)
+    server = uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info"))
+
+    async def run() -> None:
+        if hosted.lifespan is None:
+            await server.serve()
+            return
+        async with hosted.lifespan():
+            await server.serve()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(run())
 
 
 def uvicorn_config(app: FastAPI, host: str, port: int, log_level: str) -> uvicorn.Config:

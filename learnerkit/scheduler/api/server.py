@@ -4,6 +4,10 @@ uvicorn."""
 from __future__ import annotations
 
 import asyncio
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 
 import uvicorn
 import uvloop
@@ -33,8 +37,29 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
         async with hosted.lifespan():
             await server.serve()
 
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+    with _signals_after_shutdown(server), asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(run())
+
+
+@contextmanager
+def _signals_after_shutdown(server: uvicorn.Server) -> Iterator[None]:
+    """uvicorn raises the SIGINT or SIGTERM it stopped for again as soon as it stops serving, which would end the
+    process before the scheduler's lifespan releases its etcd lock. Those signals land here instead (one before
+    uvicorn serves stops it at once) and are raised again once everything has stopped."""
+    caught: list[int] = []
+
+    def catch(sig: int, _frame: FrameType | None) -> None:
+        caught.append(sig)
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, catch) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    for sig in dict.fromkeys(caught):
+        signal.raise_signal(sig)
 
 
 def uvicorn_config(app: FastAPI, host: str, port: int, log_level: str) -> uvicorn.Config:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.dev.ports import free_port
 from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.config.settings import BackendSettings, EtcdSettings, SchedulerSettings
@@ -79,11 +81,21 @@ def test_a_second_scheduler_serve_stops_with_one_line_and_exit_code_1(etcd_serve
         first.terminate()
         first.wait(timeout=60)
         log.close()
+    assert first.returncode == -signal.SIGTERM, (tmp_path / "first.log").read_text()
+    assert asyncio.run(stored(etcd_server, f"{root}.lock")) is None, "a stopped scheduler leaves the root free"
     output = second.stdout + second.stderr
     assert second.returncode == 1, output
     assert "Traceback" not in output, output
     [error] = [line for line in output.splitlines() if line.startswith("error:")]
     assert f"another scheduler serves the etcd root {root}" in error and "LEARNERKIT_ETCD_ROOT" in error, output
+
+
+async def stored(etcd_server: Any, key: str) -> tuple[bytes, int] | None:
+    etcd = await EtcdStore.connect(etcd_server.settings())
+    try:
+        return await etcd.get(key)
+    finally:
+        await etcd.close()
 
 
 def healthy(port: int) -> bool:

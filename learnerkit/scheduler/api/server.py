@@ -58,8 +58,8 @@ def _signals_after_shutdown(server: uvicorn.Server) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    for sig in dict.fromkeys(caught):
-        signal.raise_signal(sig)
+    for number in dict.fromkeys(caught):
+        signal.raise_signal(number)
 
 
 def uvicorn_config(app: FastAPI, host: str, port: int, log_level: str) -> uvicorn.Config:

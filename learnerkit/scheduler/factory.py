@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -41,6 +42,8 @@ from learnerkit.scheduler.images.gate import ImageGate
 from learnerkit.scheduler.images.sidecar import pin_sidecar
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit_build.sidecarimage import sidecar_reference
+
+LOGGER = logging.getLogger(__name__)
 
 
 def egress_from(specs: tuple[str, ...]) -> tuple[Egress, ...]:
@@ -155,6 +158,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             pin_sidecar, platform.sidecar_image, by_id=settings.backend.kind is BackendKind.DOCKER
         )
         scheduler.shared.options = replace(options, platform=replace(platform, sidecar_image=pinned))
+        LOGGER.info("sidecar image %s, deployed as %s", platform.sidecar_image, pinned)
         etcd = await EtcdStore.connect(etcd_settings)
         try:
             async with sole_scheduler(etcd, settings):

@@ -171,6 +171,18 @@ class Scheduler:
         await shared.store.trim(job_id)  # what the sidecars wrote until they were stopped
         return job_view(tracked)
 
+    async def delete(self, tenant: str, job_id: str) -> JobView:
+        """The job's record (credentials included) leaves etcd and the scheduler; what it stored stays."""
+        shared, tracked = self.shared, self._owned(tenant, job_id)
+        async with tracked.backend_lock:
+            if tracked.state.stage is not Stage.DONE:
+                raise JobStateError(f"job {job_id} is {tracked.state.status.value}: cancel it before deleting it")
+            await self.transitions.teardown(job_id)  # nothing may be left that no record names
+            async with shared.lock:
+                await shared.store.delete(job_id)
+                shared.jobs.pop(job_id, None)
+        return job_view(tracked)
+
     async def logs(
         self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
     ) -> LogStream:

@@ -66,8 +66,10 @@ def test_credentials_stay_for_a_resume_and_go_when_the_job_can_never_run_again(
         assert again.call(again.service.get("team-a", cancelled.job_id)).status == "CANCELLED"
         record = json.loads(again.call(again.service.shared.store.etcd.get(credentials_key(completed.job_id)))[0])
         assert record["credentials"] == "deleted"
-        again.call(again.service.shared.store.delete(failed.job_id))
+        deleted = again.call(again.service.delete("team-a", failed.job_id))  # `job delete`
+        assert deleted.status == "FAILED"
         assert holding_secret(again, failed.job_id, secret) == []
         assert again.call(again.service.shared.store.etcd.get(credentials_key(failed.job_id))) is None
+        assert failed.job_id not in [job.job_id for job in again.call(again.service.list_jobs("team-a"))]
     finally:
         again.kill()

@@ -167,7 +167,9 @@ def start_pair(spec: PairSpec, placement: DockerPlacement | None = None) -> Pair
     client = engine()
     made: list[Any] = []
     try:
-        volume = client.volumes.create(name=f"{spec.name}-job", labels={PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id})
+        # The placement's labels too: a scheduler that dies before the containers exist finds the volume again.
+        labels = {**placement.labels, PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id}
+        volume = client.volumes.create(name=f"{spec.name}-job", labels=labels)
         made.append(volume)
         learner = client.containers.run(**learner_options(spec, placement, volume.name))
         made.append(learner)

@@ -67,6 +67,9 @@ class MemoryStore(JobStore):
     async def trim(self, job_id: str) -> None:
         pass
 
+    async def delete_credentials(self, job_id: str, manifest_text: str, source: str) -> None:
+        pass
+
     async def learner_records(
         self, job_id: str
     ) -> tuple[dict[int, StatusRecord], set[int], dict[int, dict[str, float]]]:

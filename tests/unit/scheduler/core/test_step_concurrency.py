@@ -59,6 +59,9 @@ class MemoryStore(JobStore):
     async def trim(self, job_id: str) -> None:
         pass
 
+    async def delete_credentials(self, job_id: str, manifest_text: str, source: str) -> None:
+        pass
+
     async def request_halt(self, job_id: str) -> None:
         pass
 

@@ -182,7 +182,10 @@ class Sidecar:
             if isinstance(result, BaseException):
                 LOGGER.error("follower failed: %r", result)
         oom_kills = self.cgroup.oom_kills() if self.cgroup is not None else None
-        outcome = outcome_of(exit_record, halt_requested=halt_requested, oom_kills=oom_kills)
+        forks_refused = self.cgroup.forks_refused() if self.cgroup is not None else None
+        outcome = outcome_of(
+            exit_record, halt_requested=halt_requested, oom_kills=oom_kills, forks_refused=forks_refused
+        )
         if exit_record.reason == "lost":
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
         try:

@@ -2,9 +2,9 @@
 
 Order matters: the volume, then the learner (it waits for ``control/start``), then the sidecar with the
 learner's cgroup mounted read-only. The learner runs hardened: non-root, read-only root file system, no
-capabilities, no new privileges, no credentials, and no network unless the job has several learners. The
-sidecar runs as its own user (``SIDECAR_UID``), with CPU and memory limits, and gets the host network
-(etcd and S3 listen on the host's loopback here) and the secrets.
+capabilities, no new privileges, no credentials, a pids limit, and no network unless the job has several
+learners. The sidecar runs as its own user (``SIDECAR_UID``), with CPU, memory and pids limits, and gets the
+host network (etcd and S3 listen on the host's loopback here) and the secrets.
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
         options["hostname"] = placement.hostname or f"{spec.name}-learner"
         aliases = [options["hostname"], *placement.network_aliases]
         options["networking_config"] = {placement.network: engine().api.create_endpoint_config(aliases=aliases)}
+    options["pids_limit"] = spec.pids.learner
     if spec.memory_bytes:
         options["mem_limit"] = spec.memory_bytes
         options["memswap_limit"] = spec.memory_bytes
@@ -158,6 +159,7 @@ def sidecar_options(
         "nano_cpus": int(SIDECAR_CPUS * 1e9),
         "mem_limit": SIDECAR_MEMORY_BYTES,
         "memswap_limit": SIDECAR_MEMORY_BYTES,
+        "pids_limit": spec.pids.sidecar,
     }
 
 

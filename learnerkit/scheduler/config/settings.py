@@ -14,6 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from learnerkit.pair.spec import MIN_PIDS_LIMIT, PidsLimits
 from learnerkit.scheduler.backends.deployment import DEFAULT_SHARED_SIZE
 from learnerkit.scheduler.config.policy import (
     DEFAULT_MAX_LEARNERS,
@@ -116,6 +117,10 @@ class LimitSettings:
     model's multipart upload aborted."""
     upload_total_s: float = 3600.0
     """``$LEARNERKIT_UPLOAD_TOTAL_S``: a submit's body may take this long in all (408 past it)."""
+    pids: PidsLimits = field(default_factory=PidsLimits)
+    """``$LEARNERKIT_LEARNER_PIDS_LIMIT`` (4096) and ``$LEARNERKIT_SIDECAR_PIDS_LIMIT`` (512): the processes and
+    threads each learner and each sidecar may hold on the Docker backend (a fork past it fails); on Kubernetes the
+    kubelet's ``podPidsLimit`` caps each pod instead."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +211,7 @@ class SchedulerSettings:
                 max_model_bytes=_positive(env, "LEARNERKIT_MAX_MODEL_BYTES", limits.max_model_bytes, int),
                 upload_idle_s=_positive(env, "LEARNERKIT_UPLOAD_IDLE_S", limits.upload_idle_s, float),
                 upload_total_s=_positive(env, "LEARNERKIT_UPLOAD_TOTAL_S", limits.upload_total_s, float),
+                pids=pids_limits(env),
             ),
             trust=TrustSettings(
                 object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),
@@ -244,6 +250,17 @@ def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:
     except ValueError as e:
         raise SettingsError(f"LEARNERKIT_DEFAULT_MEMORY: {e}") from e
     return ResourceDefaults(cpus=cpus, memory_bytes=memory, results_bucket=bucket)
+
+
+def pids_limits(env: Mapping[str, str]) -> PidsLimits:
+    """``$LEARNERKIT_LEARNER_PIDS_LIMIT`` and ``$LEARNERKIT_SIDECAR_PIDS_LIMIT``; the error names the variable."""
+    default = PidsLimits()
+    limits = {}
+    for role, name in (("learner", "LEARNERKIT_LEARNER_PIDS_LIMIT"), ("sidecar", "LEARNERKIT_SIDECAR_PIDS_LIMIT")):
+        limits[role] = _positive(env, name, getattr(default, role), int)
+        if limits[role] < MIN_PIDS_LIMIT:
+            raise SettingsError(f"{name}={env[name]!r}: expected at least {MIN_PIDS_LIMIT}")
+    return PidsLimits(**limits)
 
 
 def parse_endpoints(raw: str) -> tuple[str, ...]:

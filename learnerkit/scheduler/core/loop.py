@@ -192,7 +192,9 @@ class ControlLoop:
                     mount = _data_mount(tracked.manifest, options.submit_policy)
                     python = options.python_of(image) if tracked.options.model else None
                     packages = replace(options.packages, python_version=python)
-                    plan = plan_job(tracked.manifest, state, options.platform, image, mount, tracked.options, packages)
+                    plan = plan_job(
+                        tracked.manifest, state, options.platform, image, mount, tracked.options, packages, options.pids
+                    )
             except LearnerkitError as e:
                 refused = str(e)
             if plan is None:

@@ -198,6 +198,7 @@ class Sidecar:
                 outcome = Outcome(Phase.FAILED, ErrorCode.UPLOAD_FAILED, f"results not stored: {e}", outcome.exit_code)
         else:
             outcome = results.applied_to(outcome)
+        await self._abort_open_uploads()
         if self._refused is not None:
             outcome = Outcome(Phase.FAILED, ErrorCode.UNSAFE_FILE, str(self._refused), outcome.exit_code)
         if self._terminated_at is not None and outcome.phase is Phase.HALTED:
@@ -365,6 +366,23 @@ class Sidecar:
             with handle:
                 await self._upload_metrics(handle)
         return results
+
+    async def _abort_open_uploads(self) -> None:
+        """Abort the multipart uploads left open under this learner's outputs (a sidecar killed while uploading,
+        an upload whose abort failed): nothing of this learner uploads any more, and their parts take space
+        until aborted. A failure is logged; it costs no result. Outputs at a bucket's root are left alone: the
+        bucket's other uploads are not this learner's."""
+        results = self.settings.locations.results
+        if not results.prefix.endswith("/"):
+            return
+        try:
+            store = await self._s3()
+            aborted = await asyncio.to_thread(store.abort_open_uploads, results.bucket, results.prefix)
+        except SidecarError as e:
+            LOGGER.warning("open multipart uploads under %s not aborted: %s", results, e)
+            return
+        for upload in aborted:
+            LOGGER.info("aborted the open multipart upload of s3://%s/%s", results.bucket, upload.key)
 
     async def _upload_metrics(self, handle: IO[bytes]) -> None:
         """``logs/metrics.jsonl``: the learner's lines and the history (:func:`stored_metrics`)."""

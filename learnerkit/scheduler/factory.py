@@ -136,6 +136,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         ),
         python_of=lambda image: catalog.python_of(gate.named(image)),
         pids=settings.limits.pids,
+        abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)
@@ -155,10 +156,13 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
                 await scheduler.loop.rebuild()
                 stop = asyncio.Event()
                 loop = asyncio.create_task(scheduler.loop.run(stop), name="scheduler loop")
+                sweep = asyncio.create_task(scheduler.abort_abandoned_uploads(), name="abandoned uploads")
                 try:
                     yield
                 finally:
                     stop.set()
+                    sweep.cancel()
+                    await asyncio.gather(sweep, return_exceptions=True)
                     await loop
         finally:
             await etcd.close()

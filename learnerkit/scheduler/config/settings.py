@@ -70,6 +70,9 @@ class S3Settings:
     """``$AWS_SECRET_ACCESS_KEY``."""
     region: str = "us-east-1"
     """``$AWS_DEFAULT_REGION``."""
+    abandoned_upload_grace_s: float = 3600.0
+    """``$LEARNERKIT_ABANDONED_UPLOAD_GRACE_S``: at its start the scheduler aborts the multipart uploads left open
+    under ended jobs' prefixes for longer than this."""
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,9 @@ class SchedulerSettings:
                 access_key=env.get("AWS_ACCESS_KEY_ID"),
                 secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
                 region=env.get("AWS_DEFAULT_REGION", s3.region),
+                abandoned_upload_grace_s=_positive(
+                    env, "LEARNERKIT_ABANDONED_UPLOAD_GRACE_S", s3.abandoned_upload_grace_s, float
+                ),
             ),
             backend=BackendSettings(
                 kind=_backend(env.get("LEARNERKIT_SCHEDULER_BACKEND", backend.kind.value)),

@@ -47,6 +47,9 @@ class SchedulerOptions:
     is a blip (etcd paused or out of reach): the sidecar renews it once etcd answers. A sidecar gone from the
     backend without a lease is lost after twice the lease's TTL instead."""
     interval_s: float = 0.5
+    abandoned_upload_grace_s: float = 3600.0
+    """An open multipart upload under an ended job's prefix older than this is aborted when the scheduler starts
+    (:mod:`learnerkit.scheduler.core.uploads`)."""
 
 
 def derive_instance(etcd_endpoints: str, root: str) -> str:

@@ -28,7 +28,7 @@ from controller_sidecar.health import HEARTBEAT_FILE
 from controller_sidecar.inputs import InputsReady, fetch_inputs
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
-from controller_sidecar.outputs import StoredTree, periodic_checkpoints, store_checkpoints, store_tree
+from controller_sidecar.outputs import StoredTree, periodic_checkpoints, store_checkpoints, store_tree, stored_again
 from controller_sidecar.processing import (
     METRICS_FILE,
     MetricsHistory,
@@ -177,6 +177,7 @@ class Sidecar:
             follower.add_done_callback(self._follower_done)
         exit_record, halt_requested = await self._await_exit()
         self._report(reporter, Phase.STORING)
+        storing_starts = self.progress.update(storing_starts=self.progress.current.storing_starts + 1).storing_starts
         stop_processing.set()
         for result in await asyncio.gather(*followers, return_exceptions=True):
             if isinstance(result, BaseException):
@@ -197,7 +198,7 @@ class Sidecar:
             if outcome.phase is Phase.COMPLETED:
                 outcome = Outcome(Phase.FAILED, ErrorCode.UPLOAD_FAILED, f"results not stored: {e}", outcome.exit_code)
         else:
-            outcome = results.applied_to(outcome)
+            outcome = results.applied_to(stored_again(outcome, results, storing_starts))
         await self._abort_open_uploads()
         if self._refused is not None:
             outcome = Outcome(Phase.FAILED, ErrorCode.UNSAFE_FILE, str(self._refused), outcome.exit_code)

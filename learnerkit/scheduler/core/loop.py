@@ -28,6 +28,7 @@ from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.core.planning import plan_job
 from learnerkit.scheduler.core.restore import restore
 from learnerkit.scheduler.core.shared import Shared
+from learnerkit.scheduler.core.sidecars import restart_ended_sidecars
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
 from learnerkit.scheduler.errors import BackendError
@@ -215,6 +216,10 @@ class ControlLoop:
         sidecars = await asyncio.to_thread(shared.backend.sidecars, state.job_id)
         records, alive, metrics = await shared.store.learner_records(state.job_id)
         tracked.records, tracked.alive, tracked.metrics = records, alive, metrics
+        if sidecars.exited:
+            async with tracked.backend_lock:
+                if tracked.state.stage in (Stage.DEPLOYED, Stage.RUNNING):
+                    sidecars = await restart_ended_sidecars(shared.backend, tracked, sidecars)
         learners = tracked.manifest.resources.learners
         if state.stage is Stage.DEPLOYED and await asyncio.to_thread(shared.backend.started, state.job_id, learners):
             async with shared.lock:

@@ -50,6 +50,9 @@ class Unreachable:
     def sidecars(self, job_id: str) -> SidecarStates:
         raise AssertionError("not reached")
 
+    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
+        return False
+
     def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         raise AssertionError("not reached")
 

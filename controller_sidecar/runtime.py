@@ -228,12 +228,14 @@ class Sidecar:
         """Report ``phase`` unless a restarted sidecar already did (phases are reported once)."""
         if reporter.last is None or reporter.last.phase != phase:
             reporter.report(phase, message=message)
+            self.metrics.status_queued.inc()
         self.metrics.set_phase(phase)
 
     def _finish(self, reporter: StatusReporter, outcome: Outcome) -> Phase:
         reporter.report(
             outcome.phase, error_code=outcome.error_code, message=outcome.message, exit_code=outcome.exit_code
         )
+        self.metrics.status_queued.inc()
         self.metrics.set_phase(outcome.phase)
         self.progress.update(terminal=outcome.phase.value)
         LOGGER.info("learner %d: %s %s", self.settings.learner_id, outcome.phase.value, outcome.message)
@@ -396,6 +398,7 @@ class Sidecar:
         location = self.settings.locations.log_files
         await asyncio.to_thread((await self._s3()).put_bytes, location.bucket, location.key(name), data)
         self.metrics.log_bytes_shipped.inc(len(data))
+        self.metrics.log_parts_shipped.inc()
 
     async def _s3(self) -> S3Store:
         """The S3 client, made on first use on a worker thread (the event loop keeps delivering statuses)."""

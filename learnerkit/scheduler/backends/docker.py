@@ -22,6 +22,7 @@ import requests
 from learnerkit.common.engine import EngineError, engine
 from learnerkit.pair.docker import (
     JOB_LABEL,
+    NOT_ENDED_STATES,
     DockerPlacement,
     ended_state,
     exit_code,
@@ -140,6 +141,15 @@ class DockerBackend:
                     end = LearnerEnd(int(state["ExitCode"]), bool(state.get("OOMKilled")))
                     ended[int(handle.name.rsplit("-", 1)[1])] = end
         return ended
+
+    def learners_running(self, job_id: str) -> set[int]:
+        """Learners whose learner container has not ended (created, running, paused, restarting): one listing."""
+        with _engine_errors(f"inspecting job {job_id}"):
+            return {
+                int(handle.name.rsplit("-", 1)[1])
+                for handle in pairs_of(job_id)
+                if handle.learner and handle.states.get(handle.learner) in NOT_ENDED_STATES
+            }
 
     def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
         """Make the learner's ended sidecar again on the pair's kept volume (:func:`restart_sidecar`)."""

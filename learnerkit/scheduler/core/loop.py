@@ -18,6 +18,7 @@ from learnerkit.scheduler.admission.admit import Requeued
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.config.policy import SubmitPolicy, host_folder, store_folder
+from learnerkit.scheduler.core.endcheck import completions_to_confirm, confirmed_records
 from learnerkit.scheduler.core.liveness import (
     LivenessTimes,
     ended_without_exit_record,
@@ -236,6 +237,10 @@ class ControlLoop:
             **ended_without_exit_record(tracked, watching, ended, monotonic, self._watching_since),
             **lost_learners(tracked, sidecars, times, options.lease_ttl_s, options.lease_renewal_grace_s),
         }
+        if completions_to_confirm(tracked):  # the runtime confirms a learner's end before its COMPLETED counts
+            running = await asyncio.to_thread(shared.backend.learners_running, state.job_id)
+            ended = ended or await asyncio.to_thread(shared.backend.learners_ended, state.job_id)
+            records = confirmed_records(tracked, running, ended)
         result = aggregate(learners, records, first_sequence=state.first_sequence, lost=lost)
         async with tracked.backend_lock:
             async with shared.lock:

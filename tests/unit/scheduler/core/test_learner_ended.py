@@ -101,6 +101,9 @@ class FakeBackend:
     def sidecars(self, job_id: str) -> SidecarStates:
         return SidecarStates(dict(self.exited), frozenset(self.running) - self.exited.keys())
 
+    def learners_running(self, job_id: str) -> set[int]:
+        return set()
+
     def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
         return False
 

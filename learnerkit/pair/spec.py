@@ -79,6 +79,9 @@ class PairSpec:
     """A host folder mounted read-only at the learner's ``/job/data`` (an FfDL ``mount_volume`` store); the
     Docker engine only."""
     pids: PidsLimits = field(default_factory=PidsLimits)
+    storage_bytes: int | None = None
+    """The manifest's ``storage``: the most ``/job`` may hold. Kubernetes: the ``emptyDir``'s ``sizeLimit`` (the
+    kubelet evicts a pod past it); the Docker engine does not enforce it yet (docs/security.md)."""
 
     def __post_init__(self) -> None:
         if not JOB_ID.match(self.job_id):

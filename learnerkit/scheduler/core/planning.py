@@ -120,6 +120,7 @@ def plan_job(
             shutdown_deadline_s=SHUTDOWN_DEADLINE_S,
             data_mount=data_mount,
             pids=pids or PidsLimits(),
+            storage_bytes=resources.storage_bytes,
         )
         for n in range(1, resources.learners + 1)
     )

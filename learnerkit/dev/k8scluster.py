@@ -50,6 +50,8 @@ SHARED_CLASS = "lk-shared"
 """The storage class of the static volumes the jobs' shared claims bind to (``LEARNERKIT_K8S_SHARED_STORAGE_CLASS``)."""
 SHARED_VOLUMES = 4
 LEARNER_UID = 1000
+POD_PIDS_LIMIT = 4096
+"""The kubelet caps each pod's processes and threads: Kubernetes has no per-container pids limit (docs/security.md)."""
 
 
 def _netns() -> set[str]:
@@ -551,6 +553,7 @@ state = "{root / "state"}"
             "cgroupDriver": "cgroupfs",
             "cgroupRoot": self.cgroup_root,
             "failSwapOn": False,
+            "podPidsLimit": POD_PIDS_LIMIT,
             "makeIPTablesUtilChains": False,
             "hairpinMode": "none",
             "resolvConf": str(self.workdir / "resolv.conf"),

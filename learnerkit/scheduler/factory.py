@@ -141,6 +141,8 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             trusted_hosts=settings.packages.trusted_hosts,
         ),
         python_of=lambda image: catalog.python_of(gate.named(image)),
+        pids=settings.limits.pids,
+        abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)
@@ -166,10 +168,13 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
                 await scheduler.loop.rebuild()
                 stop = asyncio.Event()
                 loop = asyncio.create_task(scheduler.loop.run(stop), name="scheduler loop")
+                sweep = asyncio.create_task(scheduler.abort_abandoned_uploads(), name="abandoned uploads")
                 try:
                     yield
                 finally:
                     stop.set()
+                    sweep.cancel()
+                    await asyncio.gather(sweep, return_exceptions=True)
                     await loop
         finally:
             await etcd.close()

@@ -22,12 +22,14 @@ import requests
 from learnerkit.common.engine import EngineError, engine
 from learnerkit.pair.docker import (
     JOB_LABEL,
+    NOT_ENDED_STATES,
     DockerPlacement,
     ended_state,
     exit_code,
     has_started,
     pairs_of,
     remove_pair,
+    restart_sidecar,
     start_pair,
 )
 from learnerkit.pair.spec import PairSpec
@@ -139,6 +141,24 @@ class DockerBackend:
                     end = LearnerEnd(int(state["ExitCode"]), bool(state.get("OOMKilled")))
                     ended[int(handle.name.rsplit("-", 1)[1])] = end
         return ended
+
+    def learners_running(self, job_id: str) -> set[int]:
+        """Learners whose learner container has not ended (created, running, paused, restarting): one listing."""
+        with _engine_errors(f"inspecting job {job_id}"):
+            return {
+                int(handle.name.rsplit("-", 1)[1])
+                for handle in pairs_of(job_id)
+                if handle.learner and handle.states.get(handle.learner) in NOT_ENDED_STATES
+            }
+
+    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
+        """Make the learner's ended sidecar again on the pair's kept volume (:func:`restart_sidecar`)."""
+        with _engine_errors(f"restarting the sidecar of job {job_id} learner {learner_id}"):
+            for handle in pairs_of(job_id):
+                if handle.name == f"lk-{job_id}-{learner_id}" and handle.sidecar and handle.learner:
+                    restart_sidecar(handle)
+                    return True
+        return False
 
     def teardown(self, job_id: str) -> None:
         """Remove every container, volume and network of the job."""

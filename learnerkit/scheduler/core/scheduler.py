@@ -26,6 +26,7 @@ from learnerkit.scheduler.core.planning import endpoints_for
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
+from learnerkit.scheduler.core.uploads import abort_abandoned_uploads
 from learnerkit.scheduler.core.views import job_view
 from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
 from learnerkit.scheduler.facade import FileStream, JobView, LogStream, StoredFile
@@ -57,6 +58,18 @@ class Scheduler:
         """S3 clients of the jobs' stores, for model uploads and the reads of :attr:`reader`."""
         self.reader = OutputsReader(self.clients)
         self._parsing = asyncio.Semaphore(PARSES_AT_ONCE)
+
+    async def abort_abandoned_uploads(self) -> int:
+        """Abort the multipart uploads that ended jobs left open in their stores (:func:`abort_abandoned_uploads`);
+        run once the jobs are restored."""
+        shared = self.shared
+        return await abort_abandoned_uploads(
+            list(shared.jobs.values()),
+            self.clients,
+            shared.options.platform,
+            grace_s=shared.options.abandoned_upload_grace_s,
+            now=shared.clock.wall(),
+        )
 
     async def submit(
         self,

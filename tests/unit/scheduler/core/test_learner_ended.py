@@ -104,6 +104,12 @@ class FakeBackend:
     def sidecars(self, job_id: str) -> SidecarStates:
         return SidecarStates(dict(self.exited), frozenset(self.running) - self.exited.keys())
 
+    def learners_running(self, job_id: str) -> set[int]:
+        return set()
+
+    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
+        return False
+
     def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         self.asked_ended += 1
         return {n: LearnerEnd(code, oom_killed=n in self.oom_killed) for n, code in self.ended.items()}

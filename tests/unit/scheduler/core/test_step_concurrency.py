@@ -100,6 +100,12 @@ class BlockingBackend:
     def sidecars(self, job_id: str) -> SidecarStates:
         return SidecarStates(running=frozenset({1}))
 
+    def learners_running(self, job_id: str) -> set[int]:
+        return set()
+
+    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
+        return False
+
     def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         return {}
 

@@ -10,6 +10,8 @@ host network (etcd and S3 listen on the host's loopback here) and the secrets.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -21,8 +23,17 @@ import docker.errors
 from learner.paths import DIR_DEFAULTS, JOB_DIR, SHARED_DIR
 from learnerkit.common.engine import EngineError, engine, gpu_request
 from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
+from learnerkit.pair.jobdisk import (
+    JobDiskError,
+    JobDiskSettings,
+    backing_file,
+    create_volume,
+    remove_volume,
+    why_unavailable,
+)
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 
+LOGGER = logging.getLogger(__name__)
 PAIR_LABEL = "io.learnerkit.pair"
 JOB_LABEL = "io.learnerkit.job-id"
 ROLE_LABEL = "io.learnerkit.role"
@@ -50,6 +61,10 @@ class DockerPlacement:
     labels: Mapping[str, str] = field(default_factory=dict)
     shared_volume: str | None = None
     """The job's volume that every learner of the job mounts read-write at ``SHARED_DIR`` (FfDL's job folder)."""
+    disk: JobDiskSettings = field(default_factory=JobDiskSettings)
+    """How a ``/job`` sized to the spec's ``storage`` is made (:mod:`learnerkit.pair.jobdisk`)."""
+    disk_owner: str = "run-local"
+    """The folder of ``disk.state_dir`` that holds the backing file: the scheduler instance's id."""
 
 
 STARTED_STATES = frozenset({"running", "paused", "restarting"})
@@ -166,18 +181,40 @@ def start_pair(spec: PairSpec, placement: DockerPlacement | None = None) -> Pair
     try:
         # The placement's labels too: a scheduler that dies before the containers exist finds the volume again.
         labels = {**placement.labels, PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id}
-        volume = client.volumes.create(name=f"{spec.name}-job", labels=labels)
+        volume = _job_volume(client, spec, placement, labels)
         made.append(volume)
         learner = client.containers.run(**learner_options(spec, placement, volume.name))
         made.append(learner)
         sidecar = _run_sidecar(spec, placement, volume.name, learner)
         made.append(sidecar)
     except docker.errors.APIError as e:
-        for obj in reversed(made):
+        for obj in reversed(made[1:]):
             with suppress(docker.errors.NotFound, docker.errors.APIError):
                 obj.remove(force=True)
+        if made:
+            with suppress(docker.errors.APIError):
+                remove_volume(client.api, made[0].name)
         raise EngineError(f"starting learner pair {spec.name}: {e.explanation}") from e
     return PairHandle(name=spec.name, volume=volume.name, learner=learner.id, sidecar=sidecar.id)
+
+
+def _job_volume(client: Any, spec: PairSpec, placement: DockerPlacement, labels: Mapping[str, str]) -> Any:
+    """The pair's ``/job`` volume: sized to ``storage`` when the spec has one, where this host can; otherwise
+    refused, or plain with a warning when the settings allow an unbounded ``/job``."""
+    name = f"{spec.name}-job"
+    if spec.storage_bytes is None:
+        return client.volumes.create(name=name, labels=labels)
+    why = why_unavailable(client.info(), os.environ.get("DOCKER_HOST"))
+    if why is None:
+        path = backing_file(placement.disk, placement.disk_owner, name)
+        return create_volume(client, name, labels, spec.storage_bytes, path)
+    if not placement.disk.unbounded:
+        raise JobDiskError(
+            f"job {spec.job_id} asks for storage {spec.storage_bytes} bytes, but {why}; set"
+            " LEARNERKIT_JOB_DISK_UNBOUNDED=1 to run such jobs with an unbounded /job"
+        )
+    LOGGER.warning("job %s: /job is not limited to %d bytes: %s", spec.job_id, spec.storage_bytes, why)
+    return client.volumes.create(name=name, labels=labels)
 
 
 def _learner_cgroups(learner: Any) -> dict[str, str] | None:
@@ -318,8 +355,7 @@ def remove_pair(handle: PairHandle) -> None:
         if container_id:  # a half-made pair has no sidecar yet
             with suppress(docker.errors.NotFound):
                 api.remove_container(container_id, force=True)
-    with suppress(docker.errors.NotFound):
-        api.remove_volume(handle.volume, force=True)
+    remove_volume(api, handle.volume)
 
 
 def pairs_of(job_id: str) -> list[PairHandle]:

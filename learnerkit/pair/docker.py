@@ -10,8 +10,6 @@ host network (etcd and S3 listen on the host's loopback here) and the secrets.
 from __future__ import annotations
 
 import json
-import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -23,17 +21,9 @@ import docker.errors
 from learner.paths import DIR_DEFAULTS, JOB_DIR, SHARED_DIR
 from learnerkit.common.engine import EngineError, engine, gpu_request
 from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
-from learnerkit.pair.jobdisk import (
-    JobDiskError,
-    JobDiskSettings,
-    backing_file,
-    create_volume,
-    remove_volume,
-    why_unavailable,
-)
+from learnerkit.pair.jobdisk import JobDiskSettings, backing_file, job_volume, remove_volume
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 
-LOGGER = logging.getLogger(__name__)
 PAIR_LABEL = "io.learnerkit.pair"
 JOB_LABEL = "io.learnerkit.job-id"
 ROLE_LABEL = "io.learnerkit.role"
@@ -199,22 +189,10 @@ def start_pair(spec: PairSpec, placement: DockerPlacement | None = None) -> Pair
 
 
 def _job_volume(client: Any, spec: PairSpec, placement: DockerPlacement, labels: Mapping[str, str]) -> Any:
-    """The pair's ``/job`` volume: sized to ``storage`` when the spec has one, where this host can; otherwise
-    refused, or plain with a warning when the settings allow an unbounded ``/job``."""
+    """The pair's ``/job`` volume, sized to the spec's ``storage`` when it has one."""
     name = f"{spec.name}-job"
-    if spec.storage_bytes is None:
-        return client.volumes.create(name=name, labels=labels)
-    why = why_unavailable(client.info(), os.environ.get("DOCKER_HOST"))
-    if why is None:
-        path = backing_file(placement.disk, placement.disk_owner, name)
-        return create_volume(client, name, labels, spec.storage_bytes, path)
-    if not placement.disk.unbounded:
-        raise JobDiskError(
-            f"job {spec.job_id} asks for storage {spec.storage_bytes} bytes, but {why}; set"
-            " LEARNERKIT_JOB_DISK_UNBOUNDED=1 to run such jobs with an unbounded /job"
-        )
-    LOGGER.warning("job %s: /job is not limited to %d bytes: %s", spec.job_id, spec.storage_bytes, why)
-    return client.volumes.create(name=name, labels=labels)
+    path = backing_file(placement.disk, placement.disk_owner, name)
+    return job_volume(client, name, labels, spec.job_id, spec.storage_bytes, placement.disk, path)
 
 
 def _learner_cgroups(learner: Any) -> dict[str, str] | None:

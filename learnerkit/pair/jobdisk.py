@@ -152,6 +152,31 @@ def create_volume(
         raise
 
 
+def job_volume(
+    client: Any,
+    name: str,
+    labels: Mapping[str, str],
+    job_id: str,
+    storage_bytes: int | None,
+    settings: JobDiskSettings,
+    path: Path,
+) -> Any:
+    """A volume of the job, backed by ``path`` and sized to ``storage_bytes`` when it is given and this host can
+    make one; otherwise refused, or plain with a warning when ``settings`` allow an unbounded ``/job``."""
+    if storage_bytes is None:
+        return client.volumes.create(name=name, labels=labels)
+    why = why_unavailable(client.info(), os.environ.get("DOCKER_HOST"))
+    if why is None:
+        return create_volume(client, name, labels, storage_bytes, path)
+    if not settings.unbounded:
+        raise JobDiskError(
+            f"job {job_id} asks for storage {storage_bytes} bytes, but {why}; set"
+            " LEARNERKIT_JOB_DISK_UNBOUNDED=1 to run such jobs with an unbounded /job"
+        )
+    LOGGER.warning("job %s: volume %s is not limited to %d bytes: %s", job_id, name, storage_bytes, why)
+    return client.volumes.create(name=name, labels=labels)
+
+
 def remove_volume(api: Any, name: str, run: Run = run_tool) -> None:
     """Remove the volume and, for a sized one, its loop device and backing file; a gone volume is fine."""
     try:

@@ -32,7 +32,14 @@ from learnerkit.pair.docker import (
     restart_sidecar,
     start_pair,
 )
-from learnerkit.pair.jobdisk import JobDiskError, JobDiskSettings, remove_volume, sweep_leftovers
+from learnerkit.pair.jobdisk import (
+    JobDiskError,
+    JobDiskSettings,
+    backing_file,
+    job_volume,
+    remove_volume,
+    sweep_leftovers,
+)
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.backends.deployment import JobDeployment, distributed_env
@@ -201,12 +208,15 @@ class DockerBackend:
 
     def _ensure_shared_volume(self, job: JobDeployment) -> None:
         """The job's shared volume, made group-writable for the learners (user 1000, group 0) by a short root
-        container of the sidecar image that can do nothing else: no network, no capabilities, nothing but chmod."""
+        container of the sidecar image that can do nothing else: no network, no capabilities, nothing but chmod.
+        Sized like each learner's ``/job`` to the manifest's ``storage`` (it is on the host's disk too)."""
         client = engine()
         found = client.volumes.list(filters={"name": job.shared_name, "label": f"{JOB_LABEL}={job.job_id}"})
         if any(volume.name == job.shared_name for volume in found):
             return
-        client.volumes.create(name=job.shared_name, labels=_owned_by(job))
+        path = backing_file(self.disk, job.instance, job.shared_name)
+        storage = job.learners[0].storage_bytes
+        job_volume(client, job.shared_name, _owned_by(job), job.job_id, storage, self.disk, path)
         client.containers.run(
             image=job.learners[0].sidecar_image,
             entrypoint=["chmod", "2775", "/shared"],

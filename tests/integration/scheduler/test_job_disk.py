@@ -67,12 +67,14 @@ def test_a_learner_writing_past_storage_fails_saying_job_is_full_and_the_disk_is
     assert backing_files(tmp_path) == [], "the backing file is deleted with the volume"
 
 
+@pytest.mark.parametrize("learners", [1, 2])
 def test_a_crash_leftover_file_is_released_at_start_and_an_orphan_sized_volume_with_its_disk(
-    build_inputs: BuildInputs, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    build_inputs: BuildInputs, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, learners: int
 ) -> None:
+    """Two learners: the job's shared volume is sized too, and goes with its disk."""
     built = build_sidecar(REPO, build_inputs, lambda line: None)
     instance = f"lk-test-{uuid.uuid4().hex[:8]}"
-    job = job_of(1, built.immutable_reference or built.reference, instance)
+    job = job_of(learners, built.immutable_reference or built.reference, instance)
     job = replace(job, learners=tuple(replace(learner, storage_bytes=STORAGE) for learner in job.learners))
     backend = DockerBackend(JobDiskSettings(state_dir=tmp_path))
     crashed = tmp_path / instance / "lk-crashed-1-job.ext4"
@@ -86,12 +88,14 @@ def test_a_crash_leftover_file_is_released_at_start_and_an_orphan_sized_volume_w
     try:
         with pytest.raises(Crash):
             backend.deploy(job)
-        volume = engine.engine().volumes.get(f"{job.learners[0].name}-job")
-        orphan = Path(volume.attrs["Labels"][BACKING_FILE_LABEL])
-        assert volume.attrs["Options"]["type"] == "ext4" and attached(orphan)
+        names = [f"{job.learners[0].name}-job"] + ([job.shared_name] if learners > 1 else [])
+        volumes = [engine.engine().volumes.get(name) for name in names]
+        orphans = [Path(volume.attrs["Labels"][BACKING_FILE_LABEL]) for volume in volumes]
+        assert all(volume.attrs["Options"]["type"] == "ext4" for volume in volumes)
+        assert all(attached(orphan) for orphan in orphans)
         assert backend.job_ids(instance) == {job.job_id}
         assert not crashed.exists() and not attached(crashed), "the file without a volume is released at start"
-        assert orphan.exists(), "a file whose volume exists is kept"
+        assert all(orphan.exists() for orphan in orphans), "a file whose volume exists is kept"
         backend.teardown(job.job_id)
         assert leftovers(job.job_id) == [] and backing_files(tmp_path) == []
     finally:

@@ -237,7 +237,7 @@ def test_unbounded_runs_it_on_a_plain_volume_with_a_warning(caplog: pytest.LogCa
     placement = DockerPlacement(disk=JobDiskSettings(unbounded=True))
     pair_docker._job_volume(client, spec(SIZE), placement, {"a": "b"})
     assert client.created == [{"name": "lk-j-1-job", "labels": {"a": "b"}}]
-    assert "/job is not limited to 67108864 bytes: the engine runs rootless" in caplog.text
+    assert "volume lk-j-1-job is not limited to 67108864 bytes: the engine runs rootless" in caplog.text
 
 
 def test_a_job_without_storage_gets_a_plain_volume() -> None:

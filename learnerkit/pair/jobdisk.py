@@ -59,8 +59,8 @@ class JobDiskSettings:
     engine), run such jobs on plain volumes with a warning instead of refusing them."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> JobDiskSettings:
-        env = os.environ if env is None else env
+    def from_env(cls, env: Mapping[str, str]) -> JobDiskSettings:
+        """The scheduler's settings read it (``SchedulerSettings.from_env``); the error names the variable."""
         flag = env.get("LEARNERKIT_JOB_DISK_UNBOUNDED", "0")
         if flag not in ("0", "1"):
             raise JobDiskError(f"LEARNERKIT_JOB_DISK_UNBOUNDED={flag!r}: expected 0 or 1")

@@ -92,7 +92,7 @@ def local_gpus() -> tuple[int, str | None]:
 
 class DockerBackend:
     def __init__(self, disk: JobDiskSettings | None = None) -> None:
-        self.disk = disk or JobDiskSettings.from_env()
+        self.disk = disk or JobDiskSettings()
         """Where ``/job`` volumes sized to ``storage`` keep their backing files (:mod:`learnerkit.pair.jobdisk`)."""
 
     def nodes(self) -> list[Node]:

@@ -64,7 +64,10 @@ class JobDiskSettings:
         flag = env.get("LEARNERKIT_JOB_DISK_UNBOUNDED", "0")
         if flag not in ("0", "1"):
             raise JobDiskError(f"LEARNERKIT_JOB_DISK_UNBOUNDED={flag!r}: expected 0 or 1")
-        return cls(Path(env.get("LEARNERKIT_JOB_DISK_DIR") or DEFAULT_STATE_DIR), flag == "1")
+        folder = Path(env.get("LEARNERKIT_JOB_DISK_DIR") or DEFAULT_STATE_DIR)
+        if not folder.is_absolute():
+            raise JobDiskError(f"LEARNERKIT_JOB_DISK_DIR={str(folder)!r}: expected an absolute folder")
+        return cls(folder, flag == "1")
 
 
 def run_tool(argv: Sequence[str]) -> str:

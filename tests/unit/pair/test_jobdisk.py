@@ -204,6 +204,8 @@ def test_settings_from_the_environment() -> None:
     ) == (JobDiskSettings(Path("/srv/disks"), unbounded=True))
     with pytest.raises(JobDiskError, match="LEARNERKIT_JOB_DISK_UNBOUNDED='yes'"):
         JobDiskSettings.from_env({"LEARNERKIT_JOB_DISK_UNBOUNDED": "yes"})
+    with pytest.raises(JobDiskError, match="LEARNERKIT_JOB_DISK_DIR='disks': expected an absolute folder"):
+        JobDiskSettings.from_env({"LEARNERKIT_JOB_DISK_DIR": "disks"})
 
 
 class Engine:

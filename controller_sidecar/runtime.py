@@ -26,6 +26,7 @@ from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
 from controller_sidecar.health import HEARTBEAT_FILE
 from controller_sidecar.inputs import InputsReady, fetch_inputs
+from controller_sidecar.jobspace import full_note
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
 from controller_sidecar.outputs import StoredTree, periodic_checkpoints, store_checkpoints, store_tree, stored_again
@@ -185,7 +186,11 @@ class Sidecar:
         oom_kills = self.cgroup.oom_kills() if self.cgroup is not None else None
         forks_refused = self.cgroup.forks_refused() if self.cgroup is not None else None
         outcome = outcome_of(
-            exit_record, halt_requested=halt_requested, oom_kills=oom_kills, forks_refused=forks_refused
+            exit_record,
+            halt_requested=halt_requested,
+            oom_kills=oom_kills,
+            forks_refused=forks_refused,
+            job_full=full_note(settings.dirs.root),
         )
         if exit_record.reason == "lost":
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)

@@ -71,7 +71,7 @@ def backend_for(settings: SchedulerSettings) -> tuple[Backend, int]:
             SIDECAR_METRICS_PORT,
         )
     # On the Docker engine sidecars share the host network: no fixed port, or two would clash.
-    return DockerBackend(), 0
+    return DockerBackend(settings.backend.job_disk), 0
 
 
 def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy:

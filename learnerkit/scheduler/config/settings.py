@@ -14,6 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from learnerkit.pair.jobdisk import JobDiskError, JobDiskSettings
 from learnerkit.pair.spec import MIN_PIDS_LIMIT, PidsLimits
 from learnerkit.scheduler.backends.deployment import DEFAULT_SHARED_SIZE
 from learnerkit.scheduler.config.policy import (
@@ -92,6 +93,9 @@ class BackendSettings:
     of the claim a multi-learner job's learners share at ``/job/shared``; None: the cluster's default class."""
     shared_size: str = DEFAULT_SHARED_SIZE
     """``$LEARNERKIT_K8S_SHARED_SIZE``: the size that claim asks for."""
+    job_disk: JobDiskSettings = field(default_factory=JobDiskSettings)
+    """``$LEARNERKIT_JOB_DISK_DIR`` and ``$LEARNERKIT_JOB_DISK_UNBOUNDED``: how the Docker backend bounds ``/job`` to
+    the manifest's ``storage`` (:mod:`learnerkit.pair.jobdisk`)."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,7 @@ class SchedulerSettings:
                 egress=_list(env, "LEARNERKIT_K8S_EGRESS"),
                 shared_storage_class=env.get("LEARNERKIT_K8S_SHARED_STORAGE_CLASS"),
                 shared_size=env.get("LEARNERKIT_K8S_SHARED_SIZE", backend.shared_size),
+                job_disk=_job_disk(env),
             ),
             limits=LimitSettings(
                 max_manifest_bytes=_positive(env, "LEARNERKIT_MAX_MANIFEST_BYTES", limits.max_manifest_bytes, int),
@@ -240,6 +245,13 @@ class SchedulerSettings:
             for name, values in groups.items()
         }
         return replace(self, **changed)
+
+
+def _job_disk(env: Mapping[str, str]) -> JobDiskSettings:
+    try:
+        return JobDiskSettings.from_env(env)
+    except JobDiskError as e:
+        raise SettingsError(str(e)) from e
 
 
 def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:

@@ -26,12 +26,14 @@ from learnerkit.scheduler.core.liveness import (
 )
 from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.core.planning import plan_job
+from learnerkit.scheduler.core.preempting import Preempting
 from learnerkit.scheduler.core.restore import restore
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
 from learnerkit.scheduler.errors import BackendError
 from learnerkit.scheduler.jobs.aggregate import aggregate
+from learnerkit.scheduler.jobs.attempts import AttemptEnd
 from learnerkit.scheduler.jobs.state import JobStatus
 from learnerkit.scheduler.manifest.model import JobManifest
 
@@ -42,6 +44,7 @@ class ControlLoop:
     def __init__(self, shared: Shared, transitions: Transitions) -> None:
         self.shared = shared
         self.transitions = transitions
+        self.preempting = Preempting(shared, transitions)
         self.instance = shared.options.instance or ""
         """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
         self._deploys: set[asyncio.Task[None]] = set()
@@ -112,6 +115,7 @@ class ControlLoop:
                 tracked = shared.jobs[job_id]
                 if tracked.state.reason != str(reason):
                     tracked.state = await shared.store.save(tracked.state.evolve(reason=str(reason)))
+            await self.preempting.consider(result.waiting, now)
         # Deploys run side by side (the engine creates containers concurrently) and beside the next steps.
         for admitted in result.admitted:
             task = asyncio.create_task(self._guarded_deploy(shared.jobs[admitted.job_id], admitted.nodes, now))
@@ -204,6 +208,7 @@ class ControlLoop:
                 ),
                 clear_learners=True,
             )
+            await self.transitions.open_attempt(tracked, nodes)
         return replace(plan, instance=self.instance)
 
     async def _monitor(self, tracked: Tracked, now: float) -> None:
@@ -244,12 +249,15 @@ class ControlLoop:
                 if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
                     return  # cancelled during the teardown
                 extensions = tracked.manifest.extensions
-                if (
+                if self.preempting.preempted(tracked) and result.status is JobStatus.HALTED:
+                    await self.preempting.finish(tracked, records)
+                elif (
                     result.status is JobStatus.FAILED
                     and extensions.auto_resume
                     and tracked.state.restarts < extensions.max_restarts
                 ):
-                    await self.transitions.requeue(tracked, f"restarting after: {result.reason}", restart=True)
+                    reason = f"restarting after: {result.reason}"
+                    await self.transitions.requeue(tracked, reason, restart=True, ended_by=AttemptEnd.RESTARTED)
                 else:
                     await self.transitions.end(tracked, result.status, result.reason, release=True)
 

@@ -12,6 +12,7 @@ from learnerkit.scheduler.config.policy import SubmitPolicy
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.modelcode.receive import ModelLimits
+from learnerkit.scheduler.preemption.rules import PreemptionRules
 
 
 def _unknown_python(_image: str) -> str | None:
@@ -25,6 +26,8 @@ class SchedulerOptions:
     resolve_image: Callable[[JobManifest], str]
     policy: AdmissionPolicy = field(default_factory=AdmissionPolicy)
     """Quotas and the ready timeout."""
+    preemption: PreemptionRules = field(default_factory=PreemptionRules)
+    """Who may preempt, and the minimum run time."""
     submit_policy: SubmitPolicy = field(default_factory=SubmitPolicy)
     """What tenants may submit; its default allows no object store, so every job is refused until one is named."""
     instance: str | None = None

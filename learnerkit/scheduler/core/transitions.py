@@ -27,6 +27,8 @@ class Transitions:
         shared = self.shared
         if release and tracked.state.job_id in {r.job.job_id for r in shared.admission.records()}:
             shared.admission.release(tracked.state.job_id)
+        # The attempt ends first: whoever reads the job's end sees how its attempt ended.
+        await self.close_attempt(tracked, AttemptEnd(status.value), reason)
         tracked.state = await shared.store.save(
             tracked.state.evolve(
                 status=status,
@@ -38,7 +40,6 @@ class Transitions:
                 preempted_at=None,
             )
         )
-        await self.close_attempt(tracked, AttemptEnd(status.value), reason)
         await shared.store.trim(tracked.state.job_id)
         LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
 

@@ -20,7 +20,7 @@ from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.core.tracking import Tracked
-from learnerkit.scheduler.jobs.attempts import AttemptEnd, load_attempts
+from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, load_attempts
 from learnerkit.scheduler.jobs.state import ATTEMPT_SEQUENCE_BLOCK, JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
@@ -59,8 +59,13 @@ class MemoryStore(JobStore):
         self.records: dict[str, dict[int, StatusRecord]] = {}
         self.halts: list[str] = []
         self.attempts: dict[str, dict[int, bytes]] = {}
+        self.open_at_end: list[str] = []
+        """Jobs whose end was saved while their attempt's record still read as running."""
 
     async def save(self, state: JobState, *, clear_learners: bool = False, clear_halt: bool = False) -> JobState:
+        stored = self.attempts.get(state.job_id, {}).get(state.attempt)
+        if state.stage is Stage.DONE and stored is not None and Attempt.from_json(stored).open:
+            self.open_at_end.append(state.job_id)
         if clear_learners:
             self.records.pop(state.job_id, None)
         return state
@@ -195,6 +200,17 @@ async def test_a_preempted_job_halts_queues_in_its_old_place_and_resumes_by_itse
     assert low.state.stage is Stage.DEPLOYED and h.backend.deployed.count("job-low") == 2
     second = (await load_attempts(h.store, "job-low"))[1]
     assert (second.number, second.resumed_from, second.ended_by) == (2, 1, None)
+
+
+async def test_a_jobs_end_is_recorded_after_its_attempts_end() -> None:
+    """A reader that sees the job COMPLETED sees its attempt COMPLETED too (it once read as still running)."""
+    h = Harness()
+    job = h.submit("job-1", 0)
+    await h.running(job)
+    h.report(job, Phase.COMPLETED)
+    await h.step()
+    assert job.state.status is JobStatus.COMPLETED and h.store.open_at_end == []
+    assert [a.ended_by for a in job.attempts] == [AttemptEnd.COMPLETED]
 
 
 async def test_a_users_halt_during_a_preemption_wins() -> None:

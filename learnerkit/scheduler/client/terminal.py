@@ -114,9 +114,10 @@ def job_details(job: JobView) -> RenderableType:
 
 
 def _attempts_table(attempts: tuple[AttemptView, ...]) -> Table:
-    """Each attempt: where it ran, the checkpoint it resumed from, how it ended and what it lost."""
+    """Each attempt: where it ran, the checkpoint it resumed from, how it ended and what it lost (the times are in
+    ``--output json``)."""
     table = Table(title="attempts", title_justify="left")
-    for column in ("attempt", "nodes", "started", "resumed from", "ended", "why", "lost"):
+    for column in ("attempt", "nodes", "resumed from", "ended", "why", "lost"):
         table.add_column(column)
     for attempt in attempts:
         resumed = "" if attempt.resumed_from is None else f"attempt {attempt.resumed_from}"
@@ -127,7 +128,6 @@ def _attempts_table(attempts: tuple[AttemptView, ...]) -> Table:
         table.add_row(
             str(attempt.number),
             escape(",".join(attempt.nodes)),
-            escape(attempt.started_at),
             escape(resumed),
             styled_status(attempt.ended_by) if attempt.ended_by else "running",
             escape(attempt.reason),

@@ -18,6 +18,7 @@ from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.core.preempting import resume_preemptions
 from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, load_attempts
@@ -292,3 +293,21 @@ async def test_three_priorities_and_two_tenants_end() -> None:
             break
     assert [t.state.status for t in jobs] == [JobStatus.COMPLETED] * 4
     assert h.scheduler.shared.metrics.preemptions._value.get() == 2  # job-b10 and job-a5 each took a node
+
+
+async def test_a_restarted_scheduler_asks_the_halts_of_a_preemption_under_way_again() -> None:
+    """The decision is recorded before the halt is asked: a scheduler stopped between the two asks it after its
+    restart, for the victims still running only."""
+    h = Harness()
+    low = h.submit("job-low", 0)
+    await h.running(low)
+    h.submit("job-urgent", 10)
+    await h.step()
+    h.store.halts.clear()  # as if the scheduler stopped before asking
+    await resume_preemptions(h.scheduler.shared)
+    assert h.store.halts == ["job-low"]
+    h.report(low, Phase.HALTED)
+    await h.step()
+    h.store.halts.clear()
+    await resume_preemptions(h.scheduler.shared)
+    assert h.store.halts == [] and low.state.status is JobStatus.PREEMPTED

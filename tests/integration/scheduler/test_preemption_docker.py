@@ -143,3 +143,26 @@ def test_a_scheduler_killed_mid_preemption_finishes_it_after_restart(
         assert leftovers(victim.job_id) == []
     finally:
         again.kill()
+
+
+def test_three_priorities_and_two_tenants_end_each_job_completed_with_every_step_once(
+    preempting: Harness, s3_server: Any
+) -> None:
+    """Each job preempts the one running before it; the loop ends with every job COMPLETED and no step computed
+    twice in any job's metric history."""
+    h = preempting
+    command = "SMOKE_MIN_STEP_SECONDS=0.1 python /opt/learner/smoke/train.py --steps 40 --checkpoint-every 10"
+    jobs = []
+    for tenant, priority in (("team-a", -10), ("team-b", -5), ("team-a", 0)):
+        extra = f"learnerkit:\n  priority: {priority}\n  halt_grace: 20\n"
+        job = h.call(h.service.submit(tenant, manifest(s3_server, command, cpus=1.5, extra=extra)))
+        h.wait_status(tenant, job.job_id, {"PROCESSING"})  # the one before it, preempted, waits
+        jobs.append((tenant, job.job_id))
+    for tenant, job_id in jobs:
+        final = h.wait_status(tenant, job_id, TERMINAL)
+        assert final.status == "COMPLETED", final
+        stream = h.call(h.service.metrics_history(tenant, job_id))
+        steps = [json.loads(line)["step"] for line in stream.read().splitlines() if line.strip()]
+        assert steps == list(range(1, 41)), (job_id, steps)
+    ended_by = [[a.ended_by for a in h.call(h.service.get(t, j)).attempts] for t, j in jobs]
+    assert ended_by[0][0] == "PREEMPTED" and ended_by[1][0] == "PREEMPTED" and ended_by[2] == ["COMPLETED"]

@@ -14,7 +14,9 @@ import time
 from dataclasses import replace
 
 from learnerkit.common.errors import LearnerkitError
-from learnerkit.scheduler.admission.admit import Requeued
+from learnerkit.scheduler.admission.admit import AdmissionState, Requeued
+from learnerkit.scheduler.admission.capacity import Node
+from learnerkit.scheduler.admission.nodechanges import changed, working_nodes
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.config.policy import SubmitPolicy, host_folder, store_folder
@@ -49,6 +51,9 @@ class ControlLoop:
         """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
         self._deploys: set[asyncio.Task[None]] = set()
         """Deploys in flight: they run beside the loop, whose steps go on monitoring the other jobs."""
+        self._listed: list[Node] | None = None
+        """The backend's nodes as last read (:meth:`_read_nodes`), and when (monotonic)."""
+        self._nodes_read_at = 0.0
         self._watching_since: float | None = None
         """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
         answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could
@@ -101,6 +106,7 @@ class ControlLoop:
             if isinstance(outcome, BaseException):
                 raise outcome  # the others ran to their end: nothing is left half-applied
         await self.transitions.retry_teardowns()
+        await self._read_nodes()
         async with shared.lock:
             requeued = shared.admission.tick(now)
         for timed_out in requeued:
@@ -122,6 +128,33 @@ class ControlLoop:
             self._deploys.add(task)
             task.add_done_callback(self._deploys.discard)
         self._observe()
+
+    async def _read_nodes(self) -> None:
+        """Every ``nodes_interval_s``, the backend's nodes again; every step, the admission state rebuilt on them
+        where they changed (a restart's rebuild, without the restart): an unlisted node shrinks as its jobs end."""
+        shared, monotonic = self.shared, self.shared.clock.monotonic()
+        if self._listed is None or monotonic - self._nodes_read_at >= shared.options.nodes_interval_s:
+            self._nodes_read_at = monotonic
+            try:
+                self._listed = await asyncio.to_thread(shared.backend.nodes)
+            except BackendError as e:
+                LOGGER.warning("reading the nodes failed (the nodes as last read are kept): %s", e)
+        listed = self._listed if self._listed is not None else list(shared.admission.cluster.nodes.values())
+        async with shared.lock:
+            admission = shared.admission
+            known = admission.cluster.nodes
+            records = admission.records()
+            nodes = working_nodes(listed, known, records)
+            if not changed(nodes, known.values()):
+                return
+            rebuilt = AdmissionState.rebuild(records, nodes, admission.policy)
+            held = [r.job.job_id for r in records if r.stage in (Stage.DEPLOYED, Stage.RUNNING)]
+            if any(rebuilt.record(job_id).stage is Stage.QUEUED for job_id in held):
+                # A node now smaller than what runs on it: keep the old state rather than run a job twice.
+                LOGGER.warning("the nodes changed but no longer hold what runs on them; capacity kept as it was")
+                return
+            LOGGER.info("the nodes changed: %s", ", ".join(sorted(n.name for n in nodes)))
+            shared.admission = rebuilt
 
     async def _guarded_deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
         """A deploy in its own task: an error of etcd is logged as a failed step's would be."""

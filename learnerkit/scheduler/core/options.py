@@ -47,6 +47,8 @@ class SchedulerOptions:
     is a blip (etcd paused or out of reach): the sidecar renews it once etcd answers. A sidecar gone from the
     backend without a lease is lost after twice the lease's TTL instead."""
     interval_s: float = 0.5
+    nodes_interval_s: float = 10.0
+    """How often the loop reads the backend's nodes again: nodes added are used, cordoned ones take no new learner."""
 
 
 def derive_instance(etcd_endpoints: str, root: str) -> str:

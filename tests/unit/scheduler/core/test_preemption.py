@@ -94,12 +94,13 @@ class GpuNodes:
     """Nodes of 8 GPUs; every deployed learner runs at once."""
 
     def __init__(self, count: int) -> None:
-        self.count = count
+        self.names = ["n1", "n2"][:count]
+        """What the backend lists now: a test adds or cordons nodes here."""
         self.deployed: list[str] = []
         self.torn_down: list[str] = []
 
     def nodes(self) -> list[Node]:
-        return [Node(name, 16.0, 64 * GIB, 8, "nvidia-a100") for name in ("n1", "n2")[: self.count]]
+        return [Node(name, 16.0, 64 * GIB, 8, "nvidia-a100") for name in self.names]
 
     def deploy(self, job: JobDeployment) -> None:
         self.deployed.append(job.job_id)

@@ -41,6 +41,7 @@ from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.images.gate import ImageGate
 from learnerkit.scheduler.images.sidecar import pin_sidecar
 from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.preemption.rules import PreemptionRules
 from learnerkit_build.sidecarimage import sidecar_reference
 
 LOGGER = logging.getLogger(__name__)
@@ -85,6 +86,8 @@ def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy
         host_paths=trust.host_paths,
         priorities=tenants.priorities(),
         default_priority=tenants.default.priority,
+        opt_out=tenants.opt_outs(),
+        default_opt_out=tenants.default.opt_out,
         defaults=limits.defaults,
     )
 
@@ -133,6 +136,11 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         catalog=catalog.frameworks(),
         resolve_image=gate.gated(catalog.resolve),
         policy=AdmissionPolicy(quotas=tenants.quotas(), default_quota=tenants.default.quota),
+        preemption=PreemptionRules(
+            min_run_s=settings.limits.preemption_min_run_s,
+            may_preempt=tenants.may_preempt(),
+            default_may_preempt=tenants.default.preempt_others,
+        ),
         submit_policy=submit_policy(settings, tenants),
         instance=settings.trust.instance,
         packages=PackageIndex(

@@ -26,6 +26,7 @@ from learnerkit.scheduler.config.policy import (
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.manifest.model import FFDL_DEFAULTS, ResourceDefaults
 from learnerkit.scheduler.manifest.units import parse_size
+from learnerkit.scheduler.preemption.rules import DEFAULT_MIN_RUN_S
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -124,6 +125,8 @@ class LimitSettings:
     model's multipart upload aborted."""
     upload_total_s: float = 3600.0
     """``$LEARNERKIT_UPLOAD_TOTAL_S``: a submit's body may take this long in all (408 past it)."""
+    preemption_min_run_s: float = DEFAULT_MIN_RUN_S
+    """``$LEARNERKIT_PREEMPTION_MIN_RUN_S``: a job that has run for less (this attempt) is never preempted."""
     pids: PidsLimits = field(default_factory=PidsLimits)
     """``$LEARNERKIT_LEARNER_PIDS_LIMIT`` (4096) and ``$LEARNERKIT_SIDECAR_PIDS_LIMIT`` (512): the processes and
     threads each learner and each sidecar may hold on the Docker backend (a fork past it fails); on Kubernetes the
@@ -222,6 +225,9 @@ class SchedulerSettings:
                 max_model_bytes=_positive(env, "LEARNERKIT_MAX_MODEL_BYTES", limits.max_model_bytes, int),
                 upload_idle_s=_positive(env, "LEARNERKIT_UPLOAD_IDLE_S", limits.upload_idle_s, float),
                 upload_total_s=_positive(env, "LEARNERKIT_UPLOAD_TOTAL_S", limits.upload_total_s, float),
+                preemption_min_run_s=_positive(
+                    env, "LEARNERKIT_PREEMPTION_MIN_RUN_S", limits.preemption_min_run_s, float
+                ),
                 pids=pids_limits(env),
             ),
             trust=TrustSettings(

@@ -13,6 +13,7 @@ from learnerkit.scheduler.config.policy import SubmitPolicy
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.modelcode.receive import ModelLimits
+from learnerkit.scheduler.preemption.rules import PreemptionRules
 
 
 def _unknown_python(_image: str) -> str | None:
@@ -26,6 +27,8 @@ class SchedulerOptions:
     resolve_image: Callable[[JobManifest], str]
     policy: AdmissionPolicy = field(default_factory=AdmissionPolicy)
     """Quotas and the ready timeout."""
+    preemption: PreemptionRules = field(default_factory=PreemptionRules)
+    """Who may preempt, and the minimum run time."""
     submit_policy: SubmitPolicy = field(default_factory=SubmitPolicy)
     """What tenants may submit; its default allows no object store, so every job is refused until one is named."""
     instance: str | None = None
@@ -47,6 +50,8 @@ class SchedulerOptions:
     is a blip (etcd paused or out of reach): the sidecar renews it once etcd answers. A sidecar gone from the
     backend without a lease is lost after twice the lease's TTL instead."""
     interval_s: float = 0.5
+    nodes_interval_s: float = 10.0
+    """How often the loop reads the backend's nodes again: nodes added are used, cordoned ones take no new learner."""
     abandoned_upload_grace_s: float = 3600.0
     """An open multipart upload under an ended job's prefix older than this is aborted when the scheduler starts
     (:mod:`learnerkit.scheduler.core.uploads`)."""

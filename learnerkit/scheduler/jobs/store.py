@@ -190,6 +190,21 @@ class JobStore:
                 metrics[n] = {k: float(v) for k, v in json.loads(value).items() if isinstance(v, int | float)}
         return records, alive, metrics
 
+    def attempts_prefix(self, job_id: str) -> str:
+        """``/learnerkit/jobs/<id>/attempts/``: the job's attempts history (:mod:`.attempts`)."""
+        return f"{keys.job_prefix(job_id, self.root)}attempts/"
+
+    async def put_attempt(self, job_id: str, number: int, record: str) -> None:
+        with _answering(f"recording attempt {number} of job {job_id}"):
+            await self.etcd.put(f"{self.attempts_prefix(job_id)}{number}", record)
+
+    async def attempt_records(self, job_id: str) -> dict[int, bytes]:
+        """The job's attempt records by number."""
+        prefix = self.attempts_prefix(job_id)
+        with _answering(f"reading the attempts of job {job_id}"):
+            found = await self.etcd.get_prefix(prefix)
+        return {int(key[len(prefix) :]): value for key, value in found.items() if key[len(prefix) :].isdigit()}
+
     async def request_halt(self, job_id: str) -> None:
         with _answering(f"halting job {job_id}"):
             await put_halt(self.etcd, job_id, self.root)

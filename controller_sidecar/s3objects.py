@@ -19,3 +19,10 @@ class RemoteObject:
     size: int
     etag: str
     """Without quotes: ``<md5>`` or ``<md5>-<parts>``."""
+
+
+@dataclass(frozen=True)
+class HashedObject(RemoteObject):
+    """An object with the SHA-256 of the bytes the sidecar sent or received, taken as they streamed."""
+
+    sha256: str = ""

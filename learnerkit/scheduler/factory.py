@@ -19,6 +19,7 @@ from controller_sidecar.etcdstore import EtcdStore, LockHeldError
 from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
 from learnerkit.common.project import find_project_root
+from learnerkit.common.signing import load_signer, public_pem
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
 from learnerkit.scheduler.api.hosting import HostedScheduler
 from learnerkit.scheduler.backends.deployment import Egress
@@ -28,7 +29,7 @@ from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from learnerkit.scheduler.backends.k8s_objects import SIDECAR_METRICS_PORT
 from learnerkit.scheduler.backends.protocol import Backend
 from learnerkit.scheduler.config.policy import SubmitPolicy
-from learnerkit.scheduler.config.settings import BackendKind, SchedulerSettings
+from learnerkit.scheduler.config.settings import SIGNING_KEY_SETTING, BackendKind, SchedulerSettings
 from learnerkit.scheduler.config.tenants import Tenants, load_tenants
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
@@ -109,6 +110,8 @@ async def sole_scheduler(etcd: EtcdStore, settings: SchedulerSettings) -> AsyncI
 
 
 def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
+    """Refuses (ConfigError naming ``$LEARNERKIT_SIGNING_KEY``) without a readable platform signing key."""
+    signer = load_signer(settings.signing.key, SIGNING_KEY_SETTING)
     catalog = ImageCatalog(find_project_root(), settings.backend.registry)
     backend, metrics_port = backend_for(settings)
     gate = ImageGate(
@@ -162,4 +165,6 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         finally:
             await etcd.close()
 
-    return HostedScheduler(facade=scheduler, registry=scheduler.shared.metrics.registry, lifespan=lifespan)
+    return HostedScheduler(
+        facade=scheduler, registry=scheduler.shared.metrics.registry, lifespan=lifespan, public_key=public_pem(signer)
+    )

@@ -17,7 +17,12 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
     room above this one) and serve its API until SIGINT or SIGTERM."""
     hosted = factory(settings)
     app = create_app(
-        hosted.facade, settings.api.tokens, limits=settings.limits, registry=hosted.registry, lifespan=hosted.lifespan
+        hosted.facade,
+        settings.api.tokens,
+        limits=settings.limits,
+        registry=hosted.registry,
+        lifespan=hosted.lifespan,
+        public_key=hosted.public_key,
     )
     uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info")).run()
 

@@ -11,13 +11,14 @@ import ipaddress
 import json
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from controller_sidecar.etcdstore import EtcdStore, LockHeldError
 from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
+from learnerkit.common.engine import EngineError, image_id
 from learnerkit.common.project import find_project_root
 from learnerkit.common.signing import load_signer, public_pem
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
@@ -38,6 +39,9 @@ from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.images.gate import ImageGate
 from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.provenance.facts import ImageFact
+from learnerkit.scheduler.provenance.writer import ProvenanceWriter
+from learnerkit_build.scan.records import load_record
 from learnerkit_build.sidecarimage import sidecar_reference
 
 
@@ -84,6 +88,25 @@ def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy
     )
 
 
+def describe_image(gate: ImageGate) -> Callable[[str], ImageFact]:
+    """An image as the provenance names it: the reference the gate checked, the ID the engine has, and the digests
+    of the build tool's SBOM and scan report of that ID with the scan's verdict, where there are records."""
+
+    def describe(image: str) -> ImageFact:
+        reference = gate.named(image)
+        try:
+            digest = image if image.startswith("sha256:") else image_id(reference) or ""
+        except EngineError:
+            digest = ""  # Kubernetes: the engine that ran it is the cluster's, not this one
+        record = load_record(digest) if digest else None
+        if record is None:
+            return ImageFact(reference, digest)
+        verdict = "passed" if record.passed else "failed"
+        return ImageFact(reference, digest, {"sbom": record.sbom_sha256, "scan": record.report_sha256}, verdict)
+
+    return describe
+
+
 LOCK_TTL_S = 15
 """A scheduler that dies leaves its etcd root to the next one after this long."""
 
@@ -120,10 +143,11 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         pin_ids=settings.backend.kind is BackendKind.DOCKER,  # deploy what was checked; Kubernetes pulls by name
     )
     tenants = load_tenants(settings.limits.tenants)
+    sidecar_image = settings.backend.sidecar_image or sidecar_reference()
     options = SchedulerOptions(
         platform=Platform(
             etcd_endpoints=",".join(settings.etcd.endpoints),
-            sidecar_image=settings.backend.sidecar_image or sidecar_reference(),
+            sidecar_image=sidecar_image,
             metrics_port=metrics_port,
             etcd_root=settings.etcd.root,
         ),
@@ -138,6 +162,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             trusted_hosts=settings.packages.trusted_hosts,
         ),
         python_of=lambda image: catalog.python_of(gate.named(image)),
+        provenance=ProvenanceWriter(signer, describe_image(gate), sidecar_image),
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)

@@ -56,6 +56,7 @@ class ControlLoop:
         shared, fixed = self.shared, self.shared.options.instance
         derived = derive_instance(shared.options.platform.etcd_endpoints, shared.store.root)
         self.instance = await shared.store.claim_instance(fixed or derived, fixed=fixed is not None)
+        self.transitions.provenancing.instance = self.instance
         await restore(shared, self.instance)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -70,6 +71,7 @@ class ControlLoop:
                     wait.cancel()
         finally:
             await self.deploys_done()
+            await self.transitions.provenancing.drain()
 
     async def deploys_done(self) -> None:
         """Wait for the deploys in flight (a stopping scheduler leaves none half-made)."""
@@ -204,6 +206,7 @@ class ControlLoop:
                 ),
                 clear_learners=True,
             )
+            tracked.deployed_image = image
         return replace(plan, instance=self.instance)
 
     async def _monitor(self, tracked: Tracked, now: float) -> None:

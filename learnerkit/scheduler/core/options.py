@@ -12,6 +12,7 @@ from learnerkit.scheduler.config.policy import SubmitPolicy
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.modelcode.receive import ModelLimits
+from learnerkit.scheduler.provenance.writer import ProvenanceWriter
 
 
 def _unknown_python(_image: str) -> str | None:
@@ -44,6 +45,8 @@ class SchedulerOptions:
     is a blip (etcd paused or out of reach): the sidecar renews it once etcd answers. A sidecar gone from the
     backend without a lease is lost after twice the lease's TTL instead."""
     interval_s: float = 0.5
+    provenance: ProvenanceWriter | None = None
+    """Signs every job's provenance as it ends (docs/provenance.md); None: no provenance is written."""
 
 
 def derive_instance(etcd_endpoints: str, root: str) -> str:

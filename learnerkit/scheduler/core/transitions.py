@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.core.provenancing import Provenancing
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.errors import BackendError
@@ -19,6 +20,7 @@ class Transitions:
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
+        self.provenancing = Provenancing(shared)
         self._teardowns: set[str] = set()
         """Jobs whose teardown failed: retried by every step."""
 
@@ -29,6 +31,7 @@ class Transitions:
         tracked.state = await shared.store.save(
             tracked.state.evolve(status=status, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
         )
+        await self.provenancing.job_ended(tracked)
         await shared.store.trim(tracked.state.job_id)
         LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
 

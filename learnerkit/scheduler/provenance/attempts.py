@@ -1,0 +1,75 @@
+"""The attempts of a job as the provenance names them, from the one place that knows where attempts come from.
+
+`attempt_facts` reads what the scheduler records today: the job's status history (``history/job-<n>``: status,
+reason, timestamp and attempt of every change) and its current state (``resume_from_attempt``). Every attempt but
+the first restored the checkpoints of the one before it (`Transitions.requeue`); the step it restored is what its
+sidecar reported (``restored_step`` of its record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+TERMINAL = frozenset({"COMPLETED", "FAILED", "HALTED", "CANCELLED"})
+
+
+@dataclass(frozen=True)
+class AttemptFact:
+    number: int
+    started_at: str
+    """When the attempt was first seen past QUEUED (else when it was queued); ISO-8601 UTC."""
+    ended_at: str | None
+    ended_by: str | None
+    """The attempt's last status (COMPLETED, FAILED, HALTED, CANCELLED), or RESTARTED when a next attempt followed."""
+    reason: str
+    resumed_from: int | None
+    restored_step: int | None
+    """The step of the checkpoint it restored, as its sidecar reported it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "startedAt": self.started_at,
+            "endedAt": self.ended_at,
+            "endedBy": self.ended_by,
+            "reason": self.reason,
+            "resumedFrom": self.resumed_from,
+            "restoredStep": self.restored_step,
+        }
+
+
+def attempt_facts(
+    history: Sequence[Mapping[str, Any]], current: int, restored_steps: Mapping[int, int | None]
+) -> list[AttemptFact]:
+    """One fact per attempt, 1 to ``current``, from the job's history entries in order."""
+    entries: dict[int, list[Mapping[str, Any]]] = {}
+    for entry in history:
+        entries.setdefault(int(entry.get("attempt", 1)), []).append(entry)
+    facts = []
+    for number in range(1, current + 1):
+        own = entries.get(number, [])
+        running = [e for e in own if e.get("status") != "QUEUED"]
+        started = str((running or own or [{}])[0].get("timestamp", ""))
+        last = own[-1] if own else {}
+        later = entries.get(number + 1)
+        status = str(last.get("status", ""))
+        if later:
+            ended_by: str | None = status if status in TERMINAL else "RESTARTED"
+            ended_at: str | None = str(last.get("timestamp")) if status in TERMINAL else str(later[0].get("timestamp"))
+        else:
+            ended_by = status if status in TERMINAL else None
+            ended_at = str(last.get("timestamp")) if ended_by else None
+        facts.append(
+            AttemptFact(
+                number=number,
+                started_at=started,
+                ended_at=ended_at,
+                ended_by=ended_by,
+                reason=str((later or [last])[0].get("reason", "")) if later else str(last.get("reason", "")),
+                resumed_from=number - 1 if number > 1 else None,
+                restored_step=restored_steps.get(number),
+            )
+        )
+    return facts

@@ -1,9 +1,11 @@
 """The attempts of a job as the provenance names them, from the one place that knows where attempts come from.
 
 `attempt_facts` reads what the scheduler records today: the job's status history (``history/job-<n>``: status,
-reason, timestamp and attempt of every change) and its current state (``resume_from_attempt``). Every attempt but
-the first restored the checkpoints of the one before it (`Transitions.requeue`); the step it restored is what its
-sidecar reported (``restored_step`` of its record).
+reason, timestamp and attempt of every change) and its current state (``attempt``). Every attempt but the first
+restored the checkpoints of the one before it (`Transitions.requeue`); the step it restored is what its sidecar
+reported (``restored_step`` of its record). A job's end trims its history, so the attempts before a resume come
+from the job's previous provenance (signed at that end, and opened with the platform's key):
+`earlier_attempts`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 TERMINAL = frozenset({"COMPLETED", "FAILED", "HALTED", "CANCELLED"})
+ATTEMPTS = "attempts"
+"""The byproduct of a provenance statement that lists the attempts."""
 
 
 @dataclass(frozen=True)
@@ -39,17 +43,45 @@ class AttemptFact:
             "restoredStep": self.restored_step,
         }
 
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> AttemptFact:
+        return cls(
+            number=int(raw["number"]),
+            started_at=str(raw["startedAt"]),
+            ended_at=raw.get("endedAt"),
+            ended_by=raw.get("endedBy"),
+            reason=str(raw.get("reason", "")),
+            resumed_from=raw.get("resumedFrom"),
+            restored_step=raw.get("restoredStep"),
+        )
+
+
+def earlier_attempts(statement: Mapping[str, Any]) -> list[AttemptFact]:
+    """The attempts a job's previous provenance statement lists."""
+    for byproduct in statement.get("predicate", {}).get("runDetails", {}).get("byproducts", []):
+        if byproduct.get("name") == ATTEMPTS:
+            return [AttemptFact.from_dict(raw) for raw in byproduct.get("annotations", {}).get("attempts", [])]
+    return []
+
 
 def attempt_facts(
-    history: Sequence[Mapping[str, Any]], current: int, restored_steps: Mapping[int, int | None]
+    history: Sequence[Mapping[str, Any]],
+    current: int,
+    restored_steps: Mapping[int, int | None],
+    earlier: Sequence[AttemptFact] = (),
 ) -> list[AttemptFact]:
-    """One fact per attempt, 1 to ``current``, from the job's history entries in order."""
+    """One fact per attempt, 1 to ``current``, from the job's history entries in order; an attempt the history no
+    longer holds (trimmed at an earlier end) as ``earlier`` gave it."""
     entries: dict[int, list[Mapping[str, Any]]] = {}
     for entry in history:
         entries.setdefault(int(entry.get("attempt", 1)), []).append(entry)
+    known = {fact.number: fact for fact in earlier}
     facts = []
     for number in range(1, current + 1):
         own = entries.get(number, [])
+        if not own and number in known:
+            facts.append(known[number])
+            continue
         running = [e for e in own if e.get("status") != "QUEUED"]
         started = str((running or own or [{}])[0].get("timestamp", ""))
         last = own[-1] if own else {}

@@ -13,7 +13,10 @@ from typing import Any
 
 from learnerkit import __version__
 from learnerkit.common.signing import STATEMENT_TYPE, canonical
+from learnerkit.scheduler.provenance.attempts import ATTEMPTS
 from learnerkit.scheduler.provenance.facts import ImageFact, JobFacts
+
+__all__ = ["ATTEMPTS", "PREDICATE_TYPE", "manifest_document", "provenance_statement"]
 
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://learnerkit.dev/buildtypes/training-job/v1"
@@ -22,7 +25,6 @@ MANIFEST_FILE = "provenance/manifest.json"
 """The manifest as submitted without credentials, canonical JSON, stored beside the provenance."""
 LEARNER_IMAGE = "learner-image"
 SIDECAR_IMAGE = "sidecar-image"
-ATTEMPTS = "attempts"
 
 
 def manifest_document(facts: JobFacts) -> bytes:

@@ -23,11 +23,11 @@ from controller_sidecar.metricrecords import parse_record
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, InstalledPackage, RecordError, SidecarRecord
 from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
-from learnerkit.common.signing import canonical, sign_statement
+from learnerkit.common.signing import EnvelopeError, canonical, open_envelope, sign_statement
 from learnerkit.scheduler.jobs.layout import job_location, split_container
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.manifest.model import JobManifest
-from learnerkit.scheduler.provenance.attempts import attempt_facts
+from learnerkit.scheduler.provenance.attempts import AttemptFact, attempt_facts, earlier_attempts
 from learnerkit.scheduler.provenance.facts import ImageFact, JobFacts
 from learnerkit.scheduler.provenance.factsheet import factsheet, factsheet_markdown
 from learnerkit.scheduler.provenance.modelsig import SIGNATURE_FILE, model_signature
@@ -142,7 +142,9 @@ class ProvenanceWriter:
             requirements=tuple(requirements[k] for k in sorted(requirements)),
             metric_histories=histories,
             logs=tuple(log for log in logs if log is not None),
-            attempts=tuple(attempt_facts(job.history, job.state.attempt, restored)),
+            attempts=tuple(
+                attempt_facts(job.history, job.state.attempt, restored, self._earlier(store, bucket, prefix))
+            ),
         )
         last = histories[-1] if histories else None
         metrics = []
@@ -150,6 +152,17 @@ class ProvenanceWriter:
             lines = store.get_bytes(bucket, prefix + last.name).splitlines()
             metrics = [parsed for line in lines if (parsed := parse_record(line)) is not None]
         return facts, metrics
+
+    def _earlier(self, store: ProvenanceStore, bucket: str, prefix: str) -> list[AttemptFact]:
+        """The attempts the job's previous provenance lists (an end before a resume), if the platform signed it."""
+        key = prefix + PROVENANCE_FILE
+        if not store.list(S3Location(bucket, key)):
+            return []
+        try:
+            return earlier_attempts(open_envelope(store.get_bytes(bucket, key), self.signer.public_key, key))
+        except (EnvelopeError, KeyError, TypeError, ValueError) as e:
+            LOGGER.warning("the earlier attempts are not taken from %s: %s", key, e)
+            return []
 
     @staticmethod
     def _log(

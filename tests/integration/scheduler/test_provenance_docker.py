@@ -183,3 +183,44 @@ def test_job_verify_of_a_folder_without_provenance_says_so(platform: Platform, t
     code, out = platform.job("verify", str(tmp_path), "--public-key", str(public_key_path(platform.key)), "-o", "json")
     assert code == 1
     assert "no provenance here (provenance/provenance.intoto.json is missing)" in json.loads(out)["message"]
+
+
+SMOKE = "SMOKE_MIN_STEP_SECONDS=0.1 python /opt/learner/smoke/train.py --steps 150 --checkpoint-every 10"
+
+
+def test_a_job_resumed_twice_lists_three_attempts_each_with_the_checkpoint_it_started_from(
+    platform: Platform, s3_server: Any, scheduler_buckets: Any, tagged_image: str
+) -> None:
+    harness, service = platform.harness, platform.harness.service
+    extra = "learnerkit:\n  halt_grace: 20\n"
+    job_id = harness.call(service.submit("team-a", manifest(s3_server, SMOKE, extra=extra), image=tagged_image)).job_id
+    for attempt in (1, 2):
+        # Metrics of this attempt in etcd (a deploy clears the last one's): it trained a step past what it
+        # restored, and the halt makes it checkpoint there.
+        wait_until(
+            lambda: (
+                (view := harness.call(service.get("team-a", job_id))).status == "PROCESSING"
+                and bool(view.learners)
+                and bool(view.learners[0].metrics)
+            ),
+            timeout=300,
+            message=f"attempt {attempt} training",
+        )
+        harness.call(service.halt("team-a", job_id))
+        assert harness.wait_status("team-a", job_id, TERMINAL).status == "HALTED"
+        harness.call(service.resume("team-a", job_id))
+    assert harness.wait_status("team-a", job_id, TERMINAL).status == "COMPLETED"
+
+    def three_attempts() -> list[dict[str, Any]] | None:
+        code, out = platform.job("provenance", job_id, "-o", "json")
+        attempts = json.loads(out)["lineage"]["attempts"] if code == 0 else []
+        return attempts if len(attempts) == 3 and attempts[-1]["endedBy"] == "COMPLETED" else None
+
+    attempts = wait_until(three_attempts, timeout=60, message="the provenance of the completed job")
+    assert [(a["number"], a["endedBy"], a["resumedFrom"]) for a in attempts] == [
+        (1, "HALTED", None),
+        (2, "HALTED", 1),
+        (3, "COMPLETED", 2),
+    ]
+    assert attempts[0]["restoredStep"] is None
+    assert attempts[1]["restoredStep"] >= 1 and attempts[2]["restoredStep"] > attempts[1]["restoredStep"]

@@ -72,38 +72,34 @@ def stored_attempt(store: MemoryStore, attempt: int, *, restored: int | None) ->
     store.objects[learner + RECORD_KEY] = record.to_json()
 
 
-def history(attempts: int) -> list[dict[str, object]]:
-    entries: list[dict[str, object]] = []
-    for attempt in range(1, attempts + 1):
-        reason = "" if attempt == 1 else f"resumed from attempt {attempt - 1}"
-        entries.append(
-            {"status": "QUEUED", "reason": reason, "timestamp": f"2026-01-01T0{attempt}:00:00Z", "attempt": attempt}
-        )
-        entries.append(
-            {"status": "PROCESSING", "reason": "", "timestamp": f"2026-01-01T0{attempt}:01:00Z", "attempt": attempt}
-        )
-        final = "COMPLETED" if attempt == attempts else "HALTED"
-        entries.append(
-            {
-                "status": final,
-                "reason": "halted" if final == "HALTED" else "",
-                "timestamp": f"2026-01-01T0{attempt}:30:00Z",
-                "attempt": attempt,
-            }
-        )
-    return entries
+def history_of(attempt: int, final: str) -> list[dict[str, object]]:
+    """The job's history entries of one attempt: what etcd holds as it ends, since an end trims the history."""
+    stamp = f"2026-01-01T0{attempt}"
+    reason = "" if attempt == 1 else f"resumed from attempt {attempt - 1}"
+    return [
+        {"status": "QUEUED", "reason": reason, "timestamp": f"{stamp}:00:00Z", "attempt": attempt},
+        {"status": "PROCESSING", "reason": "", "timestamp": f"{stamp}:01:00Z", "attempt": attempt},
+        {
+            "status": final,
+            "reason": "halted" if final == "HALTED" else "",
+            "timestamp": f"{stamp}:30:00Z",
+            "attempt": attempt,
+        },
+    ]
 
 
 def finished_job(tmp: Path, attempts: int = 1) -> tuple[MemoryStore, Path]:
     """The job's objects with its provenance written; the key's path."""
     store = MemoryStore({f"{PREFIX}model/model.zip": MODEL_ZIP})
-    for attempt in range(1, attempts + 1):
-        stored_attempt(store, attempt, restored=None if attempt == 1 else 100 * (attempt - 1))
     key = tmp / "platform.pem"
     writer = ProvenanceWriter(create_signer(key), describe, "learnerkit/sidecar:0.1.0")
     manifest = parse_manifest(MANIFEST.format(gpus=1))
-    state = JobState(JOB, "team-a", "mnist", 0.0, status=JobStatus.COMPLETED, attempt=attempts)
-    writer.write(store, FinishedJob(state, manifest, LEARNER_ID, history(attempts), "lk-test"))
+    for attempt in range(1, attempts + 1):  # halted and resumed until the last attempt completes
+        stored_attempt(store, attempt, restored=None if attempt == 1 else 100 * (attempt - 1))
+        status = JobStatus.COMPLETED if attempt == attempts else JobStatus.HALTED
+        state = JobState(JOB, "team-a", "mnist", 0.0, status=status, attempt=attempt)
+        history = history_of(attempt, status.value)
+        writer.write(store, FinishedJob(state, manifest, LEARNER_ID, history, "lk-test"))
     return store, key
 
 

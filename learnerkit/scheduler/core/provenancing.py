@@ -28,8 +28,8 @@ class Provenancing:
         self.clients = S3Clients()
         self._writes: set[asyncio.Task[None]] = set()
 
-    async def job_ended(self, tracked: Tracked) -> None:
-        """Called under the shared lock as the job ends, before its history is trimmed."""
+    async def job_ended(self, tracked: Tracked, nodes: tuple[str, ...]) -> None:
+        """Called under the shared lock as the job ends (on ``nodes``), before its history is trimmed."""
         writer = self.shared.options.provenance
         if writer is None or tracked.state.status not in PROVENANCE_OF:
             return
@@ -40,7 +40,7 @@ class Provenancing:
         store = self.clients.of(endpoints_for(manifest, self.shared.options.platform))
 
         def gather_and_write() -> None:
-            job = FinishedJob(state, manifest, resolve(manifest) if resolve else image, history, self.instance)
+            job = FinishedJob(state, manifest, resolve(manifest) if resolve else image, history, self.instance, nodes)
             writer.write(store, job)
 
         async def write() -> None:

@@ -28,10 +28,11 @@ class Transitions:
         shared = self.shared
         if release and tracked.state.job_id in {r.job.job_id for r in shared.admission.records()}:
             shared.admission.release(tracked.state.job_id)
+        nodes = tracked.state.nodes
         tracked.state = await shared.store.save(
             tracked.state.evolve(status=status, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
         )
-        await self.provenancing.job_ended(tracked)
+        await self.provenancing.job_ended(tracked, nodes)
         await shared.store.trim(tracked.state.job_id)
         LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
 

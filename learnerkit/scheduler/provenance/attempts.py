@@ -22,6 +22,9 @@ ATTEMPTS = "attempts"
 @dataclass(frozen=True)
 class AttemptFact:
     number: int
+    nodes: tuple[str, ...]
+    """Where the attempt ran, as the scheduler placed it (known for the attempt that ends the job, and for earlier
+    ones that ended the job before a resume)."""
     started_at: str
     """When the attempt was first seen past QUEUED (else when it was queued); ISO-8601 UTC."""
     ended_at: str | None
@@ -35,6 +38,7 @@ class AttemptFact:
     def to_dict(self) -> dict[str, Any]:
         return {
             "number": self.number,
+            "nodes": list(self.nodes),
             "startedAt": self.started_at,
             "endedAt": self.ended_at,
             "endedBy": self.ended_by,
@@ -47,6 +51,7 @@ class AttemptFact:
     def from_dict(cls, raw: Mapping[str, Any]) -> AttemptFact:
         return cls(
             number=int(raw["number"]),
+            nodes=tuple(str(node) for node in raw.get("nodes", [])),
             started_at=str(raw["startedAt"]),
             ended_at=raw.get("endedAt"),
             ended_by=raw.get("endedBy"),
@@ -54,6 +59,9 @@ class AttemptFact:
             resumed_from=raw.get("resumedFrom"),
             restored_step=raw.get("restoredStep"),
         )
+
+
+_NOWHERE = AttemptFact(0, (), "", None, None, "", None, None)
 
 
 def earlier_attempts(statement: Mapping[str, Any]) -> list[AttemptFact]:
@@ -69,9 +77,10 @@ def attempt_facts(
     current: int,
     restored_steps: Mapping[int, int | None],
     earlier: Sequence[AttemptFact] = (),
+    nodes: Sequence[str] = (),
 ) -> list[AttemptFact]:
     """One fact per attempt, 1 to ``current``, from the job's history entries in order; an attempt the history no
-    longer holds (trimmed at an earlier end) as ``earlier`` gave it."""
+    longer holds (trimmed at an earlier end) as ``earlier`` gave it. ``nodes``: where attempt ``current`` ran."""
     entries: dict[int, list[Mapping[str, Any]]] = {}
     for entry in history:
         entries.setdefault(int(entry.get("attempt", 1)), []).append(entry)
@@ -96,6 +105,7 @@ def attempt_facts(
         facts.append(
             AttemptFact(
                 number=number,
+                nodes=tuple(nodes) if number == current else known.get(number, _NOWHERE).nodes,
                 started_at=started,
                 ended_at=ended_at,
                 ended_by=ended_by,

@@ -58,6 +58,8 @@ class FinishedJob:
     """The learner image as deployed (an image ID where the gate pinned one)."""
     history: Sequence[Mapping[str, Any]]
     instance: str
+    nodes: tuple[str, ...] = ()
+    """Where its last attempt ran (the end clears the state's nodes)."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ class ProvenanceWriter:
             metric_histories=histories,
             logs=tuple(log for log in logs if log is not None),
             attempts=tuple(
-                attempt_facts(job.history, job.state.attempt, restored, self._earlier(store, bucket, prefix))
+                attempt_facts(job.history, job.state.attempt, restored, self._earlier(store, bucket, prefix), job.nodes)
             ),
         )
         last = histories[-1] if histories else None

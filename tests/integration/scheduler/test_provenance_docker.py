@@ -223,4 +223,5 @@ def test_a_job_resumed_twice_lists_three_attempts_each_with_the_checkpoint_it_st
         (3, "COMPLETED", 2),
     ]
     assert attempts[0]["restoredStep"] is None
+    assert all(len(a["nodes"]) == 1 for a in attempts), attempts
     assert attempts[1]["restoredStep"] >= 1 and attempts[2]["restoredStep"] > attempts[1]["restoredStep"]

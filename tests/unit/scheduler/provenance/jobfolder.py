@@ -99,7 +99,7 @@ def finished_job(tmp: Path, attempts: int = 1) -> tuple[MemoryStore, Path]:
         status = JobStatus.COMPLETED if attempt == attempts else JobStatus.HALTED
         state = JobState(JOB, "team-a", "mnist", 0.0, status=status, attempt=attempt)
         history = history_of(attempt, status.value)
-        writer.write(store, FinishedJob(state, manifest, LEARNER_ID, history, "lk-test"))
+        writer.write(store, FinishedJob(state, manifest, LEARNER_ID, history, "lk-test", (f"node-{attempt}",)))
     return store, key
 
 

@@ -67,15 +67,18 @@ def test_a_job_resumed_twice_lists_three_attempts_each_with_its_checkpoint(tmp_p
     store, _key = finished_job(tmp_path, attempts=3)
     sheet = json.loads(store.objects["job-7/provenance/factsheet.json"])
     attempts = sheet["lineage"]["attempts"]
-    assert [(a["number"], a["endedBy"], a["resumedFrom"], a["restoredStep"]) for a in attempts] == [
-        (1, "HALTED", None, None),
-        (2, "HALTED", 1, 100),
-        (3, "COMPLETED", 2, 200),
+    assert [(a["number"], a["endedBy"], a["resumedFrom"], a["restoredStep"], a["nodes"]) for a in attempts] == [
+        (1, "HALTED", None, None, ["node-1"]),
+        (2, "HALTED", 1, 100, ["node-2"]),
+        (3, "COMPLETED", 2, 200, ["node-3"]),
     ]
     assert attempts[1]["startedAt"] == "2026-01-01T02:01:00Z" and attempts[1]["endedAt"] == "2026-01-01T02:30:00Z"
     assert sheet["lineage"]["resumes"] == 2
     markdown = store.objects["job-7/provenance/factsheet.md"].decode()
-    assert "attempt 3: 2026-01-01T03:01:00Z to 2026-01-01T03:30:00Z, COMPLETED, resumed from attempt 2" in markdown
+    assert (
+        "attempt 3: 2026-01-01T03:01:00Z to 2026-01-01T03:30:00Z, COMPLETED on node-3, resumed from attempt 2"
+        in markdown
+    )
     assert "(checkpoint of step 200)" in markdown
 
 

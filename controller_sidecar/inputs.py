@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from controller_sidecar.archive import extract_archive
-from controller_sidecar.checkpointsync import restore_latest_checkpoint
+from controller_sidecar.checkpointsync import checkpoint_digest, restore_latest_checkpoint
 from controller_sidecar.download import download_prefix
 from controller_sidecar.errors import TransferError
 from controller_sidecar.prom import SidecarMetrics
@@ -37,6 +37,8 @@ class InputsReady:
     model: Digested | None = None
     """The model code archive, hashed as it streamed in."""
     packages: tuple[InstalledPackage, ...] = ()
+    restored_checkpoint: str | None = None
+    """The SHA-256 of the restored checkpoint's marker."""
 
 
 def transfer_backoff(settings: SidecarSettings) -> Backoff:
@@ -89,7 +91,11 @@ async def fetch_inputs(settings: SidecarSettings, store: S3Store, metrics: Sidec
             backoff=backoff,
         )
         LOGGER.info("resume: %s", f"checkpoint of step {restored} restored" if restored is not None else "none")
-    return InputsReady(files, data_bytes, model_bytes, restored, data, model, packages)
+    digest = None
+    if settings.locations.resume_from is not None and restored is not None:
+        where = settings.locations.resume_from
+        digest = await asyncio.to_thread(checkpoint_digest, store, where, restored, backoff=backoff)
+    return InputsReady(files, data_bytes, model_bytes, restored, data, model, packages, digest)
 
 
 async def _fetch_model(

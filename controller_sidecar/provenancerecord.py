@@ -50,6 +50,8 @@ class SidecarRecord:
     metrics: Digested | None = None
     restored_step: int | None = None
     """The checkpoint step this attempt resumed from, when it did."""
+    restored_checkpoint: str | None = None
+    """The SHA-256 of that checkpoint's marker (its files, sizes and ETags)."""
 
     def to_json(self) -> bytes:
         return json.dumps({"version": RECORD_VERSION, **asdict(self)}, sort_keys=True, indent=1).encode()
@@ -71,6 +73,7 @@ class SidecarRecord:
                 results=tuple(_digested(item) for item in document["results"]),
                 metrics=_digested(document["metrics"]) if document.get("metrics") else None,
                 restored_step=document.get("restored_step"),
+                restored_checkpoint=document.get("restored_checkpoint"),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise RecordError(f"{where}: a field is missing or malformed: {e}") from e

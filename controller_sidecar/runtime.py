@@ -266,7 +266,12 @@ class Sidecar:
         """The inputs' digests, kept in the control folder until the outputs join them (a restarted sidecar does
         not download again)."""
         record = SidecarRecord(
-            self.settings.learner_id, ready.data, ready.model, ready.packages, restored_step=ready.restored_step
+            self.settings.learner_id,
+            ready.data,
+            ready.model,
+            ready.packages,
+            restored_step=ready.restored_step,
+            restored_checkpoint=ready.restored_checkpoint,
         )
         write_atomic(self.settings.dirs.control / INPUTS_RECORD, record.to_json())
 

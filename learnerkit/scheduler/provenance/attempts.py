@@ -34,6 +34,8 @@ class AttemptFact:
     resumed_from: int | None
     restored_step: int | None
     """The step of the checkpoint it restored, as its sidecar reported it."""
+    checkpoint_digest: str | None = None
+    """The SHA-256 of that checkpoint's marker (its files, sizes and ETags), as its sidecar read it."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,7 @@ class AttemptFact:
             "reason": self.reason,
             "resumedFrom": self.resumed_from,
             "restoredStep": self.restored_step,
+            "checkpointSha256": self.checkpoint_digest,
         }
 
     @classmethod
@@ -58,6 +61,7 @@ class AttemptFact:
             reason=str(raw.get("reason", "")),
             resumed_from=raw.get("resumedFrom"),
             restored_step=raw.get("restoredStep"),
+            checkpoint_digest=raw.get("checkpointSha256"),
         )
 
 
@@ -75,12 +79,13 @@ def earlier_attempts(statement: Mapping[str, Any]) -> list[AttemptFact]:
 def attempt_facts(
     history: Sequence[Mapping[str, Any]],
     current: int,
-    restored_steps: Mapping[int, int | None],
+    restored: Mapping[int, tuple[int | None, str | None]],
     earlier: Sequence[AttemptFact] = (),
     nodes: Sequence[str] = (),
 ) -> list[AttemptFact]:
     """One fact per attempt, 1 to ``current``, from the job's history entries in order; an attempt the history no
-    longer holds (trimmed at an earlier end) as ``earlier`` gave it. ``nodes``: where attempt ``current`` ran."""
+        longer holds (trimmed at an earlier end) as ``earlier`` gave it. ``restored``: per attempt, the checkpoint step
+    and marker digest its sidecar restored; ``nodes``: where attempt ``current`` ran."""
     entries: dict[int, list[Mapping[str, Any]]] = {}
     for entry in history:
         entries.setdefault(int(entry.get("attempt", 1)), []).append(entry)
@@ -111,7 +116,8 @@ def attempt_facts(
                 ended_by=ended_by,
                 reason=str((later or [last])[0].get("reason", "")) if later else str(last.get("reason", "")),
                 resumed_from=number - 1 if number > 1 else None,
-                restored_step=restored_steps.get(number),
+                restored_step=restored.get(number, (None, None))[0],
+                checkpoint_digest=restored.get(number, (None, None))[1],
             )
         )
     return facts

@@ -121,7 +121,9 @@ def factsheet_markdown(sheet: Mapping[str, Any]) -> str:
             f"- attempt {a['number']}: {a['startedAt']} to {a['endedAt'] or '-'}, {a['endedBy'] or 'running'}"
             + (f" on {', '.join(a['nodes'])}" if a.get("nodes") else "")
             + (f", resumed from attempt {a['resumedFrom']}" if a.get("resumedFrom") else "")
-            + (f" (checkpoint of step {a['restoredStep']})" if a.get("restoredStep") is not None else "")
+            + (f" (checkpoint of step {a['restoredStep']}" if a.get("restoredStep") is not None else "")
+            + (f", marker sha256 `{a['checkpointSha256']}`" if a.get("checkpointSha256") else "")
+            + (")" if a.get("restoredStep") is not None else "")
             + (f": {a['reason']}" if a.get("reason") else "")
             for a in sheet["lineage"]["attempts"]
         ),

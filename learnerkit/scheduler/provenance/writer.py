@@ -126,7 +126,9 @@ class ProvenanceWriter:
             if record.metrics is not None
         )
         logs = tuple(self._log(store, bucket, prefix, learner, objects) for learner in sorted(set(at.values())))
-        restored = {a: record.restored_step for (a, n), record in records.items() if n == 1}
+        restored = {
+            a: (record.restored_step, record.restored_checkpoint) for (a, n), record in records.items() if n == 1
+        }
         data_bucket, data_prefix = split_container(job.manifest.training_data_store.training_data or "")
         facts = JobFacts(
             job_id=job.state.job_id,

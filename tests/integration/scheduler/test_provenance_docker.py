@@ -6,6 +6,8 @@ command, and one byte changed in any downloaded item makes `job verify` name it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import itertools
 import json
 import socket
 import subprocess
@@ -30,7 +32,7 @@ from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.factory import describe_image
 from learnerkit.scheduler.images.gate import ImageGate
 from learnerkit.scheduler.provenance.writer import ProvenanceWriter
-from tests.integration.scheduler.conftest import DATA_BUCKET, TERMINAL, Harness, manifest
+from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, manifest
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
@@ -194,7 +196,7 @@ def test_a_job_resumed_twice_lists_three_attempts_each_with_the_checkpoint_it_st
     harness, service = platform.harness, platform.harness.service
     extra = "learnerkit:\n  halt_grace: 20\n"
     job_id = harness.call(service.submit("team-a", manifest(s3_server, SMOKE, extra=extra), image=tagged_image)).job_id
-    for attempt in (1, 2):
+    for _halt in range(2):
         # Metrics of this attempt in etcd (a deploy clears the last one's): it trained a step past what it
         # restored, and the halt makes it checkpoint there.
         wait_until(
@@ -204,7 +206,7 @@ def test_a_job_resumed_twice_lists_three_attempts_each_with_the_checkpoint_it_st
                 and bool(view.learners[0].metrics)
             ),
             timeout=300,
-            message=f"attempt {attempt} training",
+            message=lambda: f"the attempt training: {harness.call(service.get('team-a', job_id))}",
         )
         harness.call(service.halt("team-a", job_id))
         assert harness.wait_status("team-a", job_id, TERMINAL).status == "HALTED"
@@ -224,4 +226,14 @@ def test_a_job_resumed_twice_lists_three_attempts_each_with_the_checkpoint_it_st
     ]
     assert attempts[0]["restoredStep"] is None
     assert all(len(a["nodes"]) == 1 for a in attempts), attempts
+    for before, after in itertools.pairwise(attempts):
+        prefix = f"{job_id}/attempt-{before['number']}/learner-1/checkpoints/"
+        listed = scheduler_buckets.list_objects_v2(Bucket=RESULTS_BUCKET, Prefix=prefix)["Contents"]
+        [key] = [
+            o["Key"]
+            for o in listed
+            if o["Key"].endswith(".complete") and int(o["Key"].split("/")[-2][5:]) == after["restoredStep"]
+        ]
+        marker = scheduler_buckets.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read()
+        assert after["checkpointSha256"] == hashlib.sha256(marker).hexdigest(), after
     assert attempts[1]["restoredStep"] >= 1 and attempts[2]["restoredStep"] > attempts[1]["restoredStep"]

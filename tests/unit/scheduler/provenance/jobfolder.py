@@ -68,8 +68,14 @@ def stored_attempt(store: MemoryStore, attempt: int, *, restored: int | None) ->
         (Digested("results/model.bin", sha(result), len(result)),),
         Digested("logs/metrics.jsonl", sha(METRICS), len(METRICS)),
         restored,
+        None if restored is None else marker_digest(attempt - 1),
     )
     store.objects[learner + RECORD_KEY] = record.to_json()
+
+
+def marker_digest(attempt: int) -> str:
+    """The digest the sidecar of the next attempt took of this attempt's last checkpoint marker."""
+    return sha(f"marker of attempt {attempt}".encode())
 
 
 def history_of(attempt: int, final: str) -> list[dict[str, object]]:

@@ -18,7 +18,14 @@ from in_toto_attestation.v1.statement import Statement
 from securesystemslib.dsse import Envelope
 
 from learnerkit.common.signing import load_public_key, public_key_path
-from tests.unit.scheduler.provenance.jobfolder import LEARNER_ID, RESULT, download, finished_job, sha
+from tests.unit.scheduler.provenance.jobfolder import (
+    LEARNER_ID,
+    RESULT,
+    download,
+    finished_job,
+    marker_digest,
+    sha,
+)
 
 
 def model_signing_verify(folder: Path, key: Path) -> subprocess.CompletedProcess[str]:
@@ -72,6 +79,7 @@ def test_a_job_resumed_twice_lists_three_attempts_each_with_its_checkpoint(tmp_p
         (2, "HALTED", 1, 100, ["node-2"]),
         (3, "COMPLETED", 2, 200, ["node-3"]),
     ]
+    assert [a["checkpointSha256"] for a in attempts] == [None, marker_digest(1), marker_digest(2)]
     assert attempts[1]["startedAt"] == "2026-01-01T02:01:00Z" and attempts[1]["endedAt"] == "2026-01-01T02:30:00Z"
     assert sheet["lineage"]["resumes"] == 2
     markdown = store.objects["job-7/provenance/factsheet.md"].decode()
@@ -79,7 +87,7 @@ def test_a_job_resumed_twice_lists_three_attempts_each_with_its_checkpoint(tmp_p
         "attempt 3: 2026-01-01T03:01:00Z to 2026-01-01T03:30:00Z, COMPLETED on node-3, resumed from attempt 2"
         in markdown
     )
-    assert "(checkpoint of step 200)" in markdown
+    assert f"(checkpoint of step 200, marker sha256 `{marker_digest(2)}`)" in markdown
 
 
 def test_the_factsheet_gives_purpose_data_image_and_metrics(tmp_path: Path) -> None:

@@ -66,6 +66,7 @@ class ControlLoop:
         shared, fixed = self.shared, self.shared.options.instance
         derived = derive_instance(shared.options.platform.etcd_endpoints, shared.store.root)
         self.instance = await shared.store.claim_instance(fixed or derived, fixed=fixed is not None)
+        self.transitions.provenancing.instance = self.instance
         await restore(shared, self.instance)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -80,6 +81,7 @@ class ControlLoop:
                     wait.cancel()
         finally:
             await self.deploys_done()
+            await self.transitions.provenancing.drain()
 
     async def deploys_done(self) -> None:
         """Wait for the deploys in flight (a stopping scheduler leaves none half-made)."""
@@ -245,6 +247,7 @@ class ControlLoop:
                 ),
                 clear_learners=True,
             )
+            tracked.deployed_image = image
             await self.transitions.open_attempt(tracked, nodes)
         return replace(plan, instance=self.instance)
 

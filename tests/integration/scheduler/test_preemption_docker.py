@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout
 
 TENANT = "team-a"
 VICTIM = "SMOKE_MIN_STEP_SECONDS=0.1 python /opt/learner/smoke/train.py --steps 120 --checkpoint-every 10"
-VICTIM_EXTRA = "learnerkit:\n  priority: -10\n  halt_grace: 20\n"
+VICTIM_EXTRA = "learnerkit:\n  priority: -10\n  halt_grace: 120\n"
 URGENT_EXTRA = "learnerkit:\n  priority: 0\n"
 IGNORES_HALT = """\
 import signal, time
@@ -154,7 +154,7 @@ def test_three_priorities_and_two_tenants_end_each_job_completed_with_every_step
     command = "SMOKE_MIN_STEP_SECONDS=0.1 python /opt/learner/smoke/train.py --steps 40 --checkpoint-every 10"
     jobs = []
     for tenant, priority in (("team-a", -10), ("team-b", -5), ("team-a", 0)):
-        extra = f"learnerkit:\n  priority: {priority}\n  halt_grace: 20\n"
+        extra = f"learnerkit:\n  priority: {priority}\n  halt_grace: 120\n"
         job = h.call(h.service.submit(tenant, manifest(s3_server, command, cpus=1.5, extra=extra)))
         h.wait_status(tenant, job.job_id, {"PROCESSING"})  # the one before it, preempted, waits
         jobs.append((tenant, job.job_id))

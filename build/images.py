@@ -16,6 +16,8 @@ from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
 from learnerkit_build.buildkit import BuildRequest, LogSink, run_build
 from learnerkit_build.context import ContextFile, assemble_context, context_files, inputs_hash
 from learnerkit_build.errors import BuildError, SpecError
+from learnerkit_build.lock.cache import locked_context_files
+from learnerkit_build.lock.compute import committed_lock, fill_cache, image_lock_path
 from learnerkit_build.render import BuildInputs, render_dockerfile
 from learnerkit_build.spec import ImageSpec
 
@@ -46,13 +48,15 @@ def base_ref_for(image: ImageSpec) -> str:
 
 
 def render_image(root: Path, image: ImageSpec, inputs: BuildInputs) -> str:
+    """The Dockerfile of `image`: locked (learnerkit_build.lock) when it has a committed lock."""
     local = image.local_base
     if local and recipe_for(local).python != image.python:
         raise SpecError(
             f"{image.folder / 'framework.yaml'}: {image.name}: base local:{local} provides Python "
             f"{recipe_for(local).python}, not {image.python}"
         )
-    return render_dockerfile(root, image, base_ref_for(image), inputs)
+    locked = image_lock_path(image).exists()
+    return render_dockerfile(root, image, base_ref_for(image), inputs, locked=locked)
 
 
 def build_image(
@@ -69,12 +73,17 @@ def build_image(
             reason=f"base image {image.variant.base} is not on this engine ({image.variant.accelerator} variants "
             "are built where their base exists)",
         )
+    files = context_files(root, image, inputs)
+    lock = committed_lock(image_lock_path(image))
+    if lock is not None:
+        fill_cache(lock, base_ref_for(image), inputs)
+        files = sorted([*files, *locked_context_files(lock)], key=lambda f: f.target)
     plan = BuildPlan(
         name=image.name,
         repository=image.repository(),
         tag=image.tag,
         dockerfile=render_image(root, image, inputs),
-        files=context_files(root, image, inputs),
+        files=files,
         base_ref=base_ref_for(image),
         base_id=base_id,
     )

@@ -18,7 +18,8 @@ from learnerkit_build.context import ContextFile, assemble_context, context_file
 from learnerkit_build.errors import BuildError, SpecError
 from learnerkit_build.lock.cache import locked_context_files
 from learnerkit_build.lock.compute import committed_lock, fill_cache, image_lock_path
-from learnerkit_build.render import BuildInputs, render_dockerfile
+from learnerkit_build.render import SOURCE_DATE_EPOCH, BuildInputs, render_dockerfile
+from learnerkit_build.reproducible import epoch_time, normalise_image
 from learnerkit_build.spec import ImageSpec
 
 HASH_LABEL = "io.learnerkit.inputs-hash"
@@ -86,6 +87,7 @@ def build_image(
         files=files,
         base_ref=base_ref_for(image),
         base_id=base_id,
+        reproducible=lock is not None,
     )
     return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started)
 
@@ -103,6 +105,8 @@ class BuildPlan:
     files: list[ContextFile]
     base_ref: str
     base_id: str
+    reproducible: bool = False
+    """Normalise the built image (learnerkit_build.reproducible): locked builds, whose content is fixed."""
 
 
 def build_plan(
@@ -136,6 +140,11 @@ def build_plan(
             if requirement is None:
                 raise
             raise BuildError(plan.name, missing_wheel_reason(requirement, inputs), e.log_tail) from e
+    if plan.reproducible:
+        on_line(f"normalising {built}: file times clamped and config dated to {epoch_time(SOURCE_DATE_EPOCH)}")
+        normalised = normalise_image(built, SOURCE_DATE_EPOCH)
+        engine.remove_image(built)
+        built = normalised
     # Tags last: an interrupted or failed build leaves no tag, and the content tag comes before the moving one.
     engine.tag_image(built, plan.repository, f"{plan.tag}-{digest[:12]}")
     engine.tag_image(built, plan.repository, plan.tag)

@@ -84,5 +84,6 @@ def build_sidecar(root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild:
         files=sidecar_files(root, inputs, lock),
         base_ref=base_ref,
         base_id=base_id,
+        reproducible=lock is not None,
     )
     return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started)

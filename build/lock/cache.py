@@ -48,7 +48,7 @@ def admit(path: Path, expected: str | None = None) -> str:
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(f".tmp-{actual}-{os.getpid()}")
         shutil.copyfile(path, temp)
-        temp.chmod(0o444)
+        temp.chmod(0o644)
         temp.replace(target)
     return actual
 

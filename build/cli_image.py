@@ -170,6 +170,7 @@ def lock_command(
 @apply(inputs_options)
 @click.option("--rebuild", is_flag=True, help="build even if an image with the same inputs hash exists")
 @click.option("--quiet-log", is_flag=True, help="show progress bars without the build log")
+@click.option("--record-size", is_flag=True, help="record each built image's size as its budget (+5 % fails)")
 @root_option
 @output_option
 @handles_errors
@@ -184,13 +185,17 @@ def build_command(
     no_ca_bundle: bool,
     rebuild: bool,
     quiet_log: bool,
+    record_size: bool,
     root: Path | None,
     output: str,
 ) -> None:
     """Build images whose inputs changed; tag each by version and by inputs hash."""
     project, images = selected(root, specs, select_all, variants)
     resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle)
-    builds = [(image.name, partial(build_image, project, image, resolved.inputs, rebuild=rebuild)) for image in images]
+    builds = [
+        (image.name, partial(build_image, project, image, resolved.inputs, rebuild=rebuild, record_size=record_size))
+        for image in images
+    ]
     run_builds(builds, output=output, quiet_log=quiet_log, settings=resolved.settings)
 
 

@@ -20,6 +20,8 @@ from learnerkit_build.lock.cache import locked_context_files
 from learnerkit_build.lock.compute import committed_lock, fill_cache, image_lock_path
 from learnerkit_build.render import SOURCE_DATE_EPOCH, BuildInputs, render_dockerfile
 from learnerkit_build.reproducible import epoch_time, normalise_image
+from learnerkit_build.sizebudget import check_size
+from learnerkit_build.sizebudget import record_size as record_budget
 from learnerkit_build.spec import ImageSpec
 
 HASH_LABEL = "io.learnerkit.inputs-hash"
@@ -61,7 +63,13 @@ def render_image(root: Path, image: ImageSpec, inputs: BuildInputs) -> str:
 
 
 def build_image(
-    root: Path, image: ImageSpec, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool = False
+    root: Path,
+    image: ImageSpec,
+    inputs: BuildInputs,
+    on_line: LogSink,
+    *,
+    rebuild: bool = False,
+    record_size: bool = False,
 ) -> BuildResult:
     started = time.monotonic()
     reference = f"{image.repository()}:{image.tag}"
@@ -89,7 +97,7 @@ def build_image(
         base_id=base_id,
         reproducible=lock is not None,
     )
-    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started)
+    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)
 
 
 @dataclass(frozen=True)
@@ -110,9 +118,18 @@ class BuildPlan:
 
 
 def build_plan(
-    root: Path, plan: BuildPlan, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool, started: float
+    root: Path,
+    plan: BuildPlan,
+    inputs: BuildInputs,
+    on_line: LogSink,
+    *,
+    rebuild: bool,
+    started: float,
+    record_size: bool = False,
 ) -> BuildResult:
-    """Build unless an image of the same inputs hash exists; tag it by version and by that hash."""
+    """Build unless an image of the same inputs hash exists; tag it by version and by that hash. A built
+    image over its size budget (learnerkit_build.sizebudget) is not tagged; `record_size` makes its size the
+    budget instead."""
     digest = inputs_hash(plan.dockerfile, plan.files, plan.base_id, inputs)
     reference = f"{plan.repository}:{plan.tag}"
     immutable = f"{reference}-{digest[:12]}"
@@ -120,6 +137,8 @@ def build_plan(
     if existing and not rebuild:
         if engine.image_id(reference) != existing:
             engine.tag_image(existing, plan.repository, plan.tag)
+        if record_size:
+            record_budget(root, plan.name, engine.image_size(existing))
         return BuildResult(plan.name, "cached", reference, immutable, existing, digest, time.monotonic() - started)
     labels = {
         HASH_LABEL: digest,
@@ -145,6 +164,11 @@ def build_plan(
         normalised = normalise_image(built, SOURCE_DATE_EPOCH)
         engine.remove_image(built)
         built = normalised
+    size = engine.image_size(built)
+    if record_size:
+        record_budget(root, plan.name, size)
+    else:
+        check_size(root, plan.name, size)
     # Tags last: an interrupted or failed build leaves no tag, and the content tag comes before the moving one.
     engine.tag_image(built, plan.repository, f"{plan.tag}-{digest[:12]}")
     engine.tag_image(built, plan.repository, plan.tag)

@@ -68,7 +68,9 @@ def sidecar_files(root: Path, inputs: BuildInputs, lock: Lock | None = None) -> 
     return sorted(files, key=lambda f: f.target)
 
 
-def build_sidecar(root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool = False) -> BuildResult:
+def build_sidecar(
+    root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool = False, record_size: bool = False
+) -> BuildResult:
     started = time.monotonic()
     recipe = recipe_for(SIDECAR_BASE)
     base_id, _ = ensure_base(recipe, on_line)
@@ -86,4 +88,4 @@ def build_sidecar(root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild:
         base_id=base_id,
         reproducible=lock is not None,
     )
-    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started)
+    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)

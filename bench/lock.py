@@ -3,7 +3,8 @@
 For the sidecar and one learner image (default mxnet:1.9.1-cpu), each build without BuildKit's cache from the
 same base, alternating, `--runs` times each, all in this run:
 - unlocked: apt-get from the mirror and pip from the index, as an image without a lock builds;
-- locked: the lock's .debs and wheels from the content-addressed cache (filled);
+- locked: the lock's .debs and wheels from the content-addressed cache (filled), then the normalisation every
+  locked build gets (learnerkit_build.reproducible);
 - locked, empty cache: the same after filling an empty cache from the committed lock (a fresh machine, once).
 Prints the median seconds of each and its ratio to unlocked (target: locked cold build <= 1.15).
 No tag is made; the images built are removed. Usage: python bench/lock.py [SPEC] [--runs N]
@@ -29,22 +30,29 @@ from learnerkit_build.lock.compute import SIDECAR_LOCK, fill_cache, image_lock_p
 from learnerkit_build.lock.model import read_lock
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.pipconfig import BuildOptions, pip_config, resolve_build_inputs
-from learnerkit_build.render import BuildInputs, render_dockerfile
+from learnerkit_build.render import SOURCE_DATE_EPOCH, BuildInputs, render_dockerfile
+from learnerkit_build.reproducible import normalise_image
 from learnerkit_build.sidecarimage import SIDECAR_BASE, render_sidecar, sidecar_files
 
 REPO = Path(__file__).resolve().parents[1]
 Plan = Callable[[bool], tuple[str, list[ContextFile]]]
 
 
-def cold_build(dockerfile: str, files: list[ContextFile], inputs: BuildInputs) -> float:
+def cold_build(dockerfile: str, files: list[ContextFile], inputs: BuildInputs, *, normalise: bool) -> float:
+    """Seconds of one build without cache; `normalise`: as a locked build, with its normalisation."""
     with tempfile.TemporaryDirectory(prefix="learnerkit-bench-lock-") as scratch:
         context = Path(scratch) / "context"
         assemble_context(context, dockerfile, files)
         request = BuildRequest(context, "bench", {}, build_secrets(Path(scratch), inputs), no_cache=True)
         started = time.monotonic()
         image = run_build(request, lambda _line: None)
+        made = [image]
+        if normalise:
+            made.append(normalise_image(image, SOURCE_DATE_EPOCH))
         seconds = time.monotonic() - started
-    engine.engine().images.remove(image, force=True)
+    for built in made:
+        if not engine.engine().images.get(built).tags:  # never an image someone tagged
+            engine.remove_image(built)
     return seconds
 
 
@@ -52,15 +60,15 @@ def measure(name: str, lock_path: Path, base_ref: str, plan: Plan, inputs: Build
     lock = read_lock(lock_path)
     times: dict[str, list[float]] = {"unlocked": [], "locked": [], "locked, empty cache": []}
     for _ in range(runs):
-        times["unlocked"].append(cold_build(*plan(False), inputs))
-        times["locked"].append(cold_build(*plan(True), inputs))
+        times["unlocked"].append(cold_build(*plan(False), inputs, normalise=False))
+        times["locked"].append(cold_build(*plan(True), inputs, normalise=True))
         home = os.environ.get("LEARNERKIT_HOME")
         with tempfile.TemporaryDirectory(prefix="learnerkit-bench-home-") as empty:
             os.environ["LEARNERKIT_HOME"] = empty
             started = time.monotonic()
             fill_cache(lock, base_ref, inputs)
             filled = time.monotonic() - started
-            times["locked, empty cache"].append(filled + cold_build(*plan(True), inputs))
+            times["locked, empty cache"].append(filled + cold_build(*plan(True), inputs, normalise=True))
             if home is None:
                 del os.environ["LEARNERKIT_HOME"]
             else:

@@ -17,7 +17,7 @@ from learnerkit_build.baseimage import BASES, ensure_base, recipe_for
 from learnerkit_build.cli_options import apply, build_inputs, inputs_options, run_builds, select_options, selected
 from learnerkit_build.images import build_image, render_image
 from learnerkit_build.lint import lint_dockerfile
-from learnerkit_build.locking import lock_one, lock_targets
+from learnerkit_build.locking import lock_one, lock_targets, lockable
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.progress import BuildProgress
 from learnerkit_build.prune import prune
@@ -157,7 +157,7 @@ def lock_command(
     else:
         project, images = find_project_root(root), []
     resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle)
-    results = []
+    images, results = lockable(images)
     with BuildProgress(enabled=output != "json") as progress:
         for target in lock_targets(project, images, sidecar=sidecar, base=base):
             with progress.image(f"lock {target.name}") as on_line:

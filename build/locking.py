@@ -8,6 +8,7 @@ from pathlib import Path
 from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
 from learnerkit_build.buildkit import LogSink
 from learnerkit_build.lock.compute import SIDECAR_LOCK, LockTarget, base_target, image_target, lock_target
+from learnerkit_build.lock.model import LockError
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import SIDECAR_BASE, requirements
 from learnerkit_build.spec import ImageSpec
@@ -20,7 +21,7 @@ class LockResult:
     debian: int
     python: int
     status: str
-    """`written` (new or changed) or `unchanged`."""
+    """`written` (new or changed), `unchanged`, or `refused: <why>` (an image no lock can describe)."""
 
 
 def lock_targets(project: Path, images: list[ImageSpec], *, sidecar: bool, base: bool) -> list[LockTarget]:
@@ -36,6 +37,19 @@ def lock_targets(project: Path, images: list[ImageSpec], *, sidecar: bool, base:
         local = image.local_base
         targets.append(image_target(image, base_reference(recipe_for(local)) if local else image.variant.base))
     return targets
+
+
+def lockable(images: list[ImageSpec]) -> tuple[list[ImageSpec], list[LockResult]]:
+    """The images a lock can describe, and a `not lockable` result (with why) for each other one."""
+    kept, refused = [], []
+    for image in images:
+        try:
+            image_target(image, "")
+        except LockError as e:
+            refused.append(LockResult(image.name, "", 0, 0, f"refused: {e}"))
+        else:
+            kept.append(image)
+    return kept, refused
 
 
 def lock_one(project: Path, target: LockTarget, inputs: BuildInputs, on_line: LogSink) -> LockResult:

@@ -13,7 +13,7 @@ from learnerkit_build.lock.cache import missing
 from learnerkit_build.lock.debian import download_debs, resolve_debs
 from learnerkit_build.lock.model import Lock, LockError, make_lock, read_lock, write_lock
 from learnerkit_build.lock.python import download_wheels, resolve_wheels
-from learnerkit_build.render import RUNTIME_APT, BuildInputs
+from learnerkit_build.render import RUNTIME_APT, BuildInputs, render_dockerfile
 from learnerkit_build.spec import ImageSpec
 
 SIDECAR_LOCK = "controller_sidecar/image/lock.json"
@@ -49,6 +49,13 @@ def image_target(image: ImageSpec, base_ref: str) -> LockTarget:
     pip = image.variant.pip
     if pip is None or not pip.packages:
         raise LockError(f"{image.name}: installs outside variant.pip (a framework_install of its own): not lockable")
+    locked = render_dockerfile(image.folder.parents[1], image, base_ref or "lock/base", BuildInputs(), locked=True)
+    learner = locked[locked.rindex("\nFROM ") :]
+    if "apt-get update" in learner or "/bin/pip install" in learner:
+        raise LockError(
+            f"{image.name}: its template installs with apt-get or pip of its own in the learner stage, outside "
+            "the locked steps: not lockable"
+        )
     return LockTarget(
         name=image.name,
         path=image_lock_path(image),

@@ -9,8 +9,9 @@ import pytest
 
 from learnerkit_build.images import render_image
 from learnerkit_build.lock.cache import admit, cached_path, locked_context_files
-from learnerkit_build.lock.compute import SIDECAR_LOCK, base_lock_path, image_lock_path
+from learnerkit_build.lock.compute import SIDECAR_LOCK, base_lock_path, image_lock_path, image_target
 from learnerkit_build.lock.model import LockedDeb, LockedWheel, LockError, lock_json, make_lock, read_lock, write_lock
+from learnerkit_build.locking import lockable
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import render_sidecar
@@ -113,6 +114,16 @@ def test_a_locked_image_installs_only_its_lock_and_its_venv_has_no_pip() -> None
     assert "diff - /run/locked/dpkg.txt" in learner and "diff - /run/locked/python.txt" in learner
     sidecar = render_sidecar(REPO, "example/base:1", BuildInputs(), locked=True)
     assert "python3 -m venv --without-pip /opt/sidecar/venv" in sidecar and "--require-hashes" in sidecar
+
+
+def test_only_images_whose_learner_stage_installs_through_the_locked_steps_are_lockable() -> None:
+    matrix = load_matrix(REPO)
+    kept, refused = lockable(matrix.select(["mxnet:1.9.1-cpu", "caffe:1.0-cpu"]))
+    assert [image.name for image in kept] == ["mxnet:1.9.1-cpu"]
+    assert [r.name for r in refused] == ["caffe:1.0-cpu"]
+    assert "apt-get or pip of its own in the learner stage" in refused[0].status
+    with pytest.raises(LockError, match=r"caffe:1\.0-cpu: its template installs"):
+        image_target(matrix.select(["caffe:1.0-cpu"])[0], "example/base:1")
 
 
 def test_every_committed_lock_starts_from_the_committed_base_lock() -> None:

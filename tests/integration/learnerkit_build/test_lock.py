@@ -57,8 +57,11 @@ def test_the_sidecar_sbom_is_its_lock(build_inputs: BuildInputs, tmp_path: Path)
     assert_sbom_is_the_lock(sbom_of(built.immutable_reference, tmp_path), read_lock(REPO / SIDECAR_LOCK))
 
 
-def test_a_learner_sbom_is_its_lock_and_its_venv_has_no_pip(build_inputs: BuildInputs, tmp_path: Path) -> None:
-    image = load_matrix(REPO).select(["mxnet:1.9.1-cpu"])[0]
+@pytest.mark.parametrize("spec", ["mxnet:1.9.1-cpu", "jax:0.10-cpu"])
+def test_a_learner_sbom_is_its_lock_and_its_venv_has_no_pip(
+    spec: str, build_inputs: BuildInputs, tmp_path: Path
+) -> None:
+    image = load_matrix(REPO).select([spec])[0]
     built = build_image(REPO, image, build_inputs, lambda _line: None)
     assert built.immutable_reference is not None
     lock = read_lock(image_lock_path(image))

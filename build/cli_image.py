@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from learnerkit_build.baseimage import BASES, ensure_base, recipe_for
 from learnerkit_build.cli_options import apply, build_inputs, inputs_options, run_builds, select_options, selected
 from learnerkit_build.images import build_image, render_image
 from learnerkit_build.lint import lint_dockerfile
+from learnerkit_build.locking import lock_one, lock_targets, lockable
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.progress import BuildProgress
 from learnerkit_build.prune import prune
@@ -125,11 +127,50 @@ def base_command(rebuild: bool, output: str) -> None:
     emit(output, results, lambda: console.print(views.simple_table(results)))
 
 
+@image_group.command("lock")
+@apply(select_options)
+@apply(inputs_options)
+@click.option("--sidecar", is_flag=True, help="lock the sidecar image too")
+@click.option("--base", is_flag=True, help="lock the local base too")
+@root_option
+@output_option
+@handles_errors
+def lock_command(
+    specs: tuple[str, ...],
+    select_all: bool,
+    variants: tuple[str, ...],
+    index_url: str | None,
+    extra_index_urls: tuple[str, ...],
+    find_links: tuple[str, ...],
+    ca_bundle: Path | None,
+    no_ca_bundle: bool,
+    sidecar: bool,
+    base: bool,
+    root: Path | None,
+    output: str,
+) -> None:
+    """Write the lock of each image: every Debian package and Python wheel, by version and sha256."""
+    if not (specs or select_all or sidecar or base):
+        raise click.UsageError("name images (SPEC..., --all), --sidecar or --base")
+    if specs or select_all:
+        project, images = selected(root, specs, select_all, variants)
+    else:
+        project, images = find_project_root(root), []
+    resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle)
+    images, results = lockable(images)
+    with BuildProgress(enabled=output != "json") as progress:
+        for target in lock_targets(project, images, sidecar=sidecar, base=base):
+            with progress.image(f"lock {target.name}") as on_line:
+                results.append(lock_one(project, target, resolved.inputs, on_line))
+    emit(output, results, lambda: console.print(views.simple_table([asdict(r) for r in results])))
+
+
 @image_group.command("build")
 @apply(select_options)
 @apply(inputs_options)
 @click.option("--rebuild", is_flag=True, help="build even if an image with the same inputs hash exists")
 @click.option("--quiet-log", is_flag=True, help="show progress bars without the build log")
+@click.option("--record-size", is_flag=True, help="record each built image's size as its budget (+5 % fails)")
 @root_option
 @output_option
 @handles_errors
@@ -144,13 +185,17 @@ def build_command(
     no_ca_bundle: bool,
     rebuild: bool,
     quiet_log: bool,
+    record_size: bool,
     root: Path | None,
     output: str,
 ) -> None:
     """Build images whose inputs changed; tag each by version and by inputs hash."""
     project, images = selected(root, specs, select_all, variants)
     resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle)
-    builds = [(image.name, partial(build_image, project, image, resolved.inputs, rebuild=rebuild)) for image in images]
+    builds = [
+        (image.name, partial(build_image, project, image, resolved.inputs, rebuild=rebuild, record_size=record_size))
+        for image in images
+    ]
     run_builds(builds, output=output, quiet_log=quiet_log, settings=resolved.settings)
 
 

@@ -82,7 +82,7 @@ def inputs_hash(dockerfile: str, files: list[ContextFile], base_image_id: str, i
         field("find-links", without_credentials(link).encode())
     for item in files:
         field("path", item.target.encode())
-        field("mode", oct(item.source.stat().st_mode & 0o777).encode())
+        field("mode", oct(canonical_mode(item.source.stat().st_mode)).encode())
         field("content", file_sha256(item.source).encode())
     return digest.hexdigest()
 
@@ -102,14 +102,31 @@ def _sha256_of(path: Path, size: int, mtime_ns: int, inode: int) -> str:
     return digest.hexdigest()
 
 
+def _linked(source: Path, target: Path) -> bool:
+    try:
+        os.link(source, target)
+    except OSError:
+        return False
+    return True
+
+
+def canonical_mode(mode: int) -> int:
+    """What git records of a file's mode, executable or not: a checkout's umask never reaches an image."""
+    return 0o755 if mode & 0o111 else 0o644
+
+
 def assemble_context(folder: Path, dockerfile: str, files: list[ContextFile]) -> None:
-    """Write the context into an empty `folder`: hard links where possible (wheelhouses are large)."""
+    """Write the context into an empty `folder`: hard links where possible (wheelhouses are large), copies
+    where a file's mode is not its canonical one; folders 0755, whatever the umask (COPY keeps modes)."""
     (folder / WHEELHOUSE_DIR).mkdir(parents=True, exist_ok=True)
     for item in files:
         target = folder / item.target
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(item.source, target)
-        except OSError:
-            shutil.copy2(item.source, target)
+        mode = item.source.stat().st_mode & 0o777
+        if mode == canonical_mode(mode) and _linked(item.source, target):
+            continue
+        shutil.copy2(item.source, target)
+        target.chmod(canonical_mode(mode))
+    for path in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
+        path.chmod(0o755)
     (folder / "Dockerfile").write_text(dockerfile, encoding="utf-8")

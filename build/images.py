@@ -16,7 +16,12 @@ from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
 from learnerkit_build.buildkit import BuildRequest, LogSink, run_build
 from learnerkit_build.context import ContextFile, assemble_context, context_files, inputs_hash
 from learnerkit_build.errors import BuildError, SpecError
-from learnerkit_build.render import BuildInputs, render_dockerfile
+from learnerkit_build.lock.cache import locked_context_files
+from learnerkit_build.lock.compute import committed_lock, fill_cache, image_lock_path
+from learnerkit_build.render import SOURCE_DATE_EPOCH, BuildInputs, render_dockerfile
+from learnerkit_build.reproducible import epoch_time, normalise_image
+from learnerkit_build.sizebudget import check_size
+from learnerkit_build.sizebudget import record_size as record_budget
 from learnerkit_build.spec import ImageSpec
 
 HASH_LABEL = "io.learnerkit.inputs-hash"
@@ -46,17 +51,25 @@ def base_ref_for(image: ImageSpec) -> str:
 
 
 def render_image(root: Path, image: ImageSpec, inputs: BuildInputs) -> str:
+    """The Dockerfile of `image`: locked (learnerkit_build.lock) when it has a committed lock."""
     local = image.local_base
     if local and recipe_for(local).python != image.python:
         raise SpecError(
             f"{image.folder / 'framework.yaml'}: {image.name}: base local:{local} provides Python "
             f"{recipe_for(local).python}, not {image.python}"
         )
-    return render_dockerfile(root, image, base_ref_for(image), inputs)
+    locked = image_lock_path(image).exists()
+    return render_dockerfile(root, image, base_ref_for(image), inputs, locked=locked)
 
 
 def build_image(
-    root: Path, image: ImageSpec, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool = False
+    root: Path,
+    image: ImageSpec,
+    inputs: BuildInputs,
+    on_line: LogSink,
+    *,
+    rebuild: bool = False,
+    record_size: bool = False,
 ) -> BuildResult:
     started = time.monotonic()
     reference = f"{image.repository()}:{image.tag}"
@@ -69,16 +82,22 @@ def build_image(
             reason=f"base image {image.variant.base} is not on this engine ({image.variant.accelerator} variants "
             "are built where their base exists)",
         )
+    files = context_files(root, image, inputs)
+    lock = committed_lock(image_lock_path(image))
+    if lock is not None:
+        fill_cache(lock, base_ref_for(image), inputs)
+        files = sorted([*files, *locked_context_files(lock)], key=lambda f: f.target)
     plan = BuildPlan(
         name=image.name,
         repository=image.repository(),
         tag=image.tag,
         dockerfile=render_image(root, image, inputs),
-        files=context_files(root, image, inputs),
+        files=files,
         base_ref=base_ref_for(image),
         base_id=base_id,
+        reproducible=lock is not None,
     )
-    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started)
+    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)
 
 
 @dataclass(frozen=True)
@@ -94,12 +113,23 @@ class BuildPlan:
     files: list[ContextFile]
     base_ref: str
     base_id: str
+    reproducible: bool = False
+    """Normalise the built image (learnerkit_build.reproducible): locked builds, whose content is fixed."""
 
 
 def build_plan(
-    root: Path, plan: BuildPlan, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool, started: float
+    root: Path,
+    plan: BuildPlan,
+    inputs: BuildInputs,
+    on_line: LogSink,
+    *,
+    rebuild: bool,
+    started: float,
+    record_size: bool = False,
 ) -> BuildResult:
-    """Build unless an image of the same inputs hash exists; tag it by version and by that hash."""
+    """Build unless an image of the same inputs hash exists; tag it by version and by that hash. A built
+    image over its size budget (learnerkit_build.sizebudget) is not tagged; `record_size` makes its size the
+    budget instead."""
     digest = inputs_hash(plan.dockerfile, plan.files, plan.base_id, inputs)
     reference = f"{plan.repository}:{plan.tag}"
     immutable = f"{reference}-{digest[:12]}"
@@ -107,6 +137,8 @@ def build_plan(
     if existing and not rebuild:
         if engine.image_id(reference) != existing:
             engine.tag_image(existing, plan.repository, plan.tag)
+        if record_size:
+            record_budget(root, plan.name, engine.image_size(existing))
         return BuildResult(plan.name, "cached", reference, immutable, existing, digest, time.monotonic() - started)
     labels = {
         HASH_LABEL: digest,
@@ -127,6 +159,16 @@ def build_plan(
             if requirement is None:
                 raise
             raise BuildError(plan.name, missing_wheel_reason(requirement, inputs), e.log_tail) from e
+    if plan.reproducible:
+        on_line(f"normalising {built}: file times clamped and config dated to {epoch_time(SOURCE_DATE_EPOCH)}")
+        normalised = normalise_image(built, SOURCE_DATE_EPOCH)
+        engine.remove_image(built)
+        built = normalised
+    size = engine.image_size(built)
+    if record_size:
+        record_budget(root, plan.name, size)
+    else:
+        check_size(root, plan.name, size)
     # Tags last: an interrupted or failed build leaves no tag, and the content tag comes before the moving one.
     engine.tag_image(built, plan.repository, f"{plan.tag}-{digest[:12]}")
     engine.tag_image(built, plan.repository, plan.tag)

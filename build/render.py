@@ -15,6 +15,10 @@ from learnerkit_build.errors import TemplateError
 from learnerkit_build.spec import CUDA_DISTRIBUTION_NAMES, CUDA_DISTRIBUTION_PREFIXES, ImageSpec
 
 BASE_TEMPLATE = "learner_base/Dockerfile.j2"
+RUNTIME_APT = ["ca-certificates", "python3", "python3-venv", "tini"]
+"""What the learner and sidecar images apt-install: Python and its venv, tini as PID 1, CA certificates."""
+SOURCE_DATE_EPOCH = 1767225600
+"""2026-01-01T00:00:00Z: the one date of locked builds (.pyc files hash-checked, /etc/shadow's change day)."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,9 @@ def make_environment(root: Path) -> jinja2.Environment:
     return env
 
 
-def render_dockerfile(root: Path, image: ImageSpec, base_ref: str, inputs: BuildInputs) -> str:
-    """The Dockerfile text for `image` FROM `base_ref`; `TemplateError` names template, line and image."""
+def render_dockerfile(root: Path, image: ImageSpec, base_ref: str, inputs: BuildInputs, *, locked: bool = False) -> str:
+    """The Dockerfile text for `image` FROM `base_ref`; `TemplateError` names template, line and image.
+    `locked`: the image's install steps take exactly its lock's files (learnerkit_build.lock)."""
     env = make_environment(root)
     name = template_path(image)
     context = {
@@ -81,6 +86,7 @@ def render_dockerfile(root: Path, image: ImageSpec, base_ref: str, inputs: Build
         "base_ref": base_ref,
         "build": build_context(inputs),
         "cuda_distributions": CUDA_DISTRIBUTIONS,
+        **lock_context(locked),
     }
     try:
         text = env.get_template(name).render(context)
@@ -102,6 +108,10 @@ def build_context(inputs: BuildInputs) -> dict[str, bool]:
         "ca": inputs.ca_bundle is not None,
         "index_url": inputs.index_url is not None,
     }
+
+
+def lock_context(locked: bool) -> dict[str, object]:
+    return {"locked": locked, "runtime_apt": RUNTIME_APT, "source_date_epoch": SOURCE_DATE_EPOCH}
 
 
 def _template_location(fallback: str) -> str:

@@ -1,6 +1,7 @@
 """The controller sidecar's image: rendered, hashed and cached like a learner image.
 
-Its inputs are ``controller_sidecar/image/`` (template and pinned requirements) and the package's modules,
+Its inputs are ``controller_sidecar/image/`` (template, pinned requirements and, once committed, the lock whose
+files alone are then installed) and the package's modules,
 nothing of ``learnerkit`` (the ``sidecar-standalone`` import contract); tagged ``learnerkit/sidecar:<version>``
 and ``<version>-<inputs hash>``. An unchanged sidecar is not rebuilt.
 """
@@ -18,7 +19,10 @@ from learnerkit_build.buildkit import LogSink
 from learnerkit_build.context import ContextFile, tree_files, wheelhouse_files
 from learnerkit_build.errors import TemplateError
 from learnerkit_build.images import BuildPlan, BuildResult, build_plan
-from learnerkit_build.render import BuildInputs, build_context, make_environment
+from learnerkit_build.lock.cache import locked_context_files
+from learnerkit_build.lock.compute import SIDECAR_LOCK, committed_lock, fill_cache
+from learnerkit_build.lock.model import Lock
+from learnerkit_build.render import BuildInputs, build_context, lock_context, make_environment
 
 SIDECAR_REPOSITORY = "learnerkit/sidecar"
 SIDECAR_TEMPLATE = "controller_sidecar/image/Dockerfile.j2"
@@ -35,8 +39,9 @@ def requirements(root: Path) -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
-def render_sidecar(root: Path, base_ref: str, inputs: BuildInputs) -> str:
+def render_sidecar(root: Path, base_ref: str, inputs: BuildInputs, *, locked: bool = False) -> str:
     context = {
+        **lock_context(locked),
         "base_ref": base_ref,
         "build": build_context(inputs),
         "sidecar": {
@@ -50,7 +55,7 @@ def render_sidecar(root: Path, base_ref: str, inputs: BuildInputs) -> str:
         raise TemplateError(f"{SIDECAR_TEMPLATE}: {e} (rendering the sidecar)") from e
 
 
-def sidecar_files(root: Path, inputs: BuildInputs) -> list[ContextFile]:
+def sidecar_files(root: Path, inputs: BuildInputs, lock: Lock | None = None) -> list[ContextFile]:
     files = [
         item
         for item in tree_files(root / "controller_sidecar", "controller_sidecar")
@@ -58,21 +63,29 @@ def sidecar_files(root: Path, inputs: BuildInputs) -> list[ContextFile]:
     ]
     files.append(ContextFile(root / REQUIREMENTS, REQUIREMENTS))
     files.extend(wheelhouse_files(inputs))
+    if lock is not None:
+        files.extend(locked_context_files(lock))
     return sorted(files, key=lambda f: f.target)
 
 
-def build_sidecar(root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool = False) -> BuildResult:
+def build_sidecar(
+    root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool = False, record_size: bool = False
+) -> BuildResult:
     started = time.monotonic()
     recipe = recipe_for(SIDECAR_BASE)
     base_id, _ = ensure_base(recipe, on_line)
     base_ref = base_reference(recipe)
+    lock = committed_lock(root / SIDECAR_LOCK)
+    if lock is not None:
+        fill_cache(lock, base_ref, inputs)
     plan = BuildPlan(
         name="sidecar",
         repository=SIDECAR_REPOSITORY,
         tag=__version__,
-        dockerfile=render_sidecar(root, base_ref, inputs),
-        files=sidecar_files(root, inputs),
+        dockerfile=render_sidecar(root, base_ref, inputs, locked=lock is not None),
+        files=sidecar_files(root, inputs, lock),
         base_ref=base_ref,
         base_id=base_id,
+        reproducible=lock is not None,
     )
-    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started)
+    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)

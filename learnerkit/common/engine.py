@@ -69,6 +69,16 @@ def image_attrs(reference: str) -> dict[str, Any]:
         raise EngineError(f"inspecting image {reference}: {e.explanation}") from e
 
 
+def remove_image(image: str) -> None:
+    """Remove an image by ID (an intermediate of the build tool); gone already is fine."""
+    try:
+        engine().images.remove(image, force=True)
+    except docker.errors.ImageNotFound:
+        return
+    except docker.errors.APIError as e:
+        raise EngineError(f"removing image {image}: {e.explanation}") from e
+
+
 def save_image(reference: str, dest: Path) -> None:
     """`docker save` of one image into the file `dest`."""
     try:

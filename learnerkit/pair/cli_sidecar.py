@@ -31,6 +31,7 @@ def sidecar_group() -> None:
 @apply(inputs_options)
 @click.option("--rebuild", is_flag=True, help="build even when the inputs hash is already tagged")
 @click.option("--quiet-log", is_flag=True, help="progress bar only, no streamed build log")
+@click.option("--record-size", is_flag=True, help="record the built image's size as its budget (+5 % fails)")
 @root_option
 @output_option
 @handles_errors
@@ -42,6 +43,7 @@ def build_command(
     no_ca_bundle: bool,
     rebuild: bool,
     quiet_log: bool,
+    record_size: bool,
     root: Path | None,
     output: str,
 ) -> None:
@@ -49,7 +51,7 @@ def build_command(
     project = find_project_root(root)
     resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle)
     run_builds(
-        [("sidecar", partial(build_sidecar, project, resolved.inputs, rebuild=rebuild))],
+        [("sidecar", partial(build_sidecar, project, resolved.inputs, rebuild=rebuild, record_size=record_size))],
         output=output,
         quiet_log=quiet_log,
         settings=resolved.settings,

@@ -55,3 +55,18 @@ def test_mode_change_changes_hash(make_project: MakeProject) -> None:
     before = inputs_hash("FROM x\n", files, "sha256:base", BuildInputs())
     (root / "frameworks" / "toy" / "smoke" / "train.py").chmod(0o755)
     assert inputs_hash("FROM x\n", files, "sha256:base", BuildInputs()) != before
+
+
+def test_a_checkout_umask_reaches_neither_hash_nor_context(make_project: MakeProject, tmp_path: Path) -> None:
+    """git records only the executable bit: a checkout made under umask 077 builds the same image."""
+    root, _, files = setup(make_project, BuildInputs())
+    before = inputs_hash("FROM x\n", files, "sha256:base", BuildInputs())
+    train = root / "frameworks" / "toy" / "smoke" / "train.py"
+    train.chmod(0o600)
+    (root / "frameworks" / "toy" / "smoke").chmod(0o700)
+    assert inputs_hash("FROM x\n", files, "sha256:base", BuildInputs()) == before
+    context = tmp_path / "context"
+    assemble_context(context, "FROM x\n", files)
+    assert (context / "frameworks/toy/smoke/train.py").stat().st_mode & 0o777 == 0o644
+    assert (context / "frameworks/toy/smoke").stat().st_mode & 0o777 == 0o755
+    assert train.stat().st_mode & 0o777 == 0o600, "the checkout itself is left alone"

@@ -1,0 +1,87 @@
+"""The content-addressed cache of locked files: `<state home>/lock-cache/sha256/<hex>`, filled once.
+
+A file enters only after its sha256 was checked, under that sha256, so a cached file is the locked file or
+absent; builds take their .debs and wheels from here, never from a mirror or an index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from learnerkit_build.context import ContextFile, file_sha256
+from learnerkit_build.lock.model import Lock, LockError
+from learnerkit_build.state import state_home
+
+LOCKED_DIR = ".locked"
+"""Where a build context holds the locked files; the locked install steps bind-mount it."""
+LOCKED_DEBS_DIR = f"{LOCKED_DIR}/debs"
+LOCKED_WHEELS_DIR = f"{LOCKED_DIR}/wheels"
+
+
+def cache_root() -> Path:
+    return state_home() / "lock-cache" / "sha256"
+
+
+def cached_path(sha256: str) -> Path:
+    return cache_root() / sha256
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def admit(path: Path, expected: str | None = None) -> str:
+    """Move `path` into the cache under its sha256 (checked against `expected`); return the sha256."""
+    actual = sha256_file(path)
+    if expected is not None and actual != expected:
+        raise LockError(f"{path.name}: sha256 {actual} is not the locked {expected}")
+    target = cached_path(actual)
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f".tmp-{actual}-{os.getpid()}")
+        shutil.copyfile(path, temp)
+        temp.chmod(0o644)
+        temp.replace(target)
+    return actual
+
+
+def missing(lock: Lock) -> list[str]:
+    """Filenames of the lock's image debs and wheels that the cache lacks."""
+    return [name for name, sha in lock.files() if not cached_path(sha).is_file()]
+
+
+def locked_context_files(lock: Lock) -> list[ContextFile]:
+    """The lock's image debs and wheels, from the cache, under their own names in `.locked/`; each file is
+    hashed again (a build hashes its context anyway: context.file_sha256 caches it per run)."""
+    absent = missing(lock)
+    if absent:
+        raise LockError(f"{lock.image}: the lock cache lacks {', '.join(absent)} (a build fetches what its lock names)")
+    for name, sha in lock.files():
+        if file_sha256(cached_path(sha)) != sha:
+            raise LockError(f"{lock.image}: the lock cache's {name} ({cached_path(sha)}) is not the locked {sha}")
+    files = [ContextFile(cached_path(d.sha256), f"{LOCKED_DEBS_DIR}/{d.filename}") for d in lock.installed_debs()]
+    files += [ContextFile(cached_path(w.sha256), f"{LOCKED_WHEELS_DIR}/{w.filename}") for w in lock.python]
+    files += [
+        ContextFile(stored_text(lock.dpkg_list()), f"{LOCKED_DIR}/dpkg.txt"),
+        ContextFile(stored_text(lock.python_list()), f"{LOCKED_DIR}/python.txt"),
+        ContextFile(stored_text(lock.pip_requirements()), f"{LOCKED_DIR}/requirements.txt"),
+    ]
+    return files
+
+
+def stored_text(text: str) -> Path:
+    """`text` as a file of the cache (the lists a build checks itself against travel in its context)."""
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", delete=False, prefix="learnerkit-lock-") as handle:
+        handle.write(text)
+    try:
+        return cached_path(admit(Path(handle.name)))
+    finally:
+        Path(handle.name).unlink()

@@ -1,0 +1,103 @@
+"""`learnerkit image lock`: where each lock file lives, computing it, and filling the cache from it.
+
+The lock of an image is every Debian package of its base plus what its runtime install step adds (the same
+package list the template installs), and every wheel its pinned requirements resolve to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from learnerkit_build.lock.cache import missing
+from learnerkit_build.lock.debian import download_debs, resolve_debs
+from learnerkit_build.lock.model import Lock, LockError, make_lock, read_lock, write_lock
+from learnerkit_build.lock.python import download_wheels, resolve_wheels
+from learnerkit_build.render import RUNTIME_APT, BuildInputs, render_dockerfile
+from learnerkit_build.spec import ImageSpec
+
+SIDECAR_LOCK = "controller_sidecar/image/lock.json"
+BASE_LOCK_DIR = "learner_base/lock"
+
+
+@dataclass(frozen=True)
+class LockTarget:
+    """One lockable image: what it installs, on which base, and where its lock is committed."""
+
+    name: str
+    path: Path
+    base_ref: str
+    python: str
+    apt: tuple[str, ...]
+    """What the image apt-installs besides RUNTIME_APT."""
+    pip: tuple[str, ...]
+    runtime: bool = True
+    """Whether RUNTIME_APT is installed (not for the base itself)."""
+
+
+def image_lock_path(image: ImageSpec) -> Path:
+    return image.folder / "lock" / f"{image.version}-{image.variant_name}.json"
+
+
+def base_lock_path(root: Path, base_name: str) -> Path:
+    return root / BASE_LOCK_DIR / f"{base_name}.json"
+
+
+def image_target(image: ImageSpec, base_ref: str) -> LockTarget:
+    if not image.local_base:
+        raise LockError(f"{image.name}: only images on a local base can be locked (its base is {image.variant.base})")
+    pip = image.variant.pip
+    if pip is None or not pip.packages:
+        raise LockError(f"{image.name}: installs outside variant.pip (a framework_install of its own): not lockable")
+    locked = render_dockerfile(image.folder.parents[1], image, base_ref or "lock/base", BuildInputs(), locked=True)
+    learner = locked[locked.rindex("\nFROM ") :]
+    if "apt-get update" in learner or "/bin/pip install" in learner:
+        raise LockError(
+            f"{image.name}: its template installs with apt-get or pip of its own in the learner stage, outside "
+            "the locked steps: not lockable"
+        )
+    return LockTarget(
+        name=image.name,
+        path=image_lock_path(image),
+        base_ref=base_ref,
+        python=image.python,
+        apt=tuple(image.variant.apt),
+        pip=tuple(pip.packages),
+    )
+
+
+def compute_lock(target: LockTarget, inputs: BuildInputs) -> Lock:
+    """Resolve `target` now (apt in its base, pip from the build's indexes) and fill the cache."""
+    debs = resolve_debs(target.base_ref, sorted(set((*RUNTIME_APT, *target.apt)) if target.runtime else set()))
+    lock = make_lock(target.name, debs, resolve_wheels(list(target.pip), target.python, inputs) if target.pip else [])
+    fill_cache(lock, target.base_ref, inputs)
+    return lock
+
+
+def lock_target(target: LockTarget, inputs: BuildInputs) -> tuple[Lock, bool]:
+    """Compute and write `target`'s lock; returns it and whether the file changed."""
+    lock = compute_lock(target, inputs)
+    before = read_lock(target.path) if target.path.exists() else None
+    if before != lock:
+        write_lock(target.path, lock)
+    return lock, before != lock
+
+
+def fill_cache(lock: Lock, base_ref: str, inputs: BuildInputs) -> None:
+    """Download what the cache lacks of `lock` (a fresh machine fills it once from the committed lock)."""
+    absent = set(missing(lock))
+    download_debs(base_ref, [d for d in lock.installed_debs() if d.filename in absent])
+    download_wheels([w for w in lock.python if w.filename in absent], inputs)
+    still = missing(lock)
+    if still:
+        raise LockError(f"{lock.image}: could not fetch {', '.join(still)} into the lock cache")
+
+
+def base_target(root: Path, base_name: str, base_ref: str, python: str) -> LockTarget:
+    """The base alone: its Debian packages, nothing added (what every image lock starts from)."""
+    return LockTarget(f"base:{base_name}", base_lock_path(root, base_name), base_ref, python, (), (), runtime=False)
+
+
+def committed_lock(path: Path) -> Lock | None:
+    """The committed lock at `path`, or None where an image has none yet (it then builds unlocked)."""
+    return read_lock(path) if path.exists() else None

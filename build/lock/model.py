@@ -1,0 +1,128 @@
+"""The lock file: what an image holds, each package named by version and the sha256 of its .deb or wheel.
+
+A lock is canonical JSON (sorted keys, sorted entries), written atomically, so that computing it again
+from the same archive state gives the same bytes and a review shows exactly what moved.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from learnerkit_build.errors import BuildToolError
+from learnerkit_build.state import write_atomic
+
+LOCK_SCHEME = "learnerkit-lock/1"
+DebOrigin = Literal["base", "image"]
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_Entry = TypeVar("_Entry", "LockedDeb", "LockedWheel")
+
+
+class LockError(BuildToolError):
+    """A lock file is missing, malformed, or does not describe what was built."""
+
+
+@dataclass(frozen=True)
+class LockedDeb:
+    package: str
+    version: str
+    architecture: str
+    filename: str
+    """The .deb's name in the content-addressed cache and the build context."""
+    sha256: str
+    origin: DebOrigin
+    """`base`: the local base holds it; `image`: the image's own install step adds it."""
+
+
+@dataclass(frozen=True)
+class LockedWheel:
+    name: str
+    """Normalised (PEP 503)."""
+    version: str
+    filename: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Lock:
+    image: str
+    """What the lock is of: `sidecar`, `base:debian-bookworm`, `mxnet:1.9.1-cpu`."""
+    debian: tuple[LockedDeb, ...]
+    python: tuple[LockedWheel, ...]
+
+    def installed_debs(self) -> tuple[LockedDeb, ...]:
+        return tuple(deb for deb in self.debian if deb.origin == "image")
+
+    def files(self) -> list[tuple[str, str]]:
+        """(filename, sha256) of every file a build installs: the image's own .debs and every wheel."""
+        return [(d.filename, d.sha256) for d in self.installed_debs()] + [(w.filename, w.sha256) for w in self.python]
+
+    def dpkg_list(self) -> str:
+        """`package=version` per line, sorted: what `dpkg-query` must print in the built image."""
+        return "".join(sorted(f"{deb.package}={deb.version}\n" for deb in self.debian))
+
+    def pip_requirements(self) -> str:
+        """A `--require-hashes` requirements file of every locked wheel."""
+        return "".join(f"{w.name}=={w.version} --hash=sha256:{w.sha256}\n" for w in self.python)
+
+    def python_list(self) -> str:
+        """`name==version` per line, sorted: the distributions the built venv must hold, no more."""
+        return "".join(sorted(f"{w.name}=={w.version}\n" for w in self.python))
+
+
+def normalise_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def make_lock(image: str, debian: list[LockedDeb], python: list[LockedWheel]) -> Lock:
+    return Lock(
+        image=image,
+        debian=tuple(sorted(debian, key=lambda d: (d.package, d.architecture))),
+        python=tuple(sorted(python, key=lambda w: w.name)),
+    )
+
+
+def lock_json(lock: Lock) -> bytes:
+    payload = {
+        "scheme": LOCK_SCHEME,
+        "image": lock.image,
+        "debian": [asdict(deb) for deb in lock.debian],
+        "python": [asdict(wheel) for wheel in lock.python],
+    }
+    return (json.dumps(payload, indent=1, sort_keys=True) + "\n").encode()
+
+
+def write_lock(path: Path, lock: Lock) -> None:
+    write_atomic(path, lock_json(lock))
+
+
+def read_lock(path: Path) -> Lock:
+    """The lock at `path`; `LockError` names the file and the entry when it is malformed."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise LockError(f"{path}: no lock file (make it with `learnerkit image lock`)") from e
+    except (OSError, json.JSONDecodeError) as e:
+        raise LockError(f"{path}: not a readable lock file: {e}") from e
+    if not isinstance(payload, dict) or payload.get("scheme") != LOCK_SCHEME:
+        raise LockError(f"{path}: scheme is not {LOCK_SCHEME!r}")
+    debian = [_entry(path, "debian", i, raw, LockedDeb) for i, raw in enumerate(payload.get("debian", []))]
+    python = [_entry(path, "python", i, raw, LockedWheel) for i, raw in enumerate(payload.get("python", []))]
+    for deb in debian:
+        if deb.origin not in ("base", "image"):
+            raise LockError(f"{path}: debian entry {deb.package}: origin must be base or image, not {deb.origin!r}")
+    return make_lock(str(payload.get("image", "")), debian, python)
+
+
+def _entry(path: Path, section: str, index: int, raw: Any, kind: type[_Entry]) -> _Entry:
+    fields = set(kind.__dataclass_fields__)
+    if not isinstance(raw, dict) or set(raw) != fields or not all(isinstance(v, str) for v in raw.values()):
+        raise LockError(f"{path}: {section}[{index}] must have exactly the string fields {', '.join(sorted(fields))}")
+    if not _SHA256.match(raw["sha256"]):
+        raise LockError(f"{path}: {section}[{index}] ({raw['filename']}): sha256 is not 64 hex digits")
+    if "/" in raw["filename"] or raw["filename"].startswith("."):
+        raise LockError(f"{path}: {section}[{index}]: filename {raw['filename']!r} is not a plain file name")
+    return kind(**raw)

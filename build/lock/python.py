@@ -1,0 +1,77 @@
+"""Python distributions of a lock: pip resolves the requirements to wheels, which are hashed and cached.
+
+`pip download` resolves every dependency exactly as an install into an empty venv would (wheels only, for
+this host's CPython, which must be the image's minor version on the same platform), from the same index,
+extra indexes and find-links the build would use; each downloaded wheel is hashed into the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from learnerkit_build.lock.cache import admit
+from learnerkit_build.lock.model import LockedWheel, LockError, normalise_name
+from learnerkit_build.render import BuildInputs
+
+
+def resolve_wheels(requirements: list[str], python: str, inputs: BuildInputs) -> list[LockedWheel]:
+    """The wheels `requirements` resolve to, with dependencies, each admitted to the cache."""
+    have = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if have != python:
+        raise LockError(f"locking for Python {python} needs a host Python {python}; this one is {have}")
+    with tempfile.TemporaryDirectory(prefix="learnerkit-wheels-") as scratch:
+        dest = Path(scratch) / "wheels"
+        _pip(["download", "--only-binary=:all:", "--dest", str(dest), *_where(inputs), *requirements])
+        return [_admitted(path) for path in sorted(dest.iterdir())]
+
+
+def download_wheels(wheels: list[LockedWheel], inputs: BuildInputs) -> None:
+    """Fetch locked wheels (pip checks each against its hash) and admit each to the cache."""
+    if not wheels:
+        return
+    with tempfile.TemporaryDirectory(prefix="learnerkit-wheels-") as scratch:
+        requirements = Path(scratch) / "requirements.txt"
+        requirements.write_text(
+            "".join(f"{w.name}=={w.version} --hash=sha256:{w.sha256}\n" for w in wheels), encoding="utf-8"
+        )
+        dest = Path(scratch) / "wheels"
+        fetch = ["download", "--only-binary=:all:", "--no-deps", "--require-hashes", "--dest", str(dest)]
+        _pip([*fetch, *_where(inputs), "-r", str(requirements)])
+        expected = {w.filename: w.sha256 for w in wheels}
+        for path in sorted(dest.iterdir()):
+            admit(path, expected.get(path.name))
+
+
+def _admitted(path: Path) -> LockedWheel:
+    try:
+        name, version, _, _ = parse_wheel_filename(path.name)
+    except InvalidWheelFilename as e:
+        raise LockError(f"pip resolved {path.name}, which is not a wheel: {e}") from e
+    return LockedWheel(name=normalise_name(name), version=str(version), filename=path.name, sha256=admit(path))
+
+
+def _where(inputs: BuildInputs) -> list[str]:
+    args = ["--index-url", inputs.index_url] if inputs.index_url else []
+    for url in inputs.extra_index_urls:
+        args += ["--extra-index-url", url]
+    for link in [*map(str, inputs.wheelhouses), *inputs.find_links]:
+        args += ["--find-links", link]
+    if inputs.ca_bundle is not None:
+        args += ["--cert", str(inputs.ca_bundle)]
+    return args
+
+
+def _pip(args: list[str]) -> None:
+    # The inputs already hold what the host's pip configuration says (learnerkit_build.pipconfig): no second reading.
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+    env = {k: v for k, v in env.items() if not k.startswith("PIP_") or k == "PIP_CONFIG_FILE"}
+    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q", *args]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise LockError(f"pip {args[0]} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")

@@ -1,0 +1,93 @@
+"""Locked builds against the real engine: the SBOM of a built image is its lock, and a lock that does not
+describe what the install makes fails the build."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from learnerkit.common import engine
+from learnerkit_build.errors import BuildError
+from learnerkit_build.images import build_image
+from learnerkit_build.lock.compute import SIDECAR_LOCK, image_lock_path
+from learnerkit_build.lock.model import Lock, normalise_name, read_lock
+from learnerkit_build.matrix import load_matrix
+from learnerkit_build.render import BuildInputs
+from learnerkit_build.scan.layers import index_archive
+from learnerkit_build.scan.packages import deb_packages, python_dists, wanted
+from learnerkit_build.scan.sbom import build_sbom, validate_sbom
+from learnerkit_build.sidecarimage import build_sidecar
+from tests.integration.conftest import REPO
+
+
+def sbom_of(reference: str, tmp_path: Path) -> dict[str, Any]:
+    archive = tmp_path / "image.tar"
+    engine.save_image(reference, archive)
+    index = index_archive(archive, reference, wanted=wanted)
+    sbom = build_sbom(index, index.config_digest, deb_packages(index) or [], python_dists(index))
+    validate_sbom(sbom)
+    return sbom
+
+
+def assert_sbom_is_the_lock(sbom: dict[str, Any], lock: Lock) -> None:
+    kinds = {c["bom-ref"].split(":", 1)[0] for c in sbom["components"] if "purl" in c}
+    assert kinds <= {"deb", "pypi"}
+    debs = {(c["name"], c["version"]) for c in sbom["components"] if c.get("purl", "").startswith("pkg:deb/")}
+    dists = {
+        (normalise_name(c["name"]), c["version"])
+        for c in sbom["components"]
+        if c.get("purl", "").startswith("pkg:pypi/")
+    }
+    locked_debs = {(d.package, d.version) for d in lock.debian}
+    locked_dists = {(w.name, w.version) for w in lock.python}
+    assert debs - locked_debs == set(), "in the image, not in the lock"
+    assert locked_debs - debs == set(), "in the lock, not in the image"
+    assert dists - locked_dists == set(), "in the image, not in the lock"
+    assert locked_dists - dists == set(), "in the lock, not in the image"
+    assert ("pip", "23.0.1") not in dists
+
+
+def test_the_sidecar_sbom_is_its_lock(build_inputs: BuildInputs, tmp_path: Path) -> None:
+    built = build_sidecar(REPO, build_inputs, lambda _line: None)
+    assert built.immutable_reference is not None
+    assert_sbom_is_the_lock(sbom_of(built.immutable_reference, tmp_path), read_lock(REPO / SIDECAR_LOCK))
+
+
+@pytest.mark.parametrize("spec", ["mxnet:1.9.1-cpu", "jax:0.10-cpu"])
+def test_a_learner_sbom_is_its_lock_and_its_venv_has_no_pip(
+    spec: str, build_inputs: BuildInputs, tmp_path: Path
+) -> None:
+    image = load_matrix(REPO).select([spec])[0]
+    built = build_image(REPO, image, build_inputs, lambda _line: None)
+    assert built.immutable_reference is not None
+    lock = read_lock(image_lock_path(image))
+    assert "pip" not in {w.name for w in lock.python}
+    assert_sbom_is_the_lock(sbom_of(built.immutable_reference, tmp_path), lock)
+
+
+def test_a_lock_missing_a_dependency_fails_the_build(
+    tmp_path: Path, build_inputs: BuildInputs, image_cleanup: list[str]
+) -> None:
+    """mxnet needs requests: a lock without it installs, but `pip check` in the same step fails the build."""
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "learner_base", root / "learner_base", ignore=shutil.ignore_patterns("__pycache__"))
+    folder = root / "frameworks" / "lockedtoy"
+    shutil.copytree(REPO / "frameworks" / "mxnet", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "framework.yaml").write_text(
+        (folder / "framework.yaml").read_text(encoding="utf-8").replace("name: mxnet", "name: lockedtoy"),
+        encoding="utf-8",
+    )
+    lock_file = folder / "lock" / "1.9.1-cpu.json"
+    payload = json.loads(lock_file.read_text(encoding="utf-8"))
+    payload["python"] = [w for w in payload["python"] if w["name"] != "requests"]
+    lock_file.write_text(json.dumps(payload), encoding="utf-8")
+    image_cleanup.append("learnerkit/lockedtoy")
+    image = load_matrix(root).select(["lockedtoy:1.9.1-cpu"])[0]
+    with pytest.raises(BuildError) as failed:
+        build_image(root, image, build_inputs, lambda _line: None)
+    assert "mxnet 1.9.1 requires requests" in failed.value.log_tail
+    assert engine.image_id(f"learnerkit/lockedtoy:{image.tag}") is None

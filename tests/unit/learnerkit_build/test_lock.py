@@ -1,0 +1,138 @@
+"""Locks: the file format, the content-addressed cache, and what a locked Dockerfile installs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from learnerkit_build.images import render_image
+from learnerkit_build.lock.cache import admit, cached_path, locked_context_files
+from learnerkit_build.lock.compute import SIDECAR_LOCK, base_lock_path, image_lock_path, image_target
+from learnerkit_build.lock.model import LockedDeb, LockedWheel, LockError, lock_json, make_lock, read_lock, write_lock
+from learnerkit_build.locking import lockable
+from learnerkit_build.matrix import load_matrix
+from learnerkit_build.render import BuildInputs
+from learnerkit_build.sidecarimage import render_sidecar
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("LEARNERKIT_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def a_lock(tmp_path: Path) -> Path:
+    """A lock of one .deb and one wheel whose files are in the (temporary) cache."""
+    deb, wheel = tmp_path / "tini_0.19.0-1_amd64.deb", tmp_path / "six-1.17.0-py2.py3-none-any.whl"
+    deb.write_bytes(b"a deb")
+    wheel.write_bytes(b"a wheel")
+    lock = make_lock(
+        "toy",
+        [
+            LockedDeb("tini", "0.19.0-1", "amd64", deb.name, admit(deb), "image"),
+            LockedDeb("bash", "5.2", "amd64", "bash_5.2_amd64.deb", "0" * 64, "base"),
+        ],
+        [LockedWheel("six", "1.17.0", wheel.name, admit(wheel))],
+    )
+    path = tmp_path / "lock.json"
+    write_lock(path, lock)
+    return path
+
+
+def test_a_lock_reads_back_equal_and_writes_the_same_bytes(home: Path, tmp_path: Path) -> None:
+    path = a_lock(tmp_path)
+    lock = read_lock(path)
+    assert lock_json(lock) == path.read_bytes()
+    assert lock.dpkg_list() == "bash=5.2\ntini=0.19.0-1\n"
+    assert [name for name, _ in lock.files()] == ["tini_0.19.0-1_amd64.deb", "six-1.17.0-py2.py3-none-any.whl"]
+    assert "six==1.17.0 --hash=sha256:" in lock.pip_requirements()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(scheme="other/1"), r"scheme is not 'learnerkit-lock/1'"),
+        (lambda d: d["python"][0].update(sha256="abc"), r"python\[0\] \(six-1\.17\.0.*\): sha256 is not 64 hex"),
+        (lambda d: d["debian"][1].pop("version"), r"debian\[1\] must have exactly the string fields"),
+        (lambda d: d["debian"][1].update(filename="../x.deb"), r"debian\[1\]: filename '\.\./x\.deb' is not a plain"),
+        (lambda d: d["debian"][1].update(origin="host"), r"debian entry tini: origin must be base or image"),
+    ],
+)
+def test_a_malformed_lock_is_refused_naming_the_file_and_entry(home: Path, tmp_path: Path, edit, message) -> None:  # type: ignore[no-untyped-def]
+    path = a_lock(tmp_path)
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    edit(payload)
+    path.write_text(json.dumps(payload), encoding="utf-8")
+    with pytest.raises(LockError, match=rf"{path}: {message}"):
+        read_lock(path)
+
+
+def test_a_missing_lock_names_the_command_that_makes_it(tmp_path: Path) -> None:
+    with pytest.raises(LockError, match=r"no lock file \(make it with `learnerkit image lock`\)"):
+        read_lock(tmp_path / "nope.json")
+
+
+def test_the_cache_admits_a_file_only_under_its_locked_sha256(home: Path, tmp_path: Path) -> None:
+    other = tmp_path / "x.whl"
+    other.write_bytes(b"not the locked bytes")
+    with pytest.raises(LockError, match=r"x\.whl: sha256 [0-9a-f]{64} is not the locked " + "1" * 64):
+        admit(other, "1" * 64)
+    assert not any(cached_path("1" * 64).parent.glob("*1111*"))
+
+
+def test_a_cached_file_changed_after_admission_fails_the_build_context(home: Path, tmp_path: Path) -> None:
+    path = a_lock(tmp_path)
+    lock = read_lock(path)
+    targets = [item.target for item in locked_context_files(lock)]
+    assert (
+        ".locked/wheels/six-1.17.0-py2.py3-none-any.whl" in targets
+        and ".locked/debs/tini_0.19.0-1_amd64.deb" in targets
+    )
+    stored = cached_path(lock.python[0].sha256)
+    stored.chmod(0o644)
+    stored.write_bytes(b"a wheel, changed")
+    with pytest.raises(
+        LockError, match=r"toy: the lock cache's six-1\.17\.0-py2\.py3-none-any\.whl .* is not the locked"
+    ):
+        locked_context_files(lock)
+
+
+def test_a_locked_image_installs_only_its_lock_and_its_venv_has_no_pip() -> None:
+    image = load_matrix(REPO).select(["mxnet:1.9.1-cpu"])[0]
+    assert image_lock_path(image).exists()
+    text = render_image(REPO, image, BuildInputs())
+    learner = text[text.rindex("\nFROM ") :]
+    assert "apt-get update" not in learner and "/bin/pip install" not in learner
+    assert "apt-get install -y --no-install-recommends /run/locked/debs/*.deb" in learner
+    for flag in ("--no-index", "--find-links /run/locked/wheels", "--require-hashes", "--no-deps"):
+        assert flag in learner
+    assert "python3 -m venv --without-pip /opt/learner/venv" in learner
+    assert "diff - /run/locked/dpkg.txt" in learner and "diff - /run/locked/python.txt" in learner
+    sidecar = render_sidecar(REPO, "example/base:1", BuildInputs(), locked=True)
+    assert "python3 -m venv --without-pip /opt/sidecar/venv" in sidecar and "--require-hashes" in sidecar
+
+
+def test_only_images_whose_learner_stage_installs_through_the_locked_steps_are_lockable() -> None:
+    matrix = load_matrix(REPO)
+    kept, refused = lockable(matrix.select(["mxnet:1.9.1-cpu", "caffe:1.0-cpu"]))
+    assert [image.name for image in kept] == ["mxnet:1.9.1-cpu"]
+    assert [r.name for r in refused] == ["caffe:1.0-cpu"]
+    assert "apt-get or pip of its own in the learner stage" in refused[0].status
+    with pytest.raises(LockError, match=r"caffe:1\.0-cpu: its template installs"):
+        image_target(matrix.select(["caffe:1.0-cpu"])[0], "example/base:1")
+
+
+def test_every_committed_lock_starts_from_the_committed_base_lock() -> None:
+    """An image lock's base packages are the base lock's: computed on the same base, or the base moved."""
+    base = read_lock(base_lock_path(REPO, "debian-bookworm"))
+    assert base.debian and all(deb.origin == "base" for deb in base.debian) and not base.python
+    locks = [read_lock(REPO / SIDECAR_LOCK)]
+    locks += [read_lock(image_lock_path(i)) for i in load_matrix(REPO).images if image_lock_path(i).exists()]
+    assert len(locks) >= 2
+    for lock in locks:
+        assert tuple(deb for deb in lock.debian if deb.origin == "base") == base.debian, lock.image
+        assert lock.installed_debs() and lock.python, lock.image

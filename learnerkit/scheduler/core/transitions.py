@@ -38,6 +38,7 @@ class Transitions:
                 admitted_at=None,
                 preempted_by=None,
                 preempted_at=None,
+                drained_from=None,
             )
         )
         await shared.store.trim(tracked.state.job_id)
@@ -78,6 +79,7 @@ class Transitions:
                 reason=reason,
                 preempted_by=None,
                 preempted_at=None,
+                drained_from=None,
                 halted_by_user=False,
             ),
             clear_learners=True,

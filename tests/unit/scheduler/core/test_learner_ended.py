@@ -24,6 +24,7 @@ from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.fakeclock import FakeClock
+from tests.unit.scheduler.memorymarks import MemoryMarks
 
 pytestmark = pytest.mark.asyncio
 
@@ -128,6 +129,7 @@ class Harness:
         self.backend = backend or FakeBackend()
         options = SchedulerOptions(Platform("127.0.0.1:2379", "sidecar"), catalog=None, resolve_image=lambda _: "i")
         self.scheduler = Scheduler(self.store, self.backend, options, clock=self.clock)
+        self.scheduler.shared.marks = MemoryMarks()
         state = JobState(
             JOB,
             "team-a",

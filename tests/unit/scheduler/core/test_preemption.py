@@ -27,6 +27,7 @@ from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit.scheduler.preemption.rules import PreemptionRules
 from tests.fakeclock import FakeClock
+from tests.unit.scheduler.memorymarks import MemoryMarks
 
 pytestmark = pytest.mark.asyncio
 
@@ -142,6 +143,7 @@ class Harness:
             preemption=rules or PreemptionRules(min_run_s=MIN_RUN_S),
         )
         self.scheduler = Scheduler(self.store, self.backend, options, clock=self.clock)
+        self.scheduler.shared.marks = MemoryMarks()
         self.scheduler.shared.admission = AdmissionState(self.backend.nodes(), AdmissionPolicy())
         self.submitted = 0
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.admission.admit import AdmissionState, JobRecord
+from learnerkit.scheduler.admission.nodechanges import working_nodes
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.config.policy import SubmitPolicy, check_admissible
 from learnerkit.scheduler.core.draining import resume_drains
@@ -45,7 +46,8 @@ async def restore(shared: Shared, instance: str) -> None:
         shared.jobs[stored.state.job_id] = tracked
         if tracked.state.stage is not Stage.DONE:
             records.append(_admission_record(tracked))
-    shared.admission = AdmissionState.rebuild(records, nodes, shared.options.policy)
+    # A job still running on a node not listed now (cordoned, not ready) keeps its reservation there.
+    shared.admission = AdmissionState.rebuild(records, working_nodes(nodes, {}, records), shared.options.policy)
     running = {job_id for job_id, tracked in shared.jobs.items() if tracked.active}
     await resume_preemptions(shared)
     await resume_drains(shared)

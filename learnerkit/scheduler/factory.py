@@ -151,6 +151,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         python_of=lambda image: catalog.python_of(gate.named(image)),
         pids=settings.limits.pids,
         abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,
+        node_lost_grace_s=settings.limits.node_lost_grace_s,
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)

@@ -19,6 +19,7 @@ from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.admission.nodechanges import changed, working_nodes
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
+from learnerkit.scheduler.backends.protocol import NodeHealth
 from learnerkit.scheduler.config.policy import SubmitPolicy, host_folder, store_folder
 from learnerkit.scheduler.core.draining import Draining
 from learnerkit.scheduler.core.endcheck import completions_to_confirm, confirmed_records
@@ -28,6 +29,7 @@ from learnerkit.scheduler.core.liveness import (
     lost_learners,
     watching_for_exit,
 )
+from learnerkit.scheduler.core.nodeloss import NodeLoss
 from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.core.planning import plan_job
 from learnerkit.scheduler.core.preempting import Preempting
@@ -51,6 +53,7 @@ class ControlLoop:
         self.transitions = transitions
         self.preempting = Preempting(shared, transitions)
         self.draining = Draining(shared, transitions)
+        self.node_loss = NodeLoss(shared, transitions)
         self.instance = shared.options.instance or ""
         """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
         self._deploys: set[asyncio.Task[None]] = set()
@@ -60,6 +63,8 @@ class ControlLoop:
         self._nodes_read_at = 0.0
         self._drained: frozenset[str] = frozenset()
         self._published: frozenset[str] | None = None
+        self._health: dict[str, NodeHealth] | None = None
+        """Every node the cluster has, as read with the nodes; None until a read succeeded."""
         """The nodes drained (etcd's marks), as read with the nodes: listed no more, their jobs moved off."""
         self._watching_since: float | None = None
         """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
@@ -106,6 +111,8 @@ class ControlLoop:
         now = shared.clock.wall()
         if self._watching_since is None:
             self._watching_since = shared.clock.monotonic()
+        if self._health is not None:  # before monitoring: a lost node's jobs end NODE_LOST, not as lost learners
+            await self.node_loss.resume_elsewhere(self._health, now)
         # Jobs are monitored side by side; one whose deploy (or teardown) is in flight waits for the next step.
         active = [t for t in shared.jobs.values() if t.active and not t.backend_lock.locked()]
         outcomes = await asyncio.gather(*(self._monitor(t, now) for t in active), return_exceptions=True)
@@ -145,6 +152,7 @@ class ControlLoop:
             self._nodes_read_at = monotonic
             try:
                 self._listed = await asyncio.to_thread(shared.backend.nodes)
+                self._health = await asyncio.to_thread(shared.backend.node_health)
             except BackendError as e:
                 LOGGER.warning("reading the nodes failed (the nodes as last read are kept): %s", e)
             self._drained = await shared.marks.drained()

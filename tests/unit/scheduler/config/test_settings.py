@@ -112,6 +112,7 @@ def test_resource_defaults_and_the_shared_claim_come_from_the_environment() -> N
         ({"LEARNERKIT_LEARNER_PIDS_LIMIT": "many"}, "LEARNERKIT_LEARNER_PIDS_LIMIT='many': expected a number above"),
         ({"LEARNERKIT_SIDECAR_PIDS_LIMIT": "8"}, "LEARNERKIT_SIDECAR_PIDS_LIMIT='8': expected at least 16"),
         ({"LEARNERKIT_JOB_DISK_UNBOUNDED": "yes"}, "LEARNERKIT_JOB_DISK_UNBOUNDED='yes': expected 0 or 1"),
+        ({"LEARNERKIT_NODE_LOST_GRACE_S": "0"}, "LEARNERKIT_NODE_LOST_GRACE_S='0': expected a number above 0"),
     ],
 )
 def test_bad_values_are_named(environ: dict[str, str], named: str) -> None:
@@ -151,3 +152,8 @@ def test_the_factory_builds_the_real_service_and_refuses_a_backend_it_cannot_run
     with pytest.raises(SchedulerError, match=r"LEARNERKIT_K8S_EGRESS: 'etcd:2379' is not CIDR:port"):
         egress_from(("etcd:2379",))
     assert egress_from(("10.0.0.0/8:2379",)) == (Egress("10.0.0.0/8", 2379),)
+
+
+def test_the_node_lost_grace_is_read() -> None:
+    assert SchedulerSettings.from_env({}).limits.node_lost_grace_s == 60.0
+    assert SchedulerSettings.from_env({"LEARNERKIT_NODE_LOST_GRACE_S": "120"}).limits.node_lost_grace_s == 120.0

@@ -13,7 +13,7 @@ from controller_sidecar.status import ErrorCode, Phase, StatusRecord
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
-from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, SidecarStates
 from learnerkit.scheduler.core.liveness import LEARNER_ENDED_MARGIN_S
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
@@ -95,6 +95,9 @@ class FakeBackend:
 
     def nodes(self) -> list[Node]:
         return []
+
+    def node_health(self) -> dict[str, NodeHealth]:
+        return {"local": NodeHealth()}
 
     def deploy(self, job: JobDeployment) -> None:
         raise AssertionError("not deployed here")

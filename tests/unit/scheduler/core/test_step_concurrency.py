@@ -16,7 +16,7 @@ from learnerkit.scheduler.admission.admit import AdmissionPolicy, AdmissionState
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
-from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, SidecarStates
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.scheduler import Scheduler
@@ -92,6 +92,9 @@ class BlockingBackend:
 
     def nodes(self) -> list[Node]:
         return [Node("local", 8.0, 16 << 30, 0, None)]
+
+    def node_health(self) -> dict[str, NodeHealth]:
+        return {"local": NodeHealth()}
 
     def deploy(self, job: JobDeployment) -> None:
         self.deploying.set()

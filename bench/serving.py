@@ -26,7 +26,7 @@ from learnerkit.dev.s3 import SeaweedServer
 from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.api.server import uvicorn_config
-from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, SidecarStates
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import SchedulerUnreachableError
@@ -86,6 +86,9 @@ def serve_without_nodes(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port
     class NoNodes:
         def nodes(self) -> list[Node]:
             return []
+
+        def node_health(self) -> dict[str, NodeHealth]:
+            return {}
 
         def deploy(self, job: JobDeployment) -> None:
             raise AssertionError("nothing is deployed")

@@ -1,4 +1,4 @@
-"""`learnerkit scheduler serve` and `learnerkit scheduler token add|revoke|list`.
+"""`learnerkit scheduler serve`, `drain|undrain NODE` and `token add|revoke|list`.
 
 Options override the environment (`SchedulerSettings.from_env`); secrets (etcd password, S3 keys) are read from
 the environment only, so they never show in a process list.
@@ -6,6 +6,7 @@ the environment only, so they never show in a process list.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, keep_whole, output_option
 from learnerkit.scheduler.api.auth import add_token, read_tokens, revoke
@@ -28,6 +30,7 @@ from learnerkit.scheduler.config.settings import (
 from learnerkit.scheduler.errors import TokensFileError
 from learnerkit.scheduler.manifest.defaultresults import tenant_results
 from learnerkit.scheduler.manifest.units import format_size
+from learnerkit.scheduler.nodes.marks import mark_node
 
 tokens_option = click.option(
     "--tokens",
@@ -181,6 +184,48 @@ def public_key(url: str | None, output: str) -> None:
     finally:
         client.close()
     emit(output, {"url": client.base_url, "pem": pem}, lambda: click.echo(pem, nl=False))
+
+
+etcd_option = click.option(
+    "--etcd-endpoints", default=None, help="the scheduler's etcd, comma-separated host:port [env ETCD_ENDPOINTS]"
+)
+
+
+@scheduler_group.command("drain")
+@click.argument("node")
+@etcd_option
+@output_option
+def drain_command(node: str, etcd_endpoints: str | None, output: str) -> None:
+    """Take no new learners on NODE and move its jobs elsewhere: each halts onto a checkpoint and resumes by
+    itself on another node (docs/scheduler.md, Drained nodes). Kept in etcd until `undrain`."""
+    _mark(node, etcd_endpoints, output, drained=True)
+
+
+@scheduler_group.command("undrain")
+@click.argument("node")
+@etcd_option
+@output_option
+def undrain_command(node: str, etcd_endpoints: str | None, output: str) -> None:
+    """Give a drained NODE back: it takes learners again at the scheduler's next read of the nodes."""
+    _mark(node, etcd_endpoints, output, drained=False)
+
+
+def _mark(node: str, etcd_endpoints: str | None, output: str, *, drained: bool) -> None:
+    try:
+        settings = SchedulerSettings.from_env(os.environ).with_overrides(
+            etcd={"endpoints": parse_endpoints(etcd_endpoints) if etcd_endpoints is not None else None}
+        )
+        etcd = settings.etcd
+        sidecar_etcd = SidecarEtcdSettings(
+            endpoints=etcd.endpoints, username=etcd.username, password=etcd.password, root=etcd.root
+        )
+        change = asyncio.run(mark_node(sidecar_etcd, node, drained=drained))
+    except LearnerkitError as e:
+        fail(output, e)
+        return
+    verb = "drained" if drained else "undrained"
+    said = f"node {node} {verb}" if change.changed else f"node {node} was {verb} already"
+    emit(output, {"node": node, "drained": change.drained, "changed": change.changed}, lambda: console.print(said))
 
 
 @scheduler_group.group("token")

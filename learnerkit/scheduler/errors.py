@@ -43,6 +43,10 @@ class BackendError(SchedulerError):
         """The HTTP status the API answered with; None when it could not be reached at all."""
 
 
+class UnknownNodeError(SchedulerError):
+    """A drain or undrain names a node the scheduler does not know."""
+
+
 class UnknownFileError(SchedulerError):
     """The job stored no such file (404)."""
 

@@ -25,7 +25,7 @@ with an exponential backoff. Time is always passed in. The state is rebuilt from
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from learnerkit.scheduler.admission.capacity import ANY_GPU, GIB, Cluster, Node, PoolKey, gpu_kind, millicores
@@ -187,10 +187,13 @@ class _Entry:
 class AdmissionState:
     """The queue, the reservations and the per-tenant GPU counts, kept consistent with each other."""
 
-    def __init__(self, nodes: Iterable[Node], policy: AdmissionPolicy | None = None) -> None:
+    def __init__(
+        self, nodes: Iterable[Node], policy: AdmissionPolicy | None = None, closed: Collection[str] = ()
+    ) -> None:
         self._nodes = tuple(nodes)
         self.policy = policy or AdmissionPolicy()
-        self.cluster = Cluster(self._nodes)
+        self.cluster = Cluster(self._nodes, closed)
+        """``closed``: nodes that take no new learner (:class:`Cluster`)."""
         self._empty = Cluster(self._nodes)
         """Never keeps a reservation: answers whether a job fits the cluster at all."""
         self._fits_empty: set[str] = set()
@@ -202,14 +205,18 @@ class AdmissionState:
 
     @classmethod
     def rebuild(
-        cls, records: Iterable[JobRecord], nodes: Iterable[Node], policy: AdmissionPolicy | None = None
+        cls,
+        records: Iterable[JobRecord],
+        nodes: Iterable[Node],
+        policy: AdmissionPolicy | None = None,
+        closed: Collection[str] = (),
     ) -> AdmissionState:
         """The state after a restart: admitted and running jobs re-reserve their nodes; queued jobs queue.
 
         A record whose nodes no longer exist or no longer have room (the cluster changed while the
         scheduler was down) is requeued, and a queued job that can no longer fit at all is rejected.
         """
-        state = cls(nodes, policy)
+        state = cls(nodes, policy, closed)
         records = sorted(records, key=lambda r: r.stage in (Stage.QUEUED, Stage.REJECTED))
         for record in records:
             entry = _Entry(

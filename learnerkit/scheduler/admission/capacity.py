@@ -106,9 +106,13 @@ class _Free:
 
 
 class Cluster:
-    """The nodes and their reservations. Reservations never exceed a node's capacity."""
+    """The nodes and their reservations. Reservations never exceed a node's capacity.
 
-    def __init__(self, nodes: Iterable[Node]) -> None:
+    A ``closed`` node (drained) keeps what is reserved on it but is never chosen for a new learner; it still
+    counts for whether a job could fit at all, so a job waits for it rather than fail."""
+
+    def __init__(self, nodes: Iterable[Node], closed: Collection[str] = ()) -> None:
+        self.closed = frozenset(closed)
         self._nodes: dict[str, Node] = {}
         self._free: dict[str, _Free] = {}
         self._levels: dict[PoolKey, list[list[tuple[int, str]]]] = {}
@@ -158,9 +162,9 @@ class Cluster:
         found: list[tuple[int, str]] = []
         for key in self.gpu_pools(pool):
             levels = self._levels.get(key, [])
-            level = next((n for n in range(len(levels) - 1, 0, -1) if levels[n]), 0)
+            level = next((n for n in range(len(levels) - 1, 0, -1) if self._open(levels[n])), 0)
             if level:
-                found.append((level, min(name for _, name in levels[level])))
+                found.append((level, min(self._open(levels[level]))))
         if not found:
             return 0, None
         most = max(level for level, _ in found)
@@ -223,12 +227,15 @@ class Cluster:
                     memory, name = entries[index]
                     if best is not None and (level, memory, name) >= best:
                         break
-                    if self._free[name].millicpus >= need_cpus:
+                    if self._free[name].millicpus >= need_cpus and name not in self.closed:
                         best = (level, memory, name)
                         break
                 if best is not None and best[0] == level:
                     break
         return None if best is None else best[2]
+
+    def _open(self, entries: list[tuple[int, str]]) -> list[str]:
+        return [name for _, name in entries if name not in self.closed]
 
     def _shift(self, name: str, millicpus: int, memory_bytes: int, gpus: int) -> None:
         f = self._free[name]

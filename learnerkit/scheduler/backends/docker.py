@@ -43,7 +43,7 @@ from learnerkit.pair.jobdisk import (
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.backends.deployment import JobDeployment, distributed_env
-from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, SidecarStates
 from learnerkit.scheduler.errors import BackendError
 
 NODE_NAME = "local"
@@ -101,6 +101,10 @@ class DockerBackend:
             info = engine().info()
         gpus, gpu_type = local_gpus()
         return [Node(NODE_NAME, float(info["NCPU"]), int(info["MemTotal"]), gpus, gpu_type)]
+
+    def node_health(self) -> dict[str, NodeHealth]:
+        """The engine's host, always there and ready: a scheduler that reaches the engine runs beside it."""
+        return {NODE_NAME: NodeHealth()}
 
     def deploy(self, job: JobDeployment) -> None:
         """Start every learner pair not running yet (a redeploy after a scheduler restart adds nothing)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import kubernetes.client
@@ -24,7 +25,7 @@ from learnerkit.scheduler.backends.k8s_objects import (
     SIDECAR_CONTAINER,
     PodLayout,
 )
-from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, SidecarStates
 from learnerkit.scheduler.errors import BackendError
 
 FAILED_PHASES = ("Failed", "Unknown")
@@ -51,6 +52,20 @@ def node_from_api(raw: dict[str, Any]) -> Node | None:
     )
 
 
+def health_from_api(raw: dict[str, Any]) -> NodeHealth:
+    """Whether the node is cordoned, and since when it is not Ready (its Ready condition False or Unknown, from
+    that condition's last transition; a node without the condition counts as not ready since the epoch)."""
+    spec, status = raw.get("spec") or {}, raw.get("status") or {}
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    since: float | None = None
+    if not conditions:
+        since = 0.0
+    elif conditions[0].get("status") != "True":
+        when = conditions[0].get("lastTransitionTime")
+        since = datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp() if when else 0.0
+    return NodeHealth(cordoned=bool(spec.get("unschedulable")), not_ready_since=since)
+
+
 class KubernetesBackend:
     def __init__(
         self,
@@ -67,12 +82,18 @@ class KubernetesBackend:
         self.shared_size = shared_size
 
     def nodes(self) -> list[Node]:
+        return [node for node in (node_from_api(item) for item in self._list_nodes()) if node is not None]
+
+    def node_health(self) -> dict[str, NodeHealth]:
+        return {item["metadata"]["name"]: health_from_api(item) for item in self._list_nodes()}
+
+    def _list_nodes(self) -> list[dict[str, Any]]:
         try:
             listed = kubernetes.client.CoreV1Api(self.backend.api).list_node(_preload_content=False)
         except ApiException as e:
             raise BackendError(f"listing the cluster's nodes: {e.status} {e.reason}", status=e.status) from e
-        items = json.loads(listed.data).get("items", [])
-        return [node for node in (node_from_api(item) for item in items) if node is not None]
+        items: list[dict[str, Any]] = json.loads(listed.data).get("items", [])
+        return items
 
     def deploy(self, job: JobDeployment) -> None:
         namespace = self.backend.namespace

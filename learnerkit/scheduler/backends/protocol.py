@@ -31,8 +31,23 @@ class LearnerEnd:
     reason ``OOMKilled``)."""
 
 
+@dataclass(frozen=True)
+class NodeHealth:
+    """A node as the cluster shows it, whether or not it takes learners (:meth:`Backend.nodes` lists only those
+    that do)."""
+
+    cordoned: bool = False
+    not_ready_since: float | None = None
+    """Epoch seconds since which the node has not been Ready (Kubernetes: its Ready condition's last transition);
+    None while it is Ready."""
+
+
 class Backend(Protocol):
     def nodes(self) -> list[Node]: ...
+    def node_health(self) -> dict[str, NodeHealth]:
+        """Every node the cluster has, by name: a node absent is deleted."""
+        ...
+
     def deploy(self, job: JobDeployment) -> None: ...
     def started(self, job_id: str, learners: int) -> bool: ...
     def sidecars(self, job_id: str) -> SidecarStates: ...

@@ -129,6 +129,8 @@ class LimitSettings:
     """``$LEARNERKIT_UPLOAD_TOTAL_S``: a submit's body may take this long in all (408 past it)."""
     preemption_min_run_s: float = DEFAULT_MIN_RUN_S
     """``$LEARNERKIT_PREEMPTION_MIN_RUN_S``: a job that has run for less (this attempt) is never preempted."""
+    node_lost_grace_s: float = 60.0
+    """``$LEARNERKIT_NODE_LOST_GRACE_S``: a node not Ready for this long has its jobs resumed elsewhere."""
     pids: PidsLimits = field(default_factory=PidsLimits)
     """``$LEARNERKIT_LEARNER_PIDS_LIMIT`` (4096) and ``$LEARNERKIT_SIDECAR_PIDS_LIMIT`` (512): the processes and
     threads each learner and each sidecar may hold on the Docker backend (a fork past it fails); on Kubernetes the
@@ -240,6 +242,7 @@ class SchedulerSettings:
                 preemption_min_run_s=_positive(
                     env, "LEARNERKIT_PREEMPTION_MIN_RUN_S", limits.preemption_min_run_s, float
                 ),
+                node_lost_grace_s=_positive(env, "LEARNERKIT_NODE_LOST_GRACE_S", limits.node_lost_grace_s, float),
                 pids=pids_limits(env),
             ),
             trust=TrustSettings(

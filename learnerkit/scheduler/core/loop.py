@@ -19,7 +19,9 @@ from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.admission.nodechanges import changed, working_nodes
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
+from learnerkit.scheduler.backends.protocol import NodeHealth
 from learnerkit.scheduler.config.policy import SubmitPolicy, host_folder, store_folder
+from learnerkit.scheduler.core.draining import Draining
 from learnerkit.scheduler.core.endcheck import completions_to_confirm, confirmed_records
 from learnerkit.scheduler.core.liveness import (
     LivenessTimes,
@@ -27,6 +29,7 @@ from learnerkit.scheduler.core.liveness import (
     lost_learners,
     watching_for_exit,
 )
+from learnerkit.scheduler.core.nodeloss import NodeLoss
 from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.core.planning import plan_job
 from learnerkit.scheduler.core.preempting import Preempting
@@ -49,6 +52,8 @@ class ControlLoop:
         self.shared = shared
         self.transitions = transitions
         self.preempting = Preempting(shared, transitions)
+        self.draining = Draining(shared, transitions)
+        self.node_loss = NodeLoss(shared, transitions)
         self.instance = shared.options.instance or ""
         """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
         self._deploys: set[asyncio.Task[None]] = set()
@@ -56,6 +61,11 @@ class ControlLoop:
         self._listed: list[Node] | None = None
         """The backend's nodes as last read (:meth:`_read_nodes`), and when (monotonic)."""
         self._nodes_read_at = 0.0
+        self._drained: frozenset[str] = frozenset()
+        self._published: frozenset[str] | None = None
+        self._health: dict[str, NodeHealth] | None = None
+        """Every node the cluster has, as read with the nodes; None until a read succeeded."""
+        """The nodes drained (etcd's marks), as read with the nodes: listed no more, their jobs moved off."""
         self._watching_since: float | None = None
         """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
         answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could
@@ -103,6 +113,8 @@ class ControlLoop:
         now = shared.clock.wall()
         if self._watching_since is None:
             self._watching_since = shared.clock.monotonic()
+        if self._health is not None:  # before monitoring: a lost node's jobs end NODE_LOST, not as lost learners
+            await self.node_loss.resume_elsewhere(self._health, now)
         # Jobs are monitored side by side; one whose deploy (or teardown) is in flight waits for the next step.
         active = [t for t in shared.jobs.values() if t.active and not t.backend_lock.locked()]
         outcomes = await asyncio.gather(*(self._monitor(t, now) for t in active), return_exceptions=True)
@@ -134,30 +146,43 @@ class ControlLoop:
         self._observe()
 
     async def _read_nodes(self) -> None:
-        """Every ``nodes_interval_s``, the backend's nodes again; every step, the admission state rebuilt on them
-        where they changed (a restart's rebuild, without the restart): an unlisted node shrinks as its jobs end."""
+        """Every ``nodes_interval_s``, the backend's nodes and the drain marks again; every step, the admission state
+        rebuilt on them where they changed (a restart's rebuild, without the restart): an unlisted node shrinks as
+        its jobs end, a drained one is closed to new learners and its jobs are moved off."""
         shared, monotonic = self.shared, self.shared.clock.monotonic()
         if self._listed is None or monotonic - self._nodes_read_at >= shared.options.nodes_interval_s:
             self._nodes_read_at = monotonic
             try:
                 self._listed = await asyncio.to_thread(shared.backend.nodes)
+                self._health = await asyncio.to_thread(shared.backend.node_health)
             except BackendError as e:
                 LOGGER.warning("reading the nodes failed (the nodes as last read are kept): %s", e)
+            self._drained = await shared.marks.drained()
+            names = frozenset([*(node.name for node in self._listed or ()), *shared.admission.cluster.nodes])
+            if names != self._published:  # what a drain is checked against
+                await shared.marks.publish_known(names)
+                self._published = names
         listed = self._listed if self._listed is not None else list(shared.admission.cluster.nodes.values())
         async with shared.lock:
+            await self.draining.move_off(self._drained)
             admission = shared.admission
             known = admission.cluster.nodes
             records = admission.records()
             nodes = working_nodes(listed, known, records)
-            if not changed(nodes, known.values()):
+            closed = self._drained & {node.name for node in nodes}
+            if not changed(nodes, known.values()) and closed == admission.cluster.closed:
                 return
-            rebuilt = AdmissionState.rebuild(records, nodes, admission.policy)
+            rebuilt = AdmissionState.rebuild(records, nodes, admission.policy, closed)
             held = [r.job.job_id for r in records if r.stage in (Stage.DEPLOYED, Stage.RUNNING)]
             if any(rebuilt.record(job_id).stage is Stage.QUEUED for job_id in held):
                 # A node now smaller than what runs on it: keep the old state rather than run a job twice.
                 LOGGER.warning("the nodes changed but no longer hold what runs on them; capacity kept as it was")
                 return
-            LOGGER.info("the nodes changed: %s", ", ".join(sorted(n.name for n in nodes)))
+            LOGGER.info(
+                "the nodes changed: %s (drained: %s)",
+                ", ".join(sorted(n.name for n in nodes)),
+                ", ".join(sorted(closed)) or "none",
+            )
             shared.admission = rebuilt
 
     async def _guarded_deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
@@ -299,6 +324,8 @@ class ControlLoop:
                 extensions = tracked.manifest.extensions
                 if self.preempting.preempted(tracked) and result.status is JobStatus.HALTED:
                     await self.preempting.finish(tracked, records)
+                elif self.draining.drained(tracked) and result.status is JobStatus.HALTED:
+                    await self.draining.finish(tracked, records)
                 elif (
                     result.status is JobStatus.FAILED
                     and extensions.auto_resume

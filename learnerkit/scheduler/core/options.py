@@ -53,6 +53,9 @@ class SchedulerOptions:
     interval_s: float = 0.5
     nodes_interval_s: float = 10.0
     """How often the loop reads the backend's nodes again: nodes added are used, cordoned ones take no new learner."""
+    node_lost_grace_s: float = 60.0
+    """A node not Ready for this long (``$LEARNERKIT_NODE_LOST_GRACE_S``) is lost: its jobs are torn down and
+    resume elsewhere from their last checkpoint, their attempt ending NODE_LOST. A node deleted is lost at once."""
     abandoned_upload_grace_s: float = 3600.0
     """An open multipart upload under an ended job's prefix older than this is aborted when the scheduler starts
     (:mod:`learnerkit.scheduler.core.uploads`)."""

@@ -47,7 +47,8 @@ class Preempting:
         if self.under_way():
             return
         holders = self._holders(now)
-        nodes = list(shared.admission.cluster.nodes.values())
+        cluster = shared.admission.cluster
+        nodes = [node for node in cluster.nodes.values() if node.name not in cluster.closed]
         for job_id, reason in waiting.items():
             tracked = shared.jobs[job_id]
             if not isinstance(reason, WaitingForGpus | WaitingForRoom) or not rules.allows(tracked.state.tenant):
@@ -95,6 +96,7 @@ class Preempting:
                     record.nodes,
                     preemptible=tracked.manifest.extensions.preemptible
                     and tracked.state.preempted_by is None
+                    and tracked.state.drained_from is None
                     and not tracked.state.halted_by_user,
                     running_for_s=now - record.admitted_at if running and record.admitted_at is not None else None,
                 )

@@ -8,8 +8,10 @@ from dataclasses import replace
 
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.admission.admit import AdmissionState, JobRecord
+from learnerkit.scheduler.admission.nodechanges import working_nodes
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.config.policy import SubmitPolicy, check_admissible
+from learnerkit.scheduler.core.draining import resume_drains
 from learnerkit.scheduler.core.preempting import resume_preemptions
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
@@ -44,9 +46,11 @@ async def restore(shared: Shared, instance: str) -> None:
         shared.jobs[stored.state.job_id] = tracked
         if tracked.state.stage is not Stage.DONE:
             records.append(_admission_record(tracked))
-    shared.admission = AdmissionState.rebuild(records, nodes, shared.options.policy)
+    # A job still running on a node not listed now (cordoned, not ready) keeps its reservation there.
+    shared.admission = AdmissionState.rebuild(records, working_nodes(nodes, {}, records), shared.options.policy)
     running = {job_id for job_id, tracked in shared.jobs.items() if tracked.active}
     await resume_preemptions(shared)
+    await resume_drains(shared)
     for orphan in await asyncio.to_thread(shared.backend.job_ids, instance) - running:
         LOGGER.warning("removing orphaned job %s from the backend", orphan)
         await asyncio.to_thread(shared.backend.teardown, orphan)

@@ -12,6 +12,7 @@ from learnerkit.scheduler.core.metrics import SchedulerMetrics
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.nodes.marks import NodeMarks
 
 
 @dataclass
@@ -28,3 +29,8 @@ class Shared:
     """Guards the jobs' states and the admission state; taken inside a job's backend lock, never around it."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by a verb that changed what the loop acts on: its next step starts without waiting out the interval."""
+    marks: NodeMarks = field(init=False)
+    """The drained nodes and the known ones, beside the store's jobs."""
+
+    def __post_init__(self) -> None:
+        self.marks = NodeMarks(self.store)

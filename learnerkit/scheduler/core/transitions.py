@@ -41,6 +41,7 @@ class Transitions:
                 admitted_at=None,
                 preempted_by=None,
                 preempted_at=None,
+                drained_from=None,
             )
         )
         await self.provenancing.job_ended(tracked, nodes)
@@ -82,6 +83,7 @@ class Transitions:
                 reason=reason,
                 preempted_by=None,
                 preempted_at=None,
+                drained_from=None,
                 halted_by_user=False,
             ),
             clear_learners=True,

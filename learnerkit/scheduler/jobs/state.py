@@ -73,6 +73,9 @@ class JobState:
     preempted_at: float | None = None
     """Epoch seconds: when the preemption's halt was asked."""
     halted_by_user: bool = False
+    drained_from: str | None = None
+    """While set, the job's learners are halting because this node is drained: their end requeues the job, to
+    resume elsewhere. Written before the halt, so a restarted scheduler finishes the move."""
     """The job's user asked it to halt this attempt: it ends HALTED even when a preemption is under way."""
 
     @property

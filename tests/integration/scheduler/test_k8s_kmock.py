@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import kubernetes.client
@@ -25,7 +26,7 @@ from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from learnerkit.scheduler.backends.k8s_objects import PodLayout
-from learnerkit.scheduler.backends.protocol import LearnerEnd
+from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth
 from learnerkit.scheduler.errors import BackendError
 
 pytestmark = pytest.mark.asyncio
@@ -348,3 +349,34 @@ async def test_learners_ended_reports_a_terminated_learner_container(
     assert await call(service_side.learners_ended, "job-8") == {1: LearnerEnd(0), 2: LearnerEnd(3)}
     await call(service_side.teardown, "job-8")
     assert await call(service_side.learners_ended, "job-8") == {}
+
+
+def api_node(name: str, *, ready: str = "True", cordoned: bool = False) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"unschedulable": True} if cordoned else {},
+        "status": {
+            "allocatable": {"cpu": "8", "memory": "16Gi"},
+            "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": "2026-11-24T21:00:00Z"}],
+        },
+    }
+
+
+async def test_node_health_tells_cordoned_not_ready_and_deleted_nodes_apart(
+    kmock: KubernetesEmulator, backend: KubernetesCluster
+) -> None:
+    nodes = {"n1": api_node("n1"), "n2": api_node("n2", cordoned=True), "n3": api_node("n3", ready="Unknown")}
+    for name, raw in nodes.items():
+        kmock.objects["v1/nodes", None, name] = raw
+    cluster = KubernetesBackend(backend)
+    assert [node.name for node in await call(cluster.nodes)] == ["n1"]  # only a ready, schedulable node takes learners
+    health = await call(cluster.node_health)
+    assert health == {
+        "n1": NodeHealth(),
+        "n2": NodeHealth(cordoned=True),
+        "n3": NodeHealth(not_ready_since=datetime(2026, 11, 24, 21, tzinfo=UTC).timestamp()),
+    }
+    del kmock.objects["v1/nodes", None, "n3"]
+    assert sorted(await call(cluster.node_health)) == ["n1", "n2"]  # deleted: absent

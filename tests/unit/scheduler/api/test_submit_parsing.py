@@ -17,7 +17,7 @@ import uvicorn
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.backends.deployment import JobDeployment
-from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, SidecarStates
 from learnerkit.scheduler.config.policy import DEFAULT_MAX_MANIFEST_BYTES
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
@@ -39,6 +39,9 @@ class Unreachable:
     """The backend of a scheduler whose submits are all refused before anything is deployed."""
 
     def nodes(self) -> list[Node]:
+        raise AssertionError("not reached")
+
+    def node_health(self) -> dict[str, NodeHealth]:
         raise AssertionError("not reached")
 
     def deploy(self, job: JobDeployment) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from learnerkit.scheduler.admission.capacity import Node
-from learnerkit.scheduler.backends.k8s import UNLABELLED_GPU_TYPE, node_from_api
+from learnerkit.scheduler.backends.k8s import UNLABELLED_GPU_TYPE, health_from_api, node_from_api
+from learnerkit.scheduler.backends.protocol import NodeHealth
 
 
 def node(name: str, allocatable: dict[str, str], *, ready: str = "True", **spec: Any) -> dict[str, Any]:
@@ -35,3 +37,14 @@ def test_cpu_node_has_no_gpu_type_even_when_labelled() -> None:
 def test_cordoned_and_not_ready_nodes_count_for_nothing() -> None:
     assert node_from_api(node("c", {"cpu": "8", "memory": "1Gi"}, unschedulable=True)) is None
     assert node_from_api(node("n", {"cpu": "8", "memory": "1Gi"}, ready="False")) is None
+
+
+def test_health_tells_cordoned_from_not_ready_and_since_when() -> None:
+    ready = node("r", {"cpu": "8", "memory": "1Gi"})
+    assert health_from_api(ready) == NodeHealth()
+    assert health_from_api(node("c", {"cpu": "8", "memory": "1Gi"}, unschedulable=True)) == NodeHealth(cordoned=True)
+    lost = node("n", {"cpu": "8", "memory": "1Gi"}, ready="Unknown")
+    lost["status"]["conditions"][0]["lastTransitionTime"] = "2026-11-24T21:00:00Z"
+    assert health_from_api(lost) == NodeHealth(not_ready_since=datetime(2026, 11, 24, 21, tzinfo=UTC).timestamp())
+    lost["status"]["conditions"] = []
+    assert health_from_api(lost).not_ready_since == 0.0

@@ -115,6 +115,7 @@ def test_resource_defaults_and_the_shared_claim_come_from_the_environment() -> N
         ({"LEARNERKIT_LEARNER_PIDS_LIMIT": "many"}, "LEARNERKIT_LEARNER_PIDS_LIMIT='many': expected a number above"),
         ({"LEARNERKIT_SIDECAR_PIDS_LIMIT": "8"}, "LEARNERKIT_SIDECAR_PIDS_LIMIT='8': expected at least 16"),
         ({"LEARNERKIT_JOB_DISK_UNBOUNDED": "yes"}, "LEARNERKIT_JOB_DISK_UNBOUNDED='yes': expected 0 or 1"),
+        ({"LEARNERKIT_NODE_LOST_GRACE_S": "0"}, "LEARNERKIT_NODE_LOST_GRACE_S='0': expected a number above 0"),
     ],
 )
 def test_bad_values_are_named(environ: dict[str, str], named: str) -> None:
@@ -195,3 +196,8 @@ def test_key_create_makes_a_key_once_and_keeps_it(tmp_path: Path) -> None:
     again = CliRunner().invoke(cli_scheduler.scheduler_group, ["key", "create", "--key", str(key)])
     assert again.exit_code != 0 and "a key is there already; it is kept" in again.output
     assert public_pem(load_signer(key)) == made["pem"]
+
+
+def test_the_node_lost_grace_is_read() -> None:
+    assert SchedulerSettings.from_env({}).limits.node_lost_grace_s == 60.0
+    assert SchedulerSettings.from_env({"LEARNERKIT_NODE_LOST_GRACE_S": "120"}).limits.node_lost_grace_s == 120.0

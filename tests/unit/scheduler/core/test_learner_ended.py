@@ -13,7 +13,7 @@ from controller_sidecar.status import ErrorCode, Phase, StatusRecord
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
-from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, SidecarStates
 from learnerkit.scheduler.core.liveness import LEARNER_ENDED_MARGIN_S
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
@@ -24,6 +24,7 @@ from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.fakeclock import FakeClock
+from tests.unit.scheduler.memorymarks import MemoryMarks
 
 pytestmark = pytest.mark.asyncio
 
@@ -95,6 +96,9 @@ class FakeBackend:
     def nodes(self) -> list[Node]:
         return []
 
+    def node_health(self) -> dict[str, NodeHealth]:
+        return {"local": NodeHealth()}
+
     def deploy(self, job: JobDeployment) -> None:
         raise AssertionError("not deployed here")
 
@@ -128,6 +132,7 @@ class Harness:
         self.backend = backend or FakeBackend()
         options = SchedulerOptions(Platform("127.0.0.1:2379", "sidecar"), catalog=None, resolve_image=lambda _: "i")
         self.scheduler = Scheduler(self.store, self.backend, options, clock=self.clock)
+        self.scheduler.shared.marks = MemoryMarks()
         state = JobState(
             JOB,
             "team-a",

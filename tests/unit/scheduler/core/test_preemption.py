@@ -15,7 +15,7 @@ from learnerkit.scheduler.admission.admit import AdmissionPolicy, AdmissionState
 from learnerkit.scheduler.admission.capacity import GIB, Node
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
-from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, SidecarStates
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.preempting import resume_preemptions
@@ -27,6 +27,7 @@ from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit.scheduler.preemption.rules import PreemptionRules
 from tests.fakeclock import FakeClock
+from tests.unit.scheduler.memorymarks import MemoryMarks
 
 pytestmark = pytest.mark.asyncio
 
@@ -99,11 +100,16 @@ class GpuNodes:
     def __init__(self, count: int) -> None:
         self.names = ["n1", "n2"][:count]
         """What the backend lists now: a test adds or cordons nodes here."""
+        self.health = {name: NodeHealth() for name in ("n1", "n2")}
+        """Every node the cluster has: a test makes one not ready or deletes it here."""
         self.deployed: list[str] = []
         self.torn_down: list[str] = []
 
     def nodes(self) -> list[Node]:
         return [Node(name, 16.0, 64 * GIB, 8, "nvidia-a100") for name in self.names]
+
+    def node_health(self) -> dict[str, NodeHealth]:
+        return self.health
 
     def deploy(self, job: JobDeployment) -> None:
         self.deployed.append(job.job_id)
@@ -142,6 +148,7 @@ class Harness:
             preemption=rules or PreemptionRules(min_run_s=MIN_RUN_S),
         )
         self.scheduler = Scheduler(self.store, self.backend, options, clock=self.clock)
+        self.scheduler.shared.marks = MemoryMarks()
         self.scheduler.shared.admission = AdmissionState(self.backend.nodes(), AdmissionPolicy())
         self.submitted = 0
 

@@ -16,7 +16,7 @@ from learnerkit.scheduler.admission.admit import AdmissionPolicy, AdmissionState
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
-from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
+from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, SidecarStates
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.scheduler import Scheduler
@@ -25,6 +25,7 @@ from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.fakeclock import FakeClock
+from tests.unit.scheduler.memorymarks import MemoryMarks
 
 pytestmark = pytest.mark.asyncio
 
@@ -92,6 +93,9 @@ class BlockingBackend:
     def nodes(self) -> list[Node]:
         return [Node("local", 8.0, 16 << 30, 0, None)]
 
+    def node_health(self) -> dict[str, NodeHealth]:
+        return {"local": NodeHealth()}
+
     def deploy(self, job: JobDeployment) -> None:
         self.deploying.set()
         self.release_deploy.wait(HANG_GUARD_S)
@@ -128,6 +132,7 @@ class Harness:
         self.backend = BlockingBackend()
         options = SchedulerOptions(Platform("127.0.0.1:2379", "sidecar"), catalog=None, resolve_image=lambda _: "i")
         self.scheduler = Scheduler(self.store, self.backend, options, clock=self.clock)
+        self.scheduler.shared.marks = MemoryMarks()
         self.scheduler.shared.admission = AdmissionState(self.backend.nodes(), AdmissionPolicy())
 
     def job(self, job_id: str, stage: Stage) -> Tracked:

@@ -1,0 +1,65 @@
+"""Lost nodes in the control loop: a node deleted, or not Ready past ``node_lost_grace_s``, has its jobs torn
+down and requeued, their attempt ending NODE_LOST with the reason, to resume by themselves from their last
+checkpoint on another node. A cordoned node loses nothing (it only takes no new learner).
+
+Nothing can be halted on a lost node: what its learners did since their last checkpoint is lost (at most one
+``checkpoint_interval``, where the job has one). The teardown comes before the requeue, so no job runs twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.backends.protocol import NodeHealth
+from learnerkit.scheduler.core.shared import Shared
+from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.core.transitions import Transitions
+from learnerkit.scheduler.jobs.attempts import AttemptEnd
+
+LOGGER = logging.getLogger(__name__)
+
+
+def lost_nodes(health: Mapping[str, NodeHealth], nodes: set[str], now: float, grace_s: float) -> dict[str, str]:
+    """Of ``nodes``, those lost, with why."""
+    lost: dict[str, str] = {}
+    for name in sorted(nodes):
+        found = health.get(name)
+        if found is None:
+            lost[name] = f"node {name} was deleted"
+        elif found.not_ready_since is not None and now - found.not_ready_since >= grace_s:
+            lost[name] = f"node {name} went NotReady (over the {grace_s:g}s grace)"
+    return lost
+
+
+class NodeLoss:
+    def __init__(self, shared: Shared, transitions: Transitions) -> None:
+        self.shared = shared
+        self.transitions = transitions
+
+    async def resume_elsewhere(self, health: Mapping[str, NodeHealth], now: float) -> None:
+        """Each deployed or running job with a learner on a lost node: torn down, then requeued."""
+        shared = self.shared
+        held = {t.state.job_id: t for t in shared.jobs.values() if t.state.stage in (Stage.DEPLOYED, Stage.RUNNING)}
+        used = {name for t in held.values() for name in t.state.nodes}
+        lost = lost_nodes(health, used, now, shared.options.node_lost_grace_s)
+        for tracked in held.values():
+            why = next((lost[name] for name in tracked.state.nodes if name in lost), None)
+            if why is not None and not tracked.backend_lock.locked():
+                await self._move(tracked, why)
+
+    async def _move(self, tracked: Tracked, why: str) -> None:
+        shared = self.shared
+        async with tracked.backend_lock:
+            await self.transitions.teardown(tracked.state.job_id)
+            async with shared.lock:
+                if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
+                    return  # ended meanwhile
+                interval = tracked.manifest.extensions.checkpoint_interval
+                lost = float(interval) if interval is not None else None
+                reason = f"{why}; resumes from its last checkpoint"
+                await self.transitions.requeue(
+                    tracked, reason, restart=False, ended_by=AttemptEnd.NODE_LOST, work_lost_s=lost
+                )
+        LOGGER.warning("job %s: %s", tracked.state.job_id, reason)

@@ -1,0 +1,69 @@
+"""A node lost while the scheduler runs: deleted, or not Ready past the grace, its jobs are torn down and resume
+elsewhere from their last checkpoint, the attempt ending NODE_LOST with the reason; a cordoned node loses
+nothing. Driven with the preemption tests' harness (fake clock, nodes n1 and n2 of 8 GPUs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.backends.protocol import NodeHealth
+from learnerkit.scheduler.jobs.attempts import AttemptEnd, load_attempts
+from tests.unit.scheduler.core.test_preemption import Harness
+
+pytestmark = pytest.mark.asyncio
+
+NODES_INTERVAL_S = 10.0
+GRACE_S = 60.0
+
+
+async def running_on_n1(h: Harness) -> None:
+    job = h.submit("job-1", 0, ", checkpoint_interval: 30")
+    await h.running(job)
+    assert job.state.nodes == ("n1",)
+
+
+async def test_a_node_not_ready_past_the_grace_has_its_job_resumed_elsewhere() -> None:
+    h = Harness(nodes=2)
+    await running_on_n1(h)
+    job = h.scheduler.shared.jobs["job-1"]
+    h.backend.names.remove("n1")
+    h.backend.health["n1"] = NodeHealth(not_ready_since=h.clock.wall())
+    await h.step(NODES_INTERVAL_S)
+    await h.step(GRACE_S / 2)
+    assert job.state.stage is Stage.RUNNING and h.backend.torn_down == []  # within the grace
+
+    await h.step(GRACE_S)
+    await h.step()
+    assert h.backend.torn_down == ["job-1"]
+    assert (job.state.nodes, job.state.resume_from_attempt, h.backend.deployed.count("job-1")) == (("n2",), 1, 2)
+    first = (await load_attempts(h.store, "job-1"))[0]
+    assert first.ended_by is AttemptEnd.NODE_LOST and first.work_lost_s == 30.0
+    assert first.reason == "node n1 went NotReady (over the 60s grace); resumes from its last checkpoint"
+
+
+async def test_a_deleted_node_has_its_job_resumed_elsewhere_at_once() -> None:
+    h = Harness(nodes=2)
+    await running_on_n1(h)
+    job = h.scheduler.shared.jobs["job-1"]
+    h.backend.names.remove("n1")
+    del h.backend.health["n1"]
+    await h.step(NODES_INTERVAL_S)
+    await h.step()
+    assert job.state.nodes == ("n2",) and h.backend.deployed.count("job-1") == 2
+    first = (await load_attempts(h.store, "job-1"))[0]
+    assert (first.ended_by, first.reason) == (
+        AttemptEnd.NODE_LOST,
+        "node n1 was deleted; resumes from its last checkpoint",
+    )
+
+
+async def test_a_cordoned_node_keeps_its_job() -> None:
+    h = Harness(nodes=2)
+    await running_on_n1(h)
+    job = h.scheduler.shared.jobs["job-1"]
+    h.backend.names.remove("n1")
+    h.backend.health["n1"] = NodeHealth(cordoned=True)
+    for _ in range(3):
+        await h.step(GRACE_S)
+    assert (job.state.stage, job.state.nodes) == (Stage.RUNNING, ("n1",)) and h.backend.torn_down == []

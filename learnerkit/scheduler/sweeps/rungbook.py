@@ -69,7 +69,8 @@ class RungBook:
         self.reachable = [plan.trials for _ in plan.rungs]
         """Per rung: how many trials have reached it or may still (ASHA's n_max)."""
         self.checked_from = [plan.trials for _ in plan.rungs]
-        """Per rung: no paused entry is ranked at this position or lower (they were judged and stopped)."""
+        """Per rung: no paused entry is ranked at this position or lower (they were judged and stopped); never
+        below the rung's quota, so an entry that arrives here can never be promoted."""
         self.started = 0
         self.running = 0
 
@@ -93,7 +94,7 @@ class RungBook:
                 bisect.insort(book.paused[record.target], book._entry(record.results[-1], record.index))
             if record.state in (TrialState.STOPPED, TrialState.FAILED):
                 book._unreachable_after(record.index, len(record.results) - 1)
-        book.checked_from = [len(ranked) for ranked in book.ranked]
+        book.checked_from = [max(len(ranked), book._quota_max(rung)) for rung, ranked in enumerate(book.ranked)]
         return book
 
     def review(self) -> list[Decision]:
@@ -134,13 +135,14 @@ class RungBook:
             return self._median(index, rung, value, position)
         if self.plan.stop_only:
             return self._stop_only(index, rung, position)
+        if position >= self.checked_from[rung]:  # ranked where no trial can be promoted any more
+            reason = self._hopeless(rung, position)
+            self._end(index, TrialState.STOPPED, reason, last_rung=rung)
+            return [Decision(Action.STOP, index, rung, budget, reason), *self._judge_all(above=rung)]
         trial.state = TrialState.PAUSED
         bisect.insort(self.paused[rung], entry)
-        # No paused entry sits at or below `checked_from`: keep that true of the shifted list.
-        if position < self.checked_from[rung]:
-            self.checked_from[rung] += 1
-        else:
-            self.checked_from[rung] = position + 1
+        # No paused entry is ranked at `checked_from` or lower: keep that true of the shifted list.
+        self.checked_from[rung] += 1
         decisions = [Decision(Action.PAUSE, index, rung, budget, self.explain(index))]
         return decisions + self._judge(rung)
 
@@ -214,17 +216,21 @@ class RungBook:
             index = ranked[position][1]
             trial = self.trials[index]
             if trial.state is TrialState.PAUSED and trial.target == rung:
-                reason = (
-                    f"rung {rung + 1}: {ordinal(position + 1)} of {len(ranked)}, at most {quota} of "
-                    f"{self.reachable[rung]} can continue: it can no longer be promoted"
-                )
-                self.paused[rung].remove(ranked[position])
+                reason = self._hopeless(rung, position)
+                paused = self.paused[rung]
+                del paused[bisect.bisect_left(paused, ranked[position])]
                 self._end(index, TrialState.STOPPED, reason, last_rung=rung)
                 decisions.append(Decision(Action.STOP, index, rung, self.plan.rungs[rung], reason))
         self.checked_from[rung] = min(self.checked_from[rung], quota)
         if decisions:
             decisions += self._judge_all(above=rung)
         return decisions
+
+    def _hopeless(self, rung: int, position: int) -> str:
+        return (
+            f"rung {rung + 1}: {ordinal(position + 1)} of {len(self.ranked[rung])}, at most "
+            f"{self._quota_max(rung)} of {self.reachable[rung]} can continue: it can no longer be promoted"
+        )
 
     def _judge_all(self, above: int = -1) -> list[Decision]:
         decisions: list[Decision] = []

@@ -115,6 +115,7 @@ def read_search_file(doc: LocatedYaml) -> SweepSpec:
         concurrency=concurrency,
         seed=seed,
         keep_checkpoints=keep,
+        lines=doc.lines,
     )
 
 

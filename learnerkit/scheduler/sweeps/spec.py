@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -73,6 +74,8 @@ class SweepSpec:
     seed: int = 0
     keep_checkpoints: bool = False
     """Keep the checkpoints of paused trials that can no longer be promoted (default: remove them)."""
+    lines: Mapping[tuple[str | int, ...], int] = field(default_factory=dict, compare=False, repr=False)
+    """The search file's line of each field, for problems found later (against the manifest)."""
 
     @property
     def rungs(self) -> tuple[int, ...]:

@@ -28,6 +28,7 @@ from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.core.planning import plan_job
 from learnerkit.scheduler.core.restore import restore
 from learnerkit.scheduler.core.shared import Shared
+from learnerkit.scheduler.core.sweepdriver import SweepDriver
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
 from learnerkit.scheduler.errors import BackendError
@@ -46,6 +47,8 @@ class ControlLoop:
         """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
         self._deploys: set[asyncio.Task[None]] = set()
         """Deploys in flight: they run beside the loop, whose steps go on monitoring the other jobs."""
+        self.driver: SweepDriver | None = None
+        """The sweeps' driver: its trials' variables at deploy, its step after each of the loop's."""
         self._watching_since: float | None = None
         """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
         answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could
@@ -57,6 +60,8 @@ class ControlLoop:
         derived = derive_instance(shared.options.platform.etcd_endpoints, shared.store.root)
         self.instance = await shared.store.claim_instance(fixed or derived, fixed=fixed is not None)
         await restore(shared, self.instance)
+        if self.driver is not None:
+            await self.driver.rebuild()
 
     async def run(self, stop: asyncio.Event) -> None:
         wake = self.shared.wake
@@ -117,6 +122,8 @@ class ControlLoop:
             task = asyncio.create_task(self._guarded_deploy(shared.jobs[admitted.job_id], admitted.nodes, now))
             self._deploys.add(task)
             task.add_done_callback(self._deploys.discard)
+        if self.driver is not None:
+            await self.driver.step()
         self._observe()
 
     async def _guarded_deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
@@ -192,7 +199,10 @@ class ControlLoop:
                     mount = _data_mount(tracked.manifest, options.submit_policy)
                     python = options.python_of(image) if tracked.options.model else None
                     packages = replace(options.packages, python_version=python)
-                    plan = plan_job(tracked.manifest, state, options.platform, image, mount, tracked.options, packages)
+                    trial_env = self.driver.trial_env(state.job_id) if self.driver is not None else {}
+                    plan = plan_job(
+                        tracked.manifest, state, options.platform, image, mount, tracked.options, packages, trial_env
+                    )
             except LearnerkitError as e:
                 refused = str(e)
             if plan is None:

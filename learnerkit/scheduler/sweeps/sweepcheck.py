@@ -3,10 +3,10 @@
 - A variable in the manifest's command that looks like a parameter (a name with a lowercase letter, as
   `${lr}`, not assigned in the command itself) must be one of the sweep's parameters: a typo would
   otherwise reach the learner as an empty string.
-- The objective must be a metric the manifest's `evaluation_metrics` can report with a step: a
-  `<group>/<scalar>` name of a regex rule needs that group, that scalar and a whole-number `etimes` value
-  for its step. Other names come from `metrics.jsonl` (`learner.log_metrics`) or TensorBoard, which the
-  manifest does not list; a trial that never reports them fails its rung with that reason.
+- The objective must be a metric the stored history keeps with its step (docs/metrics.md): one of
+  `metrics.jsonl` (`learner.log_metrics`) or TensorBoard, not a `<group>/<scalar>` of the manifest's regex
+  rules, whose values reach etcd only. Those names are not listed in the manifest: a trial that never
+  reports the objective fails its rung with that reason.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from controller_sidecar.errors import SidecarConfigError
-from controller_sidecar.evalmetrics import ValueType, parse_evaluation_metrics
+from controller_sidecar.evalmetrics import parse_evaluation_metrics
 from learnerkit.common.yamlfile import Problem
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.sweeps.spec import SweepSpec
@@ -58,31 +58,17 @@ def _objective_problems(spec: SweepSpec, manifest: JobManifest, search_file: Pat
         return [Problem(spec.manifest, None, ("evaluation_metrics",), str(e))]
     if rules is None or "/" not in metric:
         return []
-    group_name, _, scalar = metric.partition("/")
-    group = next((g for g in rules.groups if g.name == group_name), None)
-    if group is None:
+    group_name = metric.partition("/")[0]
+    if not any(g.name == group_name for g in rules.groups):
         return []
     loc = ("objective", "metric")
-    line = spec.lines.get(loc)
-    if scalar not in {rule.key for rule in group.scalars}:
-        keys = ", ".join(f"{group_name}/{rule.key}" for rule in group.scalars) or "none"
-        return [
-            Problem(
-                search_file,
-                line,
-                loc,
-                f"{metric!r}: the manifest's evaluation_metrics group {group_name!r} reports no scalar "
-                f"{scalar!r} (it reports: {keys})",
-            )
-        ]
-    if not any(rule.type is ValueType.INT for rule in group.etimes):
-        return [
-            Problem(
-                search_file,
-                line,
-                loc,
-                f"{metric!r}: the manifest's evaluation_metrics group {group_name!r} reports no step (an etimes "
-                f"value of type INT), so the budget's {spec.budget.unit.value}s cannot be told",
-            )
-        ]
-    return []
+    return [
+        Problem(
+            search_file,
+            spec.lines.get(loc),
+            loc,
+            f"{metric!r} comes from the manifest's regex rule {group_name!r}: a sweep reads each rung's result "
+            "from the metric history, which keeps the values of metrics.jsonl and TensorBoard with their steps, "
+            "not those of regex rules; report the objective with learner.log_metrics(step, ...) or TensorBoard",
+        )
+    ]

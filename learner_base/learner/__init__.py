@@ -20,7 +20,7 @@ write and resume from atomic checkpoints::
         save(path / "model.pt")
 """
 
-from learner.budget import Budget, budget
+from learner.budget import Budget, budget, parameters
 from learner.checkpoints import Checkpoint, latest_checkpoint, new_checkpoint
 from learner.halt import halt_requested, install_halt_handler
 from learner.metrics import log_metrics
@@ -39,6 +39,7 @@ __all__ = [
     "log_metrics",
     "model_dir",
     "new_checkpoint",
+    "parameters",
     "result_dir",
     "state_dir",
 ]

@@ -53,6 +53,8 @@ from learnerkit.scheduler.sweeps.sweepcheck import sweep_problems
 LOGGER = logging.getLogger(__name__)
 BUDGET_ENV = "LEARNER_BUDGET"
 UNIT_ENV = "LEARNER_BUDGET_UNIT"
+PARAMETERS_ENV = "LEARNER_PARAMETERS"
+"""All of a trial's parameters as one JSON object (`learner.parameters()`), beside one variable each."""
 
 ManifestParser = Callable[[str, str, str, str | None], Awaitable[JobManifest]]
 """(text, source, tenant, image) -> the checked manifest, as a job submit reads it."""
@@ -120,7 +122,7 @@ class SweepDriver:
         env = {name: _env_text(value) for name, value in trial.parameters.items()}
         env[BUDGET_ENV] = str(sweep.spec.rungs[trial.record.target])
         env[UNIT_ENV] = sweep.spec.budget.unit.value
-        env["LEARNERKIT_SWEEP_PARAMETERS"] = json.dumps(dict(trial.parameters), sort_keys=True)
+        env[PARAMETERS_ENV] = json.dumps(dict(trial.parameters), sort_keys=True)
         return env
 
     # -- submit and restore ------------------------------------------------------------------------------

@@ -52,7 +52,8 @@ RESERVED = frozenset(
     {
         "PATH", "HOME", "PYTHONPATH", "JOB_ID", "LEARNER_ID", "NUM_LEARNERS", "GPU_COUNT", "DATA_DIR", "MODEL_DIR",
         "RESULT_DIR", "CHECKPOINT_DIR", "LOG_DIR", "JOB_STATE_DIR", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE",
-        "RANK", "TF_CONFIG", "LEARNER_BUDGET", "LEARNER_BUDGET_UNIT", "LEARNER_COMMAND", "LEARNER_HALT_GRACE",
+        "RANK", "TF_CONFIG", "LEARNER_BUDGET", "LEARNER_BUDGET_UNIT", "LEARNER_PARAMETERS", "LEARNER_COMMAND",
+        "LEARNER_HALT_GRACE",
     }
 )  # fmt: skip
 """Variables the platform sets for the learner: a parameter of one of these names would shadow it."""

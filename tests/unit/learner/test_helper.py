@@ -229,3 +229,13 @@ def test_a_bad_budget_names_its_variable(
     monkeypatch.setenv(variable, value)
     with pytest.raises(ValueError, match=message):
         learner.budget()
+
+
+def test_parameters_come_as_one_json_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LEARNER_PARAMETERS", raising=False)
+    assert learner.parameters() == {}
+    monkeypatch.setenv("LEARNER_PARAMETERS", '{"lr": 0.01, "width": 32}')
+    assert learner.parameters() == {"lr": 0.01, "width": 32}
+    monkeypatch.setenv("LEARNER_PARAMETERS", "[1]")
+    with pytest.raises(ValueError, match="LEARNER_PARAMETERS must be a JSON object, got list"):
+        learner.parameters()

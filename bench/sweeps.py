@@ -10,24 +10,28 @@ at a budget follows from its sampled parameters, with the same sampled configura
   this ASHA finds it, the stop-only rule loses it;
 - the decision core: 10,000 simulated trials, the time of every decision (report + fill), against 1 ms.
 
-Not here yet (docs/sweeps.md, "What is left"): the same runs with real learner containers and the sidecar
-on scikit-learn's digits, and the platform's CPU cost per trial start and per promotion.
+With --real (bench/sweeprun.py): ASHA and random search with full training on the same synthetic learner in
+learner containers with the real sidecar, under `learnerkit scheduler serve`: best results, steps trained
+and recomputed (from the metric histories), wall time, and the platform's CPU-seconds (sidecars, scheduler,
+engine) per trial start or promotion. Needs etcd and the PyTorch and sidecar images (built if missing).
+Not here yet (docs/sweeps.md): the PyTorch network on scikit-learn's digits.
 
-Usage: python bench/sweeps.py [--trials N] [--seed S] [--speed-trials N]
+Usage: python bench/sweeps.py [--trials N] [--seed S] [--speed-trials N] [--real [--real-trials N]]
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import time
+
+from sweepcurves import synthetic_loss
 
 from learnerkit.scheduler.sweeps.decisions import Action
 from learnerkit.scheduler.sweeps.rungbook import Plan, RungBook
 from learnerkit.scheduler.sweeps.sampling import trial_configs
 from learnerkit.scheduler.sweeps.simulate import simulate
-from learnerkit.scheduler.sweeps.space import Config, Parameter, ParamType, SearchSpace
+from learnerkit.scheduler.sweeps.space import Parameter, ParamType, SearchSpace
 from learnerkit.scheduler.sweeps.spec import AlgorithmName, Goal, Objective
 
 SPACE = SearchSpace(
@@ -42,17 +46,6 @@ LOSS = Objective("val_loss", Goal.MINIMIZE)
 RUNGS = (10, 30, 90, 270)
 ETA = 3
 DECISION_LIMIT_S = 0.001
-
-
-def synthetic_loss(config: Config, step: int) -> float:
-    """A deterministic learning curve: the floor a configuration reaches, plus a decay whose speed depends on
-    the learning rate. Curves cross: a fast learner can look best early and end worse."""
-    lr = float(config["lr"])
-    distance = abs(math.log10(lr) + 2.0)  # best near lr = 0.01
-    floor = 0.05 + 0.08 * distance**2 + 0.02 * abs(int(config["layers"]) - 3) + 0.1 * float(config["dropout"]) ** 2
-    floor += {16: 0.04, 32: 0.0, 64: 0.01}[int(config["width"])]
-    speed = 20.0 * lr**0.5
-    return floor + 1.5 * math.exp(-speed * step / 30.0)
 
 
 def comparison(trials: int, seed: int, concurrency: int) -> None:
@@ -128,10 +121,20 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--speed-trials", type=int, default=10_000)
+    parser.add_argument("--real", action="store_true", help="also run real learners (bench/sweeprun.py)")
+    parser.add_argument("--real-trials", type=int, default=9)
+    parser.add_argument("--real-rungs", default="1,9", help="the real runs' budget min,max in steps")
+    parser.add_argument("--real-step-s", type=float, default=0.05, help="the real learner's seconds per step")
     args = parser.parse_args()
     comparison(args.trials, args.seed, args.concurrency)
     arrival_order()
     decision_speed(args.speed_trials, args.seed)
+    if args.real:
+        from sweeprun import real_comparison, report  # imported only here: the engine, etcd, the images
+
+        low, high = (int(n) for n in args.real_rungs.split(","))
+        runs = real_comparison(args.real_trials, args.concurrency, args.seed, (low, high), args.real_step_s)
+        report(runs, args.real_step_s)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from controller_sidecar.settings import S3Location
@@ -72,6 +72,8 @@ class ActiveSweep:
     book: RungBook
     state: SweepState
     trials: dict[int, StoredTrial]
+    pending: list[Decision] = field(default_factory=list)
+    """Decisions the book took when it was rebuilt (`RungBook.review`), recorded by the next step."""
 
     @property
     def sweep_id(self) -> str:
@@ -103,6 +105,8 @@ class SweepDriver:
         self.record_job = record_job
         self.sweeps: dict[str, ActiveSweep] = {}
         self._store: SweepStore | None = None
+        self._lock = asyncio.Lock()
+        """One change of a sweep's records at a time: the step's and the verbs' (decisions are numbered)."""
 
     @property
     def store(self) -> SweepStore:
@@ -185,13 +189,14 @@ class SweepDriver:
     async def step(self) -> None:
         for sweep in list(self.sweeps.values()):
             if not sweep.state.status.terminal:
-                await self._step(sweep)
+                async with self._lock:
+                    await self._step(sweep)
 
     async def _step(self, sweep: ActiveSweep) -> None:
         if sweep.state.status is not SweepStatus.RUNNING:
             return
         await self._finish_actions(sweep)
-        decisions: list[Decision] = []
+        decisions, sweep.pending = sweep.pending, []
         for index, trial in sorted(sweep.trials.items()):
             if trial.record.state is not TrialState.RUNNING:
                 continue
@@ -322,12 +327,18 @@ class SweepDriver:
         return [t for t in found if t is not None and t.state.stage is not Stage.DONE]
 
     async def set_status(self, sweep: ActiveSweep, status: SweepStatus, reason: str) -> None:
-        new_state = replace(sweep.state, status=status, reason=reason)
-        sweep.state = await self.store.record(sweep.sweep_id, new_state, [], [])
+        async with self._lock:
+            new_state = replace(sweep.state, status=status, reason=reason)
+            sweep.state = await self.store.record(sweep.sweep_id, new_state, [], [])
         self.shared.wake.set()
 
     async def resume(self, sweep: ActiveSweep) -> None:
         """Running again: trials halted before their budget go on from their checkpoints."""
+        async with self._lock:
+            await self._resume(sweep)
+        self.shared.wake.set()
+
+    async def _resume(self, sweep: ActiveSweep) -> None:
         resumed = []
         for trial in sweep.trials.values():
             tracked = self.shared.jobs.get(trial.job_id)
@@ -342,7 +353,6 @@ class SweepDriver:
         sweep.state = await self.store.record(sweep.sweep_id, new_state, [], resumed)
         sweep.trials.update({t.record.index: t for t in resumed})
         await self._finish_actions(sweep)
-        self.shared.wake.set()
 
     async def decisions(self, sweep: ActiveSweep) -> list[Decision]:
         return await self.store.decisions(sweep.sweep_id)
@@ -360,7 +370,7 @@ def _active(
         spec.space, seed=spec.seed, trials=spec.trials, grid=spec.algorithm.name is AlgorithmName.GRID
     )
     book = RungBook.restore(plan_of(spec), [t.record for t in trials.values()])
-    return ActiveSweep(record, spec, manifest, options, configs, book, state, dict(trials))
+    return ActiveSweep(record, spec, manifest, options, configs, book, state, dict(trials), book.review())
 
 
 def _env_text(value: object) -> str:

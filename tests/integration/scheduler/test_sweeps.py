@@ -145,3 +145,26 @@ def test_a_sweep_pauses_promotes_from_checkpoints_and_survives_a_restart(
             assert [k for k, _ in objects(scheduler_buckets, f"{trial.job_id}/") if "/checkpoints/" in k] == []
     assert final.freed_bytes == sum(t.freed_bytes for t in final.trials)
     assert final.freed_bytes > 0
+
+
+def test_a_trial_that_never_reports_the_objective_fails_its_rung_with_the_reason(
+    harness: Harness, s3_server: Any, scheduler_buckets: Any, learner_image: str, tmp_path: Path
+) -> None:
+    train = TRAIN.replace("val_loss=", "loss=")  # reports another metric
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr("train.py", train)
+    search = SEARCH.replace("trials: 4", "trials: 2")
+    text = manifest(s3_server, "python3 train.py --lr ${lr}")
+    view = harness.call(
+        harness.service.submit_sweep("team-a", search, text, image=learner_image, model=chunks(archive))
+    )
+
+    def done() -> SweepView | None:
+        sweep = harness.call(harness.service.get_sweep("team-a", view.sweep_id))
+        return sweep if sweep.status == "done" else None
+
+    final = wait_until(done, timeout=300, interval=0.2, message=f"{view.sweep_id} to end")
+    assert [(t.state, t.reason) for t in final.trials] == [
+        ("failed", "rung 1: the objective 'val_loss' was never reported up to step 2")
+    ] * 2

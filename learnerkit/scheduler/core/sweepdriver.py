@@ -161,7 +161,7 @@ class SweepDriver:
         )
         if not await self.store.create(record):
             raise JobStateError(f"sweep id {sweep_id} exists already")
-        sweep = _active(record, spec, manifest, options, SweepState(), {})
+        sweep = active_sweep(record, spec, manifest, options, SweepState(), {})
         self.sweeps[sweep_id] = sweep
         self.shared.wake.set()
         return sweep
@@ -182,7 +182,7 @@ class SweepDriver:
         spec = parse_search_file(record.search_text, Path(record.search_source))
         manifest = await self.parse(record.manifest_text, record.manifest_source, record.tenant, None)
         options = SubmitOptions.from_raw(record.submission)
-        return _active(record, spec, manifest, options, stored.state, stored.trials)
+        return active_sweep(record, spec, manifest, options, stored.state, stored.trials)
 
     # -- the loop's step ---------------------------------------------------------------------------------
 
@@ -358,7 +358,7 @@ class SweepDriver:
         return await self.store.decisions(sweep.sweep_id)
 
 
-def _active(
+def active_sweep(
     record: SweepSpecRecord,
     spec: SweepSpec,
     manifest: JobManifest,

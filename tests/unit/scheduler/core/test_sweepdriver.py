@@ -1,0 +1,39 @@
+"""The sweep driver rebuilt from stored records: what the book decides on review is kept for the next step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from learnerkit.scheduler.core.sweepdriver import active_sweep
+from learnerkit.scheduler.jobs.submission import SubmitOptions
+from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.sweeps.decisions import Action, TrialRecord, TrialState
+from learnerkit.scheduler.sweeps.searchfile import parse_search_file
+from learnerkit.scheduler.sweeps.store import StoredTrial, SweepSpecRecord, SweepState
+
+REPO = Path(__file__).resolve().parents[4]
+MANIFEST = (REPO / "tests/unit/scheduler/manifests/learnerkit-pytorch-ddp.yml").read_text()
+SEARCH = """\
+manifest: manifest.yml
+parameters:
+  lr: {type: choice, values: ["0.1", "0.2", "0.3"]}
+objective: {metric: val_loss, goal: minimize}
+budget: {unit: step, min: 1, max: 3}
+algorithm: {name: asha, eta: 3}
+trials: 3
+"""
+
+
+def test_paused_trials_stored_as_hopeless_are_stopped_by_the_first_step_after_a_restart() -> None:
+    """A crash after a stop removed a trial's checkpoints but before it was recorded leaves it paused; the
+    rebuilt book stops it again instead of leaving the sweep open for ever."""
+    spec = parse_search_file(SEARCH, Path("search.yml"))
+    manifest = parse_manifest(MANIFEST)
+    record = SweepSpecRecord("sweep-x", "team-a", 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml")
+    trials = {
+        i: StoredTrial(TrialRecord(i, TrialState.PAUSED, 0, (0.1 * (i + 1),)), f"sweep-x-t{i:04d}", {"lr": "0.1"})
+        for i in range(3)
+    }
+    sweep = active_sweep(record, spec, manifest, SubmitOptions(), SweepState(decisions=6), trials)
+    assert [(d.action, d.trial) for d in sweep.pending] == [(Action.STOP, 1), (Action.STOP, 2)]
+    assert sweep.pending[0].reason == "rung 1: 2nd of 3, at most 1 of 3 can continue: it can no longer be promoted"

@@ -35,6 +35,8 @@ import learner
 
 lr = os.environ["lr"]
 assert sys.argv[1:] == ["--lr", lr], sys.argv  # ${lr} in the command is the trial's parameter
+with open(os.path.join(os.environ["JOB_STATE_DIR"], "parameters.json")) as f:
+    assert json.load(f) == {"lr": lr} == learner.parameters()  # the file learner-run wrote, and the variable
 quality = {"0.1": 0.5, "0.2": 0.1, "0.3": 0.3, "0.4": 0.7}[lr]
 limit = learner.budget()
 ckpt = learner.latest_checkpoint()

@@ -51,8 +51,11 @@ def run(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     try:
         settings = settings_from(argv, environ)
         prepare_dirs(settings)
-        write_parameters_file(settings.state_dir, environ)
-        record = wait_for_start(settings, stop) or run_command(settings, stop)
+        record = wait_for_start(settings, stop)
+        if record is None:
+            # After `start`: the sidecar has set the control folder up by then, so the file stays.
+            write_parameters_file(settings.state_dir, environ)
+            record = run_command(settings, stop)
     except LearnerRunError as e:
         _error(str(e))
         failure = ExitRecord(USAGE_EXIT, Reason.FAILED, error=str(e))

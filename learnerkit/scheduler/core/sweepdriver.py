@@ -53,6 +53,8 @@ from learnerkit.scheduler.sweeps.sweepcheck import sweep_problems
 LOGGER = logging.getLogger(__name__)
 BUDGET_ENV = "LEARNER_BUDGET"
 UNIT_ENV = "LEARNER_BUDGET_UNIT"
+BUDGET_CHECK_S = 5.0
+"""How often a running trial's stored metric history is read for its budget (a learner that ignores it)."""
 PARAMETERS_ENV = "LEARNER_PARAMETERS"
 """All of a trial's parameters as one JSON object (`learner.parameters()`), beside one variable each."""
 
@@ -105,6 +107,10 @@ class SweepDriver:
         self.record_job = record_job
         self.sweeps: dict[str, ActiveSweep] = {}
         self._store: SweepStore | None = None
+        self._halting: set[str] = set()
+        """Trial jobs halted at their budget by the driver, until they end."""
+        self._checked: dict[str, float] = {}
+        """When each running trial's history was last read for its budget (the loop's monotonic clock)."""
         self._lock = asyncio.Lock()
         """One change of a sweep's records at a time: the step's and the verbs' (decisions are numbered)."""
 
@@ -180,8 +186,9 @@ class SweepDriver:
     async def _restore(self, stored: StoredSweep) -> ActiveSweep:
         record = stored.spec
         spec = parse_search_file(record.search_text, Path(record.search_source))
-        manifest = await self.parse(record.manifest_text, record.manifest_source, record.tenant, None)
         options = SubmitOptions.from_raw(record.submission)
+        # With the submit's --image: the trials started after a restart run the image the first ones ran.
+        manifest = await self.parse(record.manifest_text, record.manifest_source, record.tenant, options.image)
         return active_sweep(record, spec, manifest, options, stored.state, stored.trials)
 
     # -- the loop's step ---------------------------------------------------------------------------------
@@ -201,8 +208,13 @@ class SweepDriver:
             if trial.record.state is not TrialState.RUNNING:
                 continue
             tracked = self.shared.jobs.get(trial.job_id)
-            if tracked is None or tracked.state.attempt < trial.rung_attempt or tracked.state.stage is not Stage.DONE:
+            if tracked is None or tracked.state.attempt < trial.rung_attempt:
                 continue
+            if tracked.state.stage is not Stage.DONE:
+                if tracked.state.stage is Stage.RUNNING:
+                    await self._halt_past_budget(sweep, trial, tracked)
+                continue
+            self._halting.discard(trial.job_id)
             status = tracked.state.status
             if status in (JobStatus.COMPLETED, JobStatus.HALTED):
                 step, value, why = await self._rung_result(sweep, trial, tracked)
@@ -271,31 +283,56 @@ class SweepDriver:
             LOGGER.info("sweep %s: job %s exists already", sweep.sweep_id, trial.job_id)
         self.shared.wake.set()
 
-    async def _rung_result(
-        self, sweep: ActiveSweep, trial: StoredTrial, tracked: Tracked
-    ) -> tuple[int | None, float | None, str]:
-        """The step and objective at the largest step up to the rung's budget, from the job's stored history."""
+    async def _history(self, sweep: ActiveSweep, tracked: Tracked) -> list[tuple[int, float]]:
+        """(step, objective) of every record of the job's stored metric history that has the objective."""
         metric = sweep.spec.objective.metric
-        budget = sweep.spec.rungs[trial.record.target]
         endpoints = endpoints_for(tracked.manifest, self.shared.options.platform)
         try:
             stream = await self.reader.metrics_history(endpoints, tracked.manifest, tracked.state, 1)
             text = await asyncio.to_thread(stream.read)
-        except SchedulerError:  # nothing stored (UnknownFileError)
-            text = b""
-        best: tuple[int, float] | None = None
+        except SchedulerError:  # nothing stored yet (UnknownFileError)
+            return []
+        found = []
         for line in text.splitlines():
             try:
                 raw = json.loads(line)
                 step, value = int(raw["step"]), raw["values"][metric]
             except (ValueError, KeyError, TypeError):
                 continue
-            if isinstance(value, int | float) and step <= budget and (best is None or step >= best[0]):
-                best = (step, float(value))
-        if best is None:
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                found.append((step, float(value)))
+        return found
+
+    async def _rung_result(
+        self, sweep: ActiveSweep, trial: StoredTrial, tracked: Tracked
+    ) -> tuple[int | None, float | None, str]:
+        """The step and objective at the largest step up to the rung's budget, from the job's stored history."""
+        budget = sweep.spec.rungs[trial.record.target]
+        reached = [(step, value) for step, value in await self._history(sweep, tracked) if step <= budget]
+        if not reached:
             unit = sweep.spec.budget.unit.value
-            return None, None, f"the objective {metric!r} was never reported up to {unit} {budget}"
-        return best[0], best[1], ""
+            return None, None, f"the objective {sweep.spec.objective.metric!r} was never reported up to {unit} {budget}"
+        step, value = max(reached, key=lambda found: found[0])
+        return step, value, ""
+
+    async def _halt_past_budget(self, sweep: ActiveSweep, trial: StoredTrial, tracked: Tracked) -> None:
+        """Halt a trial whose learner ignores its budget once its stored history shows the budget reached (the
+        sidecar stores it every 30 s: the learner may train past it meanwhile, never short of it)."""
+        now = self.shared.clock.monotonic()
+        if trial.job_id in self._halting or now < self._checked.get(trial.job_id, 0.0) + BUDGET_CHECK_S:
+            return
+        self._checked[trial.job_id] = now
+        budget = sweep.spec.rungs[trial.record.target]
+        steps = [step for step, _ in await self._history(sweep, tracked)]
+        if not steps or max(steps) < budget:
+            return
+        async with self.shared.lock:
+            if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
+                return
+            await self.shared.store.request_halt(trial.job_id)
+            reason = f"sweep {sweep.sweep_id}: {sweep.spec.budget.unit.value} {max(steps)} reached rung budget {budget}"
+            tracked.state = await self.shared.store.save(tracked.state.evolve(reason=reason))
+        self._halting.add(trial.job_id)
 
     async def _remove_checkpoints(self, sweep: ActiveSweep, trial: StoredTrial) -> int:
         """Delete the trial's stored checkpoints (every attempt); the bytes freed."""

@@ -126,6 +126,11 @@ def test_a_sweep_pauses_promotes_from_checkpoints_and_survives_a_restart(
         driver = second.service.loop.driver
         assert driver is not None
         decisions = second.call(driver.store.decisions(sweep_id))
+        failed_logs = [
+            second.call(second.service.logs("team-a", t.job_id)).read().decode()[-2000:]
+            for t in final.trials
+            if t.state == "failed"
+        ]
     finally:
         second.kill()
 
@@ -134,7 +139,8 @@ def test_a_sweep_pauses_promotes_from_checkpoints_and_survives_a_restart(
     assert any(d.action is Action.PAUSE for d in decisions)
     assert any(d.action is Action.PROMOTE for d in decisions)
     best = best_trial(final)
-    assert best is not None and best.parameters == {"lr": "0.2"} and best.state == "completed"
+    why = [(t.index, t.parameters, t.state, t.reason, t.job_status) for t in final.trials], failed_logs
+    assert best is not None and best.parameters == {"lr": "0.2"} and best.state == "completed", why
     assert best.results == pytest.approx((0.1 + 1 / 2, 0.1 + 1 / 4, 0.1 + 1 / 8))
     for trial in final.trials:
         steps = history_steps(scheduler_buckets, trial.job_id)
@@ -170,3 +176,45 @@ def test_a_trial_that_never_reports_the_objective_fails_its_rung_with_the_reason
     assert [(t.state, t.reason) for t in final.trials] == [
         ("failed", "rung 1: the objective 'val_loss' was never reported up to step 2")
     ] * 2
+
+
+IGNORES_BUDGET = """\
+import time
+import learner
+
+learner.install_halt_handler()
+step = 0
+while step < 2000 and not learner.halt_requested():
+    time.sleep(0.05)
+    step += 1
+    learner.log_metrics(step, val_loss=1.0 / step)
+with learner.new_checkpoint(step) as path:
+    (path / "state.txt").write_text(str(step))
+"""
+
+
+def test_a_learner_that_ignores_its_budget_is_halted_once_its_history_shows_it_reached(
+    harness: Harness, s3_server: Any, scheduler_buckets: Any, learner_image: str, tmp_path: Path
+) -> None:
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr("train.py", IGNORES_BUDGET)
+    search = (
+        SEARCH.replace("asha, eta: 2", "random").replace("min: 2, max: 8", "max: 2").replace("trials: 4", "trials: 1")
+    )
+    text = manifest(s3_server, "python3 train.py")
+    view = harness.call(
+        harness.service.submit_sweep("team-a", search, text, image=learner_image, model=chunks(archive))
+    )
+
+    def done() -> SweepView | None:
+        sweep = harness.call(harness.service.get_sweep("team-a", view.sweep_id))
+        return sweep if sweep.status == "done" else None
+
+    final = wait_until(done, timeout=300, interval=0.2, message=f"{view.sweep_id} to end")
+    (trial,) = final.trials
+    assert (trial.state, trial.results) == ("completed", (0.5,))  # the objective at step 2, its budget
+    job = harness.call(harness.service.get("team-a", trial.job_id))
+    assert job.status == "HALTED", job
+    steps = history_steps(scheduler_buckets, trial.job_id)
+    assert steps[:2] == [1, 2] and len(steps) < 2000  # trained past its budget until the halt, not to its end

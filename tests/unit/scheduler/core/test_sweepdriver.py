@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any, cast
 
-from learnerkit.scheduler.core.sweepdriver import active_sweep
+from learnerkit.scheduler.core.sweepdriver import SweepDriver, active_sweep
 from learnerkit.scheduler.jobs.submission import SubmitOptions
+from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit.scheduler.sweeps.decisions import Action, TrialRecord, TrialState
 from learnerkit.scheduler.sweeps.searchfile import parse_search_file
-from learnerkit.scheduler.sweeps.store import StoredTrial, SweepSpecRecord, SweepState
+from learnerkit.scheduler.sweeps.store import StoredSweep, StoredTrial, SweepSpecRecord, SweepState
 
 REPO = Path(__file__).resolve().parents[4]
 MANIFEST = (REPO / "tests/unit/scheduler/manifests/learnerkit-pytorch-ddp.yml").read_text()
@@ -37,3 +40,19 @@ def test_paused_trials_stored_as_hopeless_are_stopped_by_the_first_step_after_a_
     sweep = active_sweep(record, spec, manifest, SubmitOptions(), SweepState(decisions=6), trials)
     assert [(d.action, d.trial) for d in sweep.pending] == [(Action.STOP, 1), (Action.STOP, 2)]
     assert sweep.pending[0].reason == "rung 1: 2nd of 3, at most 1 of 3 can continue: it can no longer be promoted"
+
+
+def test_a_restored_sweep_parses_its_manifest_with_the_submit_s_image() -> None:
+    """Trials started after a restart run the image the submit named, not the framework's default."""
+    seen: list[str | None] = []
+
+    async def parse(text: str, source: str, tenant: str, image: str | None) -> JobManifest:
+        seen.append(image)
+        return parse_manifest(text, source, image=image)
+
+    driver = SweepDriver(cast(Any, None), cast(Any, None), cast(Any, None), cast(Any, None), parse, cast(Any, None))
+    options = SubmitOptions(image="registry.example/learner:1")
+    record = SweepSpecRecord("sweep-x", "team-a", 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml", options.to_raw())
+    sweep = asyncio.run(driver._restore(StoredSweep(record, SweepState(), {})))
+    assert seen == ["registry.example/learner:1"]
+    assert sweep.manifest.extensions.image == "registry.example/learner:1"

@@ -306,12 +306,17 @@ class SweepDriver:
     async def _rung_result(
         self, sweep: ActiveSweep, trial: StoredTrial, tracked: Tracked
     ) -> tuple[int | None, float | None, str]:
-        """The step and objective at the largest step up to the rung's budget, from the job's stored history."""
-        budget = sweep.spec.rungs[trial.record.target]
-        reached = [(step, value) for step, value in await self._history(sweep, tracked) if step <= budget]
+        """The step and objective at the largest step of this rung (after the last rung's budget, up to this
+        one's), from the job's stored history: a value of an earlier rung is never taken for this one's."""
+        target = trial.record.target
+        budget, after = sweep.spec.rungs[target], sweep.spec.rungs[target - 1] if target else 0
+        history = await self._history(sweep, tracked)
+        reached = [(step, value) for step, value in history if after < step <= budget]
         if not reached:
-            unit = sweep.spec.budget.unit.value
-            return None, None, f"the objective {sweep.spec.objective.metric!r} was never reported up to {unit} {budget}"
+            unit, metric = sweep.spec.budget.unit.value, sweep.spec.objective.metric
+            if after:
+                return None, None, f"the objective {metric!r} was never reported after {unit} {after} up to {budget}"
+            return None, None, f"the objective {metric!r} was never reported up to {unit} {budget}"
         step, value = max(reached, key=lambda found: found[0])
         return step, value, ""
 

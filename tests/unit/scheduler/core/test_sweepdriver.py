@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
+from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.sweepdriver import SweepDriver, active_sweep
+from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.facade import FileStream
+from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
@@ -56,3 +61,35 @@ def test_a_restored_sweep_parses_its_manifest_with_the_submit_s_image() -> None:
     sweep = asyncio.run(driver._restore(StoredSweep(record, SweepState(), {})))
     assert seen == ["registry.example/learner:1"]
     assert sweep.manifest.extensions.image == "registry.example/learner:1"
+
+
+class _History:
+    """The outputs reader's metric history, from lines given here."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    async def metrics_history(self, endpoints: object, manifest: object, state: object, learner: int) -> FileStream:
+        data = "".join(line + "\n" for line in self.lines).encode()
+        return FileStream(iter([data]), len(data))
+
+
+def test_a_rung_result_is_never_a_value_of_an_earlier_rung() -> None:
+    """A promoted trial whose new attempt reports nothing fails its rung, instead of being ranked on the value
+    it reported at the end of the rung before."""
+    spec = parse_search_file(SEARCH, Path("search.yml"))
+    manifest = parse_manifest(MANIFEST)
+    record = SweepSpecRecord("sweep-x", "team-a", 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml")
+    trial = StoredTrial(TrialRecord(0, TrialState.RUNNING, 1, (0.5,)), "sweep-x-t0000", {"lr": "0.1"}, 2)
+    sweep = active_sweep(record, spec, manifest, SubmitOptions(), SweepState(), {0: trial})
+    shared = cast(Any, SimpleNamespace(options=SimpleNamespace(platform=Platform("http://127.0.0.1:2379", "s"))))
+    reader = cast(Any, _History(['{"step": 1, "values": {"val_loss": 0.5}}']))
+    driver = SweepDriver(shared, cast(Any, None), cast(Any, None), reader, cast(Any, None), cast(Any, None))
+    tracked = Tracked(JobState("sweep-x-t0000", "team-a", "job", 0.0, attempt=2), manifest, MANIFEST, "m.yml")
+    assert asyncio.run(driver._rung_result(sweep, trial, tracked)) == (
+        None,
+        None,
+        "the objective 'val_loss' was never reported after step 1 up to 3",
+    )
+    reader.lines.append('{"step": 3, "values": {"val_loss": 0.25}}')
+    assert asyncio.run(driver._rung_result(sweep, trial, tracked)) == (3, 0.25, "")

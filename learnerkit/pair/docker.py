@@ -2,16 +2,16 @@
 
 Order matters: the volume, then the learner (it waits for ``control/start``), then the sidecar with the
 learner's cgroup mounted read-only. The learner runs hardened: non-root, read-only root file system, no
-capabilities, no new privileges, no credentials, and no network unless the job has several learners. The
-sidecar runs as its own user (``SIDECAR_UID``), with CPU and memory limits, and gets the host network
-(etcd and S3 listen on the host's loopback here) and the secrets.
+capabilities, no new privileges, no credentials, a pids limit, and no network unless the job has several
+learners. The sidecar runs as its own user (``SIDECAR_UID``), with CPU, memory and pids limits, and gets the
+host network (etcd and S3 listen on the host's loopback here) and the secrets.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +21,7 @@ import docker.errors
 from learner.paths import DIR_DEFAULTS, JOB_DIR, SHARED_DIR
 from learnerkit.common.engine import EngineError, engine, gpu_request
 from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
+from learnerkit.pair.jobdisk import JobDiskSettings, backing_file, job_volume, remove_volume
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 
 PAIR_LABEL = "io.learnerkit.pair"
@@ -50,6 +51,10 @@ class DockerPlacement:
     labels: Mapping[str, str] = field(default_factory=dict)
     shared_volume: str | None = None
     """The job's volume that every learner of the job mounts read-write at ``SHARED_DIR`` (FfDL's job folder)."""
+    disk: JobDiskSettings = field(default_factory=JobDiskSettings)
+    """How a ``/job`` sized to the spec's ``storage`` is made (:mod:`learnerkit.pair.jobdisk`)."""
+    disk_owner: str = "run-local"
+    """The folder of ``disk.state_dir`` that holds the backing file: the scheduler instance's id."""
 
 
 STARTED_STATES = frozenset({"running", "paused", "restarting"})
@@ -116,6 +121,7 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
         options["hostname"] = placement.hostname or f"{spec.name}-learner"
         aliases = [options["hostname"], *placement.network_aliases]
         options["networking_config"] = {placement.network: engine().api.create_endpoint_config(aliases=aliases)}
+    options["pids_limit"] = spec.pids.learner
     if spec.memory_bytes:
         options["mem_limit"] = spec.memory_bytes
         options["memswap_limit"] = spec.memory_bytes
@@ -135,11 +141,6 @@ def sidecar_options(
     config = dict(spec.sidecar_config)
     if cgroups is None or cgroups:
         config["learner_cgroup_dir"] = SIDECAR_MOUNT
-    # Mounts, not binds: a folder that vanished fails the start instead of being created again.
-    mounts = [
-        docker.types.Mount(target=inside, source=host, type="bind", read_only=True)
-        for host, inside in (cgroups or {}).items()
-    ]
     return {
         **_hardened(spec, placement, "sidecar", SIDECAR_RUN_AS),
         "image": spec.sidecar_image,
@@ -152,12 +153,13 @@ def sidecar_options(
             "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(config, sort_keys=True),
         },
         "volumes": {volume: {"bind": JOB_DIR, "mode": "rw"}},
-        "mounts": mounts,
+        "mounts": _cgroup_mounts(cgroups),
         "network_mode": "host",
         "stop_signal": "SIGTERM",
         "nano_cpus": int(SIDECAR_CPUS * 1e9),
         "mem_limit": SIDECAR_MEMORY_BYTES,
         "memswap_limit": SIDECAR_MEMORY_BYTES,
+        "pids_limit": spec.pids.sidecar,
     }
 
 
@@ -167,18 +169,30 @@ def start_pair(spec: PairSpec, placement: DockerPlacement | None = None) -> Pair
     client = engine()
     made: list[Any] = []
     try:
-        volume = client.volumes.create(name=f"{spec.name}-job", labels={PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id})
+        # The placement's labels too: a scheduler that dies before the containers exist finds the volume again.
+        labels = {**placement.labels, PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id}
+        volume = _job_volume(client, spec, placement, labels)
         made.append(volume)
         learner = client.containers.run(**learner_options(spec, placement, volume.name))
         made.append(learner)
         sidecar = _run_sidecar(spec, placement, volume.name, learner)
         made.append(sidecar)
     except docker.errors.APIError as e:
-        for obj in reversed(made):
+        for obj in reversed(made[1:]):
             with suppress(docker.errors.NotFound, docker.errors.APIError):
                 obj.remove(force=True)
+        if made:
+            with suppress(docker.errors.APIError):
+                remove_volume(client.api, made[0].name)
         raise EngineError(f"starting learner pair {spec.name}: {e.explanation}") from e
     return PairHandle(name=spec.name, volume=volume.name, learner=learner.id, sidecar=sidecar.id)
+
+
+def _job_volume(client: Any, spec: PairSpec, placement: DockerPlacement, labels: Mapping[str, str]) -> Any:
+    """The pair's ``/job`` volume, sized to the spec's ``storage`` when it has one."""
+    name = f"{spec.name}-job"
+    path = backing_file(placement.disk, placement.disk_owner, name)
+    return job_volume(client, name, labels, spec.job_id, spec.storage_bytes, placement.disk, path)
 
 
 def _learner_cgroups(learner: Any) -> dict[str, str] | None:
@@ -206,17 +220,67 @@ def _learner_cgroups(learner: Any) -> dict[str, str] | None:
 def _run_sidecar(spec: PairSpec, placement: DockerPlacement, volume: str, learner: Any) -> Any:
     """The sidecar, watching the learner's cgroup; a learner that ends before (an image without learner-run
     runs its command at once) leaves the sidecar an empty cgroup folder, so it ends the job FAILED."""
+    return _run_watching(
+        learner, f"{spec.name}-sidecar", lambda cgroups: sidecar_options(spec, placement, volume, cgroups)
+    )
+
+
+def _run_watching(learner: Any, name: str, options: Callable[[Mapping[str, str] | None], dict[str, Any]]) -> Any:
+    """Run the sidecar ``name`` with ``options`` for the learner's cgroup folders (None once it has ended)."""
     client = engine()
     cgroups = _learner_cgroups(learner)
     try:
-        return client.containers.run(**sidecar_options(spec, placement, volume, cgroups))
+        return client.containers.run(**options(cgroups))
     except docker.errors.APIError:
         # The learner ended between the read of its cgroup and the mount: its folders are gone.
         if not cgroups or _learner_cgroups(learner) is not None:
             raise
     with suppress(docker.errors.NotFound):
-        client.containers.get(f"{spec.name}-sidecar").remove(force=True)
-    return client.containers.run(**sidecar_options(spec, placement, volume, None))
+        client.containers.get(name).remove(force=True)
+    return client.containers.run(**options(None))
+
+
+def _cgroup_mounts(cgroups: Mapping[str, str] | None) -> list[Any]:
+    # Mounts, not binds: a folder that vanished fails the start instead of being created again.
+    return [
+        docker.types.Mount(target=inside, source=host, type="bind", read_only=True)
+        for host, inside in (cgroups or {}).items()
+    ]
+
+
+def restart_sidecar(handle: PairHandle) -> str:
+    """Make the pair's ended sidecar again as it was made (image, environment, user, labels, limits) on the kept
+    ``/job`` volume, whose ``control/`` holds its progress: the new one goes on from there (one killed while
+    storing stores again). The learner's cgroup is mounted again while the learner runs. The new container's id.
+    """
+    client = engine()
+    try:
+        old = client.containers.get(handle.sidecar)
+        learner = client.containers.get(handle.learner)
+        config, host = old.attrs["Config"], old.attrs["HostConfig"]
+        made = {
+            "image": config["Image"],
+            "name": old.name,
+            "environment": config["Env"],
+            "labels": config["Labels"],
+            "user": config["User"],
+            "stop_signal": config.get("StopSignal") or "SIGTERM",
+            "read_only": host["ReadonlyRootfs"],
+            "tmpfs": host["Tmpfs"],
+            "cap_drop": host["CapDrop"],
+            "security_opt": host["SecurityOpt"],
+            "network_mode": host["NetworkMode"],
+            "nano_cpus": host["NanoCpus"],
+            "mem_limit": host["Memory"],
+            "memswap_limit": host["MemorySwap"],
+            "pids_limit": host["PidsLimit"],
+            "volumes": {handle.volume: {"bind": JOB_DIR, "mode": "rw"}},
+            "detach": True,
+        }
+        old.remove(force=True)
+        return str(_run_watching(learner, old.name, lambda cgroups: {**made, "mounts": _cgroup_mounts(cgroups)}).id)
+    except docker.errors.APIError as e:
+        raise EngineError(f"starting the sidecar of {handle.name} again: {e.explanation}") from e
 
 
 def container(container_id: str) -> Any | None:
@@ -269,8 +333,7 @@ def remove_pair(handle: PairHandle) -> None:
         if container_id:  # a half-made pair has no sidecar yet
             with suppress(docker.errors.NotFound):
                 api.remove_container(container_id, force=True)
-    with suppress(docker.errors.NotFound):
-        api.remove_volume(handle.volume, force=True)
+    remove_volume(api, handle.volume)
 
 
 def pairs_of(job_id: str) -> list[PairHandle]:

@@ -24,13 +24,32 @@ class LearnerView:
 
 
 @dataclass(frozen=True)
+class AttemptView:
+    """One deploy of the job (`learnerkit.scheduler.jobs.attempts`)."""
+
+    number: int
+    nodes: tuple[str, ...] = ()
+    started_at: str = ""
+    ended_at: str | None = None
+    ended_by: str | None = None
+    """COMPLETED, FAILED, HALTED, PREEMPTED, NODE_LOST, DRAINED, CANCELLED, RESTARTED; None while it runs."""
+    reason: str = ""
+    resumed_from: int | None = None
+    """The attempt whose checkpoint this one restored."""
+    checkpoint_digest: str | None = None
+    work_lost_s: float | None = None
+    """Training seconds lost when it ended (at most, for a learner stopped at the halt grace's end)."""
+    steps_lost: int | None = None
+
+
+@dataclass(frozen=True)
 class JobView:
     job_id: str
     tenant: str
     name: str
     status: str
     """The job's aggregate phase: QUEUED, PENDING, DOWNLOADING, PROCESSING, STORING, COMPLETED, FAILED, HALTED,
-    CANCELLED."""
+    CANCELLED; PREEMPTED while a preempted job waits to resume."""
     reason: str = ""
     """Why the job waits (admission), or why it ended."""
     submitted_at: str = ""
@@ -42,6 +61,8 @@ class JobView:
     restarts: int = 0
     results: str = ""
     """``s3://bucket/prefix`` of the job's outputs."""
+    attempts: tuple[AttemptView, ...] = ()
+    """Each deploy of the job, oldest first."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +190,10 @@ class SchedulerFacade(Protocol):
 
     async def cancel(self, tenant: str, job_id: str) -> JobView:
         """Stop the job without a checkpoint and remove everything it runs; it ends CANCELLED."""
+
+    async def delete(self, tenant: str, job_id: str) -> JobView:
+        """Forget an ended job: its record and credentials leave etcd, its stored outputs stay; the view is its
+        last. ``JobStateError`` while it is queued or running."""
 
     async def logs(
         self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None

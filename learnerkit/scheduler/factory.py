@@ -1,7 +1,8 @@
 """``create_scheduler``: the real scheduler behind ``learnerkit scheduler serve``, on Docker or Kubernetes.
 
-Nothing here does I/O until the API server's lifespan runs: then it connects etcd, rebuilds the jobs and
-starts the scheduling loop, and on shutdown stops the loop (running jobs go on; a restart finds them).
+Nothing here does I/O until the API server's lifespan runs: then it pins the sidecar image (by ID or digest),
+connects etcd, rebuilds the jobs and starts the scheduling loop, and on shutdown stops the loop (running jobs go
+on; a restart finds them).
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import os
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from controller_sidecar.etcdstore import EtcdStore, LockHeldError
@@ -36,8 +39,12 @@ from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.images.gate import ImageGate
+from learnerkit.scheduler.images.sidecar import pin_sidecar
 from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.preemption.rules import PreemptionRules
 from learnerkit_build.sidecarimage import sidecar_reference
+
+LOGGER = logging.getLogger(__name__)
 
 
 def egress_from(specs: tuple[str, ...]) -> tuple[Egress, ...]:
@@ -65,7 +72,7 @@ def backend_for(settings: SchedulerSettings) -> tuple[Backend, int]:
             SIDECAR_METRICS_PORT,
         )
     # On the Docker engine sidecars share the host network: no fixed port, or two would clash.
-    return DockerBackend(), 0
+    return DockerBackend(settings.backend.job_disk), 0
 
 
 def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy:
@@ -79,6 +86,8 @@ def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy
         host_paths=trust.host_paths,
         priorities=tenants.priorities(),
         default_priority=tenants.default.priority,
+        opt_out=tenants.opt_outs(),
+        default_opt_out=tenants.default.opt_out,
         defaults=limits.defaults,
     )
 
@@ -127,6 +136,11 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         catalog=catalog.frameworks(),
         resolve_image=gate.gated(catalog.resolve),
         policy=AdmissionPolicy(quotas=tenants.quotas(), default_quota=tenants.default.quota),
+        preemption=PreemptionRules(
+            min_run_s=settings.limits.preemption_min_run_s,
+            may_preempt=tenants.may_preempt(),
+            default_may_preempt=tenants.default.preempt_others,
+        ),
         submit_policy=submit_policy(settings, tenants),
         instance=settings.trust.instance,
         packages=PackageIndex(
@@ -135,6 +149,8 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             trusted_hosts=settings.packages.trusted_hosts,
         ),
         python_of=lambda image: catalog.python_of(gate.named(image)),
+        pids=settings.limits.pids,
+        abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)
@@ -147,6 +163,12 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
+        platform = scheduler.shared.options.platform
+        pinned = await asyncio.to_thread(
+            pin_sidecar, platform.sidecar_image, by_id=settings.backend.kind is BackendKind.DOCKER
+        )
+        scheduler.shared.options = replace(options, platform=replace(platform, sidecar_image=pinned))
+        LOGGER.info("sidecar image %s, deployed as %s", platform.sidecar_image, pinned)
         etcd = await EtcdStore.connect(etcd_settings)
         try:
             async with sole_scheduler(etcd, settings):
@@ -154,10 +176,13 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
                 await scheduler.loop.rebuild()
                 stop = asyncio.Event()
                 loop = asyncio.create_task(scheduler.loop.run(stop), name="scheduler loop")
+                sweep = asyncio.create_task(scheduler.abort_abandoned_uploads(), name="abandoned uploads")
                 try:
                     yield
                 finally:
                     stop.set()
+                    sweep.cancel()
+                    await asyncio.gather(sweep, return_exceptions=True)
                     await loop
         finally:
             await etcd.close()

@@ -22,13 +22,23 @@ import requests
 from learnerkit.common.engine import EngineError, engine
 from learnerkit.pair.docker import (
     JOB_LABEL,
+    NOT_ENDED_STATES,
     DockerPlacement,
     ended_state,
     exit_code,
     has_started,
     pairs_of,
     remove_pair,
+    restart_sidecar,
     start_pair,
+)
+from learnerkit.pair.jobdisk import (
+    JobDiskError,
+    JobDiskSettings,
+    backing_file,
+    job_volume,
+    remove_volume,
+    sweep_leftovers,
 )
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.admission.capacity import Node
@@ -48,17 +58,20 @@ def network_name(job_id: str) -> str:
     return f"lk-{job_id}-net"
 
 
-def placement(job: JobDeployment, learner: PairSpec) -> DockerPlacement:
+def placement(job: JobDeployment, learner: PairSpec, disk: JobDiskSettings | None = None) -> DockerPlacement:
     """Learners of one job, when there are several, share its volume and its internal network under their names."""
     labels = {MANAGED_LABEL: MANAGER, INSTANCE_LABEL: job.instance}
+    disk = disk or JobDiskSettings()
     if not job.networked:
-        return DockerPlacement(labels=labels, hostname=learner.name)
+        return DockerPlacement(labels=labels, hostname=learner.name, disk=disk, disk_owner=job.instance)
     return DockerPlacement(
         network=network_name(job.job_id),
         hostname=learner.name,
         network_aliases=(f"{learner.name}.{job.name}",),
         labels=labels,
         shared_volume=job.shared_name,
+        disk=disk,
+        disk_owner=job.instance,
     )
 
 
@@ -78,6 +91,10 @@ def local_gpus() -> tuple[int, str | None]:
 
 
 class DockerBackend:
+    def __init__(self, disk: JobDiskSettings | None = None) -> None:
+        self.disk = disk or JobDiskSettings()
+        """Where ``/job`` volumes sized to ``storage`` keep their backing files (:mod:`learnerkit.pair.jobdisk`)."""
+
     def nodes(self) -> list[Node]:
         """The engine's host as one node: its CPUs, memory and GPUs."""
         with _engine_errors("reading the engine's capacity"):
@@ -90,12 +107,12 @@ class DockerBackend:
         existing = {handle.name for handle in pairs_of(job.job_id)}
         try:
             if job.networked:
-                self._ensure_network(job.job_id)
+                self._ensure_network(job)
                 self._ensure_shared_volume(job)
             for learner in job.learners:
                 if learner.name not in existing:
                     spec = replace(learner, learner_env={**learner.learner_env, **distributed_env(job, learner)})
-                    start_pair(spec, placement(job, learner))
+                    start_pair(spec, placement(job, learner, self.disk))
         except (EngineError, docker.errors.DockerException) as e:
             # DockerException: also the shared volume's helper container failing (ContainerError, ImageNotFound).
             self.teardown(job.job_id)
@@ -140,6 +157,24 @@ class DockerBackend:
                     ended[int(handle.name.rsplit("-", 1)[1])] = end
         return ended
 
+    def learners_running(self, job_id: str) -> set[int]:
+        """Learners whose learner container has not ended (created, running, paused, restarting): one listing."""
+        with _engine_errors(f"inspecting job {job_id}"):
+            return {
+                int(handle.name.rsplit("-", 1)[1])
+                for handle in pairs_of(job_id)
+                if handle.learner and handle.states.get(handle.learner) in NOT_ENDED_STATES
+            }
+
+    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
+        """Make the learner's ended sidecar again on the pair's kept volume (:func:`restart_sidecar`)."""
+        with _engine_errors(f"restarting the sidecar of job {job_id} learner {learner_id}"):
+            for handle in pairs_of(job_id):
+                if handle.name == f"lk-{job_id}-{learner_id}" and handle.sidecar and handle.learner:
+                    restart_sidecar(handle)
+                    return True
+        return False
+
     def teardown(self, job_id: str) -> None:
         """Remove every container, volume and network of the job."""
         with _engine_errors(f"tearing down job {job_id}"):
@@ -147,31 +182,41 @@ class DockerBackend:
                 remove_pair(handle)
             client = engine()
             for volume in client.volumes.list(filters={"label": f"{JOB_LABEL}={job_id}"}):
-                with suppress(docker.errors.NotFound):
-                    volume.remove(force=True)
+                remove_volume(client.api, volume.name)
             for network in client.networks.list(names=[network_name(job_id)]):
                 with suppress(docker.errors.NotFound):
                     network.remove()
 
     def job_ids(self, instance: str) -> set[str]:
-        """Jobs this scheduler instance deployed that have anything on the engine (orphans after a restart)."""
-        mine = [f"{MANAGED_LABEL}={MANAGER}", f"{INSTANCE_LABEL}={instance}"]
-        with _engine_errors("listing the scheduler's containers"):
-            managed = engine().containers.list(all=True, filters={"label": mine})
-            return {
-                job
-                for job in (c.labels.get(JOB_LABEL, "") for c in managed if c.labels.get(INSTANCE_LABEL) == instance)
-                if job
-            }
+        """Jobs this scheduler instance deployed that have anything on the engine (orphans after a restart): a
+        container, or a shared volume or network alone (a crash between making them and starting the pairs).
+
+        Called once at the scheduler's start, before it deploys anything: it also releases the instance's ``/job``
+        backing files whose volume is gone (a crash between making the file and the volume, or removing them)."""
+        mine = {"label": [f"{MANAGED_LABEL}={MANAGER}", f"{INSTANCE_LABEL}={instance}"]}
+        with _engine_errors("listing the scheduler's containers, volumes and networks"):
+            client = engine()
+            sweep_leftovers(client.api, self.disk, instance)
+            found = [c.labels for c in client.containers.list(all=True, filters=mine)]
+            found += [v.attrs.get("Labels") or {} for v in client.volumes.list(filters=mine)]
+            found += [n.attrs.get("Labels") or {} for n in client.networks.list(filters=mine)]
+        return {
+            labels[JOB_LABEL]
+            for labels in found
+            if labels.get(INSTANCE_LABEL) == instance and labels.get(MANAGED_LABEL) == MANAGER and labels.get(JOB_LABEL)
+        }
 
     def _ensure_shared_volume(self, job: JobDeployment) -> None:
         """The job's shared volume, made group-writable for the learners (user 1000, group 0) by a short root
-        container of the sidecar image that can do nothing else: no network, no capabilities, nothing but chmod."""
+        container of the sidecar image that can do nothing else: no network, no capabilities, nothing but chmod.
+        Sized like each learner's ``/job`` to the manifest's ``storage`` (it is on the host's disk too)."""
         client = engine()
         found = client.volumes.list(filters={"name": job.shared_name, "label": f"{JOB_LABEL}={job.job_id}"})
         if any(volume.name == job.shared_name for volume in found):
             return
-        client.volumes.create(name=job.shared_name, labels={JOB_LABEL: job.job_id, MANAGED_LABEL: MANAGER})
+        path = backing_file(self.disk, job.instance, job.shared_name)
+        storage = job.learners[0].storage_bytes
+        job_volume(client, job.shared_name, _owned_by(job), job.job_id, storage, self.disk, path)
         client.containers.run(
             image=job.learners[0].sidecar_image,
             entrypoint=["chmod", "2775", "/shared"],
@@ -185,12 +230,17 @@ class DockerBackend:
             remove=True,
         )
 
-    def _ensure_network(self, job_id: str) -> None:
+    def _ensure_network(self, job: JobDeployment) -> None:
         client = engine()
-        if not client.networks.list(names=[network_name(job_id)]):
+        if not client.networks.list(names=[network_name(job.job_id)]):
             client.networks.create(
-                network_name(job_id), driver="bridge", internal=True, labels={JOB_LABEL: job_id}, check_duplicate=True
+                network_name(job.job_id), driver="bridge", internal=True, labels=_owned_by(job), check_duplicate=True
             )
+
+
+def _owned_by(job: JobDeployment) -> dict[str, str]:
+    """The labels of the job's shared volume and network: the orphan sweep finds them without any container."""
+    return {JOB_LABEL: job.job_id, MANAGED_LABEL: MANAGER, INSTANCE_LABEL: job.instance}
 
 
 @contextmanager
@@ -198,5 +248,5 @@ def _engine_errors(action: str) -> Iterator[None]:
     """The engine's errors as BackendError: the scheduler retries them on its next step."""
     try:
         yield
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
+    except (docker.errors.DockerException, requests.exceptions.RequestException, JobDiskError) as e:
         raise BackendError(f"{action}: {e}") from e

@@ -31,7 +31,7 @@ from learnerkit.scheduler.errors import (
     SchedulerError,
     SchedulerUnreachableError,
 )
-from learnerkit.scheduler.facade import JobView, LearnerView, LogChunk, StoredFile, SweepView
+from learnerkit.scheduler.facade import AttemptView, JobView, LearnerView, LogChunk, StoredFile, SweepView
 
 URL_ENV = "LEARNERKIT_SCHEDULER_URL"
 TOKEN_ENV = "LEARNERKIT_TOKEN"  # noqa: S105 (the variable's name, not a token)
@@ -163,6 +163,9 @@ class SchedulerClient:
 
     def cancel(self, job_id: str) -> JobView:
         return job_view(self._request("POST", f"/v1/jobs/{_quoted(job_id)}/cancel").json())
+
+    def delete(self, job_id: str) -> JobView:
+        return job_view(self._request("DELETE", f"/v1/jobs/{_quoted(job_id)}").json())
 
     def logs(self, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None) -> LogChunk:
         """The log from ``offset`` (or its last ``tail`` lines), read whole."""
@@ -378,6 +381,7 @@ def job_view(data: Mapping[str, Any]) -> JobView:
             )
             for item in data.get("learners", ())
         )
+        attempts = tuple(_attempt_view(item) for item in data.get("attempts", ()))
         return JobView(
             job_id=str(data["job_id"]),
             tenant=str(data["tenant"]),
@@ -391,9 +395,26 @@ def job_view(data: Mapping[str, Any]) -> JobView:
             learners=learners,
             restarts=int(data.get("restarts", 0)),
             results=str(data.get("results", "")),
+            attempts=attempts,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SchedulerError(f"the scheduler sent a job this client cannot read ({type(e).__name__}: {e})") from e
+
+
+def _attempt_view(item: Mapping[str, Any]) -> AttemptView:
+    lost = item.get("work_lost_s")
+    return AttemptView(
+        number=int(item["number"]),
+        nodes=tuple(str(n) for n in item.get("nodes", ())),
+        started_at=str(item.get("started_at", "")),
+        ended_at=None if item.get("ended_at") is None else str(item["ended_at"]),
+        ended_by=None if item.get("ended_by") is None else str(item["ended_by"]),
+        reason=str(item.get("reason", "")),
+        resumed_from=None if item.get("resumed_from") is None else int(item["resumed_from"]),
+        checkpoint_digest=None if item.get("checkpoint_digest") is None else str(item["checkpoint_digest"]),
+        work_lost_s=None if lost is None else float(lost),
+        steps_lost=None if item.get("steps_lost") is None else int(item["steps_lost"]),
+    )
 
 
 def _text_part(boundary: str, name: str, value: str) -> bytes:

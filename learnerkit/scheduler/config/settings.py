@@ -14,6 +14,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from learnerkit.pair.jobdisk import JobDiskError, JobDiskSettings
+from learnerkit.pair.spec import MIN_PIDS_LIMIT, PidsLimits
 from learnerkit.scheduler.backends.deployment import DEFAULT_SHARED_SIZE
 from learnerkit.scheduler.config.policy import (
     DEFAULT_MAX_LEARNERS,
@@ -24,6 +26,7 @@ from learnerkit.scheduler.config.policy import (
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.manifest.model import FFDL_DEFAULTS, ResourceDefaults
 from learnerkit.scheduler.manifest.units import parse_size
+from learnerkit.scheduler.preemption.rules import DEFAULT_MIN_RUN_S
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -69,6 +72,9 @@ class S3Settings:
     """``$AWS_SECRET_ACCESS_KEY``."""
     region: str = "us-east-1"
     """``$AWS_DEFAULT_REGION``."""
+    abandoned_upload_grace_s: float = 3600.0
+    """``$LEARNERKIT_ABANDONED_UPLOAD_GRACE_S``: at its start the scheduler aborts the multipart uploads left open
+    under ended jobs' prefixes for longer than this."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,9 @@ class BackendSettings:
     of the claim a multi-learner job's learners share at ``/job/shared``; None: the cluster's default class."""
     shared_size: str = DEFAULT_SHARED_SIZE
     """``$LEARNERKIT_K8S_SHARED_SIZE``: the size that claim asks for."""
+    job_disk: JobDiskSettings = field(default_factory=JobDiskSettings)
+    """``$LEARNERKIT_JOB_DISK_DIR`` and ``$LEARNERKIT_JOB_DISK_UNBOUNDED``: how the Docker backend bounds ``/job`` to
+    the manifest's ``storage`` (:mod:`learnerkit.pair.jobdisk`)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,12 @@ class LimitSettings:
     model's multipart upload aborted."""
     upload_total_s: float = 3600.0
     """``$LEARNERKIT_UPLOAD_TOTAL_S``: a submit's body may take this long in all (408 past it)."""
+    preemption_min_run_s: float = DEFAULT_MIN_RUN_S
+    """``$LEARNERKIT_PREEMPTION_MIN_RUN_S``: a job that has run for less (this attempt) is never preempted."""
+    pids: PidsLimits = field(default_factory=PidsLimits)
+    """``$LEARNERKIT_LEARNER_PIDS_LIMIT`` (4096) and ``$LEARNERKIT_SIDECAR_PIDS_LIMIT`` (512): the processes and
+    threads each learner and each sidecar may hold on the Docker backend (a fork past it fails); on Kubernetes the
+    kubelet's ``podPidsLimit`` caps each pod instead."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +201,9 @@ class SchedulerSettings:
                 access_key=env.get("AWS_ACCESS_KEY_ID"),
                 secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
                 region=env.get("AWS_DEFAULT_REGION", s3.region),
+                abandoned_upload_grace_s=_positive(
+                    env, "LEARNERKIT_ABANDONED_UPLOAD_GRACE_S", s3.abandoned_upload_grace_s, float
+                ),
             ),
             backend=BackendSettings(
                 kind=_backend(env.get("LEARNERKIT_SCHEDULER_BACKEND", backend.kind.value)),
@@ -195,6 +213,7 @@ class SchedulerSettings:
                 egress=_list(env, "LEARNERKIT_K8S_EGRESS"),
                 shared_storage_class=env.get("LEARNERKIT_K8S_SHARED_STORAGE_CLASS"),
                 shared_size=env.get("LEARNERKIT_K8S_SHARED_SIZE", backend.shared_size),
+                job_disk=_job_disk(env),
             ),
             limits=LimitSettings(
                 max_manifest_bytes=_positive(env, "LEARNERKIT_MAX_MANIFEST_BYTES", limits.max_manifest_bytes, int),
@@ -206,6 +225,10 @@ class SchedulerSettings:
                 max_model_bytes=_positive(env, "LEARNERKIT_MAX_MODEL_BYTES", limits.max_model_bytes, int),
                 upload_idle_s=_positive(env, "LEARNERKIT_UPLOAD_IDLE_S", limits.upload_idle_s, float),
                 upload_total_s=_positive(env, "LEARNERKIT_UPLOAD_TOTAL_S", limits.upload_total_s, float),
+                preemption_min_run_s=_positive(
+                    env, "LEARNERKIT_PREEMPTION_MIN_RUN_S", limits.preemption_min_run_s, float
+                ),
+                pids=pids_limits(env),
             ),
             trust=TrustSettings(
                 object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),
@@ -230,6 +253,13 @@ class SchedulerSettings:
         return replace(self, **changed)
 
 
+def _job_disk(env: Mapping[str, str]) -> JobDiskSettings:
+    try:
+        return JobDiskSettings.from_env(env)
+    except JobDiskError as e:
+        raise SettingsError(str(e)) from e
+
+
 def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:
     """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY``, FfDL's defaults where unset or empty, and
     ``$LEARNERKIT_RESULTS_BUCKET`` (the default results store; unset: none): `serve` and `job validate` alike."""
@@ -244,6 +274,17 @@ def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:
     except ValueError as e:
         raise SettingsError(f"LEARNERKIT_DEFAULT_MEMORY: {e}") from e
     return ResourceDefaults(cpus=cpus, memory_bytes=memory, results_bucket=bucket)
+
+
+def pids_limits(env: Mapping[str, str]) -> PidsLimits:
+    """``$LEARNERKIT_LEARNER_PIDS_LIMIT`` and ``$LEARNERKIT_SIDECAR_PIDS_LIMIT``; the error names the variable."""
+    default = PidsLimits()
+    limits = {}
+    for role, name in (("learner", "LEARNERKIT_LEARNER_PIDS_LIMIT"), ("sidecar", "LEARNERKIT_SIDECAR_PIDS_LIMIT")):
+        limits[role] = _positive(env, name, getattr(default, role), int)
+        if limits[role] < MIN_PIDS_LIMIT:
+            raise SettingsError(f"{name}={env[name]!r}: expected at least {MIN_PIDS_LIMIT}")
+    return PidsLimits(**limits)
 
 
 def parse_endpoints(raw: str) -> tuple[str, ...]:

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controller_sidecar.requirements import PackageIndex
+from learnerkit.pair.spec import PidsLimits
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
 from learnerkit.scheduler.config.policy import SubmitPolicy
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.modelcode.receive import ModelLimits
+from learnerkit.scheduler.preemption.rules import PreemptionRules
 
 
 def _unknown_python(_image: str) -> str | None:
@@ -25,6 +27,8 @@ class SchedulerOptions:
     resolve_image: Callable[[JobManifest], str]
     policy: AdmissionPolicy = field(default_factory=AdmissionPolicy)
     """Quotas and the ready timeout."""
+    preemption: PreemptionRules = field(default_factory=PreemptionRules)
+    """Who may preempt, and the minimum run time."""
     submit_policy: SubmitPolicy = field(default_factory=SubmitPolicy)
     """What tenants may submit; its default allows no object store, so every job is refused until one is named."""
     instance: str | None = None
@@ -35,6 +39,8 @@ class SchedulerOptions:
     """What a model archive may expand to (the sidecars' own limits)."""
     packages: PackageIndex = field(default_factory=PackageIndex)
     """Where sidecars install a model's requirements from (``LEARNERKIT_PIP_*``)."""
+    pids: PidsLimits = field(default_factory=PidsLimits)
+    """The processes and threads each learner and sidecar may hold (the Docker backend's ``pids_limit``)."""
     python_of: Callable[[str], str | None] = _unknown_python
     """The Python version (``3.11``) of a learner image; None: the sidecar's own."""
     lease_ttl_s: float = 10.0
@@ -44,6 +50,11 @@ class SchedulerOptions:
     is a blip (etcd paused or out of reach): the sidecar renews it once etcd answers. A sidecar gone from the
     backend without a lease is lost after twice the lease's TTL instead."""
     interval_s: float = 0.5
+    nodes_interval_s: float = 10.0
+    """How often the loop reads the backend's nodes again: nodes added are used, cordoned ones take no new learner."""
+    abandoned_upload_grace_s: float = 3600.0
+    """An open multipart upload under an ended job's prefix older than this is aborted when the scheduler starts
+    (:mod:`learnerkit.scheduler.core.uploads`)."""
 
 
 def derive_instance(etcd_endpoints: str, root: str) -> str:

@@ -10,13 +10,16 @@ from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.admission.admit import AdmissionState, JobRecord
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.config.policy import SubmitPolicy, check_admissible
+from learnerkit.scheduler.core.preempting import resume_preemptions
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.jobs.attempts import load_attempts
 from learnerkit.scheduler.jobs.state import JobStatus
 from learnerkit.scheduler.jobs.store import StoredJob
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.manifest.redact import redact_credentials
 
 LOGGER = logging.getLogger(__name__)
 
@@ -30,14 +33,20 @@ async def restore(shared: Shared, instance: str) -> None:
     nodes = await asyncio.to_thread(shared.backend.nodes)
     records: list[JobRecord] = []
     for stored in await shared.store.load_all():
+        if stored.state.stage is Stage.DONE and not stored.state.status.resumable and not stored.credentials_deleted:
+            # Ended for good before its credentials were deleted (a crash between the two writes, an older scheduler).
+            await shared.store.delete_credentials(stored.state.job_id, stored.manifest_text, stored.source)
+            stored = replace(stored, manifest_text=redact_credentials(stored.manifest_text), credentials_deleted=True)
         tracked = await _restore(shared, stored)
         if tracked is None:
             continue
+        tracked.attempts = await load_attempts(shared.store, stored.state.job_id)
         shared.jobs[stored.state.job_id] = tracked
         if tracked.state.stage is not Stage.DONE:
             records.append(_admission_record(tracked))
     shared.admission = AdmissionState.rebuild(records, nodes, shared.options.policy)
     running = {job_id for job_id, tracked in shared.jobs.items() if tracked.active}
+    await resume_preemptions(shared)
     for orphan in await asyncio.to_thread(shared.backend.job_ids, instance) - running:
         LOGGER.warning("removing orphaned job %s from the backend", orphan)
         await asyncio.to_thread(shared.backend.teardown, orphan)
@@ -50,6 +59,8 @@ async def _restore(shared: Shared, stored: StoredJob) -> Tracked | None:
     policy = shared.options.submit_policy
     try:
         manifest = _admissible(stored, shared.options.catalog, policy, options)
+        if stored.credentials_deleted:
+            manifest = manifest.without_credentials()
         return Tracked(stored.state, manifest, stored.manifest_text, stored.source, options)
     except LearnerkitError as e:
         why = str(e)
@@ -62,6 +73,8 @@ async def _restore(shared: Shared, stored: StoredJob) -> Tracked | None:
         LOGGER.warning("job %s: %s", state.job_id, reason)
     try:
         shown = _admissible(stored, None, policy, options)
+        if stored.credentials_deleted:
+            shown = shown.without_credentials()
     except LearnerkitError:
         LOGGER.warning("job %s: its stored manifest cannot be shown; it is left out", state.job_id)
         return None

@@ -28,9 +28,11 @@ from learnerkit.scheduler.core.sweepdriver import SweepDriver
 from learnerkit.scheduler.core.sweepverbs import SweepVerbs
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
+from learnerkit.scheduler.core.uploads import abort_abandoned_uploads
 from learnerkit.scheduler.core.views import job_view
 from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
 from learnerkit.scheduler.facade import FileStream, JobView, LogStream, StoredFile, SweepView
+from learnerkit.scheduler.jobs.layout import results_store
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
@@ -62,6 +64,18 @@ class Scheduler:
             self.shared, self.transitions, self.clients, self.reader, self._parse, self._record
         )
         self.sweeps = SweepVerbs(self.loop.driver, self.halt, self.cancel, self._sweep_options)
+
+    async def abort_abandoned_uploads(self) -> int:
+        """Abort the multipart uploads that ended jobs left open in their stores (:func:`abort_abandoned_uploads`);
+        run once the jobs are restored."""
+        shared = self.shared
+        return await abort_abandoned_uploads(
+            list(shared.jobs.values()),
+            self.clients,
+            shared.options.platform,
+            grace_s=shared.options.abandoned_upload_grace_s,
+            now=shared.clock.wall(),
+        )
 
     async def submit(
         self,
@@ -197,15 +211,18 @@ class Scheduler:
             if tracked.state.stage is Stage.QUEUED:
                 await self.transitions.end(tracked, JobStatus.HALTED, "halted while queued", release=True)
             else:
+                # A user's halt wins over a preemption under way: the job ends HALTED, not queued to resume.
+                tracked.state = await shared.store.save(
+                    tracked.state.evolve(reason="halt requested", halted_by_user=True)
+                )
                 await shared.store.request_halt(job_id)
-                tracked.state = await shared.store.save(tracked.state.evolve(reason="halt requested"))
         shared.wake.set()
         return job_view(tracked)
 
     async def resume(self, tenant: str, job_id: str) -> JobView:
         shared, tracked = self.shared, self._owned(tenant, job_id)
         async with shared.lock:
-            if tracked.state.status not in (JobStatus.HALTED, JobStatus.FAILED):
+            if not tracked.state.status.resumable:
                 raise JobStateError(f"job {job_id} is {tracked.state.status.value}: only HALTED or FAILED jobs resume")
             await self.transitions.requeue(tracked, "resumed", restart=False)
         shared.wake.set()
@@ -224,6 +241,18 @@ class Scheduler:
             except BackendError as e:
                 LOGGER.warning("job %s: teardown failed; the next steps retry it: %s", job_id, e)
         await shared.store.trim(job_id)  # what the sidecars wrote until they were stopped
+        return job_view(tracked)
+
+    async def delete(self, tenant: str, job_id: str) -> JobView:
+        """The job's record (credentials included) leaves etcd and the scheduler; what it stored stays."""
+        shared, tracked = self.shared, self._owned(tenant, job_id)
+        async with tracked.backend_lock:
+            if tracked.state.stage is not Stage.DONE:
+                raise JobStateError(f"job {job_id} is {tracked.state.status.value}: cancel it before deleting it")
+            await self.transitions.teardown(job_id)  # nothing may be left that no record names
+            async with shared.lock:
+                await shared.store.delete(job_id)
+                shared.jobs.pop(job_id, None)
         return job_view(tracked)
 
     async def logs(
@@ -255,7 +284,12 @@ class Scheduler:
         return tracked
 
     def _endpoints(self, tracked: Tracked) -> Endpoints:
-        """The job's results store (its account's client is shared)."""
+        """The job's results store (its account's client is shared); none once its credentials are deleted."""
+        if not results_store(tracked.manifest).credentials:
+            raise JobStateError(
+                f"job {tracked.state.job_id} is {tracked.state.status.value}: the scheduler deleted its store's "
+                f"credentials when it ended and has restarted since; read its results from the store with your keys"
+            )
         return endpoints_for(tracked.manifest, self.shared.options.platform)
 
 

@@ -31,6 +31,7 @@ from learnerkit.scheduler.errors import JobStateError, SchedulerError, UnknownSw
 from learnerkit.scheduler.jobs.layout import job_location
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
+from learnerkit.scheduler.jobs.store import credentials_key
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.outputs.reader import OutputsReader
@@ -267,11 +268,20 @@ class SweepDriver:
             if tracked is None:
                 await self._create_job(sweep, trial)
             elif tracked.state.attempt < trial.rung_attempt and tracked.state.stage is Stage.DONE:
+                await self._restore_credentials(sweep, tracked)
                 async with self.shared.lock:
                     rung = trial.record.target
                     reason = f"sweep {sweep.sweep_id}: promoted to rung {rung + 1} ({sweep.spec.rungs[rung]})"
                     await self.transitions.requeue(tracked, reason, restart=False)
                 self.shared.wake.set()
+
+    async def _restore_credentials(self, sweep: ActiveSweep, tracked: Tracked) -> None:
+        """A paused trial's job ended COMPLETED, and its store credentials were deleted then: a promotion runs
+        it again, so it gets them back from the sweep's own record (in etcd too, for a restart)."""
+        record = {"manifest": sweep.record.manifest_text, "source": sweep.record.manifest_source}
+        await self.shared.store.etcd.put(credentials_key(tracked.state.job_id), json.dumps(record))
+        tracked.manifest, tracked.manifest_text = sweep.manifest, sweep.record.manifest_text
+        tracked.source = sweep.record.manifest_source
 
     async def _create_job(self, sweep: ActiveSweep, trial: StoredTrial) -> None:
         manifest = sweep.manifest
@@ -286,9 +296,10 @@ class SweepDriver:
     async def _history(self, sweep: ActiveSweep, tracked: Tracked) -> list[tuple[int, float]]:
         """(step, objective) of every record of the job's stored metric history that has the objective."""
         metric = sweep.spec.objective.metric
-        endpoints = endpoints_for(tracked.manifest, self.shared.options.platform)
+        # The sweep's manifest, not the job's: an ended job's store credentials are deleted (transitions.end).
+        endpoints = endpoints_for(sweep.manifest, self.shared.options.platform)
         try:
-            stream = await self.reader.metrics_history(endpoints, tracked.manifest, tracked.state, 1)
+            stream = await self.reader.metrics_history(endpoints, sweep.manifest, tracked.state, 1)
             text = await asyncio.to_thread(stream.read)
         except SchedulerError:  # nothing stored yet (UnknownFileError)
             return []

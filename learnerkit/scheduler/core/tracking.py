@@ -10,6 +10,7 @@ from controller_sidecar.status import StatusRecord
 from learnerkit.scheduler.admission.capacity import LearnerRequest
 from learnerkit.scheduler.admission.queue import Job
 from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.jobs.attempts import Attempt
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import JobManifest
@@ -29,9 +30,13 @@ class Tracked:
     seen_alive: set[int] = field(default_factory=set)
     """Learners whose lease was seen at least once this attempt: only those can lose it."""
     missing_since: dict[int, float] = field(default_factory=dict)
+    sidecar_restarts: dict[int, int] = field(default_factory=dict)
+    """Learner id -> how often its sidecar, ended before the learner's final status, was started again."""
     ended_since: dict[int, float] = field(default_factory=dict)
     """Learners whose container was seen ended while their sidecar waited for the exit record: since when
     (the scheduler's monotonic clock)."""
+    attempts: list[Attempt] = field(default_factory=list)
+    """The job's attempts history, as in etcd (oldest first)."""
     backend_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
     """Held while the job is deployed or torn down: the two never meet halfway."""
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from controller_sidecar.status import Phase
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.core.tracking import Tracked
-from learnerkit.scheduler.facade import JobView, LearnerView
+from learnerkit.scheduler.facade import AttemptView, JobView, LearnerView
+from learnerkit.scheduler.jobs.attempts import Attempt
 from learnerkit.scheduler.jobs.layout import outputs_prefix
 
 
@@ -45,4 +46,20 @@ def job_view(tracked: Tracked) -> JobView:
         learners=tuple(learners),
         restarts=state.restarts,
         results=f"s3://{bucket}/{prefix.rsplit('learner-1/', 1)[0]}",
+        attempts=tuple(attempt_view(a) for a in tracked.attempts),
+    )
+
+
+def attempt_view(attempt: Attempt) -> AttemptView:
+    return AttemptView(
+        number=attempt.number,
+        nodes=attempt.nodes,
+        started_at=attempt.started_at,
+        ended_at=attempt.ended_at,
+        ended_by=attempt.ended_by.value if attempt.ended_by else None,
+        reason=attempt.reason,
+        resumed_from=attempt.resumed_from,
+        checkpoint_digest=attempt.checkpoint_digest,
+        work_lost_s=attempt.work_lost_s,
+        steps_lost=attempt.steps_lost,
     )

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -158,6 +158,8 @@ class Extensions:
     """How often a failed job is started again before it is FAILED."""
     auto_resume: bool = True
     """A restarted job resumes from its last uploaded checkpoint (else it starts over)."""
+    preemptible: bool = True
+    """False opts the job out of preemption, where its tenant's settings allow that (the tenants file)."""
     distributed: DistributedMode = DistributedMode.NONE
     halt_grace: int = 30
     """Seconds between the halt signal and SIGKILL."""
@@ -175,6 +177,7 @@ class Extensions:
             "checkpoint_interval": self.checkpoint_interval,
             "max_restarts": self.max_restarts,
             "auto_resume": self.auto_resume,
+            "preemptible": self.preemptible,
             "distributed": self.distributed.value,
             "halt_grace": self.halt_grace,
             "training_data": self.training_data,
@@ -243,6 +246,11 @@ class JobManifest:
     def credentials(self) -> dict[str, dict[str, str]]:
         """Data store id -> its credentials, for the Secret only the sidecar mounts."""
         return {store.id: dict(store.credentials) for store in self.data_stores if store.credentials}
+
+    def without_credentials(self) -> JobManifest:
+        """The manifest of a job whose credentials were deleted (docs/security.md): no store has any."""
+        empty: Mapping[str, str] = MappingProxyType({})
+        return replace(self, data_stores=tuple(replace(store, credentials=empty) for store in self.data_stores))
 
 
 def _thaw(value: Any) -> Any:

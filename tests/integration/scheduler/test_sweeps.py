@@ -126,11 +126,6 @@ def test_a_sweep_pauses_promotes_from_checkpoints_and_survives_a_restart(
         driver = second.service.loop.driver
         assert driver is not None
         decisions = second.call(driver.store.decisions(sweep_id))
-        failed_logs = [
-            second.call(second.service.logs("team-a", t.job_id)).read().decode()[-2000:]
-            for t in final.trials
-            if t.state == "failed"
-        ]
     finally:
         second.kill()
 
@@ -139,7 +134,7 @@ def test_a_sweep_pauses_promotes_from_checkpoints_and_survives_a_restart(
     assert any(d.action is Action.PAUSE for d in decisions)
     assert any(d.action is Action.PROMOTE for d in decisions)
     best = best_trial(final)
-    why = [(t.index, t.parameters, t.state, t.reason, t.job_status) for t in final.trials], failed_logs
+    why = [(t.index, t.parameters, t.state, t.reason, t.job_status) for t in final.trials]
     assert best is not None and best.parameters == {"lr": "0.2"} and best.state == "completed", why
     assert best.results == pytest.approx((0.1 + 1 / 2, 0.1 + 1 / 4, 0.1 + 1 / 8))
     for trial in final.trials:

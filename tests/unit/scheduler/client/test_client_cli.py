@@ -22,7 +22,7 @@ from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import read_tokens
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
-from learnerkit.scheduler.facade import LearnerView, StoredFile
+from learnerkit.scheduler.facade import AttemptView, LearnerView, StoredFile
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, WAIT_REASON, FakeFacade, view
 from tests.waiting import wait_until
@@ -134,7 +134,7 @@ def test_status_shows_reason_and_each_learner(url: str, tenants: Tenants, fake: 
 
 def test_another_tenants_job_is_not_found(url: str, tenants: Tenants, fake: FakeFacade) -> None:
     fake.add(view("a-1", "team-a"))
-    for verb in ("status", "halt", "resume", "cancel", "logs", "metrics", "download"):
+    for verb in ("status", "halt", "resume", "cancel", "delete", "logs", "metrics", "download"):
         code, out = run(url, tenants.b, verb, "a-1", "-o", "json")
         assert code == 1
         assert json.loads(out) == {"error": "JobNotFoundError", "message": "no job 'a-1'"}
@@ -178,6 +178,10 @@ def test_halt_resume_cancel(url: str, tenants: Tenants, fake: FakeFacade) -> Non
     code, out = run(url, tenants.a, "resume", "a-1", "-o", "json")
     assert code == 1
     assert json.loads(out) == {"error": "JobStateError", "message": "job a-1 is CANCELLED: cannot make it QUEUED"}
+    code, out = run(url, tenants.a, "delete", "a-1")
+    assert (code, out.strip()) == (0, "job a-1: CANCELLED")
+    code, out = run(url, tenants.a, "status", "a-1", "-o", "json")
+    assert (code, json.loads(out)["error"]) == (1, "JobNotFoundError")
 
 
 def test_a_bad_token_says_how_to_set_one(url: str) -> None:
@@ -381,3 +385,33 @@ def test_every_job_table_keeps_ids_whole_at_the_terminals_width(
         assert job_id in shown.stdout, shown.stdout
         assert "…" not in shown.stdout
         assert max(len(line) for line in shown.stdout.splitlines()) <= columns, shown.stdout
+
+
+def test_status_shows_each_attempt_through_the_api_and_as_json(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    attempts = (
+        AttemptView(
+            1,
+            ("local",),
+            "2026-11-24T20:00:00Z",
+            "2026-11-24T20:05:00Z",
+            "PREEMPTED",
+            "preempted by job job-0123456789ab",
+            None,
+            None,
+            0.0,
+            None,
+        ),
+        AttemptView(2, ("local",), "2026-11-24T20:06:00Z", resumed_from=1),
+    )
+    fake.add(view("a-2", "team-a", status="PROCESSING", attempts=attempts))
+    code, out = run(url, tenants.a, "status", "a-2")
+    assert code == 0, out
+    for text in ("attempts", "PREEMPTED", "preempted by job", "attempt 1", "running", "0s"):
+        assert text in out
+    code, out = run(url, tenants.a, "status", "a-2", "-o", "json")
+    shown = json.loads(out)["attempts"]
+    assert [(a["number"], a["ended_by"], a["resumed_from"], a["work_lost_s"]) for a in shown] == [
+        (1, "PREEMPTED", None, 0.0),
+        (2, None, 1, None),
+    ]
+    assert shown[0]["reason"] == "preempted by job job-0123456789ab"

@@ -41,7 +41,9 @@ GROUPS: dict[str, GroupEntry] = {
         "Search hyperparameters: a group of trial jobs, early stopping on checkpoints.",
     ),
     "scheduler": GroupEntry(
-        "learnerkit.scheduler.cli_scheduler", "scheduler_group", "Run the scheduler and manage its tenants' tokens."
+        "learnerkit.scheduler.cli_scheduler",
+        "scheduler_group",
+        "Run the scheduler and manage its tenants' tokens and its signing key.",
     ),
     "dev": GroupEntry(
         "learnerkit.dev.cli_dev",

@@ -254,6 +254,10 @@ class SchedulerClient:
         lines = b"".join(pieces).splitlines()
         return [record for line in lines if (record := parse_record(line)) is not None]
 
+    def public_key(self) -> str:
+        """The platform's public signing key (PEM), as the API serves it."""
+        return self._request("GET", "/v1/signing-key").body.decode()
+
     def list_files(self, job_id: str, *, what: str = "all") -> list[StoredFile]:
         items = self._request("GET", f"/v1/jobs/{_quoted(job_id)}/files", params={"what": what}).json()
         try:

@@ -29,6 +29,8 @@ from learnerkit.scheduler.manifest.units import parse_size
 from learnerkit.scheduler.preemption.rules import DEFAULT_MIN_RUN_S
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
+DEFAULT_SIGNING_KEY = Path("/etc/learnerkit/signing-key.pem")
+SIGNING_KEY_SETTING = "LEARNERKIT_SIGNING_KEY"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 T = TypeVar("T", int, float)
 
@@ -169,6 +171,15 @@ class PackageSettings:
 
 
 @dataclass(frozen=True)
+class SigningSettings:
+    """The platform's key: it signs every job's provenance and model signature (docs/provenance.md)."""
+
+    key: Path = DEFAULT_SIGNING_KEY
+    """``$LEARNERKIT_SIGNING_KEY``: an ECDSA P-256 private key (PEM, unencrypted); `learnerkit scheduler key create`
+    makes one. The scheduler does not start without it."""
+
+
+@dataclass(frozen=True)
 class SchedulerSettings:
     api: ApiSettings = field(default_factory=ApiSettings)
     etcd: EtcdSettings = field(default_factory=EtcdSettings)
@@ -177,6 +188,7 @@ class SchedulerSettings:
     limits: LimitSettings = field(default_factory=LimitSettings)
     trust: TrustSettings = field(default_factory=TrustSettings)
     packages: PackageSettings = field(default_factory=PackageSettings)
+    signing: SigningSettings = field(default_factory=SigningSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SchedulerSettings:
@@ -242,6 +254,7 @@ class SchedulerSettings:
                 extra_index_urls=_urls(env, "LEARNERKIT_PIP_EXTRA_INDEX_URLS"),
                 trusted_hosts=_list(env, "LEARNERKIT_PIP_TRUSTED_HOSTS"),
             ),
+            signing=SigningSettings(key=Path(env.get(SIGNING_KEY_SETTING, str(DEFAULT_SIGNING_KEY)))),
         )
 
     def with_overrides(self, **groups: Mapping[str, Any]) -> SchedulerSettings:

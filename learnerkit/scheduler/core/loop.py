@@ -69,6 +69,7 @@ class ControlLoop:
         shared, fixed = self.shared, self.shared.options.instance
         derived = derive_instance(shared.options.platform.etcd_endpoints, shared.store.root)
         self.instance = await shared.store.claim_instance(fixed or derived, fixed=fixed is not None)
+        self.transitions.provenancing.instance = self.instance
         await restore(shared, self.instance)
         if self.driver is not None:
             await self.driver.rebuild()
@@ -85,6 +86,7 @@ class ControlLoop:
                     wait.cancel()
         finally:
             await self.deploys_done()
+            await self.transitions.provenancing.drain()
 
     async def deploys_done(self) -> None:
         """Wait for the deploys in flight (a stopping scheduler leaves none half-made)."""
@@ -261,6 +263,7 @@ class ControlLoop:
                 ),
                 clear_learners=True,
             )
+            tracked.deployed_image = image
             await self.transitions.open_attempt(tracked, nodes)
         return replace(plan, instance=self.instance)
 

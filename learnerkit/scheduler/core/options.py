@@ -14,6 +14,7 @@ from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.modelcode.receive import ModelLimits
 from learnerkit.scheduler.preemption.rules import PreemptionRules
+from learnerkit.scheduler.provenance.writer import ProvenanceWriter
 
 
 def _unknown_python(_image: str) -> str | None:
@@ -55,6 +56,8 @@ class SchedulerOptions:
     abandoned_upload_grace_s: float = 3600.0
     """An open multipart upload under an ended job's prefix older than this is aborted when the scheduler starts
     (:mod:`learnerkit.scheduler.core.uploads`)."""
+    provenance: ProvenanceWriter | None = None
+    """Signs every job's provenance as it ends (docs/provenance.md); None: no provenance is written."""
 
 
 def derive_instance(etcd_endpoints: str, root: str) -> str:

@@ -24,6 +24,8 @@ class Tracked:
     source: str
     options: SubmitOptions = field(default_factory=SubmitOptions)
     """The submit's ``--image`` and model code."""
+    deployed_image: str = ""
+    """The learner image the last attempt was deployed with, as the gate resolved it; empty after a restart."""
     records: dict[int, StatusRecord] = field(default_factory=dict)
     metrics: dict[int, dict[str, float]] = field(default_factory=dict)
     alive: set[int] = field(default_factory=set)

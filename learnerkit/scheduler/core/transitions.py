@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.core.provenancing import Provenancing
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.errors import BackendError
@@ -20,6 +21,7 @@ class Transitions:
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
+        self.provenancing = Provenancing(shared)
         self._teardowns: set[str] = set()
         """Jobs whose teardown failed: retried by every step."""
 
@@ -27,6 +29,7 @@ class Transitions:
         shared = self.shared
         if release and tracked.state.job_id in {r.job.job_id for r in shared.admission.records()}:
             shared.admission.release(tracked.state.job_id)
+        nodes = tracked.state.nodes
         # The attempt ends first: whoever reads the job's end sees how its attempt ended.
         await self.close_attempt(tracked, AttemptEnd(status.value), reason)
         tracked.state = await shared.store.save(
@@ -40,6 +43,7 @@ class Transitions:
                 preempted_at=None,
             )
         )
+        await self.provenancing.job_ended(tracked, nodes)
         await shared.store.trim(tracked.state.job_id)
         if not status.resumable:
             # Kept in memory for the job's reads until the scheduler restarts; in etcd only where a resume needs them.

@@ -35,6 +35,11 @@ GROUPS: dict[str, GroupEntry] = {
     "job": GroupEntry(
         "learnerkit.scheduler.cli_job", "job_group", "Check and run training jobs described by FfDL manifests."
     ),
+    "sweep": GroupEntry(
+        "learnerkit.scheduler.cli_sweep",
+        "sweep_group",
+        "Search hyperparameters: a group of trial jobs, early stopping on checkpoints.",
+    ),
     "scheduler": GroupEntry(
         "learnerkit.scheduler.cli_scheduler",
         "scheduler_group",

@@ -11,7 +11,8 @@ write and resume from atomic checkpoints::
     learner.install_halt_handler()
     ckpt = learner.latest_checkpoint()
     step = resume_from(ckpt.path) if ckpt else 0
-    while step < total and not learner.halt_requested():
+    limit = learner.budget()  # a sweep's trial: stop at its rung by itself
+    while step < total and not learner.halt_requested() and not (limit and limit.reached(step)):
         loss = train_step()
         learner.log_metrics(step, loss=loss)
         step += 1
@@ -19,13 +20,16 @@ write and resume from atomic checkpoints::
         save(path / "model.pt")
 """
 
+from learner.budget import Budget, budget, parameters
 from learner.checkpoints import Checkpoint, latest_checkpoint, new_checkpoint
 from learner.halt import halt_requested, install_halt_handler
 from learner.metrics import log_metrics
 from learner.paths import checkpoint_dir, data_dir, log_dir, model_dir, result_dir, state_dir
 
 __all__ = [
+    "Budget",
     "Checkpoint",
+    "budget",
     "checkpoint_dir",
     "data_dir",
     "halt_requested",
@@ -35,6 +39,7 @@ __all__ = [
     "log_metrics",
     "model_dir",
     "new_checkpoint",
+    "parameters",
     "result_dir",
     "state_dir",
 ]

@@ -26,6 +26,10 @@ class UnknownJobError(SchedulerError):
     """No job with this id is known to the scheduler."""
 
 
+class UnknownSweepError(UnknownJobError):
+    """The tenant has no sweep with this id (another tenant's is reported the same way)."""
+
+
 class JobStateError(SchedulerError):
     """The operation does not apply to the job in its current state (e.g. running a job that is queued)."""
 

@@ -66,6 +66,49 @@ class JobView:
 
 
 @dataclass(frozen=True)
+class TrialView:
+    """One trial of a sweep (docs/sweeps.md)."""
+
+    index: int
+    job_id: str
+    state: str
+    """pending, running, paused, stopped, completed or failed."""
+    rung: int
+    """1-based: the rung it trains towards (running) or last finished."""
+    budget: int
+    results: tuple[float, ...]
+    """The objective at the end of each rung it finished."""
+    reason: str
+    """Why it continues, is paused or was stopped: "rung 2: 4th of 9, the top 3 continue"."""
+    parameters: dict[str, float | int | str | bool] = field(default_factory=dict)
+    job_status: str = ""
+    freed_bytes: int = 0
+    """Object-store bytes its removed checkpoints held."""
+    results_location: str = ""
+    """``s3://bucket/prefix`` of the trial job's outputs."""
+
+
+@dataclass(frozen=True)
+class SweepView:
+    sweep_id: str
+    tenant: str
+    status: str
+    """running, halted, cancelled or done."""
+    reason: str
+    algorithm: str
+    metric: str
+    goal: str
+    unit: str
+    rungs: tuple[int, ...]
+    trials_total: int
+    concurrency: int
+    submitted_at: str
+    trials: tuple[TrialView, ...] = ()
+    """The trials started so far, by index."""
+    freed_bytes: int = 0
+
+
+@dataclass(frozen=True)
 class LogChunk:
     data: bytes
     next_offset: int
@@ -167,3 +210,31 @@ class SchedulerFacade(Protocol):
 
     async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
         """One of the job's stored files by its path; ``UnknownFileError`` when the job stored none there."""
+
+    async def submit_sweep(
+        self,
+        tenant: str,
+        search_text: str,
+        manifest_text: str,
+        *,
+        search_source: str = "search.yml",
+        manifest_source: str = "manifest.yml",
+        image: str | None = None,
+        model: AsyncIterator[bytes] | None = None,
+    ) -> SweepView:
+        """Check the search file and its manifest together, store the model code once for every trial, and
+        start the sweep; raises ``SearchFileError`` or ``ManifestError`` naming every problem."""
+
+    async def list_sweeps(self, tenant: str) -> list[SweepView]: ...
+
+    async def get_sweep(self, tenant: str, sweep_id: str) -> SweepView:
+        """Raises ``UnknownJobError`` for unknown sweeps and other tenants' alike."""
+
+    async def halt_sweep(self, tenant: str, sweep_id: str) -> SweepView:
+        """No trial starts or is promoted; running trials are halted onto their checkpoints."""
+
+    async def resume_sweep(self, tenant: str, sweep_id: str) -> SweepView:
+        """Go on: halted trials resume from their checkpoints, decisions resume."""
+
+    async def cancel_sweep(self, tenant: str, sweep_id: str) -> SweepView:
+        """Cancel every running trial; the sweep ends cancelled."""

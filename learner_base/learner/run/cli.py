@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from learner.paths import env_path
 from learner.run.errors import LearnerRunError
 from learner.run.exitfile import ExitRecord, Reason, write_exit_file
+from learner.run.paramfile import write_parameters_file
 from learner.run.settings import settings_from
 from learner.run.supervise import StopSignals, prepare_dirs, run_command, wait_for_start
 
@@ -50,7 +51,11 @@ def run(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     try:
         settings = settings_from(argv, environ)
         prepare_dirs(settings)
-        record = wait_for_start(settings, stop) or run_command(settings, stop)
+        record = wait_for_start(settings, stop)
+        if record is None:
+            # After `start`: the sidecar has set the control folder up by then, so the file stays.
+            write_parameters_file(settings.state_dir, environ)
+            record = run_command(settings, stop)
     except LearnerRunError as e:
         _error(str(e))
         failure = ExitRecord(USAGE_EXIT, Reason.FAILED, error=str(e))

@@ -33,10 +33,12 @@ from learnerkit.scheduler.api.auth import TokenStore
 from learnerkit.scheduler.api.hosting import Lifespan
 from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large, model_too_large, receive_submission
 from learnerkit.scheduler.api.ratelimit import RateLimiter
+from learnerkit.scheduler.api.sweeps import sweeps_router
 from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.errors import (
     AuthError,
     ClientGoneError,
+    InvalidRequestError,
     JobStateError,
     ManifestError,
     ManifestTooLargeError,
@@ -46,9 +48,11 @@ from learnerkit.scheduler.errors import (
     TokensFileError,
     UnknownFileError,
     UnknownJobError,
+    UnknownSweepError,
     UploadTimeoutError,
 )
 from learnerkit.scheduler.facade import JobView, SchedulerFacade, StoredFile
+from learnerkit.scheduler.sweeps.searchfile import SearchFileError
 
 LOGGER = logging.getLogger(__name__)
 MAX_TAIL_LINES = 100_000
@@ -215,6 +219,7 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.state.tokens = tokens
     app.include_router(_jobs_router(facade, limits))
+    app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.add_api_route("/healthz", _healthz, methods=["GET"], response_model=Health, tags=["service"])
     if registry is not None:
         app.add_api_route("/metrics", _metrics_endpoint(registry), methods=["GET"], tags=["service"])
@@ -364,6 +369,8 @@ async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Reque
             timeouts=BodyTimeouts(limits.upload_idle_s, limits.upload_total_s),
         )
         try:
+            if received.search is not None:
+                raise InvalidRequestError("a search file makes a sweep: send it to /v1/sweeps")
             return await facade.submit(
                 tenant, received.manifest, source=received.source, image=received.image, model=received.model
             )
@@ -442,7 +449,7 @@ def _learnerkit_error(request: Request, exc: Exception) -> JSONResponse:
         headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
     elif isinstance(exc, StoreUnavailableError):
         headers = {"Retry-After": str(STORE_RETRY_AFTER_S)}
-    if isinstance(exc, ManifestError):
+    if isinstance(exc, ManifestError | SearchFileError):
         body["problems"] = [
             {"file": str(p.path), "line": p.line, "field": format_field_path(p.loc), "message": p.message}
             for p in exc.problems
@@ -455,6 +462,8 @@ def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
         return exc.status, exc.code, str(exc)
     if isinstance(exc, AuthError):
         return 401, "unauthorized", str(exc)
+    if isinstance(exc, UnknownSweepError):
+        return 404, "not_found", f"no sweep {request.path_params.get('sweep_id', '')!r}"
     if isinstance(exc, UnknownJobError):
         # The API's own words: the facade's message must not tell whether another tenant has this job.
         job_id = request.path_params.get("job_id", "")
@@ -473,6 +482,8 @@ def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
         return 503, "unavailable", str(exc)
     if isinstance(exc, ManifestError):
         return 422, "invalid_manifest", f"{len(exc.problems)} problem(s) in the manifest"
+    if isinstance(exc, SearchFileError):
+        return 422, "invalid_sweep", f"{len(exc.problems)} problem(s) in the sweep"
     if isinstance(exc, ConfigError) and not isinstance(exc, TokensFileError):
         return 400, "bad_request", str(exc)
     # Its text may name the scheduler's own addresses (etcd, S3, the engine): the log has it, the tenant does not.

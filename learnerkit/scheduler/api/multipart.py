@@ -1,7 +1,8 @@
 """A job submitted with its model code: one ``multipart/form-data`` request, read as it arrives.
 
-Parts: ``manifest`` (the YAML text), and optionally ``source`` (its file name), ``image`` (``--image``) and,
-last, ``model`` (the model code as a zip). The text parts are read first; the model part is handed on as a
+Parts: ``manifest`` (the YAML text), and optionally ``source`` (its file name), ``image`` (``--image``),
+``search`` and ``search_source`` (a sweep's search file and its name: ``POST /v1/sweeps``) and, last, ``model``
+(the model code as a zip). The text parts are read first; the model part is handed on as a
 stream of its bytes as they come off the request (never whole in memory), which stops with 413 the moment it
 passes the limit, whatever length the request declared. A body that sends nothing for ``idle_s``, or is not
 done after ``total_s``, ends the submit (`UploadTimeoutError`, 408): the model's stream raises, so the multipart
@@ -27,9 +28,9 @@ from learnerkit.scheduler.errors import (
     UploadTimeoutError,
 )
 
-TEXT_FIELDS = ("manifest", "source", "image")
+TEXT_FIELDS = ("manifest", "source", "image", "search", "search_source")
 MAX_SHORT_FIELD = 1024
-"""``source`` and ``image`` are names, not documents."""
+"""``source``, ``image`` and ``search_source`` are names, not documents."""
 MULTIPART_OVERHEAD = 64 * 1024
 """Boundaries and part headers: a declared length above the limits plus this is refused unread."""
 
@@ -49,6 +50,9 @@ class Submission:
     image: str | None
     model: AsyncIterator[bytes] | None
     """The model part's bytes as they arrive (read it to its end), or None."""
+    search: str | None = None
+    """A sweep's search file."""
+    search_source: str = "search.yml"
 
 
 def declared_too_large(content_length: str, max_manifest_bytes: int, max_model_bytes: int) -> bool:
@@ -109,7 +113,7 @@ class _Receiver:
                 raise InvalidRequestError(f"the request has two {name!r} parts")
             self.texts[name] = bytearray()
         else:
-            raise InvalidRequestError(f"unknown part {name!r}: expected manifest, source, image or model")
+            raise InvalidRequestError(f"unknown part {name!r}: expected {', '.join(TEXT_FIELDS)} or model")
         self._field = name
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
@@ -121,24 +125,24 @@ class _Receiver:
             return
         text = self.texts[self._field]
         text.extend(data[start:end])
-        cap = self.max_manifest_bytes if self._field == "manifest" else MAX_SHORT_FIELD
+        cap = self.max_manifest_bytes if self._field in ("manifest", "search") else MAX_SHORT_FIELD
         if len(text) > cap:
-            if self._field == "manifest":
-                raise ManifestTooLargeError(f"the manifest is over {cap} bytes, the most this scheduler reads")
+            if self._field in ("manifest", "search"):
+                raise ManifestTooLargeError(f"the {self._field} is over {cap} bytes, the most this scheduler reads")
             raise InvalidRequestError(f"the {self._field!r} part is over {cap} bytes")
 
     def _part_end(self) -> None:
         if self._field == "model":
             self.model_done = True
 
-    def text_fields(self) -> tuple[str, str, str | None]:
+    def text_fields(self) -> dict[str, str]:
         if "manifest" not in self.texts:
             raise InvalidRequestError("the request has no 'manifest' part before the model")
         try:
             texts = {name: bytes(value).decode("utf-8") for name, value in self.texts.items()}
         except UnicodeDecodeError as e:
             raise InvalidRequestError(f"a text part is not UTF-8: {e}") from e
-        return texts["manifest"], texts.get("source") or "manifest.yml", texts.get("image")
+        return texts
 
 
 class _Body:
@@ -208,6 +212,13 @@ async def receive_submission(
     reader = _Body(MultipartParser(boundary, receiver.callbacks()), body, timeouts or BodyTimeouts())  # type: ignore[arg-type]
     while not receiver.model_started and not reader.ended:
         await reader.feed()
-    manifest, source, image = receiver.text_fields()
+    texts = receiver.text_fields()
     model = _model_bytes(receiver, reader) if receiver.model_started else None
-    return Submission(manifest, source, image, model)
+    return Submission(
+        texts["manifest"],
+        texts.get("source") or "manifest.yml",
+        texts.get("image"),
+        model,
+        texts.get("search"),
+        texts.get("search_source") or "search.yml",
+    )

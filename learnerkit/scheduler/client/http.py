@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from controller_sidecar.metricrecords import parse_record
+from learnerkit.scheduler.client.sweepviews import sweep_view
 from learnerkit.scheduler.errors import (
     ApiError,
     AuthError,
@@ -30,7 +31,7 @@ from learnerkit.scheduler.errors import (
     SchedulerError,
     SchedulerUnreachableError,
 )
-from learnerkit.scheduler.facade import AttemptView, JobView, LearnerView, LogChunk, StoredFile
+from learnerkit.scheduler.facade import AttemptView, JobView, LearnerView, LogChunk, StoredFile, SweepView
 
 URL_ENV = "LEARNERKIT_SCHEDULER_URL"
 TOKEN_ENV = "LEARNERKIT_TOKEN"  # noqa: S105 (the variable's name, not a token)
@@ -112,6 +113,41 @@ class SchedulerClient:
             return job_view(self._request("POST", "/v1/jobs", json_body=body).json())
         fields = {"manifest": manifest_text, "source": source} | ({"image": image} if image else {})
         return job_view(self._send_model("/v1/jobs", fields, model, progress or (lambda _n: None)).json())
+
+    def submit_sweep(
+        self,
+        search_text: str,
+        manifest_text: str,
+        *,
+        search_source: str = "search.yml",
+        manifest_source: str = "manifest.yml",
+        image: str | None = None,
+        model: Path | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> SweepView:
+        """Start a sweep; ``model`` goes with it as with `submit`."""
+        if model is None:
+            body = {
+                "search": search_text,
+                "search_source": search_source,
+                "manifest": manifest_text,
+                "manifest_source": manifest_source,
+                "image": image,
+            }
+            return sweep_view(self._request("POST", "/v1/sweeps", json_body=body).json())
+        fields = {"search": search_text, "search_source": search_source, "manifest": manifest_text}
+        fields |= {"source": manifest_source} | ({"image": image} if image else {})
+        return sweep_view(self._send_model("/v1/sweeps", fields, model, progress or (lambda _n: None)).json())
+
+    def list_sweeps(self) -> list[SweepView]:
+        return [sweep_view(item) for item in self._request("GET", "/v1/sweeps").json()]
+
+    def get_sweep(self, sweep_id: str) -> SweepView:
+        return sweep_view(self._request("GET", f"/v1/sweeps/{_quoted(sweep_id)}").json())
+
+    def sweep_verb(self, sweep_id: str, verb: str) -> SweepView:
+        """``halt``, ``resume`` or ``cancel``."""
+        return sweep_view(self._request("POST", f"/v1/sweeps/{_quoted(sweep_id)}/{verb}").json())
 
     def list_jobs(self) -> list[JobView]:
         return [job_view(item) for item in self._request("GET", "/v1/jobs").json()]

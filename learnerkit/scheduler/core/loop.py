@@ -36,6 +36,7 @@ from learnerkit.scheduler.core.preempting import Preempting
 from learnerkit.scheduler.core.restore import restore
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.sidecars import restart_ended_sidecars
+from learnerkit.scheduler.core.sweepdriver import SweepDriver
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
 from learnerkit.scheduler.errors import BackendError
@@ -58,6 +59,8 @@ class ControlLoop:
         """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
         self._deploys: set[asyncio.Task[None]] = set()
         """Deploys in flight: they run beside the loop, whose steps go on monitoring the other jobs."""
+        self.driver: SweepDriver | None = None
+        """The sweeps' driver: its trials' variables at deploy, its step after each of the loop's."""
         self._listed: list[Node] | None = None
         """The backend's nodes as last read (:meth:`_read_nodes`), and when (monotonic)."""
         self._nodes_read_at = 0.0
@@ -78,6 +81,8 @@ class ControlLoop:
         self.instance = await shared.store.claim_instance(fixed or derived, fixed=fixed is not None)
         self.transitions.provenancing.instance = self.instance
         await restore(shared, self.instance)
+        if self.driver is not None:
+            await self.driver.rebuild()
 
     async def run(self, stop: asyncio.Event) -> None:
         wake = self.shared.wake
@@ -143,6 +148,8 @@ class ControlLoop:
             task = asyncio.create_task(self._guarded_deploy(shared.jobs[admitted.job_id], admitted.nodes, now))
             self._deploys.add(task)
             task.add_done_callback(self._deploys.discard)
+        if self.driver is not None:
+            await self.driver.step()
         self._observe()
 
     async def _read_nodes(self) -> None:
@@ -258,8 +265,17 @@ class ControlLoop:
                     mount = _data_mount(tracked.manifest, options.submit_policy)
                     python = options.python_of(image) if tracked.options.model else None
                     packages = replace(options.packages, python_version=python)
+                    trial_env = self.driver.trial_env(state.job_id) if self.driver is not None else {}
                     plan = plan_job(
-                        tracked.manifest, state, options.platform, image, mount, tracked.options, packages, options.pids
+                        tracked.manifest,
+                        state,
+                        options.platform,
+                        image,
+                        mount,
+                        tracked.options,
+                        packages,
+                        options.pids,
+                        trial_env,
                     )
             except LearnerkitError as e:
                 refused = str(e)

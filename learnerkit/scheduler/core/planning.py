@@ -6,7 +6,7 @@ latest checkpoint of the attempt it resumes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import get_args
 
@@ -93,10 +93,11 @@ def plan_job(
     options: SubmitOptions | None = None,
     packages: PackageIndex | None = None,
     pids: PidsLimits | None = None,
+    trial_env: Mapping[str, str] | None = None,
 ) -> JobDeployment:
     """The job's deployment; ``data_mount``: the host folder of a ``mount_volume`` training data store;
     ``options``: the submit's model code; ``packages``: where its requirements come from; ``pids``: the pairs'
-    pids limits."""
+    pids limits; ``trial_env``: a sweep trial's parameters and budget, as learner variables."""
     resources = manifest.resources
     endpoints = endpoints_for(manifest, platform)
     model = options.model if options is not None else None
@@ -110,7 +111,7 @@ def plan_job(
             command=manifest.framework.command,
             sidecar_config=sidecar_config(manifest, state, n, platform, options, packages).to_raw(),
             endpoints=endpoints,
-            learner_env={**ffdl_env(state.job_id, n, resources.learners), **learner_env},
+            learner_env={**(trial_env or {}), **ffdl_env(state.job_id, n, resources.learners), **learner_env},
             num_learners=resources.learners,
             cpus=resources.cpus,
             memory_bytes=resources.memory_bytes,

@@ -24,12 +24,14 @@ from learnerkit.scheduler.core.loop import ControlLoop
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import endpoints_for
 from learnerkit.scheduler.core.shared import Shared
+from learnerkit.scheduler.core.sweepdriver import SweepDriver
+from learnerkit.scheduler.core.sweepverbs import SweepVerbs
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
 from learnerkit.scheduler.core.uploads import abort_abandoned_uploads
 from learnerkit.scheduler.core.views import job_view
 from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
-from learnerkit.scheduler.facade import FileStream, JobView, LogStream, StoredFile
+from learnerkit.scheduler.facade import FileStream, JobView, LogStream, StoredFile, SweepView
 from learnerkit.scheduler.jobs.layout import results_store
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
@@ -58,6 +60,10 @@ class Scheduler:
         """S3 clients of the jobs' stores, for model uploads and the reads of :attr:`reader`."""
         self.reader = OutputsReader(self.clients)
         self._parsing = asyncio.Semaphore(PARSES_AT_ONCE)
+        self.loop.driver = SweepDriver(
+            self.shared, self.transitions, self.clients, self.reader, self._parse, self._record
+        )
+        self.sweeps = SweepVerbs(self.loop.driver, self.halt, self.cancel, self._sweep_options)
 
     async def abort_abandoned_uploads(self) -> int:
         """Abort the multipart uploads that ended jobs left open in their stores (:func:`abort_abandoned_uploads`);
@@ -103,6 +109,56 @@ class Scheduler:
                 )
         shared.wake.set()
         return job_view(tracked)
+
+    async def _sweep_options(
+        self, tenant: str, manifest: JobManifest, sweep_id: str, model: AsyncIterator[bytes] | None, image: str | None
+    ) -> SubmitOptions:
+        """A sweep's trials are checked as one job submit is, and share its model code, stored once."""
+        shared = self.shared
+        check_submission(manifest, tenant, shared.options.submit_policy, "manifest")
+        await asyncio.to_thread(shared.options.resolve_image, manifest)
+        endpoints = endpoints_for(manifest, shared.options.platform)
+        options = SubmitOptions(image=image, results_bucket=shared.options.submit_policy.defaults.results_bucket)
+        if model is None:
+            return options
+        stored = await receive_model(self.clients.of(endpoints), manifest, sweep_id, shared.options.model_limits, model)
+        return replace(options, model=stored)
+
+    async def submit_sweep(
+        self,
+        tenant: str,
+        search_text: str,
+        manifest_text: str,
+        *,
+        search_source: str = "search.yml",
+        manifest_source: str = "manifest.yml",
+        image: str | None = None,
+        model: AsyncIterator[bytes] | None = None,
+    ) -> SweepView:
+        return await self.sweeps.submit(
+            tenant,
+            search_text,
+            manifest_text,
+            search_source=search_source,
+            manifest_source=manifest_source,
+            image=image,
+            model=model,
+        )
+
+    async def list_sweeps(self, tenant: str) -> list[SweepView]:
+        return await self.sweeps.list(tenant)
+
+    async def get_sweep(self, tenant: str, sweep_id: str) -> SweepView:
+        return await self.sweeps.get(tenant, sweep_id)
+
+    async def halt_sweep(self, tenant: str, sweep_id: str) -> SweepView:
+        return await self.sweeps.halt(tenant, sweep_id)
+
+    async def resume_sweep(self, tenant: str, sweep_id: str) -> SweepView:
+        return await self.sweeps.resume(tenant, sweep_id)
+
+    async def cancel_sweep(self, tenant: str, sweep_id: str) -> SweepView:
+        return await self.sweeps.cancel(tenant, sweep_id)
 
     async def _parse(self, text: str, source: str, tenant: str, image: str | None = None) -> JobManifest:
         """Refuse an oversized manifest unread; read the others in a thread, within the policy's time budget."""

@@ -194,3 +194,48 @@ def test_halt_requested_by_signal(job_dirs: Path, signum: signal.Signals) -> Non
     proc.send_signal(signum)
     out, _ = proc.communicate(timeout=10)
     assert (proc.returncode, out) == (0, "halted\n")
+
+
+# --- a sweep trial's budget -----------------------------------------------------------------------------
+
+
+def test_budget_is_none_outside_a_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LEARNER_BUDGET", raising=False)
+    assert learner.budget() is None
+
+
+def test_budget_reads_the_limit_and_unit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEARNER_BUDGET", "30")
+    monkeypatch.setenv("LEARNER_BUDGET_UNIT", "epoch")
+    limit = learner.budget()
+    assert limit == learner.Budget(30, "epoch")
+    assert limit is not None and not limit.reached(29) and limit.reached(30)
+    monkeypatch.delenv("LEARNER_BUDGET_UNIT")
+    assert learner.budget() == learner.Budget(30, "step")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("LEARNER_BUDGET", "2.5", "LEARNER_BUDGET must be a whole number of at least 1, got '2.5'"),
+        ("LEARNER_BUDGET", "0", "LEARNER_BUDGET must be a whole number of at least 1, got '0'"),
+        ("LEARNER_BUDGET_UNIT", "second", "LEARNER_BUDGET_UNIT must be one of step, epoch, got 'second'"),
+    ],
+)
+def test_a_bad_budget_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv("LEARNER_BUDGET", "10")
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=message):
+        learner.budget()
+
+
+def test_parameters_come_as_one_json_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LEARNER_PARAMETERS", raising=False)
+    assert learner.parameters() == {}
+    monkeypatch.setenv("LEARNER_PARAMETERS", '{"lr": 0.01, "width": 32}')
+    assert learner.parameters() == {"lr": 0.01, "width": 32}
+    monkeypatch.setenv("LEARNER_PARAMETERS", "[1]")
+    with pytest.raises(ValueError, match="LEARNER_PARAMETERS must be a JSON object, got list"):
+        learner.parameters()

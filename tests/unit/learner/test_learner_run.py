@@ -454,3 +454,23 @@ def test_background_processes_left_behind_do_not_hang_learner_run(job: Job) -> N
     assert_exit(job, rc, "completed", 0)
     assert job.log.read_bytes() == b"done\n"
     wait_until(lambda: process_gone(int(pid_file.read_text())), message="the background sleep to be killed")
+
+
+# --- a sweep trial's parameters ------------------------------------------------------------------------
+
+
+def test_a_trial_s_parameters_are_written_to_a_json_file_before_the_command_starts(job: Job) -> None:
+    show = "import json, os; print(json.load(open(os.environ['JOB_STATE_DIR'] + '/parameters.json')))"
+    rc = job.run(["--", PY, "-c", show], {"LEARNER_PARAMETERS": '{"lr": 0.01, "width": 32}'})
+    assert_exit(job, rc, "completed", 0)
+    assert job.log.read_text() == "{'lr': 0.01, 'width': 32}\n"
+    assert sorted(p.name for p in job.state.iterdir()) == ["learner.exit", "parameters.json", "start"]
+
+
+def test_no_parameters_file_outside_a_sweep_and_a_bad_one_names_the_variable(job: Job) -> None:
+    rc = job.run(["--", PY, "-c", "pass"])
+    assert_exit(job, rc, "completed", 0)
+    assert not (job.state / "parameters.json").exists()
+    rc = job.run(["--", PY, "-c", "pass"], {"LEARNER_PARAMETERS": "[1, 2]"})
+    assert rc == 2
+    assert job.stderr_text().startswith("learner-run: LEARNER_PARAMETERS must be a JSON object, got list")

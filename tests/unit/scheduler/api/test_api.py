@@ -319,6 +319,12 @@ def test_openapi_lists_every_endpoint(client: TestClient) -> None:
         ("GET", "/v1/jobs/{job_id}/metrics"),
         ("GET", "/v1/jobs/{job_id}/files"),
         ("GET", "/v1/jobs/{job_id}/files/{path}"),
+        ("POST", "/v1/sweeps"),
+        ("GET", "/v1/sweeps"),
+        ("GET", "/v1/sweeps/{sweep_id}"),
+        ("POST", "/v1/sweeps/{sweep_id}/halt"),
+        ("POST", "/v1/sweeps/{sweep_id}/resume"),
+        ("POST", "/v1/sweeps/{sweep_id}/cancel"),
         ("GET", "/healthz"),
     }
     assert spec["components"]["securitySchemes"]["HTTPBearer"] == spec["components"]["securitySchemes"][
@@ -328,6 +334,7 @@ def test_openapi_lists_every_endpoint(client: TestClient) -> None:
     assert set(submit["requestBody"]["content"]) == {"application/yaml", "application/json", "multipart/form-data"}
     assert {"201", "401", "422"} <= set(submit["responses"])
     assert spec["paths"]["/v1/jobs/{job_id}"]["get"]["security"] == [{"HTTPBearer": []}]
+    assert spec["paths"]["/v1/sweeps/{sweep_id}"]["get"]["security"] == [{"HTTPBearer": []}]
     assert "security" not in spec["paths"]["/healthz"]["get"]
 
 

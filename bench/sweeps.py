@@ -1,0 +1,141 @@
+"""Sweeps benchmark: ASHA with promotion on checkpoints against the alternatives, and the decision core's speed.
+
+Part of the benchmark the issue (22) describes, on simulated trials (the decision core driven by
+`learnerkit.scheduler.sweeps.simulate`, no containers): a deterministic synthetic learner whose objective
+at a budget follows from its sampled parameters, with the same sampled configurations for every algorithm:
+- ASHA's best against the best of random search with full training, and the learner-units each spends;
+- ASHA against successive halving that restarts promoted configurations from scratch (Katib's Hyperband):
+  the same decisions, the units each costs;
+- the arrival-order case: the best configuration enters its first rung behind two better-looking ones;
+  this ASHA finds it, the stop-only rule loses it;
+- the decision core: 10,000 simulated trials, the time of every decision (report + fill), against 1 ms.
+
+With --real (bench/sweeprun.py): ASHA and random search with full training on the same synthetic learner in
+learner containers with the real sidecar, under `learnerkit scheduler serve`: best results, steps trained
+and recomputed (from the metric histories), wall time, and the platform's CPU-seconds (sidecars, scheduler,
+engine) per trial start or promotion. Needs etcd and the PyTorch and sidecar images (built if missing).
+Not here yet (docs/sweeps.md): the PyTorch network on scikit-learn's digits.
+
+Usage: python bench/sweeps.py [--trials N] [--seed S] [--speed-trials N] [--real [--real-trials N]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from sweepcurves import synthetic_loss
+
+from learnerkit.scheduler.sweeps.decisions import Action
+from learnerkit.scheduler.sweeps.rungbook import Plan, RungBook
+from learnerkit.scheduler.sweeps.sampling import trial_configs
+from learnerkit.scheduler.sweeps.simulate import simulate
+from learnerkit.scheduler.sweeps.space import Parameter, ParamType, SearchSpace
+from learnerkit.scheduler.sweeps.spec import AlgorithmName, Goal, Objective
+
+SPACE = SearchSpace(
+    (
+        Parameter("lr", ParamType.LOG_UNIFORM, low=1e-4, high=0.1),
+        Parameter("width", ParamType.CHOICE, values=(16, 32, 64)),
+        Parameter("dropout", ParamType.UNIFORM, low=0.0, high=0.5),
+        Parameter("layers", ParamType.INTEGER, low=1, high=4),
+    )
+)
+LOSS = Objective("val_loss", Goal.MINIMIZE)
+RUNGS = (10, 30, 90, 270)
+ETA = 3
+DECISION_LIMIT_S = 0.001
+
+
+def comparison(trials: int, seed: int, concurrency: int) -> None:
+    configs = trial_configs(SPACE, seed=seed, trials=trials, grid=False)
+
+    def curve(trial: int, budget: int) -> float:
+        return synthetic_loss(configs[trial], budget)
+
+    asha = simulate(Plan(AlgorithmName.ASHA, LOSS, RUNGS, trials, concurrency, eta=ETA), curve)
+    full = simulate(Plan(AlgorithmName.RANDOM, LOSS, RUNGS[-1:], trials, concurrency), curve)
+    best_asha = min(asha.book.ranked[-1])[0]
+    best_full = min(full.book.ranked[-1])[0]
+    units_asha, units_full = sum(asha.trained.values()), sum(full.trained.values())
+    print(f"synthetic learner, {trials} trials, rungs {RUNGS}, eta {ETA}, concurrency {concurrency}, seed {seed}")
+    print(f"  best val_loss: ASHA {best_asha:.5f}, random with full training {best_full:.5f}")
+    print(f"  ASHA's best / random's best:                      {best_asha / best_full:.4f}  (target <= 1.01)")
+    print(f"  ASHA's learner-units / random's:                  {units_asha / units_full:.3f}   (target <= 0.35)")
+    scratch = units_asha / asha.units_from_scratch
+    print(f"  ASHA's units / the same decisions from scratch:   {scratch:.3f}   (target <= 0.8)")
+    promotions = sum(1 for d in asha.decisions if d.action is Action.PROMOTE)
+    print(f"  promotions: {promotions}, each resumed from its trial's own checkpoint")
+
+
+def arrival_order() -> None:
+    """Trial 2 is the best at the full budget but arrives at rung 1 third, behind two better-looking trials."""
+    first_rung = [0.10, 0.20, 0.30, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]
+    final = [0.5, 0.6, 0.01, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]
+
+    def curve(trial: int, budget: int) -> float:
+        return first_rung[trial] if budget == 1 else final[trial]
+
+    print("arrival order: the best configuration enters rung 1 behind two better-looking ones")
+    for label, stop_only in (("ASHA, promotion on checkpoints", False), ("stop-only rule", True)):
+        plan = Plan(AlgorithmName.ASHA, LOSS, (1, 3), 9, 3, eta=3, stop_only=stop_only)
+        sim = simulate(plan, curve, seconds_per_unit=lambda trial: 1.5 if trial == 2 else 1.0)
+        best = min(sim.book.ranked[-1])
+        verdict = "found" if best[1] == 2 else "lost"
+        print(f"  {label:32s} best trial {best[1]} ({best[0]:.2f}): the late bloomer is {verdict}")
+
+
+def decision_speed(trials: int, seed: int) -> None:
+    """Every decision's CPU time (the thread's clock: this shared machine preempts the process for whole
+    milliseconds, which the wall clock would charge to the decision) and its wall time."""
+    configs = trial_configs(SPACE, seed=seed, trials=trials, grid=False)
+    plan = Plan(AlgorithmName.ASHA, LOSS, (1, 3, 9, 27, 81, 243), trials, 100, eta=ETA)
+    book = RungBook(plan)
+    cpu: list[float] = []
+    wall: list[float] = []
+    running: list[tuple[int, int]] = []
+    decisions = book.fill()
+    while True:
+        running += [(d.trial, d.budget) for d in decisions if d.action in (Action.START, Action.PROMOTE)]
+        if not running:
+            break
+        trial, budget = running.pop(0)
+        value = synthetic_loss(configs[trial], budget)
+        started_cpu, started_wall = time.thread_time(), time.perf_counter()
+        decisions = book.report(trial, value) + book.fill()
+        cpu.append(time.thread_time() - started_cpu)
+        wall.append(time.perf_counter() - started_wall)
+    print(f"decision core: {trials} trials, {len(cpu)} decisions (a rung result reported, then free slots filled)")
+    for label, times in (("CPU", sorted(cpu)), ("wall", sorted(wall))):
+        median, p99 = statistics.median(times), times[int(len(times) * 0.99)]
+        print(
+            f"  {label:4s} median {median * 1e6:7.1f} us, p99 {p99 * 1e6:7.1f} us, max {times[-1] * 1e6:8.1f} us;"
+            f" max / 1 ms: {times[-1] / DECISION_LIMIT_S:.3f} (target < 1)"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=81)
+    parser.add_argument("--concurrency", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--speed-trials", type=int, default=10_000)
+    parser.add_argument("--real", action="store_true", help="also run real learners (bench/sweeprun.py)")
+    parser.add_argument("--real-trials", type=int, default=9)
+    parser.add_argument("--real-rungs", default="1,9", help="the real runs' budget min,max in steps")
+    parser.add_argument("--real-step-s", type=float, default=0.05, help="the real learner's seconds per step")
+    args = parser.parse_args()
+    comparison(args.trials, args.seed, args.concurrency)
+    arrival_order()
+    decision_speed(args.speed_trials, args.seed)
+    if args.real:
+        from sweeprun import real_comparison, report  # imported only here: the engine, etcd, the images
+
+        low, high = (int(n) for n in args.real_rungs.split(","))
+        runs = real_comparison(args.real_trials, args.concurrency, args.seed, (low, high), args.real_step_s)
+        report(runs, args.real_step_s)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""`learnerkit sweep ...`: argument parsing and printing only; the work is in the `sweeps` room.
+
+`validate` works offline: the search file, the manifest it names, and the two together, as a submit checks
+them; it shows the rungs and every trial's parameters (the seed fixes them). The other verbs talk to the
+scheduler's REST API, as `job` does (``--url``, ``--token``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import NoReturn
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, output_option
+from learnerkit.common.project import find_project_root
+from learnerkit.common.yamlfile import YamlError, format_field_path
+from learnerkit.scheduler.cli_job import connected, framework_catalog, image_option, model_argument
+from learnerkit.scheduler.client.http import SchedulerClient
+from learnerkit.scheduler.client.sweeptables import parameters_text, rungs_table, sweeps_table, trials_table
+from learnerkit.scheduler.config.settings import resource_defaults
+from learnerkit.scheduler.sweeps.best import best_trial
+from learnerkit.scheduler.sweeps.load import Sweep, load_sweep
+from learnerkit.scheduler.sweeps.sampling import trial_configs
+from learnerkit.scheduler.sweeps.space import Config
+from learnerkit.scheduler.sweeps.spec import AlgorithmName
+
+
+@click.group("sweep")
+def sweep_group() -> None:
+    """Search hyperparameters: a group of trial jobs, early stopping on checkpoints."""
+
+
+@sweep_group.command("validate")
+@click.argument("sweep", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="project whose frameworks/ lists the frameworks a job may name [default: found from cwd]",
+)
+@output_option
+def validate(sweep: Path, root: Path | None, output: str) -> None:
+    """Check SWEEP (a search file) and the manifest it names as `submit` would; show the rungs and the
+    trials' parameters, or every problem and exit 1."""
+    try:
+        checked = load_sweep(sweep, framework_catalog(find_project_root(root)), defaults=resource_defaults(os.environ))
+    except YamlError as e:
+        _report_problems(output, e)
+    except LearnerkitError as e:
+        fail(output, e)
+        return
+    spec = checked.spec
+    configs = trial_configs(
+        spec.space, seed=spec.seed, trials=spec.trials, grid=spec.algorithm.name is AlgorithmName.GRID
+    )
+    data = {
+        "valid": True,
+        "manifest": str(spec.manifest),
+        "algorithm": spec.algorithm.name.value,
+        "objective": {"metric": spec.objective.metric, "goal": spec.objective.goal.value},
+        "budget_unit": spec.budget.unit.value,
+        "rungs": list(spec.rungs),
+        "trials": [{"trial": i, "parameters": dict(c)} for i, c in enumerate(configs)],
+    }
+    emit(output, data, lambda: _show(checked, configs))
+
+
+def _show(sweep: Sweep, configs: list[Config]) -> None:
+    spec = sweep.spec
+    console.print(
+        f"[green]valid[/]: {spec.trials} trials of {sweep.manifest.name} ({spec.algorithm.name.value}), "
+        f"{spec.objective.goal.value} {spec.objective.metric}; rungs at {spec.budget.unit.value}s "
+        f"{', '.join(str(r) for r in spec.rungs)}; {spec.concurrency} at once",
+        highlight=False,
+    )
+    table = Table("trial", *spec.space.names, box=None, pad_edge=False)
+    for index, config in enumerate(configs):
+        table.add_row(str(index), *(_format(config[name]) for name in spec.space.names))
+    console.print(table)
+
+
+def _format(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _report_problems(output: str, error: YamlError) -> NoReturn:
+    if output == OutputFormat.JSON.value:
+        problems = [
+            {"file": str(p.path), "line": p.line, "field": format_field_path(p.loc), "message": p.message}
+            for p in error.problems
+        ]
+        sys.stdout.write(json.dumps({"valid": False, "problems": problems}, indent=2) + "\n")
+    else:
+        count = len(error.problems)
+        err_console.print(f"[bold red]error:[/] {count} problem{'s' if count != 1 else ''} in the sweep")
+        for problem in error.problems:
+            err_console.print(str(problem), markup=False, highlight=False, soft_wrap=True)
+    raise SystemExit(1)
+
+
+@sweep_group.command("submit")
+@click.argument("sweep", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@model_argument
+@image_option
+@connected
+def submit(sweep: Path, model: Path | None, image: str | None, client: SchedulerClient, output: str) -> None:
+    """Start the sweep SWEEP describes (a search file naming its manifest), every trial running the model
+    code MODEL (a folder or a .zip)."""
+    checked = load_sweep(sweep)  # the problems a scheduler would find, found here first
+    search, manifest = sweep.read_text(encoding="utf-8"), checked.spec.manifest.read_text(encoding="utf-8")
+    names = (sweep.name, checked.spec.manifest.name)
+    if model is None:
+        view = client.submit_sweep(search, manifest, search_source=names[0], manifest_source=names[1], image=image)
+    else:
+        from learnerkit.scheduler.modelcode.archive import check_model_archive, model_archive  # only with code
+
+        with tempfile.TemporaryDirectory(prefix="learnerkit-sweep-") as workdir:
+            archive = model_archive(model, Path(workdir))
+            check_model_archive(archive, name=str(model))
+            view = client.submit_sweep(
+                search, manifest, search_source=names[0], manifest_source=names[1], image=image, model=archive
+            )
+    emit(output, view, lambda: console.print(f"submitted sweep [bold]{escape(view.sweep_id)}[/]: {view.status}"))
+
+
+@sweep_group.command("list")
+@connected
+def list_sweeps(client: SchedulerClient, output: str) -> None:
+    """The tenant's sweeps."""
+    sweeps = client.list_sweeps()
+    emit(output, sweeps, lambda: console.print(sweeps_table(sweeps)))
+
+
+@sweep_group.command("status")
+@click.argument("sweep_id")
+@connected
+def status(sweep_id: str, client: SchedulerClient, output: str) -> None:
+    """SWEEP_ID's rungs, and each trial: its job, state, rung, result and why it continues, is paused or was
+    stopped."""
+    view = client.get_sweep(sweep_id)
+
+    def show() -> None:
+        console.print(
+            f"sweep [bold]{escape(view.sweep_id)}[/]: {escape(view.status)} {escape(view.reason)}; "
+            f"{view.algorithm}, {view.goal} {escape(view.metric)}; {len(view.trials)} of {view.trials_total} "
+            f"trials started; checkpoints removed: {view.freed_bytes} bytes",
+            highlight=False,
+        )
+        console.print(rungs_table(view))
+        console.print(trials_table(view))
+
+    emit(output, view, show)
+
+
+def _verb(name: str, doc: str) -> None:
+    @sweep_group.command(name, help=doc)
+    @click.argument("sweep_id")
+    @connected
+    def command(sweep_id: str, client: SchedulerClient, output: str) -> None:
+        view = client.sweep_verb(sweep_id, name)
+        emit(output, view, lambda: console.print(f"sweep [bold]{escape(view.sweep_id)}[/]: {view.status}"))
+
+
+_verb("halt", "Halt SWEEP_ID: no trial starts or is promoted; running trials halt onto their checkpoints.")
+_verb("resume", "Resume SWEEP_ID: halted trials go on from their checkpoints.")
+_verb("cancel", "Cancel SWEEP_ID: every running trial is cancelled.")
+
+
+@sweep_group.command("best")
+@click.argument("sweep_id")
+@connected
+def best(sweep_id: str, client: SchedulerClient, output: str) -> None:
+    """SWEEP_ID's best trial so far: the one that went furthest, best at its last rung; its parameters,
+    results and where its outputs are."""
+    view = client.get_sweep(sweep_id)
+    trial = best_trial(view)
+    if trial is None:
+        fail(output, LearnerkitError(f"sweep {sweep_id}: no trial has finished a rung yet"))
+        return
+
+    def show() -> None:
+        console.print(
+            f"best trial {trial.index} ([bold]{escape(trial.job_id)}[/]), {escape(trial.state)}", highlight=False
+        )
+        console.print(f"parameters: {escape(parameters_text(trial))}", highlight=False)
+        results = ", ".join(f"{v:.6g}" for v in trial.results)
+        console.print(f"{escape(view.metric)} at each rung: {results}", highlight=False)
+        console.print(f"outputs: {escape(trial.results_location)}", highlight=False, soft_wrap=True)
+
+    emit(output, {"sweep_id": view.sweep_id, "metric": view.metric, "goal": view.goal, "trial": trial}, show)

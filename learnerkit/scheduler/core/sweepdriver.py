@@ -1,0 +1,432 @@
+"""The sweep driver: runs each sweep's trials as ordinary jobs, as the decision core (`RungBook`) says.
+
+A trial's job gets its parameters and its rung's budget as learner variables (`trial_env`); the learner
+stops at the budget by itself and ends COMPLETED with its checkpoint stored (or the user halts it). The
+driver then reads the objective at the budget from the job's stored metric history, reports it to the
+book, and stores the book's decisions with the trial records before acting on them: it creates a started
+trial's job (the job id is the trial's, so a second create after a restart is refused by etcd, never run
+twice), and resumes a promoted trial's job from its own last attempt's checkpoint with the next budget.
+A trial that can no longer be promoted has its checkpoints removed (unless the search file keeps them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from controller_sidecar.settings import S3Location
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.core.planning import endpoints_for
+from learnerkit.scheduler.core.shared import Shared
+from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.core.transitions import Transitions
+from learnerkit.scheduler.errors import JobStateError, SchedulerError, UnknownSweepError
+from learnerkit.scheduler.jobs.layout import job_location
+from learnerkit.scheduler.jobs.s3clients import S3Clients
+from learnerkit.scheduler.jobs.state import JobState, JobStatus
+from learnerkit.scheduler.jobs.store import credentials_key
+from learnerkit.scheduler.jobs.submission import SubmitOptions
+from learnerkit.scheduler.manifest.model import JobManifest
+from learnerkit.scheduler.outputs.reader import OutputsReader
+from learnerkit.scheduler.sweeps.decisions import Action, Decision, TrialState
+from learnerkit.scheduler.sweeps.rungbook import Plan, RungBook
+from learnerkit.scheduler.sweeps.sampling import trial_configs
+from learnerkit.scheduler.sweeps.searchfile import SearchFileError, parse_search_file
+from learnerkit.scheduler.sweeps.space import Config
+from learnerkit.scheduler.sweeps.spec import AlgorithmName, SweepSpec
+from learnerkit.scheduler.sweeps.store import (
+    StoredSweep,
+    StoredTrial,
+    SweepSpecRecord,
+    SweepState,
+    SweepStatus,
+    SweepStore,
+)
+from learnerkit.scheduler.sweeps.sweepcheck import sweep_problems
+
+LOGGER = logging.getLogger(__name__)
+BUDGET_ENV = "LEARNER_BUDGET"
+UNIT_ENV = "LEARNER_BUDGET_UNIT"
+BUDGET_CHECK_S = 5.0
+"""How often a running trial's stored metric history is read for its budget (a learner that ignores it)."""
+PARAMETERS_ENV = "LEARNER_PARAMETERS"
+"""All of a trial's parameters as one JSON object (`learner.parameters()`), beside one variable each."""
+
+ManifestParser = Callable[[str, str, str, str | None], Awaitable[JobManifest]]
+"""(text, source, tenant, image) -> the checked manifest, as a job submit reads it."""
+JobRecorder = Callable[[Tracked], Awaitable[None]]
+"""Store a new job and queue it (the scheduler's own submit path); refuses a job id that exists."""
+
+
+@dataclass
+class ActiveSweep:
+    record: SweepSpecRecord
+    spec: SweepSpec
+    manifest: JobManifest
+    options: SubmitOptions
+    configs: list[Config]
+    book: RungBook
+    state: SweepState
+    trials: dict[int, StoredTrial]
+    pending: list[Decision] = field(default_factory=list)
+    """Decisions the book took when it was rebuilt (`RungBook.review`), recorded by the next step."""
+
+    @property
+    def sweep_id(self) -> str:
+        return self.record.sweep_id
+
+    def job_id(self, index: int) -> str:
+        return f"{self.sweep_id}-t{index:04d}"
+
+
+def plan_of(spec: SweepSpec) -> Plan:
+    return Plan(spec.algorithm.name, spec.objective, spec.rungs, spec.trials, spec.concurrency, eta=spec.algorithm.eta)
+
+
+class SweepDriver:
+    def __init__(
+        self,
+        shared: Shared,
+        transitions: Transitions,
+        clients: S3Clients,
+        reader: OutputsReader,
+        parse: ManifestParser,
+        record_job: JobRecorder,
+    ) -> None:
+        self.shared = shared
+        self.transitions = transitions
+        self.clients = clients
+        self.reader = reader
+        self.parse = parse
+        self.record_job = record_job
+        self.sweeps: dict[str, ActiveSweep] = {}
+        self._store: SweepStore | None = None
+        self._halting: set[str] = set()
+        """Trial jobs halted at their budget by the driver, until they end."""
+        self._checked: dict[str, float] = {}
+        """When each running trial's history was last read for its budget (the loop's monotonic clock)."""
+        self._lock = asyncio.Lock()
+        """One change of a sweep's records at a time: the step's and the verbs' (decisions are numbered)."""
+
+    @property
+    def store(self) -> SweepStore:
+        if self._store is None:
+            self._store = SweepStore(self.shared.store.etcd, self.shared.store.root)
+        return self._store
+
+    # -- the learner's variables -------------------------------------------------------------------------
+
+    def trial_env(self, job_id: str) -> Mapping[str, str]:
+        """A trial job's parameters and budget as learner variables; {} for other jobs."""
+        sweep_id, _, index = job_id.rpartition("-t")
+        sweep = self.sweeps.get(sweep_id)
+        if sweep is None or not index.isdigit() or int(index) not in sweep.trials:
+            return {}
+        trial = sweep.trials[int(index)]
+        env = {name: _env_text(value) for name, value in trial.parameters.items()}
+        env[BUDGET_ENV] = str(sweep.spec.rungs[trial.record.target])
+        env[UNIT_ENV] = sweep.spec.budget.unit.value
+        env[PARAMETERS_ENV] = json.dumps(dict(trial.parameters), sort_keys=True)
+        return env
+
+    # -- submit and restore ------------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        tenant: str,
+        search_text: str,
+        search_source: str,
+        manifest_text: str,
+        manifest_source: str,
+        *,
+        image: str | None,
+        store_model: Callable[[JobManifest, str], Awaitable[SubmitOptions]],
+    ) -> ActiveSweep:
+        spec = parse_search_file(search_text, Path(search_source))
+        manifest = await self.parse(manifest_text, manifest_source, tenant, image)
+        problems = sweep_problems(spec, manifest, Path(search_source))
+        if problems:
+            raise SearchFileError(problems)
+        sweep_id = f"sweep-{uuid.uuid4().hex[:8]}"
+        options = await store_model(manifest, sweep_id)
+        record = SweepSpecRecord(
+            sweep_id,
+            tenant,
+            time.time(),
+            search_text,
+            search_source,
+            manifest_text,
+            manifest_source,
+            options.to_raw(),
+        )
+        if not await self.store.create(record):
+            raise JobStateError(f"sweep id {sweep_id} exists already")
+        sweep = active_sweep(record, spec, manifest, options, SweepState(), {})
+        self.sweeps[sweep_id] = sweep
+        self.shared.wake.set()
+        return sweep
+
+    async def rebuild(self) -> None:
+        """Every stored sweep, after the jobs were restored; a sweep that no longer parses is reported, kept."""
+        self.sweeps.clear()
+        for stored in await self.store.load_all():
+            try:
+                sweep = await self._restore(stored)
+            except LearnerkitError as e:  # a search file or manifest this scheduler refuses now
+                LOGGER.warning("sweep %s cannot be restored: %s", stored.spec.sweep_id, e)
+                continue
+            self.sweeps[sweep.sweep_id] = sweep
+
+    async def _restore(self, stored: StoredSweep) -> ActiveSweep:
+        record = stored.spec
+        spec = parse_search_file(record.search_text, Path(record.search_source))
+        options = SubmitOptions.from_raw(record.submission)
+        # With the submit's --image: the trials started after a restart run the image the first ones ran.
+        manifest = await self.parse(record.manifest_text, record.manifest_source, record.tenant, options.image)
+        return active_sweep(record, spec, manifest, options, stored.state, stored.trials)
+
+    # -- the loop's step ---------------------------------------------------------------------------------
+
+    async def step(self) -> None:
+        for sweep in list(self.sweeps.values()):
+            if not sweep.state.status.terminal:
+                async with self._lock:
+                    await self._step(sweep)
+
+    async def _step(self, sweep: ActiveSweep) -> None:
+        if sweep.state.status is not SweepStatus.RUNNING:
+            return
+        await self._finish_actions(sweep)
+        decisions, sweep.pending = sweep.pending, []
+        for index, trial in sorted(sweep.trials.items()):
+            if trial.record.state is not TrialState.RUNNING:
+                continue
+            tracked = self.shared.jobs.get(trial.job_id)
+            if tracked is None or tracked.state.attempt < trial.rung_attempt:
+                continue
+            if tracked.state.stage is not Stage.DONE:
+                if tracked.state.stage is Stage.RUNNING:
+                    await self._halt_past_budget(sweep, trial, tracked)
+                continue
+            self._halting.discard(trial.job_id)
+            status = tracked.state.status
+            if status in (JobStatus.COMPLETED, JobStatus.HALTED):
+                step, value, why = await self._rung_result(sweep, trial, tracked)
+                budget = sweep.spec.rungs[trial.record.target]
+                if status is JobStatus.HALTED and (step is None or step < budget):
+                    continue  # halted before its budget (`job halt`, `sweep halt`): its rung goes on when resumed
+                decisions += sweep.book.report(index, value, why_missing=why)
+            else:
+                decisions += sweep.book.lost(index, f"its job ended {status.value}: {tracked.state.reason}")
+        decisions += sweep.book.fill()
+        if not decisions and not sweep.book.finished:
+            return
+        await self._record(sweep, decisions)
+        await self._finish_actions(sweep)
+
+    async def _record(self, sweep: ActiveSweep, decisions: list[Decision]) -> None:
+        changed: dict[int, StoredTrial] = {}
+        records = {r.index: r for r in sweep.book.records()}
+        for decision in decisions:
+            index = decision.trial
+            record = records[index]
+            previous = changed.get(index) or sweep.trials.get(index)
+            if previous is None:
+                trial = StoredTrial(record, sweep.job_id(index), sweep.configs[index], rung_attempt=1)
+            else:
+                trial = replace(previous, record=record)
+                if decision.action in (Action.PROMOTE, Action.CONTINUE):
+                    tracked = self.shared.jobs.get(trial.job_id)
+                    attempt = tracked.state.attempt if tracked is not None else trial.rung_attempt
+                    trial = replace(trial, rung_attempt=attempt + 1)
+                if decision.action is Action.STOP and not sweep.spec.keep_checkpoints:
+                    trial = replace(trial, freed_bytes=await self._remove_checkpoints(sweep, trial))
+            changed[index] = trial
+        state = sweep.state
+        if sweep.book.finished and state.status is SweepStatus.RUNNING:
+            state = replace(state, status=SweepStatus.DONE, reason="every trial settled")
+        sweep.state = await self.store.record(sweep.sweep_id, state, decisions, list(changed.values()))
+        sweep.trials.update(changed)
+        for decision in decisions:
+            LOGGER.info("sweep %s: trial %d %s: %s", sweep.sweep_id, decision.trial, decision.action, decision.reason)
+
+    async def _finish_actions(self, sweep: ActiveSweep) -> None:
+        """Make the jobs what the stored records say: create a started trial's job, resume a promoted one."""
+        if sweep.state.status is not SweepStatus.RUNNING:
+            return
+        for trial in sweep.trials.values():
+            if trial.record.state is not TrialState.RUNNING:
+                continue
+            tracked = self.shared.jobs.get(trial.job_id)
+            if tracked is None:
+                await self._create_job(sweep, trial)
+            elif tracked.state.attempt < trial.rung_attempt and tracked.state.stage is Stage.DONE:
+                await self._restore_credentials(sweep, tracked)
+                async with self.shared.lock:
+                    rung = trial.record.target
+                    reason = f"sweep {sweep.sweep_id}: promoted to rung {rung + 1} ({sweep.spec.rungs[rung]})"
+                    await self.transitions.requeue(tracked, reason, restart=False)
+                self.shared.wake.set()
+
+    async def _restore_credentials(self, sweep: ActiveSweep, tracked: Tracked) -> None:
+        """A paused trial's job ended COMPLETED, and its store credentials were deleted then: a promotion runs
+        it again, so it gets them back from the sweep's own record (in etcd too, for a restart)."""
+        record = {"manifest": sweep.record.manifest_text, "source": sweep.record.manifest_source}
+        await self.shared.store.etcd.put(credentials_key(tracked.state.job_id), json.dumps(record))
+        tracked.manifest, tracked.manifest_text = sweep.manifest, sweep.record.manifest_text
+        tracked.source = sweep.record.manifest_source
+
+    async def _create_job(self, sweep: ActiveSweep, trial: StoredTrial) -> None:
+        manifest = sweep.manifest
+        state = JobState(trial.job_id, sweep.record.tenant, manifest.name, time.time())
+        tracked = Tracked(state, manifest, sweep.record.manifest_text, sweep.record.manifest_source, sweep.options)
+        try:
+            await self.record_job(tracked)
+        except JobStateError:  # created before a restart: etcd holds it, the restore tracks it
+            LOGGER.info("sweep %s: job %s exists already", sweep.sweep_id, trial.job_id)
+        self.shared.wake.set()
+
+    async def _history(self, sweep: ActiveSweep, tracked: Tracked) -> list[tuple[int, float]]:
+        """(step, objective) of every record of the job's stored metric history that has the objective."""
+        metric = sweep.spec.objective.metric
+        # The sweep's manifest, not the job's: an ended job's store credentials are deleted (transitions.end).
+        endpoints = endpoints_for(sweep.manifest, self.shared.options.platform)
+        try:
+            stream = await self.reader.metrics_history(endpoints, sweep.manifest, tracked.state, 1)
+            text = await asyncio.to_thread(stream.read)
+        except SchedulerError:  # nothing stored yet (UnknownFileError)
+            return []
+        found = []
+        for line in text.splitlines():
+            try:
+                raw = json.loads(line)
+                step, value = int(raw["step"]), raw["values"][metric]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                found.append((step, float(value)))
+        return found
+
+    async def _rung_result(
+        self, sweep: ActiveSweep, trial: StoredTrial, tracked: Tracked
+    ) -> tuple[int | None, float | None, str]:
+        """The step and objective at the largest step of this rung (after the last rung's budget, up to this
+        one's), from the job's stored history: a value of an earlier rung is never taken for this one's."""
+        target = trial.record.target
+        budget, after = sweep.spec.rungs[target], sweep.spec.rungs[target - 1] if target else 0
+        history = await self._history(sweep, tracked)
+        reached = [(step, value) for step, value in history if after < step <= budget]
+        if not reached:
+            unit, metric = sweep.spec.budget.unit.value, sweep.spec.objective.metric
+            if after:
+                return None, None, f"the objective {metric!r} was never reported after {unit} {after} up to {budget}"
+            return None, None, f"the objective {metric!r} was never reported up to {unit} {budget}"
+        step, value = max(reached, key=lambda found: found[0])
+        return step, value, ""
+
+    async def _halt_past_budget(self, sweep: ActiveSweep, trial: StoredTrial, tracked: Tracked) -> None:
+        """Halt a trial whose learner ignores its budget once its stored history shows the budget reached (the
+        sidecar stores it every 30 s: the learner may train past it meanwhile, never short of it)."""
+        now = self.shared.clock.monotonic()
+        if trial.job_id in self._halting or now < self._checked.get(trial.job_id, 0.0) + BUDGET_CHECK_S:
+            return
+        self._checked[trial.job_id] = now
+        budget = sweep.spec.rungs[trial.record.target]
+        steps = [step for step, _ in await self._history(sweep, tracked)]
+        if not steps or max(steps) < budget:
+            return
+        async with self.shared.lock:
+            if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
+                return
+            await self.shared.store.request_halt(trial.job_id)
+            reason = f"sweep {sweep.sweep_id}: {sweep.spec.budget.unit.value} {max(steps)} reached rung budget {budget}"
+            tracked.state = await self.shared.store.save(tracked.state.evolve(reason=reason))
+        self._halting.add(trial.job_id)
+
+    async def _remove_checkpoints(self, sweep: ActiveSweep, trial: StoredTrial) -> int:
+        """Delete the trial's stored checkpoints (every attempt); the bytes freed."""
+        endpoints = endpoints_for(sweep.manifest, self.shared.options.platform)
+        store = self.clients.of(endpoints)
+        bucket, prefix = job_location(sweep.manifest, trial.job_id)
+
+        def remove() -> int:
+            freed = 0
+            for obj in store.list(S3Location(bucket, prefix)):
+                if "/checkpoints/" in obj.key[len(prefix) :]:
+                    store.delete(bucket, obj.key)
+                    freed += obj.size
+            return freed
+
+        return await asyncio.to_thread(remove)
+
+    # -- the verbs ---------------------------------------------------------------------------------------
+
+    def owned(self, tenant: str, sweep_id: str) -> ActiveSweep:
+        sweep = self.sweeps.get(sweep_id)
+        if sweep is None or sweep.record.tenant != tenant:
+            raise UnknownSweepError(f"no sweep {sweep_id!r}")
+        return sweep
+
+    def running_jobs(self, sweep: ActiveSweep) -> list[Tracked]:
+        """The jobs of the trials training now (queued included)."""
+        found = (self.shared.jobs.get(t.job_id) for t in sweep.trials.values() if t.record.state is TrialState.RUNNING)
+        return [t for t in found if t is not None and t.state.stage is not Stage.DONE]
+
+    async def set_status(self, sweep: ActiveSweep, status: SweepStatus, reason: str) -> None:
+        async with self._lock:
+            new_state = replace(sweep.state, status=status, reason=reason)
+            sweep.state = await self.store.record(sweep.sweep_id, new_state, [], [])
+        self.shared.wake.set()
+
+    async def resume(self, sweep: ActiveSweep) -> None:
+        """Running again: trials halted before their budget go on from their checkpoints."""
+        async with self._lock:
+            await self._resume(sweep)
+        self.shared.wake.set()
+
+    async def _resume(self, sweep: ActiveSweep) -> None:
+        resumed = []
+        for trial in sweep.trials.values():
+            tracked = self.shared.jobs.get(trial.job_id)
+            if (
+                trial.record.state is TrialState.RUNNING
+                and tracked is not None
+                and tracked.state.status is JobStatus.HALTED
+                and tracked.state.attempt >= trial.rung_attempt
+            ):
+                resumed.append(replace(trial, rung_attempt=tracked.state.attempt + 1))
+        new_state = replace(sweep.state, status=SweepStatus.RUNNING, reason="resumed")
+        sweep.state = await self.store.record(sweep.sweep_id, new_state, [], resumed)
+        sweep.trials.update({t.record.index: t for t in resumed})
+        await self._finish_actions(sweep)
+
+    async def decisions(self, sweep: ActiveSweep) -> list[Decision]:
+        return await self.store.decisions(sweep.sweep_id)
+
+
+def active_sweep(
+    record: SweepSpecRecord,
+    spec: SweepSpec,
+    manifest: JobManifest,
+    options: SubmitOptions,
+    state: SweepState,
+    trials: dict[int, StoredTrial],
+) -> ActiveSweep:
+    configs = trial_configs(
+        spec.space, seed=spec.seed, trials=spec.trials, grid=spec.algorithm.name is AlgorithmName.GRID
+    )
+    book = RungBook.restore(plan_of(spec), [t.record for t in trials.values()])
+    return ActiveSweep(record, spec, manifest, options, configs, book, state, dict(trials), book.review())
+
+
+def _env_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)

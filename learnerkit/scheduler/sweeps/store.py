@@ -1,0 +1,234 @@
+"""Sweeps in etcd: everything a restarted scheduler needs to take the same decisions.
+
+Layout, beside the jobs' root (``/learnerkit/sweeps`` for ``/learnerkit/jobs``):
+
+- ``<sweep_id>/spec``: the tenant, the search file and the manifest as submitted (credentials included, as
+  ``/learnerkit/credentials/<job>`` keeps a job's), the submit's options; written once.
+- ``<sweep_id>/state``: running, halted, cancelled or done, and the count of decisions taken.
+- ``<sweep_id>/trials/<index>``: each started trial's `TrialRecord`, its job and the attempt its rung began.
+- ``<sweep_id>/decisions/<n>``: every decision in order, with its reason (read by `sweep status`).
+
+A batch of decisions and the trial records they change are one transaction, written before the driver acts
+on them (creates a trial's job, resumes it): after a restart the records say what was decided, and the
+driver finishes what it had not done yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from controller_sidecar import keys
+from controller_sidecar.errors import TransientError
+from controller_sidecar.etcdstore import EtcdStore
+from learnerkit.scheduler.errors import SchedulerError, StoreUnavailableError
+from learnerkit.scheduler.sweeps.decisions import Action, Decision, TrialRecord, TrialState
+from learnerkit.scheduler.sweeps.space import ParamValue
+
+
+class SweepStatus(StrEnum):
+    RUNNING = "running"
+    HALTED = "halted"
+    """No trial starts or is promoted; running trials were halted onto their checkpoints."""
+    CANCELLED = "cancelled"
+    DONE = "done"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (SweepStatus.CANCELLED, SweepStatus.DONE)
+
+
+@dataclass(frozen=True)
+class SweepSpecRecord:
+    sweep_id: str
+    tenant: str
+    submitted_at: float
+    search_text: str
+    search_source: str
+    manifest_text: str
+    manifest_source: str
+    submission: Mapping[str, Any] = field(default_factory=dict)
+    """The submit's options (`SubmitOptions.to_raw`): the model code every trial runs."""
+
+    def to_raw(self) -> dict[str, Any]:
+        return {
+            "sweep_id": self.sweep_id,
+            "tenant": self.tenant,
+            "submitted_at": self.submitted_at,
+            "search": {"text": self.search_text, "source": self.search_source},
+            "manifest": {"text": self.manifest_text, "source": self.manifest_source},
+            "submission": dict(self.submission),
+        }
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> SweepSpecRecord:
+        return cls(
+            sweep_id=str(raw["sweep_id"]),
+            tenant=str(raw["tenant"]),
+            submitted_at=float(raw["submitted_at"]),
+            search_text=str(raw["search"]["text"]),
+            search_source=str(raw["search"]["source"]),
+            manifest_text=str(raw["manifest"]["text"]),
+            manifest_source=str(raw["manifest"]["source"]),
+            submission=dict(raw.get("submission") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class StoredTrial:
+    record: TrialRecord
+    job_id: str
+    parameters: Mapping[str, ParamValue]
+    rung_attempt: int = 1
+    """The job attempt that trains towards `record.target`: an older attempt's end is not this rung's end."""
+    freed_bytes: int = 0
+    """What removing its checkpoints freed in the object store (a stopped trial's)."""
+
+    def to_raw(self) -> dict[str, Any]:
+        r = self.record
+        return {
+            "index": r.index,
+            "state": r.state.value,
+            "target": r.target,
+            "results": list(r.results),
+            "reason": r.reason,
+            "job_id": self.job_id,
+            "parameters": dict(self.parameters),
+            "rung_attempt": self.rung_attempt,
+            "freed_bytes": self.freed_bytes,
+        }
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> StoredTrial:
+        record = TrialRecord(
+            int(raw["index"]),
+            TrialState(raw["state"]),
+            int(raw["target"]),
+            tuple(float(v) for v in raw["results"]),
+            str(raw.get("reason", "")),
+        )
+        return cls(
+            record,
+            str(raw["job_id"]),
+            dict(raw["parameters"]),
+            int(raw.get("rung_attempt", 1)),
+            int(raw.get("freed_bytes", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class SweepState:
+    status: SweepStatus = SweepStatus.RUNNING
+    decisions: int = 0
+    reason: str = ""
+
+    def to_raw(self) -> dict[str, Any]:
+        return {"status": self.status.value, "decisions": self.decisions, "reason": self.reason}
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> SweepState:
+        return cls(SweepStatus(raw["status"]), int(raw["decisions"]), str(raw.get("reason", "")))
+
+
+@dataclass(frozen=True)
+class StoredSweep:
+    spec: SweepSpecRecord
+    state: SweepState
+    trials: dict[int, StoredTrial]
+
+
+def sweeps_root(jobs_root: str = keys.ROOT) -> str:
+    """``/learnerkit/sweeps`` beside ``/learnerkit/jobs``."""
+    parent = jobs_root.rstrip("/").rsplit("/", 1)[0]
+    return f"{parent}/sweeps"
+
+
+def _decision_raw(decision: Decision) -> str:
+    return json.dumps(
+        {
+            "action": decision.action.value,
+            "trial": decision.trial,
+            "rung": decision.rung,
+            "budget": decision.budget,
+            "reason": decision.reason,
+        },
+        sort_keys=True,
+    )
+
+
+def decision_from_raw(raw: Mapping[str, Any]) -> Decision:
+    return Decision(Action(raw["action"]), int(raw["trial"]), int(raw["rung"]), int(raw["budget"]), str(raw["reason"]))
+
+
+class SweepStore:
+    def __init__(self, etcd: EtcdStore, jobs_root: str = keys.ROOT) -> None:
+        self.etcd = etcd
+        self.root = sweeps_root(jobs_root)
+
+    def _prefix(self, sweep_id: str) -> str:
+        return f"{self.root}/{sweep_id}/"
+
+    async def create(self, spec: SweepSpecRecord) -> bool:
+        """The sweep's spec and first state in one transaction, unless a sweep of that id exists."""
+        prefix = self._prefix(spec.sweep_id)
+        items = {
+            f"{prefix}spec": json.dumps(spec.to_raw(), sort_keys=True),
+            f"{prefix}state": json.dumps(SweepState().to_raw(), sort_keys=True),
+        }
+        try:
+            return await self.etcd.create_all(f"{prefix}spec", items)
+        except TransientError as e:
+            raise StoreUnavailableError(f"storing sweep {spec.sweep_id}: etcd does not answer: {e}") from e
+
+    async def record(
+        self, sweep_id: str, state: SweepState, decisions: Sequence[Decision], trials: Sequence[StoredTrial]
+    ) -> SweepState:
+        """Decisions, the trial records they changed and the sweep's state, in one transaction."""
+        prefix = self._prefix(sweep_id)
+        items: dict[str, str | bytes] = {}
+        for n, decision in enumerate(decisions, start=state.decisions + 1):
+            items[f"{prefix}decisions/{n:010d}"] = _decision_raw(decision)
+        for trial in trials:
+            items[f"{prefix}trials/{trial.record.index:06d}"] = json.dumps(trial.to_raw(), sort_keys=True)
+        new_state = SweepState(state.status, state.decisions + len(decisions), state.reason)
+        items[f"{prefix}state"] = json.dumps(new_state.to_raw(), sort_keys=True)
+        try:
+            await self.etcd.put_all(items)
+        except TransientError as e:
+            raise StoreUnavailableError(f"recording sweep {sweep_id}: etcd does not answer: {e}") from e
+        return new_state
+
+    async def decisions(self, sweep_id: str) -> list[Decision]:
+        found = await self.etcd.get_prefix(f"{self._prefix(sweep_id)}decisions/")
+        return [decision_from_raw(json.loads(found[key])) for key in sorted(found)]
+
+    async def load_all(self) -> list[StoredSweep]:
+        """Every sweep, for a restarted scheduler; one whose spec is missing is skipped."""
+        by_sweep: dict[str, dict[str, bytes]] = {}
+        async for key, value in self.etcd.iter_prefix(f"{self.root}/"):
+            sweep_id, _, rest = key[len(self.root) + 1 :].partition("/")
+            if not rest.startswith("decisions/"):
+                by_sweep.setdefault(sweep_id, {})[rest] = value
+        sweeps = []
+        for sweep_id, found in sorted(by_sweep.items()):
+            if "spec" not in found or "state" not in found:
+                continue
+            try:
+                trials = {
+                    int(rest.split("/", 1)[1]): StoredTrial.from_raw(json.loads(value))
+                    for rest, value in found.items()
+                    if rest.startswith("trials/")
+                }
+                sweeps.append(
+                    StoredSweep(
+                        SweepSpecRecord.from_raw(json.loads(found["spec"])),
+                        SweepState.from_raw(json.loads(found["state"])),
+                        trials,
+                    )
+                )
+            except (KeyError, ValueError, TypeError) as e:
+                raise SchedulerError(f"sweep {sweep_id}: its records in etcd cannot be read: {e}") from e
+        return sweeps

@@ -1,0 +1,95 @@
+"""The sweep driver rebuilt from stored records: what the book decides on review is kept for the next step."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.core.sweepdriver import SweepDriver, active_sweep
+from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.facade import FileStream
+from learnerkit.scheduler.jobs.state import JobState
+from learnerkit.scheduler.jobs.submission import SubmitOptions
+from learnerkit.scheduler.manifest.model import JobManifest
+from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.sweeps.decisions import Action, TrialRecord, TrialState
+from learnerkit.scheduler.sweeps.searchfile import parse_search_file
+from learnerkit.scheduler.sweeps.store import StoredSweep, StoredTrial, SweepSpecRecord, SweepState
+
+REPO = Path(__file__).resolve().parents[4]
+MANIFEST = (REPO / "tests/unit/scheduler/manifests/learnerkit-pytorch-ddp.yml").read_text()
+SEARCH = """\
+manifest: manifest.yml
+parameters:
+  lr: {type: choice, values: ["0.1", "0.2", "0.3"]}
+objective: {metric: val_loss, goal: minimize}
+budget: {unit: step, min: 1, max: 3}
+algorithm: {name: asha, eta: 3}
+trials: 3
+"""
+
+
+def test_paused_trials_stored_as_hopeless_are_stopped_by_the_first_step_after_a_restart() -> None:
+    """A crash after a stop removed a trial's checkpoints but before it was recorded leaves it paused; the
+    rebuilt book stops it again instead of leaving the sweep open for ever."""
+    spec = parse_search_file(SEARCH, Path("search.yml"))
+    manifest = parse_manifest(MANIFEST)
+    record = SweepSpecRecord("sweep-x", "team-a", 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml")
+    trials = {
+        i: StoredTrial(TrialRecord(i, TrialState.PAUSED, 0, (0.1 * (i + 1),)), f"sweep-x-t{i:04d}", {"lr": "0.1"})
+        for i in range(3)
+    }
+    sweep = active_sweep(record, spec, manifest, SubmitOptions(), SweepState(decisions=6), trials)
+    assert [(d.action, d.trial) for d in sweep.pending] == [(Action.STOP, 1), (Action.STOP, 2)]
+    assert sweep.pending[0].reason == "rung 1: 2nd of 3, at most 1 of 3 can continue: it can no longer be promoted"
+
+
+def test_a_restored_sweep_parses_its_manifest_with_the_submit_s_image() -> None:
+    """Trials started after a restart run the image the submit named, not the framework's default."""
+    seen: list[str | None] = []
+
+    async def parse(text: str, source: str, tenant: str, image: str | None) -> JobManifest:
+        seen.append(image)
+        return parse_manifest(text, source, image=image)
+
+    driver = SweepDriver(cast(Any, None), cast(Any, None), cast(Any, None), cast(Any, None), parse, cast(Any, None))
+    options = SubmitOptions(image="registry.example/learner:1")
+    record = SweepSpecRecord("sweep-x", "team-a", 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml", options.to_raw())
+    sweep = asyncio.run(driver._restore(StoredSweep(record, SweepState(), {})))
+    assert seen == ["registry.example/learner:1"]
+    assert sweep.manifest.extensions.image == "registry.example/learner:1"
+
+
+class _History:
+    """The outputs reader's metric history, from lines given here."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    async def metrics_history(self, endpoints: object, manifest: object, state: object, learner: int) -> FileStream:
+        data = "".join(line + "\n" for line in self.lines).encode()
+        return FileStream(iter([data]), len(data))
+
+
+def test_a_rung_result_is_never_a_value_of_an_earlier_rung() -> None:
+    """A promoted trial whose new attempt reports nothing fails its rung, instead of being ranked on the value
+    it reported at the end of the rung before."""
+    spec = parse_search_file(SEARCH, Path("search.yml"))
+    manifest = parse_manifest(MANIFEST)
+    record = SweepSpecRecord("sweep-x", "team-a", 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml")
+    trial = StoredTrial(TrialRecord(0, TrialState.RUNNING, 1, (0.5,)), "sweep-x-t0000", {"lr": "0.1"}, 2)
+    sweep = active_sweep(record, spec, manifest, SubmitOptions(), SweepState(), {0: trial})
+    shared = cast(Any, SimpleNamespace(options=SimpleNamespace(platform=Platform("http://127.0.0.1:2379", "s"))))
+    reader = cast(Any, _History(['{"step": 1, "values": {"val_loss": 0.5}}']))
+    driver = SweepDriver(shared, cast(Any, None), cast(Any, None), reader, cast(Any, None), cast(Any, None))
+    tracked = Tracked(JobState("sweep-x-t0000", "team-a", "job", 0.0, attempt=2), manifest, MANIFEST, "m.yml")
+    assert asyncio.run(driver._rung_result(sweep, trial, tracked)) == (
+        None,
+        None,
+        "the objective 'val_loss' was never reported after step 1 up to 3",
+    )
+    reader.lines.append('{"step": 3, "values": {"val_loss": 0.25}}')
+    assert asyncio.run(driver._rung_result(sweep, trial, tracked)) == (3, 0.25, "")

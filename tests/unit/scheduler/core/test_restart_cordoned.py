@@ -11,6 +11,7 @@ from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.jobs.state import JobStatus
 from learnerkit.scheduler.jobs.store import StoredJob
+from learnerkit.scheduler.sweeps.store import StoredSweep, SweepStore
 from tests.unit.scheduler.core.test_preemption import Harness, MemoryStore
 from tests.unit.scheduler.memorymarks import MemoryMarks
 
@@ -31,6 +32,16 @@ class Reloading(MemoryStore):
         return proposed
 
 
+class NoSweeps(SweepStore):
+    """A sweep store with no sweeps: this scheduler runs jobs alone."""
+
+    def __init__(self) -> None:
+        pass
+
+    async def load_all(self) -> list[StoredSweep]:
+        return []
+
+
 async def test_a_job_running_on_a_cordoned_node_is_kept_by_a_restarted_scheduler() -> None:
     h = Harness(nodes=2)
     job = h.submit("job-1", 0)
@@ -44,6 +55,7 @@ async def test_a_job_running_on_a_cordoned_node_is_kept_by_a_restarted_scheduler
     options: SchedulerOptions = h.scheduler.shared.options
     again = Scheduler(store, h.backend, options, clock=h.clock)
     again.shared.marks = MemoryMarks()
+    again.loop.driver._store = NoSweeps()
     await again.loop.rebuild()
     assert again.shared.admission.record("job-1").stage is Stage.RUNNING
 

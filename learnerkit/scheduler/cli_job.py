@@ -378,7 +378,7 @@ def framework_catalog(root: Path) -> FrameworkCatalog:
     from learnerkit_build.matrix import load_matrix  # imported here: only `validate` pays for the build tool
 
     catalog: dict[str, set[str]] = {}
-    for image in load_matrix(root).images:
+    for image in load_matrix(root).training_images:
         names = catalog.setdefault(image.framework.name, set())
         names.update({image.version, f"{image.version}-{image.variant_name}", image.tag})
     return catalog

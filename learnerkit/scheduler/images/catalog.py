@@ -20,7 +20,7 @@ class ImageCatalog:
     def frameworks(self) -> FrameworkCatalog:
         """Framework -> the versions a manifest may name (`2.13`, `2.13-cpu`, the full tag)."""
         catalog: dict[str, set[str]] = {}
-        for image in self.matrix.images:
+        for image in self.matrix.training_images:
             catalog.setdefault(image.framework.name, set()).update(
                 {image.version, f"{image.version}-{image.variant_name}", image.tag}
             )

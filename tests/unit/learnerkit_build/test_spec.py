@@ -81,11 +81,15 @@ def test_missing_required_field_is_named(make_project: MakeProject) -> None:
 
 
 def test_the_projects_own_matrix_is_valid_and_every_framework_has_cpu_and_cuda() -> None:
+    """Training frameworks come as cpu and cuda; the evaluator images (docs/evaluations.md) as cpu."""
     matrix = load_matrix(REPO)
     assert {"caffe", "jax", "mxnet", "pytorch", "tensorflow"} <= set(matrix.frameworks)
+    assert {"robustness", "fairness"} <= set(matrix.frameworks)
     for framework in matrix.frameworks:
-        variants = {image.variant.accelerator for image in matrix.images if image.framework.name == framework}
-        assert variants == {"cpu", "cuda"}, framework
+        images = [image for image in matrix.images if image.framework.name == framework]
+        variants = {image.variant.accelerator for image in images}
+        evaluator = images[0].framework.smoke.kind == "evaluation"
+        assert variants == ({"cpu"} if evaluator else {"cpu", "cuda"}), framework
 
 
 def test_every_package_must_be_pinned_to_one_version(make_project: MakeProject) -> None:

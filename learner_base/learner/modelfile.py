@@ -26,6 +26,8 @@ MODEL_FOLDER = "model"
 MODEL_FILE = "model.pt"
 DESCRIPTION_FILE = "model.json"
 TORCHSCRIPT = "torchscript"
+READABLE = 0o644
+"""mkstemp makes files only their owner can read; the sidecar and the evaluator of another pair read these."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ def save_model(model: Any, input_shape: Sequence[int], classes: int, folder: Pat
     os.close(fd)
     try:
         torch.jit.save(program, temp)
+        Path(temp).chmod(READABLE)
         Path(temp).replace(target / MODEL_FILE)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
@@ -103,6 +106,7 @@ def _write_atomically(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+        Path(temp).chmod(READABLE)
         Path(temp).replace(path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)

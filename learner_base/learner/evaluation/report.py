@@ -118,6 +118,7 @@ def _atomic_write(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        Path(temp).chmod(0o644)  # mkstemp's 0600 would hide the report from the sidecar's user
         Path(temp).replace(path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)

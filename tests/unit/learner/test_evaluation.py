@@ -123,3 +123,10 @@ def test_the_evaluator_command_exits_2_naming_what_it_cannot_read(
     assert main(measure, []) == 2  # type: ignore[arg-type]
     assert "no evaluation spec" in capsys.readouterr().err
     assert not (tmp_path / "result_dir").exists()
+
+
+def test_reports_are_readable_by_other_users(tmp_path: Path) -> None:
+    """mkstemp's 0600 kept the report from the sidecar and the evaluator of another pair."""
+    path = write_report(tmp_path, judge_robustness(ROBUSTNESS, 0.95, CURVE, 1.0))
+    assert path.stat().st_mode & 0o044 == 0o044
+    assert path.with_suffix(".txt").stat().st_mode & 0o044 == 0o044

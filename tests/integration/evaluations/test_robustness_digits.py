@@ -50,8 +50,9 @@ def _job(root: Path, name: str) -> Path:
 
 def _image(name: str, build_inputs: BuildInputs) -> str:
     [spec] = load_matrix(REPO).select([name])
-    result = build_image(REPO, spec, build_inputs, lambda line: None)
-    return result.image_id
+    image_id = build_image(REPO, spec, build_inputs, lambda line: None).image_id
+    assert image_id is not None
+    return image_id
 
 
 def _run(image: str, job: Path, command: list[str], env: dict[str, str] | None = None) -> str:

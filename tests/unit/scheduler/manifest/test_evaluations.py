@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,11 @@ def test_evaluations_file_for_job_evaluate(tmp_path: Path) -> None:
     path.write_text("name: x\n", encoding="utf-8")
     with pytest.raises(ManifestError, match="unknown key 'name'"):
         load_evaluations(path)
+
+
+def test_the_example_manifest_and_evaluations_file_are_valid() -> None:
+    example = Path(__file__).resolve().parents[4] / "examples" / "digits-evaluated"
+    text = re.sub(r"\$\{\w+\}", "http://127.0.0.1:8333", (example / "manifest.yml").read_text(encoding="utf-8"))
+    job = parse_manifest(text, catalog=CATALOG)
+    assert [spec.name for spec in job.evaluations] == ["digits-robustness"]
+    assert [spec.name for spec in load_evaluations(example / "evaluations.yml")] == ["digits-robustness-strict"]

@@ -118,3 +118,14 @@ def test_a_cuda_variant_says_what_it_was_built_with(make_project: MakeProject) -
 def test_cuda_variants_need_a_probe(make_project: MakeProject) -> None:
     message = error_for(make_project, VALID_YAML.replace('  probe: ["python", "/opt/learner/smoke/probe.py"]\n', ""))
     assert "cuda variants (1.0-cuda) need smoke.probe" in message
+
+
+def test_the_evaluator_images_share_their_torch_layer() -> None:
+    """Both evaluator Dockerfiles install `args.shared_pip` first: one layer for the two, pinned as pip.packages."""
+    images = [image for image in load_matrix(REPO).images if image.framework.smoke.kind == "evaluation"]
+    assert {image.framework.name for image in images} == {"robustness", "fairness"}
+    shared = {tuple(image.variant.args["shared_pip"]) for image in images}  # type: ignore[arg-type]
+    assert len(shared) == 1
+    for image in images:
+        assert image.variant.pip is not None
+        assert set(next(iter(shared))) <= set(image.variant.pip.packages), image.name

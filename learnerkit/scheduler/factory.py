@@ -135,6 +135,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             trusted_hosts=settings.packages.trusted_hosts,
         ),
         python_of=lambda image: catalog.python_of(gate.named(image)),
+        resolve_evaluator=gate.gated_evaluator(catalog.evaluator),
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)

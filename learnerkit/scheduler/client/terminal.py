@@ -13,12 +13,15 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from learnerkit.common.output import keep_whole, to_jsonable
-from learnerkit.scheduler.facade import JobView, LearnerView
+from learnerkit.scheduler.facade import EvaluationReports, EvaluationView, JobView, LearnerView
 
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "HALTED", "CANCELLED"})
 _STYLES = {"COMPLETED": "green", "FAILED": "bold red", "HALTED": "yellow", "CANCELLED": "yellow", "QUEUED": "cyan"}
+_STYLES |= {"passed": "green", "failed": "bold red", "crashed": "bold magenta"}
+"""Evaluation outcomes beside the job phases."""
 
 
 def styled_status(status: str) -> str:
@@ -98,9 +101,12 @@ def job_details(job: JobView) -> RenderableType:
     if job.results:
         summary.add_row("results", escape(job.results))
     keep_whole(summary)
-    if not job.learners:
-        return summary
-    return Group(summary, _learners_table(job.learners))
+    parts: list[RenderableType] = [summary]
+    if job.learners:
+        parts.append(_learners_table(job.learners))
+    if job.evaluations:
+        parts.append(_evaluations_table(job.evaluations))
+    return summary if len(parts) == 1 else Group(*parts)
 
 
 def _learners_table(learners: tuple[LearnerView, ...]) -> Table:
@@ -117,6 +123,29 @@ def _learners_table(learners: tuple[LearnerView, ...]) -> Table:
             escape(format_metrics(learner.metrics)),
         )
     return keep_whole(table)
+
+
+def _evaluations_table(evaluations: tuple[EvaluationView, ...], title: str = "evaluations") -> RenderableType:
+    """Each evaluation's outcome, then each message on lines of its own (a missed threshold names the metric,
+    its value and the threshold; a crash says why there is no verdict)."""
+    table = Table(title=title, title_justify="left")
+    for column in ("evaluation", "kind", "outcome"):
+        table.add_column(column)
+    for evaluation in evaluations:
+        table.add_row(escape(evaluation.name), evaluation.kind, styled_status(evaluation.outcome))
+    keep_whole(table, "evaluation", "kind", "outcome")
+    messages = [Text(f"{e.name}: {e.message}") for e in evaluations if e.message]
+    return Group(table, *messages) if messages else table
+
+
+def evaluation_reports(reports: EvaluationReports) -> RenderableType:
+    """The round's outcomes, then each report's readable summary as the evaluator wrote it."""
+    if not reports.evaluations:
+        return f"job {escape(reports.job_id)} has no evaluations"
+    title = f"evaluations of job {escape(reports.job_id)}, round {reports.round}"
+    table = _evaluations_table(tuple(item.evaluation for item in reports.evaluations), title)
+    summaries = [Text(item.summary) for item in reports.evaluations if item.summary]
+    return Group(table, *summaries)
 
 
 def watch_job(

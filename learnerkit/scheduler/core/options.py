@@ -10,6 +10,7 @@ from controller_sidecar.requirements import PackageIndex
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
 from learnerkit.scheduler.config.policy import SubmitPolicy
 from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.evaluations.runner import EvaluatorResolver
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.modelcode.receive import ModelLimits
 
@@ -44,6 +45,8 @@ class SchedulerOptions:
     is a blip (etcd paused or out of reach): the sidecar renews it once etcd answers. A sidecar gone from the
     backend without a lease is lost after twice the lease's TTL instead."""
     interval_s: float = 0.5
+    resolve_evaluator: EvaluatorResolver | None = None
+    """The evaluator image of an evaluation's kind, through the image gate; None: evaluations end ``crashed``."""
 
 
 def derive_instance(etcd_endpoints: str, root: str) -> str:

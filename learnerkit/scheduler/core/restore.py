@@ -12,6 +12,7 @@ from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.config.policy import SubmitPolicy, check_admissible
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.core.transitions import evaluated_job
 from learnerkit.scheduler.jobs.state import JobStatus
 from learnerkit.scheduler.jobs.store import StoredJob
 from learnerkit.scheduler.jobs.submission import SubmitOptions
@@ -36,6 +37,8 @@ async def restore(shared: Shared, instance: str) -> None:
         shared.jobs[stored.state.job_id] = tracked
         if tracked.state.stage is not Stage.DONE:
             records.append(_admission_record(tracked))
+        elif tracked.state.status is JobStatus.COMPLETED:
+            await shared.evaluations.load(evaluated_job(tracked, shared))
     shared.admission = AdmissionState.rebuild(records, nodes, shared.options.policy)
     running = {job_id for job_id, tracked in shared.jobs.items() if tracked.active}
     for orphan in await asyncio.to_thread(shared.backend.job_ids, instance) - running:

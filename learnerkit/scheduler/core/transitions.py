@@ -6,9 +6,11 @@ import asyncio
 import logging
 
 from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.core.planning import endpoints_for
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.errors import BackendError
+from learnerkit.scheduler.evaluations.plan import EvaluatedJob
 from learnerkit.scheduler.jobs.state import JobStatus
 
 LOGGER = logging.getLogger(__name__)
@@ -31,6 +33,10 @@ class Transitions:
         )
         await shared.store.trim(tracked.state.job_id)
         LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
+        if status is JobStatus.COMPLETED and tracked.manifest.evaluations:
+            await shared.evaluations.begin(
+                evaluated_job(tracked, shared), tracked.state.attempt, tracked.manifest.evaluations
+            )
 
     async def requeue(self, tracked: Tracked, reason: str, *, restart: bool) -> None:
         """A new attempt of the job, restoring the latest checkpoint of the last one."""
@@ -73,3 +79,9 @@ class Transitions:
                 continue
             async with tracked.backend_lock:
                 await self.teardown(job_id)
+
+
+def evaluated_job(tracked: Tracked, shared: Shared) -> EvaluatedJob:
+    """The job as its evaluations read it: its manifest and its results store's account."""
+    manifest = tracked.manifest
+    return EvaluatedJob(tracked.state.job_id, manifest, endpoints_for(manifest, shared.options.platform))

@@ -37,6 +37,13 @@ class ImageCatalog:
                 return str(image.python)
         return None
 
+    def evaluator(self, kind: str) -> str:
+        """The evaluator image of an evaluation's kind: the matrix's framework of that name (``robustness``)."""
+        for image in self.matrix.images:
+            if image.framework.name == kind and image.framework.smoke.kind == "evaluation":
+                return f"{image.repository(self.registry)}:{image.tag}"
+        raise ConfigError(f"evaluation kind {kind}: no evaluator image in the matrix")
+
     def resolve(self, manifest: JobManifest) -> str:
         if manifest.image:
             return manifest.image

@@ -25,7 +25,15 @@ from learner.evaluation.spec import (
     RobustnessThreshold,
 )
 from learnerkit.common.errors import ConfigError
-from learnerkit.common.yamlfile import FieldPath, LocatedYaml, Problem, YamlBudget, YamlError, load_located_yaml
+from learnerkit.common.yamlfile import (
+    FieldPath,
+    LocatedYaml,
+    Problem,
+    YamlBudget,
+    YamlError,
+    load_located_yaml,
+    parse_located_yaml,
+)
 from learnerkit.scheduler.errors import ManifestError
 from learnerkit.scheduler.manifest.fields import FieldReader, describe
 
@@ -83,6 +91,20 @@ def load_evaluations(path: Path, store_ids: Collection[str] | None = None) -> tu
     """A file holding only ``evaluations:`` (``job evaluate``); raises ``ManifestError`` listing every problem."""
     try:
         doc = load_located_yaml(path, YamlBudget(max_nodes=10_000))
+    except YamlError as e:
+        raise ManifestError(list(e.problems)) from e
+    except ConfigError as e:
+        raise ManifestError([Problem(path=path, line=None, loc=(), message=str(e))]) from e
+    return evaluations_document(doc, store_ids)
+
+
+def parse_evaluations_text(
+    text: str, source: str, store_ids: Collection[str] | None = None
+) -> tuple[EvaluationSpec, ...]:
+    """``load_evaluations`` of a file's text (``job evaluate`` through the API)."""
+    path = Path(source)
+    try:
+        doc = parse_located_yaml(text, path, YamlBudget(max_nodes=10_000))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
     except ConfigError as e:

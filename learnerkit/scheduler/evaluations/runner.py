@@ -102,10 +102,6 @@ class EvaluationRunner:
             found.append(EvaluationReport(view, summary.decode("utf-8", errors="replace"), report))
         return EvaluationReports(job_id, current.round, tuple(found))
 
-    def forget(self, job_id: str) -> None:
-        self.rounds.pop(job_id, None)
-        self._jobs.pop(job_id, None)
-
     async def step(self) -> None:
         for job_id, current in list(self.rounds.items()):
             for index, outcome in enumerate(current.outcomes):

@@ -1,4 +1,4 @@
-"""Submit -> learner start on a real one-node Kubernetes cluster (tests/k8s/cluster.py), images present.
+"""Submit -> learner start on a real one-node Kubernetes cluster (learnerkit/dev/k8scluster.py), images present.
 
 It starts the cluster from the binaries ``make k8s-binaries`` cached (reporting how long that took), the
 real etcd and SeaweedFS, and the scheduler with its Kubernetes backend, then submits one short FfDL job at a
@@ -13,47 +13,54 @@ Usage: sudo .venv/bin/python bench/k8s_start.py [--jobs N]   (root: the kubelet 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 
+from benchjobs import DATA_BUCKET, RESULTS_BUCKET, manifest
+
+from controller_sidecar.etcdstore import EtcdStore
+from learnerkit.dev.etcd import EtcdServer, etcd_binary
+from learnerkit.dev.k8scluster import LocalCluster, cached_binaries
+from learnerkit.dev.s3 import SeaweedServer, create_bucket
+from learnerkit.scheduler.admission.admit import AdmissionPolicy
+from learnerkit.scheduler.backends.deployment import Egress
+from learnerkit.scheduler.backends.k8s import KubernetesBackend
+from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
+from learnerkit.scheduler.backends.k8s_objects import LEARNER_CONTAINER
+from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+from learnerkit.scheduler.core.options import SchedulerOptions
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.core.scheduler import Scheduler
+from learnerkit.scheduler.images.catalog import ImageCatalog
+from learnerkit.scheduler.jobs.state import JobStatus
+from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit_build.render import BuildInputs
+from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.smokedata import write_smoke_dataset
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from learnerkit.dev.etcd import EtcdServer, etcd_binary  # noqa: E402
-from learnerkit.dev.s3 import SeaweedServer, create_bucket  # noqa: E402
-from learnerkit.scheduler.admission.admit import AdmissionPolicy  # noqa: E402
-from learnerkit.scheduler.backends.deployment import Egress  # noqa: E402
-from learnerkit.scheduler.backends.k8s import KubernetesBackend  # noqa: E402
-from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster  # noqa: E402
-from learnerkit.scheduler.backends.k8s_objects import LEARNER_CONTAINER  # noqa: E402
-from learnerkit.scheduler.config.policy import SubmitPolicy, origin  # noqa: E402
-from learnerkit.scheduler.core.options import SchedulerOptions  # noqa: E402
-from learnerkit.scheduler.core.planning import Platform  # noqa: E402
-from learnerkit.scheduler.images.catalog import ImageCatalog  # noqa: E402
-from learnerkit_build.render import BuildInputs  # noqa: E402
-from learnerkit_build.sidecarimage import build_sidecar  # noqa: E402
-from learnerkit_build.smokedata import write_smoke_dataset  # noqa: E402
-from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, manifest  # noqa: E402
-from tests.k8s.cluster import LocalCluster, cached_binaries  # noqa: E402
-from tests.k8s.conftest import LEARNER_IMAGE, NAMESPACE  # noqa: E402
-
+TENANT = "bench"
+NAMESPACE = "learnerkit"
+LEARNER_IMAGE = "learnerkit/pytorch:2.13-cpu-py3.11"
+"""The image the manifest's framework (PyTorch 2.13, no GPU) resolves to: imported into the node beforehand."""
 TARGET_S = 3.0
 POLL_S = 0.02
 
 
-def until(predicate: Callable[[], bool], timeout: float = 300) -> float:
+async def until(predicate: Callable[[], Awaitable[bool]], timeout: float = 300) -> float:
     """Poll until ``predicate`` holds; the monotonic time it was first seen true."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
+        if await predicate():
             return time.monotonic()
-        time.sleep(POLL_S)
+        await asyncio.sleep(POLL_S)
     raise TimeoutError("the job did not get there in time")
 
 
@@ -68,18 +75,52 @@ def build_inputs() -> BuildInputs:
     return BuildInputs(wheelhouse=wheelhouse if wheelhouse.is_dir() else None, ca_bundle=ca if ca.is_file() else None)
 
 
-def status(harness: Harness, job_id: str) -> str:
-    return harness.call(harness.service.get("bench", job_id)).status
-
-
-def one_job(harness: Harness, backend: KubernetesBackend, pod_s3: SimpleNamespace) -> tuple[float, float]:
+async def one_job(service: Scheduler, backend: KubernetesBackend, pod_s3: SimpleNamespace) -> tuple[float, float]:
     """Submit one job; seconds until its learner container runs and until PROCESSING. Waits until it is gone."""
+
+    async def status() -> JobStatus:
+        return JobStatus((await service.get(TENANT, job_id)).status)
+
+    async def running() -> bool:
+        return await asyncio.to_thread(learner_running, backend, job_id)
+
+    async def processing() -> bool:
+        return await status() in (JobStatus.PROCESSING, JobStatus.STORING) or (await status()).terminal
+
+    async def ended() -> bool:
+        return (await status()).terminal
+
+    async def gone() -> bool:
+        return not (await asyncio.to_thread(backend.backend.status, job_id)).exists
+
     submitted = time.monotonic()
-    job_id = harness.call(harness.service.submit("bench", manifest(pod_s3, "sleep 1"))).job_id
-    running = until(lambda: learner_running(backend, job_id)) - submitted
-    processing = until(lambda: status(harness, job_id) in {"PROCESSING", "STORING", *TERMINAL}) - submitted
-    until(lambda: status(harness, job_id) in TERMINAL)
-    until(lambda: not backend.backend.status(job_id).exists)
+    job_id = (await service.submit(TENANT, manifest(pod_s3, "sleep 1", cpus=0.5, memory="1Gb"))).job_id
+    to_running = await until(running) - submitted
+    to_processing = await until(processing) - submitted
+    await until(ended)
+    await until(gone)
+    return to_running, to_processing
+
+
+async def measure(
+    etcd: EtcdServer, options: SchedulerOptions, backend: KubernetesBackend, pod_s3: SimpleNamespace, jobs: int
+) -> tuple[list[float], list[float]]:
+    """The scheduler and its loop on this event loop, as `scheduler serve` runs them, and ``jobs`` jobs in turn."""
+    store = await EtcdStore.connect(etcd.settings())
+    service = Scheduler(JobStore(store), backend, options)
+    await service.loop.rebuild()
+    stop = asyncio.Event()
+    loop = asyncio.create_task(service.loop.run(stop), name="scheduler loop")
+    running, processing = [], []
+    try:
+        for _ in range(jobs):
+            to_running, to_processing = await one_job(service, backend, pod_s3)
+            running.append(to_running)
+            processing.append(to_processing)
+    finally:
+        stop.set()
+        await loop
+        await store.close()
     return running, processing
 
 
@@ -94,7 +135,6 @@ def main() -> None:
     etcd = EtcdServer(etcd_binary(), work / "etcd" / "data")
     s3 = SeaweedServer(work / "s3")
     cluster = LocalCluster(binaries, work / "cluster")
-    harness: Harness | None = None
     try:
         etcd.start()
         s3.start()
@@ -128,20 +168,13 @@ def main() -> None:
             KubernetesCluster.from_kubeconfig(str(cluster.kubeconfig), namespace=NAMESPACE),
             (Egress(gateway, etcd_port), Egress(gateway, s3_port)),
         )
-        harness = Harness(etcd, options, backend=backend)
-        running, processing = [], []
-        for _ in range(args.jobs):
-            to_running, to_processing = one_job(harness, backend, pod_s3)
-            running.append(to_running)
-            processing.append(to_processing)
+        running, processing = asyncio.run(measure(etcd, options, backend, pod_s3, args.jobs))
         for label, figures in (("learner container running", running), ("PROCESSING", processing)):
             print(
                 f"submit -> {label}: p50 {statistics.median(figures):.2f} s, max {max(figures):.2f} s "
                 f"over {len(figures)} jobs (target p50 <= {TARGET_S:g} s for the first)"
             )
     finally:
-        if harness is not None:
-            harness.kill()
         cluster.stop()
         s3.stop()
         etcd.stop()

@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchjobs import DATA_BUCKET, RESULTS_BUCKET, manifest
 from jobtrace import PHASES, Trace, phases
 from proccost import ContainerSampler, EngineMeter, ProcessMeter
 from serving import once_served
@@ -57,25 +58,6 @@ START_CPUS = 1.0
 """The start figures' learners: a real job's CPU, so the figures are the platform's, not a throttled start."""
 SMALL_CPUS = 0.04
 """The concurrent jobs' learners, so that 40 fit beside their sidecars on 2 cores."""
-
-
-def manifest(s3: SeaweedServer, command: str, cpus: float = SMALL_CPUS) -> str:
-    return f"""\
-name: bench
-cpus: {cpus:g}
-memory: 128Mb
-learners: 1
-data_stores:
-  - id: s3
-    type: s3_datastore
-    training_data: {{container: bench-data}}
-    training_results: {{container: bench-results}}
-    connection: {{auth_url: "{s3.endpoint_url}", user_name: "{s3.access_key}", password: "{s3.secret_key}"}}
-framework:
-  name: pytorch
-  version: "2.13"
-  command: "{command}"
-"""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -113,7 +95,7 @@ class Bench:
         submitted: dict[str, float] = {}
         for _ in range(count):
             at = time.time()
-            submitted[self.client.submit(manifest(self.s3, command)).job_id] = at
+            submitted[self.client.submit(manifest(self.s3, command, SMALL_CPUS)).job_id] = at
         done = self.trace.wait_ended(list(submitted))
         completion, overhead = [], []
         for job_id, (status, ended) in done.items():
@@ -123,7 +105,7 @@ class Bench:
             if "END" not in printed:
                 raise RuntimeError(f"{job_id}: its log lacks the command's last line")
             key = f"{job_id}/attempt-1/learner-1/results/done"
-            if self.results.get_object(Bucket="bench-results", Key=key)["Body"].read() != b"ok\n":
+            if self.results.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read() != b"ok\n":
                 raise RuntimeError(f"{job_id}: its result file is not in S3")
             completion.append(ended - submitted[job_id])
             overhead.append(ended - submitted[job_id] - (printed["END"] - printed["BEGIN"]))
@@ -215,10 +197,10 @@ def main() -> int:
         child, sampler, trace = None, None, None
         try:
             objects = s3.client()
-            for bucket in ("bench-data", "bench-results"):
+            for bucket in (DATA_BUCKET, RESULTS_BUCKET):
                 objects.create_bucket(Bucket=bucket)
             for i in range(DATA_FILES):
-                objects.put_object(Bucket="bench-data", Key=f"part-{i}.bin", Body=os.urandom(DATA_BYTES // DATA_FILES))
+                objects.put_object(Bucket=DATA_BUCKET, Key=f"part-{i}.bin", Body=os.urandom(DATA_BYTES // DATA_FILES))
             child, url = serve(etcd, s3, sidecar, tokens)
             client = SchedulerClient(url, token, timeout_s=120)
             once_served(client.list_jobs, child, 120)

@@ -7,7 +7,8 @@ bind-mounts the learner's cgroup folders under one directory, as ``unified/`` (c
 ``pids.current``, which counts every PID namespace's processes, unlike ``cgroup.procs``) or its folder vanished,
 the learner is gone. A folder the runtime removes after it was mounted stays readable through the mount.
 The memory controller counts the OOM killer's kills, so the sidecar can tell an out-of-memory death from
-another SIGKILL.
+another SIGKILL; the pids controller counts the forks its limit refused, so a learner that failed at its pids
+limit is told so.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class CgroupSample:
 class LearnerCgroup:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._forks_refused_seen: int | None = None
 
     @property
     def version(self) -> int:
@@ -53,7 +55,9 @@ class LearnerCgroup:
             return 0
 
     def populated(self) -> bool:
-        """Whether any learner process is alive; False once the learner container has stopped."""
+        """Whether any learner process is alive; False once the learner container has stopped. Each look also
+        notes the forks refused so far (:meth:`forks_refused`), which the runtime removes with the folder."""
+        self.forks_refused()
         try:
             if self.version == 2:
                 return "populated 1" in (self.root / "unified" / "cgroup.events").read_text()
@@ -75,6 +79,17 @@ class LearnerCgroup:
             return _stat_field(self.root / "memory" / "memory.oom_control", "oom_kill")
         except (OSError, ValueError):
             return None
+
+    def forks_refused(self) -> int | None:
+        """How many times the learner's pids limit refused a new process or thread, as last seen (the count is
+        gone with the learner's cgroup once it stops); None where the cgroup never said (no pids controller)."""
+        folder = "unified" if self.version == 2 else "pids"
+        try:
+            count = _stat_field(self.root / folder / "pids.events", "max")
+        except (OSError, ValueError):
+            return self._forks_refused_seen
+        self._forks_refused_seen = max(count, self._forks_refused_seen or 0)
+        return self._forks_refused_seen
 
 
 def _stat_field(path: Path, name: str) -> int:

@@ -18,11 +18,14 @@ class Outcome:
     exit_code: int | None
 
 
-def outcome_of(exit_record: LearnerExit, *, halt_requested: bool, oom_kills: int | None = None) -> Outcome:
+def outcome_of(
+    exit_record: LearnerExit, *, halt_requested: bool, oom_kills: int | None = None, forks_refused: int | None = None
+) -> Outcome:
     """A halted run is never COMPLETED: a halt asked for ends HALTED whatever the command returned.
 
     ``oom_kills``: the OOM killer's kills in the learner's cgroup, where the sidecar can read them (Docker);
-    None elsewhere, where a SIGKILL is reported as most likely out of memory.
+    None elsewhere, where a SIGKILL is reported as most likely out of memory. ``forks_refused``: the forks the
+    learner's pids limit refused (Docker); a failure after any is said to have met the limit.
     """
     code = exit_record.exit_code
     if halt_requested or exit_record.halt_requested or exit_record.reason == "halted_before_start":
@@ -36,8 +39,16 @@ def outcome_of(exit_record: LearnerExit, *, halt_requested: bool, oom_kills: int
         return Outcome(Phase.FAILED, ErrorCode.LEARNER_KILLED, message, code)
     detail = f": {exit_record.error}" if exit_record.error else ""
     died = f" ({exit_record.signal})" if exit_record.signal else ""
-    return Outcome(
-        Phase.FAILED, ErrorCode.LEARNER_FAILED, f"{exit_record.reason}, exit code {code}{died}{detail}", code
+    message = f"{exit_record.reason}, exit code {code}{died}{detail}{_pids(forks_refused)}"
+    return Outcome(Phase.FAILED, ErrorCode.LEARNER_FAILED, message, code)
+
+
+def _pids(forks_refused: int | None) -> str:
+    if not forks_refused:
+        return ""
+    return (
+        f"; the learner reached its pids limit ({forks_refused} new processes or threads refused; raise"
+        " LEARNERKIT_LEARNER_PIDS_LIMIT or start fewer)"
     )
 
 

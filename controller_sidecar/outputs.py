@@ -61,6 +61,8 @@ class StoredTree:
     """What :func:`store_tree` did: the bytes stored, and each file it could not store with the reason."""
 
     size: int = 0
+    files: int = 0
+    """Files stored whole."""
     refused: list[ResultRefused] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -79,6 +81,20 @@ class StoredTree:
             return Outcome(Phase.FAILED, ErrorCode.UPLOAD_FAILED, note, outcome.exit_code)
         message = f"{outcome.message}; {note}" if outcome.message else note
         return Outcome(outcome.phase, outcome.error_code, message, outcome.exit_code)
+
+
+def stored_again(outcome: Outcome, results: StoredTree, storing_starts: int) -> Outcome:
+    """``outcome``, saying so when an earlier sidecar of this learner was cut off while storing (the ``storing_starts``
+    -th began it) and this one stored the outputs again: how many result files are complete, and how many are not."""
+    if storing_starts <= 1:
+        return outcome
+    missing = f", {len(results.refused)} not stored" if results.refused else ""
+    note = (
+        f"outputs stored again after {storing_starts - 1} interrupted attempt(s): {results.files} result file(s)"
+        f" complete{missing}"
+    )
+    message = f"{outcome.message}; {note}" if outcome.message else note
+    return Outcome(outcome.phase, outcome.error_code, message, outcome.exit_code)
 
 
 async def store_tree(
@@ -104,6 +120,7 @@ async def store_tree(
     for relative in names:
         try:
             outcome.size += await _store_file(settings, store, metrics, folder / relative, location, relative, kind)
+            outcome.files += 1
         except ResultRefused as refusal:
             LOGGER.warning("not stored: %s/%s: %s", folder, encoded_name(relative), refusal.reason)
             outcome.refused.append(refusal)

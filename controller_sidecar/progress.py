@@ -22,6 +22,8 @@ class Progress:
     started: bool = False
     """``control/start`` was written."""
     halt_requested: bool = False
+    storing_starts: int = 0
+    """How many sidecars of this learner began storing its outputs: past one, an earlier one was cut off."""
     terminal: str | None = None
     """The terminal phase reported, once reported."""
 

@@ -28,7 +28,7 @@ from controller_sidecar.health import HEARTBEAT_FILE
 from controller_sidecar.inputs import InputsReady, fetch_inputs
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
-from controller_sidecar.outputs import StoredTree, periodic_checkpoints, store_checkpoints, store_tree
+from controller_sidecar.outputs import StoredTree, periodic_checkpoints, store_checkpoints, store_tree, stored_again
 from controller_sidecar.processing import (
     METRICS_FILE,
     MetricsHistory,
@@ -177,12 +177,16 @@ class Sidecar:
             follower.add_done_callback(self._follower_done)
         exit_record, halt_requested = await self._await_exit()
         self._report(reporter, Phase.STORING)
+        storing_starts = self.progress.update(storing_starts=self.progress.current.storing_starts + 1).storing_starts
         stop_processing.set()
         for result in await asyncio.gather(*followers, return_exceptions=True):
             if isinstance(result, BaseException):
                 LOGGER.error("follower failed: %r", result)
         oom_kills = self.cgroup.oom_kills() if self.cgroup is not None else None
-        outcome = outcome_of(exit_record, halt_requested=halt_requested, oom_kills=oom_kills)
+        forks_refused = self.cgroup.forks_refused() if self.cgroup is not None else None
+        outcome = outcome_of(
+            exit_record, halt_requested=halt_requested, oom_kills=oom_kills, forks_refused=forks_refused
+        )
         if exit_record.reason == "lost":
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
         try:
@@ -194,7 +198,8 @@ class Sidecar:
             if outcome.phase is Phase.COMPLETED:
                 outcome = Outcome(Phase.FAILED, ErrorCode.UPLOAD_FAILED, f"results not stored: {e}", outcome.exit_code)
         else:
-            outcome = results.applied_to(outcome)
+            outcome = results.applied_to(stored_again(outcome, results, storing_starts))
+        await self._abort_open_uploads()
         if self._refused is not None:
             outcome = Outcome(Phase.FAILED, ErrorCode.UNSAFE_FILE, str(self._refused), outcome.exit_code)
         if self._terminated_at is not None and outcome.phase is Phase.HALTED:
@@ -223,12 +228,14 @@ class Sidecar:
         """Report ``phase`` unless a restarted sidecar already did (phases are reported once)."""
         if reporter.last is None or reporter.last.phase != phase:
             reporter.report(phase, message=message)
+            self.metrics.status_queued.inc()
         self.metrics.set_phase(phase)
 
     def _finish(self, reporter: StatusReporter, outcome: Outcome) -> Phase:
         reporter.report(
             outcome.phase, error_code=outcome.error_code, message=outcome.message, exit_code=outcome.exit_code
         )
+        self.metrics.status_queued.inc()
         self.metrics.set_phase(outcome.phase)
         self.progress.update(terminal=outcome.phase.value)
         LOGGER.info("learner %d: %s %s", self.settings.learner_id, outcome.phase.value, outcome.message)
@@ -363,6 +370,23 @@ class Sidecar:
                 await self._upload_metrics(handle)
         return results
 
+    async def _abort_open_uploads(self) -> None:
+        """Abort the multipart uploads left open under this learner's outputs (a sidecar killed while uploading,
+        an upload whose abort failed): nothing of this learner uploads any more, and their parts take space
+        until aborted. A failure is logged; it costs no result. Outputs at a bucket's root are left alone: the
+        bucket's other uploads are not this learner's."""
+        results = self.settings.locations.results
+        if not results.prefix.endswith("/"):
+            return
+        try:
+            store = await self._s3()
+            aborted = await asyncio.to_thread(store.abort_open_uploads, results.bucket, results.prefix)
+        except SidecarError as e:
+            LOGGER.warning("open multipart uploads under %s not aborted: %s", results, e)
+            return
+        for upload in aborted:
+            LOGGER.info("aborted the open multipart upload of s3://%s/%s", results.bucket, upload.key)
+
     async def _upload_metrics(self, handle: IO[bytes]) -> None:
         """``logs/metrics.jsonl``: the learner's lines and the history (:func:`stored_metrics`)."""
         settings, store = self.settings, await self._s3()
@@ -374,6 +398,7 @@ class Sidecar:
         location = self.settings.locations.log_files
         await asyncio.to_thread((await self._s3()).put_bytes, location.bucket, location.key(name), data)
         self.metrics.log_bytes_shipped.inc(len(data))
+        self.metrics.log_parts_shipped.inc()
 
     async def _s3(self) -> S3Store:
         """The S3 client, made on first use on a worker thread (the event loop keeps delivering statuses)."""

@@ -8,6 +8,7 @@ when it first talks to S3: after its first status is on its way to etcd.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 PARTIAL_SUFFIX = ".lk-partial"
 """Downloads stream into ``.<random>.lk-partial`` beside their destination, then are renamed."""
@@ -19,3 +20,12 @@ class RemoteObject:
     size: int
     etag: str
     """Without quotes: ``<md5>`` or ``<md5>-<parts>``."""
+
+
+@dataclass(frozen=True)
+class OpenUpload:
+    """A multipart upload begun and neither completed nor aborted: its parts take space until it is aborted."""
+
+    key: str
+    upload_id: str
+    initiated: datetime

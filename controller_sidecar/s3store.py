@@ -51,7 +51,7 @@ from s3transfer.utils import ChunksizeAdjuster
 
 from controller_sidecar.atomicfile import fsync_dir
 from controller_sidecar.errors import PermanentError, SidecarError, TransferError, TransientError
-from controller_sidecar.s3objects import PARTIAL_SUFFIX, RemoteObject
+from controller_sidecar.s3objects import PARTIAL_SUFFIX, OpenUpload, RemoteObject
 from controller_sidecar.settings import S3Location, S3Settings
 
 LOGGER = logging.getLogger(__name__)
@@ -427,6 +427,34 @@ class S3Store:
         """Drop an unfinished upload and the parts it holds."""
         with _translated(_url(bucket, key)):
             self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+
+    def open_uploads(self, bucket: str, prefix: str, limit: int) -> tuple[OpenUpload, ...]:
+        """The unfinished multipart uploads of keys under ``prefix``, at most ``limit`` of them."""
+        with _translated(_url(bucket, prefix)):
+            pages = self._client.get_paginator("list_multipart_uploads").paginate(
+                Bucket=bucket, Prefix=prefix, PaginationConfig={"MaxItems": limit}
+            )
+            found = tuple(
+                OpenUpload(item["Key"], item["UploadId"], item["Initiated"])
+                for page in pages
+                for item in page.get("Uploads", [])
+            )
+        return found[:limit]
+
+    def abort_open_uploads(
+        self, bucket: str, prefix: str, *, initiated_before: datetime | None = None, limit: int = 1000
+    ) -> tuple[OpenUpload, ...]:
+        """Abort the unfinished multipart uploads under ``prefix`` begun before ``initiated_before`` (all, when
+        None), at most ``limit``; those aborted. One already gone meanwhile (finished or aborted) is no error."""
+        uploads = self.open_uploads(bucket, prefix, limit)
+        chosen = tuple(u for u in uploads if initiated_before is None or u.initiated < initiated_before)
+        for upload in chosen:
+            try:
+                self.abort_multipart(bucket, upload.key, upload.upload_id)
+            except TransferError as e:
+                if "NoSuchUpload" not in str(e):
+                    raise
+        return chosen
 
     def delete(self, bucket: str, key: str) -> None:
         """Remove one object; one that is not there is no error."""

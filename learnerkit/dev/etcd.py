@@ -44,6 +44,8 @@ def etcd_argv(binary: str, name: str, data_dir: Path, client_port: int, peer_por
         f"--initial-advertise-peer-urls={peer_url}",
         f"--initial-cluster={name}={peer_url}",
         "--initial-cluster-state=new",
+        "--auto-compaction-mode=periodic",
+        "--auto-compaction-retention=1h",  # deleted credentials leave the history within the hour (docs/security.md)
         "--log-level=warn",
     ]
 

@@ -119,6 +119,23 @@ def create_bucket(client: Any, bucket: str) -> None:
             raise
 
 
+ABORT_UPLOADS_AFTER_DAYS = 1
+"""The dev buckets' lifecycle rule aborts a multipart upload left open this long (S3 counts in whole days)."""
+
+
+def abort_incomplete_uploads(client: Any, bucket: str) -> None:
+    """Give ``bucket`` the lifecycle rule that aborts the multipart uploads left open for a day: the last of three
+    nets (the sidecar's teardown, the scheduler's start) under what killed uploads leave behind. SeaweedFS 4.x
+    accepts and keeps the rule and runs it in its lifecycle worker (docs/dev-services.md)."""
+    rule = {
+        "ID": "learnerkit-abort-incomplete-uploads",
+        "Status": "Enabled",
+        "Filter": {"Prefix": ""},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_UPLOADS_AFTER_DAYS},
+    }
+    client.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [rule]})
+
+
 def volumes_writable(master_url: str) -> bool:
     """Whether the master has a volume server registered with room for new volumes.
 
@@ -236,6 +253,7 @@ def _dev_buckets(launch: Launch) -> None:
     for bucket in DEV_BUCKETS:
         try:
             create_bucket(client, bucket)
+            abort_incomplete_uploads(client, bucket)
         except (ClientError, BotoCoreError) as e:
             raise ServiceError(f"s3: cannot create bucket {bucket} at {client.meta.endpoint_url}: {e}") from e
 

@@ -2,16 +2,16 @@
 
 Order matters: the volume, then the learner (it waits for ``control/start``), then the sidecar with the
 learner's cgroup mounted read-only. The learner runs hardened: non-root, read-only root file system, no
-capabilities, no new privileges, no credentials, and no network unless the job has several learners. The
-sidecar runs as its own user (``SIDECAR_UID``), with CPU and memory limits, and gets the host network
-(etcd and S3 listen on the host's loopback here) and the secrets.
+capabilities, no new privileges, no credentials, a pids limit, and no network unless the job has several
+learners. The sidecar runs as its own user (``SIDECAR_UID``), with CPU, memory and pids limits, and gets the
+host network (etcd and S3 listen on the host's loopback here) and the secrets.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +116,7 @@ def learner_options(spec: PairSpec, placement: DockerPlacement, volume: str) -> 
         options["hostname"] = placement.hostname or f"{spec.name}-learner"
         aliases = [options["hostname"], *placement.network_aliases]
         options["networking_config"] = {placement.network: engine().api.create_endpoint_config(aliases=aliases)}
+    options["pids_limit"] = spec.pids.learner
     if spec.memory_bytes:
         options["mem_limit"] = spec.memory_bytes
         options["memswap_limit"] = spec.memory_bytes
@@ -135,11 +136,6 @@ def sidecar_options(
     config = dict(spec.sidecar_config)
     if cgroups is None or cgroups:
         config["learner_cgroup_dir"] = SIDECAR_MOUNT
-    # Mounts, not binds: a folder that vanished fails the start instead of being created again.
-    mounts = [
-        docker.types.Mount(target=inside, source=host, type="bind", read_only=True)
-        for host, inside in (cgroups or {}).items()
-    ]
     return {
         **_hardened(spec, placement, "sidecar", SIDECAR_RUN_AS),
         "image": spec.sidecar_image,
@@ -152,12 +148,13 @@ def sidecar_options(
             "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(config, sort_keys=True),
         },
         "volumes": {volume: {"bind": JOB_DIR, "mode": "rw"}},
-        "mounts": mounts,
+        "mounts": _cgroup_mounts(cgroups),
         "network_mode": "host",
         "stop_signal": "SIGTERM",
         "nano_cpus": int(SIDECAR_CPUS * 1e9),
         "mem_limit": SIDECAR_MEMORY_BYTES,
         "memswap_limit": SIDECAR_MEMORY_BYTES,
+        "pids_limit": spec.pids.sidecar,
     }
 
 
@@ -167,7 +164,9 @@ def start_pair(spec: PairSpec, placement: DockerPlacement | None = None) -> Pair
     client = engine()
     made: list[Any] = []
     try:
-        volume = client.volumes.create(name=f"{spec.name}-job", labels={PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id})
+        # The placement's labels too: a scheduler that dies before the containers exist finds the volume again.
+        labels = {**placement.labels, PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id}
+        volume = client.volumes.create(name=f"{spec.name}-job", labels=labels)
         made.append(volume)
         learner = client.containers.run(**learner_options(spec, placement, volume.name))
         made.append(learner)
@@ -206,17 +205,67 @@ def _learner_cgroups(learner: Any) -> dict[str, str] | None:
 def _run_sidecar(spec: PairSpec, placement: DockerPlacement, volume: str, learner: Any) -> Any:
     """The sidecar, watching the learner's cgroup; a learner that ends before (an image without learner-run
     runs its command at once) leaves the sidecar an empty cgroup folder, so it ends the job FAILED."""
+    return _run_watching(
+        learner, f"{spec.name}-sidecar", lambda cgroups: sidecar_options(spec, placement, volume, cgroups)
+    )
+
+
+def _run_watching(learner: Any, name: str, options: Callable[[Mapping[str, str] | None], dict[str, Any]]) -> Any:
+    """Run the sidecar ``name`` with ``options`` for the learner's cgroup folders (None once it has ended)."""
     client = engine()
     cgroups = _learner_cgroups(learner)
     try:
-        return client.containers.run(**sidecar_options(spec, placement, volume, cgroups))
+        return client.containers.run(**options(cgroups))
     except docker.errors.APIError:
         # The learner ended between the read of its cgroup and the mount: its folders are gone.
         if not cgroups or _learner_cgroups(learner) is not None:
             raise
     with suppress(docker.errors.NotFound):
-        client.containers.get(f"{spec.name}-sidecar").remove(force=True)
-    return client.containers.run(**sidecar_options(spec, placement, volume, None))
+        client.containers.get(name).remove(force=True)
+    return client.containers.run(**options(None))
+
+
+def _cgroup_mounts(cgroups: Mapping[str, str] | None) -> list[Any]:
+    # Mounts, not binds: a folder that vanished fails the start instead of being created again.
+    return [
+        docker.types.Mount(target=inside, source=host, type="bind", read_only=True)
+        for host, inside in (cgroups or {}).items()
+    ]
+
+
+def restart_sidecar(handle: PairHandle) -> str:
+    """Make the pair's ended sidecar again as it was made (image, environment, user, labels, limits) on the kept
+    ``/job`` volume, whose ``control/`` holds its progress: the new one goes on from there (one killed while
+    storing stores again). The learner's cgroup is mounted again while the learner runs. The new container's id.
+    """
+    client = engine()
+    try:
+        old = client.containers.get(handle.sidecar)
+        learner = client.containers.get(handle.learner)
+        config, host = old.attrs["Config"], old.attrs["HostConfig"]
+        made = {
+            "image": config["Image"],
+            "name": old.name,
+            "environment": config["Env"],
+            "labels": config["Labels"],
+            "user": config["User"],
+            "stop_signal": config.get("StopSignal") or "SIGTERM",
+            "read_only": host["ReadonlyRootfs"],
+            "tmpfs": host["Tmpfs"],
+            "cap_drop": host["CapDrop"],
+            "security_opt": host["SecurityOpt"],
+            "network_mode": host["NetworkMode"],
+            "nano_cpus": host["NanoCpus"],
+            "mem_limit": host["Memory"],
+            "memswap_limit": host["MemorySwap"],
+            "pids_limit": host["PidsLimit"],
+            "volumes": {handle.volume: {"bind": JOB_DIR, "mode": "rw"}},
+            "detach": True,
+        }
+        old.remove(force=True)
+        return str(_run_watching(learner, old.name, lambda cgroups: {**made, "mounts": _cgroup_mounts(cgroups)}).id)
+    except docker.errors.APIError as e:
+        raise EngineError(f"starting the sidecar of {handle.name} again: {e.explanation}") from e
 
 
 def container(container_id: str) -> Any | None:

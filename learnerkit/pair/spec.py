@@ -27,6 +27,26 @@ SIDECAR_CPUS = 1.0
 SIDECAR_MEMORY_BYTES = 1 << 30
 """The sidecar's limits on every backend, whatever the learner's size: it moves files, tails logs and matches
 the manifest's metric rules, so a runaway (a rule, a leak) is held here instead of starving the learner."""
+LEARNER_PIDS_LIMIT = 4096
+"""The default cap on a learner's processes and threads (a fork bomb is held to it; data loaders of many workers
+with many threads each stay well below)."""
+SIDECAR_PIDS_LIMIT = 512
+MIN_PIDS_LIMIT = 16
+"""The default cap on the sidecar's processes and threads (its own, and pip's while it installs requirements)."""
+
+
+@dataclass(frozen=True)
+class PidsLimits:
+    """How many processes and threads each container of a pair may hold at once: the engine's ``pids_limit``.
+    Kubernetes has no per-container limit: there the kubelet's ``podPidsLimit`` caps each pod (docs/security.md)."""
+
+    learner: int = LEARNER_PIDS_LIMIT
+    sidecar: int = SIDECAR_PIDS_LIMIT
+
+    def __post_init__(self) -> None:
+        for role, limit in (("learner", self.learner), ("sidecar", self.sidecar)):
+            if limit < MIN_PIDS_LIMIT:
+                raise ConfigError(f"the {role}'s pids limit must be at least {MIN_PIDS_LIMIT}, got {limit}")
 
 
 @dataclass(frozen=True)
@@ -58,6 +78,10 @@ class PairSpec:
     data_mount: str | None = None
     """A host folder mounted read-only at the learner's ``/job/data`` (an FfDL ``mount_volume`` store); the
     Docker engine only."""
+    pids: PidsLimits = field(default_factory=PidsLimits)
+    storage_bytes: int | None = None
+    """The manifest's ``storage``: the most ``/job`` may hold. Kubernetes: the ``emptyDir``'s ``sizeLimit`` (the
+    kubelet evicts a pod past it); the Docker engine does not enforce it yet (docs/security.md)."""
 
     def __post_init__(self) -> None:
         if not JOB_ID.match(self.job_id):

@@ -309,6 +309,9 @@ def _verb(name: str, call: Callable[[SchedulerClient, str], JobView], help_text:
 halt = _verb("halt", SchedulerClient.halt, "Checkpoint and stop JOB_ID; `resume` starts it again from there.")
 resume = _verb("resume", SchedulerClient.resume, "Queue a HALTED or FAILED JOB_ID again from its latest checkpoint.")
 cancel = _verb("cancel", SchedulerClient.cancel, "Stop JOB_ID without a checkpoint; it ends CANCELLED.")
+delete = _verb(
+    "delete", SchedulerClient.delete, "Forget the ended JOB_ID: its record and store keys go; its outputs stay."
+)
 
 
 def _follow(client: SchedulerClient, job: JobView, interval: float, output: str) -> None:

@@ -169,6 +169,10 @@ class SchedulerFacade(Protocol):
     async def cancel(self, tenant: str, job_id: str) -> JobView:
         """Stop the job without a checkpoint and remove everything it runs; it ends CANCELLED."""
 
+    async def delete(self, tenant: str, job_id: str) -> JobView:
+        """Forget an ended job: its record and credentials leave etcd, its stored outputs stay; the view is its
+        last. ``JobStateError`` while it is queued or running."""
+
     async def logs(
         self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
     ) -> LogStream:

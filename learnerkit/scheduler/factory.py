@@ -1,7 +1,8 @@
 """``create_scheduler``: the real scheduler behind ``learnerkit scheduler serve``, on Docker or Kubernetes.
 
-Nothing here does I/O until the API server's lifespan runs: then it connects etcd, rebuilds the jobs and
-starts the scheduling loop, and on shutdown stops the loop (running jobs go on; a restart finds them).
+Nothing here does I/O until the API server's lifespan runs: then it pins the sidecar image (by ID or digest),
+connects etcd, rebuilds the jobs and starts the scheduling loop, and on shutdown stops the loop (running jobs go
+on; a restart finds them).
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import os
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from controller_sidecar.etcdstore import EtcdStore, LockHeldError
@@ -36,8 +39,11 @@ from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.images.gate import ImageGate
+from learnerkit.scheduler.images.sidecar import pin_sidecar
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit_build.sidecarimage import sidecar_reference
+
+LOGGER = logging.getLogger(__name__)
 
 
 def egress_from(specs: tuple[str, ...]) -> tuple[Egress, ...]:
@@ -136,6 +142,8 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         ),
         python_of=lambda image: catalog.python_of(gate.named(image)),
         resolve_evaluator=gate.gated_evaluator(catalog.evaluator),
+        pids=settings.limits.pids,
+        abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)
@@ -148,6 +156,12 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
+        platform = scheduler.shared.options.platform
+        pinned = await asyncio.to_thread(
+            pin_sidecar, platform.sidecar_image, by_id=settings.backend.kind is BackendKind.DOCKER
+        )
+        scheduler.shared.options = replace(options, platform=replace(platform, sidecar_image=pinned))
+        LOGGER.info("sidecar image %s, deployed as %s", platform.sidecar_image, pinned)
         etcd = await EtcdStore.connect(etcd_settings)
         try:
             async with sole_scheduler(etcd, settings):
@@ -155,10 +169,13 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
                 await scheduler.loop.rebuild()
                 stop = asyncio.Event()
                 loop = asyncio.create_task(scheduler.loop.run(stop), name="scheduler loop")
+                sweep = asyncio.create_task(scheduler.abort_abandoned_uploads(), name="abandoned uploads")
                 try:
                     yield
                 finally:
                     stop.set()
+                    sweep.cancel()
+                    await asyncio.gather(sweep, return_exceptions=True)
                     await loop
         finally:
             await etcd.close()

@@ -15,6 +15,7 @@ from typing import Any
 import kubernetes.client
 import pytest
 
+from learnerkit.dev.k8scluster import SHARED_CLASS, Binaries, LocalCluster, cached_binaries
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
 from learnerkit.scheduler.backends.deployment import Egress
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
@@ -27,7 +28,6 @@ from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import build_sidecar
 from tests.integration.conftest import REPO, build_inputs
 from tests.integration.scheduler.conftest import Harness, scheduler_buckets
-from tests.k8s.cluster import SHARED_CLASS, Binaries, LocalCluster, cached_binaries
 
 NAMESPACE = "learnerkit"
 LEARNER_IMAGE = "learnerkit/pytorch:2.13-cpu-py3.11"

@@ -1,5 +1,6 @@
 """FfDL manifests through the scheduler and its Kubernetes backend on a real kube-apiserver, kube-scheduler and
-kubelet (tests/k8s/cluster.py): the real etcd and S3 behind them, the project's own learner and sidecar images."""
+kubelet (learnerkit/dev/k8scluster.py): the real etcd and S3 behind them, the project's own learner and sidecar
+images."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from typing import Any
 import pytest
 from kubernetes.client import CoreV1Api
 
+from learnerkit.dev.k8scluster import LocalCluster
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_objects import GPU_RESOURCE, LEARNER_CONTAINER, PodLayout
 from learnerkit.scheduler.core.options import SchedulerOptions
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, manifest
 from tests.integration.scheduler.test_scheduler_docker import DDP_SCRIPT
-from tests.k8s.cluster import LocalCluster
 from tests.k8s.conftest import LEARNER_IMAGE, NAMESPACE, job_objects_left
 from tests.waiting import wait_until
 

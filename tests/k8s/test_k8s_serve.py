@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from learnerkit.dev.k8scluster import SHARED_CLASS, LocalCluster
 from learnerkit.dev.ports import free_port
 from learnerkit.scheduler.core.options import SchedulerOptions
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, manifest
-from tests.k8s.cluster import SHARED_CLASS, LocalCluster
 from tests.k8s.conftest import NAMESPACE, job_objects_left
 from tests.waiting import wait_until
 

@@ -74,6 +74,7 @@ class FaultyProxy:
         self._corruptions: list[_Rule] = []
         self._request_corruptions: list[_Rule] = []
         self._holds: list[_Hold] = []
+        self._request_holds: list[_Hold] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self.server.daemon_threads = True
         self.endpoint_url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -108,6 +109,14 @@ class FaultyProxy:
             self._holds.append(hold)
         return hold
 
+    def hold_requests_matching(self, method: str | None, path_contains: str) -> _Hold:
+        """Hold the next matching request, its body read, before it reaches the server, until ``.release`` is
+        set; then forward it, or with ``.cut`` drop the connection unanswered (the server never sees it)."""
+        hold = _Hold(_Rule(method, path_contains, 1), 0)
+        with self.lock:
+            self._request_holds.append(hold)
+        return hold
+
     def count(self, method: str, path_contains: str = "") -> int:
         with self.lock:
             return sum(1 for m, p in self.requests if m == method and path_contains in p)
@@ -119,7 +128,7 @@ class FaultyProxy:
 
     def close(self) -> None:
         with self.lock:
-            for hold in self._holds:
+            for hold in (*self._holds, *self._request_holds):
                 hold.release.set()
         self.server.shutdown()
         self.server.server_close()
@@ -127,6 +136,16 @@ class FaultyProxy:
     def _corrupts_request(self, method: str, path: str) -> bool:
         with self.lock:
             return any([rule.take(method, path) for rule in self._request_corruptions])
+
+    def _held_request(self, method: str, path: str) -> bool:
+        """Hold a matching request until released; whether it is then to be dropped."""
+        with self.lock:
+            hold = next((h for h in self._request_holds if h.rule.take(method, path)), None)
+        if hold is None:
+            return False
+        hold.reached.set()
+        hold.release.wait()
+        return hold.cut
 
     def _decide(self, method: str, path: str) -> tuple[bool, bool, _Hold | None]:
         with self.lock:
@@ -156,6 +175,9 @@ class FaultyProxy:
                 if body and proxy._corrupts_request(self.command, self.path):
                     body = body[:-1] + bytes([body[-1] ^ 0xFF])
                 fail, corrupt, hold = proxy._decide(self.command, self.path)
+                if proxy._held_request(self.command, self.path):
+                    self.close_connection = True
+                    return
                 if fail:
                     self._slow_down()
                     return

@@ -297,6 +297,11 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         """The latest round of evaluations: each outcome, its readable summary and its JSON report."""
         return await facade.evaluation_reports(tenant, job_id)
 
+    @router.delete("/jobs/{job_id}", response_model=JobView, responses=_NOT_FOUND | _CONFLICT)
+    async def delete_job(job_id: str, tenant: Tenant) -> JobView:
+        """Forget an ended job: its record and store credentials leave the scheduler; its outputs stay."""
+        return await facade.delete(tenant, job_id)
+
     @router.get("/jobs/{job_id}/logs", response_class=Response, responses=_LOG_RESPONSE | _NOT_FOUND)
     async def job_logs(
         job_id: str,

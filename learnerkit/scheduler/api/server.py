@@ -3,7 +3,14 @@ uvicorn."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
 import uvicorn
+import uvloop
 from fastapi import FastAPI
 
 from learnerkit.scheduler.api.app import create_app
@@ -14,12 +21,45 @@ from learnerkit.scheduler.config.settings import SchedulerSettings
 
 def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
     """Build the scheduler with ``factory`` (the CLI hands it ``learnerkit.scheduler.factory.create_scheduler``, a
-    room above this one) and serve its API until SIGINT or SIGTERM."""
+    room above this one) and serve its API until SIGINT or SIGTERM.
+
+    The scheduler's lifespan (the etcd lock, the rebuild, the loop) is entered here around uvicorn, not as the app's
+    lifespan: a start it refuses (another scheduler holds the etcd root, the sidecar image is missing) reaches the
+    caller as the `LearnerkitError` it is, one line and exit code 1, instead of uvicorn's traceback and exit 3."""
     hosted = factory(settings)
-    app = create_app(
-        hosted.facade, settings.api.tokens, limits=settings.limits, registry=hosted.registry, lifespan=hosted.lifespan
-    )
-    uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info")).run()
+    app = create_app(hosted.facade, settings.api.tokens, limits=settings.limits, registry=hosted.registry)
+    server = uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info"))
+
+    async def run() -> None:
+        if hosted.lifespan is None:
+            await server.serve()
+            return
+        async with hosted.lifespan():
+            await server.serve()
+
+    with _signals_after_shutdown(server), asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(run())
+
+
+@contextmanager
+def _signals_after_shutdown(server: uvicorn.Server) -> Iterator[None]:
+    """uvicorn raises the SIGINT or SIGTERM it stopped for again as soon as it stops serving, which would end the
+    process before the scheduler's lifespan releases its etcd lock. Those signals land here instead (one before
+    uvicorn serves stops it at once) and are raised again once everything has stopped."""
+    caught: list[int] = []
+
+    def catch(sig: int, _frame: FrameType | None) -> None:
+        caught.append(sig)
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, catch) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    for number in dict.fromkeys(caught):
+        signal.raise_signal(number)
 
 
 def uvicorn_config(app: FastAPI, host: str, port: int, log_level: str) -> uvicorn.Config:

@@ -22,12 +22,14 @@ import requests
 from learnerkit.common.engine import EngineError, engine
 from learnerkit.pair.docker import (
     JOB_LABEL,
+    NOT_ENDED_STATES,
     DockerPlacement,
     ended_state,
     exit_code,
     has_started,
     pairs_of,
     remove_pair,
+    restart_sidecar,
     start_pair,
 )
 from learnerkit.pair.spec import PairSpec
@@ -90,7 +92,7 @@ class DockerBackend:
         existing = {handle.name for handle in pairs_of(job.job_id)}
         try:
             if job.networked:
-                self._ensure_network(job.job_id)
+                self._ensure_network(job)
                 self._ensure_shared_volume(job)
             for learner in job.learners:
                 if learner.name not in existing:
@@ -140,6 +142,24 @@ class DockerBackend:
                     ended[int(handle.name.rsplit("-", 1)[1])] = end
         return ended
 
+    def learners_running(self, job_id: str) -> set[int]:
+        """Learners whose learner container has not ended (created, running, paused, restarting): one listing."""
+        with _engine_errors(f"inspecting job {job_id}"):
+            return {
+                int(handle.name.rsplit("-", 1)[1])
+                for handle in pairs_of(job_id)
+                if handle.learner and handle.states.get(handle.learner) in NOT_ENDED_STATES
+            }
+
+    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
+        """Make the learner's ended sidecar again on the pair's kept volume (:func:`restart_sidecar`)."""
+        with _engine_errors(f"restarting the sidecar of job {job_id} learner {learner_id}"):
+            for handle in pairs_of(job_id):
+                if handle.name == f"lk-{job_id}-{learner_id}" and handle.sidecar and handle.learner:
+                    restart_sidecar(handle)
+                    return True
+        return False
+
     def teardown(self, job_id: str) -> None:
         """Remove every container, volume and network of the job."""
         with _engine_errors(f"tearing down job {job_id}"):
@@ -154,15 +174,19 @@ class DockerBackend:
                     network.remove()
 
     def job_ids(self, instance: str) -> set[str]:
-        """Jobs this scheduler instance deployed that have anything on the engine (orphans after a restart)."""
-        mine = [f"{MANAGED_LABEL}={MANAGER}", f"{INSTANCE_LABEL}={instance}"]
-        with _engine_errors("listing the scheduler's containers"):
-            managed = engine().containers.list(all=True, filters={"label": mine})
-            return {
-                job
-                for job in (c.labels.get(JOB_LABEL, "") for c in managed if c.labels.get(INSTANCE_LABEL) == instance)
-                if job
-            }
+        """Jobs this scheduler instance deployed that have anything on the engine (orphans after a restart): a
+        container, or a shared volume or network alone (a crash between making them and starting the pairs)."""
+        mine = {"label": [f"{MANAGED_LABEL}={MANAGER}", f"{INSTANCE_LABEL}={instance}"]}
+        with _engine_errors("listing the scheduler's containers, volumes and networks"):
+            client = engine()
+            found = [c.labels for c in client.containers.list(all=True, filters=mine)]
+            found += [v.attrs.get("Labels") or {} for v in client.volumes.list(filters=mine)]
+            found += [n.attrs.get("Labels") or {} for n in client.networks.list(filters=mine)]
+        return {
+            labels[JOB_LABEL]
+            for labels in found
+            if labels.get(INSTANCE_LABEL) == instance and labels.get(MANAGED_LABEL) == MANAGER and labels.get(JOB_LABEL)
+        }
 
     def _ensure_shared_volume(self, job: JobDeployment) -> None:
         """The job's shared volume, made group-writable for the learners (user 1000, group 0) by a short root
@@ -171,7 +195,7 @@ class DockerBackend:
         found = client.volumes.list(filters={"name": job.shared_name, "label": f"{JOB_LABEL}={job.job_id}"})
         if any(volume.name == job.shared_name for volume in found):
             return
-        client.volumes.create(name=job.shared_name, labels={JOB_LABEL: job.job_id, MANAGED_LABEL: MANAGER})
+        client.volumes.create(name=job.shared_name, labels=_owned_by(job))
         client.containers.run(
             image=job.learners[0].sidecar_image,
             entrypoint=["chmod", "2775", "/shared"],
@@ -185,12 +209,17 @@ class DockerBackend:
             remove=True,
         )
 
-    def _ensure_network(self, job_id: str) -> None:
+    def _ensure_network(self, job: JobDeployment) -> None:
         client = engine()
-        if not client.networks.list(names=[network_name(job_id)]):
+        if not client.networks.list(names=[network_name(job.job_id)]):
             client.networks.create(
-                network_name(job_id), driver="bridge", internal=True, labels={JOB_LABEL: job_id}, check_duplicate=True
+                network_name(job.job_id), driver="bridge", internal=True, labels=_owned_by(job), check_duplicate=True
             )
+
+
+def _owned_by(job: JobDeployment) -> dict[str, str]:
+    """The labels of the job's shared volume and network: the orphan sweep finds them without any container."""
+    return {JOB_LABEL: job.job_id, MANAGED_LABEL: MANAGER, INSTANCE_LABEL: job.instance}
 
 
 @contextmanager

@@ -109,6 +109,20 @@ class KubernetesBackend:
                 running.add(pod.learner_id)
         return SidecarStates(exited, frozenset(running))
 
+    def learners_running(self, job_id: str) -> set[int]:
+        """Learners whose learner container the kubelet reports running (or waiting to start)."""
+        return {
+            pod.learner_id
+            for pod in self.backend.status(job_id).pods
+            for container in pod.containers
+            if container.name == LEARNER_CONTAINER and container.state in ("running", "waiting", "unknown")
+        }
+
+    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
+        """Never: a native sidecar (1.29+) is restarted by the kubelet itself (``restartPolicy: Always``), in the
+        pod whose ``emptyDir`` keeps ``/job``; a classic one ends with its pod (``restartPolicy: Never``)."""
+        return False
+
     def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         """How each learner container that has terminated ended.
 

@@ -281,13 +281,18 @@ class KubernetesCluster:
 
     def list_jobs(self, namespace: str | None = None, instance: str | None = None) -> list[str]:
         """Job IDs with any object left in the namespace (a half torn-down job included); with ``instance``,
-        only of the jobs that scheduler instance deployed."""
+        only of the jobs that scheduler instance deployed.
+
+        An object already being deleted does not count: deleted is all a teardown can do to it, and a finished
+        job's claim held by its protection finalizer (until its pods are gone, or for good where no controller
+        removes the finalizer) would otherwise make every start sweep the job again."""
         namespace = namespace or self.namespace
         jobs = {
             (item.metadata.labels or {}).get(JOB_LABEL)
             for kind in TEARDOWN_ORDER
             for item in self._owned(kind, None, namespace)
-            if instance is None or (item.metadata.labels or {}).get(INSTANCE_LABEL) == instance
+            if item.metadata.deletion_timestamp is None
+            and (instance is None or (item.metadata.labels or {}).get(INSTANCE_LABEL) == instance)
         }
         return sorted(job for job in jobs if job)
 

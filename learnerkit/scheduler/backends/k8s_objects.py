@@ -282,7 +282,8 @@ def learner_pod(job: JobDeployment, learner: PairSpec, layout: PodLayout = PodLa
         },
         **_containers(job, learner, layout),
         "volumes": [
-            {"name": "job", "emptyDir": {}},
+            # The manifest's storage bounds /job: the kubelet evicts the pod past it, before the node's disk fills.
+            {"name": "job", "emptyDir": {"sizeLimit": str(learner.storage_bytes)} if learner.storage_bytes else {}},
             _shared_volume(job),
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
             {"name": "learner-tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},

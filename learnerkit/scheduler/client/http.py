@@ -158,6 +158,9 @@ class SchedulerClient:
     def cancel(self, job_id: str) -> JobView:
         return job_view(self._request("POST", f"/v1/jobs/{_quoted(job_id)}/cancel").json())
 
+    def delete(self, job_id: str) -> JobView:
+        return job_view(self._request("DELETE", f"/v1/jobs/{_quoted(job_id)}").json())
+
     def logs(self, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None) -> LogChunk:
         """The log from ``offset`` (or its last ``tail`` lines), read whole."""
         pieces: list[bytes] = []

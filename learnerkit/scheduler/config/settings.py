@@ -14,6 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from learnerkit.pair.spec import MIN_PIDS_LIMIT, PidsLimits
 from learnerkit.scheduler.backends.deployment import DEFAULT_SHARED_SIZE
 from learnerkit.scheduler.config.policy import (
     DEFAULT_MAX_LEARNERS,
@@ -69,6 +70,9 @@ class S3Settings:
     """``$AWS_SECRET_ACCESS_KEY``."""
     region: str = "us-east-1"
     """``$AWS_DEFAULT_REGION``."""
+    abandoned_upload_grace_s: float = 3600.0
+    """``$LEARNERKIT_ABANDONED_UPLOAD_GRACE_S``: at its start the scheduler aborts the multipart uploads left open
+    under ended jobs' prefixes for longer than this."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,10 @@ class LimitSettings:
     model's multipart upload aborted."""
     upload_total_s: float = 3600.0
     """``$LEARNERKIT_UPLOAD_TOTAL_S``: a submit's body may take this long in all (408 past it)."""
+    pids: PidsLimits = field(default_factory=PidsLimits)
+    """``$LEARNERKIT_LEARNER_PIDS_LIMIT`` (4096) and ``$LEARNERKIT_SIDECAR_PIDS_LIMIT`` (512): the processes and
+    threads each learner and each sidecar may hold on the Docker backend (a fork past it fails); on Kubernetes the
+    kubelet's ``podPidsLimit`` caps each pod instead."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +194,9 @@ class SchedulerSettings:
                 access_key=env.get("AWS_ACCESS_KEY_ID"),
                 secret_key=env.get("AWS_SECRET_ACCESS_KEY"),
                 region=env.get("AWS_DEFAULT_REGION", s3.region),
+                abandoned_upload_grace_s=_positive(
+                    env, "LEARNERKIT_ABANDONED_UPLOAD_GRACE_S", s3.abandoned_upload_grace_s, float
+                ),
             ),
             backend=BackendSettings(
                 kind=_backend(env.get("LEARNERKIT_SCHEDULER_BACKEND", backend.kind.value)),
@@ -206,6 +217,7 @@ class SchedulerSettings:
                 max_model_bytes=_positive(env, "LEARNERKIT_MAX_MODEL_BYTES", limits.max_model_bytes, int),
                 upload_idle_s=_positive(env, "LEARNERKIT_UPLOAD_IDLE_S", limits.upload_idle_s, float),
                 upload_total_s=_positive(env, "LEARNERKIT_UPLOAD_TOTAL_S", limits.upload_total_s, float),
+                pids=pids_limits(env),
             ),
             trust=TrustSettings(
                 object_stores=_urls(env, "LEARNERKIT_OBJECT_STORES"),
@@ -244,6 +256,17 @@ def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:
     except ValueError as e:
         raise SettingsError(f"LEARNERKIT_DEFAULT_MEMORY: {e}") from e
     return ResourceDefaults(cpus=cpus, memory_bytes=memory, results_bucket=bucket)
+
+
+def pids_limits(env: Mapping[str, str]) -> PidsLimits:
+    """``$LEARNERKIT_LEARNER_PIDS_LIMIT`` and ``$LEARNERKIT_SIDECAR_PIDS_LIMIT``; the error names the variable."""
+    default = PidsLimits()
+    limits = {}
+    for role, name in (("learner", "LEARNERKIT_LEARNER_PIDS_LIMIT"), ("sidecar", "LEARNERKIT_SIDECAR_PIDS_LIMIT")):
+        limits[role] = _positive(env, name, getattr(default, role), int)
+        if limits[role] < MIN_PIDS_LIMIT:
+            raise SettingsError(f"{name}={env[name]!r}: expected at least {MIN_PIDS_LIMIT}")
+    return PidsLimits(**limits)
 
 
 def parse_endpoints(raw: str) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from learnerkit.scheduler.admission.admit import Requeued
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.config.policy import SubmitPolicy, host_folder, store_folder
+from learnerkit.scheduler.core.endcheck import completions_to_confirm, confirmed_records
 from learnerkit.scheduler.core.liveness import (
     LivenessTimes,
     ended_without_exit_record,
@@ -28,6 +29,7 @@ from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.core.planning import plan_job
 from learnerkit.scheduler.core.restore import restore
 from learnerkit.scheduler.core.shared import Shared
+from learnerkit.scheduler.core.sidecars import restart_ended_sidecars
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
 from learnerkit.scheduler.errors import BackendError
@@ -194,7 +196,9 @@ class ControlLoop:
                     mount = _data_mount(tracked.manifest, options.submit_policy)
                     python = options.python_of(image) if tracked.options.model else None
                     packages = replace(options.packages, python_version=python)
-                    plan = plan_job(tracked.manifest, state, options.platform, image, mount, tracked.options, packages)
+                    plan = plan_job(
+                        tracked.manifest, state, options.platform, image, mount, tracked.options, packages, options.pids
+                    )
             except LearnerkitError as e:
                 refused = str(e)
             if plan is None:
@@ -215,6 +219,10 @@ class ControlLoop:
         sidecars = await asyncio.to_thread(shared.backend.sidecars, state.job_id)
         records, alive, metrics = await shared.store.learner_records(state.job_id)
         tracked.records, tracked.alive, tracked.metrics = records, alive, metrics
+        if sidecars.exited:
+            async with tracked.backend_lock:
+                if tracked.state.stage in (Stage.DEPLOYED, Stage.RUNNING):
+                    sidecars = await restart_ended_sidecars(shared.backend, tracked, sidecars)
         learners = tracked.manifest.resources.learners
         if state.stage is Stage.DEPLOYED and await asyncio.to_thread(shared.backend.started, state.job_id, learners):
             async with shared.lock:
@@ -231,6 +239,10 @@ class ControlLoop:
             **ended_without_exit_record(tracked, watching, ended, monotonic, self._watching_since),
             **lost_learners(tracked, sidecars, times, options.lease_ttl_s, options.lease_renewal_grace_s),
         }
+        if completions_to_confirm(tracked):  # the runtime confirms a learner's end before its COMPLETED counts
+            running = await asyncio.to_thread(shared.backend.learners_running, state.job_id)
+            ended = ended or await asyncio.to_thread(shared.backend.learners_ended, state.job_id)
+            records = confirmed_records(tracked, running, ended)
         result = aggregate(learners, records, first_sequence=state.first_sequence, lost=lost)
         async with tracked.backend_lock:
             async with shared.lock:

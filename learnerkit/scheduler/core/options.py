@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controller_sidecar.requirements import PackageIndex
+from learnerkit.pair.spec import PidsLimits
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
 from learnerkit.scheduler.config.policy import SubmitPolicy
 from learnerkit.scheduler.core.planning import Platform
@@ -36,6 +37,8 @@ class SchedulerOptions:
     """What a model archive may expand to (the sidecars' own limits)."""
     packages: PackageIndex = field(default_factory=PackageIndex)
     """Where sidecars install a model's requirements from (``LEARNERKIT_PIP_*``)."""
+    pids: PidsLimits = field(default_factory=PidsLimits)
+    """The processes and threads each learner and sidecar may hold (the Docker backend's ``pids_limit``)."""
     python_of: Callable[[str], str | None] = _unknown_python
     """The Python version (``3.11``) of a learner image; None: the sidecar's own."""
     lease_ttl_s: float = 10.0
@@ -47,6 +50,9 @@ class SchedulerOptions:
     interval_s: float = 0.5
     resolve_evaluator: EvaluatorResolver | None = None
     """The evaluator image of an evaluation's kind, through the image gate; None: evaluations end ``crashed``."""
+    abandoned_upload_grace_s: float = 3600.0
+    """An open multipart upload under an ended job's prefix older than this is aborted when the scheduler starts
+    (:mod:`learnerkit.scheduler.core.uploads`)."""
 
 
 def derive_instance(etcd_endpoints: str, root: str) -> str:

@@ -15,7 +15,7 @@ from controller_sidecar.configdoc import SidecarConfigDocument, StoreFolder, Sto
 from controller_sidecar.endpoints import Endpoints
 from controller_sidecar.requirements import PackageIndex
 from learner.paths import PACKAGES_DIR
-from learnerkit.pair.spec import PairSpec
+from learnerkit.pair.spec import PairSpec, PidsLimits
 from learnerkit.scheduler.backends.deployment import Framework, JobDeployment, ffdl_env
 from learnerkit.scheduler.jobs.layout import outputs_prefix, results_store, split_container
 from learnerkit.scheduler.jobs.state import JobState
@@ -92,9 +92,11 @@ def plan_job(
     data_mount: str | None = None,
     options: SubmitOptions | None = None,
     packages: PackageIndex | None = None,
+    pids: PidsLimits | None = None,
 ) -> JobDeployment:
     """The job's deployment; ``data_mount``: the host folder of a ``mount_volume`` training data store;
-    ``options``: the submit's model code; ``packages``: where its requirements come from."""
+    ``options``: the submit's model code; ``packages``: where its requirements come from; ``pids``: the pairs'
+    pids limits."""
     resources = manifest.resources
     endpoints = endpoints_for(manifest, platform)
     model = options.model if options is not None else None
@@ -117,6 +119,8 @@ def plan_job(
             halt_grace_s=float(manifest.extensions.halt_grace),
             shutdown_deadline_s=SHUTDOWN_DEADLINE_S,
             data_mount=data_mount,
+            pids=pids or PidsLimits(),
+            storage_bytes=resources.storage_bytes,
         )
         for n in range(1, resources.learners + 1)
     )

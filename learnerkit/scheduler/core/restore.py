@@ -18,6 +18,7 @@ from learnerkit.scheduler.jobs.store import StoredJob
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.manifest.redact import redact_credentials
 
 LOGGER = logging.getLogger(__name__)
 
@@ -31,6 +32,10 @@ async def restore(shared: Shared, instance: str) -> None:
     nodes = await asyncio.to_thread(shared.backend.nodes)
     records: list[JobRecord] = []
     for stored in await shared.store.load_all():
+        if stored.state.stage is Stage.DONE and not stored.state.status.resumable and not stored.credentials_deleted:
+            # Ended for good before its credentials were deleted (a crash between the two writes, an older scheduler).
+            await shared.store.delete_credentials(stored.state.job_id, stored.manifest_text, stored.source)
+            stored = replace(stored, manifest_text=redact_credentials(stored.manifest_text), credentials_deleted=True)
         tracked = await _restore(shared, stored)
         if tracked is None:
             continue
@@ -53,6 +58,8 @@ async def _restore(shared: Shared, stored: StoredJob) -> Tracked | None:
     policy = shared.options.submit_policy
     try:
         manifest = _admissible(stored, shared.options.catalog, policy, options)
+        if stored.credentials_deleted:
+            manifest = manifest.without_credentials()
         return Tracked(stored.state, manifest, stored.manifest_text, stored.source, options)
     except LearnerkitError as e:
         why = str(e)
@@ -65,6 +72,8 @@ async def _restore(shared: Shared, stored: StoredJob) -> Tracked | None:
         LOGGER.warning("job %s: %s", state.job_id, reason)
     try:
         shown = _admissible(stored, None, policy, options)
+        if stored.credentials_deleted:
+            shown = shown.without_credentials()
     except LearnerkitError:
         LOGGER.warning("job %s: its stored manifest cannot be shown; it is left out", state.job_id)
         return None

@@ -26,10 +26,12 @@ from learnerkit.scheduler.core.planning import endpoints_for
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions, evaluated_job
+from learnerkit.scheduler.core.uploads import abort_abandoned_uploads
 from learnerkit.scheduler.core.views import job_view
 from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
 from learnerkit.scheduler.evaluations.runner import EvaluationRunner
 from learnerkit.scheduler.facade import EvaluationReports, FileStream, JobView, LogStream, StoredFile
+from learnerkit.scheduler.jobs.layout import results_store
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
@@ -59,6 +61,18 @@ class Scheduler:
         self.loop = ControlLoop(self.shared, self.transitions)
         self.reader = OutputsReader(self.clients)
         self._parsing = asyncio.Semaphore(PARSES_AT_ONCE)
+
+    async def abort_abandoned_uploads(self) -> int:
+        """Abort the multipart uploads that ended jobs left open in their stores (:func:`abort_abandoned_uploads`);
+        run once the jobs are restored."""
+        shared = self.shared
+        return await abort_abandoned_uploads(
+            list(shared.jobs.values()),
+            self.clients,
+            shared.options.platform,
+            grace_s=shared.options.abandoned_upload_grace_s,
+            now=shared.clock.wall(),
+        )
 
     async def submit(
         self,
@@ -170,7 +184,7 @@ class Scheduler:
     async def resume(self, tenant: str, job_id: str) -> JobView:
         shared, tracked = self.shared, self._owned(tenant, job_id)
         async with shared.lock:
-            if tracked.state.status not in (JobStatus.HALTED, JobStatus.FAILED):
+            if not tracked.state.status.resumable:
                 raise JobStateError(f"job {job_id} is {tracked.state.status.value}: only HALTED or FAILED jobs resume")
             await self.transitions.requeue(tracked, "resumed", restart=False)
         shared.wake.set()
@@ -189,6 +203,21 @@ class Scheduler:
             except BackendError as e:
                 LOGGER.warning("job %s: teardown failed; the next steps retry it: %s", job_id, e)
         await shared.store.trim(job_id)  # what the sidecars wrote until they were stopped
+        return job_view(tracked)
+
+    async def delete(self, tenant: str, job_id: str) -> JobView:
+        """The job's record (credentials included) leaves etcd and the scheduler; what it stored stays."""
+        shared, tracked = self.shared, self._owned(tenant, job_id)
+        async with tracked.backend_lock:
+            if tracked.state.stage is not Stage.DONE:
+                raise JobStateError(f"job {job_id} is {tracked.state.status.value}: cancel it before deleting it")
+            if shared.evaluations.in_flight(job_id):
+                raise JobStateError(f"job {job_id}: its evaluations are still running; delete it once they end")
+            await self.transitions.teardown(job_id)  # nothing may be left that no record names
+            async with shared.lock:
+                await shared.store.delete(job_id)
+                shared.jobs.pop(job_id, None)
+                shared.evaluations.forget(job_id)
         return job_view(tracked)
 
     async def logs(
@@ -220,7 +249,12 @@ class Scheduler:
         return tracked
 
     def _endpoints(self, tracked: Tracked) -> Endpoints:
-        """The job's results store (its account's client is shared)."""
+        """The job's results store (its account's client is shared); none once its credentials are deleted."""
+        if not results_store(tracked.manifest).credentials:
+            raise JobStateError(
+                f"job {tracked.state.job_id} is {tracked.state.status.value}: the scheduler deleted its store's "
+                f"credentials when it ended and has restarted since; read its results from the store with your keys"
+            )
         return endpoints_for(tracked.manifest, self.shared.options.platform)
 
 

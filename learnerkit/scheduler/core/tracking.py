@@ -29,6 +29,8 @@ class Tracked:
     seen_alive: set[int] = field(default_factory=set)
     """Learners whose lease was seen at least once this attempt: only those can lose it."""
     missing_since: dict[int, float] = field(default_factory=dict)
+    sidecar_restarts: dict[int, int] = field(default_factory=dict)
+    """Learner id -> how often its sidecar, ended before the learner's final status, was started again."""
     ended_since: dict[int, float] = field(default_factory=dict)
     """Learners whose container was seen ended while their sidecar waited for the exit record: since when
     (the scheduler's monotonic clock)."""

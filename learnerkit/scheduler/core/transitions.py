@@ -32,6 +32,9 @@ class Transitions:
             tracked.state.evolve(status=status, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
         )
         await shared.store.trim(tracked.state.job_id)
+        if not status.resumable:
+            # Kept in memory for the job's reads until the scheduler restarts; in etcd only where a resume needs them.
+            await shared.store.delete_credentials(tracked.state.job_id, tracked.manifest_text, tracked.source)
         LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
         if status is JobStatus.COMPLETED and tracked.manifest.evaluations:
             await shared.evaluations.begin(

@@ -102,6 +102,15 @@ class EvaluationRunner:
             found.append(EvaluationReport(view, summary.decode("utf-8", errors="replace"), report))
         return EvaluationReports(job_id, current.round, tuple(found))
 
+    def in_flight(self, job_id: str) -> bool:
+        current = self.rounds.get(job_id)
+        return current is not None and current.in_flight
+
+    def forget(self, job_id: str) -> None:
+        """The job is deleted (its record with it): its settled evaluations leave memory too."""
+        self.rounds.pop(job_id, None)
+        self._jobs.pop(job_id, None)
+
     async def step(self) -> None:
         for job_id, current in list(self.rounds.items()):
             for index, outcome in enumerate(current.outcomes):

@@ -40,7 +40,9 @@ def aggregate(
         halted = [n for n, phase in enumerate(phases, 1) if phase is Phase.HALTED]
         if halted:
             return Aggregate(JobStatus.HALTED, _halted(halted[0], current[halted[0]].message))
-        return Aggregate(JobStatus.COMPLETED, "")
+        # A learner that completed with more to say (its outputs stored again by a restarted sidecar) says it here.
+        notes = [f"learner {n} {r.message}" for n, r in sorted(current.items()) if r.message not in ("", "completed")]
+        return Aggregate(JobStatus.COMPLETED, "; ".join(notes))
     slowest = min((phase for phase in phases if not phase.terminal), key=ORDER.index)
     return Aggregate(JobStatus(slowest.value), "")
 

@@ -32,6 +32,11 @@ class JobStatus(StrEnum):
     def terminal(self) -> bool:
         return self in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.HALTED, JobStatus.CANCELLED)
 
+    @property
+    def resumable(self) -> bool:
+        """`job resume` takes the job up again: its credentials stay in etcd while it is one of these."""
+        return self in (JobStatus.HALTED, JobStatus.FAILED)
+
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")

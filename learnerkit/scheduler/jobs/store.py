@@ -3,7 +3,8 @@
 Layout (docs/architecture.md): ``/learnerkit/jobs/<id>/spec`` (the validated manifest without credentials, plus the
 tenant), ``status`` (:class:`JobState`), ``history/job-<n>``, and the sidecars' ``learners/<n>/...``. The
 manifest as submitted, credentials included, is kept apart under ``/learnerkit/credentials/<id>``: the
-scheduler needs it to redeploy the job after a restart; nothing else reads it.
+scheduler needs it to redeploy the job after a restart; nothing else reads it. Once the job can never run again
+(COMPLETED, CANCELLED) the credentials in it are replaced (:meth:`JobStore.delete_credentials`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from controller_sidecar.status import StatusRecord
 from learnerkit.pair.etcd import put_halt
 from learnerkit.scheduler.errors import ManifestTooLargeError, SchedulerError, StoreUnavailableError
 from learnerkit.scheduler.jobs.state import JobState, now_iso
+from learnerkit.scheduler.manifest.redact import redact_credentials
 
 CREDENTIALS_ROOT = "/learnerkit/credentials"
 MAX_CREATE_BYTES = 1024 * 1024
@@ -33,6 +35,8 @@ class StoredJob:
     spec: Mapping[str, Any]
     manifest_text: str
     source: str
+    credentials_deleted: bool = False
+    """The job ended for good: ``manifest_text`` holds no credentials any more."""
 
 
 def credentials_key(job_id: str) -> str:
@@ -150,7 +154,9 @@ class JobStore:
                 continue
             submitted = json.loads(secrets[job_id])
             state = JobState.from_raw(json.loads(value))
-            jobs.append(StoredJob(state, json.loads(specs[job_id]), submitted["manifest"], submitted["source"]))
+            spec = json.loads(specs[job_id])
+            deleted = submitted.get("credentials") == "deleted"
+            jobs.append(StoredJob(state, spec, submitted["manifest"], submitted["source"], deleted))
         return sorted(jobs, key=lambda job: job.state.submitted_at)
 
     async def trim(self, job_id: str) -> None:
@@ -188,6 +194,13 @@ class JobStore:
         with _answering(f"halting job {job_id}"):
             await put_halt(self.etcd, job_id, self.root)
 
+    async def delete_credentials(self, job_id: str, manifest_text: str, source: str) -> None:
+        """Keep the submitted manifest without its stores' credentials: the job can never run again."""
+        record = {"manifest": redact_credentials(manifest_text), "source": source, "credentials": "deleted"}
+        with _answering(f"deleting the credentials of job {job_id}"):
+            await self.etcd.put(credentials_key(job_id), json.dumps(record))
+
     async def delete(self, job_id: str) -> None:
+        """Remove the job's every key, its credentials included."""
         await self.etcd.delete_prefix(keys.job_prefix(job_id, self.root))
         await self.etcd.delete(credentials_key(job_id))

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -248,6 +248,11 @@ class JobManifest:
     def credentials(self) -> dict[str, dict[str, str]]:
         """Data store id -> its credentials, for the Secret only the sidecar mounts."""
         return {store.id: dict(store.credentials) for store in self.data_stores if store.credentials}
+
+    def without_credentials(self) -> JobManifest:
+        """The manifest of a job whose credentials were deleted (docs/security.md): no store has any."""
+        empty: Mapping[str, str] = MappingProxyType({})
+        return replace(self, data_stores=tuple(replace(store, credentials=empty) for store in self.data_stores))
 
 
 def _thaw(value: Any) -> Any:

@@ -111,6 +111,15 @@ def test_env_reaches_s3_with_boto3_and_its_buckets_exist(shell_env: dict[str, st
     assert client.get_object(Bucket="training-results", Key="hello")["Body"].read() == b"world"
 
 
+def test_the_dev_buckets_abort_multipart_uploads_left_open_for_a_day(shell_env: dict[str, str]) -> None:
+    client = s3(shell_env)
+    for bucket in ("training-data", "training-results"):
+        rules = client.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+        assert [(r["Status"], r["AbortIncompleteMultipartUpload"]) for r in rules] == [
+            ("Enabled", {"DaysAfterInitiation": 1})
+        ], bucket
+
+
 def test_env_reaches_etcd_with_the_sidecars_client(shell_env: dict[str, str]) -> None:
     settings = EtcdSettings(endpoints=tuple(shell_env["ETCD_ENDPOINTS"].split(",")))
 

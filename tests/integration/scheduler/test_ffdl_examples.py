@@ -207,49 +207,78 @@ print(f"wrote {sys.argv[1]}", flush=True)
 '''
 
 
-def test_a_held_out_ffdl_manifest_runs_on_the_local_defaults(
+COLLECTORS = {
+    None: None,
+    "logger": "simple_log_collector",
+    "none": "simple_log_collector",
+    "null": "simple_log_collector",
+    "nil": "simple_log_collector",
+    "tensorboard_extractor": "tensorboard",
+    "optivist": "emetrics_file",
+    "file": "emetrics_file",
+}
+"""Each `evaluation_metrics.type` FfDL's collector selection read (None: the section left out; `null` as a
+manifest writes it, YAML's null), and the collector the stored spec names (none without the section)."""
+
+
+def held_out(s3: Any, written: str | None, cpus: bool) -> str:
+    """An FfDL user's manifest: the resources they cared to give, no training_results, FfDL's collector name."""
+    resources = "cpus: 0.5\nmemory: 1000MiB\n" if cpus else ""
+    metrics = f"\nevaluation_metrics:\n  type: {written}\n" if written else ""
+    if written == "tensorboard_extractor":
+        metrics += '  in: "$JOB_STATE_DIR/logs/tb"\n'
+    stores = textwrap.dedent(
+        f"""
+        # Object stores that allow the system to retrieve training data.
+        data_stores:
+          - id: hmo
+            type: s3_datastore
+            training_data:
+              container: {DATA_BUCKET}/ffdl-heldout
+            connection:
+              type: s3_datastore
+              auth_url: {s3.endpoint_url}
+              user_name: {s3.access_key}
+              password: {s3.secret_key}
+
+        framework:
+          name: pytorch
+          version: latest
+          command: >
+            python3 ${{DATA_DIR}}/greet.py
+              {written or "absent"}
+        """
+    )
+    return f'name: held out {written}\nversion: "1.0"\ngpus: 0\n{resources}{stores}{metrics}'
+
+
+def test_held_out_ffdl_manifests_run_on_the_local_defaults(
     etcd_server: Any, service_options: SchedulerOptions, s3_server: Any, scheduler_buckets: Any
 ) -> None:
-    """As its author wrote it: no cpus, no memory, no training_results, FfDL's `logger` collector. The local
-    environment's defaults (`learnerkit dev up --with-scheduler`) fit this host, and the results go to the
-    default results store, in the tenant's folder."""
+    """As their authors wrote them: with and without cpus and memory, no training_results, each collector name
+    FfDL read. The local environment's defaults (`learnerkit dev up --with-scheduler`) fit this host, and the
+    results go to the default results store, in the tenant's folder."""
     defaults = replace(resource_defaults(host_defaults()), results_bucket=RESULTS_BUCKET)
     policy = replace(service_options.submit_policy, defaults=defaults)
     harness = Harness(etcd_server, replace(service_options, submit_policy=policy))
     try:
         scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key="ffdl-heldout/greet.py", Body=HELD_OUT.encode())
-        text = textwrap.dedent(
-            f"""\
-            name: held out
-            version: "1.0"
-            gpus: 0
-            data_stores:
-              - id: hmo
-                type: s3_datastore
-                training_data:
-                  container: {DATA_BUCKET}/ffdl-heldout
-                connection:
-                  auth_url: {s3_server.endpoint_url}
-                  user_name: {s3_server.access_key}
-                  password: {s3_server.secret_key}
-            framework:
-              name: pytorch
-              version: latest
-              command: python3 ${{DATA_DIR}}/greet.py hello
-            evaluation_metrics:
-              type: logger
-            """
-        )
-        view = harness.call(harness.service.submit("team-a", text))
-        manifest = harness.service.shared.jobs[view.job_id].manifest
-        assert manifest.resources.defaulted == ("cpus", "memory")
-        final = harness.wait_status("team-a", view.job_id, TERMINAL)
-        log = harness.call(harness.service.logs("team-a", view.job_id)).read().decode()
-        assert final.status == "COMPLETED", (final.reason, log)
-        assert "wrote hello" in log, log
-        key = f"tenants/team-a/{view.job_id}/attempt-1/learner-1/results/greeting.txt"
-        assert scheduler_buckets.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read() == b"hello"
-        assert leftovers(view.job_id) == []
+        jobs = {}
+        for n, (written, collector) in enumerate(COLLECTORS.items()):
+            with_cpus = n % 2 == 1
+            view = harness.call(harness.service.submit("team-a", held_out(s3_server, written, with_cpus)))
+            manifest = harness.service.shared.jobs[view.job_id].manifest
+            assert manifest.resources.defaulted == (() if with_cpus else ("cpus", "memory")), written
+            assert (manifest.evaluation_metrics or {}).get("type") == collector, written
+            jobs[view.job_id] = written or "absent"
+        for job_id, greeting in jobs.items():
+            final = harness.wait_status("team-a", job_id, TERMINAL)
+            log = harness.call(harness.service.logs("team-a", job_id)).read().decode()
+            assert final.status == "COMPLETED", (greeting, final.reason, log)
+            assert f"wrote {greeting}" in log, log
+            key = f"tenants/team-a/{job_id}/attempt-1/learner-1/results/greeting.txt"
+            assert scheduler_buckets.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read() == greeting.encode()
+            assert leftovers(job_id) == []
     finally:
         harness.kill()
 

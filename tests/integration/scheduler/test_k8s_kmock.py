@@ -260,6 +260,25 @@ async def test_teardown_deletes_everything_and_spares_other_jobs(
     assert not (await call(backend.status, "job-7")).exists
 
 
+async def test_a_finished_jobs_claim_held_by_its_finalizer_is_no_orphan(
+    kmock: KubernetesEmulator, backend: KubernetesCluster
+) -> None:
+    """After the teardown the API server keeps the claim, marked deleted, until the pvc-protection controller lets
+    it go: the orphan sweep at each start must not take the job for one (it said "removing orphaned job" each
+    time). A claim nobody deleted still makes its job an orphan."""
+    service_side = KubernetesBackend(backend, egress=(dep.Egress("10.20.0.4/32", 2379),))
+    job = replace(make_job("job-7", learners=2), instance="lk-this")
+    await call(service_side.deploy, job)
+    [claim] = [obj for obj in ko.job_objects(job) if obj["kind"] == "PersistentVolumeClaim"]
+    await call(service_side.teardown, "job-7")
+    terminating = {"deletionTimestamp": "2026-11-24T20:00:00Z", "finalizers": ["kubernetes.io/pvc-protection"]}
+    key = ("v1/persistentvolumeclaims", NAMESPACE, claim["metadata"]["name"])
+    kmock.objects[key] = {**claim, "metadata": {**claim["metadata"], **terminating}}
+    assert await call(service_side.job_ids, "lk-this") == set()
+    kmock.objects[key] = dict(claim)
+    assert await call(service_side.job_ids, "lk-this") == {"job-7"}
+
+
 async def test_deploy_after_teardown_creates_again(kmock: KubernetesEmulator, backend: KubernetesCluster) -> None:
     job = make_job()
     await call(backend.deploy, job)

@@ -112,3 +112,27 @@ def test_a_v1_cgroup_counts_oom_kills_in_oom_control(tmp_path: Path) -> None:
     (tmp_path / "memory" / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
     assert LearnerCgroup(tmp_path).oom_kills() == 1
     assert LearnerCgroup(tmp_path / "nothing").oom_kills() is None
+
+
+def test_a_failure_at_the_pids_limit_says_so(tmp_path: Path) -> None:
+    (tmp_path / "unified").mkdir()
+    (tmp_path / "unified" / "pids.events").write_text("max 37\n")
+    refused = LearnerCgroup(tmp_path).forks_refused()
+    assert refused == 37
+    outcome = outcome_of(LearnerExit(1, "failed"), halt_requested=False, forks_refused=refused)
+    assert "exit code 1; the learner reached its pids limit (37 new processes or threads refused" in outcome.message
+    plain = outcome_of(LearnerExit(1, "failed"), halt_requested=False, forks_refused=0)
+    assert "pids limit" not in plain.message
+    assert LearnerCgroup(tmp_path / "nothing").forks_refused() is None
+
+
+def test_the_forks_refused_are_remembered_once_the_cgroup_is_gone(tmp_path: Path) -> None:
+    """The runtime removes a stopped learner's cgroup files, the count with them: each look at the cgroup
+    while the learner runs keeps the count seen."""
+    v2_cgroup(tmp_path, populated=True)
+    events = tmp_path / "unified" / "pids.events"
+    events.write_text("max 5\n")
+    cgroup = LearnerCgroup(tmp_path)
+    assert cgroup.populated()
+    events.unlink()
+    assert cgroup.forks_refused() == 5

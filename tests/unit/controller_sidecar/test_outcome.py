@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from controller_sidecar.control import LearnerExit
-from controller_sidecar.outcome import outcome_of
+from controller_sidecar.outcome import Outcome, outcome_of
+from controller_sidecar.outputs import StoredTree, stored_again
+from controller_sidecar.resultkeys import ResultRefused
 from controller_sidecar.status import ErrorCode, Phase
 
 
@@ -35,3 +37,14 @@ def test_killed_message_says_out_of_memory() -> None:
 def test_failure_message_keeps_learner_run_error() -> None:
     outcome = outcome_of(LearnerExit(127, "failed", error="python3: not found"), halt_requested=False)
     assert "python3: not found" in outcome.message and "127" in outcome.message
+
+
+def test_outputs_stored_again_by_a_restarted_sidecar_say_which_are_complete() -> None:
+    done = Outcome(Phase.COMPLETED, ErrorCode.NONE, "completed", 0)
+    assert stored_again(done, StoredTree(size=3, files=3), storing_starts=1) == done
+    again = stored_again(done, StoredTree(size=3, files=3), storing_starts=2)
+    assert again.message == "completed; outputs stored again after 1 interrupted attempt(s): 3 result file(s) complete"
+    refused = StoredTree(files=2, refused=[ResultRefused("x" * 2000, "key too long")])
+    assert stored_again(done, refused, storing_starts=3).message.endswith(
+        "after 2 interrupted attempt(s): 2 result file(s) complete, 1 not stored"
+    )

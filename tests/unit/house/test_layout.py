@@ -3,6 +3,7 @@ folder is named as it is imported (`build/` alone excepted, as the README says).
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import tomllib
@@ -33,3 +34,17 @@ def test_every_package_folder_is_named_as_it_is_imported_except_build() -> None:
         root, *rest = package.split(".")
         folder = Path(setuptools["package-dir"].get(root, root), *rest)
         assert (REPO / folder / "__init__.py").is_file(), f"{package} is not the folder {folder}"
+
+
+def test_no_benchmark_imports_the_test_package() -> None:
+    """A benchmark runs from a checkout without the tests' fixtures: what they share lives in the product or in
+    a bench/ helper."""
+    importers = []
+    for script in sorted((REPO / "bench").glob("*.py")):
+        tree = ast.parse(script.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            importers += [f"{script.name}: {name}" for name in names if name.split(".")[0] == "tests"]
+    assert importers == []

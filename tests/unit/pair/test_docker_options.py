@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from controller_sidecar.endpoints import Endpoints
 from learnerkit.pair.docker import DockerPlacement, learner_options, sidecar_options
-from learnerkit.pair.spec import SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, PairSpec
+from learnerkit.pair.spec import SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, PairSpec, PidsLimits
 
 SPEC = PairSpec(
     job_id="job-1",
@@ -29,3 +31,11 @@ def test_learner_and_sidecar_are_two_users_of_group_0() -> None:
     learner = learner_options(SPEC, DockerPlacement(), "vol")
     sidecar = sidecar_options(SPEC, DockerPlacement(), "vol", {})
     assert (learner["user"], sidecar["user"]) == ("1000:0", "1001:0")
+
+
+def test_both_containers_have_a_pids_limit_by_default_and_as_the_spec_says() -> None:
+    assert learner_options(SPEC, DockerPlacement(), "vol")["pids_limit"] == 4096
+    assert sidecar_options(SPEC, DockerPlacement(), "vol", {})["pids_limit"] == 512
+    spec = dataclasses.replace(SPEC, pids=PidsLimits(learner=100, sidecar=50))
+    assert learner_options(spec, DockerPlacement(), "vol")["pids_limit"] == 100
+    assert sidecar_options(spec, DockerPlacement(), "vol", {})["pids_limit"] == 50

@@ -144,6 +144,13 @@ class FakeFacade:
     async def cancel(self, tenant: str, job_id: str) -> JobView:
         return self._move(tenant, job_id, RUNNING | {"QUEUED", "HALTED"}, "CANCELLED")
 
+    async def delete(self, tenant: str, job_id: str) -> JobView:
+        job = self._job(tenant, job_id)
+        if job.view.status not in {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}:
+            raise JobStateError(f"job {job_id} is {job.view.status}: cancel it before deleting it")
+        del self.jobs[job_id]
+        return job.view
+
     async def logs(
         self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
     ) -> LogStream:

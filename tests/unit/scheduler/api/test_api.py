@@ -24,6 +24,7 @@ JOB_ENDPOINTS = [
     ("POST", "/v1/jobs/{id}/halt"),
     ("POST", "/v1/jobs/{id}/resume"),
     ("POST", "/v1/jobs/{id}/cancel"),
+    ("DELETE", "/v1/jobs/{id}"),
     ("GET", "/v1/jobs/{id}/logs"),
     ("GET", "/v1/jobs/{id}/metrics"),
     ("GET", "/v1/jobs/{id}/files"),
@@ -229,6 +230,20 @@ def test_halt_resume_cancel(client: TestClient, tenants: Tenants, fake: FakeFaca
     assert response.json() == {"error": "conflict", "message": "job a-1 is CANCELLED: cannot make it HALTED"}
 
 
+def test_an_ended_job_is_deleted_and_a_running_one_is_not(
+    client: TestClient, tenants: Tenants, fake: FakeFacade
+) -> None:
+    fake.add(view("a-1", "team-a"))
+    headers = bearer(tenants.a)
+    refused = client.delete("/v1/jobs/a-1", headers=headers)
+    assert refused.status_code == 409
+    assert refused.json()["message"] == "job a-1 is PROCESSING: cancel it before deleting it"
+    assert client.post("/v1/jobs/a-1/cancel", headers=headers).json()["status"] == "CANCELLED"
+    deleted = client.delete("/v1/jobs/a-1", headers=headers)
+    assert (deleted.status_code, deleted.json()["status"]) == (200, "CANCELLED")
+    assert client.get("/v1/jobs/a-1", headers=headers).status_code == 404
+
+
 def test_logs_are_bytes_with_the_next_offset(client: TestClient, tenants: Tenants, fake: FakeFacade) -> None:
     fake.add(view("a-1", "team-a", status="COMPLETED"), log=b"epoch 1\nepoch 2\n")
     response = client.get("/v1/jobs/a-1/logs", params={"offset": 8, "learner": 1}, headers=bearer(tenants.a))
@@ -301,6 +316,7 @@ def test_openapi_lists_every_endpoint(client: TestClient) -> None:
         ("POST", "/v1/jobs/{job_id}/cancel"),
         ("POST", "/v1/jobs/{job_id}/evaluations"),
         ("GET", "/v1/jobs/{job_id}/evaluations"),
+        ("DELETE", "/v1/jobs/{job_id}"),
         ("GET", "/v1/jobs/{job_id}/logs"),
         ("GET", "/v1/jobs/{job_id}/metrics"),
         ("GET", "/v1/jobs/{job_id}/files"),

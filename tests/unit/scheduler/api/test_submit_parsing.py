@@ -50,6 +50,12 @@ class Unreachable:
     def sidecars(self, job_id: str) -> SidecarStates:
         raise AssertionError("not reached")
 
+    def learners_running(self, job_id: str) -> set[int]:
+        return set()
+
+    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
+        return False
+
     def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         raise AssertionError("not reached")
 

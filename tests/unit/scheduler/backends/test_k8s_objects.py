@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import replace
 from typing import Any
@@ -361,3 +362,12 @@ def test_a_host_folder_store_is_a_read_only_host_path() -> None:
     assert {"name": "host-data", "mountPath": "/job/data", "readOnly": True} in containers(pod)["learner"][
         "volumeMounts"
     ]
+
+
+def test_the_manifests_storage_bounds_the_job_folder() -> None:
+    """Issue 27 D2: ``storage`` was read and not enforced; a learner could fill the node's disk."""
+    job = make_job()
+    sized = dataclasses.replace(job, learners=(dataclasses.replace(job.learners[0], storage_bytes=2 << 30),))
+    volumes = {v["name"]: v for v in by_kind(ko.job_objects(sized), "Pod")[0]["spec"]["volumes"]}
+    assert volumes["job"] == {"name": "job", "emptyDir": {"sizeLimit": str(2 << 30)}}
+    ko.validate_objects(ko.job_objects(sized))

@@ -134,7 +134,7 @@ def test_status_shows_reason_and_each_learner(url: str, tenants: Tenants, fake: 
 
 def test_another_tenants_job_is_not_found(url: str, tenants: Tenants, fake: FakeFacade) -> None:
     fake.add(view("a-1", "team-a"))
-    for verb in ("status", "halt", "resume", "cancel", "logs", "metrics", "download"):
+    for verb in ("status", "halt", "resume", "cancel", "delete", "logs", "metrics", "download"):
         code, out = run(url, tenants.b, verb, "a-1", "-o", "json")
         assert code == 1
         assert json.loads(out) == {"error": "JobNotFoundError", "message": "no job 'a-1'"}
@@ -178,6 +178,10 @@ def test_halt_resume_cancel(url: str, tenants: Tenants, fake: FakeFacade) -> Non
     code, out = run(url, tenants.a, "resume", "a-1", "-o", "json")
     assert code == 1
     assert json.loads(out) == {"error": "JobStateError", "message": "job a-1 is CANCELLED: cannot make it QUEUED"}
+    code, out = run(url, tenants.a, "delete", "a-1")
+    assert (code, out.strip()) == (0, "job a-1: CANCELLED")
+    code, out = run(url, tenants.a, "status", "a-1", "-o", "json")
+    assert (code, json.loads(out)["error"]) == (1, "JobNotFoundError")
 
 
 def test_a_bad_token_says_how_to_set_one(url: str) -> None:

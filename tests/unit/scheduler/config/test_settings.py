@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from learnerkit.pair.spec import PidsLimits
 from learnerkit.scheduler import cli_scheduler
 from learnerkit.scheduler.api import server
 from learnerkit.scheduler.api.hosting import SchedulerFactory
@@ -65,6 +66,14 @@ def test_limits_and_trust_come_from_the_environment() -> None:
     assert settings.trust.instance == "lk-a"
 
 
+def test_pids_limits_have_defaults_and_come_from_the_environment() -> None:
+    assert SchedulerSettings.from_env({}).limits.pids == PidsLimits(learner=4096, sidecar=512)
+    settings = SchedulerSettings.from_env(
+        {"LEARNERKIT_LEARNER_PIDS_LIMIT": "200", "LEARNERKIT_SIDECAR_PIDS_LIMIT": "64"}
+    )
+    assert settings.limits.pids == PidsLimits(learner=200, sidecar=64)
+
+
 def test_resource_defaults_and_the_shared_claim_come_from_the_environment() -> None:
     assert SchedulerSettings.from_env({}).limits.defaults == ResourceDefaults(cpus=5.0, memory_bytes=12 * 2**30)
     settings = SchedulerSettings.from_env(
@@ -93,6 +102,8 @@ def test_resource_defaults_and_the_shared_claim_come_from_the_environment() -> N
         ({"LEARNERKIT_HOST_PATHS": "data"}, "'data' is not an absolute folder"),
         ({"LEARNERKIT_DEFAULT_CPUS": "five"}, "LEARNERKIT_DEFAULT_CPUS='five': expected a number above 0"),
         ({"LEARNERKIT_DEFAULT_MEMORY": "12"}, "LEARNERKIT_DEFAULT_MEMORY: '12' has no unit"),
+        ({"LEARNERKIT_LEARNER_PIDS_LIMIT": "many"}, "LEARNERKIT_LEARNER_PIDS_LIMIT='many': expected a number above"),
+        ({"LEARNERKIT_SIDECAR_PIDS_LIMIT": "8"}, "LEARNERKIT_SIDECAR_PIDS_LIMIT='8': expected at least 16"),
     ],
 )
 def test_bad_values_are_named(environ: dict[str, str], named: str) -> None:

@@ -67,6 +67,9 @@ class MemoryStore(JobStore):
     async def trim(self, job_id: str) -> None:
         pass
 
+    async def delete_credentials(self, job_id: str, manifest_text: str, source: str) -> None:
+        pass
+
     async def learner_records(
         self, job_id: str
     ) -> tuple[dict[int, StatusRecord], set[int], dict[int, dict[str, float]]]:
@@ -100,6 +103,12 @@ class FakeBackend:
 
     def sidecars(self, job_id: str) -> SidecarStates:
         return SidecarStates(dict(self.exited), frozenset(self.running) - self.exited.keys())
+
+    def learners_running(self, job_id: str) -> set[int]:
+        return set()
+
+    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
+        return False
 
     def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         self.asked_ended += 1

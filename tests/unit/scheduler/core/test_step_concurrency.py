@@ -59,6 +59,9 @@ class MemoryStore(JobStore):
     async def trim(self, job_id: str) -> None:
         pass
 
+    async def delete_credentials(self, job_id: str, manifest_text: str, source: str) -> None:
+        pass
+
     async def request_halt(self, job_id: str) -> None:
         pass
 
@@ -96,6 +99,12 @@ class BlockingBackend:
 
     def sidecars(self, job_id: str) -> SidecarStates:
         return SidecarStates(running=frozenset({1}))
+
+    def learners_running(self, job_id: str) -> set[int]:
+        return set()
+
+    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
+        return False
 
     def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         return {}

@@ -150,5 +150,8 @@ def test_after_a_restart_an_evaluation_in_flight_is_redone_once_and_one_that_end
 def test_a_new_round_waits_for_the_one_in_flight() -> None:
     evaluations = runner(MemoryStore(), PairBackend())
     run(evaluations.begin(JOB, 1, SPECS))
+    assert evaluations.in_flight("job-1") and not evaluations.in_flight("job-2")
     with pytest.raises(JobStateError, match="round 1 are still running"):
         run(evaluations.begin(JOB, 1, SPECS))
+    evaluations.forget("job-1")
+    assert "job-1" not in evaluations.rounds and not evaluations.in_flight("job-1")

@@ -1,4 +1,5 @@
-"""A real one-node Kubernetes cluster on this machine, from the binaries ``scripts/k8s-binaries.sh`` built.
+"""A real one-node Kubernetes cluster on this machine, from the binaries ``scripts/k8s-binaries.sh`` built: the
+tier ``tests/k8s`` and ``bench/k8s_start.py`` run on it (it needs root: the kubelet and containerd do).
 
 etcd, kube-apiserver (token auth, RBAC + Node authorizer, service-account keys from ``openssl``),
 kube-scheduler and kube-controller-manager (only its volume binder) listen on 127.0.0.1; a private containerd
@@ -27,15 +28,19 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from learnerkit.common.project import find_project_root
 from learnerkit.dev.etcd import EtcdServer, etcd_binary
+from learnerkit.dev.polling import poll_until
 from learnerkit.dev.ports import free_ports
-from tests.waiting import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO / "scripts" / "k8s-binaries.sh"
+BUILD_SCRIPT = "scripts/k8s-binaries.sh"
+NOT_YET = (OSError, RuntimeError, ValueError, LookupError)
+"""What a part not up yet (or gone already) answers: a refused connection, a failed tool, a short reply."""
 CNI_BIN = Path("/usr/lib/cni")
 NODE_NAME = "lk-node-1"
 START_TIMEOUT_S = 120.0
@@ -45,6 +50,8 @@ SHARED_CLASS = "lk-shared"
 """The storage class of the static volumes the jobs' shared claims bind to (``LEARNERKIT_K8S_SHARED_STORAGE_CLASS``)."""
 SHARED_VOLUMES = 4
 LEARNER_UID = 1000
+POD_PIDS_LIMIT = 4096
+"""The kubelet caps each pod's processes and threads: Kubernetes has no per-container pids limit (docs/security.md)."""
 
 
 def _netns() -> set[str]:
@@ -72,7 +79,8 @@ class Binaries:
 
 def cached_binaries() -> Binaries | None:
     """The cached build, or None when ``scripts/k8s-binaries.sh`` has not built it yet (nothing is built here)."""
-    done = subprocess.run([str(BUILD_SCRIPT), "--print-dir"], capture_output=True, text=True, check=False)
+    script = find_project_root() / BUILD_SCRIPT
+    done = subprocess.run([str(script), "--print-dir"], capture_output=True, text=True, check=False)
     return Binaries(Path(done.stdout.strip())) if done.returncode == 0 else None
 
 
@@ -91,7 +99,7 @@ class _Forwarder:
 
     def __init__(self, host: str, target_port: int) -> None:
         self.server = socket.create_server((host, 0))
-        self.port = self.server.getsockname()[1]
+        self.port = int(self.server.getsockname()[1])
         self.target_port = target_port
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -143,7 +151,7 @@ class _PodDns:
                 query, peer = self.sock.recvfrom(512)
             except OSError:
                 return
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(*NOT_YET):
                 self.sock.sendto(self._answer(query), peer)
 
     def _answer(self, query: bytes) -> bytes:
@@ -287,18 +295,19 @@ class LocalCluster:
     def _wait(self, ready: object, what: str, process: str) -> None:
         assert callable(ready)
 
-        def outcome() -> str | None:
+        outcome: list[str] = []
+
+        def ended() -> bool:
             proc = self.processes.get(process)
             if proc is not None and proc.poll() is not None:
-                return "exited"
-            with contextlib.suppress(Exception):
+                outcome.append("exited")
+            with contextlib.suppress(*NOT_YET):
                 if ready():
-                    return "ready"
-            return None
+                    outcome.append("ready")
+            return bool(outcome)
 
-        with contextlib.suppress(TimeoutError):
-            if wait_until(outcome, timeout=START_TIMEOUT_S, interval=0.2, message=what) == "ready":
-                return
+        if poll_until(ended, timeout=START_TIMEOUT_S, interval=0.2) and outcome[-1] == "ready":
+            return
         tail = (self.workdir / f"{process}.log").read_text(errors="replace")[-3000:]
         raise RuntimeError(f"{process} exited or timed out waiting for {what}; {process}.log ends:\n{tail}")
 
@@ -310,7 +319,7 @@ class LocalCluster:
         self,
         method: str,
         path: str,
-        body: dict[str, object] | None = None,
+        body: Mapping[str, object] | None = None,
         content_type: str = "application/merge-patch+json",
     ) -> dict[str, object]:
         """Call the API as the admin; a body goes as a JSON merge patch unless ``content_type`` says otherwise."""
@@ -319,8 +328,9 @@ class LocalCluster:
         context.verify_mode = ssl.CERT_NONE
         headers = {"Authorization": f"Bearer {self.tokens['admin']}", "Content-Type": content_type}
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.server + path, data=data, headers=headers, method=method)
-        with urllib.request.urlopen(request, context=context, timeout=5) as answer:
+        url = self.server + path  # https://127.0.0.1:<port>: this cluster's own API server
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310 - https only
+        with urllib.request.urlopen(request, context=context, timeout=5) as answer:  # noqa: S310 - https only
             text = answer.read()
         try:
             loaded = json.loads(text)
@@ -543,6 +553,7 @@ state = "{root / "state"}"
             "cgroupDriver": "cgroupfs",
             "cgroupRoot": self.cgroup_root,
             "failSwapOn": False,
+            "podPidsLimit": POD_PIDS_LIMIT,
             "makeIPTablesUtilChains": False,
             "hairpinMode": "none",
             "resolvConf": str(self.workdir / "resolv.conf"),
@@ -574,7 +585,8 @@ state = "{root / "state"}"
 
     def _node_ready(self) -> bool:
         node = self.get(f"/api/v1/nodes/{NODE_NAME}")
-        conditions = node.get("status", {}).get("conditions", [])  # type: ignore[union-attr]
+        status: Any = node.get("status", {})
+        conditions = status.get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     def forward(self, target_port: int) -> int:
@@ -593,11 +605,11 @@ state = "{root / "state"}"
     # --- stop ----------------------------------------------------------------------------------------
     def stop(self) -> None:
         """Remove everything: pods (so the kubelet tears their networks down), processes, mounts, cgroups."""
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(*NOT_YET):
             self._delete_pods()
         for name in ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-apiserver"):
             self._terminate(name)
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(*NOT_YET):
             self._kill_tasks()
         self._terminate("containerd")
         if self.etcd is not None:
@@ -624,8 +636,7 @@ state = "{root / "state"}"
         if not pods:
             return
         self.kubectl("delete", "pods", "--all-namespaces", "--all", "--grace-period=0", "--force", "--wait=false")
-        with contextlib.suppress(TimeoutError):  # what is still running is killed next
-            wait_until(lambda: not self._sandboxes(), timeout=60, interval=0.5, message="the pods to stop")
+        poll_until(lambda: not self._sandboxes(), timeout=60, interval=0.5)  # what still runs is killed next
 
     def _sandboxes(self) -> list[str]:
         """The containerd tasks (pod sandboxes and containers) still running."""
@@ -636,8 +647,7 @@ state = "{root / "state"}"
         ctr = ["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", "tasks"]
         for task in self._sandboxes():
             subprocess.run([*ctr, "kill", "-s", "SIGKILL", task], capture_output=True, check=False)
-        with contextlib.suppress(TimeoutError):  # a task still running is deleted by force below
-            wait_until(lambda: not self._sandboxes(), timeout=10, interval=0.2, message="the killed tasks to stop")
+        poll_until(lambda: not self._sandboxes(), timeout=10, interval=0.2)  # one still running is deleted by force
         for task in self._sandboxes():
             subprocess.run([*ctr, "delete", "-f", task], capture_output=True, check=False)
 

@@ -32,7 +32,8 @@ async def restore(shared: Shared, instance: str) -> None:
     nodes = await asyncio.to_thread(shared.backend.nodes)
     records: list[JobRecord] = []
     for stored in await shared.store.load_all():
-        if stored.state.stage is Stage.DONE and not stored.state.status.resumable and not stored.credentials_deleted:
+        ended = stored.state.stage is Stage.DONE and not stored.state.status.resumable
+        if ended and not stored.credentials_deleted and not await shared.evaluations.keeps_credentials(stored):
             # Ended for good before its credentials were deleted (a crash between the two writes, an older scheduler).
             await shared.store.delete_credentials(stored.state.job_id, stored.manifest_text, stored.source)
             stored = replace(stored, manifest_text=redact_credentials(stored.manifest_text), credentials_deleted=True)
@@ -43,7 +44,7 @@ async def restore(shared: Shared, instance: str) -> None:
         if tracked.state.stage is not Stage.DONE:
             records.append(_admission_record(tracked))
         elif tracked.state.status is JobStatus.COMPLETED:
-            await shared.evaluations.load(evaluated_job(tracked, shared))
+            await shared.evaluations.load(evaluated_job(tracked, shared), tracked.state.attempt)
     shared.admission = AdmissionState.rebuild(records, nodes, shared.options.policy)
     running = {job_id for job_id, tracked in shared.jobs.items() if tracked.active}
     for orphan in await asyncio.to_thread(shared.backend.job_ids, instance) - running:

@@ -32,14 +32,15 @@ class Transitions:
             tracked.state.evolve(status=status, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
         )
         await shared.store.trim(tracked.state.job_id)
-        if not status.resumable:
-            # Kept in memory for the job's reads until the scheduler restarts; in etcd only where a resume needs them.
-            await shared.store.delete_credentials(tracked.state.job_id, tracked.manifest_text, tracked.source)
-        LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
         if status is JobStatus.COMPLETED and tracked.manifest.evaluations:
+            # Its evaluations run with the credentials; they are deleted when the round ends.
             await shared.evaluations.begin(
                 evaluated_job(tracked, shared), tracked.state.attempt, tracked.manifest.evaluations
             )
+        elif not status.resumable:
+            # Kept in memory for the job's reads until the scheduler restarts; in etcd only where a resume needs them.
+            await shared.store.delete_credentials(tracked.state.job_id, tracked.manifest_text, tracked.source)
+        LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
 
     async def requeue(self, tracked: Tracked, reason: str, *, restart: bool) -> None:
         """A new attempt of the job, restoring the latest checkpoint of the last one."""
@@ -87,4 +88,5 @@ class Transitions:
 def evaluated_job(tracked: Tracked, shared: Shared) -> EvaluatedJob:
     """The job as its evaluations read it: its manifest and its results store's account."""
     manifest = tracked.manifest
-    return EvaluatedJob(tracked.state.job_id, manifest, endpoints_for(manifest, shared.options.platform))
+    endpoints = endpoints_for(manifest, shared.options.platform)
+    return EvaluatedJob(tracked.state.job_id, manifest, endpoints, tracked.manifest_text, tracked.source)

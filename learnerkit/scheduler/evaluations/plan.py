@@ -43,6 +43,9 @@ class EvaluatedJob:
     job_id: str
     manifest: JobManifest
     endpoints: Endpoints
+    manifest_text: str
+    """The manifest as submitted: its credentials are kept in etcd while evaluations run (docs/security.md)."""
+    source: str
 
 
 def pair_id(job_id: str, round_: int, index: int) -> str:

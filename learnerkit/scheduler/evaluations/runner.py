@@ -30,7 +30,8 @@ from learnerkit.scheduler.evaluations.plan import (
 from learnerkit.scheduler.evaluations.record import EvaluationOutcome, EvaluationRound, evaluations_key
 from learnerkit.scheduler.facade import EvaluationReport, EvaluationReports, EvaluationView
 from learnerkit.scheduler.jobs.s3clients import S3Clients
-from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.jobs.state import JobStatus
+from learnerkit.scheduler.jobs.store import JobStore, StoredJob
 
 LOGGER = logging.getLogger(__name__)
 EvaluatorResolver = Callable[[str], str]
@@ -62,15 +63,40 @@ class EvaluationRunner:
         self._jobs: dict[str, EvaluatedJob] = {}
         self._deployed: set[str] = set()
         """Pairs this process deployed; one in flight that is not here is deployed again."""
+        self._redo: set[str] = set()
+        """Pairs found unfinished after a restart: the orphan sweep removes them, and the final record their
+        sidecar may write as it is stopped is not the evaluation's end, so they are run again."""
         self._lock = asyncio.Lock()
 
-    async def load(self, job: EvaluatedJob) -> None:
-        """After a restart: the job's recorded round, if any; its evaluations in flight resume at the next step."""
+    async def keeps_credentials(self, stored: StoredJob) -> bool:
+        """Whether a COMPLETED job's credentials stay in etcd after a restart: its evaluations run, or the
+        scheduler stopped between the job's end and recording its first round."""
+        if stored.state.status is not JobStatus.COMPLETED:
+            return False
+        recorded = await self.store.etcd.get(evaluations_key(stored.state.job_id, self.store.root))
+        if recorded is None:
+            return bool(stored.spec.get("manifest", {}).get("evaluations"))
+        return EvaluationRound.from_raw(stored.state.job_id, json.loads(recorded[0])).in_flight
+
+    async def load(self, job: EvaluatedJob, attempt: int) -> None:
+        """After a restart, before the orphan sweep: the job's recorded round, if any. An evaluation in flight
+        whose pair had ended is settled at the next step; one still unfinished is run again. A job that ended
+        before its first round was recorded gets it now (where its credentials are still there)."""
         stored = await self.store.etcd.get(evaluations_key(job.job_id, self.store.root))
         if stored is None:
+            if job.manifest.evaluations and job.endpoints.s3_access_key:
+                await self.begin(job, attempt, job.manifest.evaluations)
             return
         self._jobs[job.job_id] = job
-        self.rounds[job.job_id] = EvaluationRound.from_raw(job.job_id, json.loads(stored[0]))
+        loaded = EvaluationRound.from_raw(job.job_id, json.loads(stored[0]))
+        self.rounds[job.job_id] = loaded
+        for index, outcome in enumerate(loaded.outcomes):
+            identity = pair_id(job.job_id, loaded.round, index)
+            if outcome.outcome == "running":
+                records, _, _ = await self.store.learner_records(identity)
+                record = records.get(1)
+                if record is None or not record.phase.terminal:
+                    self._redo.add(identity)
 
     async def begin(self, job: EvaluatedJob, attempt: int, specs: tuple[EvaluationSpec, ...]) -> EvaluationRound:
         """Record a new round of evaluations of the job's model (recorded before anything is deployed)."""
@@ -78,7 +104,13 @@ class EvaluationRunner:
             current = self.rounds.get(job.job_id)
             if current is not None and current.in_flight:
                 raise JobStateError(f"job {job.job_id}: its evaluations of round {current.round} are still running")
+            if not job.endpoints.s3_access_key:
+                raise JobStateError(
+                    f"job {job.job_id}: the scheduler deleted its store's credentials when it ended and has "
+                    "restarted since; submit it again to evaluate its model"
+                )
             started = EvaluationRound.start(job.job_id, current.round + 1 if current else 1, attempt, specs)
+            await self.store.put_credentials(job.job_id, job.manifest_text, job.source)
             await self._save(started)
             self._jobs[job.job_id] = job
         LOGGER.info("job %s: evaluation round %d: %d evaluations", job.job_id, started.round, len(specs))
@@ -119,6 +151,10 @@ class EvaluationRunner:
 
     async def _advance(self, job: EvaluatedJob, round_: int, index: int) -> None:
         identity = pair_id(job.job_id, round_, index)
+        if identity in self._redo:
+            self._redo.discard(identity)
+            await self._deploy(job, round_, index)
+            return
         records, _, _ = await self.store.learner_records(identity)
         record = records.get(1)
         if record is not None and record.phase.terminal:
@@ -186,7 +222,10 @@ class EvaluationRunner:
             current = self.rounds[job.job_id]
             if current.round != round_:
                 return
-            await self._save(current.settled(index, outcome))
+            settled = current.settled(index, outcome)
+            await self._save(settled)
+            if not settled.in_flight:  # kept only while the round ran
+                await self.store.delete_credentials(job.job_id, job.manifest_text, job.source)
         await self.store.etcd.delete_prefix(keys.job_prefix(identity, self.store.root))
         self._deployed.discard(identity)
         LOGGER.info("job %s: evaluation %s %s %s", job.job_id, outcome.name, outcome.outcome, outcome.message)

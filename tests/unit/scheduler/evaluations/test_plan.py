@@ -42,11 +42,11 @@ evaluations:
     attacks: [fgsm]
     epsilons: [0.1]
 """
-ENDPOINTS = Endpoints("127.0.0.1:2379", "http://127.0.0.1:8333", "a", "b")
+ENDPOINTS = Endpoints("127.0.0.1:2379", s3_endpoint_url="http://127.0.0.1:8333", s3_access_key="a", s3_secret_key="b")
 
 
 def _job() -> EvaluatedJob:
-    return EvaluatedJob("job-1", parse_manifest(MANIFEST), ENDPOINTS)
+    return EvaluatedJob("job-1", parse_manifest(MANIFEST), ENDPOINTS, MANIFEST, "manifest.yml")
 
 
 def test_the_pair_reads_the_trained_model_and_hands_the_evaluator_its_spec_only() -> None:

@@ -4,6 +4,7 @@ was in flight once, a second round waits for the first."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Coroutine
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -11,19 +12,22 @@ from typing import Any, TypeVar
 
 import pytest
 
+from controller_sidecar.endpoints import Endpoints
 from controller_sidecar.status import Phase, StatusRecord
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.errors import JobStateError
+from learnerkit.scheduler.evaluations.record import EvaluationOutcome
 from learnerkit.scheduler.evaluations.runner import EvaluationRunner
 from learnerkit.scheduler.jobs.s3clients import S3Clients
-from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.jobs.state import JobState, JobStatus
+from learnerkit.scheduler.jobs.store import JobStore, StoredJob
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.unit.scheduler.evaluations.test_plan import ENDPOINTS, MANIFEST, EvaluatedJob
 
 T = TypeVar("T")
-JOB = EvaluatedJob("job-1", parse_manifest(MANIFEST), ENDPOINTS)
+JOB = EvaluatedJob("job-1", parse_manifest(MANIFEST), ENDPOINTS, MANIFEST, "manifest.yml")
 SPECS = JOB.manifest.evaluations[:1]
 
 
@@ -105,15 +109,18 @@ def test_a_sidecar_gone_without_a_final_record_is_crashed_never_passed() -> None
     evaluations = runner(store, backend)
 
     async def scenario() -> None:
-        await evaluations.begin(JOB, 1, SPECS)
         await evaluations.step()
         backend.exited["job-1-ev1-1"] = 137
         await evaluations.step()
 
+    credentials = "/learnerkit/credentials/job-1"
+    run(evaluations.begin(JOB, 1, SPECS))
+    assert b"password: b" in store.memory.data[credentials]  # kept while the round runs
     run(scenario())
     [outcome] = evaluations.rounds["job-1"].outcomes
     assert (outcome.outcome, outcome.message) == ("crashed", "its sidecar exited with 137 before reporting an end")
     assert backend.calls[-1] == ("teardown", "job-1-ev1-1")
+    assert json.loads(store.memory.data[credentials])["credentials"] == "deleted"  # and deleted once it ended
 
 
 def test_an_evaluator_the_gate_refuses_is_crashed_with_the_verdict_and_never_deployed() -> None:
@@ -137,7 +144,7 @@ def test_after_a_restart_an_evaluation_in_flight_is_redone_once_and_one_that_end
     store.records["job-1-ev1-2"] = failed  # it ended while no scheduler ran
     backend.calls.clear()
     restarted = runner(store, backend)
-    run(restarted.load(JOB))
+    run(restarted.load(JOB, 1))
     run(restarted.step())
     run(restarted.step())
     assert backend.calls[:2] == [("teardown", "job-1-ev1-1"), ("deploy", "job-1-ev1-1")]
@@ -145,6 +152,12 @@ def test_after_a_restart_an_evaluation_in_flight_is_redone_once_and_one_that_end
     running, crashed = restarted.rounds["job-1"].outcomes
     assert running.outcome == "running"
     assert crashed.outcome == "crashed" and "ended FAILED" in crashed.message and "line 3" in crashed.message
+
+
+def test_a_job_whose_credentials_were_deleted_is_not_evaluated_again() -> None:
+    without = EvaluatedJob("job-1", JOB.manifest.without_credentials(), Endpoints("127.0.0.1:2379"), "m", "m.yml")
+    with pytest.raises(JobStateError, match="deleted its store's credentials when it ended"):
+        run(runner(MemoryStore(), PairBackend()).begin(without, 1, SPECS))
 
 
 def test_a_new_round_waits_for_the_one_in_flight() -> None:
@@ -155,3 +168,25 @@ def test_a_new_round_waits_for_the_one_in_flight() -> None:
         run(evaluations.begin(JOB, 1, SPECS))
     evaluations.forget("job-1")
     assert "job-1" not in evaluations.rounds and not evaluations.in_flight("job-1")
+
+
+def test_a_completed_job_keeps_its_credentials_at_a_restart_only_while_its_evaluations_need_them() -> None:
+    store = MemoryStore()
+    evaluations = runner(store, PairBackend())
+    spec = {"manifest": {"evaluations": [{"name": "robust"}]}}
+
+    def stored(status: JobStatus, with_evaluations: bool = True) -> StoredJob:
+        state = JobState("job-1", "team-a", "j", datetime.now(UTC), status=status)
+        return StoredJob(state, spec if with_evaluations else {"manifest": {}}, MANIFEST, "manifest.yml")
+
+    # ended before its first round was recorded: kept, and the round begins at the start
+    assert run(evaluations.keeps_credentials(stored(JobStatus.COMPLETED)))
+    assert not run(evaluations.keeps_credentials(stored(JobStatus.COMPLETED, with_evaluations=False)))
+    assert not run(evaluations.keeps_credentials(stored(JobStatus.CANCELLED)))
+    run(evaluations.load(JOB, 1))
+    assert evaluations.in_flight("job-1") and run(evaluations.keeps_credentials(stored(JobStatus.COMPLETED)))
+    current = evaluations.rounds["job-1"]
+    for index, name in enumerate(("robust", "remote")):
+        current = current.settled(index, EvaluationOutcome(name, "robustness", "passed"))
+    run(evaluations._save(current))
+    assert not run(evaluations.keeps_credentials(stored(JobStatus.COMPLETED)))

@@ -121,7 +121,13 @@ class EvaluationRunner:
         current = self.rounds.get(job_id)
         if current is None:
             return EvaluationReports(job_id, 0)
-        s3 = self.clients.of(self._jobs[job_id].endpoints)
+        endpoints = self._jobs[job_id].endpoints
+        if not endpoints.s3_access_key:
+            raise JobStateError(
+                f"job {job_id}: the scheduler deleted its store's credentials when its evaluations ended and has "
+                "restarted since; read the reports from the store with your keys (the outcomes are in job status)"
+            )
+        s3 = self.clients.of(endpoints)
         found: list[EvaluationReport] = []
         for outcome in current.outcomes:
             view = EvaluationView(outcome.name, outcome.kind, outcome.outcome, outcome.message, outcome.report)

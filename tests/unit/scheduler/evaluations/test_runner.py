@@ -190,3 +190,15 @@ def test_a_completed_job_keeps_its_credentials_at_a_restart_only_while_its_evalu
         current = current.settled(index, EvaluationOutcome(name, "robustness", "passed"))
     run(evaluations._save(current))
     assert not run(evaluations.keeps_credentials(stored(JobStatus.COMPLETED)))
+
+
+def test_reports_after_the_credentials_left_say_why_they_cannot_be_read() -> None:
+    store = MemoryStore()
+    evaluations = runner(store, PairBackend())
+    run(evaluations.begin(JOB, 1, SPECS))
+    restarted = runner(store, PairBackend())
+    without = EvaluatedJob("job-1", JOB.manifest.without_credentials(), Endpoints("127.0.0.1:2379"), "m", "m.yml")
+    run(restarted.load(without, 1))
+    with pytest.raises(JobStateError, match="read the reports from the store with your keys"):
+        run(restarted.reports("job-1"))
+    assert run(restarted.reports("job-2")).round == 0

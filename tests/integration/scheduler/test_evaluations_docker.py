@@ -25,6 +25,7 @@ from tests.waiting import wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
 
 FOLDER = "evaluated"
+EVALUATORS = (("robustness", "1.20"), ("fairness", "0.6"))
 TRAIN = """\
 import csv
 
@@ -77,6 +78,15 @@ def _evaluation_data() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _loans() -> str:
+    """Planted bias: half of each group deserve the loan; group a is granted 50 of 100, group b 30 (disparate
+    impact 0.6)."""
+    lines = ["group,income,deserves,granted"]
+    for group, granted in (("a", 50), ("b", 30)):
+        lines += [f"{group},{i},{int(i < 50)},{int(i < granted)}" for i in range(100)]
+    return "\n".join(lines) + "\n"
+
+
 def _built(name: str, build_inputs: BuildInputs) -> str:
     [spec] = load_matrix(REPO).select([name])
     built = build_image(REPO, spec, build_inputs, lambda line: None)
@@ -88,14 +98,15 @@ def _built(name: str, build_inputs: BuildInputs) -> str:
 def evaluated_data(scheduler_buckets: Any) -> None:
     scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key=f"{FOLDER}/eval.csv", Body=_evaluation_data().encode())
     scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key=f"{FOLDER}/train.py", Body=TRAIN.encode())
+    scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key=f"{FOLDER}/loans.csv", Body=_loans().encode())
 
 
 @pytest.fixture
 def evaluating(
     etcd_server: Any, service_options: SchedulerOptions, evaluated_data: None, build_inputs: BuildInputs
 ) -> Iterator[Harness]:
-    robustness = _built("robustness:1.20-cpu", build_inputs)
-    options = replace(service_options, resolve_evaluator=lambda kind: robustness)
+    evaluators = {kind: _built(f"{kind}:{version}-cpu", build_inputs) for kind, version in EVALUATORS}
+    options = replace(service_options, resolve_evaluator=evaluators.__getitem__)
     made = Harness(etcd_server, options)
     yield made
     made.kill()
@@ -202,3 +213,28 @@ def test_an_evaluation_in_flight_at_a_restart_is_finished_by_the_next_scheduler(
         assert leftovers(f"{view.job_id}-ev1-1") == [] and leftovers(f"{view.job_id}-ev1-2") == []
     finally:
         restarted.kill()
+
+
+def test_a_fairness_evaluation_of_planted_bias_fails_naming_disparate_impact(
+    evaluating: Harness, s3_server: Any, learner_image: str
+) -> None:
+    fairness = textwrap.dedent(
+        """\
+        evaluations:
+          - name: loans
+            kind: fairness
+            data: {file: loans.csv, label: deserves, features: [income]}
+            protected_attribute: group
+            privileged_groups: [a]
+            favourable_label: 1
+            prediction: granted
+            thresholds:
+              disparate_impact: {min: 0.8, max: 1.25}
+        """
+    )
+    text = manifest(s3_server, "python /job/data/train.py", data=FOLDER, extra=fairness)
+    view = evaluating.call(evaluating.service.submit("team-a", text, image=learner_image))
+    assert evaluating.wait_status("team-a", view.job_id, TERMINAL).status == "COMPLETED"
+    [loans] = _settled(evaluating, view.job_id, {"loans"}).evaluations
+    assert loans.outcome == "failed", loans
+    assert loans.message == "missed: disparate_impact = 0.6000, threshold >= 0.8 and <= 1.25", loans.message

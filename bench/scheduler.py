@@ -37,6 +37,7 @@ from jobtrace import PHASES, Trace, phases
 from proccost import ContainerSampler, EngineMeter, ProcessMeter
 from serving import once_served
 
+from learnerkit.common.signing import load_or_create_signer
 from learnerkit.dev.etcd import EtcdServer
 from learnerkit.dev.s3 import SeaweedServer
 from learnerkit.scheduler.api.auth import add_token
@@ -157,6 +158,13 @@ def report_costs(
     print(f"{'engine: 2 shims + their runc calls':<38}{shims:>9.3f} (mean)")
 
 
+def signing_key(folder: Path) -> Path:
+    """The platform key of the bench's scheduler, made on first use."""
+    key = folder / "signing-key.pem"
+    load_or_create_signer(key)
+    return key
+
+
 def serve(etcd: EtcdServer, s3: SeaweedServer, sidecar: str, tokens: Path) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -164,6 +172,7 @@ def serve(etcd: EtcdServer, s3: SeaweedServer, sidecar: str, tokens: Path) -> tu
     argv = [
         *(sys.executable, "-m", "learnerkit", "scheduler", "serve", "--host", "127.0.0.1", "--port", str(port)),
         *("--tokens", str(tokens), "--etcd-endpoints", etcd.endpoint, "--s3-endpoint", s3.endpoint_url),
+        *("--signing-key", str(signing_key(tokens.parent))),
         "--trust-project-images",
     ]
     env = {**os.environ, "LEARNERKIT_SIDECAR_IMAGE": sidecar, "LEARNERKIT_SUBMITS_PER_MINUTE": "100000"}

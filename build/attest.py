@@ -2,7 +2,8 @@
 simple-signing payload.
 
 Payloads are canonical JSON (sorted keys, no spaces), so identical statements give identical envelopes but for
-the ECDSA signature's randomness; the statement is what verifiers compare.
+the ECDSA signature's randomness; the statement is what verifiers compare. The envelope itself is
+`learnerkit.common.signing`'s, shared with the scheduler's job provenance.
 """
 
 from __future__ import annotations
@@ -11,23 +12,30 @@ import base64
 import json
 from typing import Any
 
-from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import UnverifiedSignatureError, VerificationError
 from securesystemslib.signer import Key, Signature, Signer
 
+from learnerkit.common import signing
+from learnerkit.common.signing import PAYLOAD_TYPE, STATEMENT_TYPE, canonical, sign_statement
 from learnerkit_build.errors import BuildToolError
 
-PAYLOAD_TYPE = "application/vnd.in-toto+json"
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+__all__ = [
+    "PAYLOAD_TYPE",
+    "STATEMENT_TYPE",
+    "AttestationError",
+    "canonical",
+    "open_envelope",
+    "sign_bytes",
+    "sign_statement",
+    "simple_signing_payload",
+    "statement",
+    "verify_simple_signing",
+]
 SIMPLE_SIGNING_TYPE = "cosign container image signature"
 
 
 class AttestationError(BuildToolError):
     """A signature or a statement in a published attestation does not verify."""
-
-
-def canonical(payload: Any) -> bytes:
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def statement(subject_name: str, digest: str, predicate_type: str, predicate: dict[str, Any]) -> dict[str, Any]:
@@ -41,32 +49,12 @@ def statement(subject_name: str, digest: str, predicate_type: str, predicate: di
     }
 
 
-def sign_statement(payload: dict[str, Any], signer: Signer) -> dict[str, Any]:
-    envelope = Envelope(canonical(payload), PAYLOAD_TYPE, {})
-    envelope.sign(signer)
-    result: dict[str, Any] = envelope.to_dict()
-    return result
-
-
 def open_envelope(raw: bytes, key: Key, where: str) -> dict[str, Any]:
     """The statement of a DSSE envelope that `key` signed; raises AttestationError naming `where` otherwise."""
     try:
-        envelope = Envelope.from_dict(json.loads(raw))
-    except (KeyError, TypeError, ValueError) as e:
-        raise AttestationError(f"{where}: not a DSSE envelope: {e}") from e
-    if envelope.payload_type != PAYLOAD_TYPE:
-        raise AttestationError(f"{where}: payloadType is {envelope.payload_type!r}, not {PAYLOAD_TYPE}")
-    try:
-        envelope.verify([key], 1)
-    except VerificationError as e:
-        raise AttestationError(f"{where}: no signature verifies with key {key.keyid}: {e}") from e
-    try:
-        parsed: Any = json.loads(envelope.payload)
-    except ValueError as e:
-        raise AttestationError(f"{where}: the signed payload is not JSON: {e}") from e
-    if not isinstance(parsed, dict) or parsed.get("_type") != STATEMENT_TYPE:
-        raise AttestationError(f"{where}: the signed payload is not an in-toto Statement v1")
-    return parsed
+        return signing.open_envelope(raw, key, where)
+    except signing.EnvelopeError as e:
+        raise AttestationError(str(e)) from e
 
 
 def simple_signing_payload(docker_reference: str, digest: str) -> bytes:

@@ -8,6 +8,7 @@ and ETag. A checkpoint whose upload was cut short has no marker and is never res
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -191,6 +192,18 @@ def restore_latest_checkpoint(
         _restore(store, S3Location(location.bucket, prefix), final, concurrency=concurrency, backoff=backoff)
         return step
     return None
+
+
+def checkpoint_digest(store: S3Store, location: S3Location, step: int, *, backoff: Backoff) -> str:
+    """The SHA-256 of checkpoint ``step``'s marker: its list of files with their sizes and ETags, so it names the
+    checkpoint's content (the job's provenance records it for the attempt that restored it)."""
+    objects = retry_sync(lambda: store.list(location), backoff, what=f"list {location}")
+    for obj in objects:
+        name, _, rest = obj.key[len(location.prefix) :].partition("/")
+        if rest == MARKER and CHECKPOINT_NAME.fullmatch(name) and int(name.removeprefix("ckpt-")) == step:
+            marker = retry_sync(partial(store.get_bytes, location.bucket, obj.key), backoff, what=obj.key)
+            return hashlib.sha256(marker).hexdigest()
+    raise TransferError(f"{location}: no marker of the checkpoint of step {step}")
 
 
 def _restore(store: S3Store, location: S3Location, final: Path, *, concurrency: int, backoff: Backoff) -> None:

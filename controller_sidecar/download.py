@@ -1,6 +1,9 @@
 """Data in: every object under a prefix into a folder, in parallel, verified, resumable after a restart.
 
-Resume: each completed object is recorded (key, size, ETag) in a JSON state file, rewritten atomically
+Each object's SHA-256 is taken as it streams in (no second read) and kept with it: the job's provenance names every
+training data object by it (docs/provenance.md).
+
+Resume: each completed object is recorded (key, size, ETag, SHA-256) in a JSON state file, rewritten atomically
 (temp, fsync, rename) at most every :data:`STATE_FLUSH_S` and at the end. After a SIGKILL, objects recorded
 there whose file is on disk with the recorded size and whose listing still shows the same size and ETag
 are not fetched again; anything else is fetched again. Partial files a killed run left are removed.
@@ -15,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +26,7 @@ from controller_sidecar.atomicfile import write_json_atomic
 from controller_sidecar.errors import PermanentError, TransientError, UnsafeFileError, UnsafePathError
 from controller_sidecar.jobfiles import read_regular
 from controller_sidecar.retry import Backoff, retry_sync
-from controller_sidecar.s3objects import PARTIAL_SUFFIX, RemoteObject
+from controller_sidecar.s3objects import PARTIAL_SUFFIX, HashedObject, RemoteObject
 from controller_sidecar.safepaths import safe_destination
 from controller_sidecar.settings import S3Location
 
@@ -33,7 +36,8 @@ if TYPE_CHECKING:
 LOGGER = logging.getLogger(__name__)
 STATE_FLUSH_S = 0.5
 """How often, at most, the state file is rewritten while objects complete."""
-STATE_VERSION = 1
+STATE_VERSION = 2
+"""2: each object's SHA-256 is recorded; a state of version 1 is fetched again."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,10 @@ class TransferStats:
     """Objects already complete from an earlier run."""
     retries: int
     seconds: float
+    digests: dict[str, str] = field(default_factory=dict)
+    """The SHA-256 of every object under the location, fetched or already here, by key."""
+    objects: tuple[RemoteObject, ...] = ()
+    """Every object under the location, as listed."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ class ResumeState:
         self.path = path
         self.source = str(location)
         self.done: dict[str, RemoteObject] = {}
+        self.digests: dict[str, str] = {}
         self.dirty = False
 
     @classmethod
@@ -79,8 +88,14 @@ class ResumeState:
         objects = raw.get("objects")
         if isinstance(objects, Mapping):
             for key, record in objects.items():
-                if isinstance(record, Mapping) and isinstance(record.get("size"), int) and record.get("etag"):
+                if (
+                    isinstance(record, Mapping)
+                    and isinstance(record.get("size"), int)
+                    and record.get("etag")
+                    and isinstance(record.get("sha256"), str)
+                ):
                     state.done[str(key)] = RemoteObject(str(key), int(record["size"]), str(record["etag"]))
+                    state.digests[str(key)] = record["sha256"]
         return state
 
     def is_complete(self, obj: RemoteObject, path: Path) -> bool:
@@ -92,8 +107,9 @@ class ResumeState:
         except OSError:
             return False
 
-    def record(self, obj: RemoteObject) -> None:
-        self.done[obj.key] = obj
+    def record(self, fetched: HashedObject) -> None:
+        self.done[fetched.key] = RemoteObject(fetched.key, fetched.size, fetched.etag)
+        self.digests[fetched.key] = fetched.sha256
         self.dirty = True
 
     def save(self) -> None:
@@ -101,7 +117,10 @@ class ResumeState:
         document = {
             "version": STATE_VERSION,
             "source": self.source,
-            "objects": {key: {"size": o.size, "etag": o.etag} for key, o in sorted(self.done.items())},
+            "objects": {
+                key: {"size": o.size, "etag": o.etag, "sha256": self.digests[key]}
+                for key, o in sorted(self.done.items())
+            },
         }
         write_json_atomic(self.path, document)
         self.dirty = False
@@ -180,30 +199,29 @@ def download_prefix(
     skipped = len(planned) - len(pending)
     fetched_files = fetched_bytes = 0
 
-    def fetch(item: _Planned) -> tuple[RemoteObject, int]:
-        def attempt() -> int:
-            return store.download(location.bucket, item.obj, item.path)
+    def fetch(item: _Planned) -> HashedObject:
+        def attempt() -> HashedObject:
+            return store.download_hashed(location.bucket, item.obj, item.path)
 
         what = f"download s3://{location.bucket}/{item.obj.key}"
         try:
-            size = retry_sync(attempt, backoff, what=what, on_retry=count_retry)
+            return retry_sync(attempt, backoff, what=what, on_retry=count_retry)
         except OSError as error:
             raise PermanentError(f"{what}: cannot write {item.path}: {error.strerror or error}") from error
-        return item.obj, size
 
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="download")
-    futures: set[Future[tuple[RemoteObject, int]]] = {pool.submit(fetch, item) for item in pending}
+    futures: set[Future[HashedObject]] = {pool.submit(fetch, item) for item in pending}
     last_save = time.monotonic()
     try:
         while futures:
             finished, futures = wait(futures, timeout=STATE_FLUSH_S, return_when=FIRST_COMPLETED)
             for future in finished:
-                obj, size = future.result()
-                state.record(obj)
+                fetched = future.result()
+                state.record(fetched)
                 fetched_files += 1
-                fetched_bytes += size
+                fetched_bytes += fetched.size
                 if on_bytes is not None:
-                    on_bytes(size)
+                    on_bytes(fetched.size)
             if state.dirty and time.monotonic() - last_save >= STATE_FLUSH_S:
                 state.save()
                 last_save = time.monotonic()
@@ -211,7 +229,7 @@ def download_prefix(
         pool.shutdown(wait=True, cancel_futures=True)
         for future in futures:
             if future.done() and not future.cancelled() and future.exception() is None:
-                state.record(future.result()[0])
+                state.record(future.result())
         if state.dirty or not state_file.exists():
             state.save()
     return TransferStats(
@@ -220,4 +238,6 @@ def download_prefix(
         skipped=skipped,
         retries=retries,
         seconds=time.monotonic() - started,
+        digests={item.obj.key: state.digests[item.obj.key] for item in planned},
+        objects=tuple(item.obj for item in planned),
     )

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from controller_sidecar.archive import extract_archive
-from controller_sidecar.checkpointsync import restore_latest_checkpoint
+from controller_sidecar.checkpointsync import checkpoint_digest, restore_latest_checkpoint
 from controller_sidecar.download import download_prefix
 from controller_sidecar.errors import TransferError
 from controller_sidecar.prom import SidecarMetrics
+from controller_sidecar.provenancerecord import Digested, InstalledPackage
 from controller_sidecar.requirements import install_requirements
 from controller_sidecar.retry import Backoff, retry_async
 from controller_sidecar.settings import S3Location, SidecarSettings
@@ -31,6 +32,13 @@ class InputsReady:
     data_bytes: int
     model_bytes: int
     restored_step: int | None
+    data: tuple[Digested, ...] = ()
+    """Every training data object with the SHA-256 taken as it streamed in."""
+    model: Digested | None = None
+    """The model code archive, hashed as it streamed in."""
+    packages: tuple[InstalledPackage, ...] = ()
+    restored_checkpoint: str | None = None
+    """The SHA-256 of the restored checkpoint's marker."""
 
 
 def transfer_backoff(settings: SidecarSettings) -> Backoff:
@@ -42,6 +50,7 @@ async def fetch_inputs(settings: SidecarSettings, store: S3Store, metrics: Sidec
     backoff = transfer_backoff(settings)
     dirs = settings.dirs
     files = data_bytes = 0
+    data: tuple[Digested, ...] = ()
     if settings.locations.data is not None:
         stats = await asyncio.to_thread(
             download_prefix,
@@ -55,16 +64,22 @@ async def fetch_inputs(settings: SidecarSettings, store: S3Store, metrics: Sidec
         )
         metrics.record_transfer("download", "data", stats.bytes, stats.seconds)
         files, data_bytes = stats.files, stats.bytes
+        bucket = settings.locations.data.bucket
+        sizes = {obj.key: obj.size for obj in stats.objects}
+        data = tuple(Digested(f"s3://{bucket}/{key}", sha, sizes[key]) for key, sha in sorted(stats.digests.items()))
         LOGGER.info("data: %d files, %d bytes (%d already here)", stats.files, stats.bytes, stats.skipped)
     model_bytes = 0
+    model: Digested | None = None
+    packages: tuple[InstalledPackage, ...] = ()
     if settings.locations.model is not None:
         started = time.monotonic()
-        model_bytes = await _fetch_model(settings, store, settings.locations.model, backoff)
+        model_bytes, model = await _fetch_model(settings, store, settings.locations.model, backoff)
         metrics.record_transfer("download", "model", model_bytes, time.monotonic() - started)
         if settings.requirements is not None:
             index = settings.requirements
-            count = await install_requirements(dirs.model, dirs.packages, index)
-            LOGGER.info("requirements: %d installed into %s", count, dirs.packages)
+            installed = await install_requirements(dirs.model, dirs.packages, index)
+            packages = installed.packages
+            LOGGER.info("requirements: %d installed into %s", installed.requested, dirs.packages)
     if settings.locations.trained_model is not None:
         stats = await asyncio.to_thread(
             download_prefix,
@@ -92,22 +107,30 @@ async def fetch_inputs(settings: SidecarSettings, store: S3Store, metrics: Sidec
             backoff=backoff,
         )
         LOGGER.info("resume: %s", f"checkpoint of step {restored} restored" if restored is not None else "none")
-    return InputsReady(files, data_bytes, model_bytes, restored)
+    digest = None
+    if settings.locations.resume_from is not None and restored is not None:
+        where = settings.locations.resume_from
+        digest = await asyncio.to_thread(checkpoint_digest, store, where, restored, backoff=backoff)
+    return InputsReady(files, data_bytes, model_bytes, restored, data, model, packages, digest)
 
 
-async def _fetch_model(settings: SidecarSettings, store: S3Store, location: S3Location, backoff: Backoff) -> int:
+async def _fetch_model(
+    settings: SidecarSettings, store: S3Store, location: S3Location, backoff: Backoff
+) -> tuple[int, Digested]:
+    """The expanded size of the model code and the archive's digest."""
     listed = await retry_async(lambda: asyncio.to_thread(store.list, location), backoff, what=f"list {location}")
     matches = [obj for obj in listed if obj.key == location.prefix]
     if not matches:
         raise TransferError(f"model archive {location} does not exist")
     archive = settings.dirs.control / MODEL_ARCHIVE
-    await retry_async(
-        lambda: asyncio.to_thread(store.download, location.bucket, matches[0], archive),
+    fetched = await retry_async(
+        lambda: asyncio.to_thread(store.download_hashed, location.bucket, matches[0], archive),
         backoff,
         what=f"download {location}",
     )
+    digested = Digested(f"s3://{location.bucket}/{location.prefix}", fetched.sha256, fetched.size)
     try:
-        return await asyncio.to_thread(
+        expanded = await asyncio.to_thread(
             extract_archive,
             archive,
             settings.dirs.model,
@@ -116,3 +139,4 @@ async def _fetch_model(settings: SidecarSettings, store: S3Store, location: S3Lo
         )
     finally:
         archive.unlink(missing_ok=True)
+    return expanded, digested

@@ -24,6 +24,7 @@ from controller_sidecar.outcome import Outcome
 from controller_sidecar.prom import SidecarMetrics, TransferKind
 from controller_sidecar.resultkeys import ResultRefused, encoded_name, result_key
 from controller_sidecar.retry import retry_async
+from controller_sidecar.s3objects import HashedObject
 from controller_sidecar.settings import S3Location, SidecarSettings
 from controller_sidecar.status import ErrorCode, Phase
 
@@ -64,6 +65,8 @@ class StoredTree:
     files: int = 0
     """Files stored whole."""
     refused: list[ResultRefused] = field(default_factory=list)
+    stored: list[HashedObject] = field(default_factory=list)
+    """Each stored object with the SHA-256 of the bytes uploaded."""
 
     def summary(self) -> str:
         """The files not stored, for a status message: at most :data:`SHOWN_REFUSALS` of them, each cut short."""
@@ -119,14 +122,18 @@ async def store_tree(
         return outcome
     for relative in names:
         try:
-            outcome.size += await _store_file(settings, store, metrics, folder / relative, location, relative, kind)
-            outcome.files += 1
+            stored = await _store_file(settings, store, metrics, folder / relative, location, relative, kind)
         except ResultRefused as refusal:
             LOGGER.warning("not stored: %s/%s: %s", folder, encoded_name(relative), refusal.reason)
             outcome.refused.append(refusal)
         except (SidecarError, OSError) as error:
             LOGGER.warning("not stored: %s/%s: %s", folder, encoded_name(relative), error)
             outcome.refused.append(ResultRefused(relative, _short(str(error))))
+        else:
+            if stored is not None:
+                outcome.size += stored.size
+                outcome.files += 1
+                outcome.stored.append(stored)
     return outcome
 
 
@@ -138,12 +145,12 @@ async def _store_file(
     location: S3Location,
     relative: str,
     kind: TransferKind,
-) -> int:
-    """Upload one file; its size (0 when it is gone or turned out to be a link)."""
+) -> HashedObject | None:
+    """Upload one file; what was stored (None when it is gone or turned out to be a link)."""
     key = result_key(location.prefix, relative)
     handle = await asyncio.to_thread(open_learner_file, path)
     if handle is None:
-        return 0
+        return None
     with handle:
         started = time.monotonic()
         stored = await retry_async(
@@ -153,7 +160,7 @@ async def _store_file(
             on_retry=lambda _attempt, _error: metrics.record_retry("upload"),
         )
     metrics.record_transfer("upload", kind, stored.size, time.monotonic() - started)
-    return stored.size
+    return stored
 
 
 def _short(reason: str) -> str:

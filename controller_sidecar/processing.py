@@ -129,7 +129,7 @@ def metrics_version(dirs: JobDirs, history: MetricsHistory | None) -> tuple[int,
 async def ship_metrics(
     settings: SidecarSettings,
     history: MetricsHistory | None,
-    upload: Callable[[IO[bytes]], Awaitable[None]],
+    upload: Callable[[IO[bytes]], Awaitable[object]],
     stop: asyncio.Event,
 ) -> None:
     """Store ``logs/metrics.jsonl`` every ``metrics_ship_interval_s`` while it grows, so ``job metrics`` shows

@@ -12,6 +12,7 @@ downloaded, because the archive lives in the tenant's own bucket.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -25,6 +26,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from controller_sidecar.errors import PermanentError
+from controller_sidecar.provenancerecord import InstalledPackage
 
 LOGGER = logging.getLogger(__name__)
 REQUIREMENTS = "requirements.txt"
@@ -114,10 +116,13 @@ def check_requirements(text: str, source: str = REQUIREMENTS) -> tuple[str, ...]
     return tuple(wanted)
 
 
-def pip_command(requirements: Path, target: Path, index: PackageIndex) -> list[str]:
-    """pip, wheels only (no package's code runs here), for the learner's Python, into ``target``."""
+def pip_command(requirements: Path, target: Path, index: PackageIndex, report: Path | None = None) -> list[str]:
+    """pip, wheels only (no package's code runs here), for the learner's Python, into ``target``; ``report``: pip's
+    installation report (name, version and wheel digest of each package) goes there."""
     command = [sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--no-cache-dir"]
     command += ["--only-binary=:all:", "--target", str(target), "--requirement", str(requirements)]
+    if report is not None:
+        command += ["--report", str(report)]
     if index.python_version:
         command += ["--python-version", index.python_version]
     if index.index_url:
@@ -136,26 +141,50 @@ def _pip_env() -> dict[str, str]:
     return env | {"PIP_CONFIG_FILE": os.devnull}
 
 
-async def install_requirements(model_dir: Path, packages_dir: Path, index: PackageIndex) -> int:
-    """Install ``model_dir/requirements.txt`` into ``packages_dir`` (replaced whole); the requirements' count.
+@dataclass(frozen=True)
+class Installed:
+    requested: int
+    """The requirements' count."""
+    packages: tuple[InstalledPackage, ...] = ()
+    """Every package pip installed, dependencies included, as its report names them."""
 
-    No file: nothing to do (0). A refused line or a pip failure is a `PermanentError` with pip's message.
-    Cancelled (a halt during DOWNLOADING), pip is killed at once.
+
+def installed_packages(report: bytes) -> tuple[InstalledPackage, ...]:
+    """The packages of pip's installation report (``pip install --report``); an unreadable report gives none."""
+    try:
+        entries = json.loads(report).get("install", [])
+        found = []
+        for entry in entries:
+            metadata = entry.get("metadata", {})
+            hashes = (entry.get("download_info", {}).get("archive_info") or {}).get("hashes") or {}
+            found.append(InstalledPackage(str(metadata["name"]), str(metadata["version"]), hashes.get("sha256")))
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        LOGGER.warning("pip's installation report cannot be read: %s", e)
+        return ()
+    return tuple(sorted(found, key=lambda package: package.name.lower()))
+
+
+async def install_requirements(model_dir: Path, packages_dir: Path, index: PackageIndex) -> Installed:
+    """Install ``model_dir/requirements.txt`` into ``packages_dir`` (replaced whole).
+
+    No file: nothing to do (0 requested). A refused line or a pip failure is a `PermanentError` with pip's
+    message. Cancelled (a halt during DOWNLOADING), pip is killed at once.
     """
     path = model_dir / REQUIREMENTS
     if not path.is_file() or path.is_symlink():
-        return 0
+        return Installed(0)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RequirementError(f"{REQUIREMENTS}: cannot be read ({e})") from e
     wanted = check_requirements(text)
     if not wanted:
-        return 0
+        return Installed(0)
     packages_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{packages_dir.name}.install-", dir=packages_dir.parent))
     try:
-        command = pip_command(path, staging / "site", index)
+        report = staging / "report.json"
+        command = pip_command(path, staging / "site", index, report)
         LOGGER.info("requirements: %s", " ".join(command))
         empty = staging / "cwd"  # pip reads some names as files of its working folder: here there are none
         empty.mkdir()
@@ -167,9 +196,10 @@ async def install_requirements(model_dir: Path, packages_dir: Path, index: Packa
         if packages_dir.exists():
             shutil.rmtree(packages_dir)
         (staging / "site").rename(packages_dir)
+        packages = installed_packages(report.read_bytes()) if report.is_file() else ()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return len(wanted)
+    return Installed(len(wanted), packages)
 
 
 async def _run(command: list[str], cwd: Path) -> tuple[int, str]:

@@ -16,16 +16,19 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from controller_sidecar import keys
+from controller_sidecar.atomicfile import write_atomic
 from controller_sidecar.control import EXIT_FILE, LearnerExit, read_exit, signal_halt, signal_start
 from controller_sidecar.errors import SidecarError, UnsafeFileError, UnsafePathError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
 from controller_sidecar.health import HEARTBEAT_FILE
 from controller_sidecar.inputs import InputsReady, fetch_inputs
+from controller_sidecar.jobspace import full_note
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
 from controller_sidecar.outputs import StoredTree, periodic_checkpoints, store_checkpoints, store_tree, stored_again
@@ -42,7 +45,9 @@ from controller_sidecar.processing import (
 )
 from controller_sidecar.progress import ProgressFile
 from controller_sidecar.prom import SidecarMetrics
+from controller_sidecar.provenancerecord import RECORD_KEY, Digested, RecordError, SidecarRecord
 from controller_sidecar.retry import Backoff, retry_async
+from controller_sidecar.s3objects import HashedObject
 from controller_sidecar.settings import S3Settings, SidecarSettings
 from controller_sidecar.status import ErrorCode, Phase, StatusRecord
 from controller_sidecar.statusqueue import Deliver, StatusReporter
@@ -57,6 +62,8 @@ LEARNER_LOST_AFTER_S = 3.0
 """The learner's cgroup has been empty (or absent: it ended before the sidecar started) this long without a
 ``learner.exit``: the learner is gone."""
 HEARTBEAT_S = 10.0
+INPUTS_RECORD = "provenance-inputs.json"
+"""In the control folder: the inputs' digests, from DOWNLOADING until the record goes out with the outputs."""
 
 
 class Sidecar:
@@ -185,7 +192,11 @@ class Sidecar:
         oom_kills = self.cgroup.oom_kills() if self.cgroup is not None else None
         forks_refused = self.cgroup.forks_refused() if self.cgroup is not None else None
         outcome = outcome_of(
-            exit_record, halt_requested=halt_requested, oom_kills=oom_kills, forks_refused=forks_refused
+            exit_record,
+            halt_requested=halt_requested,
+            oom_kills=oom_kills,
+            forks_refused=forks_refused,
+            job_full=full_note(settings.dirs.root),
         )
         if exit_record.reason == "lost":
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
@@ -259,8 +270,40 @@ class Sidecar:
             return Outcome(Phase.FAILED, ErrorCode.DOWNLOAD_FAILED, str(e), None)
         except OSError as e:  # the transfers name their object; this is the net under everything else
             return Outcome(Phase.FAILED, ErrorCode.DOWNLOAD_FAILED, f"placing the inputs failed: {e}", None)
+        self._keep_inputs_record(ready)
         self.progress.update(inputs_ready=True, restored_step=ready.restored_step)
         return None
+
+    def _keep_inputs_record(self, ready: InputsReady) -> None:
+        """The inputs' digests, kept in the control folder until the outputs join them (a restarted sidecar does
+        not download again)."""
+        record = SidecarRecord(
+            self.settings.learner_id,
+            ready.data,
+            ready.model,
+            ready.packages,
+            restored_step=ready.restored_step,
+            restored_checkpoint=ready.restored_checkpoint,
+        )
+        write_atomic(self.settings.dirs.control / INPUTS_RECORD, record.to_json())
+
+    async def _store_record(self, results: StoredTree, metrics: HashedObject | None) -> None:
+        """``provenance/sidecar.json`` beside the outputs: the inputs' digests and those of what was uploaded."""
+        settings = self.settings
+        prefix = settings.locations.results.prefix
+        path = settings.dirs.control / INPUTS_RECORD
+        try:
+            record = SidecarRecord.from_json(await asyncio.to_thread(path.read_bytes), str(path))
+        except (OSError, RecordError) as e:
+            LOGGER.warning("the inputs' digests are lost (%s): the record names only the outputs", e)
+            record = SidecarRecord(settings.learner_id)
+        record = replace(
+            record,
+            results=tuple(Digested(o.key.removeprefix(prefix), o.sha256, o.size) for o in results.stored),
+            metrics=Digested(metrics.key.removeprefix(prefix), metrics.sha256, metrics.size) if metrics else None,
+        )
+        store, bucket = await self._s3(), settings.locations.results.bucket
+        await asyncio.to_thread(store.put_bytes, bucket, settings.locations.results.key(RECORD_KEY), record.to_json())
 
     async def _fetch_inputs(self) -> InputsReady:
         return await fetch_inputs(self.settings, await self._s3(), self.metrics)
@@ -365,9 +408,11 @@ class Sidecar:
             await asyncio.wait({drained, self._last_metrics}, return_when=asyncio.FIRST_COMPLETED)
             drained.cancel()
         handle = await asyncio.to_thread(stored_metrics, settings.dirs, self.history)
+        metrics = None
         if handle is not None:
             with handle:
-                await self._upload_metrics(handle)
+                metrics = await self._upload_metrics(handle)
+        await self._store_record(results, metrics)
         return results
 
     async def _abort_open_uploads(self) -> None:
@@ -387,12 +432,12 @@ class Sidecar:
         for upload in aborted:
             LOGGER.info("aborted the open multipart upload of s3://%s/%s", results.bucket, upload.key)
 
-    async def _upload_metrics(self, handle: IO[bytes]) -> None:
+    async def _upload_metrics(self, handle: IO[bytes]) -> HashedObject:
         """``logs/metrics.jsonl``: the learner's lines and the history (:func:`stored_metrics`)."""
         settings, store = self.settings, await self._s3()
         bucket, key = settings.locations.log_files.bucket, settings.locations.log_files.key(METRICS_FILE)
         source = str(settings.dirs.logs / METRICS_FILE)
-        await asyncio.to_thread(store.upload_stream, handle, bucket, key, source=source)
+        return await asyncio.to_thread(store.upload_stream, handle, bucket, key, source=source)
 
     async def _log_sink(self, name: str, data: bytes) -> None:
         location = self.settings.locations.log_files

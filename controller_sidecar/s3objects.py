@@ -29,3 +29,10 @@ class OpenUpload:
     key: str
     upload_id: str
     initiated: datetime
+
+
+@dataclass(frozen=True)
+class HashedObject(RemoteObject):
+    """An object with the SHA-256 of the bytes the sidecar sent or received, taken as they streamed."""
+
+    sha256: str = ""

@@ -51,7 +51,7 @@ from s3transfer.utils import ChunksizeAdjuster
 
 from controller_sidecar.atomicfile import fsync_dir
 from controller_sidecar.errors import PermanentError, SidecarError, TransferError, TransientError
-from controller_sidecar.s3objects import PARTIAL_SUFFIX, OpenUpload, RemoteObject
+from controller_sidecar.s3objects import PARTIAL_SUFFIX, HashedObject, OpenUpload, RemoteObject
 from controller_sidecar.settings import S3Location, S3Settings
 
 LOGGER = logging.getLogger(__name__)
@@ -183,11 +183,18 @@ def file_etag(path: Path, part_size: int | None) -> str:
 
 def stream_etag(stream: IO[bytes], part_size: int | None) -> str:
     """The ETag of ``stream``'s content from its start (it is read to its end)."""
+    return stream_digests(stream, part_size)[0]
+
+
+def stream_digests(stream: IO[bytes], part_size: int | None) -> tuple[str, str]:
+    """The ETag and the SHA-256 of ``stream``'s content from its start, in one read to its end."""
     digest = _Digest(part_size)
+    sha256 = hashlib.sha256()
     stream.seek(0)
     while chunk := stream.read(_CHUNK):
         digest.update(chunk)
-    return digest.etag()
+        sha256.update(chunk)
+    return digest.etag(), sha256.hexdigest()
 
 
 class PiecesReader(io.RawIOBase):
@@ -311,7 +318,17 @@ class S3Store:
         return int(answer["ContentLength"])
 
     def download(self, bucket: str, obj: RemoteObject, dest: Path) -> int:
-        """Fetch ``obj`` into ``dest`` (temp file, fsync, rename) and return its size.
+        """Fetch ``obj`` into ``dest`` (temp file, fsync, rename) and return its size; as :meth:`download_hashed`
+        without the SHA-256 (checkpoints: the provenance names the checkpoint by its marker)."""
+        return self._download(bucket, obj, dest, None).size
+
+    def download_hashed(self, bucket: str, obj: RemoteObject, dest: Path) -> HashedObject:
+        """Fetch ``obj`` into ``dest`` (temp file, fsync, rename): its size and the SHA-256 of the bytes written,
+        hashed as they stream in (no second read)."""
+        return self._download(bucket, obj, dest, hashlib.sha256())
+
+    def _download(self, bucket: str, obj: RemoteObject, dest: Path, sha256: hashlib._Hash | None) -> HashedObject:
+        """Fetch ``obj`` into ``dest``, feeding ``sha256`` (when given) with every chunk written.
 
         Raises TransferError when the bytes differ from the listing's size or ETag (or the object was
         replaced since it was listed), TransientError when the connection failed or the body was cut short.
@@ -323,7 +340,7 @@ class S3Store:
         temp = Path(temp_name)
         try:
             with os.fdopen(fd, "wb") as out:
-                received, digest = self._stream(bucket, obj, where, out)
+                received, digest = self._stream(bucket, obj, where, out, sha256)
                 out.flush()
                 os.fsync(out.fileno())
             if digest is not None:
@@ -333,9 +350,11 @@ class S3Store:
         finally:
             temp.unlink(missing_ok=True)  # only still there when the transfer or its check failed
         fsync_dir(dest.parent)
-        return received
+        return HashedObject(obj.key, received, obj.etag, sha256.hexdigest() if sha256 is not None else "")
 
-    def _stream(self, bucket: str, obj: RemoteObject, where: str, out: IO[bytes]) -> tuple[int, _Digest | None]:
+    def _stream(
+        self, bucket: str, obj: RemoteObject, where: str, out: IO[bytes], sha256: hashlib._Hash | None
+    ) -> tuple[int, _Digest | None]:
         """The bytes written to ``out``, and the MD5 digest to check against the ETag: None when botocore checks
         the body itself, against the whole-object checksum the store sent with it."""
         received = 0
@@ -349,6 +368,8 @@ class S3Store:
                 digest = None if _checked_by_client(answer) else _Digest(self._part_size(bucket, obj))
                 while chunk := body.read(_CHUNK):
                     out.write(chunk)
+                    if sha256 is not None:
+                        sha256.update(chunk)
                     if digest is not None:
                         digest.update(chunk)
                     received += len(chunk)
@@ -365,27 +386,31 @@ class S3Store:
         memory as it does for an open stream (the scheduler uploads models of hundreds of MB this way).
         """
         with path.open("rb") as stream:
-            size, expected = self._expected(stream)
+            size, expected, _sha256 = self._expected(stream)
         return self._upload(str(path), bucket, key, size, expected, source=str(path))
 
-    def upload_stream(self, stream: IO[bytes], bucket: str, key: str, *, source: str) -> RemoteObject:
+    def upload_stream(self, stream: IO[bytes], bucket: str, key: str, *, source: str) -> HashedObject:
         """Upload an open file, from its start, and check the stored ETag; ``source`` names it in errors.
 
         The sidecar uploads the learner's files this way: opened once without following links
-        (:mod:`controller_sidecar.jobfiles`), so what is sent is the file that was checked.
+        (:mod:`controller_sidecar.jobfiles`), so what is sent is the file that was checked. The SHA-256 comes
+        from the pass that computes the expected ETag, and the stored object must have that ETag: a file changed
+        between the two reads is refused, so the digest is that of the stored bytes (docs/provenance.md).
         """
-        size, expected = self._expected(stream)
+        size, expected, sha256 = self._expected(stream)
         stream.seek(0)
-        return self._upload(stream, bucket, key, size, expected, source=source)
+        stored = self._upload(stream, bucket, key, size, expected, source=source)
+        return HashedObject(stored.key, stored.size, stored.etag, sha256)
 
-    def _expected(self, stream: IO[bytes]) -> tuple[int, str]:
-        """The size of ``stream`` and the ETag the store should give it (read to its end)."""
+    def _expected(self, stream: IO[bytes]) -> tuple[int, str, str]:
+        """The size of ``stream``, the ETag the store should give it and its SHA-256 (read to its end)."""
         size = stream.seek(0, os.SEEK_END)
         config = self._transfer_config
         part_size = None
         if size >= config.multipart_threshold:
             part_size = ChunksizeAdjuster().adjust_chunksize(config.multipart_chunksize, size)
-        return size, stream_etag(stream, part_size)
+        etag, sha256 = stream_digests(stream, part_size)
+        return size, etag, sha256
 
     def _upload(
         self, what: str | IO[bytes], bucket: str, key: str, size: int, expected: str, *, source: str

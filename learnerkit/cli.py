@@ -36,7 +36,9 @@ GROUPS: dict[str, GroupEntry] = {
         "learnerkit.scheduler.cli_job", "job_group", "Check and run training jobs described by FfDL manifests."
     ),
     "scheduler": GroupEntry(
-        "learnerkit.scheduler.cli_scheduler", "scheduler_group", "Run the scheduler and manage its tenants' tokens."
+        "learnerkit.scheduler.cli_scheduler",
+        "scheduler_group",
+        "Run the scheduler and manage its tenants' tokens and its signing key.",
     ),
     "dev": GroupEntry(
         "learnerkit.dev.cli_dev",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`, the README's main job: an FfDL manifest submitted to the scheduler, run as a PyTorch learner
 # + controller sidecar pair on the local Docker engine against etcd and S3 (SeaweedFS), followed to
-# COMPLETED. Idempotent: images are cached by inputs, running services are reused.
+# COMPLETED, its provenance verified. Idempotent: images are cached by inputs, running services are reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LK=.venv/bin/learnerkit
@@ -35,8 +35,13 @@ say "the last lines of its log:"
 "$LK" job logs "$job" | tail -n 3
 say "its metric history (the last lines; FfDL's emetrics):"
 "$LK" job metrics "$job" | tail -n 5
+say "its provenance, signed by the platform's key (written as the job ended):"
+for _ in $(seq 60); do "$LK" job provenance "$job" >/dev/null 2>&1 && break; sleep 1; done
+"$LK" job provenance "$job"
 rm -rf "$DEMO/download"
-"$LK" job download "$job" --what results --to "$DEMO/download"
+"$LK" job download "$job" --what all --to "$DEMO/download"
+say "the download checked against it (signatures, every file hashed again, the data, the images):"
+"$LK" job verify "$DEMO/download" --data "$DEMO/data"
 results=$("$LK" job status "$job" --output json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["results"])')
-say "results, logs and checkpoints are in $results; its results were downloaded into $DEMO/download"
+say "results, logs and checkpoints are in $results; the job was downloaded into $DEMO/download"
 say "stop the services with: $LK dev down"

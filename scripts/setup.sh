@@ -13,9 +13,11 @@ cd "$(dirname "$0")/.."
 #   docker-registry  the registry publish tests push to (tests start their own on a free 127.0.0.1 port)
 #   gpgv, debian-archive-keyring  verify the signed Debian security indexes the scan fetches
 #   prometheus   scrapes the dev services' /metrics (learnerkit dev up --with-prometheus; tested)
+#   e2fsprogs, util-linux  mkfs.ext4, tune2fs, debugfs and losetup: the Docker backend's /job sized to a job's
+#                storage (learnerkit/pair/jobdisk.py)
 #   git, make, ca-certificates, tar  the build itself
 APT_PACKAGES=(docker.io debootstrap iptables etcd-server docker-registry gpgv debian-archive-keyring prometheus
-              git make ca-certificates tar)
+              e2fsprogs util-linux git make ca-certificates tar)
 STATE_DIR=.learnerkit
 LOG_DIR="$STATE_DIR/logs"
 VENV=.venv

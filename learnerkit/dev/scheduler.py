@@ -2,7 +2,7 @@
 
 It serves on loopback against the dev etcd; the first start makes a token for the tenant ``demo`` (kept,
 mode 0600, beside the tokens file) so that ``eval "$(learnerkit dev env)"`` is all a shell needs to submit, and
-a tenants file that lets ``demo`` raise its jobs' priority.
+a tenants file that lets ``demo`` raise its jobs' priority, and the platform's signing key.
 
 FfDL's defaults (5 CPUs, 12 GiB a learner) would leave a manifest without ``cpus`` unschedulable on a small
 machine, so the dev scheduler's defaults fit this host (the local engine's one node), and manifests without
@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from controller_sidecar.atomicfile import write_atomic
+from learnerkit.common.signing import load_or_create_signer
 from learnerkit.dev.ports import LOOPBACK
 from learnerkit.dev.service import Launch, Service
 from learnerkit.scheduler.api.auth import add_token
@@ -61,8 +62,14 @@ def _tenants(launch: Launch) -> Path:
     return launch.folder / "tenants.yaml"
 
 
+def signing_key(launch: Launch) -> Path:
+    """The dev platform's signing key, made on the first start (docs/provenance.md)."""
+    return launch.folder / "signing-key.pem"
+
+
 def _prepare(launch: Launch) -> None:
     launch.folder.mkdir(parents=True, exist_ok=True)
+    load_or_create_signer(signing_key(launch))
     if not _tenants(launch).exists():
         write_atomic(_tenants(launch), TENANTS.encode(), mode=0o600)
     if not _demo_token(launch).exists():
@@ -82,6 +89,8 @@ def _argv(launch: Launch) -> list[str]:
         str(launch.ports["api"]),
         "--tokens",
         str(_tokens(launch)),
+        "--signing-key",
+        str(signing_key(launch)),
         "--tenants",
         str(_tenants(launch)),
         "--etcd-endpoints",

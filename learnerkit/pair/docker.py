@@ -21,6 +21,7 @@ import docker.errors
 from learner.paths import DIR_DEFAULTS, JOB_DIR, SHARED_DIR
 from learnerkit.common.engine import EngineError, engine, gpu_request
 from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
+from learnerkit.pair.jobdisk import JobDiskSettings, backing_file, job_volume, remove_volume
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 
 PAIR_LABEL = "io.learnerkit.pair"
@@ -50,6 +51,10 @@ class DockerPlacement:
     labels: Mapping[str, str] = field(default_factory=dict)
     shared_volume: str | None = None
     """The job's volume that every learner of the job mounts read-write at ``SHARED_DIR`` (FfDL's job folder)."""
+    disk: JobDiskSettings = field(default_factory=JobDiskSettings)
+    """How a ``/job`` sized to the spec's ``storage`` is made (:mod:`learnerkit.pair.jobdisk`)."""
+    disk_owner: str = "run-local"
+    """The folder of ``disk.state_dir`` that holds the backing file: the scheduler instance's id."""
 
 
 STARTED_STATES = frozenset({"running", "paused", "restarting"})
@@ -166,18 +171,28 @@ def start_pair(spec: PairSpec, placement: DockerPlacement | None = None) -> Pair
     try:
         # The placement's labels too: a scheduler that dies before the containers exist finds the volume again.
         labels = {**placement.labels, PAIR_LABEL: spec.name, JOB_LABEL: spec.job_id}
-        volume = client.volumes.create(name=f"{spec.name}-job", labels=labels)
+        volume = _job_volume(client, spec, placement, labels)
         made.append(volume)
         learner = client.containers.run(**learner_options(spec, placement, volume.name))
         made.append(learner)
         sidecar = _run_sidecar(spec, placement, volume.name, learner)
         made.append(sidecar)
     except docker.errors.APIError as e:
-        for obj in reversed(made):
+        for obj in reversed(made[1:]):
             with suppress(docker.errors.NotFound, docker.errors.APIError):
                 obj.remove(force=True)
+        if made:
+            with suppress(docker.errors.APIError):
+                remove_volume(client.api, made[0].name)
         raise EngineError(f"starting learner pair {spec.name}: {e.explanation}") from e
     return PairHandle(name=spec.name, volume=volume.name, learner=learner.id, sidecar=sidecar.id)
+
+
+def _job_volume(client: Any, spec: PairSpec, placement: DockerPlacement, labels: Mapping[str, str]) -> Any:
+    """The pair's ``/job`` volume, sized to the spec's ``storage`` when it has one."""
+    name = f"{spec.name}-job"
+    path = backing_file(placement.disk, placement.disk_owner, name)
+    return job_volume(client, name, labels, spec.job_id, spec.storage_bytes, placement.disk, path)
 
 
 def _learner_cgroups(learner: Any) -> dict[str, str] | None:
@@ -318,8 +333,7 @@ def remove_pair(handle: PairHandle) -> None:
         if container_id:  # a half-made pair has no sidecar yet
             with suppress(docker.errors.NotFound):
                 api.remove_container(container_id, force=True)
-    with suppress(docker.errors.NotFound):
-        api.remove_volume(handle.volume, force=True)
+    remove_volume(api, handle.volume)
 
 
 def pairs_of(job_id: str) -> list[PairHandle]:

@@ -81,7 +81,7 @@ class PairSpec:
     pids: PidsLimits = field(default_factory=PidsLimits)
     storage_bytes: int | None = None
     """The manifest's ``storage``: the most ``/job`` may hold. Kubernetes: the ``emptyDir``'s ``sizeLimit`` (the
-    kubelet evicts a pod past it); the Docker engine does not enforce it yet (docs/security.md)."""
+    kubelet evicts a pod past it); the Docker engine: a volume of that size (:mod:`learnerkit.pair.jobdisk`)."""
 
     def __post_init__(self) -> None:
         if not JOB_ID.match(self.job_id):

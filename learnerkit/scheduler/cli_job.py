@@ -24,7 +24,16 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from rich.table import Table
 
 from learnerkit.common.errors import LearnerkitError
-from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, output_option, to_jsonable
+from learnerkit.common.output import (
+    OutputFormat,
+    console,
+    emit,
+    err_console,
+    fail,
+    keep_whole,
+    output_option,
+    to_jsonable,
+)
 from learnerkit.common.project import find_project_root
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.client.http import SchedulerClient
@@ -38,7 +47,7 @@ from learnerkit.scheduler.client.terminal import (
     watch_job,
 )
 from learnerkit.scheduler.config.settings import resource_defaults
-from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError
+from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError, SchedulerError
 from learnerkit.scheduler.facade import JobView
 from learnerkit.scheduler.manifest.defaultresults import default_results
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
@@ -47,6 +56,7 @@ from learnerkit.scheduler.manifest.units import format_size
 
 if TYPE_CHECKING:
     from learnerkit.scheduler.modelcode.archive import ModelSummary
+    from learnerkit.scheduler.provenance.verify import VerifyReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -249,7 +259,7 @@ def metrics(job_id: str, learner: int, client: SchedulerClient, output: str) -> 
     emit(output, body, show)
 
 
-WHAT_CHOICES = ("results", "logs", "checkpoints", "model", "all")
+WHAT_CHOICES = ("results", "logs", "checkpoints", "model", "provenance", "all")
 
 
 @job_group.command("download")
@@ -258,7 +268,7 @@ WHAT_CHOICES = ("results", "logs", "checkpoints", "model", "all")
 @click.option("--what", type=click.Choice(WHAT_CHOICES), default="results", show_default=True, help="which outputs")
 @connected
 def download(job_id: str, to: Path | None, what: str, client: SchedulerClient, output: str) -> None:
-    """What JOB_ID stored (results, logs, checkpoints of every attempt and learner, its model), fetched
+    """What JOB_ID stored (results, logs, checkpoints of every attempt and learner, its model, its provenance), fetched
     through the scheduler; files land under --to by their path, each written whole or not at all."""
     # Imported here: the other job verbs start without the progress bar and the thread pool.
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
@@ -289,6 +299,100 @@ def download(job_id: str, to: Path | None, what: str, client: SchedulerClient, o
     emit(output, summary, show)
     if summary.failed:
         raise SystemExit(1)
+
+
+@job_group.command("provenance")
+@click.argument("job_id")
+@click.option("--to", "to", type=click.Path(path_type=Path, file_okay=False), default=None, help="download it here")
+@connected
+def provenance(job_id: str, to: Path | None, client: SchedulerClient, output: str) -> None:
+    """The signed provenance of JOB_ID (docs/provenance.md): its factsheet, or with --to its documents (the DSSE
+    envelope, the model signature, the manifest and the factsheet) downloaded under --to/provenance/."""
+    from learnerkit.scheduler.client.download import download_all
+    from learnerkit.scheduler.client.provenance import job_factsheet, provenance_files
+
+    if to is not None:
+        files = provenance_files(client, job_id)
+        failed = download_all(client, job_id, files, to, lambda _n: None)
+        if failed:
+            raise SchedulerError("; ".join(f"{f.path}: {f.error}" for f in failed))
+        listed = {"job_id": job_id, "to": str(to), "files": [item.path for item in files]}
+        emit(output, listed, lambda: console.print(f"{len(files)} provenance file(s) in [bold]{escape(str(to))}[/]"))
+        return
+    sheet = job_factsheet(client, job_id)
+    emit(output, sheet, lambda: console.print(_factsheet_table(sheet)))
+
+
+def _factsheet_table(sheet: dict[str, Any]) -> Table:
+    table = Table(title=f"job {sheet['job']}: {sheet['status']}", title_justify="left", show_header=False)
+    table.add_column("fact")
+    table.add_column("value")
+    image = sheet["image"]
+    table.add_row("image", escape(f"{image['reference']} {json.dumps(image['digest'])} scan: {image['scan']}"))
+    for model in sheet["model"]:
+        table.add_row("result", escape(f"{model['file']} sha256:{model['sha256']}"))
+    for data in sheet["data"]:
+        table.add_row("data", escape(f"{data['object']} sha256:{data['sha256']}"))
+    for code in sheet["code"]:
+        table.add_row("code", escape(f"{code['name']} sha256:{code['sha256']}"))
+    for name, metric in sheet["metrics"].items():
+        table.add_row("metric", escape(f"{name}: final {metric['final']:g}, best {metric['best']:g}"))
+    for attempt in sheet["lineage"]["attempts"]:
+        table.add_row("attempt", escape(f"{attempt['number']}: {attempt['endedBy'] or 'running'} {attempt['reason']}"))
+    return keep_whole(table, "value")
+
+
+@job_group.command("verify")
+@click.argument("target")
+@click.option(
+    "--public-key",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    help="the platform's public key (PEM) [the scheduler's, as `scheduler public-key` prints it]",
+)
+@click.option(
+    "--data",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="a copy of the training data (the data prefix's layout), to hash its objects again",
+)
+@click.option("--to", "to", type=click.Path(path_type=Path, file_okay=False), default=None, help="where JOB goes")
+@connected
+def verify(
+    target: str, public_key: Path | None, data: Path | None, to: Path | None, client: SchedulerClient, output: str
+) -> None:
+    """Check a job's provenance: TARGET is a folder `job download --what all` wrote, or a job id (downloaded to
+    --to, else a temporary folder). Checks the signatures, hashes the files again and asks the local engine for the
+    images; names every item that changed and exits 1 then."""
+    from learnerkit.common.signing import load_public_key, public_key_from_pem
+    from learnerkit.scheduler.client.provenance import download_for_verify, engine_digest
+    from learnerkit.scheduler.provenance.verify import verify_folder
+
+    key = (
+        load_public_key(public_key)
+        if public_key
+        else public_key_from_pem(client.public_key().encode(), client.base_url)
+    )
+    folder = Path(target)
+    with tempfile.TemporaryDirectory(prefix="learnerkit-verify-") as temporary:
+        if not folder.is_dir():
+            folder = to if to is not None else Path(temporary)
+            failed = download_for_verify(client, target, folder)
+            if failed:
+                raise SchedulerError("; ".join(f"{f.path}: {f.error}" for f in failed))
+        report = verify_folder(folder, key, data=data, image_digest=engine_digest)
+    emit(output, report.to_dict(), lambda: _show_report(report))
+    if not report.ok:
+        raise SystemExit(1)
+
+
+def _show_report(report: VerifyReport) -> None:
+    colours = {"ok": "green", "changed": "bold red", "not checked": "yellow"}
+    for check in report.checks:
+        detail = f": {escape(check.detail)}" if check.detail else ""
+        console.print(f"[{colours[check.state.value]}]{check.state.value}[/] {escape(check.item)}{detail}")
+    verdict = "[green]verified[/]" if report.ok else f"[bold red]{len(report.changed)} item(s) changed[/]"
+    console.print(f"{verdict} (key {report.key_id})")
 
 
 def _chunk_json(data: bytes) -> dict[str, str]:

@@ -13,11 +13,13 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from learnerkit.common.errors import LearnerkitError
+from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, keep_whole, output_option
 from learnerkit.scheduler.api.auth import add_token, read_tokens, revoke
 from learnerkit.scheduler.config.settings import (
+    DEFAULT_SIGNING_KEY,
     DEFAULT_TOKENS,
+    SIGNING_KEY_SETTING,
     BackendKind,
     SchedulerSettings,
     parse_endpoints,
@@ -39,13 +41,19 @@ tokens_option = click.option(
 
 @click.group("scheduler")
 def scheduler_group() -> None:
-    """Run the scheduler and manage its tenants' tokens."""
+    """Run the scheduler and manage its tenants' tokens and its signing key."""
 
 
 @scheduler_group.command("serve")
 @click.option("--host", default=None, help="address to listen on [env LEARNERKIT_SCHEDULER_HOST; 127.0.0.1]")
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="[env LEARNERKIT_SCHEDULER_PORT; 8080]")
 @click.option("--tokens", type=click.Path(path_type=Path, dir_okay=False), default=None, help="the tokens file")
+@click.option(
+    "--signing-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help=f"the platform's signing key (`scheduler key create`) [env {SIGNING_KEY_SETTING}; {DEFAULT_SIGNING_KEY}]",
+)
 @click.option("--etcd-endpoints", default=None, help="comma-separated host:port [env ETCD_ENDPOINTS]")
 @click.option("--s3-endpoint", default=None, help="S3 endpoint URL [env S3_ENDPOINT_URL; AWS]")
 @click.option("--s3-bucket", default=None, help="bucket for logs, checkpoints, results [env LEARNERKIT_S3_BUCKET]")
@@ -79,6 +87,7 @@ def serve_command(
     host: str | None,
     port: int | None,
     tokens: Path | None,
+    signing_key: Path | None,
     etcd_endpoints: str | None,
     s3_endpoint: str | None,
     s3_bucket: str | None,
@@ -104,6 +113,7 @@ def serve_command(
             backend={"kind": BackendKind(backend) if backend else None},
             limits={"tenants": tenants, "defaults": defaults},
             trust={"project_images": trust_project_images},
+            signing={"key": signing_key},
         )
         results = tenant_results(defaults.results_bucket, "<tenant>") if defaults.results_bucket else "none (required)"
         err_console.print(
@@ -119,6 +129,58 @@ def serve_command(
         serve(settings, create_scheduler)
     except LearnerkitError as e:
         fail(OutputFormat.TABLE.value, e)
+
+
+@scheduler_group.group("key")
+def key_group() -> None:
+    """The platform's signing key: it signs every job's provenance (docs/provenance.md)."""
+
+
+@key_group.command("create")
+@click.option(
+    "--key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar=SIGNING_KEY_SETTING,
+    default=DEFAULT_SIGNING_KEY,
+    show_default=True,
+    help=f"where the private key goes (its .pub beside it) [env {SIGNING_KEY_SETTING}]",
+)
+@output_option
+def key_create(key: Path, output: str) -> None:
+    """Create an ECDSA P-256 key for `serve` and print its public key; an existing key is kept, never replaced."""
+    # Imported here: only this command pays for the cryptography stack.
+    from learnerkit.common.signing import create_signer, public_key_path, public_pem
+
+    try:
+        if key.exists():
+            raise ConfigError(f"{key}: a key is there already; it is kept (remove it first to replace it)")
+        pem = public_pem(create_signer(key))
+    except (LearnerkitError, OSError) as e:
+        fail(output, e if isinstance(e, LearnerkitError) else ConfigError(f"{key}: cannot write the key: {e}"))
+        return
+    emit(
+        output,
+        {"key": str(key), "public_key": str(public_key_path(key)), "pem": pem},
+        lambda: click.echo(pem, nl=False),
+    )
+
+
+@scheduler_group.command("public-key")
+@click.option("--url", default=None, help="the scheduler [env LEARNERKIT_SCHEDULER_URL; http://127.0.0.1:8080]")
+@output_option
+def public_key(url: str | None, output: str) -> None:
+    """Print the platform's public signing key (PEM) as the scheduler's API serves it."""
+    from learnerkit.scheduler.client.http import SchedulerClient
+
+    client = SchedulerClient.from_env(url, None)
+    try:
+        pem = client.public_key()
+    except LearnerkitError as e:
+        fail(output, e)
+        return
+    finally:
+        client.close()
+    emit(output, {"url": client.base_url, "pem": pem}, lambda: click.echo(pem, nl=False))
 
 
 @scheduler_group.group("token")

@@ -24,6 +24,25 @@ class LearnerView:
 
 
 @dataclass(frozen=True)
+class AttemptView:
+    """One deploy of the job (`learnerkit.scheduler.jobs.attempts`)."""
+
+    number: int
+    nodes: tuple[str, ...] = ()
+    started_at: str = ""
+    ended_at: str | None = None
+    ended_by: str | None = None
+    """COMPLETED, FAILED, HALTED, PREEMPTED, NODE_LOST, DRAINED, CANCELLED, RESTARTED; None while it runs."""
+    reason: str = ""
+    resumed_from: int | None = None
+    """The attempt whose checkpoint this one restored."""
+    checkpoint_digest: str | None = None
+    work_lost_s: float | None = None
+    """Training seconds lost when it ended (at most, for a learner stopped at the halt grace's end)."""
+    steps_lost: int | None = None
+
+
+@dataclass(frozen=True)
 class EvaluationView:
     """One evaluation of the job's model (docs/evaluations.md)."""
 
@@ -63,7 +82,7 @@ class JobView:
     name: str
     status: str
     """The job's aggregate phase: QUEUED, PENDING, DOWNLOADING, PROCESSING, STORING, COMPLETED, FAILED, HALTED,
-    CANCELLED."""
+    CANCELLED; PREEMPTED while a preempted job waits to resume."""
     reason: str = ""
     """Why the job waits (admission), or why it ended."""
     submitted_at: str = ""
@@ -77,6 +96,8 @@ class JobView:
     """``s3://bucket/prefix`` of the job's outputs."""
     evaluations: tuple[EvaluationView, ...] = ()
     """The latest round of evaluations of the job's model (``job status`` only; empty elsewhere)."""
+    attempts: tuple[AttemptView, ...] = ()
+    """Each deploy of the job, oldest first."""
 
 
 @dataclass(frozen=True)

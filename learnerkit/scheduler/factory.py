@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -21,7 +21,9 @@ from datetime import UTC, datetime
 from controller_sidecar.etcdstore import EtcdStore, LockHeldError
 from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
+from learnerkit.common.engine import EngineError, image_id
 from learnerkit.common.project import find_project_root
+from learnerkit.common.signing import load_signer, public_pem
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
 from learnerkit.scheduler.api.hosting import HostedScheduler
 from learnerkit.scheduler.backends.deployment import Egress
@@ -31,7 +33,7 @@ from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from learnerkit.scheduler.backends.k8s_objects import SIDECAR_METRICS_PORT
 from learnerkit.scheduler.backends.protocol import Backend
 from learnerkit.scheduler.config.policy import SubmitPolicy
-from learnerkit.scheduler.config.settings import BackendKind, SchedulerSettings
+from learnerkit.scheduler.config.settings import SIGNING_KEY_SETTING, BackendKind, SchedulerSettings
 from learnerkit.scheduler.config.tenants import Tenants, load_tenants
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
@@ -41,6 +43,10 @@ from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.images.gate import ImageGate
 from learnerkit.scheduler.images.sidecar import pin_sidecar
 from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.preemption.rules import PreemptionRules
+from learnerkit.scheduler.provenance.facts import ImageFact
+from learnerkit.scheduler.provenance.writer import ProvenanceWriter
+from learnerkit_build.scan.records import load_record
 from learnerkit_build.sidecarimage import sidecar_reference
 
 LOGGER = logging.getLogger(__name__)
@@ -71,7 +77,7 @@ def backend_for(settings: SchedulerSettings) -> tuple[Backend, int]:
             SIDECAR_METRICS_PORT,
         )
     # On the Docker engine sidecars share the host network: no fixed port, or two would clash.
-    return DockerBackend(), 0
+    return DockerBackend(settings.backend.job_disk), 0
 
 
 def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy:
@@ -85,8 +91,29 @@ def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy
         host_paths=trust.host_paths,
         priorities=tenants.priorities(),
         default_priority=tenants.default.priority,
+        opt_out=tenants.opt_outs(),
+        default_opt_out=tenants.default.opt_out,
         defaults=limits.defaults,
     )
+
+
+def describe_image(gate: ImageGate) -> Callable[[str], ImageFact]:
+    """An image as the provenance names it: the reference the gate checked, the ID the engine has, and the digests
+    of the build tool's SBOM and scan report of that ID with the scan's verdict, where there are records."""
+
+    def describe(image: str) -> ImageFact:
+        reference = gate.named(image)
+        try:
+            digest = image if image.startswith("sha256:") else image_id(reference) or ""
+        except EngineError:
+            digest = ""  # Kubernetes: the engine that ran it is the cluster's, not this one
+        record = load_record(digest) if digest else None
+        if record is None:
+            return ImageFact(reference, digest)
+        verdict = "passed" if record.passed else "failed"
+        return ImageFact(reference, digest, {"sbom": record.sbom_sha256, "scan": record.report_sha256}, verdict)
+
+    return describe
 
 
 LOCK_TTL_S = 15
@@ -115,6 +142,8 @@ async def sole_scheduler(etcd: EtcdStore, settings: SchedulerSettings) -> AsyncI
 
 
 def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
+    """Refuses (ConfigError naming ``$LEARNERKIT_SIGNING_KEY``) without a readable platform signing key."""
+    signer = load_signer(settings.signing.key, SIGNING_KEY_SETTING)
     catalog = ImageCatalog(find_project_root(), settings.backend.registry)
     backend, metrics_port = backend_for(settings)
     gate = ImageGate(
@@ -123,16 +152,22 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         pin_ids=settings.backend.kind is BackendKind.DOCKER,  # deploy what was checked; Kubernetes pulls by name
     )
     tenants = load_tenants(settings.limits.tenants)
+    sidecar_image = settings.backend.sidecar_image or sidecar_reference()
     options = SchedulerOptions(
         platform=Platform(
             etcd_endpoints=",".join(settings.etcd.endpoints),
-            sidecar_image=settings.backend.sidecar_image or sidecar_reference(),
+            sidecar_image=sidecar_image,
             metrics_port=metrics_port,
             etcd_root=settings.etcd.root,
         ),
         catalog=catalog.frameworks(),
         resolve_image=gate.gated(catalog.resolve),
         policy=AdmissionPolicy(quotas=tenants.quotas(), default_quota=tenants.default.quota),
+        preemption=PreemptionRules(
+            min_run_s=settings.limits.preemption_min_run_s,
+            may_preempt=tenants.may_preempt(),
+            default_may_preempt=tenants.default.preempt_others,
+        ),
         submit_policy=submit_policy(settings, tenants),
         instance=settings.trust.instance,
         packages=PackageIndex(
@@ -144,6 +179,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         resolve_evaluator=gate.gated_evaluator(catalog.evaluator),
         pids=settings.limits.pids,
         abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,
+        provenance=ProvenanceWriter(signer, describe_image(gate), sidecar_image),
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)
@@ -160,7 +196,10 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         pinned = await asyncio.to_thread(
             pin_sidecar, platform.sidecar_image, by_id=settings.backend.kind is BackendKind.DOCKER
         )
-        scheduler.shared.options = replace(options, platform=replace(platform, sidecar_image=pinned))
+        provenance = options.provenance and replace(options.provenance, sidecar_image=pinned)
+        scheduler.shared.options = replace(
+            options, platform=replace(platform, sidecar_image=pinned), provenance=provenance
+        )
         LOGGER.info("sidecar image %s, deployed as %s", platform.sidecar_image, pinned)
         etcd = await EtcdStore.connect(etcd_settings)
         try:
@@ -180,4 +219,6 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         finally:
             await etcd.close()
 
-    return HostedScheduler(facade=scheduler, registry=scheduler.shared.metrics.registry, lifespan=lifespan)
+    return HostedScheduler(
+        facade=scheduler, registry=scheduler.shared.metrics.registry, lifespan=lifespan, public_key=public_pem(signer)
+    )

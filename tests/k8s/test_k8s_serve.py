@@ -65,10 +65,12 @@ def served(
     }
     tokens = tmp_path / "tokens.json"
     added = learnerkit(env, "scheduler", "token", "add", "team-k8s", "--tokens", str(tokens), "--output", "json")
+    signing_key = tmp_path / "signing-key.pem"
+    learnerkit(env, "scheduler", "key", "create", "--key", str(signing_key), "--output", "json")
     port = free_port()
     argv = [
         *(sys.executable, "-m", "learnerkit", "scheduler", "serve", "--backend", "kubernetes"),
-        *("--port", str(port), "--tokens", str(tokens), "--trust-project-images"),
+        *("--port", str(port), "--tokens", str(tokens), "--signing-key", str(signing_key), "--trust-project-images"),
         *("--etcd-endpoints", f"{gateway}:{pod_etcd_port}", "--s3-endpoint", pod_s3.endpoint_url),
     ]
     log = (tmp_path / "serve.log").open("wb")

@@ -159,7 +159,15 @@ _FILE_RESPONSE: dict[int | str, dict[str, Any]] = {
     },
     404: {"model": ErrorBody, "description": "no such job for the tenant, or no such file of the job"},
 }
-WHAT_PATTERN = "^(results|logs|checkpoints|model|all)$"
+_PUBLIC_KEY_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the platform's public signing key (ECDSA P-256, PEM): it verifies every job's provenance",
+        "content": {"application/x-pem-file": {"schema": {"type": "string"}}},
+    }
+}
+SIGNING_KEY_PATH = "/v1/signing-key"
+"""Needs no token: the public key is public, and verifiers fetch it before they hold one."""
+WHAT_PATTERN = "^(results|logs|checkpoints|model|provenance|all)$"
 
 
 _bearer = HTTPBearer(auto_error=False, description="a tenant's token: `learnerkit scheduler token add`")
@@ -189,6 +197,7 @@ def create_app(
     limits: LimitSettings | None = None,
     registry: CollectorRegistry | None = None,
     lifespan: Lifespan | None = None,
+    public_key: str | None = None,
 ) -> FastAPI:
     """The ASGI app; fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
     tokens = TokenStore(tokens_path)
@@ -217,6 +226,14 @@ def create_app(
     app.add_api_route("/healthz", _healthz, methods=["GET"], response_model=Health, tags=["service"])
     if registry is not None:
         app.add_api_route("/metrics", _metrics_endpoint(registry), methods=["GET"], tags=["service"])
+    if public_key is not None:
+        app.add_api_route(
+            SIGNING_KEY_PATH,
+            _public_key_endpoint(public_key),
+            methods=["GET"],
+            tags=["service"],
+            responses=_PUBLIC_KEY_RESPONSE,
+        )
     return app
 
 
@@ -506,6 +523,14 @@ def _validation_error(_request: Request, error: Exception) -> JSONResponse:
 async def _healthz() -> Health:
     """The API answers; says nothing about etcd or the backend."""
     return Health(status="ok")
+
+
+def _public_key_endpoint(pem: str) -> Callable[[], Awaitable[Response]]:
+    async def public_key() -> Response:
+        """The platform's public signing key, PEM."""
+        return Response(pem, media_type="application/x-pem-file")
+
+    return public_key
 
 
 def _metrics_endpoint(registry: CollectorRegistry) -> Callable[[], Awaitable[Response]]:

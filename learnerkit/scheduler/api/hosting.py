@@ -25,6 +25,8 @@ class HostedScheduler:
     registry: CollectorRegistry | None = None
     """Served at ``/metrics`` when given."""
     lifespan: Lifespan | None = None
+    public_key: str | None = None
+    """The platform's public signing key (PEM), served at ``/v1/signing-key``."""
 
 
 SchedulerFactory = Callable[[SchedulerSettings], HostedScheduler]

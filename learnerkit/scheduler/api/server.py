@@ -27,7 +27,13 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
     lifespan: a start it refuses (another scheduler holds the etcd root, the sidecar image is missing) reaches the
     caller as the `LearnerkitError` it is, one line and exit code 1, instead of uvicorn's traceback and exit 3."""
     hosted = factory(settings)
-    app = create_app(hosted.facade, settings.api.tokens, limits=settings.limits, registry=hosted.registry)
+    app = create_app(
+        hosted.facade,
+        settings.api.tokens,
+        limits=settings.limits,
+        registry=hosted.registry,
+        public_key=hosted.public_key,
+    )
     server = uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info"))
 
     async def run() -> None:

@@ -32,6 +32,14 @@ from learnerkit.pair.docker import (
     restart_sidecar,
     start_pair,
 )
+from learnerkit.pair.jobdisk import (
+    JobDiskError,
+    JobDiskSettings,
+    backing_file,
+    job_volume,
+    remove_volume,
+    sweep_leftovers,
+)
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.backends.deployment import JobDeployment, distributed_env
@@ -50,17 +58,20 @@ def network_name(job_id: str) -> str:
     return f"lk-{job_id}-net"
 
 
-def placement(job: JobDeployment, learner: PairSpec) -> DockerPlacement:
+def placement(job: JobDeployment, learner: PairSpec, disk: JobDiskSettings | None = None) -> DockerPlacement:
     """Learners of one job, when there are several, share its volume and its internal network under their names."""
     labels = {MANAGED_LABEL: MANAGER, INSTANCE_LABEL: job.instance}
+    disk = disk or JobDiskSettings()
     if not job.networked:
-        return DockerPlacement(labels=labels, hostname=learner.name)
+        return DockerPlacement(labels=labels, hostname=learner.name, disk=disk, disk_owner=job.instance)
     return DockerPlacement(
         network=network_name(job.job_id),
         hostname=learner.name,
         network_aliases=(f"{learner.name}.{job.name}",),
         labels=labels,
         shared_volume=job.shared_name,
+        disk=disk,
+        disk_owner=job.instance,
     )
 
 
@@ -80,6 +91,10 @@ def local_gpus() -> tuple[int, str | None]:
 
 
 class DockerBackend:
+    def __init__(self, disk: JobDiskSettings | None = None) -> None:
+        self.disk = disk or JobDiskSettings()
+        """Where ``/job`` volumes sized to ``storage`` keep their backing files (:mod:`learnerkit.pair.jobdisk`)."""
+
     def nodes(self) -> list[Node]:
         """The engine's host as one node: its CPUs, memory and GPUs."""
         with _engine_errors("reading the engine's capacity"):
@@ -97,7 +112,7 @@ class DockerBackend:
             for learner in job.learners:
                 if learner.name not in existing:
                     spec = replace(learner, learner_env={**learner.learner_env, **distributed_env(job, learner)})
-                    start_pair(spec, placement(job, learner))
+                    start_pair(spec, placement(job, learner, self.disk))
         except (EngineError, docker.errors.DockerException) as e:
             # DockerException: also the shared volume's helper container failing (ContainerError, ImageNotFound).
             self.teardown(job.job_id)
@@ -167,18 +182,21 @@ class DockerBackend:
                 remove_pair(handle)
             client = engine()
             for volume in client.volumes.list(filters={"label": f"{JOB_LABEL}={job_id}"}):
-                with suppress(docker.errors.NotFound):
-                    volume.remove(force=True)
+                remove_volume(client.api, volume.name)
             for network in client.networks.list(names=[network_name(job_id)]):
                 with suppress(docker.errors.NotFound):
                     network.remove()
 
     def job_ids(self, instance: str) -> set[str]:
         """Jobs this scheduler instance deployed that have anything on the engine (orphans after a restart): a
-        container, or a shared volume or network alone (a crash between making them and starting the pairs)."""
+        container, or a shared volume or network alone (a crash between making them and starting the pairs).
+
+        Called once at the scheduler's start, before it deploys anything: it also releases the instance's ``/job``
+        backing files whose volume is gone (a crash between making the file and the volume, or removing them)."""
         mine = {"label": [f"{MANAGED_LABEL}={MANAGER}", f"{INSTANCE_LABEL}={instance}"]}
         with _engine_errors("listing the scheduler's containers, volumes and networks"):
             client = engine()
+            sweep_leftovers(client.api, self.disk, instance)
             found = [c.labels for c in client.containers.list(all=True, filters=mine)]
             found += [v.attrs.get("Labels") or {} for v in client.volumes.list(filters=mine)]
             found += [n.attrs.get("Labels") or {} for n in client.networks.list(filters=mine)]
@@ -190,12 +208,15 @@ class DockerBackend:
 
     def _ensure_shared_volume(self, job: JobDeployment) -> None:
         """The job's shared volume, made group-writable for the learners (user 1000, group 0) by a short root
-        container of the sidecar image that can do nothing else: no network, no capabilities, nothing but chmod."""
+        container of the sidecar image that can do nothing else: no network, no capabilities, nothing but chmod.
+        Sized like each learner's ``/job`` to the manifest's ``storage`` (it is on the host's disk too)."""
         client = engine()
         found = client.volumes.list(filters={"name": job.shared_name, "label": f"{JOB_LABEL}={job.job_id}"})
         if any(volume.name == job.shared_name for volume in found):
             return
-        client.volumes.create(name=job.shared_name, labels=_owned_by(job))
+        path = backing_file(self.disk, job.instance, job.shared_name)
+        storage = job.learners[0].storage_bytes
+        job_volume(client, job.shared_name, _owned_by(job), job.job_id, storage, self.disk, path)
         client.containers.run(
             image=job.learners[0].sidecar_image,
             entrypoint=["chmod", "2775", "/shared"],
@@ -227,5 +248,5 @@ def _engine_errors(action: str) -> Iterator[None]:
     """The engine's errors as BackendError: the scheduler retries them on its next step."""
     try:
         yield
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
+    except (docker.errors.DockerException, requests.exceptions.RequestException, JobDiskError) as e:
         raise BackendError(f"{action}: {e}") from e

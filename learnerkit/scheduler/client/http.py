@@ -31,6 +31,7 @@ from learnerkit.scheduler.errors import (
     SchedulerUnreachableError,
 )
 from learnerkit.scheduler.facade import (
+    AttemptView,
     EvaluationReport,
     EvaluationReports,
     EvaluationView,
@@ -248,6 +249,10 @@ class SchedulerClient:
         lines = b"".join(pieces).splitlines()
         return [record for line in lines if (record := parse_record(line)) is not None]
 
+    def public_key(self) -> str:
+        """The platform's public signing key (PEM), as the API serves it."""
+        return self._request("GET", "/v1/signing-key").body.decode()
+
     def list_files(self, job_id: str, *, what: str = "all") -> list[StoredFile]:
         items = self._request("GET", f"/v1/jobs/{_quoted(job_id)}/files", params={"what": what}).json()
         try:
@@ -375,6 +380,7 @@ def job_view(data: Mapping[str, Any]) -> JobView:
             )
             for item in data.get("learners", ())
         )
+        attempts = tuple(_attempt_view(item) for item in data.get("attempts", ()))
         return JobView(
             job_id=str(data["job_id"]),
             tenant=str(data["tenant"]),
@@ -389,6 +395,7 @@ def job_view(data: Mapping[str, Any]) -> JobView:
             restarts=int(data.get("restarts", 0)),
             results=str(data.get("results", "")),
             evaluations=tuple(_evaluation_view(item) for item in data.get("evaluations", ())),
+            attempts=attempts,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SchedulerError(f"the scheduler sent a job this client cannot read ({type(e).__name__}: {e})") from e
@@ -401,6 +408,22 @@ def _evaluation_view(item: Mapping[str, Any]) -> EvaluationView:
         outcome=str(item["outcome"]),
         message=str(item.get("message", "")),
         report=str(item.get("report", "")),
+    )
+
+
+def _attempt_view(item: Mapping[str, Any]) -> AttemptView:
+    lost = item.get("work_lost_s")
+    return AttemptView(
+        number=int(item["number"]),
+        nodes=tuple(str(n) for n in item.get("nodes", ())),
+        started_at=str(item.get("started_at", "")),
+        ended_at=None if item.get("ended_at") is None else str(item["ended_at"]),
+        ended_by=None if item.get("ended_by") is None else str(item["ended_by"]),
+        reason=str(item.get("reason", "")),
+        resumed_from=None if item.get("resumed_from") is None else int(item["resumed_from"]),
+        checkpoint_digest=None if item.get("checkpoint_digest") is None else str(item["checkpoint_digest"]),
+        work_lost_s=None if lost is None else float(lost),
+        steps_lost=None if item.get("steps_lost") is None else int(item["steps_lost"]),
     )
 
 

@@ -16,10 +16,17 @@ from rich.table import Table
 from rich.text import Text
 
 from learnerkit.common.output import keep_whole, to_jsonable
-from learnerkit.scheduler.facade import EvaluationReports, EvaluationView, JobView, LearnerView
+from learnerkit.scheduler.facade import AttemptView, EvaluationReports, EvaluationView, JobView, LearnerView
 
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "HALTED", "CANCELLED"})
-_STYLES = {"COMPLETED": "green", "FAILED": "bold red", "HALTED": "yellow", "CANCELLED": "yellow", "QUEUED": "cyan"}
+_STYLES = {
+    "COMPLETED": "green",
+    "FAILED": "bold red",
+    "HALTED": "yellow",
+    "CANCELLED": "yellow",
+    "QUEUED": "cyan",
+    "PREEMPTED": "magenta",
+}
 _STYLES |= {"passed": "green", "failed": "bold red", "crashed": "bold magenta"}
 """Evaluation outcomes beside the job phases."""
 
@@ -106,7 +113,32 @@ def job_details(job: JobView) -> RenderableType:
         parts.append(_learners_table(job.learners))
     if job.evaluations:
         parts.append(_evaluations_table(job.evaluations))
-    return summary if len(parts) == 1 else Group(*parts)
+    if job.attempts:
+        parts.append(_attempts_table(job.attempts))
+    return parts[0] if len(parts) == 1 else Group(*parts)
+
+
+def _attempts_table(attempts: tuple[AttemptView, ...]) -> Table:
+    """Each attempt: where it ran, the checkpoint it resumed from, how it ended and what it lost (the times are in
+    ``--output json``)."""
+    table = Table(title="attempts", title_justify="left")
+    for column in ("attempt", "nodes", "resumed from", "ended", "why", "lost"):
+        table.add_column(column)
+    for attempt in attempts:
+        resumed = "" if attempt.resumed_from is None else f"attempt {attempt.resumed_from}"
+        if attempt.checkpoint_digest:
+            resumed += f" ({attempt.checkpoint_digest[:12]})"
+        lost = [] if attempt.work_lost_s is None else [f"{attempt.work_lost_s:g}s"]
+        lost += [] if attempt.steps_lost is None else [f"{attempt.steps_lost} steps"]
+        table.add_row(
+            str(attempt.number),
+            escape(",".join(attempt.nodes)),
+            escape(resumed),
+            styled_status(attempt.ended_by) if attempt.ended_by else "running",
+            escape(attempt.reason),
+            ", ".join(lost),
+        )
+    return keep_whole(table, "attempt", "nodes")
 
 
 def _learners_table(learners: tuple[LearnerView, ...]) -> Table:

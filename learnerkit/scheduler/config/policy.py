@@ -40,11 +40,17 @@ class SubmitPolicy:
     priorities: Mapping[str, PriorityRange] = field(default_factory=dict)
     """Per tenant, the priorities its jobs may take."""
     default_priority: PriorityRange = DEFAULT_PRIORITY
+    opt_out: Mapping[str, bool] = field(default_factory=dict)
+    """Per tenant, whether its jobs may opt out of preemption (``learnerkit.preemptible: false``)."""
+    default_opt_out: bool = False
     defaults: ResourceDefaults = FFDL_DEFAULTS
     """What a manifest without ``cpus`` or ``memory`` gets."""
 
     def priority_range(self, tenant: str) -> PriorityRange:
         return self.priorities.get(tenant, self.default_priority)
+
+    def may_opt_out(self, tenant: str) -> bool:
+        return self.opt_out.get(tenant, self.default_opt_out)
 
 
 def origin(url: str) -> str | None:
@@ -75,6 +81,9 @@ def check_submission(manifest: JobManifest, tenant: str, policy: SubmitPolicy, s
     if not low <= extensions.priority <= high:
         message = f"tenant {tenant!r} may use priorities {low}..{high}; got {extensions.priority}"
         problems.append((("learnerkit", "priority"), message))
+    if not extensions.preemptible and not policy.may_opt_out(tenant):
+        message = f"tenant {tenant!r} may not opt out of preemption (the tenants file's opt_out); remove it"
+        problems.append((("learnerkit", "preemptible"), message))
     for index, store in enumerate(manifest.data_stores):
         loc: FieldPath = ("data_stores", index, "connection")
         if store.type == "mount_volume":

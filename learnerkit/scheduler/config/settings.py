@@ -14,6 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from learnerkit.pair.jobdisk import JobDiskError, JobDiskSettings
 from learnerkit.pair.spec import MIN_PIDS_LIMIT, PidsLimits
 from learnerkit.scheduler.backends.deployment import DEFAULT_SHARED_SIZE
 from learnerkit.scheduler.config.policy import (
@@ -25,8 +26,11 @@ from learnerkit.scheduler.config.policy import (
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.manifest.model import FFDL_DEFAULTS, ResourceDefaults
 from learnerkit.scheduler.manifest.units import parse_size
+from learnerkit.scheduler.preemption.rules import DEFAULT_MIN_RUN_S
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
+DEFAULT_SIGNING_KEY = Path("/etc/learnerkit/signing-key.pem")
+SIGNING_KEY_SETTING = "LEARNERKIT_SIGNING_KEY"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 T = TypeVar("T", int, float)
 
@@ -92,6 +96,9 @@ class BackendSettings:
     of the claim a multi-learner job's learners share at ``/job/shared``; None: the cluster's default class."""
     shared_size: str = DEFAULT_SHARED_SIZE
     """``$LEARNERKIT_K8S_SHARED_SIZE``: the size that claim asks for."""
+    job_disk: JobDiskSettings = field(default_factory=JobDiskSettings)
+    """``$LEARNERKIT_JOB_DISK_DIR`` and ``$LEARNERKIT_JOB_DISK_UNBOUNDED``: how the Docker backend bounds ``/job`` to
+    the manifest's ``storage`` (:mod:`learnerkit.pair.jobdisk`)."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,8 @@ class LimitSettings:
     model's multipart upload aborted."""
     upload_total_s: float = 3600.0
     """``$LEARNERKIT_UPLOAD_TOTAL_S``: a submit's body may take this long in all (408 past it)."""
+    preemption_min_run_s: float = DEFAULT_MIN_RUN_S
+    """``$LEARNERKIT_PREEMPTION_MIN_RUN_S``: a job that has run for less (this attempt) is never preempted."""
     pids: PidsLimits = field(default_factory=PidsLimits)
     """``$LEARNERKIT_LEARNER_PIDS_LIMIT`` (4096) and ``$LEARNERKIT_SIDECAR_PIDS_LIMIT`` (512): the processes and
     threads each learner and each sidecar may hold on the Docker backend (a fork past it fails); on Kubernetes the
@@ -162,6 +171,15 @@ class PackageSettings:
 
 
 @dataclass(frozen=True)
+class SigningSettings:
+    """The platform's key: it signs every job's provenance and model signature (docs/provenance.md)."""
+
+    key: Path = DEFAULT_SIGNING_KEY
+    """``$LEARNERKIT_SIGNING_KEY``: an ECDSA P-256 private key (PEM, unencrypted); `learnerkit scheduler key create`
+    makes one. The scheduler does not start without it."""
+
+
+@dataclass(frozen=True)
 class SchedulerSettings:
     api: ApiSettings = field(default_factory=ApiSettings)
     etcd: EtcdSettings = field(default_factory=EtcdSettings)
@@ -170,6 +188,7 @@ class SchedulerSettings:
     limits: LimitSettings = field(default_factory=LimitSettings)
     trust: TrustSettings = field(default_factory=TrustSettings)
     packages: PackageSettings = field(default_factory=PackageSettings)
+    signing: SigningSettings = field(default_factory=SigningSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SchedulerSettings:
@@ -206,6 +225,7 @@ class SchedulerSettings:
                 egress=_list(env, "LEARNERKIT_K8S_EGRESS"),
                 shared_storage_class=env.get("LEARNERKIT_K8S_SHARED_STORAGE_CLASS"),
                 shared_size=env.get("LEARNERKIT_K8S_SHARED_SIZE", backend.shared_size),
+                job_disk=_job_disk(env),
             ),
             limits=LimitSettings(
                 max_manifest_bytes=_positive(env, "LEARNERKIT_MAX_MANIFEST_BYTES", limits.max_manifest_bytes, int),
@@ -217,6 +237,9 @@ class SchedulerSettings:
                 max_model_bytes=_positive(env, "LEARNERKIT_MAX_MODEL_BYTES", limits.max_model_bytes, int),
                 upload_idle_s=_positive(env, "LEARNERKIT_UPLOAD_IDLE_S", limits.upload_idle_s, float),
                 upload_total_s=_positive(env, "LEARNERKIT_UPLOAD_TOTAL_S", limits.upload_total_s, float),
+                preemption_min_run_s=_positive(
+                    env, "LEARNERKIT_PREEMPTION_MIN_RUN_S", limits.preemption_min_run_s, float
+                ),
                 pids=pids_limits(env),
             ),
             trust=TrustSettings(
@@ -231,6 +254,7 @@ class SchedulerSettings:
                 extra_index_urls=_urls(env, "LEARNERKIT_PIP_EXTRA_INDEX_URLS"),
                 trusted_hosts=_list(env, "LEARNERKIT_PIP_TRUSTED_HOSTS"),
             ),
+            signing=SigningSettings(key=Path(env.get(SIGNING_KEY_SETTING, str(DEFAULT_SIGNING_KEY)))),
         )
 
     def with_overrides(self, **groups: Mapping[str, Any]) -> SchedulerSettings:
@@ -240,6 +264,13 @@ class SchedulerSettings:
             for name, values in groups.items()
         }
         return replace(self, **changed)
+
+
+def _job_disk(env: Mapping[str, str]) -> JobDiskSettings:
+    try:
+        return JobDiskSettings.from_env(env)
+    except JobDiskError as e:
+        raise SettingsError(str(e)) from e
 
 
 def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:

@@ -7,12 +7,15 @@ default:                  # every tenant not listed under tenants
   cpus: 64
   memory: 256Gi
   running_jobs: 20
+  preempt_others: true    # its jobs may halt running jobs of lower priority to take their room
+  opt_out: false          # its jobs may say `learnerkit.preemptible: false`
 tenants:
   team-a: {priority: [-1000, 100], gpus: 16}
 ```
 
 Every key is optional; a quota left out is unlimited, a range left out is the default's (-1000..0 without a
-file). A tenant's entry replaces the default's keys it names and keeps the others.
+file); ``preempt_others`` is true and ``opt_out`` false without a file. A tenant's entry replaces the default's
+keys it names and keeps the others.
 """
 
 from __future__ import annotations
@@ -31,13 +34,17 @@ from learnerkit.scheduler.manifest.fields import FieldReader, describe
 from learnerkit.scheduler.manifest.units import parse_size
 
 TOP_KEYS = ("default", "tenants")
-TENANT_KEYS = ("priority", "gpus", "cpus", "memory", "running_jobs")
+TENANT_KEYS = ("priority", "gpus", "cpus", "memory", "running_jobs", "preempt_others", "opt_out")
 
 
 @dataclass(frozen=True)
 class TenantLimits:
     quota: Quota = field(default_factory=Quota)
     priority: PriorityRange = DEFAULT_PRIORITY
+    preempt_others: bool = True
+    """Its jobs may preempt running jobs of lower priority."""
+    opt_out: bool = False
+    """Its jobs may opt out of preemption (``learnerkit.preemptible: false``)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,12 @@ class Tenants:
 
     def priorities(self) -> dict[str, PriorityRange]:
         return {name: limits.priority for name, limits in self.tenants.items()}
+
+    def opt_outs(self) -> dict[str, bool]:
+        return {name: limits.opt_out for name, limits in self.tenants.items()}
+
+    def may_preempt(self) -> dict[str, bool]:
+        return {name: limits.preempt_others for name, limits in self.tenants.items()}
 
 
 def load_tenants(path: Path | None) -> Tenants:
@@ -92,7 +105,14 @@ def _limits(reader: FieldReader, value: Any, loc: FieldPath, base: TenantLimits)
     if "memory" in section:
         quota = replace(quota, memory_bytes=_memory(reader, section.get("memory"), (*loc, "memory")))
     priority = _priority(reader, section.get("priority"), (*loc, "priority")) if "priority" in section else None
-    return TenantLimits(quota, priority or base.priority)
+    preempt_others = reader.boolean(section, loc, "preempt_others")
+    opt_out = reader.boolean(section, loc, "opt_out")
+    return TenantLimits(
+        quota,
+        priority or base.priority,
+        base.preempt_others if preempt_others is None else preempt_others,
+        base.opt_out if opt_out is None else opt_out,
+    )
 
 
 def _memory(reader: FieldReader, value: Any, loc: FieldPath) -> int | None:

@@ -14,7 +14,9 @@ import time
 from dataclasses import replace
 
 from learnerkit.common.errors import LearnerkitError
-from learnerkit.scheduler.admission.admit import Requeued
+from learnerkit.scheduler.admission.admit import AdmissionState, Requeued
+from learnerkit.scheduler.admission.capacity import Node
+from learnerkit.scheduler.admission.nodechanges import changed, working_nodes
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.config.policy import SubmitPolicy, host_folder, store_folder
@@ -27,6 +29,7 @@ from learnerkit.scheduler.core.liveness import (
 )
 from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.core.planning import plan_job
+from learnerkit.scheduler.core.preempting import Preempting
 from learnerkit.scheduler.core.restore import restore
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.sidecars import restart_ended_sidecars
@@ -34,6 +37,7 @@ from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
 from learnerkit.scheduler.errors import BackendError
 from learnerkit.scheduler.jobs.aggregate import aggregate
+from learnerkit.scheduler.jobs.attempts import AttemptEnd
 from learnerkit.scheduler.jobs.state import JobStatus
 from learnerkit.scheduler.manifest.model import JobManifest
 
@@ -44,10 +48,14 @@ class ControlLoop:
     def __init__(self, shared: Shared, transitions: Transitions) -> None:
         self.shared = shared
         self.transitions = transitions
+        self.preempting = Preempting(shared, transitions)
         self.instance = shared.options.instance or ""
         """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
         self._deploys: set[asyncio.Task[None]] = set()
         """Deploys in flight: they run beside the loop, whose steps go on monitoring the other jobs."""
+        self._listed: list[Node] | None = None
+        """The backend's nodes as last read (:meth:`_read_nodes`), and when (monotonic)."""
+        self._nodes_read_at = 0.0
         self._watching_since: float | None = None
         """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
         answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could
@@ -59,6 +67,7 @@ class ControlLoop:
         derived = derive_instance(shared.options.platform.etcd_endpoints, shared.store.root)
         self.instance = await shared.store.claim_instance(fixed or derived, fixed=fixed is not None)
         shared.evaluations.instance = self.instance
+        self.transitions.provenancing.instance = self.instance
         await restore(shared, self.instance)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -73,6 +82,7 @@ class ControlLoop:
                     wait.cancel()
         finally:
             await self.deploys_done()
+            await self.transitions.provenancing.drain()
 
     async def deploys_done(self) -> None:
         """Wait for the deploys in flight (a stopping scheduler leaves none half-made)."""
@@ -102,6 +112,7 @@ class ControlLoop:
                 raise outcome  # the others ran to their end: nothing is left half-applied
         await self.transitions.retry_teardowns()
         await shared.evaluations.step()
+        await self._read_nodes()
         async with shared.lock:
             requeued = shared.admission.tick(now)
         for timed_out in requeued:
@@ -116,12 +127,40 @@ class ControlLoop:
                 tracked = shared.jobs[job_id]
                 if tracked.state.reason != str(reason):
                     tracked.state = await shared.store.save(tracked.state.evolve(reason=str(reason)))
+            await self.preempting.consider(result.waiting, now)
         # Deploys run side by side (the engine creates containers concurrently) and beside the next steps.
         for admitted in result.admitted:
             task = asyncio.create_task(self._guarded_deploy(shared.jobs[admitted.job_id], admitted.nodes, now))
             self._deploys.add(task)
             task.add_done_callback(self._deploys.discard)
         self._observe()
+
+    async def _read_nodes(self) -> None:
+        """Every ``nodes_interval_s``, the backend's nodes again; every step, the admission state rebuilt on them
+        where they changed (a restart's rebuild, without the restart): an unlisted node shrinks as its jobs end."""
+        shared, monotonic = self.shared, self.shared.clock.monotonic()
+        if self._listed is None or monotonic - self._nodes_read_at >= shared.options.nodes_interval_s:
+            self._nodes_read_at = monotonic
+            try:
+                self._listed = await asyncio.to_thread(shared.backend.nodes)
+            except BackendError as e:
+                LOGGER.warning("reading the nodes failed (the nodes as last read are kept): %s", e)
+        listed = self._listed if self._listed is not None else list(shared.admission.cluster.nodes.values())
+        async with shared.lock:
+            admission = shared.admission
+            known = admission.cluster.nodes
+            records = admission.records()
+            nodes = working_nodes(listed, known, records)
+            if not changed(nodes, known.values()):
+                return
+            rebuilt = AdmissionState.rebuild(records, nodes, admission.policy)
+            held = [r.job.job_id for r in records if r.stage in (Stage.DEPLOYED, Stage.RUNNING)]
+            if any(rebuilt.record(job_id).stage is Stage.QUEUED for job_id in held):
+                # A node now smaller than what runs on it: keep the old state rather than run a job twice.
+                LOGGER.warning("the nodes changed but no longer hold what runs on them; capacity kept as it was")
+                return
+            LOGGER.info("the nodes changed: %s", ", ".join(sorted(n.name for n in nodes)))
+            shared.admission = rebuilt
 
     async def _guarded_deploy(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> None:
         """A deploy in its own task: an error of etcd is logged as a failed step's would be."""
@@ -210,6 +249,8 @@ class ControlLoop:
                 ),
                 clear_learners=True,
             )
+            tracked.deployed_image = image
+            await self.transitions.open_attempt(tracked, nodes)
         return replace(plan, instance=self.instance)
 
     async def _monitor(self, tracked: Tracked, now: float) -> None:
@@ -258,12 +299,15 @@ class ControlLoop:
                 if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
                     return  # cancelled during the teardown
                 extensions = tracked.manifest.extensions
-                if (
+                if self.preempting.preempted(tracked) and result.status is JobStatus.HALTED:
+                    await self.preempting.finish(tracked, records)
+                elif (
                     result.status is JobStatus.FAILED
                     and extensions.auto_resume
                     and tracked.state.restarts < extensions.max_restarts
                 ):
-                    await self.transitions.requeue(tracked, f"restarting after: {result.reason}", restart=True)
+                    reason = f"restarting after: {result.reason}"
+                    await self.transitions.requeue(tracked, reason, restart=True, ended_by=AttemptEnd.RESTARTED)
                 else:
                     await self.transitions.end(tracked, result.status, result.reason, release=True)
 

@@ -33,6 +33,14 @@ class SchedulerMetrics:
         self.deploy_failures = Counter(
             f"{PREFIX}_deploy_failures", "Deploys the backend refused.", registry=self.registry
         )
+        self.preemptions = Counter(
+            f"{PREFIX}_preemptions", "Running jobs halted for a job of higher priority.", registry=self.registry
+        )
+        self.preemption_lost_seconds = Counter(
+            f"{PREFIX}_preemption_lost_seconds",
+            "Training seconds lost by preempted learners that ignored the halt (at most, per attempt).",
+            registry=self.registry,
+        )
         self.scheduling_pass_seconds = Histogram(
             f"{PREFIX}_scheduling_pass_seconds",
             "One admission pass over the whole queue.",

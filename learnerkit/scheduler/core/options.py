@@ -14,6 +14,8 @@ from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.evaluations.runner import EvaluatorResolver
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.modelcode.receive import ModelLimits
+from learnerkit.scheduler.preemption.rules import PreemptionRules
+from learnerkit.scheduler.provenance.writer import ProvenanceWriter
 
 
 def _unknown_python(_image: str) -> str | None:
@@ -27,6 +29,8 @@ class SchedulerOptions:
     resolve_image: Callable[[JobManifest], str]
     policy: AdmissionPolicy = field(default_factory=AdmissionPolicy)
     """Quotas and the ready timeout."""
+    preemption: PreemptionRules = field(default_factory=PreemptionRules)
+    """Who may preempt, and the minimum run time."""
     submit_policy: SubmitPolicy = field(default_factory=SubmitPolicy)
     """What tenants may submit; its default allows no object store, so every job is refused until one is named."""
     instance: str | None = None
@@ -50,9 +54,13 @@ class SchedulerOptions:
     interval_s: float = 0.5
     resolve_evaluator: EvaluatorResolver | None = None
     """The evaluator image of an evaluation's kind, through the image gate; None: evaluations end ``crashed``."""
+    nodes_interval_s: float = 10.0
+    """How often the loop reads the backend's nodes again: nodes added are used, cordoned ones take no new learner."""
     abandoned_upload_grace_s: float = 3600.0
     """An open multipart upload under an ended job's prefix older than this is aborted when the scheduler starts
     (:mod:`learnerkit.scheduler.core.uploads`)."""
+    provenance: ProvenanceWriter | None = None
+    """Signs every job's provenance as it ends (docs/provenance.md); None: no provenance is written."""
 
 
 def derive_instance(etcd_endpoints: str, root: str) -> str:

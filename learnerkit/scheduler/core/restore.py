@@ -10,9 +10,11 @@ from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.admission.admit import AdmissionState, JobRecord
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.config.policy import SubmitPolicy, check_admissible
+from learnerkit.scheduler.core.preempting import resume_preemptions
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import evaluated_job
+from learnerkit.scheduler.jobs.attempts import load_attempts
 from learnerkit.scheduler.jobs.state import JobStatus
 from learnerkit.scheduler.jobs.store import StoredJob
 from learnerkit.scheduler.jobs.submission import SubmitOptions
@@ -40,6 +42,7 @@ async def restore(shared: Shared, instance: str) -> None:
         tracked = await _restore(shared, stored)
         if tracked is None:
             continue
+        tracked.attempts = await load_attempts(shared.store, stored.state.job_id)
         shared.jobs[stored.state.job_id] = tracked
         if tracked.state.stage is not Stage.DONE:
             records.append(_admission_record(tracked))
@@ -47,6 +50,7 @@ async def restore(shared: Shared, instance: str) -> None:
             await shared.evaluations.load(evaluated_job(tracked, shared), tracked.state.attempt)
     shared.admission = AdmissionState.rebuild(records, nodes, shared.options.policy)
     running = {job_id for job_id, tracked in shared.jobs.items() if tracked.active}
+    await resume_preemptions(shared)
     for orphan in await asyncio.to_thread(shared.backend.job_ids, instance) - running:
         LOGGER.warning("removing orphaned job %s from the backend", orphan)
         await asyncio.to_thread(shared.backend.teardown, orphan)

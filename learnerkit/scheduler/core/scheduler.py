@@ -176,8 +176,11 @@ class Scheduler:
             if tracked.state.stage is Stage.QUEUED:
                 await self.transitions.end(tracked, JobStatus.HALTED, "halted while queued", release=True)
             else:
+                # A user's halt wins over a preemption under way: the job ends HALTED, not queued to resume.
+                tracked.state = await shared.store.save(
+                    tracked.state.evolve(reason="halt requested", halted_by_user=True)
+                )
                 await shared.store.request_halt(job_id)
-                tracked.state = await shared.store.save(tracked.state.evolve(reason="halt requested"))
         shared.wake.set()
         return job_view(tracked)
 

@@ -10,6 +10,7 @@ from controller_sidecar.status import StatusRecord
 from learnerkit.scheduler.admission.capacity import LearnerRequest
 from learnerkit.scheduler.admission.queue import Job
 from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.jobs.attempts import Attempt
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import JobManifest
@@ -23,6 +24,8 @@ class Tracked:
     source: str
     options: SubmitOptions = field(default_factory=SubmitOptions)
     """The submit's ``--image`` and model code."""
+    deployed_image: str = ""
+    """The learner image the last attempt was deployed with, as the gate resolved it; empty after a restart."""
     records: dict[int, StatusRecord] = field(default_factory=dict)
     metrics: dict[int, dict[str, float]] = field(default_factory=dict)
     alive: set[int] = field(default_factory=set)
@@ -34,6 +37,8 @@ class Tracked:
     ended_since: dict[int, float] = field(default_factory=dict)
     """Learners whose container was seen ended while their sidecar waited for the exit record: since when
     (the scheduler's monotonic clock)."""
+    attempts: list[Attempt] = field(default_factory=list)
+    """The job's attempts history, as in etcd (oldest first)."""
     backend_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
     """Held while the job is deployed or torn down: the two never meet halfway."""
 

@@ -7,11 +7,13 @@ import logging
 
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.core.planning import endpoints_for
+from learnerkit.scheduler.core.provenancing import Provenancing
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.errors import BackendError
 from learnerkit.scheduler.evaluations.plan import EvaluatedJob
-from learnerkit.scheduler.jobs.state import JobStatus
+from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, save_attempt
+from learnerkit.scheduler.jobs.state import JobStatus, now_iso
 
 LOGGER = logging.getLogger(__name__)
 
@@ -21,6 +23,7 @@ class Transitions:
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
+        self.provenancing = Provenancing(shared)
         self._teardowns: set[str] = set()
         """Jobs whose teardown failed: retried by every step."""
 
@@ -28,9 +31,21 @@ class Transitions:
         shared = self.shared
         if release and tracked.state.job_id in {r.job.job_id for r in shared.admission.records()}:
             shared.admission.release(tracked.state.job_id)
+        nodes = tracked.state.nodes
+        # The attempt ends first: whoever reads the job's end sees how its attempt ended.
+        await self.close_attempt(tracked, AttemptEnd(status.value), reason)
         tracked.state = await shared.store.save(
-            tracked.state.evolve(status=status, stage=Stage.DONE, reason=reason, nodes=(), admitted_at=None)
+            tracked.state.evolve(
+                status=status,
+                stage=Stage.DONE,
+                reason=reason,
+                nodes=(),
+                admitted_at=None,
+                preempted_by=None,
+                preempted_at=None,
+            )
         )
+        await self.provenancing.job_ended(tracked, nodes)
         await shared.store.trim(tracked.state.job_id)
         if status is JobStatus.COMPLETED and tracked.manifest.evaluations:
             # Its evaluations run with the credentials; they are deleted when the round ends.
@@ -42,15 +57,27 @@ class Transitions:
             await shared.store.delete_credentials(tracked.state.job_id, tracked.manifest_text, tracked.source)
         LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
 
-    async def requeue(self, tracked: Tracked, reason: str, *, restart: bool) -> None:
-        """A new attempt of the job, restoring the latest checkpoint of the last one."""
+    async def requeue(
+        self,
+        tracked: Tracked,
+        reason: str,
+        *,
+        restart: bool,
+        ended_by: AttemptEnd | None = None,
+        work_lost_s: float | None = None,
+        status: JobStatus = JobStatus.QUEUED,
+    ) -> None:
+        """A new attempt of the job, restoring the latest checkpoint of the last one; ``ended_by`` closes the
+        last attempt where it is still open."""
         shared, job_id = self.shared, tracked.state.job_id
         if job_id in {r.job.job_id for r in shared.admission.records()}:
             shared.admission.release(job_id)
+        if ended_by is not None:
+            await self.close_attempt(tracked, ended_by, reason, work_lost_s=work_lost_s)
         tracked.new_attempt()
         tracked.state = await shared.store.save(
             tracked.state.evolve(
-                status=JobStatus.QUEUED,
+                status=status,
                 stage=Stage.QUEUED,
                 attempt=tracked.state.attempt + 1,
                 resume_from_attempt=tracked.state.attempt,
@@ -60,11 +87,44 @@ class Transitions:
                 timeouts=0,
                 not_before=0.0,
                 reason=reason,
+                preempted_by=None,
+                preempted_at=None,
+                halted_by_user=False,
             ),
             clear_learners=True,
             clear_halt=True,
         )
         shared.admission.submit(tracked.admission_job())
+
+    async def open_attempt(self, tracked: Tracked, nodes: tuple[str, ...]) -> None:
+        """Record the attempt being deployed (a redeploy of the same attempt after a ready timeout replaces it)."""
+        state = tracked.state
+        attempt = Attempt(state.attempt, nodes, now_iso(), resumed_from=state.resume_from_attempt)
+        await self._put_attempt(tracked, attempt)
+
+    def current_attempt(self, tracked: Tracked) -> Attempt | None:
+        """The job's current attempt while it is open."""
+        last = tracked.attempts[-1] if tracked.attempts else None
+        return last if last is not None and last.open and last.number == tracked.state.attempt else None
+
+    async def close_attempt(
+        self,
+        tracked: Tracked,
+        ended_by: AttemptEnd,
+        reason: str,
+        *,
+        work_lost_s: float | None = None,
+        steps_lost: int | None = None,
+    ) -> None:
+        current = self.current_attempt(tracked)
+        if current is not None:
+            ended = current.ended(ended_by, reason, now_iso(), work_lost_s=work_lost_s, steps_lost=steps_lost)
+            await self._put_attempt(tracked, ended)
+
+    async def _put_attempt(self, tracked: Tracked, attempt: Attempt) -> None:
+        await save_attempt(self.shared.store, tracked.state.job_id, attempt)
+        kept = [a for a in tracked.attempts if a.number != attempt.number]
+        tracked.attempts = sorted([*kept, attempt], key=lambda a: a.number)
 
     async def teardown(self, job_id: str) -> None:
         """Remove everything of the job from the backend; after a failure, steps retry it while the job is done."""

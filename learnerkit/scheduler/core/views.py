@@ -6,7 +6,8 @@ from controller_sidecar.status import Phase
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.evaluations.record import EvaluationRound
-from learnerkit.scheduler.facade import EvaluationView, JobView, LearnerView
+from learnerkit.scheduler.facade import AttemptView, EvaluationView, JobView, LearnerView
+from learnerkit.scheduler.jobs.attempts import Attempt
 from learnerkit.scheduler.jobs.layout import outputs_prefix
 
 
@@ -50,4 +51,20 @@ def job_view(tracked: Tracked, evaluated: EvaluationRound | None = None) -> JobV
             EvaluationView(o.name, o.kind, o.outcome, o.message, o.report)
             for o in (evaluated.outcomes if evaluated else ())
         ),
+        attempts=tuple(attempt_view(a) for a in tracked.attempts),
+    )
+
+
+def attempt_view(attempt: Attempt) -> AttemptView:
+    return AttemptView(
+        number=attempt.number,
+        nodes=attempt.nodes,
+        started_at=attempt.started_at,
+        ended_at=attempt.ended_at,
+        ended_by=attempt.ended_by.value if attempt.ended_by else None,
+        reason=attempt.reason,
+        resumed_from=attempt.resumed_from,
+        checkpoint_digest=attempt.checkpoint_digest,
+        work_lost_s=attempt.work_lost_s,
+        steps_lost=attempt.steps_lost,
     )

@@ -27,6 +27,8 @@ class JobStatus(StrEnum):
     FAILED = "FAILED"
     HALTED = "HALTED"
     CANCELLED = "CANCELLED"
+    PREEMPTED = "PREEMPTED"
+    """Halted by the scheduler for a job of higher priority: queued again, it resumes by itself (not terminal)."""
 
     @property
     def terminal(self) -> bool:
@@ -65,6 +67,13 @@ class JobState:
     not_before: float = 0.0
     history_sequence: int = 0
     """How many job-level history entries were written."""
+    preempted_by: str | None = None
+    """While set, the job's learners are halting for this queued job: their end requeues the job as PREEMPTED.
+    Written before the halt, so a restarted scheduler finishes the preemption."""
+    preempted_at: float | None = None
+    """Epoch seconds: when the preemption's halt was asked."""
+    halted_by_user: bool = False
+    """The job's user asked it to halt this attempt: it ends HALTED even when a preemption is under way."""
 
     @property
     def submitted_at_iso(self) -> str:

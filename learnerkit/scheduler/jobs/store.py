@@ -159,6 +159,13 @@ class JobStore:
             jobs.append(StoredJob(state, spec, submitted["manifest"], submitted["source"], deleted))
         return sorted(jobs, key=lambda job: job.state.submitted_at)
 
+    async def history(self, job_id: str) -> list[dict[str, Any]]:
+        """The job's own history entries (``history/job-<n>``), oldest first; `trim` drops them when it ends."""
+        prefix = keys.history_prefix(job_id, self.root)
+        with _answering(f"reading the history of job {job_id}"):
+            found = await self.etcd.get_prefix(prefix)
+        return [json.loads(value) for key, value in sorted(found.items()) if key[len(prefix) :].startswith("job-")]
+
     async def trim(self, job_id: str) -> None:
         """Drop a finished job's history and its learners' records: its spec, final status and credentials stay
         (the results' location follows from them), so stored jobs cost little however long they ran."""
@@ -189,6 +196,21 @@ class JobStore:
             elif leaf == "metrics":
                 metrics[n] = {k: float(v) for k, v in json.loads(value).items() if isinstance(v, int | float)}
         return records, alive, metrics
+
+    def attempts_prefix(self, job_id: str) -> str:
+        """``/learnerkit/jobs/<id>/attempts/``: the job's attempts history (:mod:`.attempts`)."""
+        return f"{keys.job_prefix(job_id, self.root)}attempts/"
+
+    async def put_attempt(self, job_id: str, number: int, record: str) -> None:
+        with _answering(f"recording attempt {number} of job {job_id}"):
+            await self.etcd.put(f"{self.attempts_prefix(job_id)}{number}", record)
+
+    async def attempt_records(self, job_id: str) -> dict[int, bytes]:
+        """The job's attempt records by number."""
+        prefix = self.attempts_prefix(job_id)
+        with _answering(f"reading the attempts of job {job_id}"):
+            found = await self.etcd.get_prefix(prefix)
+        return {int(key[len(prefix) :]): value for key, value in found.items() if key[len(prefix) :].isdigit()}
 
     async def request_halt(self, job_id: str) -> None:
         with _answering(f"halting job {job_id}"):

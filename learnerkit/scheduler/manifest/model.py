@@ -160,6 +160,8 @@ class Extensions:
     """How often a failed job is started again before it is FAILED."""
     auto_resume: bool = True
     """A restarted job resumes from its last uploaded checkpoint (else it starts over)."""
+    preemptible: bool = True
+    """False opts the job out of preemption, where its tenant's settings allow that (the tenants file)."""
     distributed: DistributedMode = DistributedMode.NONE
     halt_grace: int = 30
     """Seconds between the halt signal and SIGKILL."""
@@ -177,6 +179,7 @@ class Extensions:
             "checkpoint_interval": self.checkpoint_interval,
             "max_restarts": self.max_restarts,
             "auto_resume": self.auto_resume,
+            "preemptible": self.preemptible,
             "distributed": self.distributed.value,
             "halt_grace": self.halt_grace,
             "training_data": self.training_data,

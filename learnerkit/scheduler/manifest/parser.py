@@ -81,6 +81,7 @@ EXTENSION_KEYS = (
     "checkpoint_interval",
     "max_restarts",
     "auto_resume",
+    "preemptible",
     "distributed",
     "halt_grace",
     "training_data",
@@ -463,6 +464,7 @@ def _extensions(reader: FieldReader, value: Any) -> Extensions | None:
     checkpoint_interval = reader.integer(section, loc, "checkpoint_interval", minimum=1)
     max_restarts = reader.integer(section, loc, "max_restarts", minimum=0, maximum=100)
     auto_resume = reader.boolean(section, loc, "auto_resume")
+    preemptible = reader.boolean(section, loc, "preemptible")
     distributed = reader.choice(section, loc, "distributed", [mode.value for mode in DistributedMode])
     halt_grace = reader.integer(section, loc, "halt_grace", minimum=1, maximum=3600)
     training_data = reader.string(section, loc, "training_data")
@@ -477,6 +479,7 @@ def _extensions(reader: FieldReader, value: Any) -> Extensions | None:
         checkpoint_interval=checkpoint_interval,
         max_restarts=defaults.max_restarts if max_restarts is None else max_restarts,
         auto_resume=defaults.auto_resume if auto_resume is None else auto_resume,
+        preemptible=defaults.preemptible if preemptible is None else preemptible,
         distributed=DistributedMode(distributed) if distributed else defaults.distributed,
         halt_grace=halt_grace or defaults.halt_grace,
         training_data=training_data,

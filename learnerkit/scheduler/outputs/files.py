@@ -2,7 +2,8 @@
 
 Everything lives under the job's prefix in the results container (docs/architecture.md, "Outputs in the
 object store"): ``attempt-<k>/learner-<n>/{results,logs,checkpoints}/...`` from the sidecars, and the model
-the job ran (an object or folder named ``model...`` directly under the job). A file is named by its path
+the job ran (an object or folder named ``model...`` directly under the job), and the job's signed provenance
+under ``provenance/`` (docs/provenance.md). A file is named by its path
 below the job's prefix; only names that fall into one of these kinds are listed or served, so a request
 can never reach past the job.
 """
@@ -20,7 +21,7 @@ from controller_sidecar.safepaths import relative_parts
 from controller_sidecar.settings import S3Location
 from learnerkit.scheduler.facade import FileStream, StoredFile
 
-Kind = Literal["results", "logs", "checkpoints", "model"]
+Kind = Literal["results", "logs", "checkpoints", "model", "provenance"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 WHAT = (*KINDS, "all")
 """What ``job download --what`` takes."""
@@ -41,6 +42,8 @@ def kind_of(path: str) -> Kind | None:
     match = _LEARNER_PATH.match(path)
     if match is not None:
         return match.group(3)  # type: ignore[return-value]
+    if path.startswith("provenance/"):
+        return "provenance"
     return "model" if path.startswith("model") else None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import random
@@ -77,6 +78,43 @@ def recorded_keys(state_file: Path) -> set[str]:
         return set()
 
 
+def expected_digests(dataset: DataSet) -> dict[str, str]:
+    return {PREFIX + k: hashlib.sha256(data).hexdigest() for k, data in dataset.contents.items()}
+
+
+class ChangedAfterHashing(io.BytesIO):
+    """A file the learner changes after the sidecar's first read (the one that hashes it): its second read, the
+    upload's, sees other bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.reads_to_end = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = super().read(size)
+        if not chunk:
+            self.reads_to_end += 1
+            if self.reads_to_end == 1:
+                self.getbuffer()[0] ^= 0xFF
+        return chunk
+
+
+def test_an_upload_gives_the_sha256_of_the_stored_bytes(s3_server: SeaweedServer) -> None:
+    store = S3Store(s3_server.settings())
+    store.ensure_bucket(BUCKET)
+    data = random.Random(3).randbytes(200_000)
+    stored = store.upload_stream(io.BytesIO(data), BUCKET, "results/model.bin", source="model.bin")
+    assert stored.sha256 == hashlib.sha256(store.get_bytes(BUCKET, "results/model.bin")).hexdigest()
+    assert stored.sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_a_file_changed_after_it_was_hashed_is_not_stored_under_that_hash(s3_server: SeaweedServer) -> None:
+    store = S3Store(s3_server.settings())
+    store.ensure_bucket(BUCKET)
+    with pytest.raises(TransferError, match=r"model\.bin -> .*expected"):
+        store.upload_stream(ChangedAfterHashing(b"weights" * 1000), BUCKET, "results/changed.bin", source="model.bin")
+
+
 def download(store: S3Store, dataset: DataSet, dest: Path, state: Path, **kwargs: object) -> TransferStats:
     return download_prefix(store, dataset.location, dest, state_file=state, concurrency=4, backoff=FAST, **kwargs)  # type: ignore[arg-type]
 
@@ -91,10 +129,12 @@ def test_download_prefix_verifies_every_file_and_skips_them_next_time(
     assert stats.bytes == sum(seen) == sum(len(d) for d in dataset.contents.values())
     assert_complete(tmp_path / "data", dataset)
     assert recorded_keys(tmp_path / "state.json") == {PREFIX + k for k in dataset.contents}
+    assert stats.digests == expected_digests(dataset)
 
     faulty_s3.reset_counts()
     again = download(store, dataset, tmp_path / "data", tmp_path / "state.json")
     assert (again.files, again.skipped) == (0, 50)
+    assert again.digests == expected_digests(dataset), "skipped objects keep the digests taken as they streamed"
     assert faulty_s3.count("GET", f"/{BUCKET}/{PREFIX}") == 0
     assert faulty_s3.count("GET", f"/{BUCKET}?") + faulty_s3.count("GET", f"/{BUCKET}/?") >= 1  # only listing
 
@@ -134,6 +174,7 @@ def test_sidecar_killed_mid_download_resumes_without_refetching(
     assert faulty_s3.count("GET", "/big.bin") == 1
     assert not list(dest.rglob(f"*{PARTIAL_SUFFIX}"))
     assert_complete(dest, dataset)
+    assert stats.digests == expected_digests(dataset)
 
 
 def test_server_outage_mid_transfer_is_retried(

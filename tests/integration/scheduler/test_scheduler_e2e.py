@@ -92,6 +92,19 @@ def test_a_manifest_submitted_over_http_is_followed_to_completed(shell: dict[str
     listed = json.loads(learnerkit(shell, "job", "list", "--output", "json").stdout)
     assert [job["job_id"] for job in listed].count(job_id) == 1
 
+    # As `make demo` ends: the provenance the dev scheduler signed with the key `dev up` made, verified.
+    wait_until(
+        lambda: learnerkit(shell, "job", "provenance", job_id, check=False).returncode == 0,
+        timeout=60,
+        message="the job's provenance",
+    )
+    learnerkit(shell, "job", "download", job_id, "--what", "all", "--to", str(tmp_path / "download"))
+    verified = learnerkit(shell, "job", "verify", str(tmp_path / "download"), "--data", str(data.parent), "-o", "json")
+    report = json.loads(verified.stdout)
+    assert report["verified"] and report["changed"] == []
+    key = Path(shell["LEARNERKIT_SERVICES_STATE"]) / "scheduler" / "signing-key.pub"
+    assert learnerkit(shell, "scheduler", "public-key").stdout == key.read_text()
+
     tokens = Path(shell["LEARNERKIT_SERVICES_STATE"]) / "scheduler" / "tokens.json"
     other = learnerkit(shell, "scheduler", "token", "add", "other-team", "--tokens", str(tokens), "--output", "json")
     stranger = {**shell, "LEARNERKIT_TOKEN": json.loads(other.stdout)["token"]}

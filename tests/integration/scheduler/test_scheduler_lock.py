@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from controller_sidecar.etcdstore import EtcdStore
+from learnerkit.common.signing import create_signer
 from learnerkit.dev.ports import free_port
 from learnerkit.scheduler.api.auth import add_token
-from learnerkit.scheduler.config.settings import BackendSettings, EtcdSettings, SchedulerSettings
+from learnerkit.scheduler.config.settings import BackendSettings, EtcdSettings, SchedulerSettings, SigningSettings
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.factory import create_scheduler
 from tests.integration.conftest import REPO
@@ -26,10 +27,13 @@ from tests.waiting import wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(300)]
 
 
-def test_a_second_scheduler_on_one_etcd_root_is_refused(etcd_server: Any) -> None:
+def test_a_second_scheduler_on_one_etcd_root_is_refused(etcd_server: Any, tmp_path: Path) -> None:
     root = f"/learnerkit-lock-test-{uuid.uuid4().hex[:8]}/jobs"
+    key = tmp_path / "signing-key.pem"
+    create_signer(key)
     settings = SchedulerSettings(
         etcd=EtcdSettings(endpoints=(etcd_server.endpoint,), root=root),
+        signing=SigningSettings(key=key),
         backend=BackendSettings(sidecar_image=f"sha256:{'0' * 64}"),  # pinned already: no image needed
     )
     first, second = create_scheduler(settings), create_scheduler(settings)
@@ -54,12 +58,15 @@ def test_a_second_scheduler_serve_stops_with_one_line_and_exit_code_1(etcd_serve
     root = f"/learnerkit-lock-test-{uuid.uuid4().hex[:8]}/jobs"
     tokens = tmp_path / "tokens.json"
     add_token(tokens, "team-a")
+    key = tmp_path / "signing-key.pem"
+    create_signer(key)
     env = {
         **os.environ,
         "ETCD_ENDPOINTS": etcd_server.endpoint,
         "LEARNERKIT_ETCD_ROOT": root,
         "LEARNERKIT_SCHEDULER_TOKENS": str(tokens),
         "LEARNERKIT_SIDECAR_IMAGE": f"sha256:{'0' * 64}",
+        "LEARNERKIT_SIGNING_KEY": str(key),
         "LEARNERKIT_SCHEDULER_HOST": "127.0.0.1",
         "NO_COLOR": "1",
     }

@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 from controller_sidecar.download import ResumeState, plan_download, remove_partials
 from controller_sidecar.errors import PermanentError, TransferError, TransientError, UnsafePathError
 from controller_sidecar.retry import Backoff, retry_sync
+from controller_sidecar.s3objects import HashedObject
 from controller_sidecar.s3store import PARTIAL_SUFFIX, RemoteObject, file_etag, translate_error
 from controller_sidecar.settings import S3Location
 
@@ -55,18 +56,23 @@ def test_resume_state_round_trip_and_checks(tmp_path: Path) -> None:
     done = tmp_path / "a.bin"
     done.write_bytes(b"abc")
     state = ResumeState.load(state_file, LOCATION)
-    state.record(obj("mnist/a.bin", 3, "etag-a"))
-    state.record(obj("mnist/gone.bin", 3, "etag-g"))
+    state.record(HashedObject("mnist/a.bin", 3, "etag-a", "ab" * 32))
+    state.record(HashedObject("mnist/gone.bin", 3, "etag-g", "cd" * 32))
     state.save()
     assert [p.name for p in state_file.parent.iterdir()] == ["download.json"]
 
     again = ResumeState.load(state_file, LOCATION)
     assert again.is_complete(obj("mnist/a.bin", 3, "etag-a"), done)
+    assert again.digests["mnist/a.bin"] == "ab" * 32
     assert not again.is_complete(obj("mnist/a.bin", 3, "etag-changed"), done)
     assert not again.is_complete(obj("mnist/gone.bin", 3, "etag-g"), tmp_path / "gone.bin")
     done.write_bytes(b"ab")  # truncated on disk
     assert not again.is_complete(obj("mnist/a.bin", 3, "etag-a"), done)
     assert not ResumeState.load(state_file, S3Location("data", "other/")).done
+    without_digests = json.loads(state_file.read_text())
+    del without_digests["objects"]["mnist/a.bin"]["sha256"]
+    state_file.write_text(json.dumps(without_digests))
+    assert "mnist/a.bin" not in ResumeState.load(state_file, LOCATION).done, "fetched again: its digest is unknown"
 
 
 def test_resume_state_ignores_a_damaged_file(tmp_path: Path) -> None:

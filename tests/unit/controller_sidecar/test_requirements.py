@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import socket
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from controller_sidecar.errors import PermanentError
+from controller_sidecar.provenancerecord import InstalledPackage
 from controller_sidecar.requirements import (
     PackageIndex,
     RequirementError,
@@ -118,7 +120,10 @@ def test_installs_into_the_packages_folder_importable_from_there(tmp_path: Path,
     model.mkdir()
     (model / "requirements.txt").write_text("lkgreet==1.0\n")
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    assert asyncio.run(install_requirements(model, packages, PackageIndex(index_url, python_version=version))) == 1
+    installed = asyncio.run(install_requirements(model, packages, PackageIndex(index_url, python_version=version)))
+    assert installed.requested == 1
+    [wheel] = (tmp_path / "wheels").glob("lkgreet-*.whl")
+    assert installed.packages == (InstalledPackage("lkgreet", "1.0", hashlib.sha256(wheel.read_bytes()).hexdigest()),)
     check = [sys.executable, "-c", "import lkgreet; print(lkgreet.hello(), lkgreet.__file__)"]
     done = subprocess.run(check, env={"PYTHONPATH": str(packages)}, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["hello", "from", "lkgreet", str(packages / "lkgreet.py")]
@@ -138,7 +143,7 @@ def test_an_unknown_package_fails_with_pips_message_and_leaves_nothing(tmp_path:
 
 def test_no_requirements_file_installs_nothing(tmp_path: Path) -> None:
     index = PackageIndex("http://127.0.0.1:9/simple")
-    assert asyncio.run(install_requirements(tmp_path, tmp_path / "packages", index)) == 0
+    assert asyncio.run(install_requirements(tmp_path, tmp_path / "packages", index)).requested == 0
     assert not (tmp_path / "packages").exists()
 
 

@@ -22,7 +22,14 @@ from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import read_tokens
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
-from learnerkit.scheduler.facade import EvaluationReport, EvaluationReports, EvaluationView, LearnerView, StoredFile
+from learnerkit.scheduler.facade import (
+    AttemptView,
+    EvaluationReport,
+    EvaluationReports,
+    EvaluationView,
+    LearnerView,
+    StoredFile,
+)
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, WAIT_REASON, FakeFacade, view
 from tests.waiting import wait_until
@@ -459,3 +466,33 @@ def test_evaluate_starts_a_round_and_refuses_a_bad_file_naming_its_line(
     fake.add(view("job-8", "team-a", status="RUNNING"))
     code, out = run(url, tenants.a, "evaluate", "job-8", str(good))
     assert code == 1 and "only a COMPLETED job" in out, out
+
+
+def test_status_shows_each_attempt_through_the_api_and_as_json(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    attempts = (
+        AttemptView(
+            1,
+            ("local",),
+            "2026-11-24T20:00:00Z",
+            "2026-11-24T20:05:00Z",
+            "PREEMPTED",
+            "preempted by job job-0123456789ab",
+            None,
+            None,
+            0.0,
+            None,
+        ),
+        AttemptView(2, ("local",), "2026-11-24T20:06:00Z", resumed_from=1),
+    )
+    fake.add(view("a-2", "team-a", status="PROCESSING", attempts=attempts))
+    code, out = run(url, tenants.a, "status", "a-2")
+    assert code == 0, out
+    for text in ("attempts", "PREEMPTED", "preempted by job", "attempt 1", "running", "0s"):
+        assert text in out
+    code, out = run(url, tenants.a, "status", "a-2", "-o", "json")
+    shown = json.loads(out)["attempts"]
+    assert [(a["number"], a["ended_by"], a["resumed_from"], a["work_lost_s"]) for a in shown] == [
+        (1, "PREEMPTED", None, 0.0),
+        (2, None, 1, None),
+    ]
+    assert shown[0]["reason"] == "preempted by job job-0123456789ab"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 from rich.console import Console
 
 from learnerkit.scheduler.client.terminal import age, job_details, jobs_table
-from learnerkit.scheduler.facade import JobView, LearnerView
+from learnerkit.scheduler.facade import AttemptView, JobView, LearnerView
 
 NOW = datetime(2026, 11, 23, 20, 0, tzinfo=UTC)
 
@@ -64,3 +65,17 @@ def test_age_takes_the_largest_unit(submitted: str, shown: str) -> None:
 
 def test_an_unreadable_time_has_no_age() -> None:
     assert age("", NOW) == "?"
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_the_attempts_cut_nothing(width: int) -> None:
+    attempts = (
+        AttemptView(
+            1, ("node-a-very-long-name",), "t", "t", "PREEMPTED", "preempted by job job-0123456789ab", work_lost_s=1.5
+        ),
+        AttemptView(2, ("node-b",), "t", resumed_from=1, checkpoint_digest="ab" * 32),
+    )
+    text = rendered(job_details(replace(job(), attempts=attempts)), width)
+    assert "node-a-very-long-name" in text and "…" not in text
+    if width >= 80:  # narrower, the other columns fold onto more lines, never cut
+        assert "attempt 1" in text and "1.5s" in text

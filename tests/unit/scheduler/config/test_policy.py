@@ -124,3 +124,14 @@ def test_the_instance_id_depends_on_where_the_jobs_are_kept_not_how_endpoints_ar
     assert one == derive_instance("10.0.0.2:2379, 10.0.0.1:2379", "/learnerkit/jobs")
     assert one != derive_instance("10.0.0.1:2379,10.0.0.2:2379", "/other/jobs")
     assert one.startswith("lk-")
+
+
+def test_opting_out_of_preemption_is_refused_naming_the_field_unless_the_tenant_may() -> None:
+    text = job(extra="learnerkit: {preemptible: false}\n")
+    assert refusals(text) == {
+        "learnerkit.preemptible": "tenant 'team-a' may not opt out of preemption (the tenants file's opt_out); "
+        "remove it"
+    }
+    allowed = SubmitPolicy(object_stores=POLICY.object_stores, opt_out={"team-a": True})
+    check_submission(parse_manifest(text), "team-a", allowed, "m")
+    check_submission(parse_manifest(job(extra="learnerkit: {preemptible: true}\n")), "team-a", POLICY, "m")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from learnerkit.common.errors import ConfigError
+from learnerkit.common.signing import create_signer, load_signer, public_pem
+from learnerkit.pair.jobdisk import JobDiskSettings
 from learnerkit.pair.spec import PidsLimits
 from learnerkit.scheduler import cli_scheduler
 from learnerkit.scheduler.api import server
@@ -74,6 +78,12 @@ def test_pids_limits_have_defaults_and_come_from_the_environment() -> None:
     assert settings.limits.pids == PidsLimits(learner=200, sidecar=64)
 
 
+def test_the_job_disk_settings_have_defaults_and_come_from_the_environment() -> None:
+    assert SchedulerSettings.from_env({}).backend.job_disk == JobDiskSettings(Path("/var/lib/learnerkit/job-disks"))
+    env = {"LEARNERKIT_JOB_DISK_DIR": "/srv/disks", "LEARNERKIT_JOB_DISK_UNBOUNDED": "1"}
+    assert SchedulerSettings.from_env(env).backend.job_disk == JobDiskSettings(Path("/srv/disks"), unbounded=True)
+
+
 def test_resource_defaults_and_the_shared_claim_come_from_the_environment() -> None:
     assert SchedulerSettings.from_env({}).limits.defaults == ResourceDefaults(cpus=5.0, memory_bytes=12 * 2**30)
     settings = SchedulerSettings.from_env(
@@ -104,6 +114,7 @@ def test_resource_defaults_and_the_shared_claim_come_from_the_environment() -> N
         ({"LEARNERKIT_DEFAULT_MEMORY": "12"}, "LEARNERKIT_DEFAULT_MEMORY: '12' has no unit"),
         ({"LEARNERKIT_LEARNER_PIDS_LIMIT": "many"}, "LEARNERKIT_LEARNER_PIDS_LIMIT='many': expected a number above"),
         ({"LEARNERKIT_SIDECAR_PIDS_LIMIT": "8"}, "LEARNERKIT_SIDECAR_PIDS_LIMIT='8': expected at least 16"),
+        ({"LEARNERKIT_JOB_DISK_UNBOUNDED": "yes"}, "LEARNERKIT_JOB_DISK_UNBOUNDED='yes': expected 0 or 1"),
     ],
 )
 def test_bad_values_are_named(environ: dict[str, str], named: str) -> None:
@@ -135,11 +146,52 @@ def test_the_factory_builds_the_real_service_and_refuses_a_backend_it_cannot_run
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     from learnerkit.scheduler.core.scheduler import Scheduler
 
-    hosted = create_scheduler(SchedulerSettings.from_env({}))
+    key = tmp_path / "signing-key.pem"
+    pem = public_pem(create_signer(key))
+    hosted = create_scheduler(SchedulerSettings.from_env({"LEARNERKIT_SIGNING_KEY": str(key)}))
     assert isinstance(hosted.facade, Scheduler) and hosted.registry is hosted.facade.shared.metrics.registry
-    no_cluster = {"LEARNERKIT_SCHEDULER_BACKEND": "kubernetes", "KUBECONFIG": str(tmp_path / "none")}
+    assert hosted.public_key == pem
+    no_cluster = {
+        "LEARNERKIT_SCHEDULER_BACKEND": "kubernetes",
+        "KUBECONFIG": str(tmp_path / "none"),
+        "LEARNERKIT_SIGNING_KEY": str(key),
+    }
     with pytest.raises(SchedulerError, match="no Kubernetes configuration"):
         create_scheduler(SchedulerSettings.from_env(no_cluster))
     with pytest.raises(SchedulerError, match=r"LEARNERKIT_K8S_EGRESS: 'etcd:2379' is not CIDR:port"):
         egress_from(("etcd:2379",))
     assert egress_from(("10.0.0.0/8:2379",)) == (Egress("10.0.0.0/8", 2379),)
+
+
+@pytest.mark.parametrize("content", [None, b"not a key", b""])
+def test_the_factory_refuses_to_start_without_a_readable_signing_key(tmp_path: Path, content: bytes | None) -> None:
+    key = tmp_path / "signing-key.pem"
+    if content is not None:
+        key.write_bytes(content)
+    with pytest.raises(ConfigError, match=rf"LEARNERKIT_SIGNING_KEY={re.escape(str(key))}"):
+        create_scheduler(SchedulerSettings.from_env({"LEARNERKIT_SIGNING_KEY": str(key)}))
+
+
+def test_the_factory_refuses_a_key_that_is_not_p256(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = tmp_path / "signing-key.pem"
+    other = ec.generate_private_key(ec.SECP384R1())
+    key.write_bytes(
+        other.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    with pytest.raises(ConfigError, match=r"LEARNERKIT_SIGNING_KEY=.* is not an ECDSA P-256 private key"):
+        create_scheduler(SchedulerSettings.from_env({"LEARNERKIT_SIGNING_KEY": str(key)}))
+
+
+def test_key_create_makes_a_key_once_and_keeps_it(tmp_path: Path) -> None:
+    key = tmp_path / "keys" / "signing-key.pem"
+    first = CliRunner().invoke(cli_scheduler.scheduler_group, ["key", "create", "--key", str(key), "-o", "json"])
+    assert first.exit_code == 0, first.output
+    made = json.loads(first.output)
+    assert made["pem"] == public_pem(load_signer(key)) == (tmp_path / "keys" / "signing-key.pub").read_text()
+    assert key.stat().st_mode & 0o777 == 0o600
+    again = CliRunner().invoke(cli_scheduler.scheduler_group, ["key", "create", "--key", str(key)])
+    assert again.exit_code != 0 and "a key is there already; it is kept" in again.output
+    assert public_pem(load_signer(key)) == made["pem"]

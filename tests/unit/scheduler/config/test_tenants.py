@@ -45,3 +45,20 @@ def test_problems_name_the_file_line_and_field(tmp_path: Path, text: str, named:
     with pytest.raises(SettingsError, match="LEARNERKIT_TENANTS") as caught:
         load_tenants(path)
     assert named in str(caught.value)
+
+
+def test_who_may_preempt_and_opt_out_defaults_and_overrides(tmp_path: Path) -> None:
+    assert (TenantLimits().preempt_others, TenantLimits().opt_out) == (True, False)
+    path = tmp_path / "tenants.yaml"
+    path.write_text("default: {opt_out: true}\ntenants:\n  batch: {preempt_others: false}\n  team-a: {gpus: 2}\n")
+    tenants = load_tenants(path)
+    assert tenants.may_preempt() == {"batch": False, "team-a": True}
+    assert tenants.opt_outs() == {"batch": True, "team-a": True} and tenants.default.opt_out
+
+
+def test_preemption_settings_must_be_true_or_false(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.yaml"
+    path.write_text("tenants:\n  batch: {preempt_others: sometimes}\n")
+    with pytest.raises(SettingsError) as caught:
+        load_tenants(path)
+    assert "tenants.yaml:2: tenants.batch.preempt_others: expected true or false" in str(caught.value)

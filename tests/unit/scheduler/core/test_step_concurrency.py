@@ -65,6 +65,9 @@ class MemoryStore(JobStore):
     async def request_halt(self, job_id: str) -> None:
         pass
 
+    async def put_attempt(self, job_id: str, number: int, record: str) -> None:
+        pass
+
     async def learner_records(
         self, job_id: str
     ) -> tuple[dict[int, StatusRecord], set[int], dict[int, dict[str, float]]]:

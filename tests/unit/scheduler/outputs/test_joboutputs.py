@@ -39,6 +39,8 @@ STORED = {
     "team/job-1/attempt-1/learner-2/checkpoints/ckpt-5/w.pt": b"w",
     "team/job-1/model.zip": b"PK",
     "team/job-1/attempt-1/learner-1/other/x": b"not an output",
+    "team/job-1/attempt-1/learner-1/provenance/sidecar.json": b"{}",
+    "team/job-1/provenance/provenance.intoto.json": b"{}",
     "team/job-10/attempt-1/learner-1/results/theirs.txt": b"another job",
 }
 
@@ -65,10 +67,13 @@ def test_the_listing_is_the_jobs_outputs_of_the_asked_kind_only() -> None:
     store = Store(STORED)
     assert [f.path for f in list_outputs(store, JOB, "results")] == ["attempt-1/learner-1/results/out.txt"]
     assert [(f.path, f.kind) for f in list_outputs(store, JOB, "model")] == [("model.zip", "model")]
+    assert [(f.path, f.kind) for f in list_outputs(store, JOB, "provenance")] == [
+        ("provenance/provenance.intoto.json", "provenance")
+    ], "the job's signed provenance; a sidecar's record is no output"
     every = {f.path for f in list_outputs(store, JOB)}
     assert "attempt-1/learner-1/other/x" not in every
     assert not any("theirs" in path for path in every), "job-10 shares job-1's prefix text, not its folder"
-    with pytest.raises(ValueError, match="what: one of results, logs, checkpoints, model, all"):
+    with pytest.raises(ValueError, match="what: one of results, logs, checkpoints, model, provenance, all"):
         list_outputs(store, JOB, "secrets")
 
 

@@ -1,0 +1,118 @@
+"""ECDSA P-256 signing keys (PEM) and DSSE envelopes of in-toto Statements v1: the one signer of the project.
+
+The image publisher (`learnerkit_build.publish`) and the scheduler's job provenance
+(`learnerkit.scheduler.provenance`) both sign with it. securesystemslib signs and verifies; the key id is
+securesystemslib's default id of the public key, so in-toto and securesystemslib accept an envelope given only the
+public key, and cosign (which ignores key ids) accepts it with `--key PUBLIC.pem`. Payloads are canonical JSON
+(sorted keys, no spaces): identical statements give identical payloads.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, EllipticCurvePrivateKey, EllipticCurvePublicKey
+from securesystemslib.dsse import Envelope
+from securesystemslib.exceptions import VerificationError
+from securesystemslib.signer import CryptoSigner, Key, Signer, SSlibKey
+
+from controller_sidecar.atomicfile import write_atomic
+from learnerkit.common.errors import ConfigError, LearnerkitError
+
+SCHEME = "ecdsa-sha2-nistp256"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+
+
+class EnvelopeError(LearnerkitError):
+    """A DSSE envelope is malformed, or no signature in it verifies with the key."""
+
+
+def public_key_path(private: Path) -> Path:
+    return private.with_suffix(".pub")
+
+
+def load_signer(path: Path, setting: str | None = None) -> CryptoSigner:
+    """The signer of the PEM key at ``path``; the error names ``setting`` (the variable that gave the path)."""
+    named = f"{setting}={path}" if setting else str(path)
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    except FileNotFoundError as e:
+        raise ConfigError(f"{named}: no signing key there (create one: `learnerkit scheduler key create`)") from e
+    except (OSError, ValueError, TypeError) as e:
+        raise ConfigError(f"{named}: not a readable unencrypted PEM private key: {e}") from e
+    if not isinstance(key, EllipticCurvePrivateKey) or not isinstance(key.curve, SECP256R1):
+        raise ConfigError(f"{named} is not an ECDSA P-256 private key")
+    return CryptoSigner(key)
+
+
+def create_signer(path: Path) -> CryptoSigner:
+    """A new key at ``path`` (mode 0600) with its public key beside it (``.pub``), both written atomically."""
+    signer = CryptoSigner.generate_ecdsa()
+    write_atomic(path, signer.private_bytes, mode=0o600)
+    write_atomic(public_key_path(path), public_pem(signer).encode())
+    return signer
+
+
+def load_or_create_signer(path: Path) -> CryptoSigner:
+    """The key at ``path``; made, with its ``.pub``, when there is no file there."""
+    return load_signer(path) if path.exists() else create_signer(path)
+
+
+def public_pem(signer: CryptoSigner) -> str:
+    pem: str = signer.public_key.keyval["public"]
+    return pem
+
+
+def public_key_from_pem(pem: bytes, where: str) -> SSlibKey:
+    try:
+        key = serialization.load_pem_public_key(pem)
+    except ValueError as e:
+        raise ConfigError(f"{where}: not a PEM public key: {e}") from e
+    if not isinstance(key, EllipticCurvePublicKey) or not isinstance(key.curve, SECP256R1):
+        raise ConfigError(f"{where} is not an ECDSA P-256 public key")
+    return SSlibKey.from_crypto(key, scheme=SCHEME)
+
+
+def load_public_key(path: Path) -> SSlibKey:
+    try:
+        pem = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{path}: not a readable PEM public key: {e}") from e
+    return public_key_from_pem(pem, str(path))
+
+
+def canonical(payload: Any) -> bytes:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sign_statement(payload: dict[str, Any], signer: Signer) -> dict[str, Any]:
+    """A DSSE envelope (as a dict) over the canonical JSON of an in-toto statement."""
+    envelope = Envelope(canonical(payload), PAYLOAD_TYPE, {})
+    envelope.sign(signer)
+    result: dict[str, Any] = envelope.to_dict()
+    return result
+
+
+def open_envelope(raw: bytes, key: Key, where: str) -> dict[str, Any]:
+    """The statement of a DSSE envelope that ``key`` signed; raises EnvelopeError naming ``where`` otherwise."""
+    try:
+        envelope = Envelope.from_dict(json.loads(raw))
+    except (KeyError, TypeError, ValueError) as e:
+        raise EnvelopeError(f"{where}: not a DSSE envelope: {e}") from e
+    if envelope.payload_type != PAYLOAD_TYPE:
+        raise EnvelopeError(f"{where}: payloadType is {envelope.payload_type!r}, not {PAYLOAD_TYPE}")
+    try:
+        envelope.verify([key], 1)
+    except VerificationError as e:
+        raise EnvelopeError(f"{where}: no signature verifies with key {key.keyid}: {e}") from e
+    try:
+        parsed: Any = json.loads(envelope.payload)
+    except ValueError as e:
+        raise EnvelopeError(f"{where}: the signed payload is not JSON: {e}") from e
+    if not isinstance(parsed, dict) or parsed.get("_type") != STATEMENT_TYPE:
+        raise EnvelopeError(f"{where}: the signed payload is not an in-toto Statement v1")
+    return parsed

@@ -1,0 +1,1 @@
+"""Every job's signed provenance: what produced its results, bound to their bytes (docs/provenance.md)."""

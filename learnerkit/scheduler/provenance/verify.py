@@ -1,0 +1,196 @@
+"""`job verify`: a downloaded job folder checked against its signed provenance, naming every item that changed.
+
+The envelope must verify with the platform's public key; then every file the provenance names that the folder
+holds is hashed again (results, the manifest document, the model code archive, metric histories, logs,
+evaluations; training data from a local copy when one is given), the model signature must be the platform's and
+list the same results, and the images must still be what the engine (or registry) has under their references.
+An item the folder does not hold is reported as not checked, not as changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from securesystemslib.signer import Key
+
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.common.signing import EnvelopeError, open_envelope
+from learnerkit.scheduler.provenance.modelsig import BUNDLE_MEDIA_TYPE, SIGNATURE_FILE
+from learnerkit.scheduler.provenance.modelsig import PREDICATE_TYPE as MODEL_PREDICATE
+from learnerkit.scheduler.provenance.statement import (
+    ATTEMPTS,
+    LEARNER_IMAGE,
+    PREDICATE_TYPE,
+    SIDECAR_IMAGE,
+)
+
+PROVENANCE_FILE = "provenance/provenance.intoto.json"
+_CHUNK = 1 << 20
+ImageLookup = Callable[[str], str | None]
+"""A reference's digest (``sha256:<hex>``) where the engine or registry has it, else None."""
+
+
+class NoProvenanceError(LearnerkitError):
+    """The folder holds no provenance to verify."""
+
+
+class State(StrEnum):
+    OK = "ok"
+    CHANGED = "changed"
+    NOT_CHECKED = "not checked"
+
+
+@dataclass(frozen=True)
+class Check:
+    item: str
+    """What was checked: ``result attempt-1/learner-1/results/model.bin``, ``manifest``, ``learner image``, ..."""
+    state: State
+    detail: str = ""
+
+
+@dataclass
+class VerifyReport:
+    folder: str
+    key_id: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def changed(self) -> list[Check]:
+        return [check for check in self.checks if check.state is State.CHANGED]
+
+    @property
+    def ok(self) -> bool:
+        return not self.changed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "folder": self.folder,
+            "key_id": self.key_id,
+            "verified": self.ok,
+            "changed": [c.item for c in self.changed],
+            "checks": [{"item": c.item, "state": c.state.value, "detail": c.detail} for c in self.checks],
+        }
+
+
+def sha256_of(paths: Iterable[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with path.open("rb") as stream:
+            while chunk := stream.read(_CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_folder(
+    folder: Path, key: Key, *, data: Path | None = None, image_digest: ImageLookup | None = None
+) -> VerifyReport:
+    envelope_path = folder / PROVENANCE_FILE
+    if not envelope_path.is_file():
+        raise NoProvenanceError(
+            f"{folder}: no provenance here ({PROVENANCE_FILE} is missing): "
+            "`learnerkit job download JOB --what provenance` fetches it"
+        )
+    report = VerifyReport(str(folder), key.keyid)
+    try:
+        statement = open_envelope(envelope_path.read_bytes(), key, PROVENANCE_FILE)
+    except EnvelopeError as e:
+        report.checks.append(Check("provenance signature", State.CHANGED, str(e)))
+        return report
+    if statement.get("predicateType") != PREDICATE_TYPE:
+        report.checks.append(Check("provenance signature", State.CHANGED, "not a SLSA provenance v1 statement"))
+        return report
+    report.checks.append(Check("provenance signature", State.OK, f"signed by {key.keyid}"))
+    predicate = statement["predicate"]
+    subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+    for name, sha256 in sorted(subjects.items()):
+        report.checks.append(_file_check(f"result {name}", [folder / name], sha256))
+    report.checks.append(_model_signature_check(folder, key, subjects))
+    for byproduct in predicate["runDetails"].get("byproducts", []):
+        if byproduct.get("name") != ATTEMPTS and "digest" in byproduct:
+            report.checks.append(_byproduct_check(folder, byproduct))
+    for dependency in predicate["buildDefinition"]["resolvedDependencies"]:
+        report.checks += _dependency_checks(folder, dependency, data, image_digest)
+    return report
+
+
+def _file_check(item: str, paths: list[Path], sha256: str) -> Check:
+    if not paths or not all(path.is_file() for path in paths):
+        return Check(item, State.NOT_CHECKED, "not in the folder")
+    actual = sha256_of(paths)
+    if actual != sha256:
+        return Check(item, State.CHANGED, f"sha256 {actual}, the provenance says {sha256}")
+    return Check(item, State.OK)
+
+
+def _byproduct_check(folder: Path, byproduct: Mapping[str, Any]) -> Check:
+    name, sha256 = str(byproduct["name"]), byproduct["digest"]["sha256"]
+    kind = "manifest" if name.startswith("provenance/") else "metric history" if name.endswith(".jsonl") else "file"
+    if name.endswith("/learner.log"):
+        kind = "log"
+        parts = sorted(folder.glob(f"{name}.part-*"))
+        return _file_check(f"{kind} {name}", parts, sha256)
+    if "/evaluations/" in name:
+        kind = "evaluation report"
+    return _file_check(f"{kind} {name}" if kind != "manifest" else "manifest", [folder / name], sha256)
+
+
+def _dependency_checks(
+    folder: Path, dependency: Mapping[str, Any], data: Path | None, image_digest: ImageLookup | None
+) -> list[Check]:
+    name = str(dependency["name"])
+    digest = dependency.get("digest", {})
+    if name in (LEARNER_IMAGE, SIDECAR_IMAGE):
+        return [_image_check(name, dependency, image_digest)]
+    if name.startswith("data:"):
+        relative = dependency.get("annotations", {}).get("path")
+        if data is None or not isinstance(relative, str):
+            return [Check(f"training data {dependency['uri']}", State.NOT_CHECKED, "no local copy given (--data)")]
+        return [_file_check(f"training data {dependency['uri']}", [data / relative], digest["sha256"])]
+    if name.startswith("model"):
+        return [_file_check(f"model code {name}", [folder / name], digest["sha256"])]
+    return []
+
+
+def _image_check(name: str, dependency: Mapping[str, Any], image_digest: ImageLookup | None) -> Check:
+    reference = str(dependency.get("uri", "")).removeprefix("docker-image://")
+    item = f"{name.replace('-', ' ')} {reference}"
+    if "sha256" not in dependency.get("digest", {}):
+        return Check(item, State.NOT_CHECKED, "the provenance records no digest of it")
+    recorded = "sha256:" + dependency["digest"]["sha256"]
+    if image_digest is None:
+        return Check(item, State.NOT_CHECKED, "no engine or registry to ask")
+    actual = image_digest(reference)
+    if actual is None:
+        return Check(item, State.NOT_CHECKED, "the engine does not have it")
+    if actual != recorded:
+        return Check(item, State.CHANGED, f"the engine has {actual} under this reference, the job ran {recorded}")
+    return Check(item, State.OK)
+
+
+def _model_signature_check(folder: Path, key: Key, subjects: Mapping[str, str]) -> Check:
+    path = folder / SIGNATURE_FILE
+    item = f"model signature {SIGNATURE_FILE}"
+    if not path.is_file():
+        return Check(item, State.NOT_CHECKED, "not in the folder")
+    try:
+        bundle = json.loads(path.read_bytes())
+    except ValueError as e:
+        return Check(item, State.CHANGED, f"not JSON: {e}")
+    if not isinstance(bundle, dict) or bundle.get("mediaType") != BUNDLE_MEDIA_TYPE:
+        return Check(item, State.CHANGED, f"not a {BUNDLE_MEDIA_TYPE} bundle")
+    try:
+        envelope = {**bundle["dsseEnvelope"]}
+        envelope["signatures"] = [{**s, "keyid": key.keyid} for s in envelope["signatures"]]
+        signed = open_envelope(json.dumps(envelope).encode(), key, item)
+    except (EnvelopeError, KeyError, TypeError, ValueError) as e:
+        return Check(item, State.CHANGED, str(e))
+    listed = {r["name"]: r["digest"] for r in signed.get("predicate", {}).get("resources", [])}
+    if signed.get("predicateType") != MODEL_PREDICATE or listed != dict(subjects):
+        return Check(item, State.CHANGED, "it does not list the provenance's results")
+    return Check(item, State.OK)

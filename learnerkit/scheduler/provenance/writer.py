@@ -1,0 +1,183 @@
+"""Gathers a finished job's facts from what the platform recorded, signs them and stores the documents beside the
+job's results (``<job prefix>provenance/``): the provenance envelope, the manifest document, the model signature
+and the factsheet.
+
+The facts: each learner's sidecar record of each attempt (``attempt-<k>/learner-<n>/provenance/sidecar.json``,
+digests taken as the bytes streamed), the logs' digests (their stored parts, in order), the images as the
+platform describes them, the job's history (read before the job's end trims it) and the manifest without
+credentials.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from securesystemslib.signer import CryptoSigner
+
+from controller_sidecar.metricrecords import parse_record
+from controller_sidecar.provenancerecord import RECORD_KEY, Digested, InstalledPackage, RecordError, SidecarRecord
+from controller_sidecar.s3objects import RemoteObject
+from controller_sidecar.settings import S3Location
+from learnerkit.common.signing import EnvelopeError, canonical, open_envelope, sign_statement
+from learnerkit.scheduler.jobs.layout import job_location, split_container
+from learnerkit.scheduler.jobs.state import JobState
+from learnerkit.scheduler.manifest.model import JobManifest
+from learnerkit.scheduler.provenance.attempts import AttemptFact, attempt_facts, earlier_attempts
+from learnerkit.scheduler.provenance.facts import ImageFact, JobFacts
+from learnerkit.scheduler.provenance.factsheet import factsheet, factsheet_markdown
+from learnerkit.scheduler.provenance.modelsig import SIGNATURE_FILE, model_signature
+from learnerkit.scheduler.provenance.statement import MANIFEST_FILE, manifest_document, provenance_statement
+from learnerkit.scheduler.provenance.verify import PROVENANCE_FILE
+
+LOGGER = logging.getLogger(__name__)
+FACTSHEET_JSON = "provenance/factsheet.json"
+FACTSHEET_MD = "provenance/factsheet.md"
+LOG_PARTS = "logs/learner.log.part-"
+
+
+class ProvenanceStore(Protocol):
+    """What of :class:`~controller_sidecar.s3store.S3Store` the writer uses."""
+
+    def list(self, location: S3Location) -> list[RemoteObject]: ...
+    def get_bytes(self, bucket: str, key: str) -> bytes: ...
+    def put_bytes(self, bucket: str, key: str, data: bytes) -> None: ...
+
+
+@dataclass(frozen=True)
+class FinishedJob:
+    """What the scheduler knows of a job as it ends."""
+
+    state: JobState
+    manifest: JobManifest
+    image: str
+    """The learner image as deployed (an image ID where the gate pinned one)."""
+    history: Sequence[Mapping[str, Any]]
+    instance: str
+    nodes: tuple[str, ...] = ()
+    """Where its last attempt ran (the end clears the state's nodes)."""
+
+
+@dataclass(frozen=True)
+class ProvenanceWriter:
+    signer: CryptoSigner
+    describe_image: Callable[[str], ImageFact]
+    """The platform's description of an image: its reference, digest and the build tool's records."""
+    sidecar_image: str
+
+    def write(self, store: ProvenanceStore, job: FinishedJob) -> list[str]:
+        """Store the job's provenance documents; the keys written."""
+        bucket, prefix = job_location(job.manifest, job.state.job_id)
+        facts, metrics = self.facts(store, bucket, prefix, job)
+        manifest = manifest_document(facts)
+        statement = provenance_statement(facts, hashlib.sha256(manifest).hexdigest())
+        sheet = factsheet(statement, metrics)
+        documents = {
+            MANIFEST_FILE: manifest,
+            PROVENANCE_FILE: canonical(sign_statement(statement, self.signer)),
+            SIGNATURE_FILE: canonical(model_signature(job.state.job_id, facts.results, self.signer)),
+            FACTSHEET_JSON: json.dumps(sheet, indent=1, sort_keys=True).encode(),
+            FACTSHEET_MD: factsheet_markdown(sheet).encode(),
+        }
+        for name, data in documents.items():
+            store.put_bytes(bucket, prefix + name, data)
+        LOGGER.info("job %s: provenance of %d result(s) stored", job.state.job_id, len(facts.results))
+        return [prefix + name for name in documents]
+
+    def facts(
+        self, store: ProvenanceStore, bucket: str, prefix: str, job: FinishedJob
+    ) -> tuple[JobFacts, list[dict[str, Any]]]:
+        records: dict[tuple[int, int], SidecarRecord] = {}
+        objects: dict[str, RemoteObject] = {}
+        for attempt in range(1, job.state.attempt + 1):
+            for obj in store.list(S3Location(bucket, f"{prefix}attempt-{attempt}/")):
+                objects[obj.key] = obj
+        for key in sorted(objects):
+            relative = key[len(prefix) :]
+            parts = relative.split("/", 2)
+            if len(parts) == 3 and parts[2] == RECORD_KEY:
+                attempt, learner = int(parts[0].removeprefix("attempt-")), int(parts[1].removeprefix("learner-"))
+                try:
+                    records[(attempt, learner)] = SidecarRecord.from_json(store.get_bytes(bucket, key), key)
+                except RecordError as e:
+                    LOGGER.warning("job %s: %s", job.state.job_id, e)
+        at = {(a, n): f"attempt-{a}/learner-{n}/" for a, n in records}
+        data: dict[str, Digested] = {}
+        requirements: dict[tuple[str, str], InstalledPackage] = {}
+        model_code = None
+        for _place, record in sorted(records.items()):
+            data.update({d.name: d for d in record.data})
+            requirements.update({(p.name, p.version): p for p in record.requirements})
+            if record.model is not None:
+                name = record.model.name.removeprefix(f"s3://{bucket}/{prefix}")
+                model_code = Digested(name, record.model.sha256, record.model.size)
+        results = tuple(
+            Digested(at[place] + r.name, r.sha256, r.size)
+            for place, record in sorted(records.items())
+            for r in record.results
+        )
+        histories = tuple(
+            Digested(at[place] + record.metrics.name, record.metrics.sha256, record.metrics.size)
+            for place, record in sorted(records.items())
+            if record.metrics is not None
+        )
+        logs = tuple(self._log(store, bucket, prefix, learner, objects) for learner in sorted(set(at.values())))
+        restored = {
+            a: (record.restored_step, record.restored_checkpoint) for (a, n), record in records.items() if n == 1
+        }
+        data_bucket, data_prefix = split_container(job.manifest.training_data_store.training_data or "")
+        facts = JobFacts(
+            job_id=job.state.job_id,
+            tenant=job.state.tenant,
+            status=job.state.status.value,
+            manifest=job.manifest.to_dict(),
+            command=job.manifest.framework.command,
+            learner_image=self.describe_image(job.image),
+            sidecar_image=self.describe_image(self.sidecar_image),
+            instance=job.instance,
+            results=results,
+            data=tuple(data[name] for name in sorted(data)),
+            data_prefix=f"s3://{data_bucket}/{data_prefix}",
+            model_code=model_code,
+            requirements=tuple(requirements[k] for k in sorted(requirements)),
+            metric_histories=histories,
+            logs=tuple(log for log in logs if log is not None),
+            attempts=tuple(
+                attempt_facts(job.history, job.state.attempt, restored, self._earlier(store, bucket, prefix), job.nodes)
+            ),
+        )
+        last = histories[-1] if histories else None
+        metrics = []
+        if last is not None:
+            lines = store.get_bytes(bucket, prefix + last.name).splitlines()
+            metrics = [parsed for line in lines if (parsed := parse_record(line)) is not None]
+        return facts, metrics
+
+    def _earlier(self, store: ProvenanceStore, bucket: str, prefix: str) -> list[AttemptFact]:
+        """The attempts the job's previous provenance lists (an end before a resume), if the platform signed it."""
+        key = prefix + PROVENANCE_FILE
+        if not store.list(S3Location(bucket, key)):
+            return []
+        try:
+            return earlier_attempts(open_envelope(store.get_bytes(bucket, key), self.signer.public_key, key))
+        except (EnvelopeError, KeyError, TypeError, ValueError) as e:
+            LOGGER.warning("the earlier attempts are not taken from %s: %s", key, e)
+            return []
+
+    @staticmethod
+    def _log(
+        store: ProvenanceStore, bucket: str, prefix: str, learner: str, objects: Mapping[str, RemoteObject]
+    ) -> Digested | None:
+        parts = sorted(key for key in objects if key.startswith(prefix + learner + LOG_PARTS))
+        if not parts:
+            return None
+        digest, size = hashlib.sha256(), 0
+        for key in parts:
+            data = store.get_bytes(bucket, key)
+            digest.update(data)
+            size += len(data)
+        return Digested(learner + "logs/learner.log", digest.hexdigest(), size)

@@ -1,0 +1,323 @@
+"""Preemption in the control loop: the victims halt through the usual path, go back to the queue as PREEMPTED and
+resume by themselves; a user's halt wins; a learner that ignores the halt loses at most a checkpoint interval.
+
+Driven step by step on a fake clock, with an in-memory job store (its attempts history included) and a backend
+with two GPU nodes; the learners' statuses are what each test reports for them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from controller_sidecar.status import ErrorCode, Phase, StatusRecord
+from learnerkit.scheduler.admission.admit import AdmissionPolicy, AdmissionState
+from learnerkit.scheduler.admission.capacity import GIB, Node
+from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.backends.deployment import JobDeployment
+from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
+from learnerkit.scheduler.core.options import SchedulerOptions
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.core.preempting import resume_preemptions
+from learnerkit.scheduler.core.scheduler import Scheduler
+from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, load_attempts
+from learnerkit.scheduler.jobs.state import ATTEMPT_SEQUENCE_BLOCK, JobState, JobStatus
+from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.preemption.rules import PreemptionRules
+from tests.fakeclock import FakeClock
+
+pytestmark = pytest.mark.asyncio
+
+TENANT = "team-a"
+MIN_RUN_S = 60.0
+
+
+def manifest(priority: int, extra: str = "") -> str:
+    return f"""\
+name: j
+cpus: 1
+memory: 1Gb
+gpus: 8
+learners: 1
+data_stores:
+  - id: s3
+    type: s3_datastore
+    training_data: {{container: data}}
+    training_results: {{container: results}}
+    connection: {{auth_url: "http://127.0.0.1:8333", user_name: a, password: b}}
+framework: {{name: custom, version: img, command: run}}
+learnerkit: {{priority: {priority}{extra}}}
+"""
+
+
+class MemoryStore(JobStore):
+    """Saved states, halts asked, attempts and each job's learner records, in memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: dict[str, dict[int, StatusRecord]] = {}
+        self.halts: list[str] = []
+        self.attempts: dict[str, dict[int, bytes]] = {}
+        self.open_at_end: list[str] = []
+        """Jobs whose end was saved while their attempt's record still read as running."""
+
+    async def save(self, state: JobState, *, clear_learners: bool = False, clear_halt: bool = False) -> JobState:
+        stored = self.attempts.get(state.job_id, {}).get(state.attempt)
+        if state.stage is Stage.DONE and stored is not None and Attempt.from_json(stored).open:
+            self.open_at_end.append(state.job_id)
+        if clear_learners:
+            self.records.pop(state.job_id, None)
+        return state
+
+    async def trim(self, job_id: str) -> None:
+        pass
+
+    async def delete_credentials(self, job_id: str, manifest_text: str, source: str) -> None:
+        pass
+
+    async def request_halt(self, job_id: str) -> None:
+        self.halts.append(job_id)
+
+    async def put_attempt(self, job_id: str, number: int, record: str) -> None:
+        self.attempts.setdefault(job_id, {})[number] = record.encode()
+
+    async def attempt_records(self, job_id: str) -> dict[int, bytes]:
+        return dict(self.attempts.get(job_id, {}))
+
+    async def learner_records(
+        self, job_id: str
+    ) -> tuple[dict[int, StatusRecord], set[int], dict[int, dict[str, float]]]:
+        records = self.records.get(job_id, {})
+        return dict(records), set(records), {}
+
+
+class GpuNodes:
+    """Nodes of 8 GPUs; every deployed learner runs at once."""
+
+    def __init__(self, count: int) -> None:
+        self.names = ["n1", "n2"][:count]
+        """What the backend lists now: a test adds or cordons nodes here."""
+        self.deployed: list[str] = []
+        self.torn_down: list[str] = []
+
+    def nodes(self) -> list[Node]:
+        return [Node(name, 16.0, 64 * GIB, 8, "nvidia-a100") for name in self.names]
+
+    def deploy(self, job: JobDeployment) -> None:
+        self.deployed.append(job.job_id)
+
+    def started(self, job_id: str, learners: int) -> bool:
+        return True
+
+    def sidecars(self, job_id: str) -> SidecarStates:
+        return SidecarStates(running=frozenset({1}))
+
+    def learners_running(self, job_id: str) -> set[int]:
+        return set()
+
+    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
+        return False
+
+    def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
+        return {}
+
+    def teardown(self, job_id: str) -> None:
+        self.torn_down.append(job_id)
+
+    def job_ids(self, instance: str) -> set[str]:
+        return set()
+
+
+class Harness:
+    def __init__(self, rules: PreemptionRules | None = None, nodes: int = 1) -> None:
+        self.clock = FakeClock()
+        self.store = MemoryStore()
+        self.backend = GpuNodes(nodes)
+        options = SchedulerOptions(
+            Platform("127.0.0.1:2379", "sidecar"),
+            catalog=None,
+            resolve_image=lambda _: "i",
+            preemption=rules or PreemptionRules(min_run_s=MIN_RUN_S),
+        )
+        self.scheduler = Scheduler(self.store, self.backend, options, clock=self.clock)
+        self.scheduler.shared.admission = AdmissionState(self.backend.nodes(), AdmissionPolicy())
+        self.submitted = 0
+
+    def submit(self, job_id: str, priority: int, extra: str = "", tenant: str = TENANT) -> Tracked:
+        self.submitted += 1
+        text = manifest(priority, extra)
+        state = JobState(job_id, tenant, "j", self.clock.wall() + self.submitted)
+        tracked = Tracked(state, parse_manifest(text), text, "m.yml")
+        self.scheduler.shared.jobs[job_id] = tracked
+        assert self.scheduler.shared.admission.submit(tracked.admission_job()) is None
+        return tracked
+
+    def report(self, tracked: Tracked, phase: Phase, error_code: ErrorCode = ErrorCode.NONE) -> None:
+        records = self.store.records.setdefault(tracked.state.job_id, {})
+        previous = records.get(1)
+        first = tracked.state.attempt * ATTEMPT_SEQUENCE_BLOCK
+        sequence = previous.sequence + 1 if previous and previous.sequence >= first else first
+        message = "halted (halt requested, exit code 0)" if phase is Phase.HALTED else ""
+        records[1] = StatusRecord(phase, datetime.now(UTC), 1, sequence, error_code, message)
+
+    async def step(self, after_s: float = 1.0) -> None:
+        self.clock.now += after_s
+        await self.scheduler.loop.step()
+        await self.scheduler.loop.deploys_done()
+
+    async def running(self, *jobs: Tracked) -> None:
+        """Admit and deploy ``jobs``, have their learners process, then let them pass the minimum run time."""
+        await self.step()
+        for tracked in jobs:
+            assert tracked.state.stage is Stage.DEPLOYED, tracked.state
+            self.report(tracked, Phase.PROCESSING)
+        await self.step()
+        await self.step(MIN_RUN_S)
+        for tracked in jobs:
+            assert (tracked.state.stage, tracked.state.status) == (Stage.RUNNING, JobStatus.PROCESSING)
+
+
+async def test_a_preempted_job_halts_queues_in_its_old_place_and_resumes_by_itself() -> None:
+    h = Harness(nodes=2)
+    low, other = h.submit("job-low", 0), h.submit("job-other", 5)
+    await h.running(low, other)
+    urgent = h.submit("job-urgent", 10)
+
+    await h.step()
+    assert h.store.halts == ["job-low"]  # the lower of the two: the fewest, lowest-priority victims
+    assert low.state.preempted_by == "job-urgent" and urgent.state.stage is Stage.QUEUED
+    assert h.scheduler.shared.metrics.preemptions._value.get() == 1
+    await h.step()
+    assert urgent.state.stage is Stage.QUEUED  # the victim still holds its room: quota and node counted once
+    assert h.store.halts == ["job-low"]  # one preemption at a time, asked once
+
+    h.report(low, Phase.HALTED)
+    await h.step()
+    assert (low.state.status, low.state.stage) == (JobStatus.PREEMPTED, Stage.QUEUED)
+    assert (low.state.attempt, low.state.resume_from_attempt) == (2, 1)
+    assert urgent.state.stage is Stage.DEPLOYED and "job-urgent" in h.backend.deployed
+    first = (await load_attempts(h.store, "job-low"))[0]
+    assert (first.ended_by, first.reason, first.work_lost_s) == (
+        AttemptEnd.PREEMPTED,
+        "preempted by job job-urgent",
+        0.0,
+    )
+    assert low.state.submitted_at < other.state.submitted_at  # its old place in the queue
+
+    h.report(urgent, Phase.COMPLETED)
+    await h.step()
+    assert low.state.stage is Stage.DEPLOYED and h.backend.deployed.count("job-low") == 2
+    second = (await load_attempts(h.store, "job-low"))[1]
+    assert (second.number, second.resumed_from, second.ended_by) == (2, 1, None)
+
+
+async def test_a_jobs_end_is_recorded_after_its_attempts_end() -> None:
+    """A reader that sees the job COMPLETED sees its attempt COMPLETED too (it once read as still running)."""
+    h = Harness()
+    job = h.submit("job-1", 0)
+    await h.running(job)
+    h.report(job, Phase.COMPLETED)
+    await h.step()
+    assert job.state.status is JobStatus.COMPLETED and h.store.open_at_end == []
+    assert [a.ended_by for a in job.attempts] == [AttemptEnd.COMPLETED]
+
+
+async def test_a_users_halt_during_a_preemption_wins() -> None:
+    h = Harness()
+    low = h.submit("job-low", 0)
+    await h.running(low)
+    h.submit("job-urgent", 10)
+    await h.step()
+    assert low.state.preempted_by == "job-urgent"
+
+    await h.scheduler.halt(TENANT, "job-low")
+    h.report(low, Phase.HALTED)
+    await h.step()
+    assert (low.state.status, low.state.stage) == (JobStatus.HALTED, Stage.DONE)
+    attempt = (await load_attempts(h.store, "job-low"))[0]
+    assert attempt.ended_by is AttemptEnd.HALTED
+    await h.step()
+    assert h.backend.deployed.count("job-low") == 1
+
+
+async def test_a_learner_that_ignores_the_halt_loses_at_most_a_checkpoint_interval() -> None:
+    h = Harness()
+    low = h.submit("job-low", 0, ", checkpoint_interval: 30")
+    await h.running(low)
+    h.submit("job-urgent", 10)
+    await h.step()
+    h.report(low, Phase.HALTED, ErrorCode.HALT_TIMEOUT)
+    await h.step()
+    assert low.state.status is JobStatus.PREEMPTED
+    attempt = (await load_attempts(h.store, "job-low"))[0]
+    assert attempt.work_lost_s == 30.0 and "killed after the 30s halt grace" in attempt.reason
+    assert h.scheduler.shared.metrics.preemption_lost_seconds._value.get() == 30.0
+
+
+@pytest.mark.parametrize(
+    ("victim", "urgent", "rules"),
+    [
+        pytest.param(", preemptible: false", "", None, id="victim-opted-out"),
+        pytest.param("", "", PreemptionRules(min_run_s=MIN_RUN_S * 10), id="within-minimum-run-time"),
+        pytest.param("", "", PreemptionRules(min_run_s=MIN_RUN_S, default_may_preempt=False), id="tenant-may-not"),
+    ],
+)
+async def test_who_may_not_be_preempted_is_not(victim: str, urgent: str, rules: PreemptionRules | None) -> None:
+    h = Harness(rules)
+    low = h.submit("job-low", 0, victim)
+    await h.running(low)
+    h.submit("job-urgent", 10, urgent)
+    await h.step()
+    await h.step()
+    assert h.store.halts == [] and low.state.preempted_by is None
+
+
+async def test_three_priorities_and_two_tenants_end() -> None:
+    """Each job runs to its end, preempted at most by jobs of higher priority; no job is preempted twice by the same
+    job, and the loop reaches a state where every job is COMPLETED."""
+    h = Harness(nodes=2)
+    jobs = [
+        h.submit("job-a0", 0, tenant="team-a"),
+        h.submit("job-b0", 0, tenant="team-b"),
+    ]
+    await h.running(*jobs)
+    jobs += [h.submit("job-a5", 5, tenant="team-a"), h.submit("job-b10", 10, tenant="team-b")]
+    ran: dict[str, int] = {}
+    for _ in range(60):
+        await h.step(MIN_RUN_S)
+        for tracked in jobs:
+            state, job_id = tracked.state, tracked.state.job_id
+            if state.stage is Stage.DEPLOYED:
+                h.report(tracked, Phase.PROCESSING)
+            elif state.stage is Stage.RUNNING and state.preempted_by is not None:
+                h.report(tracked, Phase.HALTED)
+            elif state.stage is Stage.RUNNING:
+                ran[job_id] = ran.get(job_id, 0) + 1
+                if ran[job_id] >= 3:  # each attempt runs three steps; a preempted one starts its count again
+                    h.report(tracked, Phase.COMPLETED)
+            else:
+                ran.pop(job_id, None)
+        if all(t.state.status is JobStatus.COMPLETED for t in jobs):
+            break
+    assert [t.state.status for t in jobs] == [JobStatus.COMPLETED] * 4
+    assert h.scheduler.shared.metrics.preemptions._value.get() == 2  # job-b10 and job-a5 each took a node
+
+
+async def test_a_restarted_scheduler_asks_the_halts_of_a_preemption_under_way_again() -> None:
+    """The decision is recorded before the halt is asked: a scheduler stopped between the two asks it after its
+    restart, for the victims still running only."""
+    h = Harness()
+    low = h.submit("job-low", 0)
+    await h.running(low)
+    h.submit("job-urgent", 10)
+    await h.step()
+    h.store.halts.clear()  # as if the scheduler stopped before asking
+    await resume_preemptions(h.scheduler.shared)
+    assert h.store.halts == ["job-low"]
+    h.report(low, Phase.HALTED)
+    await h.step()
+    h.store.halts.clear()
+    await resume_preemptions(h.scheduler.shared)
+    assert h.store.halts == [] and low.state.status is JobStatus.PREEMPTED

@@ -1,0 +1,127 @@
+"""A finished job as the platform leaves it in the object store (in memory), its provenance written by the real
+writer, and the folder `job download --what all` makes of it."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller_sidecar.provenancerecord import RECORD_KEY, Digested, InstalledPackage, SidecarRecord
+from controller_sidecar.s3objects import RemoteObject
+from controller_sidecar.settings import S3Location
+from learnerkit.common.signing import create_signer
+from learnerkit.scheduler.jobs.state import JobState, JobStatus
+from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.provenance.facts import ImageFact
+from learnerkit.scheduler.provenance.writer import FinishedJob, ProvenanceWriter
+from tests.unit.scheduler.fakefacade import MANIFEST
+
+LEARNER_IMAGE = "learnerkit/pytorch:2.3-cpu-py3.11"
+LEARNER_ID = "sha256:" + "1" * 64
+SIDECAR_ID = "sha256:" + "2" * 64
+JOB = "job-7"
+PREFIX = f"{JOB}/"
+DATA = {"train/a.bin": b"first data object", "train/b.bin": b"second data object"}
+MODEL_ZIP = b"PK\x05\x06" + bytes(18)
+RESULT = b"trained weights"
+METRICS = b'{"step": 1, "values": {"loss": 0.9}}\n{"step": 2, "values": {"loss": 0.4}}\n'
+LOG = [b"epoch 1\n", b"epoch 2\n"]
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class MemoryStore:
+    objects: dict[str, bytes] = field(default_factory=dict)
+
+    def list(self, location: S3Location) -> list[RemoteObject]:
+        return [RemoteObject(k, len(v), "e") for k, v in sorted(self.objects.items()) if k.startswith(location.prefix)]
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        return self.objects[key]
+
+    def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
+        self.objects[key] = data
+
+
+def describe(image: str) -> ImageFact:
+    if image == LEARNER_ID:
+        return ImageFact(LEARNER_IMAGE, LEARNER_ID, {"sbom": "a" * 64, "scan": "b" * 64}, "passed")
+    return ImageFact("learnerkit/sidecar:0.1.0", SIDECAR_ID)
+
+
+def stored_attempt(store: MemoryStore, attempt: int, *, restored: int | None) -> None:
+    learner = f"{PREFIX}attempt-{attempt}/learner-1/"
+    result = RESULT + str(attempt).encode()
+    store.objects[learner + "results/model.bin"] = result
+    store.objects[learner + "logs/metrics.jsonl"] = METRICS
+    for n, part in enumerate(LOG):
+        store.objects[learner + f"logs/learner.log.part-{n:06d}"] = part
+    record = SidecarRecord(
+        1,
+        tuple(Digested(f"s3://data/{key}", sha(value), len(value)) for key, value in sorted(DATA.items())),
+        Digested(f"s3://results/{PREFIX}model/model.zip", sha(MODEL_ZIP), len(MODEL_ZIP)),
+        (InstalledPackage("lkgreet", "1.0", "c" * 64),),
+        (Digested("results/model.bin", sha(result), len(result)),),
+        Digested("logs/metrics.jsonl", sha(METRICS), len(METRICS)),
+        restored,
+        None if restored is None else marker_digest(attempt - 1),
+    )
+    store.objects[learner + RECORD_KEY] = record.to_json()
+
+
+def marker_digest(attempt: int) -> str:
+    """The digest the sidecar of the next attempt took of this attempt's last checkpoint marker."""
+    return sha(f"marker of attempt {attempt}".encode())
+
+
+def history_of(attempt: int, final: str) -> list[dict[str, object]]:
+    """The job's history entries of one attempt: what etcd holds as it ends, since an end trims the history."""
+    stamp = f"2026-01-01T0{attempt}"
+    reason = "" if attempt == 1 else f"resumed from attempt {attempt - 1}"
+    return [
+        {"status": "QUEUED", "reason": reason, "timestamp": f"{stamp}:00:00Z", "attempt": attempt},
+        {"status": "PROCESSING", "reason": "", "timestamp": f"{stamp}:01:00Z", "attempt": attempt},
+        {
+            "status": final,
+            "reason": "halted" if final == "HALTED" else "",
+            "timestamp": f"{stamp}:30:00Z",
+            "attempt": attempt,
+        },
+    ]
+
+
+def finished_job(tmp: Path, attempts: int = 1) -> tuple[MemoryStore, Path]:
+    """The job's objects with its provenance written; the key's path."""
+    store = MemoryStore({f"{PREFIX}model/model.zip": MODEL_ZIP})
+    key = tmp / "platform.pem"
+    writer = ProvenanceWriter(create_signer(key), describe, "learnerkit/sidecar:0.1.0")
+    manifest = parse_manifest(MANIFEST.format(gpus=1))
+    for attempt in range(1, attempts + 1):  # halted and resumed until the last attempt completes
+        stored_attempt(store, attempt, restored=None if attempt == 1 else 100 * (attempt - 1))
+        status = JobStatus.COMPLETED if attempt == attempts else JobStatus.HALTED
+        state = JobState(JOB, "team-a", "mnist", 0.0, status=status, attempt=attempt)
+        history = history_of(attempt, status.value)
+        writer.write(store, FinishedJob(state, manifest, LEARNER_ID, history, "lk-test", (f"node-{attempt}",)))
+    return store, key
+
+
+def download(store: MemoryStore, folder: Path) -> Path:
+    """What `job download --what all` writes: every object below the job's prefix but the sidecars' records."""
+    for key, data in store.objects.items():
+        relative = key.removeprefix(PREFIX)
+        if relative.endswith(RECORD_KEY) and relative.startswith("attempt-"):
+            continue
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_bytes(data)
+    return folder
+
+
+def data_copy(folder: Path) -> Path:
+    for key, value in DATA.items():
+        (folder / key).parent.mkdir(parents=True, exist_ok=True)
+        (folder / key).write_bytes(value)
+    return folder

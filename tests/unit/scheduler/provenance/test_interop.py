@@ -1,0 +1,104 @@
+"""A job's provenance read by the standard tools: the envelope by securesystemslib and in-toto, the statement and
+its SLSA predicate by in-toto-attestation, the model signature by model_signing's own command; and what the
+documents say: three attempts of a job resumed twice, the factsheet's facts."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from google.protobuf import json_format
+from in_toto.models.metadata import Metadata
+from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
+from in_toto_attestation.v1 import statement_pb2
+from in_toto_attestation.v1.statement import Statement
+from securesystemslib.dsse import Envelope
+
+from learnerkit.common.signing import load_public_key, public_key_path
+from tests.unit.scheduler.provenance.jobfolder import (
+    LEARNER_ID,
+    RESULT,
+    download,
+    finished_job,
+    marker_digest,
+    sha,
+)
+
+
+def model_signing_verify(folder: Path, key: Path) -> subprocess.CompletedProcess[str]:
+    """The stock command of the `model-signing` package, offline, key mode."""
+    signature, public = folder / "provenance" / "model.sig", public_key_path(key)
+    argv = [sys.executable, "-m", "model_signing", "verify", "key", "--signature", str(signature)]
+    return subprocess.run(
+        [*argv, "--public_key", str(public), str(folder)], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_envelope_verifies_with_securesystemslib_and_in_toto_and_parses_as_slsa(tmp_path: Path) -> None:
+    store, key = finished_job(tmp_path)
+    folder = download(store, tmp_path / "download")
+    envelope = json.loads((folder / "provenance/provenance.intoto.json").read_text())
+    public = load_public_key(public_key_path(key))
+    assert Envelope.from_dict(json.loads(json.dumps(envelope))).verify([public], 1)
+    Metadata.from_dict(json.loads(json.dumps(envelope))).verify_signature({**public.to_dict(), "keyid": public.keyid})
+    payload = json.loads(base64.b64decode(envelope["payload"]))
+    Statement.copy_from_pb(json_format.ParseDict(payload, statement_pb2.Statement())).validate()
+    predicate = json_format.ParseDict(payload["predicate"], provenance_pb2.Provenance())
+    [learner] = [d for d in predicate.build_definition.resolved_dependencies if d.name == "learner-image"]
+    assert "sha256:" + learner.digest["sha256"] == LEARNER_ID
+    assert payload["subject"] == [
+        {"name": "attempt-1/learner-1/results/model.bin", "digest": {"sha256": sha(RESULT + b"1")}}
+    ]
+    [store] = payload["predicate"]["buildDefinition"]["externalParameters"]["manifest"]["data_stores"]
+    assert store["connection"] == {"auth_url": "http://127.0.0.1:8333"}, "the manifest without its credentials"
+    assert "secret" not in json.dumps(payload)
+
+
+def test_the_model_signature_verifies_with_model_signings_own_command(tmp_path: Path) -> None:
+    store, key = finished_job(tmp_path, attempts=2)
+    folder = download(store, tmp_path / "download")
+    done = model_signing_verify(folder, key)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Verification succeeded" in done.stdout
+    result = folder / "attempt-2/learner-1/results/model.bin"
+    result.write_bytes(result.read_bytes()[:-1] + b"X")
+    done = model_signing_verify(folder, key)
+    assert done.returncode != 0
+    assert "attempt-2/learner-1/results/model.bin" in done.stdout + done.stderr
+
+
+def test_a_job_resumed_twice_lists_three_attempts_each_with_its_checkpoint(tmp_path: Path) -> None:
+    store, _key = finished_job(tmp_path, attempts=3)
+    sheet = json.loads(store.objects["job-7/provenance/factsheet.json"])
+    attempts = sheet["lineage"]["attempts"]
+    assert [(a["number"], a["endedBy"], a["resumedFrom"], a["restoredStep"], a["nodes"]) for a in attempts] == [
+        (1, "HALTED", None, None, ["node-1"]),
+        (2, "HALTED", 1, 100, ["node-2"]),
+        (3, "COMPLETED", 2, 200, ["node-3"]),
+    ]
+    assert [a["checkpointSha256"] for a in attempts] == [None, marker_digest(1), marker_digest(2)]
+    assert attempts[1]["startedAt"] == "2026-01-01T02:01:00Z" and attempts[1]["endedAt"] == "2026-01-01T02:30:00Z"
+    assert sheet["lineage"]["resumes"] == 2
+    markdown = store.objects["job-7/provenance/factsheet.md"].decode()
+    assert (
+        "attempt 3: 2026-01-01T03:01:00Z to 2026-01-01T03:30:00Z, COMPLETED on node-3, resumed from attempt 2"
+        in markdown
+    )
+    assert f"(checkpoint of step 200, marker sha256 `{marker_digest(2)}`)" in markdown
+
+
+def test_the_factsheet_gives_purpose_data_image_and_metrics(tmp_path: Path) -> None:
+    store, _key = finished_job(tmp_path)
+    sheet = json.loads(store.objects["job-7/provenance/factsheet.json"])
+    assert sheet["purpose"]["name"] == "mnist"
+    assert sheet["image"] == {
+        "reference": "learnerkit/pytorch:2.3-cpu-py3.11",
+        "digest": {"sha256": LEARNER_ID.removeprefix("sha256:")},
+        "scan": "passed",
+    }
+    assert [d["object"] for d in sheet["data"]] == ["s3://data/train/a.bin", "s3://data/train/b.bin"]
+    assert sheet["metrics"] == {"loss": {"final": 0.4, "best": 0.4, "first": 0.9, "points": 2}}
+    assert {c["name"] for c in sheet["code"]} == {"model/model.zip", "pypi:lkgreet"}

@@ -1,0 +1,135 @@
+"""The tamper matrix: one byte changed in any item the provenance names makes `verify_folder` fail naming that item,
+and an untouched folder passes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from learnerkit.common.signing import load_public_key, public_key_path
+from learnerkit.scheduler.provenance.verify import NoProvenanceError, State, verify_folder
+from tests.unit.scheduler.provenance.jobfolder import (
+    LEARNER_ID,
+    LEARNER_IMAGE,
+    SIDECAR_ID,
+    data_copy,
+    download,
+    finished_job,
+)
+
+
+def flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def engine(changed: str | None = None) -> Callable[[str], str | None]:
+    def lookup(reference: str) -> str | None:
+        if reference == LEARNER_IMAGE:
+            return changed or LEARNER_ID
+        return SIDECAR_ID
+
+    return lookup
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> tuple[Path, Path, Path]:
+    store, key = finished_job(tmp_path)
+    return download(store, tmp_path / "download"), data_copy(tmp_path / "data"), key
+
+
+def verified(job: tuple[Path, Path, Path], lookup: Callable[[str], str | None] | None = None) -> list[str]:
+    folder, data, key = job
+    report = verify_folder(folder, load_public_key(public_key_path(key)), data=data, image_digest=lookup or engine())
+    assert report.ok == (not report.changed)
+    return [check.item for check in report.changed]
+
+
+def test_an_untouched_folder_verifies_and_every_item_is_checked(job: tuple[Path, Path, Path]) -> None:
+    folder, data, key = job
+    report = verify_folder(folder, load_public_key(public_key_path(key)), data=data, image_digest=engine())
+    assert report.ok, report.changed
+    states = {check.item: check.state for check in report.checks}
+    assert set(states.values()) == {State.OK}, states
+    for item in (
+        "provenance signature",
+        "result attempt-1/learner-1/results/model.bin",
+        "model signature provenance/model.sig",
+        "manifest",
+        "metric history attempt-1/learner-1/logs/metrics.jsonl",
+        "log attempt-1/learner-1/logs/learner.log",
+        "training data s3://data/train/a.bin",
+        "training data s3://data/train/b.bin",
+        "model code model/model.zip",
+        f"learner image {LEARNER_IMAGE}",
+        "sidecar image learnerkit/sidecar:0.1.0",
+    ):
+        assert item in states, item
+
+
+@pytest.mark.parametrize(
+    ("where", "named"),
+    [
+        ("attempt-1/learner-1/results/model.bin", "result attempt-1/learner-1/results/model.bin"),
+        ("data:train/a.bin", "training data s3://data/train/a.bin"),
+        ("provenance/manifest.json", "manifest"),
+        ("model/model.zip", "model code model/model.zip"),
+        ("attempt-1/learner-1/logs/metrics.jsonl", "metric history attempt-1/learner-1/logs/metrics.jsonl"),
+        ("attempt-1/learner-1/logs/learner.log.part-000001", "log attempt-1/learner-1/logs/learner.log"),
+    ],
+)
+def test_one_byte_changed_fails_naming_the_item(job: tuple[Path, Path, Path], where: str, named: str) -> None:
+    folder, data, _key = job
+    flip(data / where.removeprefix("data:") if where.startswith("data:") else folder / where)
+    changed = verified(job)
+    assert named in changed
+    if not where.endswith("model.bin"):
+        assert changed == [named]
+
+
+def test_a_changed_result_also_breaks_the_model_signature_check_with_the_standard_tool_only(
+    job: tuple[Path, Path, Path],
+) -> None:
+    """The model signature lists digests; `verify_folder` compares it with the provenance, the files themselves are
+    hashed once (the stock `model_signing` command hashes them again: tests/unit/.../test_interop.py)."""
+    folder = job[0]
+    flip(folder / "attempt-1/learner-1/results/model.bin")
+    assert verified(job) == ["result attempt-1/learner-1/results/model.bin"]
+
+
+def test_another_image_under_the_reference_fails_naming_the_image(job: tuple[Path, Path, Path]) -> None:
+    assert verified(job, engine(changed="sha256:" + "9" * 64)) == [f"learner image {LEARNER_IMAGE}"]
+
+
+def test_a_changed_statement_or_model_signature_fails_its_signature(job: tuple[Path, Path, Path]) -> None:
+    folder = job[0]
+    signature = folder / "provenance/model.sig"
+    bundle = json.loads(signature.read_text())
+    bundle["dsseEnvelope"]["payload"] = bundle["dsseEnvelope"]["payload"][:-8] + "AAAAAAA="
+    signature.write_text(json.dumps(bundle))
+    assert verified(job) == ["model signature provenance/model.sig"]
+    envelope_path = folder / "provenance/provenance.intoto.json"
+    envelope = json.loads(envelope_path.read_text())
+    envelope["signatures"][0]["sig"] = envelope["signatures"][0]["sig"][::-1]
+    envelope_path.write_text(json.dumps(envelope))
+    assert verified(job) == ["provenance signature"]
+
+
+def test_items_the_folder_lacks_are_not_checked_not_failed(job: tuple[Path, Path, Path]) -> None:
+    folder, _data, key = job
+    (folder / "model/model.zip").unlink()
+    report = verify_folder(folder, load_public_key(public_key_path(key)))
+    assert report.ok
+    skipped = {c.item: c.detail for c in report.checks if c.state is State.NOT_CHECKED}
+    assert skipped["model code model/model.zip"] == "not in the folder"
+    assert skipped["training data s3://data/train/a.bin"] == "no local copy given (--data)"
+    assert skipped[f"learner image {LEARNER_IMAGE}"] == "no engine or registry to ask"
+
+
+def test_a_folder_without_provenance_says_so(tmp_path: Path, job: tuple[Path, Path, Path]) -> None:
+    with pytest.raises(NoProvenanceError, match=r"no provenance here \(provenance/provenance.intoto.json is missing\)"):
+        verify_folder(tmp_path / "empty", load_public_key(public_key_path(job[2])))

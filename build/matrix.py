@@ -17,6 +17,11 @@ class Matrix:
     def frameworks(self) -> list[str]:
         return sorted({image.framework.name for image in self.images})
 
+    @property
+    def training_images(self) -> tuple[ImageSpec, ...]:
+        """The images a manifest's `framework` may name: all but the evaluators (docs/evaluations.md)."""
+        return tuple(image for image in self.images if image.framework.smoke.kind == "training")
+
     def select(
         self, selectors: list[str], *, select_all: bool = False, variants: list[str] | None = None
     ) -> list[ImageSpec]:

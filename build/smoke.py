@@ -10,6 +10,7 @@ from typing import Any
 from learnerkit_build.checks import CheckContext, CheckFailure, CheckSkipped, expect, read_exit
 from learnerkit_build.containers import GpusRefused, LearnerRun, running, wait_exit, wait_until
 from learnerkit_build.smokedata import write_smoke_dataset
+from learnerkit_build.smokeeval import check_smoke_evaluation
 
 PACE_SECONDS = "0.2"
 """Minimum seconds per step in the first run, so that the halt lands in the middle of training."""
@@ -56,7 +57,10 @@ def latest_checkpoint_step(job: Path) -> int | None:
 
 
 def check_smoke(ctx: CheckContext) -> str:
-    """cpu images train on the CPU; cuda images train on the engine's GPUs (`--gpus`), and only there."""
+    """cpu images train on the CPU; cuda images train on the engine's GPUs (`--gpus`), and only there.
+    An evaluator image's smoke run is one evaluation instead (`smoke.kind: evaluation`)."""
+    if ctx.image.framework.smoke.kind == "evaluation":
+        return check_smoke_evaluation(ctx)
     on_gpu = ctx.image.variant.accelerator == "cuda"
     if on_gpu and not ctx.gpus:
         raise CheckSkipped(

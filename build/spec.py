@@ -131,6 +131,8 @@ class VersionSpec(_Spec):
 class SmokeSpec(_Spec):
     """The framework's tiny real training run, used by `learnerkit image test`."""
 
+    kind: Literal["training", "evaluation"] = "training"
+    """`evaluation`: an evaluator image (docs/evaluations.md), whose smoke run is one evaluation, not training."""
     command: list[str] = Field(min_length=1)
     """argv run by learner-run inside the image; `{steps}` and `{checkpoint_every}` are filled in."""
     steps: int = Field(default=60, ge=4)

@@ -66,6 +66,8 @@ class SidecarConfigDocument:
     """The model code archive; None when the code is in the image."""
     resume_from: StoreFolder | None = None
     """The ``checkpoints/`` folder to restore before the learner starts."""
+    trained_model: StoreFolder | None = None
+    """An evaluation's input: the trained job's ``results/model/`` folder, downloaded into the model folder."""
     timing: TimingDocument = TimingDocument()
     evaluation_metrics: Mapping[str, Any] | None = None
     """The manifest's ``evaluation_metrics`` as given (FfDL form)."""
@@ -86,6 +88,7 @@ class SidecarConfigDocument:
         optional: dict[str, Any] = {
             "model": self.model.to_raw() if self.model is not None else None,
             "resume_from": self.resume_from.to_raw() if self.resume_from is not None else None,
+            "trained_model": self.trained_model.to_raw() if self.trained_model is not None else None,
             "evaluation_metrics": dict(self.evaluation_metrics) if self.evaluation_metrics else None,
             "requirements": self.requirements.to_config() if self.requirements is not None else None,
             "metrics_port": self.metrics_port,

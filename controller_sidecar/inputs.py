@@ -1,5 +1,5 @@
-"""DOWNLOADING: the training data, the model code archive and its requirements, and, on resume, the latest
-checkpoint."""
+"""DOWNLOADING: the training data, the model code archive and its requirements (or, for an evaluation, a trained
+job's saved model), and, on resume, the latest checkpoint."""
 
 from __future__ import annotations
 
@@ -80,6 +80,22 @@ async def fetch_inputs(settings: SidecarSettings, store: S3Store, metrics: Sidec
             installed = await install_requirements(dirs.model, dirs.packages, index)
             packages = installed.packages
             LOGGER.info("requirements: %d installed into %s", installed.requested, dirs.packages)
+    if settings.locations.trained_model is not None:
+        stats = await asyncio.to_thread(
+            download_prefix,
+            store,
+            settings.locations.trained_model,
+            dirs.model,
+            state_file=dirs.control / "download-trained-model.json",
+            concurrency=settings.s3.max_concurrency,
+            backoff=backoff,
+            on_retry=lambda: metrics.record_retry("download"),
+        )
+        if stats.files + stats.skipped == 0:
+            raise TransferError(f"trained model {settings.locations.trained_model} holds no files")
+        metrics.record_transfer("download", "model", stats.bytes, stats.seconds)
+        model_bytes = stats.bytes
+        LOGGER.info("trained model: %d files, %d bytes", stats.files, stats.bytes)
     restored = None
     if settings.locations.resume_from is not None:
         restored = await asyncio.to_thread(

@@ -91,6 +91,9 @@ class Locations:
     """The key of the model code archive (FfDL's ``model.zip``); None when the code is baked into the image."""
     resume_from: S3Location | None = None
     """A ``checkpoints/`` prefix to restore the latest checkpoint from before the learner starts."""
+    trained_model: S3Location | None = None
+    """An evaluation's input: a trained job's ``results/model/`` folder, downloaded (read only) into ``MODEL_DIR``
+    in place of a model archive."""
 
     @property
     def result_files(self) -> S3Location:
@@ -258,12 +261,17 @@ def _locations(reader: _Reader) -> Locations:
     results = reader.location("results")
     if results is None:
         raise SidecarConfigError(f"{reader.source}: results.bucket is required")
+    model = reader.location("model", key_field="key")
+    trained_model = _folder_location(reader.location("trained_model"))
+    if model is not None and trained_model is not None:
+        raise SidecarConfigError(f"{reader.source}: model and trained_model both fill the model folder; give one")
     return Locations(
         results=S3Location(results.bucket, _folder(results.prefix)),
         data=S3Location(data.bucket, _folder(data.prefix)) if data else None,
         data_mode="copy" if mode == "copy" else "mount",
-        model=reader.location("model", key_field="key"),
+        model=model,
         resume_from=_folder_location(reader.location("resume_from")),
+        trained_model=trained_model,
     )
 
 

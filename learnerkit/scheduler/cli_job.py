@@ -38,6 +38,7 @@ from learnerkit.common.project import find_project_root
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.client.terminal import (
+    evaluation_reports,
     format_metrics,
     job_details,
     jobs_table,
@@ -161,6 +162,26 @@ def status(job_id: str, follow: bool, interval: float, client: SchedulerClient, 
         _follow(client, job, interval, output)
     else:
         emit(output, job, lambda: console.print(job_details(job)))
+
+
+@job_group.command("evaluate")
+@click.argument("job_id")
+@click.argument("evaluations", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@connected
+def evaluate(job_id: str, evaluations: Path, client: SchedulerClient, output: str) -> None:
+    """Evaluate COMPLETED JOB_ID's model again, without retraining, with the EVALUATIONS file (a YAML file
+    holding an `evaluations:` list, as in a manifest); `job status` shows the verdicts."""
+    job = client.evaluate(job_id, evaluations.read_text(encoding="utf-8"), evaluations.name)
+    emit(output, job, lambda: console.print(job_details(job)))
+
+
+@job_group.command("evaluations")
+@click.argument("job_id")
+@connected
+def evaluations(job_id: str, client: SchedulerClient, output: str) -> None:
+    """The reports of JOB_ID's latest evaluations: each verdict and its readable summary."""
+    reports = client.evaluation_reports(job_id)
+    emit(output, reports, lambda: console.print(evaluation_reports(reports)))
 
 
 @job_group.command("logs")
@@ -485,7 +506,7 @@ def framework_catalog(root: Path) -> FrameworkCatalog:
     from learnerkit_build.matrix import load_matrix  # imported here: only `validate` pays for the build tool
 
     catalog: dict[str, set[str]] = {}
-    for image in load_matrix(root).images:
+    for image in load_matrix(root).training_images:
         names = catalog.setdefault(image.framework.name, set())
         names.update({image.version, f"{image.version}-{image.variant_name}", image.tag})
     return catalog

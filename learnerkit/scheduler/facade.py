@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,39 @@ class AttemptView:
 
 
 @dataclass(frozen=True)
+class EvaluationView:
+    """One evaluation of the job's model (docs/evaluations.md)."""
+
+    name: str
+    kind: str
+    outcome: str
+    """running | passed | failed (a threshold missed) | crashed (no verdict: never a pass)."""
+    message: str = ""
+    """failed: each threshold missed (metric, value, threshold); crashed: why there is no verdict."""
+    report: str = ""
+    """``s3://`` of the JSON report."""
+
+
+@dataclass(frozen=True)
+class EvaluationReport:
+    evaluation: EvaluationView
+    summary: str = ""
+    """The readable summary (``<name>.txt``); empty without a report."""
+    report: dict[str, Any] | None = None
+    """The JSON report (``<name>.json``: verdict, failures, the robustness curve or every group metric)."""
+
+
+@dataclass(frozen=True)
+class EvaluationReports:
+    """The latest round of evaluations of a job's model (``job evaluations``)."""
+
+    job_id: str
+    round: int
+    """0: the job was never evaluated."""
+    evaluations: tuple[EvaluationReport, ...] = ()
+
+
+@dataclass(frozen=True)
 class JobView:
     job_id: str
     tenant: str
@@ -61,6 +94,8 @@ class JobView:
     restarts: int = 0
     results: str = ""
     """``s3://bucket/prefix`` of the job's outputs."""
+    evaluations: tuple[EvaluationView, ...] = ()
+    """The latest round of evaluations of the job's model (``job status`` only; empty elsewhere)."""
     attempts: tuple[AttemptView, ...] = ()
     """Each deploy of the job, oldest first."""
 
@@ -181,6 +216,13 @@ class SchedulerFacade(Protocol):
 
     async def get(self, tenant: str, job_id: str) -> JobView:
         """Raises ``JobNotFoundError`` for unknown jobs and for other tenants' jobs alike."""
+
+    async def evaluate(self, tenant: str, job_id: str, text: str, *, source: str = "evaluations.yml") -> JobView:
+        """Evaluate a COMPLETED job's model again with the evaluations of ``text`` (a file of ``evaluations:``),
+        without retraining; `ManifestError` lists every problem, `JobStateError` while a round still runs."""
+
+    async def evaluation_reports(self, tenant: str, job_id: str) -> EvaluationReports:
+        """The reports of the job's latest round of evaluations."""
 
     async def halt(self, tenant: str, job_id: str) -> JobView:
         """Checkpoint and stop; the job ends HALTED and can be resumed. ``JobStateError`` when not running."""

@@ -176,6 +176,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             trusted_hosts=settings.packages.trusted_hosts,
         ),
         python_of=lambda image: catalog.python_of(gate.named(image)),
+        resolve_evaluator=gate.gated_evaluator(catalog.evaluator),
         pids=settings.limits.pids,
         abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,
         provenance=ProvenanceWriter(signer, describe_image(gate), sidecar_image),

@@ -51,7 +51,7 @@ from learnerkit.scheduler.errors import (
     UnknownSweepError,
     UploadTimeoutError,
 )
-from learnerkit.scheduler.facade import JobView, SchedulerFacade, StoredFile
+from learnerkit.scheduler.facade import EvaluationReports, JobView, SchedulerFacade, StoredFile
 from learnerkit.scheduler.sweeps.searchfile import SearchFileError
 
 LOGGER = logging.getLogger(__name__)
@@ -129,6 +129,14 @@ _MANIFEST_BODY = {
         },
     },
 }
+_EVALUATIONS_BODY = {
+    "required": True,
+    "content": {
+        "application/yaml": {"schema": {"type": "string"}},
+        "application/json": {"schema": SubmitBody.model_json_schema()},
+    },
+}
+"""``job evaluate``'s file (``evaluations:``) in the submit's two text forms."""
 _LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "the learner's log from `offset`",
@@ -291,6 +299,25 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
     async def cancel_job(job_id: str, tenant: Tenant) -> JobView:
         """Stop without a checkpoint; the job ends CANCELLED."""
         return await facade.cancel(tenant, job_id)
+
+    @router.post(
+        "/jobs/{job_id}/evaluations",
+        response_model=JobView,
+        openapi_extra={"requestBody": _EVALUATIONS_BODY},
+        responses=_NOT_FOUND
+        | _CONFLICT
+        | {422: {"model": ManifestErrorBody, "description": "every problem of the evaluations file"}},
+    )
+    async def evaluate_job(job_id: str, request: Request, tenant: Tenant) -> JobView:
+        """Evaluate a COMPLETED job's model again, without retraining: a file holding ``evaluations:`` (as YAML,
+        or JSON ``{"manifest": "...", "source": "..."}``, the submit's forms)."""
+        text, source, _ = await _manifest_of(request, limits.max_manifest_bytes)
+        return await facade.evaluate(tenant, job_id, text, source=source)
+
+    @router.get("/jobs/{job_id}/evaluations", response_model=EvaluationReports, responses=_NOT_FOUND)
+    async def job_evaluations(job_id: str, tenant: Tenant) -> EvaluationReports:
+        """The latest round of evaluations: each outcome, its readable summary and its JSON report."""
+        return await facade.evaluation_reports(tenant, job_id)
 
     @router.delete("/jobs/{job_id}", response_model=JobView, responses=_NOT_FOUND | _CONFLICT)
     async def delete_job(job_id: str, tenant: Tenant) -> JobView:

@@ -31,7 +31,17 @@ from learnerkit.scheduler.errors import (
     SchedulerError,
     SchedulerUnreachableError,
 )
-from learnerkit.scheduler.facade import AttemptView, JobView, LearnerView, LogChunk, StoredFile, SweepView
+from learnerkit.scheduler.facade import (
+    AttemptView,
+    EvaluationReport,
+    EvaluationReports,
+    EvaluationView,
+    JobView,
+    LearnerView,
+    LogChunk,
+    StoredFile,
+    SweepView,
+)
 
 URL_ENV = "LEARNERKIT_SCHEDULER_URL"
 TOKEN_ENV = "LEARNERKIT_TOKEN"  # noqa: S105 (the variable's name, not a token)
@@ -154,6 +164,28 @@ class SchedulerClient:
 
     def get(self, job_id: str) -> JobView:
         return job_view(self._request("GET", f"/v1/jobs/{_quoted(job_id)}").json())
+
+    def evaluate(self, job_id: str, text: str, source: str = "evaluations.yml") -> JobView:
+        body = {"manifest": text, "source": source}
+        return job_view(self._request("POST", f"/v1/jobs/{_quoted(job_id)}/evaluations", json_body=body).json())
+
+    def evaluation_reports(self, job_id: str) -> EvaluationReports:
+        data = self._request("GET", f"/v1/jobs/{_quoted(job_id)}/evaluations").json()
+        try:
+            return EvaluationReports(
+                job_id=str(data["job_id"]),
+                round=int(data["round"]),
+                evaluations=tuple(
+                    EvaluationReport(
+                        evaluation=_evaluation_view(item["evaluation"]),
+                        summary=str(item.get("summary", "")),
+                        report=item.get("report") if isinstance(item.get("report"), dict) else None,
+                    )
+                    for item in data.get("evaluations", ())
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise SchedulerError(f"the scheduler sent reports this client cannot read ({type(e).__name__}: {e})") from e
 
     def halt(self, job_id: str) -> JobView:
         return job_view(self._request("POST", f"/v1/jobs/{_quoted(job_id)}/halt").json())
@@ -399,10 +431,21 @@ def job_view(data: Mapping[str, Any]) -> JobView:
             learners=learners,
             restarts=int(data.get("restarts", 0)),
             results=str(data.get("results", "")),
+            evaluations=tuple(_evaluation_view(item) for item in data.get("evaluations", ())),
             attempts=attempts,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SchedulerError(f"the scheduler sent a job this client cannot read ({type(e).__name__}: {e})") from e
+
+
+def _evaluation_view(item: Mapping[str, Any]) -> EvaluationView:
+    return EvaluationView(
+        name=str(item["name"]),
+        kind=str(item["kind"]),
+        outcome=str(item["outcome"]),
+        message=str(item.get("message", "")),
+        report=str(item.get("report", "")),
+    )
 
 
 def _attempt_view(item: Mapping[str, Any]) -> AttemptView:

@@ -13,9 +13,10 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from learnerkit.common.output import keep_whole, to_jsonable
-from learnerkit.scheduler.facade import AttemptView, JobView, LearnerView
+from learnerkit.scheduler.facade import AttemptView, EvaluationReports, EvaluationView, JobView, LearnerView
 
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "HALTED", "CANCELLED"})
 _STYLES = {
@@ -26,6 +27,8 @@ _STYLES = {
     "QUEUED": "cyan",
     "PREEMPTED": "magenta",
 }
+_STYLES |= {"passed": "green", "failed": "bold red", "crashed": "bold magenta"}
+"""Evaluation outcomes beside the job phases."""
 
 
 def styled_status(status: str) -> str:
@@ -108,6 +111,8 @@ def job_details(job: JobView) -> RenderableType:
     parts: list[RenderableType] = [summary]
     if job.learners:
         parts.append(_learners_table(job.learners))
+    if job.evaluations:
+        parts.append(_evaluations_table(job.evaluations))
     if job.attempts:
         parts.append(_attempts_table(job.attempts))
     return parts[0] if len(parts) == 1 else Group(*parts)
@@ -150,6 +155,29 @@ def _learners_table(learners: tuple[LearnerView, ...]) -> Table:
             escape(format_metrics(learner.metrics)),
         )
     return keep_whole(table)
+
+
+def _evaluations_table(evaluations: tuple[EvaluationView, ...], title: str = "evaluations") -> RenderableType:
+    """Each evaluation's outcome, then each message on lines of its own (a missed threshold names the metric,
+    its value and the threshold; a crash says why there is no verdict)."""
+    table = Table(title=title, title_justify="left")
+    for column in ("evaluation", "kind", "outcome"):
+        table.add_column(column)
+    for evaluation in evaluations:
+        table.add_row(escape(evaluation.name), evaluation.kind, styled_status(evaluation.outcome))
+    keep_whole(table, "evaluation", "kind", "outcome")
+    messages = [Text(f"{e.name}: {e.message}") for e in evaluations if e.message]
+    return Group(table, *messages) if messages else table
+
+
+def evaluation_reports(reports: EvaluationReports) -> RenderableType:
+    """The round's outcomes, then each report's readable summary as the evaluator wrote it."""
+    if not reports.evaluations:
+        return f"job {escape(reports.job_id)} has no evaluations"
+    title = f"evaluations of job {escape(reports.job_id)}, round {reports.round}"
+    table = _evaluations_table(tuple(item.evaluation for item in reports.evaluations), title)
+    summaries = [Text(item.summary) for item in reports.evaluations if item.summary]
+    return Group(table, *summaries)
 
 
 def watch_job(

@@ -79,6 +79,7 @@ class ControlLoop:
         shared, fixed = self.shared, self.shared.options.instance
         derived = derive_instance(shared.options.platform.etcd_endpoints, shared.store.root)
         self.instance = await shared.store.claim_instance(fixed or derived, fixed=fixed is not None)
+        shared.evaluations.instance = self.instance
         self.transitions.provenancing.instance = self.instance
         await restore(shared, self.instance)
         if self.driver is not None:
@@ -127,6 +128,7 @@ class ControlLoop:
             if isinstance(outcome, BaseException):
                 raise outcome  # the others ran to their end: nothing is left half-applied
         await self.transitions.retry_teardowns()
+        await shared.evaluations.step()
         await self._read_nodes()
         async with shared.lock:
             requeued = shared.admission.tick(now)

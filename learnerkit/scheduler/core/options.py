@@ -11,6 +11,7 @@ from learnerkit.pair.spec import PidsLimits
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
 from learnerkit.scheduler.config.policy import SubmitPolicy
 from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.evaluations.runner import EvaluatorResolver
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.modelcode.receive import ModelLimits
 from learnerkit.scheduler.preemption.rules import PreemptionRules
@@ -51,6 +52,8 @@ class SchedulerOptions:
     is a blip (etcd paused or out of reach): the sidecar renews it once etcd answers. A sidecar gone from the
     backend without a lease is lost after twice the lease's TTL instead."""
     interval_s: float = 0.5
+    resolve_evaluator: EvaluatorResolver | None = None
+    """The evaluator image of an evaluation's kind, through the image gate; None: evaluations end ``crashed``."""
     nodes_interval_s: float = 10.0
     """How often the loop reads the backend's nodes again: nodes added are used, cordoned ones take no new learner."""
     node_lost_grace_s: float = 60.0

@@ -15,6 +15,7 @@ from learnerkit.scheduler.core.draining import resume_drains
 from learnerkit.scheduler.core.preempting import resume_preemptions
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.core.transitions import evaluated_job
 from learnerkit.scheduler.jobs.attempts import load_attempts
 from learnerkit.scheduler.jobs.state import JobStatus
 from learnerkit.scheduler.jobs.store import StoredJob
@@ -35,7 +36,8 @@ async def restore(shared: Shared, instance: str) -> None:
     nodes = await asyncio.to_thread(shared.backend.nodes)
     records: list[JobRecord] = []
     for stored in await shared.store.load_all():
-        if stored.state.stage is Stage.DONE and not stored.state.status.resumable and not stored.credentials_deleted:
+        ended = stored.state.stage is Stage.DONE and not stored.state.status.resumable
+        if ended and not stored.credentials_deleted and not await shared.evaluations.keeps_credentials(stored):
             # Ended for good before its credentials were deleted (a crash between the two writes, an older scheduler).
             await shared.store.delete_credentials(stored.state.job_id, stored.manifest_text, stored.source)
             stored = replace(stored, manifest_text=redact_credentials(stored.manifest_text), credentials_deleted=True)
@@ -46,6 +48,8 @@ async def restore(shared: Shared, instance: str) -> None:
         shared.jobs[stored.state.job_id] = tracked
         if tracked.state.stage is not Stage.DONE:
             records.append(_admission_record(tracked))
+        elif tracked.state.status is JobStatus.COMPLETED:
+            await shared.evaluations.load(evaluated_job(tracked, shared), tracked.state.attempt)
     # A job still running on a node not listed now (cordoned, not ready) keeps its reservation there.
     shared.admission = AdmissionState.rebuild(records, working_nodes(nodes, {}, records), shared.options.policy)
     running = {job_id for job_id, tracked in shared.jobs.items() if tracked.active}

@@ -27,16 +27,18 @@ from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.sweepdriver import SweepDriver
 from learnerkit.scheduler.core.sweepverbs import SweepVerbs
 from learnerkit.scheduler.core.tracking import Tracked
-from learnerkit.scheduler.core.transitions import Transitions
+from learnerkit.scheduler.core.transitions import Transitions, evaluated_job
 from learnerkit.scheduler.core.uploads import abort_abandoned_uploads
 from learnerkit.scheduler.core.views import job_view
 from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
-from learnerkit.scheduler.facade import FileStream, JobView, LogStream, StoredFile, SweepView
+from learnerkit.scheduler.evaluations.runner import EvaluationRunner
+from learnerkit.scheduler.facade import EvaluationReports, FileStream, JobView, LogStream, StoredFile, SweepView
 from learnerkit.scheduler.jobs.layout import results_store
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.jobs.submission import SubmitOptions
+from learnerkit.scheduler.manifest.evaluations import parse_evaluations_text
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit.scheduler.modelcode.receive import delete_quietly, receive_model
@@ -53,11 +55,12 @@ class Scheduler:
     def __init__(
         self, store: JobStore, backend: Backend, options: SchedulerOptions, *, clock: Clock = SYSTEM_CLOCK
     ) -> None:
-        self.shared = Shared(store, backend, options, clock, AdmissionState([], options.policy))
+        self.clients = S3Clients()
+        """S3 clients of the jobs' stores, for model uploads, evaluation reports and the reads of :attr:`reader`."""
+        evaluations = EvaluationRunner(store, backend, self.clients, options.platform, options.resolve_evaluator)
+        self.shared = Shared(store, backend, options, clock, AdmissionState([], options.policy), evaluations)
         self.transitions = Transitions(self.shared)
         self.loop = ControlLoop(self.shared, self.transitions)
-        self.clients = S3Clients()
-        """S3 clients of the jobs' stores, for model uploads and the reads of :attr:`reader`."""
         self.reader = OutputsReader(self.clients)
         self._parsing = asyncio.Semaphore(PARSES_AT_ONCE)
         self.loop.driver = SweepDriver(
@@ -200,7 +203,25 @@ class Scheduler:
         ]
 
     async def get(self, tenant: str, job_id: str) -> JobView:
-        return job_view(self._owned(tenant, job_id))
+        return job_view(self._owned(tenant, job_id), self.shared.evaluations.rounds.get(job_id))
+
+    async def evaluate(self, tenant: str, job_id: str, text: str, *, source: str = "evaluations.yml") -> JobView:
+        shared, tracked = self.shared, self._owned(tenant, job_id)
+        if tracked.state.status is not JobStatus.COMPLETED:
+            raise JobStateError(
+                f"job {job_id} is {tracked.state.status.value}: only a COMPLETED job's model is evaluated"
+            )
+        if len(text.encode()) > shared.options.submit_policy.max_manifest_bytes:
+            raise ManifestTooLargeError(f"{source} is larger than a manifest may be")
+        stores = [store.id for store in tracked.manifest.data_stores]
+        specs = await asyncio.to_thread(parse_evaluations_text, text, source, stores)
+        await shared.evaluations.begin(evaluated_job(tracked, shared), tracked.state.attempt, specs)
+        shared.wake.set()
+        return job_view(tracked, shared.evaluations.rounds.get(job_id))
+
+    async def evaluation_reports(self, tenant: str, job_id: str) -> EvaluationReports:
+        self._owned(tenant, job_id)
+        return await self.shared.evaluations.reports(job_id)
 
     async def halt(self, tenant: str, job_id: str) -> JobView:
         shared, tracked = self.shared, self._owned(tenant, job_id)
@@ -249,10 +270,13 @@ class Scheduler:
         async with tracked.backend_lock:
             if tracked.state.stage is not Stage.DONE:
                 raise JobStateError(f"job {job_id} is {tracked.state.status.value}: cancel it before deleting it")
+            if shared.evaluations.in_flight(job_id):
+                raise JobStateError(f"job {job_id}: its evaluations are still running; delete it once they end")
             await self.transitions.teardown(job_id)  # nothing may be left that no record names
             async with shared.lock:
                 await shared.store.delete(job_id)
                 shared.jobs.pop(job_id, None)
+                shared.evaluations.forget(job_id)
         return job_view(tracked)
 
     async def logs(

@@ -11,6 +11,7 @@ from learnerkit.scheduler.backends.protocol import Backend
 from learnerkit.scheduler.core.metrics import SchedulerMetrics
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.evaluations.runner import EvaluationRunner
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.nodes.marks import NodeMarks
 
@@ -23,6 +24,8 @@ class Shared:
     clock: Clock
     admission: AdmissionState
     """The queue and the reservations; replaced whole by a rebuild."""
+    evaluations: EvaluationRunner
+    """The evaluations of completed jobs (``evaluations/``), stepped by the control loop."""
     metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
     jobs: dict[str, Tracked] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)

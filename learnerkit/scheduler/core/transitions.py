@@ -6,10 +6,12 @@ import asyncio
 import logging
 
 from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.core.planning import endpoints_for
 from learnerkit.scheduler.core.provenancing import Provenancing
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.errors import BackendError
+from learnerkit.scheduler.evaluations.plan import EvaluatedJob
 from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, save_attempt
 from learnerkit.scheduler.jobs.state import JobStatus, now_iso
 
@@ -46,7 +48,12 @@ class Transitions:
         )
         await self.provenancing.job_ended(tracked, nodes)
         await shared.store.trim(tracked.state.job_id)
-        if not status.resumable:
+        if status is JobStatus.COMPLETED and tracked.manifest.evaluations:
+            # Its evaluations run with the credentials; they are deleted when the round ends.
+            await shared.evaluations.begin(
+                evaluated_job(tracked, shared), tracked.state.attempt, tracked.manifest.evaluations
+            )
+        elif not status.resumable:
             # Kept in memory for the job's reads until the scheduler restarts; in etcd only where a resume needs them.
             await shared.store.delete_credentials(tracked.state.job_id, tracked.manifest_text, tracked.source)
         LOGGER.info("job %s: %s %s", tracked.state.job_id, status.value, reason)
@@ -138,3 +145,10 @@ class Transitions:
                 continue
             async with tracked.backend_lock:
                 await self.teardown(job_id)
+
+
+def evaluated_job(tracked: Tracked, shared: Shared) -> EvaluatedJob:
+    """The job as its evaluations read it: its manifest and its results store's account."""
+    manifest = tracked.manifest
+    endpoints = endpoints_for(manifest, shared.options.platform)
+    return EvaluatedJob(tracked.state.job_id, manifest, endpoints, tracked.manifest_text, tracked.source)

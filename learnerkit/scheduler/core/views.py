@@ -5,12 +5,13 @@ from __future__ import annotations
 from controller_sidecar.status import Phase
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.core.tracking import Tracked
-from learnerkit.scheduler.facade import AttemptView, JobView, LearnerView
+from learnerkit.scheduler.evaluations.record import EvaluationRound
+from learnerkit.scheduler.facade import AttemptView, EvaluationView, JobView, LearnerView
 from learnerkit.scheduler.jobs.attempts import Attempt
 from learnerkit.scheduler.jobs.layout import outputs_prefix
 
 
-def job_view(tracked: Tracked) -> JobView:
+def job_view(tracked: Tracked, evaluated: EvaluationRound | None = None) -> JobView:
     state, manifest = tracked.state, tracked.manifest
     ended = state.status.terminal and state.stage is Stage.DONE
     learners = []
@@ -46,6 +47,10 @@ def job_view(tracked: Tracked) -> JobView:
         learners=tuple(learners),
         restarts=state.restarts,
         results=f"s3://{bucket}/{prefix.rsplit('learner-1/', 1)[0]}",
+        evaluations=tuple(
+            EvaluationView(o.name, o.kind, o.outcome, o.message, o.report)
+            for o in (evaluated.outcomes if evaluated else ())
+        ),
         attempts=tuple(attempt_view(a) for a in tracked.attempts),
     )
 

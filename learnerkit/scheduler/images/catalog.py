@@ -20,7 +20,7 @@ class ImageCatalog:
     def frameworks(self) -> FrameworkCatalog:
         """Framework -> the versions a manifest may name (`2.13`, `2.13-cpu`, the full tag)."""
         catalog: dict[str, set[str]] = {}
-        for image in self.matrix.images:
+        for image in self.matrix.training_images:
             catalog.setdefault(image.framework.name, set()).update(
                 {image.version, f"{image.version}-{image.variant_name}", image.tag}
             )
@@ -36,6 +36,13 @@ class ImageCatalog:
             if f"{image.repository(self.registry)}:{image.tag}" == reference:
                 return str(image.python)
         return None
+
+    def evaluator(self, kind: str) -> str:
+        """The evaluator image of an evaluation's kind: the matrix's framework of that name (``robustness``)."""
+        for image in self.matrix.images:
+            if image.framework.name == kind and image.framework.smoke.kind == "evaluation":
+                return f"{image.repository(self.registry)}:{image.tag}"
+        raise ConfigError(f"evaluation kind {kind}: no evaluator image in the matrix")
 
     def resolve(self, manifest: JobManifest) -> str:
         if manifest.image:

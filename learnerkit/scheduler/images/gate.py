@@ -14,7 +14,7 @@ from pathlib import Path
 
 from learnerkit.common.engine import EngineError
 from learnerkit.common.yamlfile import Problem
-from learnerkit.scheduler.errors import ManifestError
+from learnerkit.scheduler.errors import JobStateError, ManifestError
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit_build.publish import PublishRefused, check_gates
 
@@ -76,6 +76,22 @@ class ImageGate:
                 field = ("learnerkit", "image") if manifest.extensions.image else ("framework", "version")
                 message = f"image {image} may not run here: {why} (or list it in LEARNERKIT_IMAGE_ALLOWLIST)"
                 raise ManifestError([Problem(Path("manifest"), None, field, message)])
+            if self.pin_ids and image_id is not None:
+                self._checked_as[image_id] = image
+                return image_id
+            return image
+
+        return resolve_gated
+
+    def gated_evaluator(self, resolve: Callable[[str], str]) -> Callable[[str], str]:
+        """``resolve`` (an evaluation's kind to its evaluator image), refusing (`JobStateError`) an image that
+        may not run, like a learner image."""
+
+        def resolve_gated(kind: str) -> str:
+            image = resolve(kind)
+            why, image_id = self._checked(image)
+            if why is not None:
+                raise JobStateError(f"evaluator image {image} may not run here: {why}")
             if self.pin_ids and image_id is not None:
                 self._checked_as[image_id] = image
                 return image_id

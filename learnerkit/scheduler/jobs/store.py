@@ -216,6 +216,11 @@ class JobStore:
         with _answering(f"halting job {job_id}"):
             await put_halt(self.etcd, job_id, self.root)
 
+    async def put_credentials(self, job_id: str, manifest_text: str, source: str) -> None:
+        """Keep the submitted manifest with its credentials again: a COMPLETED job's evaluations run with them."""
+        with _answering(f"keeping the credentials of job {job_id}"):
+            await self.etcd.put(credentials_key(job_id), json.dumps({"manifest": manifest_text, "source": source}))
+
     async def delete_credentials(self, job_id: str, manifest_text: str, source: str) -> None:
         """Keep the submitted manifest without its stores' credentials: the job can never run again."""
         record = {"manifest": redact_credentials(manifest_text), "source": source, "credentials": "deleted"}

@@ -11,6 +11,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from learner.evaluation.spec import EvaluationSpec, spec_to_dict
+
 FrameworkCatalog = Mapping[str, Collection[str]]
 """Framework name -> the version strings a manifest may give for it (`2.13`, `2.13-cpu`, a full tag)."""
 
@@ -196,6 +198,8 @@ class JobManifest:
     evaluation_metrics: Mapping[str, Any] | None = None
     """FfDL's evaluation_metrics, kept raw (plain JSON data): the sidecar's metric parser reads it."""
     extensions: Extensions = field(default_factory=Extensions)
+    evaluations: tuple[EvaluationSpec, ...] = ()
+    """The `evaluations:` section: run after the job completes (`manifest.evaluations`, docs/evaluations.md)."""
 
     @property
     def training_data_store(self) -> DataStore:
@@ -241,6 +245,7 @@ class JobManifest:
             },
             "evaluation_metrics": _thaw(self.evaluation_metrics),
             "learnerkit": self.extensions.to_dict(),
+            "evaluations": [spec_to_dict(spec) for spec in self.evaluations],
         }
 
     def credentials(self) -> dict[str, dict[str, str]]:

@@ -30,6 +30,7 @@ from learnerkit.common.yamlfile import (
 )
 from learnerkit.scheduler.errors import ManifestError
 from learnerkit.scheduler.manifest.defaultresults import with_default_results
+from learnerkit.scheduler.manifest.evaluations import parse_evaluations
 from learnerkit.scheduler.manifest.ffdlnames import CHOSEN, DISTRIBUTED_NAMES, known_names, means_newest, runs_as
 from learnerkit.scheduler.manifest.fields import FieldReader, describe
 from learnerkit.scheduler.manifest.imageref import reference_problem
@@ -67,6 +68,7 @@ TOP_KEYS = (
     "data_stores",
     "framework",
     "evaluation_metrics",
+    "evaluations",
     "learnerkit",
 )
 DATA_STORE_KEYS = ("id", "type", "training_data", "training_results", "connection")
@@ -171,6 +173,8 @@ def _parse(
             extensions = replace(extensions, image=image)
     framework = _framework(reader, top.get("framework"), catalog, extensions)
     metrics = _evaluation_metrics(reader, top.get("evaluation_metrics"))
+    store_ids = None if stores is None else {store.id for store in stores}
+    evaluations = parse_evaluations(reader, top.get("evaluations"), store_ids)
     if stores is not None and extensions is not None:
         _check_store_references(reader, stores, extensions)
     if framework is not None and extensions is not None:
@@ -179,7 +183,7 @@ def _parse(
     # Each part is None only where a problem was recorded.
     if reader.problems or name is None or resources is None or stores is None or framework is None:
         raise ManifestError(reader.problems)
-    if extensions is None:
+    if extensions is None or evaluations is None:
         raise ManifestError(reader.problems)
     manifest = JobManifest(
         name=name,
@@ -190,6 +194,7 @@ def _parse(
         framework=framework,
         evaluation_metrics=metrics,
         extensions=extensions,
+        evaluations=evaluations,
     )
     manifest = with_default_results(manifest, defaults.results_bucket, tenant or extensions.tenant)
     for loc, message in store_problems(manifest):

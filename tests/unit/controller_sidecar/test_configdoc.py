@@ -6,7 +6,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from controller_sidecar.configdoc import SidecarConfigDocument, StoreFolder, StoreObject, TimingDocument
+from controller_sidecar.errors import SidecarConfigError
 from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import SidecarSettings, Timing, load_settings
 
@@ -55,3 +58,25 @@ def test_what_is_left_out_keeps_the_sidecars_defaults() -> None:
     )
     assert settings == defaults
     assert settings.locations.data_mode == "mount" and settings.timing == Timing()
+
+
+def test_an_evaluation_reads_a_trained_model_folder_not_an_archive() -> None:
+    document = SidecarConfigDocument(
+        results=StoreFolder("results", "job-1/evaluations/round-1/robust/"),
+        trained_model=StoreFolder("results", "job-1/attempt-1/learner-1/results/model"),
+    )
+    trained = read_back(document.to_raw()).locations.trained_model
+    assert trained is not None and (trained.bucket, trained.prefix) == (
+        "results",
+        "job-1/attempt-1/learner-1/results/model/",
+    )
+
+
+def test_a_model_archive_and_a_trained_model_are_refused_together() -> None:
+    raw = SidecarConfigDocument(
+        results=StoreFolder("results", "job-1/"),
+        model=StoreObject("results", "job-1/model/model.zip"),
+        trained_model=StoreFolder("results", "job-1/attempt-1/learner-1/results/model/"),
+    ).to_raw()
+    with pytest.raises(SidecarConfigError, match="model and trained_model"):
+        read_back(raw)

@@ -81,11 +81,15 @@ def test_missing_required_field_is_named(make_project: MakeProject) -> None:
 
 
 def test_the_projects_own_matrix_is_valid_and_every_framework_has_cpu_and_cuda() -> None:
+    """Training frameworks come as cpu and cuda; the evaluator images (docs/evaluations.md) as cpu."""
     matrix = load_matrix(REPO)
     assert {"caffe", "jax", "mxnet", "pytorch", "tensorflow"} <= set(matrix.frameworks)
+    assert {"robustness", "fairness"} <= set(matrix.frameworks)
     for framework in matrix.frameworks:
-        variants = {image.variant.accelerator for image in matrix.images if image.framework.name == framework}
-        assert variants == {"cpu", "cuda"}, framework
+        images = [image for image in matrix.images if image.framework.name == framework]
+        variants = {image.variant.accelerator for image in images}
+        evaluator = images[0].framework.smoke.kind == "evaluation"
+        assert variants == ({"cpu"} if evaluator else {"cpu", "cuda"}), framework
 
 
 def test_every_package_must_be_pinned_to_one_version(make_project: MakeProject) -> None:
@@ -114,3 +118,14 @@ def test_a_cuda_variant_says_what_it_was_built_with(make_project: MakeProject) -
 def test_cuda_variants_need_a_probe(make_project: MakeProject) -> None:
     message = error_for(make_project, VALID_YAML.replace('  probe: ["python", "/opt/learner/smoke/probe.py"]\n', ""))
     assert "cuda variants (1.0-cuda) need smoke.probe" in message
+
+
+def test_the_evaluator_images_share_their_torch_layer() -> None:
+    """Both evaluator Dockerfiles install `args.shared_pip` first: one layer for the two, pinned as pip.packages."""
+    images = [image for image in load_matrix(REPO).images if image.framework.smoke.kind == "evaluation"]
+    assert {image.framework.name for image in images} == {"robustness", "fairness"}
+    shared = {tuple(image.variant.args["shared_pip"]) for image in images}  # type: ignore[arg-type]
+    assert len(shared) == 1
+    for image in images:
+        assert image.variant.pip is not None
+        assert set(next(iter(shared))) <= set(image.variant.pip.packages), image.name

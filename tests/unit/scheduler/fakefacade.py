@@ -7,7 +7,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 
 from learnerkit.scheduler.errors import JobNotFoundError, JobStateError, UnknownFileError
-from learnerkit.scheduler.facade import FileStream, JobView, LearnerView, LogStream, StoredFile
+from learnerkit.scheduler.facade import (
+    EvaluationReport,
+    EvaluationReports,
+    EvaluationView,
+    FileStream,
+    JobView,
+    LearnerView,
+    LogStream,
+    StoredFile,
+)
+from learnerkit.scheduler.manifest.evaluations import parse_evaluations_text
 from learnerkit.scheduler.manifest.parser import parse_manifest
 
 TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
@@ -51,6 +61,8 @@ class FakeJob:
     """The stored metrics.jsonl of learner 1."""
     files: dict[str, bytes] = field(default_factory=dict)
     """Stored files by path below the job (``attempt-1/learner-1/results/x``)."""
+    reports: EvaluationReports | None = None
+    """The latest round of evaluations (`evaluate` starts one)."""
 
 
 class FakeFacade:
@@ -107,6 +119,21 @@ class FakeFacade:
         if job.script:
             job.view = job.script.pop(0)
         return job.view
+
+    async def evaluate(self, tenant: str, job_id: str, text: str, *, source: str = "evaluations.yml") -> JobView:
+        job = self._job(tenant, job_id)
+        if job.view.status != "COMPLETED":
+            raise JobStateError(f"job {job_id} is {job.view.status}: only a COMPLETED job's model is evaluated")
+        specs = parse_evaluations_text(text, source)
+        running = tuple(EvaluationView(spec.name, spec.kind, "running") for spec in specs)
+        job.view = replace(job.view, evaluations=running)
+        round_ = job.reports.round + 1 if job.reports else 1
+        job.reports = EvaluationReports(job_id, round_, tuple(EvaluationReport(v) for v in running))
+        return job.view
+
+    async def evaluation_reports(self, tenant: str, job_id: str) -> EvaluationReports:
+        job = self._job(tenant, job_id)
+        return job.reports or EvaluationReports(job_id, 0)
 
     async def halt(self, tenant: str, job_id: str) -> JobView:
         return self._move(tenant, job_id, RUNNING | {"QUEUED"}, "HALTED")

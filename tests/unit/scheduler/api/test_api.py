@@ -314,6 +314,8 @@ def test_openapi_lists_every_endpoint(client: TestClient) -> None:
         ("POST", "/v1/jobs/{job_id}/halt"),
         ("POST", "/v1/jobs/{job_id}/resume"),
         ("POST", "/v1/jobs/{job_id}/cancel"),
+        ("POST", "/v1/jobs/{job_id}/evaluations"),
+        ("GET", "/v1/jobs/{job_id}/evaluations"),
         ("DELETE", "/v1/jobs/{job_id}"),
         ("GET", "/v1/jobs/{job_id}/logs"),
         ("GET", "/v1/jobs/{job_id}/metrics"),
@@ -333,6 +335,9 @@ def test_openapi_lists_every_endpoint(client: TestClient) -> None:
     submit = spec["paths"]["/v1/jobs"]["post"]
     assert set(submit["requestBody"]["content"]) == {"application/yaml", "application/json", "multipart/form-data"}
     assert {"201", "401", "422"} <= set(submit["responses"])
+    evaluate = spec["paths"]["/v1/jobs/{job_id}/evaluations"]["post"]
+    assert set(evaluate["requestBody"]["content"]) == {"application/yaml", "application/json"}
+    assert {"404", "409", "422"} <= set(evaluate["responses"])
     assert spec["paths"]["/v1/jobs/{job_id}"]["get"]["security"] == [{"HTTPBearer": []}]
     assert spec["paths"]["/v1/sweeps/{sweep_id}"]["get"]["security"] == [{"HTTPBearer": []}]
     assert "security" not in spec["paths"]["/healthz"]["get"]

@@ -22,7 +22,14 @@ from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import read_tokens
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
-from learnerkit.scheduler.facade import AttemptView, LearnerView, StoredFile
+from learnerkit.scheduler.facade import (
+    AttemptView,
+    EvaluationReport,
+    EvaluationReports,
+    EvaluationView,
+    LearnerView,
+    StoredFile,
+)
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, WAIT_REASON, FakeFacade, view
 from tests.waiting import wait_until
@@ -385,6 +392,80 @@ def test_every_job_table_keeps_ids_whole_at_the_terminals_width(
         assert job_id in shown.stdout, shown.stdout
         assert "…" not in shown.stdout
         assert max(len(line) for line in shown.stdout.splitlines()) <= columns, shown.stdout
+
+
+EVALUATIONS_FILE = """\
+evaluations:
+  - name: digits-robustness
+    kind: robustness
+    data: {file: digits-eval.csv, label: label}
+    attacks: [fgsm]
+    epsilons: [0.1]
+"""
+MISSED = "missed: adversarial_accuracy = 0.3481 (attack pgd, epsilon 0.1), threshold >= 0.6"
+
+
+def _evaluated(fake: FakeFacade, job_id: str) -> None:
+    """A completed job whose latest round has a missed threshold and a crash."""
+    failed = EvaluationView("digits-robustness-with-a-long-name", "robustness", "failed", MISSED, "s3://r/k.json")
+    crashed = EvaluationView("credit-fairness", "fairness", "crashed", "the evaluator ended FAILED (exit 2): no csv")
+    fake.add(replace(view(job_id, "team-a", status="COMPLETED"), evaluations=(failed, crashed)))
+    report = {"name": failed.name, "verdict": "failed", "failures": [{"metric": "adversarial_accuracy"}]}
+    summary = f"evaluation {failed.name} (robustness): FAILED\n  {MISSED}\n"
+    fake.jobs[job_id].reports = EvaluationReports(
+        job_id, 2, (EvaluationReport(failed, summary, report), EvaluationReport(crashed))
+    )
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_evaluations_show_each_outcome_whole_at_the_terminals_width(
+    url: str, tenants: Tenants, fake: FakeFacade, columns: int
+) -> None:
+    job_id = "job-dfd2a7c1e9b0"
+    _evaluated(fake, job_id)
+    env = {**os.environ, "LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": tenants.a, "COLUMNS": str(columns)}
+    for args in (("status", job_id), ("evaluations", job_id)):
+        shown = subprocess.run(
+            [sys.executable, "-m", "learnerkit", "job", *args], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert "digits-robustness-with-a-long-name" in shown.stdout and "crashed" in shown.stdout, shown.stdout
+        assert "…" not in shown.stdout
+        assert max(len(line) for line in shown.stdout.splitlines()) <= columns, shown.stdout
+        flat = "".join(shown.stdout.split())
+        assert "".join(MISSED.split()) in flat, shown.stdout
+
+
+def test_evaluations_as_json(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    _evaluated(fake, "job-9")
+    code, out = run(url, tenants.a, "evaluations", "job-9", "-o", "json")
+    assert code == 0, out
+    reports = json.loads(out)
+    assert reports["round"] == 2
+    [failed, crashed] = reports["evaluations"]
+    assert failed["evaluation"]["outcome"] == "failed" and failed["report"]["verdict"] == "failed"
+    assert crashed["evaluation"]["outcome"] == "crashed" and crashed["report"] is None
+    code, out = run(url, tenants.a, "status", "job-9", "-o", "json")
+    assert [e["outcome"] for e in json.loads(out)["evaluations"]] == ["failed", "crashed"]
+
+
+def test_evaluate_starts_a_round_and_refuses_a_bad_file_naming_its_line(
+    url: str, tenants: Tenants, fake: FakeFacade, tmp_path: Path
+) -> None:
+    fake.add(view("job-7", "team-a", status="COMPLETED"))
+    good = tmp_path / "evaluations.yml"
+    good.write_text(EVALUATIONS_FILE)
+    code, out = run(url, tenants.a, "evaluate", "job-7", str(good), "-o", "json")
+    assert code == 0, out
+    assert [(e["name"], e["outcome"]) for e in json.loads(out)["evaluations"]] == [("digits-robustness", "running")]
+    bad = tmp_path / "bad.yml"
+    bad.write_text(EVALUATIONS_FILE.replace("epsilons: [0.1]", "epsilons: [-1]"))
+    code, out = run(url, tenants.a, "evaluate", "job-7", str(bad))
+    assert code == 1
+    assert "bad.yml:6: evaluations[0].epsilons" in out, out
+    fake.add(view("job-8", "team-a", status="RUNNING"))
+    code, out = run(url, tenants.a, "evaluate", "job-8", str(good))
+    assert code == 1 and "only a COMPLETED job" in out, out
 
 
 def test_status_shows_each_attempt_through_the_api_and_as_json(url: str, tenants: Tenants, fake: FakeFacade) -> None:

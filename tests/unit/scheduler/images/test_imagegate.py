@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from learnerkit.common.errors import ConfigError
+from learnerkit.common.project import find_project_root
 from learnerkit.common.yamlfile import format_field_path
-from learnerkit.scheduler.errors import ManifestError
+from learnerkit.scheduler.errors import JobStateError, ManifestError
+from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.images.gate import ImageGate
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
@@ -78,3 +81,23 @@ def test_a_checked_image_is_deployed_by_the_id_the_gate_checked() -> None:
 def test_unchecked_or_unpinned_images_are_deployed_by_reference(gate: ImageGate) -> None:
     resolved = gate.gated(lambda manifest: "registry.local/team/train:1")(parse_manifest(MANIFEST))
     assert resolved == "registry.local/team/train:1" and gate.named(resolved) == resolved
+
+
+def test_an_evaluator_image_passes_the_same_gate() -> None:
+    """An evaluation's image is a learner image like the others: refused with the verdict, pinned when checked."""
+    evaluator = {"robustness": "learnerkit/robustness:1.20-cpu-py3.11"}.__getitem__
+    with pytest.raises(JobStateError, match=r"evaluator image learnerkit/robustness:1.20-cpu-py3.11 .*scan gate"):
+        ImageGate(check=failed_scan).gated_evaluator(evaluator)("robustness")
+    pinned = ImageGate(check=lambda reference: "sha256:" + "e" * 64, pin_ids=True)
+    assert pinned.gated_evaluator(evaluator)("robustness") == "sha256:" + "e" * 64
+    assert ImageGate(trusted=[evaluator("robustness")], check=failed_scan).gated_evaluator(evaluator)("robustness") == (
+        evaluator("robustness")
+    )
+
+
+def test_the_catalog_names_the_evaluator_of_a_kind_and_no_training_image() -> None:
+    catalog = ImageCatalog(find_project_root())
+    assert catalog.evaluator("robustness").startswith("learnerkit/robustness:")
+    assert catalog.evaluator("fairness").startswith("learnerkit/fairness:")
+    with pytest.raises(ConfigError, match="evaluation kind pytorch: no evaluator image"):
+        catalog.evaluator("pytorch")

@@ -1,0 +1,1 @@
+"""Evaluations run after training: one learner + sidecar pair per evaluation, their outcomes in the job's record."""

@@ -1,0 +1,242 @@
+"""The evaluations of completed jobs, driven by the scheduler's control loop.
+
+Each step looks at every evaluation in flight: one whose pair reported its end is settled (the report read
+from the job's results, or ``crashed`` without one) and its pair removed; one with no pair deployed by this
+process is deployed, after removing whatever of it is left, so a restarted scheduler redoes what it did not
+see end, and never runs one evaluation twice at once (a pair's id is fixed by job, round and evaluation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+
+from controller_sidecar import keys
+from controller_sidecar.status import Phase, StatusRecord
+from learner.evaluation.report import report_from_dict
+from learner.evaluation.spec import EvaluationSpec
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.scheduler.backends.protocol import Backend
+from learnerkit.scheduler.errors import JobStateError
+from learnerkit.scheduler.evaluations.plan import (
+    EvaluatedJob,
+    SidecarPlatform,
+    pair_id,
+    plan_evaluation,
+    report_key,
+)
+from learnerkit.scheduler.evaluations.record import EvaluationOutcome, EvaluationRound, evaluations_key
+from learnerkit.scheduler.facade import EvaluationReport, EvaluationReports, EvaluationView
+from learnerkit.scheduler.jobs.s3clients import S3Clients
+from learnerkit.scheduler.jobs.state import JobStatus
+from learnerkit.scheduler.jobs.store import JobStore, StoredJob
+
+LOGGER = logging.getLogger(__name__)
+EvaluatorResolver = Callable[[str], str]
+"""The evaluator image of a kind (``robustness``), through the image gate; raises when it may not run."""
+
+
+def _no_evaluators(kind: str) -> str:
+    raise JobStateError(f"this scheduler has no {kind} evaluator image")
+
+
+class EvaluationRunner:
+    def __init__(
+        self,
+        store: JobStore,
+        backend: Backend,
+        clients: S3Clients,
+        platform: SidecarPlatform,
+        resolve_evaluator: EvaluatorResolver | None,
+    ) -> None:
+        self.store = store
+        self.backend = backend
+        self.clients = clients
+        self.platform = platform
+        self.resolve_evaluator = resolve_evaluator or _no_evaluators
+        self.instance = ""
+        """The scheduler's instance id (set when it is claimed): it labels the pairs like the jobs'."""
+        self.rounds: dict[str, EvaluationRound] = {}
+        """Each job's latest round, as recorded."""
+        self._jobs: dict[str, EvaluatedJob] = {}
+        self._deployed: set[str] = set()
+        """Pairs this process deployed; one in flight that is not here is deployed again."""
+        self._redo: set[str] = set()
+        """Pairs found unfinished after a restart: the orphan sweep removes them, and the final record their
+        sidecar may write as it is stopped is not the evaluation's end, so they are run again."""
+        self._lock = asyncio.Lock()
+
+    async def keeps_credentials(self, stored: StoredJob) -> bool:
+        """Whether a COMPLETED job's credentials stay in etcd after a restart: its evaluations run, or the
+        scheduler stopped between the job's end and recording its first round."""
+        if stored.state.status is not JobStatus.COMPLETED:
+            return False
+        recorded = await self.store.etcd.get(evaluations_key(stored.state.job_id, self.store.root))
+        if recorded is None:
+            return bool(stored.spec.get("manifest", {}).get("evaluations"))
+        return EvaluationRound.from_raw(stored.state.job_id, json.loads(recorded[0])).in_flight
+
+    async def load(self, job: EvaluatedJob, attempt: int) -> None:
+        """After a restart, before the orphan sweep: the job's recorded round, if any. An evaluation in flight
+        whose pair had ended is settled at the next step; one still unfinished is run again. A job that ended
+        before its first round was recorded gets it now (where its credentials are still there)."""
+        stored = await self.store.etcd.get(evaluations_key(job.job_id, self.store.root))
+        if stored is None:
+            if job.manifest.evaluations and job.endpoints.s3_access_key:
+                await self.begin(job, attempt, job.manifest.evaluations)
+            return
+        self._jobs[job.job_id] = job
+        loaded = EvaluationRound.from_raw(job.job_id, json.loads(stored[0]))
+        self.rounds[job.job_id] = loaded
+        for index, outcome in enumerate(loaded.outcomes):
+            identity = pair_id(job.job_id, loaded.round, index)
+            if outcome.outcome == "running":
+                records, _, _ = await self.store.learner_records(identity)
+                record = records.get(1)
+                if record is None or not record.phase.terminal:
+                    self._redo.add(identity)
+
+    async def begin(self, job: EvaluatedJob, attempt: int, specs: tuple[EvaluationSpec, ...]) -> EvaluationRound:
+        """Record a new round of evaluations of the job's model (recorded before anything is deployed)."""
+        async with self._lock:
+            current = self.rounds.get(job.job_id)
+            if current is not None and current.in_flight:
+                raise JobStateError(f"job {job.job_id}: its evaluations of round {current.round} are still running")
+            if not job.endpoints.s3_access_key:
+                raise JobStateError(
+                    f"job {job.job_id}: the scheduler deleted its store's credentials when it ended and has "
+                    "restarted since; submit it again to evaluate its model"
+                )
+            started = EvaluationRound.start(job.job_id, current.round + 1 if current else 1, attempt, specs)
+            await self.store.put_credentials(job.job_id, job.manifest_text, job.source)
+            await self._save(started)
+            self._jobs[job.job_id] = job
+        LOGGER.info("job %s: evaluation round %d: %d evaluations", job.job_id, started.round, len(specs))
+        return started
+
+    async def reports(self, job_id: str) -> EvaluationReports:
+        """The latest round's outcomes with their reports, read from the job's results."""
+        current = self.rounds.get(job_id)
+        if current is None:
+            return EvaluationReports(job_id, 0)
+        endpoints = self._jobs[job_id].endpoints
+        if not endpoints.s3_access_key:
+            raise JobStateError(
+                f"job {job_id}: the scheduler deleted its store's credentials when its evaluations ended and has "
+                "restarted since; read the reports from the store with your keys (the outcomes are in job status)"
+            )
+        s3 = self.clients.of(endpoints)
+        found: list[EvaluationReport] = []
+        for outcome in current.outcomes:
+            view = EvaluationView(outcome.name, outcome.kind, outcome.outcome, outcome.message, outcome.report)
+            if not outcome.report:
+                found.append(EvaluationReport(view))
+                continue
+            bucket, _, key = outcome.report.removeprefix("s3://").partition("/")
+            report = json.loads(await asyncio.to_thread(s3.get_bytes, bucket, key))
+            summary = await asyncio.to_thread(s3.get_bytes, bucket, key.removesuffix(".json") + ".txt")
+            found.append(EvaluationReport(view, summary.decode("utf-8", errors="replace"), report))
+        return EvaluationReports(job_id, current.round, tuple(found))
+
+    def in_flight(self, job_id: str) -> bool:
+        current = self.rounds.get(job_id)
+        return current is not None and current.in_flight
+
+    def forget(self, job_id: str) -> None:
+        """The job is deleted (its record with it): its settled evaluations leave memory too."""
+        self.rounds.pop(job_id, None)
+        self._jobs.pop(job_id, None)
+
+    async def step(self) -> None:
+        for job_id, current in list(self.rounds.items()):
+            for index, outcome in enumerate(current.outcomes):
+                if outcome.outcome == "running":
+                    await self._advance(self._jobs[job_id], current.round, index)
+
+    async def _advance(self, job: EvaluatedJob, round_: int, index: int) -> None:
+        identity = pair_id(job.job_id, round_, index)
+        if identity in self._redo:
+            self._redo.discard(identity)
+            await self._deploy(job, round_, index)
+            return
+        records, _, _ = await self.store.learner_records(identity)
+        record = records.get(1)
+        if record is not None and record.phase.terminal:
+            await self._settle(job, round_, index, await self._outcome(job, round_, index, record))
+            return
+        if identity not in self._deployed:
+            await self._deploy(job, round_, index)
+            return
+        sidecars = await asyncio.to_thread(self.backend.sidecars, identity)
+        if 1 in sidecars.exited:
+            records, _, _ = await self.store.learner_records(identity)  # its final record may have come meanwhile
+            record = records.get(1)
+            if record is None or not record.phase.terminal:
+                why = f"its sidecar exited with {sidecars.exited[1]} before reporting an end"
+                await self._settle(job, round_, index, self._crashed(job, round_, index, why))
+
+    async def _deploy(self, job: EvaluatedJob, round_: int, index: int) -> None:
+        identity = pair_id(job.job_id, round_, index)
+        spec = self.rounds[job.job_id].specs[index]
+        attempt = self.rounds[job.job_id].attempt
+        await asyncio.to_thread(self.backend.teardown, identity)  # what an earlier process left of it
+        await self.store.etcd.delete_prefix(keys.job_prefix(identity, self.store.root))
+        try:
+            image = await asyncio.to_thread(self.resolve_evaluator, spec.kind)
+            plan = plan_evaluation(job, round_, attempt, index, spec, image, self.platform, self.instance)
+            await asyncio.to_thread(self.backend.deploy, plan)
+        except LearnerkitError as e:
+            await asyncio.to_thread(self.backend.teardown, identity)
+            await self._settle(job, round_, index, self._crashed(job, round_, index, f"not deployed: {e}"))
+            return
+        self._deployed.add(identity)
+        LOGGER.info("job %s: evaluation %s deployed as %s", job.job_id, spec.name, identity)
+
+    def _crashed(self, job: EvaluatedJob, round_: int, index: int, why: str) -> EvaluationOutcome:
+        spec = self.rounds[job.job_id].specs[index]
+        return EvaluationOutcome(spec.name, spec.kind, "crashed", why)
+
+    async def _outcome(self, job: EvaluatedJob, round_: int, index: int, record: StatusRecord) -> EvaluationOutcome:
+        spec = self.rounds[job.job_id].specs[index]
+        if record.phase is not Phase.COMPLETED:
+            code = f" (exit {record.exit_code})" if record.exit_code is not None else ""
+            why = f"the evaluator ended {record.phase.value}{code}: {record.message}"
+            return self._crashed(job, round_, index, why)
+        bucket, key = report_key(job, round_, spec.name)
+        s3 = self.clients.of(job.endpoints)
+        try:
+            report = report_from_dict(json.loads(await asyncio.to_thread(s3.get_bytes, bucket, key)))
+        except (LearnerkitError, ValueError, KeyError, TypeError) as e:
+            return self._crashed(job, round_, index, f"no readable report at s3://{bucket}/{key}: {e}")
+        return EvaluationOutcome(
+            spec.name,
+            spec.kind,
+            report.verdict,
+            "; ".join(f"missed: {failure.describe()}" for failure in report.failures),
+            tuple(report.to_dict()["failures"]),
+            f"s3://{bucket}/{key}",
+        )
+
+    async def _settle(self, job: EvaluatedJob, round_: int, index: int, outcome: EvaluationOutcome) -> None:
+        """Remove the pair, then record the outcome, then drop the pair's records: a scheduler stopped in between
+        finds the evaluation running with its final record still there, and settles it again the same way."""
+        identity = pair_id(job.job_id, round_, index)
+        await asyncio.to_thread(self.backend.teardown, identity)
+        async with self._lock:
+            current = self.rounds[job.job_id]
+            if current.round != round_:
+                return
+            settled = current.settled(index, outcome)
+            await self._save(settled)
+            if not settled.in_flight:  # kept only while the round ran
+                await self.store.delete_credentials(job.job_id, job.manifest_text, job.source)
+        await self.store.etcd.delete_prefix(keys.job_prefix(identity, self.store.root))
+        self._deployed.discard(identity)
+        LOGGER.info("job %s: evaluation %s %s %s", job.job_id, outcome.name, outcome.outcome, outcome.message)
+
+    async def _save(self, evaluated: EvaluationRound) -> None:
+        key = evaluations_key(evaluated.job_id, self.store.root)
+        await self.store.etcd.put(key, json.dumps(evaluated.to_raw(), sort_keys=True))
+        self.rounds[evaluated.job_id] = evaluated

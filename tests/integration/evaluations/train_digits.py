@@ -1,0 +1,50 @@
+"""Test training script (runs in the pytorch learner image): a small network on the digits CSV, saved with
+learner.save_model. ``--adversarial``: each batch is trained on FGSM examples too (Goodfellow et al.'s recipe)."""
+
+import argparse
+import csv
+import json
+import time
+
+import torch
+
+import learner
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--adversarial", action="store_true")
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--epsilon", type=float, default=0.2)
+    args = parser.parse_args()
+    started = time.monotonic()
+    with (learner.data_dir() / "digits-train.csv").open(newline="") as handle:
+        rows = list(csv.reader(handle))[1:]
+    x = torch.tensor([[float(v) for v in row[:-1]] for row in rows])
+    y = torch.tensor([int(row[-1]) for row in rows])
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    optimizer = torch.optim.Adam(net.parameters(), lr=0.01)
+    for epoch in range(args.epochs):
+        order = torch.randperm(len(x))
+        for start in range(0, len(x), 64):
+            xb, yb = x[order[start : start + 64]], y[order[start : start + 64]]
+            if args.adversarial:
+                xb = xb.clone().requires_grad_(True)
+                torch.nn.functional.cross_entropy(net(xb), yb).backward()
+                eps = args.epsilon * torch.rand(len(xb), 1)
+                attacked = (xb + eps * xb.grad.sign()).clamp(0, 1).detach()
+                xb = torch.cat([xb.detach(), attacked])
+                yb = torch.cat([yb, yb])
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(net(xb), yb)
+            loss.backward()
+            optimizer.step()
+        learner.log_metrics(epoch, loss=loss.item())
+    learner.save_model(net, [64], 10)
+    summary = {"seconds": time.monotonic() - started, "adversarial": args.adversarial}
+    (learner.result_dir() / "training.json").write_text(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -29,7 +29,6 @@ class Transitions:
         shared = self.shared
         if release and tracked.state.job_id in {r.job.job_id for r in shared.admission.records()}:
             shared.admission.release(tracked.state.job_id)
-        nodes = tracked.state.nodes
         # The attempt ends first: whoever reads the job's end sees how its attempt ended.
         await self.close_attempt(tracked, AttemptEnd(status.value), reason)
         tracked.state = await shared.store.save(
@@ -43,7 +42,7 @@ class Transitions:
                 preempted_at=None,
             )
         )
-        await self.provenancing.job_ended(tracked, nodes)
+        await self.provenancing.job_ended(tracked)
         await shared.store.trim(tracked.state.job_id)
         if not status.resumable:
             # Kept in memory for the job's reads until the scheduler restarts; in etcd only where a resume needs them.

@@ -1,6 +1,6 @@
 """A job's provenance, written beside the loop when the job ends COMPLETED, HALTED or FAILED
-(`learnerkit.scheduler.provenance.writer`): its history is read before the end trims it, then the documents are
-gathered, signed and stored in a worker thread, so the loop and the API never wait on the object store."""
+(`learnerkit.scheduler.provenance.writer`): the documents are gathered, signed and stored in a worker thread, so the
+loop and the API never wait on the object store."""
 
 from __future__ import annotations
 
@@ -28,19 +28,19 @@ class Provenancing:
         self.clients = S3Clients()
         self._writes: set[asyncio.Task[None]] = set()
 
-    async def job_ended(self, tracked: Tracked, nodes: tuple[str, ...]) -> None:
-        """Called under the shared lock as the job ends (on ``nodes``), before its history is trimmed."""
+    async def job_ended(self, tracked: Tracked) -> None:
+        """Called under the shared lock as the job ends, its last attempt closed."""
         writer = self.shared.options.provenance
         if writer is None or tracked.state.status not in PROVENANCE_OF:
             return
-        history = await self.shared.store.history(tracked.state.job_id)
         state, manifest, image, resolve = tracked.state, tracked.manifest, tracked.deployed_image, None
+        attempts = tuple(tracked.attempts)
         if not image:  # ended before a deploy of this scheduler process: the gate resolves it again
             resolve = self.shared.options.resolve_image
         store = self.clients.of(endpoints_for(manifest, self.shared.options.platform))
 
         def gather_and_write() -> None:
-            job = FinishedJob(state, manifest, resolve(manifest) if resolve else image, history, self.instance, nodes)
+            job = FinishedJob(state, manifest, resolve(manifest) if resolve else image, attempts, self.instance)
             writer.write(store, job)
 
         async def write() -> None:

@@ -31,7 +31,6 @@ class Transitions:
         shared = self.shared
         if release and tracked.state.job_id in {r.job.job_id for r in shared.admission.records()}:
             shared.admission.release(tracked.state.job_id)
-        nodes = tracked.state.nodes
         # The attempt ends first: whoever reads the job's end sees how its attempt ended.
         await self.close_attempt(tracked, AttemptEnd(status.value), reason)
         tracked.state = await shared.store.save(
@@ -46,7 +45,7 @@ class Transitions:
                 drained_from=None,
             )
         )
-        await self.provenancing.job_ended(tracked, nodes)
+        await self.provenancing.job_ended(tracked)
         await shared.store.trim(tracked.state.job_id)
         if status is JobStatus.COMPLETED and tracked.manifest.evaluations:
             # Its evaluations run with the credentials; they are deleted when the round ends.

@@ -159,13 +159,6 @@ class JobStore:
             jobs.append(StoredJob(state, spec, submitted["manifest"], submitted["source"], deleted))
         return sorted(jobs, key=lambda job: job.state.submitted_at)
 
-    async def history(self, job_id: str) -> list[dict[str, Any]]:
-        """The job's own history entries (``history/job-<n>``), oldest first; `trim` drops them when it ends."""
-        prefix = keys.history_prefix(job_id, self.root)
-        with _answering(f"reading the history of job {job_id}"):
-            found = await self.etcd.get_prefix(prefix)
-        return [json.loads(value) for key, value in sorted(found.items()) if key[len(prefix) :].startswith("job-")]
-
     async def trim(self, job_id: str) -> None:
         """Drop a finished job's history and its learners' records: its spec, final status and credentials stay
         (the results' location follows from them), so stored jobs cost little however long they ran."""

@@ -1,12 +1,7 @@
-"""The attempts of a job as the provenance names them, from the one place that knows where attempts come from.
-
-`attempt_facts` reads what the scheduler records today: the job's status history (``history/job-<n>``: status,
-reason, timestamp and attempt of every change) and its current state (``attempt``). Every attempt but the first
-restored the checkpoints of the one before it (`Transitions.requeue`); the step it restored is what its sidecar
-reported (``restored_step`` of its record). A job's end trims its history, so the attempts before a resume come
-from the job's previous provenance (signed at that end, and opened with the platform's key):
-`earlier_attempts`.
-"""
+"""The attempts of a job as the provenance names them: the scheduler's attempts history
+(`learnerkit.scheduler.jobs.attempts`: where each attempt ran, when, how and why it ended, the attempt it resumed
+from, the work lost) joined with what each attempt's sidecar read as it restored a checkpoint (the step and the
+SHA-256 of the checkpoint's marker)."""
 
 from __future__ import annotations
 
@@ -14,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-TERMINAL = frozenset({"COMPLETED", "FAILED", "HALTED", "CANCELLED"})
+from learnerkit.scheduler.jobs.attempts import Attempt
+
 ATTEMPTS = "attempts"
 """The byproduct of a provenance statement that lists the attempts."""
 
@@ -23,19 +19,19 @@ ATTEMPTS = "attempts"
 class AttemptFact:
     number: int
     nodes: tuple[str, ...]
-    """Where the attempt ran, as the scheduler placed it (known for the attempt that ends the job, and for earlier
-    ones that ended the job before a resume)."""
     started_at: str
-    """When the attempt was first seen past QUEUED (else when it was queued); ISO-8601 UTC."""
+    """When the attempt was deployed; ISO-8601 UTC."""
     ended_at: str | None
     ended_by: str | None
-    """The attempt's last status (COMPLETED, FAILED, HALTED, CANCELLED), or RESTARTED when a next attempt followed."""
+    """How it ended (`AttemptEnd`: COMPLETED, FAILED, HALTED, PREEMPTED, NODE_LOST, DRAINED, CANCELLED, RESTARTED)."""
     reason: str
     resumed_from: int | None
     restored_step: int | None
     """The step of the checkpoint it restored, as its sidecar reported it."""
     checkpoint_digest: str | None = None
     """The SHA-256 of that checkpoint's marker (its files, sizes and ETags), as its sidecar read it."""
+    work_lost_s: float | None = None
+    steps_lost: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,76 +44,32 @@ class AttemptFact:
             "resumedFrom": self.resumed_from,
             "restoredStep": self.restored_step,
             "checkpointSha256": self.checkpoint_digest,
+            "workLostSeconds": self.work_lost_s,
+            "stepsLost": self.steps_lost,
         }
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> AttemptFact:
-        return cls(
-            number=int(raw["number"]),
-            nodes=tuple(str(node) for node in raw.get("nodes", [])),
-            started_at=str(raw["startedAt"]),
-            ended_at=raw.get("endedAt"),
-            ended_by=raw.get("endedBy"),
-            reason=str(raw.get("reason", "")),
-            resumed_from=raw.get("resumedFrom"),
-            restored_step=raw.get("restoredStep"),
-            checkpoint_digest=raw.get("checkpointSha256"),
-        )
-
-
-_NOWHERE = AttemptFact(0, (), "", None, None, "", None, None)
-
-
-def earlier_attempts(statement: Mapping[str, Any]) -> list[AttemptFact]:
-    """The attempts a job's previous provenance statement lists."""
-    for byproduct in statement.get("predicate", {}).get("runDetails", {}).get("byproducts", []):
-        if byproduct.get("name") == ATTEMPTS:
-            return [AttemptFact.from_dict(raw) for raw in byproduct.get("annotations", {}).get("attempts", [])]
-    return []
 
 
 def attempt_facts(
-    history: Sequence[Mapping[str, Any]],
-    current: int,
-    restored: Mapping[int, tuple[int | None, str | None]],
-    earlier: Sequence[AttemptFact] = (),
-    nodes: Sequence[str] = (),
+    attempts: Sequence[Attempt], restored: Mapping[int, tuple[int | None, str | None]]
 ) -> list[AttemptFact]:
-    """One fact per attempt, 1 to ``current``, from the job's history entries in order; an attempt the history no
-        longer holds (trimmed at an earlier end) as ``earlier`` gave it. ``restored``: per attempt, the checkpoint step
-    and marker digest its sidecar restored; ``nodes``: where attempt ``current`` ran."""
-    entries: dict[int, list[Mapping[str, Any]]] = {}
-    for entry in history:
-        entries.setdefault(int(entry.get("attempt", 1)), []).append(entry)
-    known = {fact.number: fact for fact in earlier}
+    """One fact per attempt of the history. ``restored``: per attempt, the checkpoint step and marker digest its
+    sidecar restored (the marker digest the sidecar read wins over the history's, which the scheduler may lack)."""
     facts = []
-    for number in range(1, current + 1):
-        own = entries.get(number, [])
-        if not own and number in known:
-            facts.append(known[number])
-            continue
-        running = [e for e in own if e.get("status") != "QUEUED"]
-        started = str((running or own or [{}])[0].get("timestamp", ""))
-        last = own[-1] if own else {}
-        later = entries.get(number + 1)
-        status = str(last.get("status", ""))
-        if later:
-            ended_by: str | None = status if status in TERMINAL else "RESTARTED"
-            ended_at: str | None = str(last.get("timestamp")) if status in TERMINAL else str(later[0].get("timestamp"))
-        else:
-            ended_by = status if status in TERMINAL else None
-            ended_at = str(last.get("timestamp")) if ended_by else None
+    for attempt in attempts:
+        step, digest = restored.get(attempt.number, (None, None))
         facts.append(
             AttemptFact(
-                number=number,
-                nodes=tuple(nodes) if number == current else known.get(number, _NOWHERE).nodes,
-                started_at=started,
-                ended_at=ended_at,
-                ended_by=ended_by,
-                reason=str((later or [last])[0].get("reason", "")) if later else str(last.get("reason", "")),
-                resumed_from=number - 1 if number > 1 else None,
-                restored_step=restored.get(number, (None, None))[0],
-                checkpoint_digest=restored.get(number, (None, None))[1],
+                number=attempt.number,
+                nodes=attempt.nodes,
+                started_at=attempt.started_at,
+                ended_at=attempt.ended_at,
+                ended_by=attempt.ended_by.value if attempt.ended_by else None,
+                reason=attempt.reason,
+                resumed_from=attempt.resumed_from,
+                restored_step=step,
+                checkpoint_digest=digest or attempt.checkpoint_digest,
+                work_lost_s=attempt.work_lost_s,
+                steps_lost=attempt.steps_lost,
             )
         )
     return facts

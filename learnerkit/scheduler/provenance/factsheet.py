@@ -56,6 +56,7 @@ def factsheet(statement: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]
         "lineage": {
             "attempts": lineage,
             "resumes": sum(1 for a in lineage if a.get("resumedFrom") is not None),
+            "preemptions": sum(1 for a in lineage if a.get("endedBy") == "PREEMPTED"),
             "restarts": sum(1 for a in lineage if a.get("endedBy") == "RESTARTED"),
         },
         "limits": list(LIMITS),

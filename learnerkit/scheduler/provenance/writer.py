@@ -4,8 +4,7 @@ and the factsheet.
 
 The facts: each learner's sidecar record of each attempt (``attempt-<k>/learner-<n>/provenance/sidecar.json``,
 digests taken as the bytes streamed), the logs' digests (their stored parts, in order), the images as the
-platform describes them, the job's history (read before the job's end trims it) and the manifest without
-credentials.
+platform describes them, the job's attempts history and the manifest without credentials.
 """
 
 from __future__ import annotations
@@ -23,11 +22,12 @@ from controller_sidecar.metricrecords import parse_record
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, InstalledPackage, RecordError, SidecarRecord
 from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
-from learnerkit.common.signing import EnvelopeError, canonical, open_envelope, sign_statement
+from learnerkit.common.signing import canonical, sign_statement
+from learnerkit.scheduler.jobs.attempts import Attempt
 from learnerkit.scheduler.jobs.layout import job_location, split_container
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.manifest.model import JobManifest
-from learnerkit.scheduler.provenance.attempts import AttemptFact, attempt_facts, earlier_attempts
+from learnerkit.scheduler.provenance.attempts import attempt_facts
 from learnerkit.scheduler.provenance.facts import ImageFact, JobFacts
 from learnerkit.scheduler.provenance.factsheet import factsheet, factsheet_markdown
 from learnerkit.scheduler.provenance.modelsig import SIGNATURE_FILE, model_signature
@@ -56,10 +56,9 @@ class FinishedJob:
     manifest: JobManifest
     image: str
     """The learner image as deployed (an image ID where the gate pinned one)."""
-    history: Sequence[Mapping[str, Any]]
+    attempts: Sequence[Attempt]
+    """The job's attempts history, the last attempt closed by the job's end."""
     instance: str
-    nodes: tuple[str, ...] = ()
-    """Where its last attempt ran (the end clears the state's nodes)."""
 
 
 @dataclass(frozen=True)
@@ -146,9 +145,7 @@ class ProvenanceWriter:
             requirements=tuple(requirements[k] for k in sorted(requirements)),
             metric_histories=histories,
             logs=tuple(log for log in logs if log is not None),
-            attempts=tuple(
-                attempt_facts(job.history, job.state.attempt, restored, self._earlier(store, bucket, prefix), job.nodes)
-            ),
+            attempts=tuple(attempt_facts(job.attempts, restored)),
         )
         last = histories[-1] if histories else None
         metrics = []
@@ -156,17 +153,6 @@ class ProvenanceWriter:
             lines = store.get_bytes(bucket, prefix + last.name).splitlines()
             metrics = [parsed for line in lines if (parsed := parse_record(line)) is not None]
         return facts, metrics
-
-    def _earlier(self, store: ProvenanceStore, bucket: str, prefix: str) -> list[AttemptFact]:
-        """The attempts the job's previous provenance lists (an end before a resume), if the platform signed it."""
-        key = prefix + PROVENANCE_FILE
-        if not store.list(S3Location(bucket, key)):
-            return []
-        try:
-            return earlier_attempts(open_envelope(store.get_bytes(bucket, key), self.signer.public_key, key))
-        except (EnvelopeError, KeyError, TypeError, ValueError) as e:
-            LOGGER.warning("the earlier attempts are not taken from %s: %s", key, e)
-            return []
 
     @staticmethod
     def _log(

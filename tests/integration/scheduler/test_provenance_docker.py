@@ -31,8 +31,17 @@ from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.factory import describe_image
 from learnerkit.scheduler.images.gate import ImageGate
+from learnerkit.scheduler.preemption.rules import PreemptionRules
 from learnerkit.scheduler.provenance.writer import ProvenanceWriter
 from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, manifest
+from tests.integration.scheduler.test_preemption_docker import (
+    TENANT,
+    URGENT_EXTRA,
+    VICTIM,
+    VICTIM_EXTRA,
+    preempted,
+    running_with_metrics,
+)
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
@@ -73,7 +82,9 @@ def platform(
     key = tmp_path / "platform.pem"
     signer = create_signer(key)
     writer = ProvenanceWriter(signer, describe_image(ImageGate(("*",), ())), service_options.platform.sidecar_image)
-    harness = Harness(etcd_server, replace(service_options, provenance=writer))
+    # Jobs may be preempted one second after they run (only one test submits two jobs of different priorities).
+    options = replace(service_options, provenance=writer, preemption=PreemptionRules(min_run_s=1.0))
+    harness = Harness(etcd_server, options)
     tokens = tmp_path / "tokens.json"
     token = add_token(tokens, "team-a")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -237,3 +248,24 @@ def test_a_job_resumed_twice_lists_three_attempts_each_with_the_checkpoint_it_st
         marker = scheduler_buckets.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read()
         assert after["checkpointSha256"] == hashlib.sha256(marker).hexdigest(), after
     assert attempts[1]["restoredStep"] >= 1 and attempts[2]["restoredStep"] > attempts[1]["restoredStep"]
+
+
+def test_a_preempted_jobs_provenance_names_the_preemption_and_its_preemptor(platform: Platform, s3_server: Any) -> None:
+    h = platform.harness
+    victim = h.call(h.service.submit(TENANT, manifest(s3_server, VICTIM, cpus=1.5, extra=VICTIM_EXTRA)))
+    running_with_metrics(h, victim.job_id)
+    urgent = h.call(h.service.submit(TENANT, manifest(s3_server, "true", cpus=1.5, extra=URGENT_EXTRA)))
+    preempted(h, victim.job_id)
+    assert h.wait_status(TENANT, victim.job_id, TERMINAL).status == "COMPLETED"
+
+    def lineage() -> dict[str, Any] | None:
+        code, out = platform.job("provenance", victim.job_id, "-o", "json")
+        found: dict[str, Any] = json.loads(out)["lineage"] if code == 0 else {}
+        return found if len(found.get("attempts", [])) == 2 else None
+
+    found = wait_until(lineage, timeout=60, message="the provenance of the preempted job")
+    first, second = found["attempts"]
+    assert (first["endedBy"], first["reason"]) == ("PREEMPTED", f"preempted by job {urgent.job_id}")
+    assert (second["endedBy"], second["resumedFrom"]) == ("COMPLETED", 1)
+    assert second["restoredStep"] is not None and second["checkpointSha256"], second
+    assert found["preemptions"] == 1

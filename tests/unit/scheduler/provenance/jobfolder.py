@@ -11,6 +11,7 @@ from controller_sidecar.provenancerecord import RECORD_KEY, Digested, InstalledP
 from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
 from learnerkit.common.signing import create_signer
+from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit.scheduler.provenance.facts import ImageFact
@@ -78,34 +79,36 @@ def marker_digest(attempt: int) -> str:
     return sha(f"marker of attempt {attempt}".encode())
 
 
-def history_of(attempt: int, final: str) -> list[dict[str, object]]:
-    """The job's history entries of one attempt: what etcd holds as it ends, since an end trims the history."""
-    stamp = f"2026-01-01T0{attempt}"
-    reason = "" if attempt == 1 else f"resumed from attempt {attempt - 1}"
-    return [
-        {"status": "QUEUED", "reason": reason, "timestamp": f"{stamp}:00:00Z", "attempt": attempt},
-        {"status": "PROCESSING", "reason": "", "timestamp": f"{stamp}:01:00Z", "attempt": attempt},
-        {
-            "status": final,
-            "reason": "halted" if final == "HALTED" else "",
-            "timestamp": f"{stamp}:30:00Z",
-            "attempt": attempt,
-        },
-    ]
+def attempt_of(number: int, ended_by: AttemptEnd, reason: str = "") -> Attempt:
+    """The attempts history's record of one attempt, closed."""
+    stamp = f"2026-01-01T0{number}"
+    return Attempt(
+        number,
+        (f"node-{number}",),
+        f"{stamp}:01:00Z",
+        resumed_from=number - 1 if number > 1 else None,
+    ).ended(ended_by, reason, f"{stamp}:30:00Z")
 
 
-def finished_job(tmp: Path, attempts: int = 1) -> tuple[MemoryStore, Path]:
-    """The job's objects with its provenance written; the key's path."""
+def finished_job(
+    tmp: Path, attempts: int = 1, earlier: AttemptEnd = AttemptEnd.HALTED, reason: str = "halted"
+) -> tuple[MemoryStore, Path]:
+    """The job's objects with its provenance written at each end; the key's path. Every attempt but the last ends
+    as ``earlier`` says (HALTED: the job ended and was resumed; PREEMPTED or RESTARTED: the scheduler requeued it),
+    and the last completes."""
     store = MemoryStore({f"{PREFIX}model/model.zip": MODEL_ZIP})
     key = tmp / "platform.pem"
     writer = ProvenanceWriter(create_signer(key), describe, "learnerkit/sidecar:0.1.0")
     manifest = parse_manifest(MANIFEST.format(gpus=1))
-    for attempt in range(1, attempts + 1):  # halted and resumed until the last attempt completes
-        stored_attempt(store, attempt, restored=None if attempt == 1 else 100 * (attempt - 1))
-        status = JobStatus.COMPLETED if attempt == attempts else JobStatus.HALTED
-        state = JobState(JOB, "team-a", "mnist", 0.0, status=status, attempt=attempt)
-        history = history_of(attempt, status.value)
-        writer.write(store, FinishedJob(state, manifest, LEARNER_ID, history, "lk-test", (f"node-{attempt}",)))
+    history: list[Attempt] = []
+    for number in range(1, attempts + 1):
+        stored_attempt(store, number, restored=None if number == 1 else 100 * (number - 1))
+        last = number == attempts
+        history.append(attempt_of(number, AttemptEnd.COMPLETED if last else earlier, "" if last else reason))
+        if last or earlier is AttemptEnd.HALTED:
+            status = JobStatus.COMPLETED if last else JobStatus.HALTED
+            state = JobState(JOB, "team-a", "mnist", 0.0, status=status, attempt=number)
+            writer.write(store, FinishedJob(state, manifest, LEARNER_ID, tuple(history), "lk-test"))
     return store, key
 
 

@@ -18,6 +18,7 @@ from in_toto_attestation.v1.statement import Statement
 from securesystemslib.dsse import Envelope
 
 from learnerkit.common.signing import load_public_key, public_key_path
+from learnerkit.scheduler.jobs.attempts import AttemptEnd
 from tests.unit.scheduler.provenance.jobfolder import (
     LEARNER_ID,
     RESULT,
@@ -88,6 +89,18 @@ def test_a_job_resumed_twice_lists_three_attempts_each_with_its_checkpoint(tmp_p
         in markdown
     )
     assert f"(checkpoint of step 200, marker sha256 `{marker_digest(2)}`)" in markdown
+
+
+def test_a_preempted_attempt_is_named_with_its_preemptor(tmp_path: Path) -> None:
+    store, _key = finished_job(tmp_path, attempts=2, earlier=AttemptEnd.PREEMPTED, reason="preempted by job job-9")
+    sheet = json.loads(store.objects["job-7/provenance/factsheet.json"])
+    attempts = sheet["lineage"]["attempts"]
+    assert [(a["number"], a["endedBy"], a["reason"], a["resumedFrom"]) for a in attempts] == [
+        (1, "PREEMPTED", "preempted by job job-9", None),
+        (2, "COMPLETED", "", 1),
+    ]
+    assert sheet["lineage"]["preemptions"] == 1 and sheet["lineage"]["resumes"] == 1
+    assert "PREEMPTED on node-1: preempted by job job-9" in store.objects["job-7/provenance/factsheet.md"].decode()
 
 
 def test_the_factsheet_gives_purpose_data_image_and_metrics(tmp_path: Path) -> None:

@@ -68,9 +68,10 @@ class RungBook:
         self.paused: list[list[Entry]] = [[] for _ in plan.rungs]
         self.reachable = [plan.trials for _ in plan.rungs]
         """Per rung: how many trials have reached it or may still (ASHA's n_max)."""
-        self.checked_from = [plan.trials for _ in plan.rungs]
+        self.checked_from = [self._quota_max(rung) for rung in range(len(plan.rungs))]
         """Per rung: no paused entry is ranked at this position or lower (they were judged and stopped); never
-        below the rung's quota, so an entry that arrives here can never be promoted."""
+        below the rung's quota, so an entry that arrives here can never be promoted. It starts where `restore`
+        puts it for a rung with no results, so a book rebuilt at any point decides as the live one would."""
         self.started = 0
         self.running = 0
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from learner.atomicfile import replacing, write_text
 from learner.paths import result_dir
 
 MODEL_FOLDER = "model"
@@ -26,8 +25,6 @@ MODEL_FOLDER = "model"
 MODEL_FILE = "model.pt"
 DESCRIPTION_FILE = "model.json"
 TORCHSCRIPT = "torchscript"
-READABLE = 0o644
-"""mkstemp makes files only their owner can read; the sidecar and the evaluator of another pair read these."""
 
 
 @dataclass(frozen=True)
@@ -61,17 +58,10 @@ def save_model(model: Any, input_shape: Sequence[int], classes: int, folder: Pat
             program = torch.jit.trace(model, torch.zeros((1, *shape)))
     finally:
         model.train(was_training)
-    fd, temp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=target)  # torch names the archive after it
-    os.close(fd)
-    try:
-        torch.jit.save(program, temp)
-        Path(temp).chmod(READABLE)
-        Path(temp).replace(target / MODEL_FILE)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    with replacing(target / MODEL_FILE, suffix=".pt") as temp:  # torch names the archive after the file
+        torch.jit.save(program, str(temp))
     description = {"format": TORCHSCRIPT, "input_shape": list(shape), "classes": classes}
-    _write_atomically(target / DESCRIPTION_FILE, json.dumps(description) + "\n")
+    write_text(target / DESCRIPTION_FILE, json.dumps(description) + "\n")
     return target / MODEL_FILE
 
 
@@ -99,15 +89,3 @@ def load_model(folder: Path) -> tuple[Any, ModelDescription]:
     program = torch.jit.load(str(folder / MODEL_FILE), map_location="cpu")
     program.eval()
     return program, description
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        Path(temp).chmod(READABLE)
-        Path(temp).replace(path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from learner.atomicfile import write_text
 
 REPORT_FOLDER = "evaluations"
 """Below ``$RESULT_DIR``: one ``<name>.json`` and ``<name>.txt`` per evaluation."""
@@ -101,28 +101,14 @@ def write_report(result_dir: Path, report: Report) -> Path:
     """Write ``<name>.json`` and ``<name>.txt`` under ``result_dir/evaluations``; returns the JSON's path."""
     folder = result_dir / REPORT_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    _atomic_write(folder / f"{report.name}.txt", summary_text(report))
+    write_text(folder / f"{report.name}.txt", summary_text(report))
     target = folder / f"{report.name}.json"
-    _atomic_write(target, json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n")
+    write_text(target, json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n")
     return target
 
 
 def read_report(path: Path) -> Report:
     return report_from_dict(json.loads(path.read_text(encoding="utf-8")))
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(temp).chmod(0o644)  # mkstemp's 0600 would hide the report from the sidecar's user
-        Path(temp).replace(path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def _finite(value: float) -> float | None:

@@ -42,16 +42,32 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 mkdir -p "$LOG_DIR"
+# Starts dockerd and waits up to 60 s for it to answer; fails early when it exits.
+start_dockerd() {
+  say "starting dockerd (log: $LOG_DIR/dockerd.log)"
+  as_root sh -c "nohup dockerd >'$LOG_DIR/dockerd.log' 2>&1 & echo \$! >'$LOG_DIR/dockerd.pid'"
+  for _ in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && return 0
+    kill -0 "$(cat "$LOG_DIR/dockerd.pid")" 2>/dev/null || return 1
+    sleep 1
+  done
+  docker info >/dev/null 2>&1
+}
 if docker info >/dev/null 2>&1; then
   say "Docker engine answers"
 else
-  say "starting dockerd (log: $LOG_DIR/dockerd.log)"
-  as_root sh -c "nohup dockerd >'$LOG_DIR/dockerd.log' 2>&1 &"
-  for _ in $(seq 1 60); do
-    docker info >/dev/null 2>&1 && break
-    sleep 1
-  done
-  docker info >/dev/null 2>&1 || { echo "setup: dockerd did not come up; see $LOG_DIR/dockerd.log" >&2; tail -n 20 "$LOG_DIR/dockerd.log" >&2; exit 1; }
+  start_dockerd || {
+    # Docker 20.10 panics at start (libnetwork reservePools, index out of range) when the machine stopped
+    # while a network was being removed: its record is left without an address pool. Only the network
+    # store is at fault; it is moved aside (dockerd remakes the default networks) and the start retried.
+    network_store=/var/lib/docker/network/files/local-kv.db
+    if grep -q 'reservePools' "$LOG_DIR/dockerd.log" && [ -f "$network_store" ]; then
+      aside="$network_store.broken-$(date -u +%Y%m%dT%H%M%SZ)"
+      say "dockerd's network store has a half-removed network (a Docker 20.10 start panic); moving it to $aside"
+      as_root mv "$network_store" "$aside"
+      start_dockerd
+    fi
+  } || { echo "setup: dockerd did not come up; see $LOG_DIR/dockerd.log" >&2; tail -n 20 "$LOG_DIR/dockerd.log" >&2; exit 1; }
   say "Docker engine is up"
 fi
 

@@ -14,6 +14,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from controller_sidecar.errors import TransientError
 from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, keep_whole, output_option
@@ -210,6 +211,12 @@ def undrain_command(node: str, etcd_endpoints: str | None, output: str) -> None:
     _mark(node, etcd_endpoints, output, drained=False)
 
 
+_ETCD_HINT = (
+    "The marks live in the scheduler's etcd: give it with --etcd-endpoints or ETCD_ENDPOINTS "
+    "(`learnerkit dev env` prints the local environment's)"
+)
+
+
 def _mark(node: str, etcd_endpoints: str | None, output: str, *, drained: bool) -> None:
     try:
         settings = SchedulerSettings.from_env(os.environ).with_overrides(
@@ -220,6 +227,9 @@ def _mark(node: str, etcd_endpoints: str | None, output: str, *, drained: bool) 
             endpoints=etcd.endpoints, username=etcd.username, password=etcd.password, root=etcd.root
         )
         change = asyncio.run(mark_node(sidecar_etcd, node, drained=drained))
+    except TransientError as e:
+        fail(output, TransientError(f"{e}. {_ETCD_HINT}"))
+        return
     except LearnerkitError as e:
         fail(output, e)
         return

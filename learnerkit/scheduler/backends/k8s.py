@@ -120,6 +120,7 @@ class KubernetesBackend:
         classic = self.backend.layout is PodLayout.CLASSIC
         exited: dict[int, int] = {}
         running: set[int] = set()
+        ended_by: dict[int, str] = {}
         for pod in self.backend.status(job_id).pods:
             sidecar = next((c for c in pod.containers if c.name == SIDECAR_CONTAINER), None)
             if classic and sidecar is not None and sidecar.state == "terminated" and sidecar.exit_code is not None:
@@ -128,7 +129,10 @@ class KubernetesBackend:
                 exited[pod.learner_id] = 1
             else:
                 running.add(pod.learner_id)
-        return SidecarStates(exited, frozenset(running))
+                continue
+            if pod.phase in FAILED_PHASES and pod.reason:
+                ended_by[pod.learner_id] = pod.reason
+        return SidecarStates(exited, frozenset(running), ended_by)
 
     def learners_running(self, job_id: str) -> set[int]:
         """Learners whose learner container the kubelet reports running (or waiting to start)."""

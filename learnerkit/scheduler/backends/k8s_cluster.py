@@ -327,6 +327,8 @@ def _pod_status(pod: Any) -> PodStatus:
     names = [item.name for item in (pod.spec.init_containers or [])] + [item.name for item in pod.spec.containers]
     containers = tuple(_container_status(name, raw.get(name)) for name in names)
     reason = status.reason if status else None
+    if reason and status.message:
+        reason = f"{reason}: {status.message}"
     scheduled = conditions.get("PodScheduled")
     if scheduled is not None and scheduled.status == "False":
         reason = f"{scheduled.reason}: {scheduled.message}" if scheduled.message else scheduled.reason

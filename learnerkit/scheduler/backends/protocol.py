@@ -19,6 +19,9 @@ class SidecarStates:
     running: frozenset[int] = frozenset()
     """Learner ids whose sidecar container (Docker) or pod (Kubernetes) exists and has not ended. A learner in
     neither set has no sidecar left at all: removed, or never made."""
+    ended_by: dict[int, str] = field(default_factory=dict)
+    """Learner id -> what the backend says ended an exited sidecar, where it says (Kubernetes: the failed pod's
+    reason and message, ``Evicted: The node was low on resource: ephemeral-storage.``)."""
 
 
 @dataclass(frozen=True)

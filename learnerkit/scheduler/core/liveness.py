@@ -57,7 +57,12 @@ def lost_learners(
             tracked.missing_since.pop(n, None)
             continue
         if n in sidecars.exited:
-            lost[n] = f"its sidecar exited with status {sidecars.exited[n]} before reporting a final status"
+            ended_by = sidecars.ended_by.get(n)
+            lost[n] = (
+                f"its pod ended before a final status ({ended_by})"
+                if ended_by
+                else f"its sidecar exited with status {sidecars.exited[n]} before reporting a final status"
+            )
             continue
         if n in tracked.alive:
             tracked.seen_alive.add(n)

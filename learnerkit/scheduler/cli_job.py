@@ -259,7 +259,7 @@ def metrics(job_id: str, learner: int, client: SchedulerClient, output: str) -> 
     emit(output, body, show)
 
 
-WHAT_CHOICES = ("results", "logs", "checkpoints", "model", "provenance", "all")
+WHAT_CHOICES = ("results", "logs", "checkpoints", "model", "provenance", "evaluations", "all")
 
 
 @job_group.command("download")

@@ -77,7 +77,9 @@ def test_the_listing_is_the_jobs_outputs_of_the_asked_kind_only() -> None:
     every = {f.path for f in list_outputs(store, JOB)}
     assert "attempt-1/learner-1/other/x" not in every
     assert not any("theirs" in path for path in every), "job-10 shares job-1's prefix text, not its folder"
-    with pytest.raises(ValueError, match="what: one of results, logs, checkpoints, model, provenance, evaluations, all"):
+    with pytest.raises(
+        ValueError, match="what: one of results, logs, checkpoints, model, provenance, evaluations, all, got"
+    ):
         list_outputs(store, JOB, "secrets")
 
 

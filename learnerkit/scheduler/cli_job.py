@@ -259,7 +259,7 @@ def metrics(job_id: str, learner: int, client: SchedulerClient, output: str) -> 
     emit(output, body, show)
 
 
-WHAT_CHOICES = ("results", "logs", "checkpoints", "model", "provenance", "all")
+WHAT_CHOICES = ("results", "logs", "checkpoints", "model", "provenance", "evaluations", "all")
 
 
 @job_group.command("download")
@@ -339,6 +339,10 @@ def _factsheet_table(sheet: dict[str, Any]) -> Table:
         table.add_row("metric", escape(f"{name}: final {metric['final']:g}, best {metric['best']:g}"))
     for attempt in sheet["lineage"]["attempts"]:
         table.add_row("attempt", escape(f"{attempt['number']}: {attempt['endedBy'] or 'running'} {attempt['reason']}"))
+    for round_ in sheet.get("evaluations", []):
+        for evaluation in round_["evaluations"]:
+            verdict = f"round {round_['round']}: {evaluation['name']} {evaluation['verdict']} {evaluation['message']}"
+            table.add_row("evaluation", escape(verdict.rstrip()))
     return keep_whole(table, "value")
 
 

@@ -171,7 +171,7 @@ _PUBLIC_KEY_RESPONSE: dict[int | str, dict[str, Any]] = {
 }
 SIGNING_KEY_PATH = "/v1/signing-key"
 """Needs no token: the public key is public, and verifiers fetch it before they hold one."""
-WHAT_PATTERN = "^(results|logs|checkpoints|model|provenance|all)$"
+WHAT_PATTERN = "^(results|logs|checkpoints|model|provenance|evaluations|all)$"
 
 
 _bearer = HTTPBearer(auto_error=False, description="a tenant's token: `learnerkit scheduler token add`")

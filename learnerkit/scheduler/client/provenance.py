@@ -4,24 +4,55 @@ a job's files downloaded for verifying, and the local engine asked what it holds
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from learnerkit.common.engine import EngineError, image_id
 from learnerkit.scheduler.client.download import FailedFile, download_all
 from learnerkit.scheduler.client.http import SchedulerClient
-from learnerkit.scheduler.facade import StoredFile
+from learnerkit.scheduler.facade import JobView, StoredFile
 from learnerkit.scheduler.provenance.verify import NoProvenanceError
 from learnerkit.scheduler.provenance.writer import FACTSHEET_JSON
 
+WRITTEN_WITHIN_S = 30.0
+"""How long a job that ended may go without its provenance: the scheduler writes it just after the job's end."""
+POLL_S = 0.5
+ENDED_WITH_PROVENANCE = frozenset({"COMPLETED", "HALTED", "FAILED"})
 
-def provenance_files(client: SchedulerClient, job_id: str) -> list[StoredFile]:
-    """The job's provenance documents; NoProvenanceError when it has none (yet)."""
-    files = client.list_files(job_id, what="provenance")
-    if not files:
-        raise NoProvenanceError(
-            f"job {job_id} has no provenance: it is written as the job ends COMPLETED, HALTED or FAILED"
-        )
+
+class ProvenanceSource(Protocol):
+    """What of :class:`SchedulerClient` finding a job's provenance uses."""
+
+    def list_files(self, job_id: str, *, what: str = "all") -> list[StoredFile]: ...
+    def get(self, job_id: str) -> JobView: ...
+
+
+def provenance_files(
+    client: ProvenanceSource,
+    job_id: str,
+    *,
+    wait_s: float = WRITTEN_WITHIN_S,
+    clock: Callable[[], float] = time.monotonic,
+    pause: Callable[[float], None] = time.sleep,
+) -> list[StoredFile]:
+    """The job's provenance documents. A job that has just ended gets up to ``wait_s`` for them to be written;
+    NoProvenanceError when a job has none, saying whether it has not ended yet or its documents never came."""
+    deadline = clock() + wait_s
+    while not (files := client.list_files(job_id, what="provenance")):
+        status = client.get(job_id).status
+        if status not in ENDED_WITH_PROVENANCE:
+            raise NoProvenanceError(
+                f"job {job_id} is {status}: its provenance is written as it ends COMPLETED, HALTED or FAILED"
+            )
+        if clock() >= deadline:
+            raise NoProvenanceError(
+                f"job {job_id} ended {status} but its provenance was not written within {wait_s:g} s of asking "
+                "(the scheduler writes it just after the job ends; its log says why it did not: no signing key, "
+                "or the results store refused it)"
+            )
+        pause(POLL_S)
     return files
 
 
@@ -35,9 +66,8 @@ def job_factsheet(client: SchedulerClient, job_id: str) -> dict[str, Any]:
 
 def download_for_verify(client: SchedulerClient, job_id: str, root: Path) -> list[FailedFile]:
     """Everything the job stored but its checkpoints (the provenance does not name them), under ``root``."""
+    provenance_files(client, job_id)  # waits for a job that has just ended
     files = [item for item in client.list_files(job_id, what="all") if item.kind != "checkpoints"]
-    if not any(item.kind == "provenance" for item in files):
-        provenance_files(client, job_id)
     return download_all(client, job_id, files, root, lambda _n: None)
 
 

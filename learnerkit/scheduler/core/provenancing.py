@@ -1,19 +1,31 @@
 """A job's provenance, written beside the loop when the job ends COMPLETED, HALTED or FAILED
-(`learnerkit.scheduler.provenance.writer`): the documents are gathered, signed and stored in a worker thread, so the
-loop and the API never wait on the object store."""
+(`learnerkit.scheduler.provenance.writer`), and each evaluation round's once its last evaluation settles
+(`learnerkit.scheduler.provenance.evaluationwriter`): the documents are gathered, signed and stored in a worker
+thread, so the loop and the API never wait on the object store. A job's writes run one after another, in the
+order they were asked for, so a round's statement finds the job's factsheet to list itself in."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from controller_sidecar.errors import SidecarError
+from learner.evaluation.spec import spec_to_dict
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.core.planning import endpoints_for
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.evaluations.plan import EvaluatedJob, results_folder
+from learnerkit.scheduler.evaluations.record import EvaluationRound
+from learnerkit.scheduler.jobs.layout import job_location
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobStatus
+from learnerkit.scheduler.provenance.evaluationwriter import (
+    EvaluationProvenanceWriter,
+    SettledEvaluation,
+    SettledRound,
+)
 from learnerkit.scheduler.provenance.writer import FinishedJob
 
 LOGGER = logging.getLogger(__name__)
@@ -26,7 +38,8 @@ class Provenancing:
         self.instance = shared.options.instance or ""
         """Set by the loop's rebuild, as it claims its instance id."""
         self.clients = S3Clients()
-        self._writes: set[asyncio.Task[None]] = set()
+        self._writes: dict[str, asyncio.Task[None]] = {}
+        """Each job's latest write, while it runs: the next one of the job waits for it."""
 
     async def job_ended(self, tracked: Tracked) -> None:
         """Called under the shared lock as the job ends, its last attempt closed."""
@@ -43,17 +56,58 @@ class Provenancing:
             job = FinishedJob(state, manifest, resolve(manifest) if resolve else image, attempts, self.instance)
             writer.write(store, job)
 
-        async def write() -> None:
-            try:
-                await asyncio.to_thread(gather_and_write)
-            except (LearnerkitError, SidecarError, OSError):
-                LOGGER.exception("job %s: its provenance was not written", state.job_id)
+        self._queue(state.job_id, gather_and_write, "its provenance")
 
-        task = asyncio.create_task(write(), name=f"provenance of {state.job_id}")
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+    async def evaluation_round_ended(self, job: EvaluatedJob, settled: EvaluationRound) -> None:
+        """Called as the round's last evaluation is settled: the round's signed statement, where the job has a
+        provenance (the scheduler signs)."""
+        writer = self.shared.options.provenance
+        if writer is None:
+            return
+        bucket, prefix = job_location(job.manifest, job.job_id)
+        evaluations = tuple(
+            SettledEvaluation(
+                name=outcome.name,
+                kind=outcome.kind,
+                verdict=outcome.outcome,
+                message=outcome.message,
+                failures=outcome.failures,
+                spec=spec_to_dict(spec),
+                image=outcome.image,
+                folder=results_folder(job, settled.round, spec.name)[1].removeprefix(prefix),
+            )
+            for spec, outcome in zip(settled.specs, settled.outcomes, strict=True)
+        )
+        round_ = SettledRound(job.job_id, bucket, prefix, settled.round, settled.attempt, evaluations, self.instance)
+        signer = EvaluationProvenanceWriter(writer.signer, writer.describe_image)
+        store = self.clients.of(job.endpoints)
+        what = f"the provenance of evaluation round {round_.round}"
+        self._queue(job.job_id, lambda: signer.write(store, round_), what)
+
+    def writing(self, job_id: str) -> bool:
+        """Whether a provenance write of the job is under way."""
+        return job_id in self._writes
+
+    def _queue(self, job_id: str, work: Callable[[], object], what: str) -> None:
+        before = self._writes.get(job_id)
+
+        async def write() -> None:
+            if before is not None:
+                await asyncio.gather(before, return_exceptions=True)
+            try:
+                await asyncio.to_thread(work)
+            except (LearnerkitError, SidecarError, OSError, ValueError, KeyError):
+                LOGGER.exception("job %s: %s was not written", job_id, what)
+
+        task = asyncio.create_task(write(), name=f"provenance of {job_id}")
+        self._writes[job_id] = task
+        task.add_done_callback(lambda done: self._done(job_id, done))
+
+    def _done(self, job_id: str, task: asyncio.Task[None]) -> None:
+        if self._writes.get(job_id) is task:
+            del self._writes[job_id]
 
     async def drain(self) -> None:
         """Wait for the writes in flight (the loop's shutdown)."""
-        if self._writes:
-            await asyncio.gather(*self._writes, return_exceptions=True)
+        while pending := [task for task in self._writes.values() if not task.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)

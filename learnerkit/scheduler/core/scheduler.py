@@ -60,6 +60,7 @@ class Scheduler:
         evaluations = EvaluationRunner(store, backend, self.clients, options.platform, options.resolve_evaluator)
         self.shared = Shared(store, backend, options, clock, AdmissionState([], options.policy), evaluations)
         self.transitions = Transitions(self.shared)
+        evaluations.round_ended = self.transitions.provenancing.evaluation_round_ended
         self.loop = ControlLoop(self.shared, self.transitions)
         self.reader = OutputsReader(self.clients)
         self._parsing = asyncio.Semaphore(PARSES_AT_ONCE)

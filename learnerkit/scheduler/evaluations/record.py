@@ -32,6 +32,8 @@ class EvaluationOutcome:
     failures: tuple[Mapping[str, Any], ...] = ()
     report: str = ""
     """``s3://`` of the JSON report, once there is one."""
+    image: str = ""
+    """The evaluator image deployed for it (as the image gate resolved it), once it is deployed."""
 
     def to_raw(self) -> dict[str, Any]:
         return {
@@ -41,6 +43,7 @@ class EvaluationOutcome:
             "message": self.message,
             "failures": [dict(f) for f in self.failures],
             "report": self.report,
+            "image": self.image,
         }
 
     @classmethod
@@ -55,6 +58,7 @@ class EvaluationOutcome:
             str(raw.get("message", "")),
             tuple(dict(f) for f in raw.get("failures") or ()),
             str(raw.get("report", "")),
+            str(raw.get("image", "")),
         )
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from controller_sidecar import keys
 from controller_sidecar.status import Phase, StatusRecord
@@ -36,6 +37,8 @@ from learnerkit.scheduler.jobs.store import JobStore, StoredJob
 LOGGER = logging.getLogger(__name__)
 EvaluatorResolver = Callable[[str], str]
 """The evaluator image of a kind (``robustness``), through the image gate; raises when it may not run."""
+RoundEnded = Callable[[EvaluatedJob, EvaluationRound], Awaitable[None]]
+"""Called once a round's last evaluation is settled (the core signs the round's provenance)."""
 
 
 def _no_evaluators(kind: str) -> str:
@@ -67,6 +70,7 @@ class EvaluationRunner:
         """Pairs found unfinished after a restart: the orphan sweep removes them, and the final record their
         sidecar may write as it is stopped is not the evaluation's end, so they are run again."""
         self._lock = asyncio.Lock()
+        self.round_ended: RoundEnded | None = None
 
     async def keeps_credentials(self, stored: StoredJob) -> bool:
         """Whether a COMPLETED job's credentials stay in etcd after a restart: its evaluations run, or the
@@ -186,6 +190,7 @@ class EvaluationRunner:
         try:
             image = await asyncio.to_thread(self.resolve_evaluator, spec.kind)
             plan = plan_evaluation(job, round_, attempt, index, spec, image, self.platform, self.instance)
+            await self._deployed_image(job.job_id, round_, index, image)
             await asyncio.to_thread(self.backend.deploy, plan)
         except LearnerkitError as e:
             await asyncio.to_thread(self.backend.teardown, identity)
@@ -228,13 +233,22 @@ class EvaluationRunner:
             current = self.rounds[job.job_id]
             if current.round != round_:
                 return
-            settled = current.settled(index, outcome)
+            settled = current.settled(index, replace(outcome, image=current.outcomes[index].image))
             await self._save(settled)
             if not settled.in_flight:  # kept only while the round ran
                 await self.store.delete_credentials(job.job_id, job.manifest_text, job.source)
         await self.store.etcd.delete_prefix(keys.job_prefix(identity, self.store.root))
         self._deployed.discard(identity)
         LOGGER.info("job %s: evaluation %s %s %s", job.job_id, outcome.name, outcome.outcome, outcome.message)
+        if not settled.in_flight and self.round_ended is not None:
+            await self.round_ended(job, settled)
+
+    async def _deployed_image(self, job_id: str, round_: int, index: int, image: str) -> None:
+        """Record the evaluator image before it is deployed: the round's provenance names it."""
+        async with self._lock:
+            current = self.rounds[job_id]
+            if current.round == round_:
+                await self._save(current.settled(index, replace(current.outcomes[index], image=image)))
 
     async def _save(self, evaluated: EvaluationRound) -> None:
         key = evaluations_key(evaluated.job_id, self.store.root)

@@ -3,7 +3,8 @@
 Everything lives under the job's prefix in the results container (docs/architecture.md, "Outputs in the
 object store"): ``attempt-<k>/learner-<n>/{results,logs,checkpoints}/...`` from the sidecars, and the model
 the job ran (an object or folder named ``model...`` directly under the job), and the job's signed provenance
-under ``provenance/`` (docs/provenance.md). A file is named by its path
+under ``provenance/`` (docs/provenance.md), and each evaluation round's outputs under
+``evaluations/round-<r>/<name>/{results,logs}/`` (docs/evaluations.md). A file is named by its path
 below the job's prefix; only names that fall into one of these kinds are listed or served, so a request
 can never reach past the job.
 """
@@ -21,13 +22,15 @@ from controller_sidecar.safepaths import relative_parts
 from controller_sidecar.settings import S3Location
 from learnerkit.scheduler.facade import FileStream, StoredFile
 
-Kind = Literal["results", "logs", "checkpoints", "model", "provenance"]
+Kind = Literal["results", "logs", "checkpoints", "model", "provenance", "evaluations"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 WHAT = (*KINDS, "all")
 """What ``job download --what`` takes."""
 METRICS_FILE = "metrics.jsonl"
 """Under a learner's ``logs/``: its own metrics.jsonl, then what the sidecar read (TensorBoard scalars)."""
 _LEARNER_PATH = re.compile(r"^attempt-(\d+)/learner-(\d+)/(results|logs|checkpoints)/.+")
+_EVALUATION_PATH = re.compile(r"^evaluations/round-\d+/[^/]+/(results|logs)/.+")
+"""An evaluation's outputs: its reports and its evaluator's log (not its sidecar's record)."""
 
 
 class ObjectStore(Protocol):
@@ -44,6 +47,8 @@ def kind_of(path: str) -> Kind | None:
         return match.group(3)  # type: ignore[return-value]
     if path.startswith("provenance/"):
         return "provenance"
+    if _EVALUATION_PATH.match(path):
+        return "evaluations"
     return "model" if path.startswith("model") else None
 
 

@@ -8,17 +8,23 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from learnerkit.scheduler.provenance.statement import ATTEMPTS, LEARNER_IMAGE, MANIFEST_FILE
+from learnerkit.scheduler.provenance.statement import ATTEMPTS, LEARNER_IMAGE
 
 LIMITS = (
     "Facts are what the platform observed; the training script's own claims (metric names, what a file holds) are "
     "the learner's.",
-    "Evaluation reports are listed only where the job produced some.",
+    "Evaluations are listed by round as each round's signed statement records them "
+    "(provenance/evaluation-round-<r>.intoto.json).",
 )
 
 
-def factsheet(statement: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """The factsheet of ``statement``; ``metrics``: the job's metric history records (``{step, values}``)."""
+def factsheet(
+    statement: Mapping[str, Any],
+    metrics: Sequence[Mapping[str, Any]] = (),
+    rounds: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The factsheet of ``statement``; ``metrics``: the job's metric history records (``{step, values}``);
+    ``rounds``: each evaluation round's summary (`learnerkit.scheduler.provenance.evaluation.round_summary`)."""
     predicate = statement["predicate"]
     definition, run = predicate["buildDefinition"], predicate["runDetails"]
     external = definition["externalParameters"]
@@ -48,11 +54,7 @@ def factsheet(statement: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]]
             "scan": image.get("annotations", {}).get("scanVerdict", "no scan record"),
         },
         "metrics": _metrics(metrics),
-        "evaluations": [
-            b["name"]
-            for b in run.get("byproducts", [])
-            if b.get("name") not in (ATTEMPTS, MANIFEST_FILE) and "/evaluations/" in b.get("name", "")
-        ],
+        "evaluations": [dict(r) for r in rounds],
         "lineage": {
             "attempts": lineage,
             "resumes": sum(1 for a in lineage if a.get("resumedFrom") is not None),
@@ -113,7 +115,14 @@ def factsheet_markdown(sheet: Mapping[str, Any]) -> str:
         "",
         "## Evaluations",
         "",
-        *(f"- `{e}`" for e in sheet["evaluations"]),
+        *(
+            f"- round {r['round']} (the model of attempt {r['attempt']}): {r['verdict']}"
+            + "".join(
+                f"\n  - {e['name']} ({e['kind']}): {e['verdict']}" + (f": {e['message']}" if e["message"] else "")
+                for e in r["evaluations"]
+            )
+            for r in sheet["evaluations"]
+        ),
         *([] if sheet["evaluations"] else ["none"]),
         "",
         "## Lineage",

@@ -8,8 +8,8 @@ verifies a `job download` folder with the platform's public key::
 
 The digests are the sidecar's, taken from the bytes it uploaded, so nothing is read again to sign; the envelope is
 made by the one signer (`learnerkit.common.signing`), whose DSSE encoding is the format's. The folders a download
-holds beside the results (provenance, model code, each learner's logs and checkpoints) are in the signature's
-``ignore_paths``.
+holds beside the results (provenance, model code, evaluations, each learner's logs and checkpoints) are in the
+signature's ``ignore_paths``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def model_statement(model_name: str, results: Iterable[Digested], ignore_paths: 
 def download_extras(results: Iterable[Digested]) -> list[str]:
     """What a `job download` folder holds that is not a result: the folders the signature ignores."""
     learners = {"/".join(item.name.split("/")[:2]) for item in results if item.name.startswith("attempt-")}
-    extras = ["provenance", "model"]
+    extras = ["provenance", "model", "evaluations"]
     for learner in sorted(learners):
         extras += [f"{learner}/logs", f"{learner}/checkpoints"]
     return extras

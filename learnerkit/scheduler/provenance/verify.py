@@ -4,6 +4,8 @@ The envelope must verify with the platform's public key; then every file the pro
 holds is hashed again (results, the manifest document, the model code archive, metric histories, logs,
 evaluations; training data from a local copy when one is given), the model signature must be the platform's and
 list the same results, and the images must still be what the engine (or registry) has under their references.
+Each evaluation round's statement (``provenance/evaluation-round-<r>.intoto.json``) must be the platform's, name
+the same model, and its reports and evaluator images are checked the same way.
 An item the folder does not hold is reported as not checked, not as changed.
 """
 
@@ -21,6 +23,8 @@ from securesystemslib.signer import Key
 
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.common.signing import EnvelopeError, open_envelope
+from learnerkit.scheduler.provenance.evaluation import PREDICATE_TYPE as EVALUATION_PREDICATE
+from learnerkit.scheduler.provenance.evaluation import ROUND_PREFIX, ROUND_SUFFIX, round_file, round_of
 from learnerkit.scheduler.provenance.modelsig import BUNDLE_MEDIA_TYPE, SIGNATURE_FILE
 from learnerkit.scheduler.provenance.modelsig import PREDICATE_TYPE as MODEL_PREDICATE
 from learnerkit.scheduler.provenance.statement import (
@@ -31,6 +35,7 @@ from learnerkit.scheduler.provenance.statement import (
 )
 
 PROVENANCE_FILE = "provenance/provenance.intoto.json"
+EVALUATOR_IMAGE = "evaluator-image"
 _CHUNK = 1 << 20
 ImageLookup = Callable[[str], str | None]
 """A reference's digest (``sha256:<hex>``) where the engine or registry has it, else None."""
@@ -116,7 +121,38 @@ def verify_folder(
             report.checks.append(_byproduct_check(folder, byproduct))
     for dependency in predicate["buildDefinition"]["resolvedDependencies"]:
         report.checks += _dependency_checks(folder, dependency, data, image_digest)
+    for path in sorted(folder.glob(f"{ROUND_PREFIX}*{ROUND_SUFFIX}"), key=lambda p: p.name):
+        number = round_of(path.relative_to(folder).as_posix())
+        if number is not None:
+            report.checks += _round_checks(folder, number, key, subjects, image_digest)
     return report
+
+
+def _round_checks(
+    folder: Path, number: int, key: Key, subjects: Mapping[str, str], image_digest: ImageLookup | None
+) -> list[Check]:
+    """An evaluation round's statement: signed by the platform, about the provenance's model, each report as
+    stored, each evaluator image as the engine has it."""
+    name = round_file(number)
+    item = f"evaluation round {number} signature"
+    try:
+        statement = open_envelope((folder / name).read_bytes(), key, name)
+    except EnvelopeError as e:
+        return [Check(item, State.CHANGED, str(e))]
+    if statement.get("predicateType") != EVALUATION_PREDICATE:
+        return [Check(item, State.CHANGED, f"not a {EVALUATION_PREDICATE} statement")]
+    checks = [Check(item, State.OK, f"signed by {key.keyid}")]
+    model = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+    if model != dict(subjects):
+        checks.append(Check(f"evaluation round {number} model", State.CHANGED, "not the provenance's results"))
+    for evaluation in statement["predicate"]["evaluations"]:
+        for stored in evaluation["reports"]:
+            path = folder / stored["name"]
+            checks.append(_file_check(f"evaluation report {stored['name']}", [path], stored["digest"]["sha256"]))
+        image = evaluation.get("evaluatorImage")
+        if image is not None:
+            checks.append(_image_check(EVALUATOR_IMAGE, image, image_digest))
+    return checks
 
 
 def _file_check(item: str, paths: list[Path], sha256: str) -> Check:

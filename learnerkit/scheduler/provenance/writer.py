@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from securesystemslib.signer import CryptoSigner
 
 from controller_sidecar.metricrecords import parse_record
-from controller_sidecar.provenancerecord import RECORD_KEY, Digested, InstalledPackage, RecordError, SidecarRecord
+from controller_sidecar.provenancerecord import Digested, InstalledPackage
 from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
 from learnerkit.common.signing import canonical, sign_statement
@@ -31,6 +31,7 @@ from learnerkit.scheduler.provenance.attempts import attempt_facts
 from learnerkit.scheduler.provenance.facts import ImageFact, JobFacts
 from learnerkit.scheduler.provenance.factsheet import factsheet, factsheet_markdown
 from learnerkit.scheduler.provenance.modelsig import SIGNATURE_FILE, model_signature
+from learnerkit.scheduler.provenance.records import attempt_records, result_digests
 from learnerkit.scheduler.provenance.statement import MANIFEST_FILE, manifest_document, provenance_statement
 from learnerkit.scheduler.provenance.verify import PROVENANCE_FILE
 
@@ -90,20 +91,11 @@ class ProvenanceWriter:
     def facts(
         self, store: ProvenanceStore, bucket: str, prefix: str, job: FinishedJob
     ) -> tuple[JobFacts, list[dict[str, Any]]]:
-        records: dict[tuple[int, int], SidecarRecord] = {}
         objects: dict[str, RemoteObject] = {}
         for attempt in range(1, job.state.attempt + 1):
             for obj in store.list(S3Location(bucket, f"{prefix}attempt-{attempt}/")):
                 objects[obj.key] = obj
-        for key in sorted(objects):
-            relative = key[len(prefix) :]
-            parts = relative.split("/", 2)
-            if len(parts) == 3 and parts[2] == RECORD_KEY:
-                attempt, learner = int(parts[0].removeprefix("attempt-")), int(parts[1].removeprefix("learner-"))
-                try:
-                    records[(attempt, learner)] = SidecarRecord.from_json(store.get_bytes(bucket, key), key)
-                except RecordError as e:
-                    LOGGER.warning("job %s: %s", job.state.job_id, e)
+        records = attempt_records(store, bucket, prefix, objects, job.state.job_id)
         at = {(a, n): f"attempt-{a}/learner-{n}/" for a, n in records}
         data: dict[str, Digested] = {}
         requirements: dict[tuple[str, str], InstalledPackage] = {}
@@ -114,11 +106,7 @@ class ProvenanceWriter:
             if record.model is not None:
                 name = record.model.name.removeprefix(f"s3://{bucket}/{prefix}")
                 model_code = Digested(name, record.model.sha256, record.model.size)
-        results = tuple(
-            Digested(at[place] + r.name, r.sha256, r.size)
-            for place, record in sorted(records.items())
-            for r in record.results
-        )
+        results = result_digests(records)
         histories = tuple(
             Digested(at[place] + record.metrics.name, record.metrics.sha256, record.metrics.size)
             for place, record in sorted(records.items())

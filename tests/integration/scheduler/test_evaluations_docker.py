@@ -68,7 +68,7 @@ evaluations:
 """
 
 
-def _evaluation_data() -> str:
+def evaluation_data() -> str:
     """Two features in [0, 1]; the class is which one is larger: linear, learnt in a few hundred steps."""
     rng = random.Random(24)
     lines = ["x0,x1,label"]
@@ -87,7 +87,7 @@ def _loans() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _built(name: str, build_inputs: BuildInputs) -> str:
+def built(name: str, build_inputs: BuildInputs) -> str:
     [spec] = load_matrix(REPO).select([name])
     built = build_image(REPO, spec, build_inputs, lambda line: None)
     assert built.immutable_reference is not None, built
@@ -96,7 +96,7 @@ def _built(name: str, build_inputs: BuildInputs) -> str:
 
 @pytest.fixture(scope="module")
 def evaluated_data(scheduler_buckets: Any) -> None:
-    scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key=f"{FOLDER}/eval.csv", Body=_evaluation_data().encode())
+    scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key=f"{FOLDER}/eval.csv", Body=evaluation_data().encode())
     scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key=f"{FOLDER}/train.py", Body=TRAIN.encode())
     scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key=f"{FOLDER}/loans.csv", Body=_loans().encode())
 
@@ -105,14 +105,16 @@ def evaluated_data(scheduler_buckets: Any) -> None:
 def evaluating(
     etcd_server: Any, service_options: SchedulerOptions, evaluated_data: None, build_inputs: BuildInputs
 ) -> Iterator[Harness]:
-    evaluators = {kind: _built(f"{kind}:{version}-cpu", build_inputs) for kind, version in EVALUATORS}
+    evaluators = {kind: built(f"{kind}:{version}-cpu", build_inputs) for kind, version in EVALUATORS}
     options = replace(service_options, resolve_evaluator=evaluators.__getitem__)
     made = Harness(etcd_server, options)
     yield made
     made.kill()
 
 
-def _settled(harness: Harness, job_id: str, round_names: set[str]) -> JobView:
+def settled_evaluations(harness: Harness, job_id: str, round_names: set[str]) -> JobView:
+    """The job once its latest round's evaluations (named ``round_names``) have settled."""
+
     def done() -> JobView | None:
         view = harness.call(harness.service.get("team-a", job_id))
         names = {e.name for e in view.evaluations}
@@ -134,7 +136,7 @@ def test_a_job_with_evaluations_ends_with_their_verdicts(
     view = evaluating.call(evaluating.service.submit("team-a", text, image=learner_image))
     final = evaluating.wait_status("team-a", view.job_id, TERMINAL)
     assert final.status == "COMPLETED", final
-    settled = _settled(evaluating, view.job_id, {"gentle", "harsh"})
+    settled = settled_evaluations(evaluating, view.job_id, {"gentle", "harsh"})
     outcomes = {e.name: e for e in settled.evaluations}
     assert outcomes["gentle"].outcome == "passed", outcomes["gentle"]
     harsh = outcomes["harsh"]
@@ -166,7 +168,7 @@ def test_an_evaluator_that_cannot_read_its_data_is_crashed_not_passed(
     text = manifest(s3_server, "python /job/data/train.py", data=FOLDER, extra=missing)
     view = evaluating.call(evaluating.service.submit("team-a", text, image=learner_image))
     assert evaluating.wait_status("team-a", view.job_id, TERMINAL).status == "COMPLETED"
-    [nodata] = _settled(evaluating, view.job_id, {"nodata"}).evaluations
+    [nodata] = settled_evaluations(evaluating, view.job_id, {"nodata"}).evaluations
     assert nodata.outcome == "crashed" and "FAILED" in nodata.message, nodata
 
 
@@ -182,7 +184,7 @@ def test_job_evaluate_evaluates_the_model_again_without_retraining(
         evaluating.service.evaluate("team-a", view.job_id, "evaluations:\n  - name: harsh\n" + harsh_only)
     )
     assert [(e.name, e.outcome) for e in evaluated.evaluations] == [("harsh", "running")]
-    [harsh] = _settled(evaluating, view.job_id, {"harsh"}).evaluations
+    [harsh] = settled_evaluations(evaluating, view.job_id, {"harsh"}).evaluations
     assert harsh.outcome == "failed" and "adversarial_accuracy" in harsh.message, harsh
     reports = evaluating.call(evaluating.service.evaluation_reports("team-a", view.job_id))
     assert reports.round == 1 and reports.evaluations[0].report is not None
@@ -208,7 +210,9 @@ def test_an_evaluation_in_flight_at_a_restart_is_finished_by_the_next_scheduler(
     evaluating.kill()
     restarted = Harness(etcd_server, evaluating.options)
     try:
-        outcomes = {e.name: e.outcome for e in _settled(restarted, view.job_id, {"gentle", "harsh"}).evaluations}
+        outcomes = {
+            e.name: e.outcome for e in settled_evaluations(restarted, view.job_id, {"gentle", "harsh"}).evaluations
+        }
         assert outcomes == {"gentle": "passed", "harsh": "failed"}
         assert leftovers(f"{view.job_id}-ev1-1") == [] and leftovers(f"{view.job_id}-ev1-2") == []
     finally:
@@ -235,6 +239,6 @@ def test_a_fairness_evaluation_of_planted_bias_fails_naming_disparate_impact(
     text = manifest(s3_server, "python /job/data/train.py", data=FOLDER, extra=fairness)
     view = evaluating.call(evaluating.service.submit("team-a", text, image=learner_image))
     assert evaluating.wait_status("team-a", view.job_id, TERMINAL).status == "COMPLETED"
-    [loans] = _settled(evaluating, view.job_id, {"loans"}).evaluations
+    [loans] = settled_evaluations(evaluating, view.job_id, {"loans"}).evaluations
     assert loans.outcome == "failed", loans
     assert loans.message == "missed: disparate_impact = 0.6000, threshold >= 0.8 and <= 1.25", loans.message

@@ -15,6 +15,7 @@ import sys
 import uuid
 import zipfile
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,12 @@ from learnerkit.scheduler.factory import describe_image
 from learnerkit.scheduler.images.gate import ImageGate
 from learnerkit.scheduler.preemption.rules import PreemptionRules
 from learnerkit.scheduler.provenance.writer import ProvenanceWriter
+from learnerkit_build.render import BuildInputs
 from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, manifest
+from tests.integration.scheduler.test_evaluations_docker import EVALUATIONS, evaluation_data, settled_evaluations
+from tests.integration.scheduler.test_evaluations_docker import FOLDER as EVAL_FOLDER
+from tests.integration.scheduler.test_evaluations_docker import TRAIN as EVAL_TRAIN
+from tests.integration.scheduler.test_evaluations_docker import built as built_image
 from tests.integration.scheduler.test_preemption_docker import (
     TENANT,
     URGENT_EXTRA,
@@ -79,6 +85,29 @@ def tagged_image(learner_image: str) -> Iterator[str]:
 def platform(
     etcd_server: Any, service_options: SchedulerOptions, scheduler_buckets: Any, tmp_path: Path
 ) -> Iterator[Platform]:
+    with serving(etcd_server, service_options, tmp_path) as made:
+        yield made
+
+
+@pytest.fixture
+def evaluating_platform(
+    etcd_server: Any,
+    service_options: SchedulerOptions,
+    scheduler_buckets: Any,
+    build_inputs: BuildInputs,
+    tmp_path: Path,
+) -> Iterator[Platform]:
+    """The platform with the robustness evaluator, and the evaluation test's data and training script."""
+    scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key=f"{EVAL_FOLDER}/eval.csv", Body=evaluation_data().encode())
+    scheduler_buckets.put_object(Bucket=DATA_BUCKET, Key=f"{EVAL_FOLDER}/train.py", Body=EVAL_TRAIN.encode())
+    evaluators = {"robustness": built_image("robustness:1.20-cpu", build_inputs)}
+    options = replace(service_options, resolve_evaluator=evaluators.__getitem__)
+    with serving(etcd_server, options, tmp_path) as made:
+        yield made
+
+
+@contextmanager
+def serving(etcd_server: Any, service_options: SchedulerOptions, tmp_path: Path) -> Iterator[Platform]:
     key = tmp_path / "platform.pem"
     signer = create_signer(key)
     writer = ProvenanceWriter(signer, describe_image(ImageGate(("*",), ())), service_options.platform.sidecar_image)
@@ -269,3 +298,52 @@ def test_a_preempted_jobs_provenance_names_the_preemption_and_its_preemptor(plat
     assert (second["endedBy"], second["resumedFrom"]) == ("COMPLETED", 1)
     assert second["restoredStep"] is not None and second["checkpointSha256"], second
     assert found["preemptions"] == 1
+
+
+def test_an_evaluated_jobs_rounds_are_signed_and_job_verify_names_a_changed_report(
+    evaluating_platform: Platform, s3_server: Any, learner_image: str, tmp_path: Path
+) -> None:
+    """Issue 24's reports in the provenance: the round after training, then `job evaluate`'s, each a signed
+    statement that `job verify` checks."""
+    platform, harness = evaluating_platform, evaluating_platform.harness
+    gentle = EVALUATIONS.split("  - name: harsh\n")[0]
+    text = manifest(s3_server, "python /job/data/train.py", data=EVAL_FOLDER, extra=gentle)
+    view = harness.call(harness.service.submit("team-a", text, image=learner_image))
+    assert harness.wait_status("team-a", view.job_id, TERMINAL).status == "COMPLETED"
+    code, out = platform.job("provenance", view.job_id, "-o", "json")  # waits for it, as the job has just ended
+    assert code == 0 and json.loads(out)["job"] == view.job_id, out
+    [passed] = settled_evaluations(harness, view.job_id, {"gentle"}).evaluations
+    assert passed.outcome == "passed", passed
+    harness.call(harness.service.evaluate("team-a", view.job_id, gentle))
+    settled_evaluations(harness, view.job_id, {"gentle"})  # the round `evaluate` began
+
+    def both_rounds() -> list[dict[str, Any]] | None:
+        code, out = platform.job("provenance", view.job_id, "-o", "json")
+        rounds: list[dict[str, Any]] = json.loads(out)["evaluations"] if code == 0 else []
+        return rounds if len(rounds) == 2 else None
+
+    rounds = wait_until(both_rounds, timeout=60, message="both evaluation rounds in the factsheet")
+    assert [(r["round"], r["verdict"]) for r in rounds] == [(1, "passed"), (2, "passed")]
+    code, out = platform.job("provenance", view.job_id)
+    assert code == 0 and "round 1: gentle passed" in out and "round 2: gentle passed" in out, out
+
+    folder = tmp_path / "by-id"
+    code, out = platform.job("verify", view.job_id, "--to", str(folder), "-o", "json")
+    report = json.loads(out)
+    assert code == 0 and report["verified"], out
+    states = {check["item"]: check["state"] for check in report["checks"]}
+    first = "evaluations/round-1/gentle/results/evaluations/gentle.json"
+    for item in (
+        "evaluation round 1 signature",
+        "evaluation round 2 signature",
+        f"evaluation report {first}",
+        "evaluation report evaluations/round-1/gentle/results/evaluations/gentle.txt",
+        "evaluation report evaluations/round-2/gentle/results/evaluations/gentle.json",
+    ):
+        assert states.get(item) == "ok", (item, states)
+    evaluators = [c["state"] for c in report["checks"] if c["item"].startswith("evaluator image")]
+    assert evaluators == ["ok", "ok"], report["checks"]  # one per round
+
+    flip(folder / first)
+    code, out = platform.job("verify", str(folder), "-o", "json")
+    assert code == 1 and json.loads(out)["changed"] == [f"evaluation report {first}"], out

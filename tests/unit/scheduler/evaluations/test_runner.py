@@ -202,3 +202,34 @@ def test_reports_after_the_credentials_left_say_why_they_cannot_be_read() -> Non
     with pytest.raises(JobStateError, match="read the reports from the store with your keys"):
         run(restarted.reports("job-1"))
     assert run(restarted.reports("job-2")).round == 0
+
+
+def test_the_round_ended_hook_gets_the_settled_round_once_with_the_image_deployed() -> None:
+    store, backend = MemoryStore(), PairBackend()
+    evaluations = runner(store, backend, evaluator="sha256:" + "e" * 64)
+    ended: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
+
+    async def round_ended(job: EvaluatedJob, settled: Any) -> None:
+        ended.append(
+            (
+                job.job_id,
+                settled.round,
+                tuple(o.outcome for o in settled.outcomes),
+                tuple(o.image for o in settled.outcomes),
+            )
+        )
+
+    evaluations.round_ended = round_ended
+
+    async def scenario() -> None:
+        await evaluations.step()
+        recorded = json.loads(store.memory.data["/learnerkit/jobs/job-1/evaluations"])
+        assert recorded["outcomes"][0]["image"] == "sha256:" + "e" * 64, "recorded before the deploy"
+        assert ended == []
+        backend.exited["job-1-ev1-1"] = 137
+        await evaluations.step()
+        await evaluations.step()
+
+    run(evaluations.begin(JOB, 1, SPECS))
+    run(scenario())
+    assert ended == [("job-1", 1, ("crashed",), ("sha256:" + "e" * 64,))]

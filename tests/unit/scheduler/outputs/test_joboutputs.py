@@ -57,6 +57,10 @@ STORED = {
         ("attempt-1/learner-1/control/x", None),
         ("attempt-x/learner-1/results/a", None),
         ("credentials", None),
+        ("evaluations/round-2/robust/results/evaluations/robust.json", "evaluations"),
+        ("evaluations/round-1/fair/logs/learner.log.part-000000", "evaluations"),
+        ("evaluations/round-1/fair/provenance/sidecar.json", None),
+        ("evaluations/round-x/fair/results/a.json", None),
     ],
 )
 def test_each_path_has_one_kind_or_none(path: str, kind: str | None) -> None:
@@ -73,7 +77,9 @@ def test_the_listing_is_the_jobs_outputs_of_the_asked_kind_only() -> None:
     every = {f.path for f in list_outputs(store, JOB)}
     assert "attempt-1/learner-1/other/x" not in every
     assert not any("theirs" in path for path in every), "job-10 shares job-1's prefix text, not its folder"
-    with pytest.raises(ValueError, match="what: one of results, logs, checkpoints, model, provenance, all"):
+    with pytest.raises(
+        ValueError, match="what: one of results, logs, checkpoints, model, provenance, evaluations, all, got"
+    ):
         list_outputs(store, JOB, "secrets")
 
 

@@ -10,10 +10,16 @@ from pathlib import Path
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, InstalledPackage, SidecarRecord
 from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
-from learnerkit.common.signing import create_signer
+from learnerkit.common.signing import create_signer, load_signer
 from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.outputs.files import kind_of
+from learnerkit.scheduler.provenance.evaluationwriter import (
+    EvaluationProvenanceWriter,
+    SettledEvaluation,
+    SettledRound,
+)
 from learnerkit.scheduler.provenance.facts import ImageFact
 from learnerkit.scheduler.provenance.writer import FinishedJob, ProvenanceWriter
 from tests.unit.scheduler.fakefacade import MANIFEST
@@ -113,10 +119,11 @@ def finished_job(
 
 
 def download(store: MemoryStore, folder: Path) -> Path:
-    """What `job download --what all` writes: every object below the job's prefix but the sidecars' records."""
+    """What `job download --what all` writes: every object below the job's prefix that is one of its outputs (not
+    the sidecars' records)."""
     for key, data in store.objects.items():
         relative = key.removeprefix(PREFIX)
-        if relative.endswith(RECORD_KEY) and relative.startswith("attempt-"):
+        if kind_of(relative) is None:
             continue
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         (folder / relative).write_bytes(data)
@@ -128,3 +135,36 @@ def data_copy(folder: Path) -> Path:
         (folder / key).parent.mkdir(parents=True, exist_ok=True)
         (folder / key).write_bytes(value)
     return folder
+
+
+EVALUATOR_IMAGE = "learnerkit/eval-robustness:0.1.0"
+EVALUATOR_ID = "sha256:" + "3" * 64
+EVAL_DATA = b"x,y\n1,0\n"
+
+
+def report_bytes(verdict: str) -> bytes:
+    return f'{{"name": "robust", "verdict": "{verdict}"}}\n'.encode()
+
+
+def describe_evaluator(image: str) -> ImageFact:
+    return ImageFact(EVALUATOR_IMAGE, EVALUATOR_ID) if image == EVALUATOR_ID else describe(image)
+
+
+def evaluated_round(store: MemoryStore, key: Path, round_: int, verdict: str = "passed") -> None:
+    """An evaluation round as the platform leaves it: the evaluation sidecar's outputs and record, then the round's
+    statement written by the real writer."""
+    folder = f"evaluations/round-{round_}/robust/"
+    report = report_bytes(verdict)
+    store.objects[PREFIX + folder + "results/evaluations/robust.json"] = report
+    record = SidecarRecord(
+        1,
+        (Digested("s3://data/eval/digits.csv", sha(EVAL_DATA), len(EVAL_DATA)),),
+        results=(Digested("results/evaluations/robust.json", sha(report), len(report)),),
+    )
+    store.objects[PREFIX + folder + RECORD_KEY] = record.to_json()
+    failures = () if verdict == "passed" else ({"metric": "accuracy", "value": 0.2, "threshold": 0.5},)
+    evaluation = SettledEvaluation(
+        "robust", "robustness", verdict, "", failures, {"name": "robust", "kind": "robustness"}, EVALUATOR_ID, folder
+    )
+    settled = SettledRound(JOB, "results", PREFIX, round_, 1, (evaluation,), "lk-test")
+    EvaluationProvenanceWriter(load_signer(key), describe_evaluator).write(store, settled)

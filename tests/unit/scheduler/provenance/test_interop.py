@@ -20,11 +20,16 @@ from securesystemslib.dsse import Envelope
 from learnerkit.common.signing import load_public_key, public_key_path
 from learnerkit.scheduler.jobs.attempts import AttemptEnd
 from tests.unit.scheduler.provenance.jobfolder import (
+    EVAL_DATA,
+    EVALUATOR_ID,
+    EVALUATOR_IMAGE,
     LEARNER_ID,
     RESULT,
     download,
+    evaluated_round,
     finished_job,
     marker_digest,
+    report_bytes,
     sha,
 )
 
@@ -115,3 +120,56 @@ def test_the_factsheet_gives_purpose_data_image_and_metrics(tmp_path: Path) -> N
     assert [d["object"] for d in sheet["data"]] == ["s3://data/train/a.bin", "s3://data/train/b.bin"]
     assert sheet["metrics"] == {"loss": {"final": 0.4, "best": 0.4, "first": 0.9, "points": 2}}
     assert {c["name"] for c in sheet["code"]} == {"model/model.zip", "pypi:lkgreet"}
+
+
+def test_an_evaluation_round_verifies_with_securesystemslib_and_in_toto_and_parses_as_a_statement(
+    tmp_path: Path,
+) -> None:
+    store, key = finished_job(tmp_path)
+    evaluated_round(store, key, 1, verdict="failed")
+    folder = download(store, tmp_path / "download")
+    envelope = json.loads((folder / "provenance/evaluation-round-1.intoto.json").read_text())
+    public = load_public_key(public_key_path(key))
+    assert Envelope.from_dict(json.loads(json.dumps(envelope))).verify([public], 1)
+    Metadata.from_dict(json.loads(json.dumps(envelope))).verify_signature({**public.to_dict(), "keyid": public.keyid})
+    payload = json.loads(base64.b64decode(envelope["payload"]))
+    Statement.copy_from_pb(json_format.ParseDict(payload, statement_pb2.Statement())).validate()
+    model = json.loads(
+        base64.b64decode(json.loads((folder / "provenance/model.sig").read_text())["dsseEnvelope"]["payload"])
+    )
+    assert payload["subject"] == [
+        {"name": r["name"], "digest": {"sha256": r["digest"]}} for r in model["predicate"]["resources"]
+    ], "the model as the model signature lists it"
+    predicate = payload["predicate"]
+    assert (predicate["round"], predicate["attempt"], predicate["verdict"]) == (1, 1, "failed")
+    [evaluation] = predicate["evaluations"]
+    assert evaluation["evaluatorImage"] == {
+        "uri": f"docker-image://{EVALUATOR_IMAGE}",
+        "digest": {"sha256": EVALUATOR_ID.removeprefix("sha256:")},
+    }
+    assert evaluation["data"] == [
+        {"uri": "s3://data/eval/digits.csv", "digest": {"sha256": sha(EVAL_DATA)}, "annotations": {"size": 8}}
+    ]
+    [report] = evaluation["reports"]
+    assert report["name"] == "evaluations/round-1/robust/results/evaluations/robust.json"
+    assert report["digest"] == {"sha256": sha(report_bytes("failed"))}
+    assert evaluation["failures"] == [{"metric": "accuracy", "value": 0.2, "threshold": 0.5}]
+    assert evaluation["spec"] == {"name": "robust", "kind": "robustness"}
+    done = model_signing_verify(folder, key)
+    assert done.returncode == 0, "the evaluations a download holds are beside the model: " + done.stdout + done.stderr
+
+
+def test_the_factsheet_lists_every_round_and_a_round_never_replaces_another(tmp_path: Path) -> None:
+    store, key = finished_job(tmp_path)
+    evaluated_round(store, key, 1, verdict="failed")
+    first = store.objects["job-7/provenance/evaluation-round-1.intoto.json"]
+    evaluated_round(store, key, 2)
+    assert store.objects["job-7/provenance/evaluation-round-1.intoto.json"] == first
+    sheet = json.loads(store.objects["job-7/provenance/factsheet.json"])
+    assert [(r["round"], r["verdict"], [e["verdict"] for e in r["evaluations"]]) for r in sheet["evaluations"]] == [
+        (1, "failed", ["failed"]),
+        (2, "passed", ["passed"]),
+    ]
+    markdown = store.objects["job-7/provenance/factsheet.md"].decode()
+    assert "- round 1 (the model of attempt 1): failed\n  - robust (robustness): failed" in markdown
+    assert "- round 2 (the model of attempt 1): passed" in markdown

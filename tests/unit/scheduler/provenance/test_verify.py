@@ -3,6 +3,7 @@ and an untouched folder passes."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -12,11 +13,14 @@ import pytest
 from learnerkit.common.signing import load_public_key, public_key_path
 from learnerkit.scheduler.provenance.verify import NoProvenanceError, State, verify_folder
 from tests.unit.scheduler.provenance.jobfolder import (
+    EVALUATOR_ID,
+    EVALUATOR_IMAGE,
     LEARNER_ID,
     LEARNER_IMAGE,
     SIDECAR_ID,
     data_copy,
     download,
+    evaluated_round,
     finished_job,
 )
 
@@ -31,6 +35,8 @@ def engine(changed: str | None = None) -> Callable[[str], str | None]:
     def lookup(reference: str) -> str | None:
         if reference == LEARNER_IMAGE:
             return changed or LEARNER_ID
+        if reference == EVALUATOR_IMAGE:
+            return EVALUATOR_ID
         return SIDECAR_ID
 
     return lookup
@@ -133,3 +139,53 @@ def test_items_the_folder_lacks_are_not_checked_not_failed(job: tuple[Path, Path
 def test_a_folder_without_provenance_says_so(tmp_path: Path, job: tuple[Path, Path, Path]) -> None:
     with pytest.raises(NoProvenanceError, match=r"no provenance here \(provenance/provenance.intoto.json is missing\)"):
         verify_folder(tmp_path / "empty", load_public_key(public_key_path(job[2])))
+
+
+REPORT = "evaluations/round-1/robust/results/evaluations/robust.json"
+
+
+@pytest.fixture
+def evaluated(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A job whose model was evaluated twice (after training, and again by `job evaluate`)."""
+    store, key = finished_job(tmp_path)
+    evaluated_round(store, key, 1)
+    evaluated_round(store, key, 2, verdict="failed")
+    return download(store, tmp_path / "download"), data_copy(tmp_path / "data"), key
+
+
+def test_each_evaluation_round_is_checked_and_an_untouched_one_passes(evaluated: tuple[Path, Path, Path]) -> None:
+    folder, data, key = evaluated
+    report = verify_folder(folder, load_public_key(public_key_path(key)), data=data, image_digest=engine())
+    assert report.ok, report.changed
+    states = {check.item: check.state for check in report.checks}
+    for item in (
+        "evaluation round 1 signature",
+        "evaluation round 2 signature",
+        f"evaluation report {REPORT}",
+        "evaluation report evaluations/round-2/robust/results/evaluations/robust.json",
+        f"evaluator image {EVALUATOR_IMAGE}",
+    ):
+        assert states.get(item) is State.OK, item
+
+
+def test_a_report_byte_changed_fails_naming_the_report(evaluated: tuple[Path, Path, Path]) -> None:
+    flip(evaluated[0] / REPORT)
+    assert verified(evaluated) == [f"evaluation report {REPORT}"]
+
+
+def test_a_verdict_changed_in_a_round_statement_fails_its_signature(evaluated: tuple[Path, Path, Path]) -> None:
+    path = evaluated[0] / "provenance/evaluation-round-2.intoto.json"
+    envelope = json.loads(path.read_text())
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    assert statement["predicate"]["evaluations"][0]["verdict"] == "failed"
+    statement["predicate"]["evaluations"][0]["verdict"] = "passed"
+    envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+    path.write_text(json.dumps(envelope))
+    assert verified(evaluated) == ["evaluation round 2 signature"]
+
+
+def test_another_evaluator_image_under_its_reference_fails_naming_it(evaluated: tuple[Path, Path, Path]) -> None:
+    def lookup(reference: str) -> str | None:
+        return "sha256:" + "8" * 64 if reference == EVALUATOR_IMAGE else engine()(reference)
+
+    assert verified(evaluated, lookup) == [f"evaluator image {EVALUATOR_IMAGE}"] * 2

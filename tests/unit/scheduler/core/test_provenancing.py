@@ -1,0 +1,35 @@
+"""A job's provenance writes run one after another: an evaluation round's statement is written after the job's own
+documents, whose factsheet it lists itself in, however long those take."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+from learnerkit.scheduler.core.provenancing import Provenancing
+
+
+def test_a_jobs_writes_run_in_order_and_one_at_a_time() -> None:
+    shared: Any = SimpleNamespace(options=SimpleNamespace(instance="lk-test"))
+    provenancing = Provenancing(shared)
+    release = threading.Event()
+    done: list[str] = []
+
+    def job_documents() -> None:
+        assert release.wait(timeout=30)
+        done.append("job")
+
+    async def scenario() -> None:
+        provenancing._queue("job-1", job_documents, "its provenance")
+        provenancing._queue("job-1", lambda: done.append("round 1"), "round 1")
+        provenancing._queue("job-2", lambda: done.append("other job"), "its provenance")
+        await asyncio.wait_for(provenancing._writes["job-2"], timeout=30)  # another job's write does not wait
+        assert done == ["other job"] and provenancing.writing("job-1")
+        release.set()
+        await provenancing.drain()
+
+    asyncio.run(scenario())
+    assert done == ["other job", "job", "round 1"]
+    assert not provenancing.writing("job-1")

@@ -45,6 +45,5 @@ class JobFacts:
     metric_histories: tuple[Digested, ...] = ()
     logs: tuple[Digested, ...] = ()
     """Each learner's log, its parts taken in order as one stream."""
-    evaluations: tuple[Digested, ...] = ()
     attempts: tuple[AttemptFact, ...] = ()
     sweep_parameters: dict[str, Any] = field(default_factory=dict)

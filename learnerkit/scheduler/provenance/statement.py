@@ -4,7 +4,8 @@ Subjects: every result file and its SHA-256, named by its path below the job's p
 it). Resolved dependencies: the learner and sidecar images by digest (the learner image's SBOM and scan records by
 the digests of the build tool's files), each training data object, the model code archive and every installed
 requirement. External parameters: the manifest without credentials, tenant, command. Run details: the scheduler
-instance, every attempt, and as byproducts the manifest document, the metric histories, the logs and evaluations.
+instance, every attempt, and as byproducts the manifest document, the metric histories and the logs
+(evaluation rounds are signed later, each in a statement of its own: `provenance.evaluation`).
 """
 
 from __future__ import annotations
@@ -117,7 +118,6 @@ def _byproducts(facts: JobFacts, manifest_sha256: str) -> list[dict[str, Any]]:
         for m in facts.metric_histories
     ]
     found += [{"name": log.name, "digest": {"sha256": log.sha256}, "mediaType": "text/plain"} for log in facts.logs]
-    found += [{"name": e.name, "digest": {"sha256": e.sha256}} for e in facts.evaluations]
     found.append(
         {
             "name": ATTEMPTS,

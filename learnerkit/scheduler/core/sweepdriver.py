@@ -190,7 +190,11 @@ class SweepDriver:
         options = SubmitOptions.from_raw(record.submission)
         # With the submit's --image: the trials started after a restart run the image the first ones ran.
         manifest = await self.parse(record.manifest_text, record.manifest_source, record.tenant, options.image)
-        return active_sweep(record, spec, manifest, options, stored.state, stored.trials)
+        if record.credentials_deleted:
+            manifest = manifest.without_credentials()
+        sweep = active_sweep(record, spec, manifest, options, stored.state, stored.trials)
+        await self._ended(sweep)  # ended before its credentials were deleted (a crash between the two writes)
+        return sweep
 
     # -- the loop's step ---------------------------------------------------------------------------------
 
@@ -254,8 +258,15 @@ class SweepDriver:
             state = replace(state, status=SweepStatus.DONE, reason="every trial settled")
         sweep.state = await self.store.record(sweep.sweep_id, state, decisions, list(changed.values()))
         sweep.trials.update(changed)
+        await self._ended(sweep)
         for decision in decisions:
             LOGGER.info("sweep %s: trial %d %s: %s", sweep.sweep_id, decision.trial, decision.action, decision.reason)
+
+    async def _ended(self, sweep: ActiveSweep) -> None:
+        """An ended sweep's record loses its credentials in etcd, as an ended job's; the sweep in memory keeps
+        its parsed manifest for reads (its trials' histories and results) until the scheduler restarts."""
+        if sweep.state.status.terminal and not sweep.record.credentials_deleted:
+            sweep.record = await self.store.delete_credentials(sweep.record)
 
     async def _finish_actions(self, sweep: ActiveSweep) -> None:
         """Make the jobs what the stored records say: create a started trial's job, resume a promoted one."""
@@ -383,6 +394,7 @@ class SweepDriver:
         async with self._lock:
             new_state = replace(sweep.state, status=status, reason=reason)
             sweep.state = await self.store.record(sweep.sweep_id, new_state, [], [])
+            await self._ended(sweep)
         self.shared.wake.set()
 
     async def resume(self, sweep: ActiveSweep) -> None:

@@ -50,6 +50,7 @@ from learnerkit.scheduler.sweeps.store import (
     SweepStore,
 )
 from learnerkit.scheduler.sweeps.sweepcheck import sweep_problems
+from learnerkit.scheduler.sweeps.trialids import SWEEP_ID_PREFIX, trial_job_id, trial_of
 
 LOGGER = logging.getLogger(__name__)
 BUDGET_ENV = "LEARNER_BUDGET"
@@ -83,7 +84,7 @@ class ActiveSweep:
         return self.record.sweep_id
 
     def job_id(self, index: int) -> str:
-        return f"{self.sweep_id}-t{index:04d}"
+        return trial_job_id(self.sweep_id, index)
 
 
 def plan_of(spec: SweepSpec) -> Plan:
@@ -125,11 +126,11 @@ class SweepDriver:
 
     def trial_env(self, job_id: str) -> Mapping[str, str]:
         """A trial job's parameters and budget as learner variables; {} for other jobs."""
-        sweep_id, _, index = job_id.rpartition("-t")
-        sweep = self.sweeps.get(sweep_id)
-        if sweep is None or not index.isdigit() or int(index) not in sweep.trials:
+        of = trial_of(job_id)
+        sweep = self.sweeps.get(of.sweep_id) if of is not None else None
+        if of is None or sweep is None or of.trial not in sweep.trials:
             return {}
-        trial = sweep.trials[int(index)]
+        trial = sweep.trials[of.trial]
         env = {name: _env_text(value) for name, value in trial.parameters.items()}
         env[BUDGET_ENV] = str(sweep.spec.rungs[trial.record.target])
         env[UNIT_ENV] = sweep.spec.budget.unit.value
@@ -154,7 +155,7 @@ class SweepDriver:
         problems = sweep_problems(spec, manifest, Path(search_source))
         if problems:
             raise SearchFileError(problems)
-        sweep_id = f"sweep-{uuid.uuid4().hex[:8]}"
+        sweep_id = f"{SWEEP_ID_PREFIX}{uuid.uuid4().hex[:8]}"
         options = await store_model(manifest, sweep_id)
         record = SweepSpecRecord(
             sweep_id,

@@ -13,6 +13,8 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +89,10 @@ class RealRun:
     sidecar_cpu_s: float
     scheduler_cpu_s: float
     engine_cpu_s: float
+    learner_cpu_s: float
+    """The learner containers' CPU-seconds: training, and the interpreter's and framework's start each attempt."""
+    trained_s: float
+    """The training's own seconds, as the learners logged them (0 without ``seconds_metric``)."""
 
     @property
     def best(self) -> float:
@@ -122,10 +128,10 @@ def search(algorithm: str, trials: int, concurrency: int, seed: int, rungs: tupl
 
 
 class SidecarWatch:
-    """Hands every sidecar container of the sweep to the sampler as it appears."""
+    """Hands every container of the sweep in ``role`` (sidecar, learner) to the sampler as it appears."""
 
-    def __init__(self, sampler: ContainerSampler, prefix: str) -> None:
-        self.sampler, self.prefix, self.seen = sampler, prefix, set[str]()
+    def __init__(self, sampler: ContainerSampler, prefix: str, role: str = "sidecar") -> None:
+        self.sampler, self.prefix, self.role, self.seen = sampler, prefix, role, set[str]()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -134,7 +140,7 @@ class SidecarWatch:
         client = engine.engine()
         while not self._stop.wait(0.1):
             try:
-                found = client.containers.list(filters={"label": f"{ROLE_LABEL}=sidecar"})
+                found = client.containers.list(filters={"label": f"{ROLE_LABEL}={self.role}"})
             except NotFound:  # one ended between the engine's list and its inspect: look again
                 continue
             for container in found:
@@ -148,36 +154,47 @@ class SidecarWatch:
         self._thread.join(5)
 
 
-def history(client: SchedulerClient, job_id: str) -> list[int]:
-    return [int(r["step"]) for r in client.metrics_history(job_id) if "val_loss" in r.get("values", {})]
+def history(client: SchedulerClient, job_id: str) -> list[dict[str, float]]:
+    """The objective's records: each step's logged values, the step under "step"."""
+    return [
+        {"step": float(r["step"]), **r["values"]}
+        for r in client.metrics_history(job_id)
+        if "val_loss" in r.get("values", {})
+    ]
 
 
-def run_sweep(client: SchedulerClient, folder: Path, text: str, label: str, image: str, pid: int) -> RealRun:
-    (folder / "search.yml").write_text(text)
-    archive = folder / "model.zip"
-    sampler = ContainerSampler()
-    engine_meter, scheduler_meter = EngineMeter(idle_s=3.0), ProcessMeter(pid)
+def run_sweep(lab: Cluster, text: str, label: str, model: Path, seconds_metric: str = "") -> RealRun:
+    """Submit one sweep of ``model`` (a zip) with the manifest in ``lab.root`` and measure it until done."""
+    (lab.root / "search.yml").write_text(text)
+    sidecars, learners = ContainerSampler(), ContainerSampler()
+    engine_meter, scheduler_meter = EngineMeter(idle_s=3.0), ProcessMeter(lab.pid)
     started = time.monotonic()
-    view = client.submit_sweep(text, (folder / "manifest.yml").read_text(), image=image, model=archive)
-    watch = SidecarWatch(sampler, view.sweep_id)
+    view = lab.client.submit_sweep(text, (lab.root / "manifest.yml").read_text(), image=lab.image, model=model)
+    watches = [SidecarWatch(sidecars, view.sweep_id), SidecarWatch(learners, view.sweep_id, "learner")]
     try:
         while view.status != "done":
             time.sleep(0.5)
-            view = client.get_sweep(view.sweep_id)
+            view = lab.client.get_sweep(view.sweep_id)
         wall = time.monotonic() - started
-        sampler.settle(30)
+        sidecars.settle(30)
+        learners.settle(30)
     finally:
-        watch.close()
-        sampler.close()
+        for watch in watches:
+            watch.close()
+        sidecars.close()
+        learners.close()
     engine_spent, engine_idle = engine_meter.spent()
     steps = recomputed = 0
+    trained_s = 0.0
     for trial in view.trials:
-        seen = history(client, trial.job_id)
+        records = history(lab.client, trial.job_id)
+        seen = [r["step"] for r in records]
         steps += len(seen)
         recomputed += len(seen) - len(set(seen))
+        trained_s += sum(r.get(seconds_metric, 0.0) for r in records)
     # A trial's start, then a promotion for each rung it finished before its last.
     attempts = len(view.trials) + sum(len(t.results) - 1 for t in view.trials if t.results)
-    sidecar_cpu = sum(cost.cpu_s for cost in sampler.costs.values())
+    sidecar_cpu = sum(cost.cpu_s for cost in sidecars.costs.values())
     return RealRun(
         label,
         view,
@@ -188,18 +205,30 @@ def run_sweep(client: SchedulerClient, folder: Path, text: str, label: str, imag
         sidecar_cpu,
         scheduler_meter.cpu_s(),
         max(0.0, engine_spent - engine_idle),
+        sum(cost.cpu_s for cost in learners.costs.values()),
+        trained_s,
     )
 
 
-def real_comparison(
-    trials: int, concurrency: int, seed: int, rungs: tuple[int, int], step_s: float = STEP_S
-) -> list[RealRun]:
+@dataclass(frozen=True)
+class Cluster:
+    """A scheduler serving the bench tenant, with etcd and SeaweedFS of its own."""
+
+    client: SchedulerClient
+    s3: SeaweedServer
+    root: Path
+    image: str
+    pid: int
+
+
+@contextmanager
+def cluster() -> Iterator[Cluster]:
+    """Build (or find) the PyTorch CPU learner and sidecar images and serve a scheduler until the block ends."""
     inputs = resolve_build_inputs(BuildOptions(), pip_config()).inputs  # as `learnerkit image build`: the host's pip
     sidecar = build_sidecar(REPO, inputs, lambda _: None)
     [spec] = [i for i in load_matrix(REPO).images if i.framework.name == "pytorch" and i.variant.accelerator == "cpu"]
     built = build_image(REPO, spec, inputs, lambda _: None)
     image = built.immutable_reference or built.reference
-    runs: list[RealRun] = []
     with tempfile.TemporaryDirectory(prefix="lk-sweep-bench-") as tmp:
         root = Path(tmp)
         etcd, s3 = EtcdServer("/usr/bin/etcd", root / "etcd" / "data"), SeaweedServer(root / "s3")
@@ -212,23 +241,31 @@ def real_comparison(
             objects = s3.client()
             for bucket in ("bench-data", "bench-results"):
                 objects.create_bucket(Bucket=bucket)
-            objects.put_object(Bucket="bench-data", Key="empty", Body=b"")
-            (root / "manifest.yml").write_text(manifest(s3))
-            with zipfile.ZipFile(root / "model.zip", "w") as out:
-                out.writestr("train.py", train_script(step_s))
             os.environ["LEARNERKIT_IMAGE_ALLOWLIST"] = image  # this tree's image by its content tag, untested here
             child, url = serve(etcd, s3, sidecar.immutable_reference or sidecar.reference, tokens)
             client = SchedulerClient(url, token, timeout_s=120)
             once_served(client.list_sweeps, child, 120)
-            for algorithm in ("asha", "random"):
-                text = search(algorithm, trials, concurrency, seed, rungs)
-                runs.append(run_sweep(client, root, text, algorithm, image, child.pid))
+            yield Cluster(client, s3, root, image, child.pid)
         finally:
             if child is not None:
                 child.terminate()
                 child.wait(60)
             etcd.stop()
             s3.stop()
+
+
+def real_comparison(
+    trials: int, concurrency: int, seed: int, rungs: tuple[int, int], step_s: float = STEP_S
+) -> list[RealRun]:
+    runs: list[RealRun] = []
+    with cluster() as lab:
+        lab.s3.client().put_object(Bucket="bench-data", Key="empty", Body=b"")
+        (lab.root / "manifest.yml").write_text(manifest(lab.s3))
+        with zipfile.ZipFile(lab.root / "model.zip", "w") as out:
+            out.writestr("train.py", train_script(step_s))
+        for algorithm in ("asha", "random"):
+            text = search(algorithm, trials, concurrency, seed, rungs)
+            runs.append(run_sweep(lab, text, algorithm, lab.root / "model.zip"))
     return runs
 
 

@@ -14,15 +14,24 @@ With --real (bench/sweeprun.py): ASHA and random search with full training on th
 learner containers with the real sidecar, under `learnerkit scheduler serve`: best results, steps trained
 and recomputed (from the metric histories), wall time, and the platform's CPU-seconds (sidecars, scheduler,
 engine) per trial start or promotion. Needs etcd and the PyTorch and sidecar images (built if missing).
-Not here yet (docs/sweeps.md): the PyTorch network on scikit-learn's digits.
+
+With --arrival (bench/sweeparrival.py): the arrival-order case with ASHA in containers, the stop-only rule on the
+first-rung durations measured there.
+
+With --digits (bench/sweepdigits.py): a real training problem, a small PyTorch network on scikit-learn's digits
+(written to CSV in the robustness image and uploaded to the dev object store), ASHA against successive halving
+from scratch and random search with full training, in the same learner containers under the same scheduler.
 
 Usage: python bench/sweeps.py [--trials N] [--seed S] [--speed-trials N] [--real [--real-trials N]]
+       [--arrival] [--digits [--digits-trials N] [--digits-rungs MIN,MAX] [--digits-widths W,W,W]]
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
+import sys
 import time
 
 from sweepcurves import synthetic_loss
@@ -125,7 +134,13 @@ def main() -> None:
     parser.add_argument("--real-trials", type=int, default=9)
     parser.add_argument("--real-rungs", default="1,9", help="the real runs' budget min,max in steps")
     parser.add_argument("--real-step-s", type=float, default=0.05, help="the real learner's seconds per step")
+    parser.add_argument("--arrival", action="store_true", help="the arrival-order case in containers")
+    parser.add_argument("--digits", action="store_true", help="also the digits network (bench/sweepdigits.py)")
+    parser.add_argument("--digits-trials", type=int, default=9)
+    parser.add_argument("--digits-rungs", default="3,27", help="the digits runs' budget min,max in epochs")
+    parser.add_argument("--digits-widths", default="16,32,64", help="the digits network's hidden widths to choose from")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its servers and containers
     comparison(args.trials, args.seed, args.concurrency)
     arrival_order()
     decision_speed(args.speed_trials, args.seed)
@@ -135,6 +150,18 @@ def main() -> None:
         low, high = (int(n) for n in args.real_rungs.split(","))
         runs = real_comparison(args.real_trials, args.concurrency, args.seed, (low, high), args.real_step_s)
         report(runs, args.real_step_s)
+
+    if args.arrival:
+        from sweeparrival import arrival_in_containers  # the engine, etcd, the images
+
+        arrival_in_containers()
+    if args.digits:
+        from sweepdigits import digits_comparison, digits_report  # the engine, etcd, the images
+
+        low, high = (int(n) for n in args.digits_rungs.split(","))
+        widths = tuple(int(n) for n in args.digits_widths.split(","))
+        digits = digits_comparison(args.digits_trials, args.concurrency, args.seed, (low, high), widths)
+        digits_report(digits)
 
 
 if __name__ == "__main__":

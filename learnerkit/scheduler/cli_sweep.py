@@ -151,7 +151,8 @@ def status(sweep_id: str, client: SchedulerClient, output: str) -> None:
         console.print(
             f"sweep [bold]{escape(view.sweep_id)}[/]: {escape(view.status)} {escape(view.reason)}; "
             f"{view.algorithm}, {view.goal} {escape(view.metric)}; {len(view.trials)} of {view.trials_total} "
-            f"trials started; checkpoints removed: {view.freed_bytes} bytes",
+            f"trials started; checkpoints removed: {view.freed_bytes} bytes from the object store, none from disk"
+            " (a paused trial's job volume goes with its learner pair when it pauses)",
             highlight=False,
         )
         console.print(rungs_table(view))

@@ -24,6 +24,14 @@ class LearnerView:
 
 
 @dataclass(frozen=True)
+class SweepOfJob:
+    """The sweep a trial job belongs to, and its trial's index."""
+
+    sweep_id: str
+    trial: int
+
+
+@dataclass(frozen=True)
 class AttemptView:
     """One deploy of the job (`learnerkit.scheduler.jobs.attempts`)."""
 
@@ -98,6 +106,8 @@ class JobView:
     """The latest round of evaluations of the job's model (``job status`` only; empty elsewhere)."""
     attempts: tuple[AttemptView, ...] = ()
     """Each deploy of the job, oldest first."""
+    sweep: SweepOfJob | None = None
+    """The sweep and trial a trial job runs (docs/sweeps.md); None for a job submitted on its own."""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from learnerkit.scheduler.facade import (
     LearnerView,
     LogChunk,
     StoredFile,
+    SweepOfJob,
     SweepView,
 )
 
@@ -433,6 +434,7 @@ def job_view(data: Mapping[str, Any]) -> JobView:
             results=str(data.get("results", "")),
             evaluations=tuple(_evaluation_view(item) for item in data.get("evaluations", ())),
             attempts=attempts,
+            sweep=SweepOfJob(str(sweep["sweep_id"]), int(sweep["trial"])) if (sweep := data.get("sweep")) else None,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SchedulerError(f"the scheduler sent a job this client cannot read ({type(e).__name__}: {e})") from e

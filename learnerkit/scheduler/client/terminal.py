@@ -103,6 +103,8 @@ def job_details(job: JobView) -> RenderableType:
     summary.add_row("submitted", escape(job.submitted_at))
     if job.updated_at:
         summary.add_row("updated", escape(job.updated_at))
+    if job.sweep is not None:
+        summary.add_row("sweep", f"{escape(job.sweep.sweep_id)}, trial {job.sweep.trial}")
     if job.restarts:
         summary.add_row("restarts", str(job.restarts))
     if job.results:

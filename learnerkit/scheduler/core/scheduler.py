@@ -115,11 +115,17 @@ class Scheduler:
         return job_view(tracked)
 
     async def _sweep_options(
-        self, tenant: str, manifest: JobManifest, sweep_id: str, model: AsyncIterator[bytes] | None, image: str | None
+        self,
+        tenant: str,
+        manifest: JobManifest,
+        source: str,
+        sweep_id: str,
+        model: AsyncIterator[bytes] | None,
+        image: str | None,
     ) -> SubmitOptions:
         """A sweep's trials are checked as one job submit is, and share its model code, stored once."""
         shared = self.shared
-        check_submission(manifest, tenant, shared.options.submit_policy, "manifest")
+        check_submission(manifest, tenant, shared.options.submit_policy, source)
         await asyncio.to_thread(shared.options.resolve_image, manifest)
         endpoints = endpoints_for(manifest, shared.options.platform)
         options = SubmitOptions(image=image, results_bucket=shared.options.submit_policy.defaults.results_bucket)

@@ -50,6 +50,7 @@ from learnerkit.scheduler.sweeps.store import (
     SweepStore,
 )
 from learnerkit.scheduler.sweeps.sweepcheck import sweep_problems
+from learnerkit.scheduler.sweeps.trialids import SWEEP_ID_PREFIX, trial_job_id, trial_of
 
 LOGGER = logging.getLogger(__name__)
 BUDGET_ENV = "LEARNER_BUDGET"
@@ -83,7 +84,7 @@ class ActiveSweep:
         return self.record.sweep_id
 
     def job_id(self, index: int) -> str:
-        return f"{self.sweep_id}-t{index:04d}"
+        return trial_job_id(self.sweep_id, index)
 
 
 def plan_of(spec: SweepSpec) -> Plan:
@@ -125,11 +126,11 @@ class SweepDriver:
 
     def trial_env(self, job_id: str) -> Mapping[str, str]:
         """A trial job's parameters and budget as learner variables; {} for other jobs."""
-        sweep_id, _, index = job_id.rpartition("-t")
-        sweep = self.sweeps.get(sweep_id)
-        if sweep is None or not index.isdigit() or int(index) not in sweep.trials:
+        of = trial_of(job_id)
+        sweep = self.sweeps.get(of.sweep_id) if of is not None else None
+        if of is None or sweep is None or of.trial not in sweep.trials:
             return {}
-        trial = sweep.trials[int(index)]
+        trial = sweep.trials[of.trial]
         env = {name: _env_text(value) for name, value in trial.parameters.items()}
         env[BUDGET_ENV] = str(sweep.spec.rungs[trial.record.target])
         env[UNIT_ENV] = sweep.spec.budget.unit.value
@@ -154,7 +155,7 @@ class SweepDriver:
         problems = sweep_problems(spec, manifest, Path(search_source))
         if problems:
             raise SearchFileError(problems)
-        sweep_id = f"sweep-{uuid.uuid4().hex[:8]}"
+        sweep_id = f"{SWEEP_ID_PREFIX}{uuid.uuid4().hex[:8]}"
         options = await store_model(manifest, sweep_id)
         record = SweepSpecRecord(
             sweep_id,
@@ -190,7 +191,11 @@ class SweepDriver:
         options = SubmitOptions.from_raw(record.submission)
         # With the submit's --image: the trials started after a restart run the image the first ones ran.
         manifest = await self.parse(record.manifest_text, record.manifest_source, record.tenant, options.image)
-        return active_sweep(record, spec, manifest, options, stored.state, stored.trials)
+        if record.credentials_deleted:
+            manifest = manifest.without_credentials()
+        sweep = active_sweep(record, spec, manifest, options, stored.state, stored.trials)
+        await self._ended(sweep)  # ended before its credentials were deleted (a crash between the two writes)
+        return sweep
 
     # -- the loop's step ---------------------------------------------------------------------------------
 
@@ -254,8 +259,15 @@ class SweepDriver:
             state = replace(state, status=SweepStatus.DONE, reason="every trial settled")
         sweep.state = await self.store.record(sweep.sweep_id, state, decisions, list(changed.values()))
         sweep.trials.update(changed)
+        await self._ended(sweep)
         for decision in decisions:
             LOGGER.info("sweep %s: trial %d %s: %s", sweep.sweep_id, decision.trial, decision.action, decision.reason)
+
+    async def _ended(self, sweep: ActiveSweep) -> None:
+        """An ended sweep's record loses its credentials in etcd, as an ended job's; the sweep in memory keeps
+        its parsed manifest for reads (its trials' histories and results) until the scheduler restarts."""
+        if sweep.state.status.terminal and not sweep.record.credentials_deleted:
+            sweep.record = await self.store.delete_credentials(sweep.record)
 
     async def _finish_actions(self, sweep: ActiveSweep) -> None:
         """Make the jobs what the stored records say: create a started trial's job, resume a promoted one."""
@@ -383,6 +395,7 @@ class SweepDriver:
         async with self._lock:
             new_state = replace(sweep.state, status=status, reason=reason)
             sweep.state = await self.store.record(sweep.sweep_id, new_state, [], [])
+            await self._ended(sweep)
         self.shared.wake.set()
 
     async def resume(self, sweep: ActiveSweep) -> None:

@@ -15,8 +15,8 @@ from learnerkit.scheduler.sweeps.store import SweepStatus
 
 JobVerb = Callable[[str, str], Awaitable[JobView]]
 """(tenant, job_id) -> the job after the verb: the scheduler's `halt` or `cancel`."""
-ModelStorer = Callable[[str, JobManifest, str, AsyncIterator[bytes] | None, str | None], Awaitable[SubmitOptions]]
-"""(tenant, manifest, sweep id, model stream, image) -> the options every trial runs with, after the checks a
+ModelStorer = Callable[[str, JobManifest, str, str, AsyncIterator[bytes] | None, str | None], Awaitable[SubmitOptions]]
+"""(tenant, manifest, its file, sweep id, model stream, image) -> the options every trial runs with, after the checks a
 job submit makes (the tenant's policy, the image gate, the results store)."""
 
 
@@ -39,7 +39,7 @@ class SweepVerbs:
         model: AsyncIterator[bytes] | None,
     ) -> SweepView:
         async def store(manifest: JobManifest, sweep_id: str) -> SubmitOptions:
-            return await self.store_model(tenant, manifest, sweep_id, model, image)
+            return await self.store_model(tenant, manifest, manifest_source, sweep_id, model, image)
 
         sweep = await self.driver.submit(
             tenant, search_text, search_source, manifest_text, manifest_source, image=image, store_model=store

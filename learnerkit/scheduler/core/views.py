@@ -6,9 +6,10 @@ from controller_sidecar.status import Phase
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.evaluations.record import EvaluationRound
-from learnerkit.scheduler.facade import AttemptView, EvaluationView, JobView, LearnerView
+from learnerkit.scheduler.facade import AttemptView, EvaluationView, JobView, LearnerView, SweepOfJob
 from learnerkit.scheduler.jobs.attempts import Attempt
 from learnerkit.scheduler.jobs.layout import outputs_prefix
+from learnerkit.scheduler.sweeps.trialids import trial_of
 
 
 def job_view(tracked: Tracked, evaluated: EvaluationRound | None = None) -> JobView:
@@ -52,6 +53,7 @@ def job_view(tracked: Tracked, evaluated: EvaluationRound | None = None) -> JobV
             for o in (evaluated.outcomes if evaluated else ())
         ),
         attempts=tuple(attempt_view(a) for a in tracked.attempts),
+        sweep=SweepOfJob(of.sweep_id, of.trial) if (of := trial_of(state.job_id)) is not None else None,
     )
 
 

@@ -3,7 +3,8 @@
 Layout, beside the jobs' root (``/learnerkit/sweeps`` for ``/learnerkit/jobs``):
 
 - ``<sweep_id>/spec``: the tenant, the search file and the manifest as submitted (credentials included, as
-  ``/learnerkit/credentials/<job>`` keeps a job's), the submit's options; written once.
+  ``/learnerkit/credentials/<job>`` keeps a job's), the submit's options; written once, and again without the
+  credentials when the sweep ends (done or cancelled; `SweepStore.delete_credentials`).
 - ``<sweep_id>/state``: running, halted, cancelled or done, and the count of decisions taken.
 - ``<sweep_id>/trials/<index>``: each started trial's `TrialRecord`, its job and the attempt its rung began.
 - ``<sweep_id>/decisions/<n>``: every decision in order, with its reason (read by `sweep status`).
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -25,6 +26,7 @@ from controller_sidecar import keys
 from controller_sidecar.errors import TransientError
 from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.scheduler.errors import SchedulerError, StoreUnavailableError
+from learnerkit.scheduler.manifest.redact import redact_credentials
 from learnerkit.scheduler.sweeps.decisions import Action, Decision, TrialRecord, TrialState
 from learnerkit.scheduler.sweeps.space import ParamValue
 
@@ -52,9 +54,13 @@ class SweepSpecRecord:
     manifest_source: str
     submission: Mapping[str, Any] = field(default_factory=dict)
     """The submit's options (`SubmitOptions.to_raw`): the model code every trial runs."""
+    credentials_deleted: bool = False
+    """The manifest's store credentials were redacted when the sweep ended."""
 
     def to_raw(self) -> dict[str, Any]:
+        deleted = {"credentials": "deleted"} if self.credentials_deleted else {}
         return {
+            **deleted,
             "sweep_id": self.sweep_id,
             "tenant": self.tenant,
             "submitted_at": self.submitted_at,
@@ -74,6 +80,7 @@ class SweepSpecRecord:
             manifest_text=str(raw["manifest"]["text"]),
             manifest_source=str(raw["manifest"]["source"]),
             submission=dict(raw.get("submission") or {}),
+            credentials_deleted=raw.get("credentials") == "deleted",
         )
 
 
@@ -182,6 +189,17 @@ class SweepStore:
             return await self.etcd.create_all(f"{prefix}spec", items)
         except TransientError as e:
             raise StoreUnavailableError(f"storing sweep {spec.sweep_id}: etcd does not answer: {e}") from e
+
+    async def delete_credentials(self, spec: SweepSpecRecord) -> SweepSpecRecord:
+        """Keep the sweep's manifest without its stores' credentials: an ended sweep starts no trial again."""
+        redacted = replace(spec, manifest_text=redact_credentials(spec.manifest_text), credentials_deleted=True)
+        try:
+            await self.etcd.put(f"{self._prefix(spec.sweep_id)}spec", json.dumps(redacted.to_raw(), sort_keys=True))
+        except TransientError as e:
+            raise StoreUnavailableError(
+                f"deleting the credentials of sweep {spec.sweep_id}: etcd does not answer: {e}"
+            ) from e
+        return redacted
 
     async def record(
         self, sweep_id: str, state: SweepState, decisions: Sequence[Decision], trials: Sequence[StoredTrial]

@@ -108,6 +108,14 @@ def test_a_sweep_pauses_promotes_from_checkpoints_and_survives_a_restart(
             return any(t.state == "paused" or t.rung > 1 for t in sweep.trials)
 
         wait_until(paused, timeout=300, interval=0.1, message="a trial to finish its first rung")
+
+        def paused_hold_no_disk() -> bool:
+            """A paused trial holds no disk: its job volume goes with its pair, its checkpoint is in the object
+            store (read afresh each time: a promotion deploys the trial again)."""
+            sweep = first.call(first.service.get_sweep("team-a", sweep_id))
+            return all(leftovers(t.job_id) == [] for t in sweep.trials if t.state == "paused")
+
+        wait_until(paused_hold_no_disk, timeout=120, interval=0.2, message="the paused trials' volumes to go")
     finally:
         first.kill()  # mid-sweep: trials may be running, queued or about to be promoted
     second = Harness(etcd_server, service_options)

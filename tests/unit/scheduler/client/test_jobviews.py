@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from learnerkit.scheduler.client.terminal import age, job_details, jobs_table
-from learnerkit.scheduler.facade import AttemptView, JobView, LearnerView
+from learnerkit.scheduler.facade import AttemptView, JobView, LearnerView, SweepOfJob
 
 NOW = datetime(2026, 11, 23, 20, 0, tzinfo=UTC)
 
@@ -79,3 +79,9 @@ def test_the_attempts_cut_nothing(width: int) -> None:
     assert "node-a-very-long-name" in text and "…" not in text
     if width >= 80:  # narrower, the other columns fold onto more lines, never cut
         assert "attempt 1" in text and "1.5s" in text
+
+
+def test_a_trial_job_s_details_name_its_sweep_and_trial() -> None:
+    text = rendered(job_details(replace(job("sweep-3f9a2c1e-t0007"), sweep=SweepOfJob("sweep-3f9a2c1e", 7))), 80)
+    assert "sweep-3f9a2c1e, trial 7" in text
+    assert "sweep " not in rendered(job_details(job()), 80)

@@ -11,6 +11,7 @@ Usage: python bench/base.py [--runs N]
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import subprocess
@@ -45,8 +46,8 @@ def before(scratch: Path) -> str:
     for step in steps:
         subprocess.run(step, check=True, capture_output=True, env=env)
     with (scratch / "rootfs.tar").open("rb") as handle:
-        imported = engine.engine().api.import_image_from_data(handle.read())
-    return str(imported["status"] if isinstance(imported, dict) else imported).strip()
+        said = engine.engine().api.import_image_from_data(handle.read())
+    return str(json.loads(said)["status"])
 
 
 def now(scratch: Path) -> str:

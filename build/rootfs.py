@@ -11,15 +11,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 from learnerkit.common.errors import ToolMissingError
+from learnerkit_build.buildkit import LogSink
 from learnerkit_build.errors import BuildToolError
 from learnerkit_build.lock.cache import cached_path, sha256_file
 from learnerkit_build.lock.model import Lock
 
-LogSink = Callable[[str], None]
 HOOKS = Path("/usr/share/mmdebstrap/hooks")
 """mmdebstrap's own hooks: `file-mirror-automount` makes a file:// repository visible in the chroot, `merged-usr`
 sets up bookworm's merged /usr before any package is installed (the custom variant does not)."""
@@ -50,7 +49,9 @@ def local_repository(lock: Lock, dest: Path) -> str:
             )
         target = dest / deb.filename
         shutil.copyfile(source, target)
-        control = subprocess.run(["dpkg-deb", "--field", str(target)], capture_output=True, text=True, check=True)
+        control = subprocess.run(["dpkg-deb", "--field", str(target)], capture_output=True, text=True, check=False)
+        if control.returncode != 0:
+            raise RootfsError(f"{lock.image}: {deb.filename} is not a readable .deb: {control.stderr.strip()}")
         size = target.stat().st_size
         paragraphs.append(
             f"{control.stdout.rstrip()}\nFilename: ./{deb.filename}\nSize: {size}\nSHA256: {deb.sha256}\n"

@@ -21,7 +21,8 @@ from learnerkit_build.lock.model import Lock
 
 HOOKS = Path("/usr/share/mmdebstrap/hooks")
 """mmdebstrap's own hooks: `file-mirror-automount` makes a file:// repository visible in the chroot, `merged-usr`
-sets up bookworm's merged /usr before any package is installed (the custom variant does not)."""
+sets up bookworm's merged /usr before any package is installed (the custom variant would not, and minbase would
+pull in `usrmerge` and perl where debootstrap's base and the lock have `usr-is-merged`)."""
 HOST_FILES = ("etc/resolv.conf", "etc/hostname")
 """What mmdebstrap copies from the building host (debootstrap's habit); Docker provides both at run time."""
 
@@ -77,8 +78,7 @@ def bootstrap(
     argv = [mmdebstrap_exe(), "--mode=root", f"--variant={variant}", "--format=directory", "--verbose"]
     if include:
         argv.append(f"--include={','.join(include)}")
-    if variant == "custom":
-        argv.append(f"--hook-dir={HOOKS / 'merged-usr'}")
+    argv.append(f"--hook-dir={HOOKS / 'merged-usr'}")
     if any("file://" in line for line in sources):
         argv.append(f"--hook-dir={HOOKS / 'file-mirror-automount'}")
     argv += [suite, str(rootfs), *sources]

@@ -2,8 +2,8 @@
 cache, from two checkouts in different folders (the second under umask 077, with umask-077 modes and another
 time zone), each have one image ID; on a difference the failure says what differs (diffoscope, or a listing).
 
-Cost: two mmdebstrap runs of the base (about 2 minutes on 2 cores), and two cold builds each of the sidecar and
-mxnet:1.9.1-cpu on the existing base (about 4 minutes).
+Cost on 2 shared cores: two mmdebstrap runs of the base, 28 to 86 s with the load; two cold builds each of the
+sidecar and mxnet:1.9.1-cpu on the existing base, 43 and 53 s on a quiet machine, about 4 minutes loaded.
 """
 
 from __future__ import annotations

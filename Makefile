@@ -6,7 +6,7 @@ LEARNERKIT := $(BIN)/learnerkit
 # Builds take their index, find-links and CA bundle from the host's pip configuration, as the plain
 # `learnerkit image build` does: make passes nothing the command would not find by itself.
 
-.PHONY: setup images demo lint typecheck test unit bench gpu-check clean k8s-binaries test-k8s
+.PHONY: setup images demo lint typecheck test unit bench gpu-check clean k8s-binaries test-k8s repro
 
 setup:
 	@scripts/setup.sh
@@ -31,6 +31,11 @@ unit: setup
 
 test: setup lint images
 	$(BIN)/pytest
+
+# Every locked cpu image, the sidecar and the base built twice from scratch, apart, compared by image ID
+# (docs/supply-chain.md); not part of `make test`: about 2 minutes per image on 2 cores, more for large ones.
+repro: setup
+	$(BIN)/python scripts/repro.py
 
 # On a GPU machine, outside containers (docs/gpu.md): PYTHON=/path/to/python make gpu-check
 gpu-check:

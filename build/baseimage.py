@@ -1,12 +1,15 @@
-"""Base images made on this machine: `debootstrap --variant=minbase` imported with `docker import`.
+"""Base images made on this machine by mmdebstrap, from the base's committed lock, loaded with a canonical config.
 
-No registry can be pulled from, so the root of every learner image is made here. A base is cached by
-the hash of its recipe (suite, mirror, components, debootstrap version): the hash is part of its tag.
-Pending security updates are applied at creation; `--rebuild` makes a fresh one from the same recipe.
+No registry can be pulled from, so the root of every learner image is made here. A base is cached by the hash
+of its recipe (suite, mirrors, variant, slimming, the lock's bytes, mmdebstrap's version): the hash is part of
+its tag. With a lock (`learner_base/lock/<name>.json`) the base holds exactly the lock's packages and two
+builds anywhere give one image ID; without one it is made from the mirrors as they are (then lock it:
+`learnerkit image lock --base`). `--rebuild` makes it again from the same recipe.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -14,25 +17,28 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
-import docker.errors
-import requests
-
 from learnerkit.common import engine
-from learnerkit.common.errors import ConfigError, ToolMissingError
+from learnerkit.common.errors import ConfigError
+from learnerkit.common.project import find_project_root
 from learnerkit_build.buildkit import LogSink
 from learnerkit_build.errors import BuildToolError
+from learnerkit_build.lock.compute import base_lock_path
+from learnerkit_build.lock.hostapt import ARCHIVE_KEYRING, fetch_debs
+from learnerkit_build.lock.model import read_lock
+from learnerkit_build.render import SOURCE_DATE_EPOCH as EPOCH
+from learnerkit_build.reproducible import layer_archive, load_archive
+from learnerkit_build.rootfs import bootstrap, local_repository, pack
 
 BASE_REPOSITORY = "learnerkit/base"
-RECIPE_SCHEME = "learnerkit-base/2"
+RECIPE_SCHEME = "learnerkit-base/3"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 
 
 class BaseImageError(BuildToolError):
-    """debootstrap or the import of its result failed."""
+    """The base could not be made (not root)."""
 
 
 @dataclass(frozen=True)
@@ -44,18 +50,23 @@ class BaseRecipe:
     mirror: str = DEFAULT_MIRROR
     security_mirror: str = DEFAULT_SECURITY_MIRROR
     variant: str = "minbase"
+    """mmdebstrap's variant for a base made without a lock."""
     slim: bool = True
     """Drop docs (copyright files kept), man pages and translations, now and for every later install."""
+    lock_file: Path | None = None
+    """The committed lock the base is made from (its bytes are in the recipe hash, not its path)."""
 
 
 BASES = {"debian-bookworm": BaseRecipe(name="debian-bookworm", suite="bookworm", python="3.11")}
 
 
-def recipe_for(name: str) -> BaseRecipe:
-    """The recipe of a local base, with mirrors from $LEARNERKIT_DEBIAN_MIRROR / _SECURITY_MIRROR."""
+def recipe_for(name: str, root: Path | None = None) -> BaseRecipe:
+    """The recipe of a local base, with mirrors from $LEARNERKIT_DEBIAN_MIRROR / _SECURITY_MIRROR and the
+    lock committed in the project at `root` (found from the current folder when None)."""
     if name not in BASES:
         raise ConfigError(f"unknown local base {name!r}; valid: {', '.join(sorted(BASES))}")
     recipe = BASES[name]
+    lock = base_lock_path(find_project_root(root), name)
     return BaseRecipe(
         name=recipe.name,
         suite=recipe.suite,
@@ -64,16 +75,15 @@ def recipe_for(name: str) -> BaseRecipe:
         security_mirror=os.environ.get("LEARNERKIT_DEBIAN_SECURITY_MIRROR", recipe.security_mirror),
         variant=recipe.variant,
         slim=recipe.slim,
+        lock_file=lock if lock.is_file() else None,
     )
 
 
-def debootstrap_version() -> str:
+@functools.cache
+def mmdebstrap_version() -> str:
     try:
         out = subprocess.run(
-            ["dpkg-query", "-W", "-f", "${Version}", "debootstrap"],
-            capture_output=True,
-            text=True,
-            check=False,
+            ["dpkg-query", "-W", "-f", "${Version}", "mmdebstrap"], capture_output=True, text=True, check=False
         )
     except FileNotFoundError:
         return "unknown"
@@ -81,8 +91,11 @@ def debootstrap_version() -> str:
 
 
 def recipe_hash(recipe: BaseRecipe) -> str:
+    fields = asdict(recipe)
+    fields.pop("lock_file")
+    lock = hashlib.sha256(recipe.lock_file.read_bytes()).hexdigest() if recipe.lock_file else None
     payload = json.dumps(
-        {"scheme": RECIPE_SCHEME, **asdict(recipe), "debootstrap": debootstrap_version()}, sort_keys=True
+        {"scheme": RECIPE_SCHEME, **fields, "lock": lock, "mmdebstrap": mmdebstrap_version()}, sort_keys=True
     )
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -103,58 +116,90 @@ def ensure_base(recipe: BaseRecipe, on_line: LogSink, *, rebuild: bool = False) 
 
 
 def _make_base(recipe: BaseRecipe, reference: str, on_line: LogSink) -> str:
-    exe = shutil.which("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
-    if exe is None:
-        raise ToolMissingError("debootstrap is not installed (Debian package `debootstrap`; `make setup` installs it)")
-    if os.geteuid() != 0:
-        raise BaseImageError(f"making base {recipe.name} runs debootstrap, which needs root: run as root or via sudo")
     with tempfile.TemporaryDirectory(prefix=f"learnerkit-{recipe.name}-") as scratch:
-        rootfs = Path(scratch) / "rootfs"
-        _run(
-            [exe, f"--variant={recipe.variant}", recipe.suite, str(rootfs), recipe.mirror],
-            on_line,
-            "debootstrap",
-        )
-        _write_sources(rootfs, recipe)
-        _run(["chroot", str(rootfs), "apt-get", "update"], on_line, "apt-get update (in the new base)")
-        _run(
-            ["chroot", str(rootfs), "apt-get", "-y", "-o", "Dpkg::Options::=--force-confold", "upgrade"],
-            on_line,
-            "apt-get upgrade (security and point-release updates)",
-            env={"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
-        )
-        packages = _package_list(rootfs)
-        if recipe.slim:
-            _slim(rootfs)
-        _clean(rootfs)
-        tarball = Path(scratch) / "rootfs.tar"
-        _run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."], on_line, "tar")
-        labels = {
-            "io.learnerkit.base.name": recipe.name,
-            "io.learnerkit.base.suite": recipe.suite,
-            "io.learnerkit.base.mirror": recipe.mirror,
-            "io.learnerkit.base.security-mirror": recipe.security_mirror,
-            "io.learnerkit.base.debootstrap": debootstrap_version(),
-            "io.learnerkit.base.recipe-hash": recipe_hash(recipe),
-            "io.learnerkit.base.packages": packages,
-            "org.opencontainers.image.created": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-        on_line(f"importing {tarball.stat().st_size / 1e6:.0f} MB as {reference}")
-        changes = [f"LABEL {json.dumps(k)}={json.dumps(v)}" for k, v in labels.items()]
-        changes += [
-            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            'CMD ["/bin/bash"]',
-        ]
-        repository, tag = reference.split(":", 1)
-        try:
-            engine.engine().api.import_image_from_file(str(tarball), repository=repository, tag=tag, changes=changes)
-        except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as e:
-            raise BaseImageError(f"docker import of {reference} failed: {e}") from e
-    image = engine.image_id(reference)
-    if image is None:
-        raise BaseImageError(f"docker import reported success but {reference} is missing")
+        archive, image = base_archive(recipe, Path(scratch), on_line)
+        on_line(f"loading {archive.stat().st_size / 1e6:.0f} MB as {reference} ({image})")
+        load_archive(archive, image)
+    repository, tag = reference.split(":", 1)
+    engine.tag_image(image, repository, tag)
     engine.tag_image(image, BASE_REPOSITORY, recipe.name)
     return image
+
+
+def base_archive(recipe: BaseRecipe, scratch: Path, on_line: LogSink) -> tuple[Path, str]:
+    """Make the base in the empty folder `scratch`: its `docker load` archive there, and its image ID.
+
+    From the committed lock: exactly the lock's .debs (fetched once into the lock cache), bootstrapped with
+    mmdebstrap's custom variant; without a lock, mmdebstrap's `variant` from the mirrors. Either way with
+    SOURCE_DATE_EPOCH, the same cleaning, a tarball sorted by name and a canonical config, so the same lock
+    gives the same image ID in any folder, clock, time zone or umask."""
+    if os.geteuid() != 0:
+        raise BaseImageError(f"making base {recipe.name} runs mmdebstrap in root mode: run as root or via sudo")
+    rootfs = scratch / "rootfs"
+    rootfs.mkdir(mode=0o755)
+    rootfs.chmod(0o755)
+    if recipe.lock_file is not None:
+        lock = read_lock(recipe.lock_file)
+        fetch_debs(list(lock.debian), source_lines(recipe))
+        on_line(f"bootstrapping {len(lock.debian)} locked packages of {recipe.lock_file.name}")
+        repository = local_repository(lock, scratch / "repository")
+        include = sorted(deb.package for deb in lock.debian)
+        bootstrap(
+            recipe.suite, rootfs, sources=[repository], variant="custom", include=include, epoch=EPOCH, on_line=on_line
+        )
+    else:
+        sources = source_lines(recipe)
+        bootstrap(
+            recipe.suite, rootfs, sources=sources, variant=recipe.variant, include=[], epoch=EPOCH, on_line=on_line
+        )
+    _write_sources(rootfs, recipe)
+    packages = _package_list(rootfs)
+    if recipe.slim:
+        _slim(rootfs)
+    _clean(rootfs)
+    tarball = scratch / "rootfs.tar"
+    pack(rootfs, tarball, on_line)
+    labels = {
+        "io.learnerkit.base.name": recipe.name,
+        "io.learnerkit.base.suite": recipe.suite,
+        "io.learnerkit.base.mirror": recipe.mirror,
+        "io.learnerkit.base.security-mirror": recipe.security_mirror,
+        "io.learnerkit.base.mmdebstrap": mmdebstrap_version(),
+        "io.learnerkit.base.recipe-hash": recipe_hash(recipe),
+        "io.learnerkit.base.packages": packages,
+        "org.opencontainers.image.created": "",
+    }
+    made_by = f"--variant=custom from {recipe.lock_file.name}" if recipe.lock_file else f"--variant={recipe.variant}"
+    config = {
+        "architecture": _architecture(),
+        "os": "linux",
+        "config": {
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "Cmd": ["/bin/bash"],
+            "Labels": labels,
+        },
+        "history": [{"created_by": f"learnerkit base {recipe.name}: mmdebstrap {made_by}"}],
+    }
+    archive = scratch / "image.tar"
+    image = layer_archive(tarball, archive, config, EPOCH)
+    tarball.unlink()
+    return archive, image
+
+
+def source_lines(recipe: BaseRecipe) -> list[str]:
+    """One-line apt sources of the recipe's mirrors: the suite, its updates and its security updates."""
+    keyring = f"[signed-by={ARCHIVE_KEYRING}]"
+    return [
+        f"deb {keyring} {recipe.mirror} {recipe.suite} main",
+        f"deb {keyring} {recipe.mirror} {recipe.suite}-updates main",
+        f"deb {keyring} {recipe.security_mirror} {recipe.suite}-security main",
+    ]
+
+
+def _architecture() -> str:
+    """The Docker architecture name of the packages mmdebstrap installs (the host's native one)."""
+    native = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True, check=True).stdout.strip()
+    return {"i386": "386", "armhf": "arm", "ppc64el": "ppc64le"}.get(native, native)
 
 
 def _write_sources(rootfs: Path, recipe: BaseRecipe) -> None:
@@ -165,7 +210,7 @@ def _write_sources(rootfs: Path, recipe: BaseRecipe) -> None:
         "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
     )
     (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
-    (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(sources, encoding="utf-8")
+    _write(rootfs / "etc/apt/sources.list.d/debian.sources", sources, 0o644)
 
 
 def _package_list(rootfs: Path) -> str:
@@ -190,7 +235,7 @@ path-exclude /usr/share/lintian/*
 
 
 def _slim(rootfs: Path) -> None:
-    (rootfs / "etc/dpkg/dpkg.cfg.d/learnerkit-slim").write_text(SLIM_DPKG_CONFIG, encoding="utf-8")
+    _write(rootfs / "etc/dpkg/dpkg.cfg.d/learnerkit-slim", SLIM_DPKG_CONFIG, 0o644)
     for folder in ("usr/share/man", "usr/share/info", "usr/share/locale", "usr/share/lintian"):
         for path in (rootfs / folder).glob("*"):
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
@@ -205,6 +250,8 @@ def _clean(rootfs: Path) -> None:
         "var/lib/apt/lists/*",
         "var/cache/apt/*.bin",
         "var/cache/apt/archives/*.deb",
+        # owned by _apt, or by root where apt could not drop to _apt (a scratch folder _apt cannot read)
+        "var/cache/apt/archives/partial",
         "var/log/*.log",
         "var/log/apt/*",
         "tmp/*",
@@ -213,21 +260,12 @@ def _clean(rootfs: Path) -> None:
         for path in rootfs.glob(pattern):
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
-            elif path.name != "partial":
+            else:
                 path.unlink()
-    (rootfs / "etc/machine-id").write_text("", encoding="utf-8")
+    _write(rootfs / "etc/machine-id", "", 0o444)
 
 
-def _run(argv: list[str], on_line: LogSink, what: str, env: dict[str, str] | None = None) -> None:
-    on_line(f"$ {' '.join(argv)}")
-    with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env
-    ) as proc:
-        lines = []
-        for raw in proc.stdout or []:
-            line = raw.rstrip("\n")
-            lines.append(line)
-            on_line(line)
-    if proc.returncode != 0:
-        tail = "\n".join(lines[-30:])
-        raise BaseImageError(f"{what} failed with exit code {proc.returncode}:\n{tail}")
+def _write(path: Path, text: str, mode: int) -> None:
+    """Write `text` with `mode` whatever the umask (the base's bytes must not depend on it)."""
+    path.write_text(text, encoding="utf-8")
+    path.chmod(mode)

@@ -117,7 +117,7 @@ def prune_command(
 @output_option
 @handles_errors
 def base_command(rebuild: bool, output: str) -> None:
-    """Make the local base images (debootstrap + docker import), cached by recipe."""
+    """Make the local base images (mmdebstrap from the base lock), cached by recipe."""
     results = []
     with BuildProgress(enabled=output != "json") as progress:
         for name in sorted(BASES):

@@ -30,7 +30,7 @@ BASE_ANNOTATIONS = {
     "suite": "io.learnerkit.base.suite",
     "mirror": "io.learnerkit.base.mirror",
     "securityMirror": "io.learnerkit.base.security-mirror",
-    "debootstrap": "io.learnerkit.base.debootstrap",
+    "mmdebstrap": "io.learnerkit.base.mmdebstrap",
     "recipeHash": "io.learnerkit.base.recipe-hash",
 }
 

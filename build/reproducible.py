@@ -44,14 +44,40 @@ def normalise_image(image: str, epoch: int) -> str:
         saved, rewritten = Path(scratch) / "saved.tar", Path(scratch) / "normalised.tar"
         engine.save_image(image, saved)
         new_id = rewrite_archive(saved, rewritten, epoch)
-        try:
-            with rewritten.open("rb") as handle:
-                engine.engine().images.load(handle)
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
-            raise ReproducibleError(f"loading the normalised {image}: {e}") from e
-    if engine.image_id(new_id) != new_id:
-        raise ReproducibleError(f"the engine did not load the normalised {image} as {new_id}")
+        load_archive(rewritten, new_id)
     return new_id
+
+
+def load_archive(archive: Path, image_id: str) -> None:
+    """`docker load` a rewritten archive, checking the engine holds it as `image_id` afterwards."""
+    try:
+        with archive.open("rb") as handle:
+            engine.engine().images.load(handle)
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
+        raise ReproducibleError(f"loading {archive.name} ({image_id}): {e}") from e
+    if engine.image_id(image_id) != image_id:
+        raise ReproducibleError(f"the engine did not load {archive.name} as {image_id}")
+
+
+def layer_archive(layer_tar: Path, dest: Path, config: dict[str, Any], epoch: int) -> str:
+    """A `docker load` archive at `dest` of one layer (times clamped) under `config` made canonical: an image
+    made without the engine (the base), so no import time or engine default reaches it; returns its ID."""
+    with (
+        tarfile.open(dest, "w", format=tarfile.PAX_FORMAT) as out,
+        layer_tar.open("rb") as source,
+        tempfile.TemporaryFile() as layer,
+    ):
+        digest = clamp_layer(source, layer, epoch)
+        layer.seek(0, io.SEEK_END)
+        size = layer.tell()
+        layer.seek(0)
+        _add(out, "000/layer.tar", layer, size)
+        raw = canonical_config(config, [f"sha256:{digest}"], epoch)
+        image_id = hashlib.sha256(raw).hexdigest()
+        _add(out, f"{image_id}.json", io.BytesIO(raw), len(raw))
+        listing = json.dumps([{"Config": f"{image_id}.json", "RepoTags": None, "Layers": ["000/layer.tar"]}]).encode()
+        _add(out, "manifest.json", io.BytesIO(listing), len(listing))
+    return f"sha256:{image_id}"
 
 
 def rewrite_archive(saved: Path, dest: Path, epoch: int) -> str:

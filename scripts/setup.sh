@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 
 # Debian packages on the host, and why:
 #   docker.io    the engine, and a docker CLI with BuildKit (build secrets and RUN mounts)
-#   debootstrap  makes the Debian base image here (no registry can be pulled from)
+#   mmdebstrap   makes the Debian base image here (no registry can be pulled from) from its lock, bit for bit
+#                the same on any machine given SOURCE_DATE_EPOCH (debootstrap cannot be made reproducible)
+#   diffoscope-minimal  says what differs when two builds of one image differ (the reproducibility tests)
 #   iptables     dockerd's networking
 #   etcd-server  the job store and the sidecars' status (tests start their own members on free ports)
 #   docker-registry  the registry publish tests push to (tests start their own on a free 127.0.0.1 port)
@@ -16,7 +18,7 @@ cd "$(dirname "$0")/.."
 #   e2fsprogs, util-linux  mkfs.ext4, tune2fs, debugfs and losetup: the Docker backend's /job sized to a job's
 #                storage (learnerkit/pair/jobdisk.py)
 #   git, make, ca-certificates, tar  the build itself
-APT_PACKAGES=(docker.io debootstrap iptables etcd-server docker-registry gpgv debian-archive-keyring prometheus
+APT_PACKAGES=(docker.io mmdebstrap diffoscope-minimal iptables etcd-server docker-registry gpgv debian-archive-keyring prometheus
               e2fsprogs util-linux git make ca-certificates tar)
 STATE_DIR=.learnerkit
 LOG_DIR="$STATE_DIR/logs"

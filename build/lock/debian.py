@@ -83,11 +83,16 @@ def download_debs(base_ref: str, debs: list[LockedDeb]) -> None:
         _in_base(base_ref, _DOWNLOAD, [f"{d.package}={d.version}" for d in debs], out)
         by_name = {d.filename: d for d in debs}
         for path in sorted((out / "debs").iterdir()):
-            # apt names a download NAME_VERSION_ARCH.deb with the epoch's colon escaped; the pool name has none.
-            deb = by_name.get(re.sub(r"_\d+%3a", "_", path.name))
+            deb = by_name.get(pool_name(path.name))
             if deb is None:
                 raise LockError(f"apt downloaded {path.name}, which the lock does not name")
             admit(path, deb.sha256)
+
+
+def pool_name(downloaded: str) -> str:
+    """The pool file name of a .deb apt downloaded: apt names it NAME_VERSION_ARCH.deb with the epoch's colon
+    escaped, the pool name has no epoch."""
+    return re.sub(r"_\d+%3a", "_", downloaded)
 
 
 def _in_base(base_ref: str, script: str, args: list[str], out: Path) -> None:

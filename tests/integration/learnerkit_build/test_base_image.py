@@ -1,4 +1,4 @@
-"""The local Debian base: made by debootstrap, labelled with its recipe, slim, cached by recipe."""
+"""The local Debian base: made by mmdebstrap, labelled with its recipe, slim, cached by recipe."""
 
 from __future__ import annotations
 

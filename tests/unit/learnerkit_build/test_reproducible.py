@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import tarfile
 from pathlib import Path
 
-from learnerkit_build.reproducible import canonical_config, rewrite_archive
+from learnerkit_build.reproducible import canonical_config, layer_archive, rewrite_archive
 
 EPOCH = 1767225600
 
@@ -72,3 +73,18 @@ def test_the_canonical_config_names_the_new_layers_and_sorts_its_keys() -> None:
     raw = canonical_config({"os": "linux", "architecture": "amd64"}, ["sha256:1"], EPOCH)
     assert raw.startswith(b'{"architecture":"amd64","config":{},"created":"2026-01-01T00:00:00Z"')
     assert json.loads(raw)["rootfs"] == {"type": "layers", "diff_ids": ["sha256:1"]}
+
+
+def test_a_layer_archive_clamps_times_and_names_its_config_by_its_sha256(tmp_path: Path) -> None:
+    rootfs = tmp_path / "rootfs.tar"
+    rootfs.write_bytes(layer_tar(1_790_000_000.5, "builder", atime="1"))
+    image = layer_archive(rootfs, tmp_path / "image.tar", {"os": "linux", "history": [{"created_by": "x"}]}, EPOCH)
+    with tarfile.open(tmp_path / "image.tar") as out:
+        manifest = json.loads(out.extractfile("manifest.json").read())  # type: ignore[union-attr]
+        raw = out.extractfile(manifest[0]["Config"]).read()  # type: ignore[union-attr]
+        with tarfile.open(fileobj=out.extractfile(manifest[0]["Layers"][0])) as layer:
+            times = {member.name: member.mtime for member in layer}
+    assert image == f"sha256:{hashlib.sha256(raw).hexdigest()}"
+    config = json.loads(raw)
+    assert config["created"] == config["history"][0]["created"] == "2026-01-01T00:00:00Z"
+    assert times == {"usr/bin/tool": EPOCH, "etc/old.conf": 1_600_000_000}

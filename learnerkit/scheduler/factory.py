@@ -83,17 +83,15 @@ def backend_for(settings: SchedulerSettings) -> tuple[Backend, int]:
 def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy:
     """What tenants may submit: the limits and trust settings, and the tenants file's priority ranges."""
     limits, trust = settings.limits, settings.trust
-    return SubmitPolicy(
-        max_manifest_bytes=limits.max_manifest_bytes,
-        parse_seconds=limits.parse_budget_s,
-        max_learners=limits.max_learners,
-        object_stores=trust.allowed_stores(settings.s3),
-        host_paths=trust.host_paths,
-        priorities=tenants.priorities(),
-        default_priority=tenants.default.priority,
-        opt_out=tenants.opt_outs(),
-        default_opt_out=tenants.default.opt_out,
-        defaults=limits.defaults,
+    return tenants.applied_to(
+        SubmitPolicy(
+            max_manifest_bytes=limits.max_manifest_bytes,
+            parse_seconds=limits.parse_budget_s,
+            max_learners=limits.max_learners,
+            object_stores=trust.allowed_stores(settings.s3),
+            host_paths=trust.host_paths,
+            defaults=limits.defaults,
+        )
     )
 
 

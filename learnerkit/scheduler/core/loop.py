@@ -29,7 +29,7 @@ from learnerkit.scheduler.core.liveness import (
     lost_learners,
     watching_for_exit,
 )
-from learnerkit.scheduler.core.nodeloss import NodeLoss
+from learnerkit.scheduler.core.nodeloss import NodeLoss, node_states
 from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.core.planning import plan_job
 from learnerkit.scheduler.core.preempting import Preempting
@@ -66,6 +66,7 @@ class ControlLoop:
         self._nodes_read_at = 0.0
         self._drained: frozenset[str] = frozenset()
         self._published: frozenset[str] | None = None
+        self._published_states: dict[str, str] | None = None
         self._health: dict[str, NodeHealth] | None = None
         """Every node the cluster has, as read with the nodes; None until a read succeeded."""
         """The nodes drained (etcd's marks), as read with the nodes: listed no more, their jobs moved off."""
@@ -171,6 +172,11 @@ class ControlLoop:
             if names != self._published:  # what a drain is checked against
                 await shared.marks.publish_known(names)
                 self._published = names
+            if self._health is not None:  # what `scheduler nodes` shows
+                states = node_states(self._health, names, shared.clock.wall(), shared.options.node_lost_grace_s)
+                if states != self._published_states:
+                    await shared.marks.publish_states(states)
+                    self._published_states = states
         listed = self._listed if self._listed is not None else list(shared.admission.cluster.nodes.values())
         async with shared.lock:
             await self.draining.move_off(self._drained)

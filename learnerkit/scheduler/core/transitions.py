@@ -25,7 +25,8 @@ class Transitions:
         self.shared = shared
         self.provenancing = Provenancing(shared)
         self._teardowns: set[str] = set()
-        """Jobs whose teardown failed: retried by every step."""
+        """Jobs whose teardown is owed: failed (retried by every step), or left to run beside the next deploys
+        (:meth:`owe_teardown`)."""
 
     async def end(self, tracked: Tracked, status: JobStatus, reason: str, *, release: bool) -> None:
         shared = self.shared
@@ -136,13 +137,25 @@ class Transitions:
             raise
         self._teardowns.discard(job_id)
 
+    def owe_teardown(self, job_id: str) -> None:
+        """The job's last attempt is still to be removed, though the job has moved on (requeued): whatever deploys
+        it again settles that first (:meth:`settle`)."""
+        self._teardowns.add(job_id)
+
+    async def settle(self, job_id: str) -> None:
+        """Under the job's backend lock: the teardown it is owed, if any, before anything of it is deployed again."""
+        if job_id in self._teardowns:
+            await self.teardown(job_id)
+
     async def retry_teardowns(self) -> None:
         for job_id in sorted(self._teardowns):
             tracked = self.shared.jobs[job_id]
-            if tracked.state.stage is not Stage.DONE:
-                self._teardowns.discard(job_id)  # deployed again: its own transitions tear it down
-                continue
+            if tracked.backend_lock.locked():
+                continue  # its deploy settles it, or its teardown is running
             async with tracked.backend_lock:
+                if tracked.active:
+                    self._teardowns.discard(job_id)  # ending: its own transitions tear it down
+                    continue
                 await self.teardown(job_id)
 
 

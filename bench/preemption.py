@@ -13,8 +13,9 @@ preempting the one running.
   scratch recomputes (SkyPilot without user checkpoints, Slurm requeue): every step done before the preemption.
 - Non-cooperative learner (ignores SIGTERM, checkpoints every 10 steps = 1 s): stopped at the 2 s grace's end;
   the work lost, measured from its metric history (steps after the checkpoint it resumed from x step time), and the
-  figure the scheduler reports, beside one checkpoint interval (target: lost <= interval) and beside a
-  kill-and-restart from scratch (Kueue's suspend without a checkpoint: everything it did).
+  figure the scheduler reports (read back from the same history), beside one checkpoint interval (target: lost
+  <= interval) and beside a kill-and-restart from scratch (Kueue's suspend without a checkpoint: everything it
+  did).
 
 Needs etcd and the PyTorch and sidecar images (`make images`). Usage: python bench/preemption.py
 """
@@ -214,7 +215,8 @@ def cooperative(client: SchedulerClient, s3: SeaweedServer, etcd: EtcdServer) ->
         f"  steps recomputed after the resume    {recomputed:7d}    (target 0: {'ok' if recomputed == 0 else 'MISSED'})"
     )
     print(f"  baseline: restart from scratch       {done_before:7d}    (steps done before the preemption)")
-    print(f"  work lost reported                   {first.work_lost_s!s:>7} s")
+    print(f"  work lost reported                   {first.work_lost_s!s:>7} s  ({first.steps_lost} steps)")
+    print(f"  checkpoint the resume restored       {final.attempts[1].checkpoint_digest}")
 
 
 def stubborn(client: SchedulerClient, s3: SeaweedServer) -> None:
@@ -233,7 +235,8 @@ def stubborn(client: SchedulerClient, s3: SeaweedServer) -> None:
         f"  work lost, measured                  {lost_s:7.2f} s  ({last_step - resumed_at} steps)"
         f"  -> {'ok' if lost_s <= interval + 1e-9 else 'MISSED'} (<= one interval, {interval:g} s)"
     )
-    print(f"  work lost, as reported (at most)     {final.attempts[0].work_lost_s!s:>7} s")
+    first = final.attempts[0]
+    print(f"  work lost, as reported               {first.work_lost_s!s:>7} s  ({first.steps_lost} steps)")
     print(f"  baseline: kill and restart from scratch {last_step * STEP_S:5.2f} s  ({last_step} steps)")
 
 

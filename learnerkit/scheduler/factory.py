@@ -179,6 +179,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,
         provenance=ProvenanceWriter(signer, describe_image(gate), sidecar_image),
         node_lost_grace_s=settings.limits.node_lost_grace_s,
+        attempt_figures=True,
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)

@@ -105,6 +105,7 @@ class ControlLoop:
         finally:
             await self.halt_watch.stop()
             await self.deploys_done()
+            await self.transitions.figures.drain()
             await self.transitions.provenancing.drain()
 
     async def deploys_done(self) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.core.attemptfigures import AttemptFigures
 from learnerkit.scheduler.core.planning import endpoints_for
 from learnerkit.scheduler.core.provenancing import Provenancing
 from learnerkit.scheduler.core.shared import Shared
@@ -24,6 +25,7 @@ class Transitions:
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
         self.provenancing = Provenancing(shared)
+        self.figures = AttemptFigures(shared, self._put_attempt)
         self._teardowns: set[str] = set()
         """Jobs whose teardown is owed: failed (retried by every step), or left to run beside the next deploys
         (:meth:`owe_teardown`)."""
@@ -75,6 +77,8 @@ class Transitions:
             shared.admission.release(job_id)
         if ended_by is not None:
             await self.close_attempt(tracked, ended_by, reason, work_lost_s=work_lost_s)
+        # 0.0: its learners checkpointed at its end; otherwise the figure is a bound, or unknown, until measured.
+        self.figures.read_after(tracked, tracked.state.attempt, lost_measured=ended_by is not None and work_lost_s != 0)
         tracked.new_attempt()
         tracked.state = await shared.store.save(
             tracked.state.evolve(
@@ -101,7 +105,10 @@ class Transitions:
     async def open_attempt(self, tracked: Tracked, nodes: tuple[str, ...]) -> None:
         """Record the attempt being deployed (a redeploy of the same attempt after a ready timeout replaces it)."""
         state = tracked.state
-        attempt = Attempt(state.attempt, nodes, now_iso(), resumed_from=state.resume_from_attempt)
+        digest = self.figures.digest_of(state.job_id, state.attempt)
+        attempt = Attempt(
+            state.attempt, nodes, now_iso(), resumed_from=state.resume_from_attempt, checkpoint_digest=digest
+        )
         await self._put_attempt(tracked, attempt)
 
     def current_attempt(self, tracked: Tracked) -> Attempt | None:

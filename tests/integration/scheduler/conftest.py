@@ -148,6 +148,7 @@ def service_options(etcd_server: Any, s3_server: Any, build_inputs: BuildInputs)
         policy=AdmissionPolicy(ready_timeout_s=120),
         submit_policy=SubmitPolicy(object_stores=(str(origin(s3_server.endpoint_url)),)),
         interval_s=0.1,
+        attempt_figures=True,
     )
 
 

@@ -27,8 +27,9 @@ class Transitions:
         self.provenancing = Provenancing(shared)
         self.figures = AttemptFigures(shared, self._put_attempt)
         self._teardowns: set[str] = set()
-        """Jobs whose teardown is owed: failed (retried by every step), or left to run beside the next deploys
-        (:meth:`owe_teardown`)."""
+        """Jobs whose teardown failed: retried by every step."""
+        self._owed: set[str] = set()
+        """Jobs requeued before their teardown, which runs beside the next deploys (:meth:`owe_teardown`)."""
 
     async def end(self, tracked: Tracked, status: JobStatus, reason: str, *, release: bool) -> None:
         shared = self.shared
@@ -145,13 +146,15 @@ class Transitions:
         self._teardowns.discard(job_id)
 
     def owe_teardown(self, job_id: str) -> None:
-        """The job's last attempt is still to be removed, though the job has moved on (requeued): whatever deploys
-        it again settles that first (:meth:`settle`)."""
-        self._teardowns.add(job_id)
+        """The job's last attempt is still to be removed, though the job has moved on (requeued): the caller's
+        task settles that (:meth:`settle`), and so does whatever deploys it again, first."""
+        self._owed.add(job_id)
 
     async def settle(self, job_id: str) -> None:
-        """Under the job's backend lock: the teardown it is owed, if any, before anything of it is deployed again."""
-        if job_id in self._teardowns:
+        """Under the job's backend lock: the teardown it is owed, if any, before anything of it is deployed again
+        (one that fails is retried by the steps)."""
+        if job_id in self._owed or job_id in self._teardowns:
+            self._owed.discard(job_id)
             await self.teardown(job_id)
 
     async def retry_teardowns(self) -> None:

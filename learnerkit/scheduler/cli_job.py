@@ -46,7 +46,9 @@ from learnerkit.scheduler.client.terminal import (
     styled_status,
     watch_job,
 )
+from learnerkit.scheduler.config.policy import SubmitPolicy, check_tenant_settings
 from learnerkit.scheduler.config.settings import resource_defaults
+from learnerkit.scheduler.config.tenants import load_tenants
 from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError, SchedulerError
 from learnerkit.scheduler.facade import JobView
 from learnerkit.scheduler.manifest.defaultresults import default_results
@@ -453,13 +455,33 @@ def _report_rejected(output: str, error: ManifestRejectedError) -> NoReturn:
     default=None,
     help="project whose frameworks/ lists the frameworks a job may name [default: found from cwd]",
 )
+@click.option(
+    "--tenants",
+    "tenants_file",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    envvar="LEARNERKIT_TENANTS",
+    default=None,
+    help="check the priority and preemptible against this tenants file, as submit does [env LEARNERKIT_TENANTS]",
+)
+@click.option("--tenant", default=None, help="the tenant submitting [default: the manifest's learnerkit.tenant]")
 @output_option
-def validate(manifest: Path, model: Path | None, image: str | None, root: Path | None, output: str) -> None:
+def validate(
+    manifest: Path,
+    model: Path | None,
+    image: str | None,
+    root: Path | None,
+    tenants_file: Path | None,
+    tenant: str | None,
+    output: str,
+) -> None:
     """Check MANIFEST (an FfDL manifest.yml) and the model code MODEL (a folder or .zip) as `submit` would;
     print a summary, or every problem and exit 1."""
     try:
         defaults = resource_defaults(os.environ)
         job = load_manifest(manifest, framework_catalog(find_project_root(root)), image=image, defaults=defaults)
+        if tenants_file is not None:
+            policy = load_tenants(tenants_file).applied_to(SubmitPolicy())
+            check_tenant_settings(job, tenant or job.extensions.tenant, policy, str(manifest))
         summary = _checked_model(model) if model is not None else None
     except ManifestError as e:
         _report_problems(output, e)

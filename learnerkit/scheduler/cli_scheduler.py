@@ -1,4 +1,4 @@
-"""`learnerkit scheduler serve`, `drain|undrain NODE` and `token add|revoke|list`.
+"""`learnerkit scheduler serve`, `nodes`, `drain|undrain NODE` and `token add|revoke|list`.
 
 Options override the environment (`SchedulerSettings.from_env`); secrets (etcd password, S3 keys) are read from
 the environment only, so they never show in a process list.
@@ -31,6 +31,7 @@ from learnerkit.scheduler.config.settings import (
 from learnerkit.scheduler.errors import TokensFileError
 from learnerkit.scheduler.manifest.defaultresults import tenant_results
 from learnerkit.scheduler.manifest.units import format_size
+from learnerkit.scheduler.nodes.listing import list_nodes
 from learnerkit.scheduler.nodes.marks import mark_node
 
 tokens_option = click.option(
@@ -211,22 +212,49 @@ def undrain_command(node: str, etcd_endpoints: str | None, output: str) -> None:
     _mark(node, etcd_endpoints, output, drained=False)
 
 
+@scheduler_group.command("nodes")
+@etcd_option
+@output_option
+def nodes_command(etcd_endpoints: str | None, output: str) -> None:
+    """List the nodes with their state (ready, cordoned, not-ready, lost, drained) and the jobs holding room
+    there, as the scheduler serving the etcd root last read them; on Docker the one node `local`."""
+    try:
+        rows = asyncio.run(list_nodes(_etcd_settings(etcd_endpoints)))
+    except TransientError as e:
+        fail(output, TransientError(f"{e}. {_ETCD_HINT}"))
+        return
+    except LearnerkitError as e:
+        fail(output, e)
+        return
+
+    def show() -> None:
+        table = Table("NODE", "STATE", "JOB", "TENANT", "STATUS")
+        for row in rows:
+            for job in row.jobs or (None,):
+                cells = (job.job_id, job.tenant, job.status) if job is not None else ("-", "", "")
+                table.add_row(escape(row.node), row.state.value, *(escape(cell) for cell in cells))
+        console.print(keep_whole(table, "NODE", "JOB"))
+
+    emit(output, [row.to_dict() for row in rows], show)
+
+
+def _etcd_settings(etcd_endpoints: str | None) -> SidecarEtcdSettings:
+    settings = SchedulerSettings.from_env(os.environ).with_overrides(
+        etcd={"endpoints": parse_endpoints(etcd_endpoints) if etcd_endpoints is not None else None}
+    )
+    etcd = settings.etcd
+    return SidecarEtcdSettings(endpoints=etcd.endpoints, username=etcd.username, password=etcd.password, root=etcd.root)
+
+
 _ETCD_HINT = (
-    "The marks live in the scheduler's etcd: give it with --etcd-endpoints or ETCD_ENDPOINTS "
+    "The nodes' marks and states live in the scheduler's etcd: give it with --etcd-endpoints or ETCD_ENDPOINTS "
     "(`learnerkit dev env` prints the local environment's)"
 )
 
 
 def _mark(node: str, etcd_endpoints: str | None, output: str, *, drained: bool) -> None:
     try:
-        settings = SchedulerSettings.from_env(os.environ).with_overrides(
-            etcd={"endpoints": parse_endpoints(etcd_endpoints) if etcd_endpoints is not None else None}
-        )
-        etcd = settings.etcd
-        sidecar_etcd = SidecarEtcdSettings(
-            endpoints=etcd.endpoints, username=etcd.username, password=etcd.password, root=etcd.root
-        )
-        change = asyncio.run(mark_node(sidecar_etcd, node, drained=drained))
+        change = asyncio.run(mark_node(_etcd_settings(etcd_endpoints), node, drained=drained))
     except TransientError as e:
         fail(output, TransientError(f"{e}. {_ETCD_HINT}"))
         return

@@ -83,17 +83,15 @@ def backend_for(settings: SchedulerSettings) -> tuple[Backend, int]:
 def submit_policy(settings: SchedulerSettings, tenants: Tenants) -> SubmitPolicy:
     """What tenants may submit: the limits and trust settings, and the tenants file's priority ranges."""
     limits, trust = settings.limits, settings.trust
-    return SubmitPolicy(
-        max_manifest_bytes=limits.max_manifest_bytes,
-        parse_seconds=limits.parse_budget_s,
-        max_learners=limits.max_learners,
-        object_stores=trust.allowed_stores(settings.s3),
-        host_paths=trust.host_paths,
-        priorities=tenants.priorities(),
-        default_priority=tenants.default.priority,
-        opt_out=tenants.opt_outs(),
-        default_opt_out=tenants.default.opt_out,
-        defaults=limits.defaults,
+    return tenants.applied_to(
+        SubmitPolicy(
+            max_manifest_bytes=limits.max_manifest_bytes,
+            parse_seconds=limits.parse_budget_s,
+            max_learners=limits.max_learners,
+            object_stores=trust.allowed_stores(settings.s3),
+            host_paths=trust.host_paths,
+            defaults=limits.defaults,
+        )
     )
 
 
@@ -181,6 +179,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,
         provenance=ProvenanceWriter(signer, describe_image(gate), sidecar_image),
         node_lost_grace_s=settings.limits.node_lost_grace_s,
+        attempt_figures=True,
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)

@@ -73,7 +73,25 @@ def check_admissible(manifest: JobManifest, policy: SubmitPolicy, source: str) -
 
 def check_submission(manifest: JobManifest, tenant: str, policy: SubmitPolicy, source: str) -> None:
     """Refuse, naming each field, what this tenant may not submit under these settings."""
-    problems = _admissible(manifest, policy)
+    problems = _admissible(manifest, policy) + _tenant_problems(manifest, tenant, policy)
+    for index, store in enumerate(manifest.data_stores):
+        loc: FieldPath = ("data_stores", index, "connection")
+        if store.type == "mount_volume":
+            problems += _host_path_problems(store_folder(store), policy, (*loc, "path"))
+        elif (url := store.connection.get("auth_url")) is not None and origin(url) not in policy.object_stores:
+            allowed = ", ".join(policy.object_stores) or "none (set LEARNERKIT_OBJECT_STORES)"
+            problems.append(((*loc, "auth_url"), f"{url!r} is not an object store this scheduler allows: {allowed}"))
+    _refuse(problems, source)
+
+
+def check_tenant_settings(manifest: JobManifest, tenant: str, policy: SubmitPolicy, source: str) -> None:
+    """Refuse, naming each field, what the tenants file forbids this tenant (``job validate`` with a tenants file:
+    the same checks as :func:`check_submission`'s)."""
+    _refuse(_tenant_problems(manifest, tenant, policy), source)
+
+
+def _tenant_problems(manifest: JobManifest, tenant: str, policy: SubmitPolicy) -> list[tuple[FieldPath, str]]:
+    problems: list[tuple[FieldPath, str]] = []
     extensions = manifest.extensions
     if extensions.tenant not in ("default", tenant):
         problems.append((("learnerkit", "tenant"), f"{extensions.tenant!r} is not your tenant ({tenant!r})"))
@@ -84,14 +102,7 @@ def check_submission(manifest: JobManifest, tenant: str, policy: SubmitPolicy, s
     if not extensions.preemptible and not policy.may_opt_out(tenant):
         message = f"tenant {tenant!r} may not opt out of preemption (the tenants file's opt_out); remove it"
         problems.append((("learnerkit", "preemptible"), message))
-    for index, store in enumerate(manifest.data_stores):
-        loc: FieldPath = ("data_stores", index, "connection")
-        if store.type == "mount_volume":
-            problems += _host_path_problems(store_folder(store), policy, (*loc, "path"))
-        elif (url := store.connection.get("auth_url")) is not None and origin(url) not in policy.object_stores:
-            allowed = ", ".join(policy.object_stores) or "none (set LEARNERKIT_OBJECT_STORES)"
-            problems.append(((*loc, "auth_url"), f"{url!r} is not an object store this scheduler allows: {allowed}"))
-    _refuse(problems, source)
+    return problems
 
 
 def _admissible(manifest: JobManifest, policy: SubmitPolicy) -> list[tuple[FieldPath, str]]:

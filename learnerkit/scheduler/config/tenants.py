@@ -28,7 +28,7 @@ from typing import Any
 from learnerkit.common.errors import ConfigError
 from learnerkit.common.yamlfile import FieldPath, YamlError, load_located_yaml
 from learnerkit.scheduler.admission.admit import Quota
-from learnerkit.scheduler.config.policy import DEFAULT_PRIORITY, PriorityRange
+from learnerkit.scheduler.config.policy import DEFAULT_PRIORITY, PriorityRange, SubmitPolicy
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.manifest.fields import FieldReader, describe
 from learnerkit.scheduler.manifest.units import parse_size
@@ -63,6 +63,16 @@ class Tenants:
 
     def may_preempt(self) -> dict[str, bool]:
         return {name: limits.preempt_others for name, limits in self.tenants.items()}
+
+    def applied_to(self, policy: SubmitPolicy) -> SubmitPolicy:
+        """``policy`` with this file's priority ranges and opt-outs (what a submit checks per tenant)."""
+        return replace(
+            policy,
+            priorities=self.priorities(),
+            default_priority=self.default.priority,
+            opt_out=self.opt_outs(),
+            default_opt_out=self.default.opt_out,
+        )
 
 
 def load_tenants(path: Path | None) -> Tenants:

@@ -11,8 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine, Mapping
 from dataclasses import replace
+from typing import Any
 
+from controller_sidecar.status import StatusRecord
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.admission.admit import AdmissionState, Requeued
 from learnerkit.scheduler.admission.capacity import Node
@@ -23,13 +26,14 @@ from learnerkit.scheduler.backends.protocol import NodeHealth
 from learnerkit.scheduler.config.policy import SubmitPolicy, host_folder, store_folder
 from learnerkit.scheduler.core.draining import Draining
 from learnerkit.scheduler.core.endcheck import completions_to_confirm, confirmed_records
+from learnerkit.scheduler.core.halting import HaltWatch, halting
 from learnerkit.scheduler.core.liveness import (
     LivenessTimes,
     ended_without_exit_record,
     lost_learners,
     watching_for_exit,
 )
-from learnerkit.scheduler.core.nodeloss import NodeLoss
+from learnerkit.scheduler.core.nodeloss import NodeLoss, node_states
 from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.core.planning import plan_job
 from learnerkit.scheduler.core.preempting import Preempting
@@ -55,10 +59,12 @@ class ControlLoop:
         self.preempting = Preempting(shared, transitions)
         self.draining = Draining(shared, transitions)
         self.node_loss = NodeLoss(shared, transitions)
+        self.halt_watch = HaltWatch(shared.store, shared.wake)
         self.instance = shared.options.instance or ""
         """Set by :meth:`rebuild` (from etcd) before anything is deployed."""
         self._deploys: set[asyncio.Task[None]] = set()
-        """Deploys in flight: they run beside the loop, whose steps go on monitoring the other jobs."""
+        """Deploys (and teardowns of handed-over attempts) in flight: they run beside the loop, whose steps go on
+        monitoring the other jobs."""
         self.driver: SweepDriver | None = None
         """The sweeps' driver: its trials' variables at deploy, its step after each of the loop's."""
         self._listed: list[Node] | None = None
@@ -66,6 +72,7 @@ class ControlLoop:
         self._nodes_read_at = 0.0
         self._drained: frozenset[str] = frozenset()
         self._published: frozenset[str] | None = None
+        self._published_states: dict[str, str] | None = None
         self._health: dict[str, NodeHealth] | None = None
         """Every node the cluster has, as read with the nodes; None until a read succeeded."""
         """The nodes drained (etcd's marks), as read with the nodes: listed no more, their jobs moved off."""
@@ -96,7 +103,9 @@ class ControlLoop:
                 for wait in waits:
                     wait.cancel()
         finally:
+            await self.halt_watch.stop()
             await self.deploys_done()
+            await self.transitions.figures.drain()
             await self.transitions.provenancing.drain()
 
     async def deploys_done(self) -> None:
@@ -147,11 +156,10 @@ class ControlLoop:
             await self.preempting.consider(result.waiting, now)
         # Deploys run side by side (the engine creates containers concurrently) and beside the next steps.
         for admitted in result.admitted:
-            task = asyncio.create_task(self._guarded_deploy(shared.jobs[admitted.job_id], admitted.nodes, now))
-            self._deploys.add(task)
-            task.add_done_callback(self._deploys.discard)
+            self._beside(self._guarded_deploy(shared.jobs[admitted.job_id], admitted.nodes, now))
         if self.driver is not None:
             await self.driver.step()
+        self.halt_watch.follow(t.state.job_id for t in shared.jobs.values() if halting(t))
         self._observe()
 
     async def _read_nodes(self) -> None:
@@ -171,6 +179,11 @@ class ControlLoop:
             if names != self._published:  # what a drain is checked against
                 await shared.marks.publish_known(names)
                 self._published = names
+            if self._health is not None:  # what `scheduler nodes` shows
+                states = node_states(self._health, names, shared.clock.wall(), shared.options.node_lost_grace_s)
+                if states != self._published_states:
+                    await shared.marks.publish_states(states)
+                    self._published_states = states
         listed = self._listed if self._listed is not None else list(shared.admission.cluster.nodes.values())
         async with shared.lock:
             await self.draining.move_off(self._drained)
@@ -234,6 +247,7 @@ class ControlLoop:
             if plan is None:
                 return
             try:
+                await self.transitions.settle(tracked.state.job_id)  # a handed-over attempt's leftovers go first
                 await asyncio.to_thread(shared.backend.deploy, plan)
             except BackendError as e:
                 shared.metrics.deploy_failures.inc()
@@ -334,17 +348,15 @@ class ControlLoop:
                     if result.status is not tracked.state.status:
                         tracked.state = await shared.store.save(tracked.state.evolve(status=result.status))
                     return
+                if result.status is JobStatus.HALTED and await self._hand_over(tracked, records):
+                    return
             # Outside the lock: the API and the other jobs' steps go on while the engine removes it.
             await self.transitions.teardown(state.job_id)
             async with shared.lock:
                 if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
                     return  # cancelled during the teardown
                 extensions = tracked.manifest.extensions
-                if self.preempting.preempted(tracked) and result.status is JobStatus.HALTED:
-                    await self.preempting.finish(tracked, records)
-                elif self.draining.drained(tracked) and result.status is JobStatus.HALTED:
-                    await self.draining.finish(tracked, records)
-                elif (
+                if (
                     result.status is JobStatus.FAILED
                     and extensions.auto_resume
                     and tracked.state.restarts < extensions.max_restarts
@@ -353,6 +365,33 @@ class ControlLoop:
                     await self.transitions.requeue(tracked, reason, restart=True, ended_by=AttemptEnd.RESTARTED)
                 else:
                     await self.transitions.end(tracked, result.status, result.reason, release=True)
+
+    async def _hand_over(self, tracked: Tracked, records: Mapping[int, StatusRecord]) -> bool:
+        """Under the shared lock, a job halted for a preemption or a drain: its learners have ended, so its room is
+        free; it goes back to the queue at once, and its teardown runs beside the deploys this step's admission
+        starts (the preemptor's) rather than before them. False for a halt its user asked."""
+        if self.preempting.preempted(tracked):
+            await self.preempting.finish(tracked, records)
+        elif self.draining.drained(tracked):
+            await self.draining.finish(tracked, records)
+        else:
+            return False
+        self.transitions.owe_teardown(tracked.state.job_id)
+        self._beside(self._settle(tracked))
+        return True
+
+    async def _settle(self, tracked: Tracked) -> None:
+        async with tracked.backend_lock:
+            try:
+                await self.transitions.settle(tracked.state.job_id)
+            except BackendError as e:
+                LOGGER.warning("tearing down job %s failed (retried by the next steps): %s", tracked.state.job_id, e)
+
+    def _beside(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` beside the loop's steps; a stopping scheduler waits for it (:meth:`deploys_done`)."""
+        task = asyncio.create_task(work)
+        self._deploys.add(task)
+        task.add_done_callback(self._deploys.discard)
 
     def _observe(self) -> None:
         jobs = self.shared.jobs.values()

@@ -9,7 +9,7 @@ Nothing can be halted on a lost node: what its learners did since their last che
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.protocol import NodeHealth
@@ -17,6 +17,7 @@ from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
 from learnerkit.scheduler.jobs.attempts import AttemptEnd
+from learnerkit.scheduler.nodes.listing import NodeState
 
 LOGGER = logging.getLogger(__name__)
 
@@ -31,6 +32,22 @@ def lost_nodes(health: Mapping[str, NodeHealth], nodes: set[str], now: float, gr
         elif found.not_ready_since is not None and now - found.not_ready_since >= grace_s:
             lost[name] = f"node {name} went NotReady (over the {grace_s:g}s grace)"
     return lost
+
+
+def node_states(health: Mapping[str, NodeHealth], names: Iterable[str], now: float, grace_s: float) -> dict[str, str]:
+    """Each of ``names``' state as ``scheduler nodes`` shows it (the drain marks are read there, live)."""
+    wanted = set(names) | health.keys()
+    lost = lost_nodes(health, wanted, now, grace_s)
+    states: dict[str, str] = {}
+    for name in sorted(wanted):
+        found = health.get(name)
+        if name in lost or found is None:
+            states[name] = NodeState.LOST.value
+        elif found.not_ready_since is not None:
+            states[name] = NodeState.NOT_READY.value
+        else:
+            states[name] = (NodeState.CORDONED if found.cordoned else NodeState.READY).value
+    return states
 
 
 class NodeLoss:

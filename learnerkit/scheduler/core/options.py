@@ -62,6 +62,9 @@ class SchedulerOptions:
     abandoned_upload_grace_s: float = 3600.0
     """An open multipart upload under an ended job's prefix older than this is aborted when the scheduler starts
     (:mod:`learnerkit.scheduler.core.uploads`)."""
+    attempt_figures: bool = False
+    """Read each ended attempt's lost steps and the next one's checkpoint digest back from the job's results store
+    (:mod:`learnerkit.scheduler.core.attemptfigures`); the service sets it, tests without a store leave it off."""
     provenance: ProvenanceWriter | None = None
     """Signs every job's provenance as it ends (docs/provenance.md); None: no provenance is written."""
 

@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.core.attemptfigures import AttemptFigures
 from learnerkit.scheduler.core.planning import endpoints_for
 from learnerkit.scheduler.core.provenancing import Provenancing
 from learnerkit.scheduler.core.shared import Shared
@@ -24,8 +25,11 @@ class Transitions:
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
         self.provenancing = Provenancing(shared)
+        self.figures = AttemptFigures(shared, self._put_attempt)
         self._teardowns: set[str] = set()
         """Jobs whose teardown failed: retried by every step."""
+        self._owed: set[str] = set()
+        """Jobs requeued before their teardown, which runs beside the next deploys (:meth:`owe_teardown`)."""
 
     async def end(self, tracked: Tracked, status: JobStatus, reason: str, *, release: bool) -> None:
         shared = self.shared
@@ -74,6 +78,8 @@ class Transitions:
             shared.admission.release(job_id)
         if ended_by is not None:
             await self.close_attempt(tracked, ended_by, reason, work_lost_s=work_lost_s)
+        # 0.0: its learners checkpointed at its end; otherwise the figure is a bound, or unknown, until measured.
+        self.figures.read_after(tracked, tracked.state.attempt, lost_measured=ended_by is not None and work_lost_s != 0)
         tracked.new_attempt()
         tracked.state = await shared.store.save(
             tracked.state.evolve(
@@ -100,7 +106,10 @@ class Transitions:
     async def open_attempt(self, tracked: Tracked, nodes: tuple[str, ...]) -> None:
         """Record the attempt being deployed (a redeploy of the same attempt after a ready timeout replaces it)."""
         state = tracked.state
-        attempt = Attempt(state.attempt, nodes, now_iso(), resumed_from=state.resume_from_attempt)
+        digest = self.figures.digest_of(state.job_id, state.attempt)
+        attempt = Attempt(
+            state.attempt, nodes, now_iso(), resumed_from=state.resume_from_attempt, checkpoint_digest=digest
+        )
         await self._put_attempt(tracked, attempt)
 
     def current_attempt(self, tracked: Tracked) -> Attempt | None:
@@ -136,13 +145,27 @@ class Transitions:
             raise
         self._teardowns.discard(job_id)
 
+    def owe_teardown(self, job_id: str) -> None:
+        """The job's last attempt is still to be removed, though the job has moved on (requeued): the caller's
+        task settles that (:meth:`settle`), and so does whatever deploys it again, first."""
+        self._owed.add(job_id)
+
+    async def settle(self, job_id: str) -> None:
+        """Under the job's backend lock: the teardown it is owed, if any, before anything of it is deployed again
+        (one that fails is retried by the steps)."""
+        if job_id in self._owed or job_id in self._teardowns:
+            self._owed.discard(job_id)
+            await self.teardown(job_id)
+
     async def retry_teardowns(self) -> None:
         for job_id in sorted(self._teardowns):
             tracked = self.shared.jobs[job_id]
-            if tracked.state.stage is not Stage.DONE:
-                self._teardowns.discard(job_id)  # deployed again: its own transitions tear it down
-                continue
+            if tracked.backend_lock.locked():
+                continue  # its deploy settles it, or its teardown is running
             async with tracked.backend_lock:
+                if tracked.active:
+                    self._teardowns.discard(job_id)  # ending: its own transitions tear it down
+                    continue
                 await self.teardown(job_id)
 
 

@@ -159,6 +159,16 @@ class JobStore:
             jobs.append(StoredJob(state, spec, submitted["manifest"], submitted["source"], deleted))
         return sorted(jobs, key=lambda job: job.state.submitted_at)
 
+    async def states(self) -> list[JobState]:
+        """Every job's status record (not its spec nor its credentials), read in pages."""
+        root = self.root.rstrip("/")
+        with _answering("reading the jobs' statuses"):
+            return [
+                JobState.from_raw(json.loads(value))
+                async for key, value in self.etcd.iter_prefix(f"{root}/")
+                if key[len(root) + 1 :].partition("/")[2] == "status"
+            ]
+
     async def trim(self, job_id: str) -> None:
         """Drop a finished job's history and its learners' records: its spec, final status and credentials stay
         (the results' location follows from them), so stored jobs cost little however long they ran."""

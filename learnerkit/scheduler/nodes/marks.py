@@ -3,13 +3,14 @@
 ``drained/<node>`` marks a node drained (its value: when, ISO-8601 UTC): the scheduler places no learner there and
 moves the jobs it holds off through halt and resume. The mark outlives a scheduler restart; deleting it (undrain)
 gives the node back. ``known`` is the node names the serving scheduler last read (JSON list), so that a drain of a
-node it does not know is refused by name.
+node it does not know is refused by name. ``states`` is each node's state as the scheduler last read it (JSON object:
+``ready``, ``cordoned``, ``not-ready``, ``lost``), for ``scheduler nodes``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from controller_sidecar.etcdstore import EtcdStore
@@ -57,6 +58,14 @@ class NodeMarks:
 
     async def publish_known(self, names: Iterable[str]) -> None:
         await self.etcd.put(f"{nodes_prefix(self.root)}known", json.dumps(sorted(set(names))))
+
+    async def states(self) -> dict[str, str]:
+        """Each node's state as the scheduler last published it (``ready``, ``cordoned``, ``not-ready``, ``lost``)."""
+        stored = await self.etcd.get(f"{nodes_prefix(self.root)}states")
+        return {str(k): str(v) for k, v in json.loads(stored[0]).items()} if stored else {}
+
+    async def publish_states(self, states: Mapping[str, str]) -> None:
+        await self.etcd.put(f"{nodes_prefix(self.root)}states", json.dumps(dict(states), sort_keys=True))
 
     async def drain(self, node: str) -> DrainChange:
         """Mark ``node`` drained; a node the scheduler does not know is refused, naming the known ones."""

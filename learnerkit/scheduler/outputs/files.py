@@ -84,10 +84,13 @@ def open_output(store: ObjectStore, job: S3Location, path: str) -> FileStream | 
     return FileStream(opened, found.size)
 
 
-def metrics_history(store: ObjectStore, job: S3Location, attempts: int, learner_id: int) -> FileStream:
-    """The learner's stored metrics.jsonl of every attempt, oldest first, as one stream of JSON lines."""
+def metrics_history(
+    store: ObjectStore, job: S3Location, attempts: int, learner_id: int, *, first: int = 1
+) -> FileStream:
+    """The learner's stored metrics.jsonl of every attempt (from ``first``), oldest first, as one stream of JSON
+    lines."""
     stored: list[RemoteObject] = []
-    for attempt in range(1, attempts + 1):
+    for attempt in range(first, attempts + 1):
         key = job.key(f"attempt-{attempt}/learner-{learner_id}/logs/{METRICS_FILE}")
         stored += [obj for obj in _listed(store, S3Location(job.bucket, key)) if obj.key == key]
     return FileStream(_concatenated(store, job.bucket, stored), sum(obj.size for obj in stored))

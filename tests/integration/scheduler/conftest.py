@@ -148,6 +148,7 @@ def service_options(etcd_server: Any, s3_server: Any, build_inputs: BuildInputs)
         policy=AdmissionPolicy(ready_timeout_s=120),
         submit_policy=SubmitPolicy(object_stores=(str(origin(s3_server.endpoint_url)),)),
         interval_s=0.1,
+        attempt_figures=True,
     )
 
 
@@ -161,7 +162,9 @@ def harness(etcd_server: Any, service_options: SchedulerOptions, scheduler_bucke
 def leftovers(job_id: str) -> list[str]:
     """Everything of the job still on the engine: containers, volumes, networks."""
     client = engine.engine()
-    found = [c.name for c in client.containers.list(all=True, filters={"label": f"{JOB_LABEL}={job_id}"})]
+    # The engine's own listing, not one inspect per container: a container removed meanwhile is no error.
+    listed = client.api.containers(all=True, filters={"label": f"{JOB_LABEL}={job_id}"})
+    found = [str(c["Names"][0]).lstrip("/") for c in listed]
     found += [v.name for v in client.volumes.list(filters={"label": f"{JOB_LABEL}={job_id}"})]
     found += [n.name for n in client.networks.list(names=[f"lk-{job_id}-net"])]
     return found

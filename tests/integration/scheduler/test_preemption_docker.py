@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import pytest
 
+from controller_sidecar.provenancerecord import RECORD_KEY
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.facade import JobView
+from learnerkit.scheduler.jobs.layout import outputs_prefix
 from learnerkit.scheduler.preemption.rules import PreemptionRules
 from tests.integration.scheduler.conftest import TERMINAL, Harness, leftovers, manifest
 from tests.waiting import wait_until
@@ -73,8 +76,27 @@ def steps_in_history(harness: Harness, job_id: str) -> list[int]:
     return [json.loads(line)["step"] for line in stream.read().splitlines() if line.strip()]
 
 
+def split_at_resume(harness: Harness, job_id: str, resumed_at: str) -> tuple[int, int] | None:
+    """The first attempt's last step and the step the second resumed after (the record before its first), split
+    at the second attempt's deploy; None until the second has a record."""
+    stream = harness.call(harness.service.metrics_history(TENANT, job_id))
+    records = [json.loads(line) for line in stream.read().splitlines() if line.strip()]
+    second = datetime.fromisoformat(resumed_at.replace("Z", "+00:00")).timestamp()
+    before = [r["step"] for r in records if r["time"] < second]
+    after = [r["step"] for r in records if r["time"] >= second]
+    return (max(before), min(after) - 1) if before and after else None
+
+
+def restored_by_sidecar(harness: Harness, buckets: Any, job_id: str, attempt: int) -> str | None:
+    """The checkpoint digest the sidecar of ``attempt`` recorded as restored (its provenance record)."""
+    bucket, prefix = outputs_prefix(harness.service.shared.jobs[job_id].manifest, job_id, attempt, 1)
+    record = json.loads(buckets.get_object(Bucket=bucket, Key=prefix + RECORD_KEY)["Body"].read())
+    restored: str | None = record.get("restored_checkpoint")
+    return restored
+
+
 def test_a_cooperative_learner_is_preempted_and_resumes_without_recomputing_a_step(
-    preempting: Harness, s3_server: Any
+    preempting: Harness, s3_server: Any, scheduler_buckets: Any
 ) -> None:
     h = preempting
     victim = h.call(h.service.submit(TENANT, manifest(s3_server, VICTIM, cpus=1.5, extra=VICTIM_EXTRA)))
@@ -86,13 +108,16 @@ def test_a_cooperative_learner_is_preempted_and_resumes_without_recomputing_a_st
     assert final.status == "COMPLETED", final
     first, second = final.attempts
     assert (first.ended_by, first.reason, first.work_lost_s) == ("PREEMPTED", f"preempted by job {urgent.job_id}", 0.0)
+    assert first.steps_lost == 0, "read from its metric history and the checkpoint stored at its halt"
     assert (second.number, second.resumed_from, second.ended_by) == (2, 1, "COMPLETED")
+    assert second.checkpoint_digest is not None
+    assert second.checkpoint_digest == restored_by_sidecar(h, scheduler_buckets, victim.job_id, 2)
     steps = steps_in_history(h, victim.job_id)
     assert steps == list(range(1, 121)), "each step once over both attempts"
     assert leftovers(victim.job_id) == [] and leftovers(urgent.job_id) == []
 
 
-def test_a_learner_that_ignores_the_halt_is_stopped_and_its_lost_work_reported(
+def test_a_learner_that_ignores_the_halt_is_stopped_and_its_lost_work_measured(
     preempting: Harness, s3_server: Any, scheduler_buckets: Any
 ) -> None:
     h = preempting
@@ -103,11 +128,25 @@ def test_a_learner_that_ignores_the_halt_is_stopped_and_its_lost_work_reported(
     running_with_metrics(h, victim.job_id)
     urgent = h.call(h.service.submit(TENANT, manifest(s3_server, "true", cpus=1.5, extra=URGENT_EXTRA)))
     assert h.wait_status(TENANT, urgent.job_id, TERMINAL).status == "COMPLETED"
-    resumed = h.wait_status(TENANT, victim.job_id, {"PROCESSING"})
+    h.wait_status(TENANT, victim.job_id, {"PROCESSING"})
+    resumed = wait_until(
+        lambda: v if (v := h.call(h.service.get(TENANT, victim.job_id))).attempts[0].steps_lost is not None else None,
+        timeout=60,
+        message="attempt 1's lost steps read back",
+    )
     first = resumed.attempts[0]
     assert first.ended_by == "PREEMPTED" and "killed after the 2s halt grace" in first.reason, first
-    assert first.work_lost_s == 1.0  # at most one checkpoint interval
+    # Measured from its metric history past the checkpoint attempt 2 restored: at most one checkpoint interval
+    # (10 steps of 0.1 s; a step is slower than 0.1 s on a busy machine, so the seconds get its margin).
+    assert first.steps_lost is not None and 0 <= first.steps_lost <= 10, first
+    assert first.work_lost_s is not None and 0.0 <= first.work_lost_s <= first.steps_lost * 0.5, first
     assert resumed.attempts[1].resumed_from == 1
+    last, resumed_at = wait_until(
+        lambda: split_at_resume(h, victim.job_id, resumed.attempts[1].started_at),
+        timeout=60,
+        message="attempt 2's first steps in the history",
+    )
+    assert first.steps_lost == last - resumed_at, first
     h.call(h.service.cancel(TENANT, victim.job_id))
 
 

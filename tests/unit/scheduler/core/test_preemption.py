@@ -6,6 +6,7 @@ with two GPU nodes; the learners' statuses are what each test reports for them."
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -21,6 +22,7 @@ from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.preempting import resume_preemptions
 from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.errors import BackendError
 from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, load_attempts
 from learnerkit.scheduler.jobs.state import ATTEMPT_SEQUENCE_BLOCK, JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
@@ -104,6 +106,13 @@ class GpuNodes:
         """Every node the cluster has: a test makes one not ready or deletes it here."""
         self.deployed: list[str] = []
         self.torn_down: list[str] = []
+        self.events: list[str] = []
+        """Deploys and teardowns in the order they ran."""
+        self.failing_teardowns = 0
+        """How many teardowns fail next, as an engine that does not answer."""
+        self.teardowns_wait_for_a_deploy: set[str] = set()
+        """Jobs whose teardown ends only once another job was deployed (or after 10 s): an engine slow to remove."""
+        self.a_deploy = threading.Event()
 
     def nodes(self) -> list[Node]:
         return [Node(name, 16.0, 64 * GIB, 8, "nvidia-a100") for name in self.names]
@@ -113,6 +122,8 @@ class GpuNodes:
 
     def deploy(self, job: JobDeployment) -> None:
         self.deployed.append(job.job_id)
+        self.events.append(f"deploy {job.job_id}")
+        self.a_deploy.set()
 
     def started(self, job_id: str, learners: int) -> bool:
         return True
@@ -130,7 +141,13 @@ class GpuNodes:
         return {}
 
     def teardown(self, job_id: str) -> None:
+        if self.failing_teardowns:
+            self.failing_teardowns -= 1
+            raise BackendError(f"tearing down job {job_id}: the engine did not answer")
+        if job_id in self.teardowns_wait_for_a_deploy:
+            self.a_deploy.wait(10)
         self.torn_down.append(job_id)
+        self.events.append(f"teardown {job_id}")
 
     def job_ids(self, instance: str) -> set[str]:
         return set()
@@ -218,6 +235,46 @@ async def test_a_preempted_job_halts_queues_in_its_old_place_and_resumes_by_itse
     assert low.state.stage is Stage.DEPLOYED and h.backend.deployed.count("job-low") == 2
     second = (await load_attempts(h.store, "job-low"))[1]
     assert (second.number, second.resumed_from, second.ended_by) == (2, 1, None)
+
+
+async def test_the_preemptor_is_deployed_in_the_step_that_sees_the_victim_halted_its_teardown_beside() -> None:
+    """The victim's teardown no longer comes before the preemptor's admission; a teardown that fails is owed, and
+    retried before the victim is deployed again (a redeploy settles it first), so no attempt meets the last one's."""
+    h = Harness()
+    low = h.submit("job-low", 0)
+    await h.running(low)
+    urgent = h.submit("job-urgent", 10)
+    await h.step()
+    h.report(low, Phase.HALTED)
+    h.backend.failing_teardowns = 1
+    h.backend.events.clear()
+    await h.step()
+    assert (low.state.status, urgent.state.stage) == (JobStatus.PREEMPTED, Stage.DEPLOYED)
+    assert h.backend.events == ["deploy job-urgent"], "the failed teardown is owed"
+
+    h.report(urgent, Phase.COMPLETED)
+    await h.step()
+    assert low.state.stage is Stage.DEPLOYED
+    assert h.backend.events == ["deploy job-urgent", "teardown job-urgent", "teardown job-low", "deploy job-low"]
+    await h.step()
+    assert h.backend.events.count("teardown job-low") == 1, "settled once, not again by the retries"
+
+
+async def test_the_preemptors_deploy_does_not_wait_for_the_victims_teardown() -> None:
+    """The victim's engine is slow to remove it: the preemptor is deployed meanwhile, in the same step (an engine
+    that waits for a deploy to end a teardown would hold a teardown made before the admission for 10 s)."""
+    h = Harness()
+    low = h.submit("job-low", 0)
+    await h.running(low)
+    urgent = h.submit("job-urgent", 10)
+    await h.step()
+    h.report(low, Phase.HALTED)
+    h.backend.teardowns_wait_for_a_deploy.add("job-low")
+    h.backend.a_deploy.clear()
+    h.backend.events.clear()
+    await h.step()
+    assert urgent.state.stage is Stage.DEPLOYED
+    assert h.backend.events == ["deploy job-urgent", "teardown job-low"]
 
 
 async def test_a_jobs_end_is_recorded_after_its_attempts_end() -> None:

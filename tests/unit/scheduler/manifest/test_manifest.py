@@ -656,3 +656,32 @@ def test_validate_refuses_what_submit_refuses(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["job", "validate", str(path), "--root", str(REPO), "--output", "json"])
     assert result.exit_code == 1
     assert json.loads(result.output)["problems"][0]["message"].startswith("no data store has training_results")
+
+
+def test_validate_checks_the_tenants_file_as_submit_does(tmp_path: Path) -> None:
+    """`learnerkit.preemptible: false` and the priority against the tenant's settings, naming each field; the
+    tenant from --tenant, else the manifest's `learnerkit.tenant`."""
+    path = tmp_path / "manifest.yml"
+    path.write_text(BASE + "learnerkit: {tenant: team-b, preemptible: false, priority: 50}\n", encoding="utf-8")
+    tenants = tmp_path / "tenants.yml"
+    tenants.write_text("tenants:\n  team-a: {opt_out: true, priority: [-10, 100]}\n", encoding="utf-8")
+    runner = CliRunner()
+    args = ["job", "validate", str(path), "--root", str(REPO), "--output", "json"]
+    refused = runner.invoke(cli, [*args, "--tenants", str(tenants)])
+    assert refused.exit_code == 1, refused.output
+    found = {p["field"]: p["message"] for p in json.loads(refused.output)["problems"]}
+    assert found == {
+        "learnerkit.priority": "tenant 'team-b' may use priorities -1000..0; got 50",
+        "learnerkit.preemptible": "tenant 'team-b' may not opt out of preemption (the tenants file's opt_out); "
+        "remove it",
+    }
+    other = runner.invoke(cli, [*args, "--tenant", "team-a"], env={"LEARNERKIT_TENANTS": str(tenants)})
+    assert other.exit_code == 1, other.output
+    assert {p["field"]: p["message"] for p in json.loads(other.output)["problems"]} == {
+        "learnerkit.tenant": "'team-b' is not your tenant ('team-a')"
+    }
+    path.write_text(BASE + "learnerkit: {preemptible: false, priority: 50}\n", encoding="utf-8")
+    allowed = runner.invoke(cli, [*args, "--tenant", "team-a"], env={"LEARNERKIT_TENANTS": str(tenants)})
+    assert allowed.exit_code == 0, allowed.output
+    offline = runner.invoke(cli, args, env={})
+    assert offline.exit_code == 0, "without a tenants file there are no tenant settings to check against"

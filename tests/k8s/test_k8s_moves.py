@@ -87,6 +87,7 @@ def test_a_drained_nodes_job_waits_and_resumes_from_its_checkpoint_on_undrain(
         return view if view.status == "QUEUED" and view.attempts and view.attempts[0].ended_by else None
 
     queued = wait_until(moved_off, timeout=180, message="the job back in the queue, its first attempt ended")
+    assert queued is not None
     assert (queued.attempts[0].ended_by, queued.attempts[0].reason) == ("DRAINED", f"node {NODE_NAME} drained")
     gone(k8s_api, job.job_id)
     assert h.call(h.service.get(TENANT, job.job_id)).status == "QUEUED"  # the only node takes no new learner

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from controller_sidecar.settings import EtcdSettings
@@ -99,6 +101,18 @@ class EtcdServer:
             self._process.send_signal(sig)
             self._process.wait(timeout=STOP_TIMEOUT_S)
         self._process = None
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The server frozen (SIGSTOP) for the block, then let go (SIGCONT): clients' connections stay open and
+        unanswered, as when etcd is out of reach for a while; leases that ran out meanwhile are revoked after."""
+        if self._process is None or self._process.poll() is not None:
+            raise ServiceError(f"etcd on {self.endpoint} is not running: nothing to pause")
+        self._process.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self._process.send_signal(signal.SIGCONT)
 
     def _healthy(self) -> bool:
         if self._process is None or self._process.poll() is not None:

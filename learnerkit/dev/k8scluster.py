@@ -602,6 +602,62 @@ state = "{root / "state"}"
     def kubectl(self, *args: str) -> str:
         return self._run(self.binaries.tool("kubectl"), f"--kubeconfig={self.kubeconfig}", *args)
 
+    # --- node changes --------------------------------------------------------------------------------
+    def lose_node(self) -> None:
+        """The node as a machine that went down: its kubelet killed and its pods' processes with it, its Ready
+        condition ``Unknown`` as the node lifecycle controller (not run here) sets it once the kubelet stops
+        posting. ``restore_node`` brings it back."""
+        proc = self.processes.pop("kubelet")
+        proc.kill()
+        proc.wait(timeout=10)
+        self._kill_tasks()
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        unknown = {
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status.",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        self.request(
+            "PATCH",
+            f"/api/v1/nodes/{NODE_NAME}/status",
+            {"status": {"conditions": [unknown]}},
+            "application/strategic-merge-patch+json",
+        )
+
+    def restore_node(self) -> None:
+        """The kubelet started again on its folders: it posts the node Ready and removes the pods deleted
+        meanwhile."""
+        self._kubelet()
+        self._wait(self._node_ready, "the node to be Ready again", "kubelet")
+
+    def register_node(self, name: str, allocatable: Mapping[str, str]) -> None:
+        """A Node object with no kubelet behind it, Ready with ``allocatable`` (e.g. ``{"cpu": "8"}``): what the
+        scheduler and kube-scheduler see of a second node. Its pods never run; ``forget_node`` removes it."""
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+        self.request("POST", "/api/v1/nodes", node, "application/json")
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        ready = {"type": "Ready", "status": "True", "reason": "Registered", "lastTransitionTime": now}
+        status = {"capacity": dict(allocatable), "allocatable": dict(allocatable), "conditions": [ready]}
+        self.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": status})
+        # The API server taints every new node not-ready; the node lifecycle controller (not run here) lifts it.
+        self.kubectl("taint", "nodes", name, "node.kubernetes.io/not-ready-")
+
+    def forget_node(self, name: str) -> None:
+        """The registered node and its pods removed at once (no kubelet is there to confirm a deletion)."""
+        self.kubectl(
+            "delete",
+            "pods",
+            "--all-namespaces",
+            f"--field-selector=spec.nodeName={name}",
+            "--force",
+            "--grace-period=0",
+            "--wait=false",
+        )
+        self.kubectl("delete", "node", name, "--ignore-not-found")
+
     # --- stop ----------------------------------------------------------------------------------------
     def stop(self) -> None:
         """Remove everything: pods (so the kubelet tears their networks down), processes, mounts, cgroups."""

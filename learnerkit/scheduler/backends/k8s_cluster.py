@@ -9,6 +9,7 @@ existing object belongs to the same job.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +38,10 @@ from learnerkit.scheduler.errors import BackendError
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
+DELETION_WAIT_S = 120.0
+"""How long a deploy waits for the job's previous object of the same name to finish being deleted (a pod
+stops within its termination grace once its kubelet has seen the deletion)."""
+DELETION_POLL_S = 0.5
 TEARDOWN_ORDER = ("Pod", "PersistentVolumeClaim", "Service", "NetworkPolicy", "Secret")
 """Pods first, so that nothing runs without its policy or its credentials."""
 
@@ -217,24 +222,50 @@ class KubernetesCluster:
         return Deployed(job.job_id, tuple(map(describe, created)), tuple(map(describe, existing)))
 
     def _create(self, obj: KubeObject, job_id: str) -> bool:
-        """True when created; False when it was there and belongs to ``job_id`` (a 409 on a redeploy)."""
+        """True when created; False when it was there and belongs to ``job_id`` (a 409 on a redeploy).
+
+        The job's object of an earlier attempt still being deleted (a halted or preempted job's pod in its
+        termination grace) is not a redeploy: the new one is created once the old one is gone.
+        """
         kind, name, namespace = obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"]
+        deadline = time.monotonic() + DELETION_WAIT_S
+        while True:
+            try:
+                with _translated("creating", describe(obj), self.host):
+                    self._kinds[kind].create(namespace, obj)
+            except BackendError as e:
+                if e.status != HTTP_CONFLICT:
+                    raise
+                found = self._read(kind, name, namespace, describe(obj))
+                if found is None:
+                    continue  # deleted between the create and the read
+                owner = (found.metadata.labels or {}).get(JOB_LABEL)
+                if owner != job_id:
+                    raise BackendError(
+                        f"creating {describe(obj)}: it exists and belongs to {owner or 'no learnerkit job'}, "
+                        f"not {job_id}",
+                        status=HTTP_CONFLICT,
+                    ) from e
+                if found.metadata.deletion_timestamp is None:
+                    return False
+                if time.monotonic() >= deadline:
+                    raise BackendError(
+                        f"creating {describe(obj)}: the previous one is still being deleted after {DELETION_WAIT_S:g}s",
+                        status=HTTP_CONFLICT,
+                    ) from e
+                time.sleep(DELETION_POLL_S)
+                continue
+            return True
+
+    def _read(self, kind: str, name: str, namespace: str, what: str) -> Any | None:
+        """The object, or None when it is gone."""
         try:
-            with _translated("creating", describe(obj), self.host):
-                self._kinds[kind].create(namespace, obj)
+            with _translated("reading", what, self.host):
+                return self._kinds[kind].read(name, namespace)
         except BackendError as e:
-            if e.status != HTTP_CONFLICT:
-                raise
-            with _translated("reading", describe(obj), self.host):
-                found = self._kinds[kind].read(name, namespace)
-            owner = (found.metadata.labels or {}).get(JOB_LABEL)
-            if owner != job_id:
-                raise BackendError(
-                    f"creating {describe(obj)}: it exists and belongs to {owner or 'no learnerkit job'}, not {job_id}",
-                    status=HTTP_CONFLICT,
-                ) from e
-            return False
-        return True
+            if e.status == HTTP_NOT_FOUND:
+                return None
+            raise
 
     def _delete(self, kind: str, name: str, namespace: str) -> bool:
         """Delete one object; False when it was gone already."""

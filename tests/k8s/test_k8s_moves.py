@@ -34,7 +34,8 @@ from tests.waiting import wait_until
 pytestmark = [pytest.mark.k8s, pytest.mark.services, pytest.mark.timeout(900)]
 
 STEPS = 100
-JOB = f"SMOKE_MIN_STEP_SECONDS=0.1 python /opt/learner/smoke/train.py --steps {STEPS} --checkpoint-every 10"
+JOB = f"SMOKE_MIN_STEP_SECONDS=0.3 python /opt/learner/smoke/train.py --steps {STEPS} --checkpoint-every 10"
+"""At least 30 s of training: the preemption or drain asked once the first metrics are in etcd finds it running."""
 VICTIM_EXTRA = "learnerkit:\n  priority: -10\n  halt_grace: 60\n"
 
 

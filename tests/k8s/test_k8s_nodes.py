@@ -22,7 +22,7 @@ from learnerkit.scheduler.facade import JobView
 from learnerkit.scheduler.nodes.marks import nodes_prefix
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, manifest
 from tests.integration.scheduler.test_drain_docker import ROOT, operator
-from tests.integration.scheduler.test_preemption_docker import TENANT, steps_in_history
+from tests.integration.scheduler.test_preemption_docker import TENANT
 from tests.k8s.conftest import NAMESPACE
 from tests.k8s.test_k8s_jobs import gone, learner_started
 from tests.waiting import wait_until
@@ -32,7 +32,8 @@ pytestmark = [pytest.mark.k8s, pytest.mark.services, pytest.mark.timeout(900)]
 GRACE_S = 3.0
 """``node_lost_grace_s`` here: a node NotReady this long is lost."""
 SECOND = "lk-node-2"
-JOB = "SMOKE_MIN_STEP_SECONDS=0.1 python /opt/learner/smoke/train.py --steps 100 --checkpoint-every 10"
+JOB = "SMOKE_MIN_STEP_SECONDS=0.5 python /opt/learner/smoke/train.py --steps 100 --checkpoint-every 10"
+JOB_EXTRA = "learnerkit:\n  checkpoint_interval: 1\n"
 
 
 @pytest.fixture
@@ -49,14 +50,6 @@ def watching(
         made.kill()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issue 21, found here: while the only node is NotReady the loop's admission rebuild on the changed nodes "
-        "(AdmissionState.rebuild over no node) marks the requeued job REJECTED in memory without ending it, so it "
-        "stays QUEUED and is never admitted again when the node is back (a restarted scheduler runs it)"
-    ),
-)
 def test_a_lost_nodes_job_runs_again_from_its_last_checkpoint_once_the_node_is_back(
     watching: Harness,
     pod_s3: SimpleNamespace,
@@ -65,15 +58,18 @@ def test_a_lost_nodes_job_runs_again_from_its_last_checkpoint_once_the_node_is_b
     k8s_cluster: LocalCluster,
 ) -> None:
     h = watching
-    job = h.call(h.service.submit(TENANT, manifest(pod_s3, JOB)))
+    job = h.call(h.service.submit(TENANT, manifest(pod_s3, JOB, extra=JOB_EXTRA)))
     h.wait_status(TENANT, job.job_id, {"PROCESSING"}, timeout=240)
-    wait_until(
-        lambda: max(steps_in_history(h, job.job_id), default=0) >= 25,
-        timeout=120,
-        interval=0.5,
-        message="step 25 stored: the checkpoints of steps 10 and 20 taken",
+
+    def running_with_a_stored_checkpoint() -> tuple[str, str] | None:
+        listed = scheduler_buckets.list_objects_v2(Bucket=RESULTS_BUCKET, Prefix=f"{job.job_id}/attempt-1/")
+        stored = any("/checkpoints/" in item["Key"] for item in listed.get("Contents", []))
+        return learner_started(k8s_api, job.job_id) if stored else None
+
+    # The learner's 100 steps take at least 50 s; its first checkpoint (step 10) is uploaded within a second of it.
+    started = wait_until(
+        running_with_a_stored_checkpoint, timeout=120, interval=0.5, message="a checkpoint stored, the learner running"
     )
-    started = wait_until(lambda: learner_started(k8s_api, job.job_id), timeout=60, message="the learner running")
     assert started is not None
     first_pod = started[0]
     lost_at = time.monotonic()

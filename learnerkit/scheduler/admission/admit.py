@@ -197,6 +197,8 @@ class AdmissionState:
         self._empty = Cluster(self._nodes)
         """Never keeps a reservation: answers whether a job fits the cluster at all."""
         self._fits_empty: set[str] = set()
+        """Jobs known to fit the cluster when empty, or queued again after they were admitted once: never
+        rejected for the nodes' present shape."""
         self._entries: dict[str, _Entry] = {}
         self._queue = JobQueue()
         self._starting: dict[str, _Entry] = {}
@@ -214,7 +216,8 @@ class AdmissionState:
         """The state after a restart: admitted and running jobs re-reserve their nodes; queued jobs queue.
 
         A record whose nodes no longer exist or no longer have room (the cluster changed while the
-        scheduler was down) is requeued, and a queued job that can no longer fit at all is rejected.
+        scheduler was down) is requeued. Queued jobs wait however the nodes have changed (:meth:`requeue`):
+        each was admissible when it was submitted.
         """
         state = cls(nodes, policy, closed)
         records = sorted(records, key=lambda r: r.stage in (Stage.QUEUED, Stage.REJECTED))
@@ -237,7 +240,7 @@ class AdmissionState:
                 LOGGER.warning("job %s: nodes %s no longer hold it; requeued", record.job.job_id, record.nodes)
                 entry.stage, entry.nodes, entry.admitted_at = Stage.QUEUED, (), None
             if entry.stage is Stage.QUEUED:
-                state._enqueue(entry)
+                state._wait(entry)
         return state
 
     def submit(self, job: Job) -> Unschedulable | None:
@@ -247,6 +250,16 @@ class AdmissionState:
         entry = _Entry(job, Stage.QUEUED)
         self._entries[job.job_id] = entry
         return self._enqueue(entry)
+
+    def requeue(self, job: Job) -> None:
+        """Queue again a job that ran before (preempted, drained, its node lost, restarted): it waits for room
+        and is never rejected for the nodes' present shape, since the only node that holds it may be back soon
+        (a node not ready for a minute must not fail the jobs it held)."""
+        if job.job_id in self._entries:
+            raise InvalidRequestError(f"job {job.job_id!r} exists already")
+        entry = _Entry(job, Stage.QUEUED)
+        self._entries[job.job_id] = entry
+        self._wait(entry)
 
     def schedule(self, now: float) -> PassResult:
         """One pass over the whole queue; see the module docstring for the policy."""
@@ -356,6 +369,10 @@ class AdmissionState:
             return self._reject(entry, why)
         self._queue.add(entry.job)
         return None
+
+    def _wait(self, entry: _Entry) -> None:
+        self._queue.add(entry.job)
+        self._fits_empty.add(entry.job.job_id)
 
     def _reject(self, entry: _Entry, why: str) -> Unschedulable:
         if entry.job.job_id in self._queue:

@@ -101,7 +101,7 @@ class Transitions:
             clear_learners=True,
             clear_halt=True,
         )
-        shared.admission.submit(tracked.admission_job())
+        shared.admission.requeue(tracked.admission_job())
 
     async def open_attempt(self, tracked: Tracked, nodes: tuple[str, ...]) -> None:
         """Record the attempt being deployed (a redeploy of the same attempt after a ready timeout replaces it)."""

@@ -282,7 +282,7 @@ async def test_auto_resume_restarts_the_job_as_for_any_failure() -> None:
     await harness.step_at(0)
     state = await harness.step_at(GRACE + 1)
     assert (state.status, state.attempt, state.restarts) == (JobStatus.QUEUED, 2, 1)
-    assert state.reason == f"restarting after: {NO_RECORD}"
+    assert state.reason.startswith("waiting for "), "queued again, waiting for room (this backend has no node)"
     assert harness.tracked.ended_since == {}
 
 

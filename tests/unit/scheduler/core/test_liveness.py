@@ -88,7 +88,7 @@ async def test_a_lost_pair_resumes_by_the_jobs_policy() -> None:
     await harness.step_at(1)
     state = await harness.step_at(2 + 2 * TTL)
     assert (state.status, state.attempt, state.restarts) == (JobStatus.QUEUED, 2, 1)
-    assert state.reason == f"restarting after: {GONE}"
+    assert state.reason.startswith("waiting for "), "queued again, waiting for room (this backend has no node)"
 
 
 async def test_time_without_a_lease_counts_only_over_steps_that_succeeded(harness: Harness) -> None:

@@ -30,17 +30,7 @@ from learnerkit_build.pipconfig import BuildOptions, pip_config, resolve_build_i
 
 BUCKET = "bench-digits"
 SECONDS_METRIC = "epoch_cpu_s"
-WRITE_DIGITS = """
-import numpy as np
-from sklearn.datasets import load_digits
-digits = load_digits()
-order = np.random.default_rng(0).permutation(len(digits.target))
-x, y = digits.data[order] / 16.0, digits.target[order]
-head = ",".join([f"p{i}" for i in range(64)] + ["label"])
-for name, part in (("digits-train.csv", slice(0, 1300)), ("digits-eval.csv", slice(1300, None))):
-    np.savetxt(f"/job/data/{name}", np.column_stack([x[part], y[part]]), delimiter=",", header=head,
-               comments="", fmt=["%.4f"] * 64 + ["%d"])
-"""
+WRITE_DIGITS = (REPO / "examples" / "digits-evaluated" / "write_digits.py").read_text()
 
 TRAIN = """\
 import csv, time

@@ -20,7 +20,8 @@ from learnerkit_build.render import BuildInputs
 from tests.integration.conftest import REPO
 
 pytestmark = pytest.mark.integration
-HERE = Path(__file__).parent
+TRAIN = REPO / "examples" / "digits-evaluated" / "model" / "train.py"
+"""The example's training script: the test trains the models it evaluates as a user of the example would."""
 EPSILONS = (0.05, 0.1, 0.2, 0.3)
 SPEC = RobustnessSpec(
     name="digits",
@@ -29,17 +30,7 @@ SPEC = RobustnessSpec(
     epsilons=EPSILONS,
     thresholds=(RobustnessThreshold("pgd", 0.1, 0.6),),
 )
-WRITE_DIGITS = """
-import numpy as np
-from sklearn.datasets import load_digits
-digits = load_digits()
-order = np.random.default_rng(0).permutation(len(digits.target))
-x, y = digits.data[order] / 16.0, digits.target[order]
-head = ",".join([f"p{i}" for i in range(64)] + ["label"])
-for name, part in (("digits-train.csv", slice(0, 1300)), ("digits-eval.csv", slice(1300, None))):
-    np.savetxt(f"/job/data/{name}", np.column_stack([x[part], y[part]]), delimiter=",", header=head,
-               comments="", fmt=["%.4f"] * 64 + ["%d"])
-"""
+WRITE_DIGITS = (REPO / "examples" / "digits-evaluated" / "write_digits.py").read_text()
 
 
 def _job(root: Path, name: str) -> Path:
@@ -74,7 +65,7 @@ def digits_models(tmp_path_factory: pytest.TempPathFactory, build_inputs: BuildI
         job = _job(root, name)
         for csv in (data_job / "data").glob("*.csv"):
             shutil.copy(csv, job / "data" / csv.name)
-        shutil.copy(HERE / "train_digits.py", job / "model" / "train_digits.py")
+        shutil.copy(TRAIN, job / "model" / "train_digits.py")
         _run(pytorch, job, ["python", "/job/model/train_digits.py", *flags])
         models[name] = job
     return models

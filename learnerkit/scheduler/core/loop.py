@@ -71,11 +71,11 @@ class ControlLoop:
         """The backend's nodes as last read (:meth:`_read_nodes`), and when (monotonic)."""
         self._nodes_read_at = 0.0
         self._drained: frozenset[str] = frozenset()
+        """The nodes drained (etcd's marks), as read with the nodes: listed no more, their jobs moved off."""
         self._published: frozenset[str] | None = None
         self._published_states: dict[str, str] | None = None
         self._health: dict[str, NodeHealth] | None = None
         """Every node the cluster has, as read with the nodes; None until a read succeeded."""
-        """The nodes drained (etcd's marks), as read with the nodes: listed no more, their jobs moved off."""
         self._watching_since: float | None = None
         """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
         answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could

@@ -15,6 +15,7 @@ import tarfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,32 @@ def checkout(dest: Path, folders: list[str], *, private: bool) -> Path:
     return dest
 
 
+@pytest.fixture
+def tags_kept(docker_client: Any) -> Iterator[None]:
+    """The builds here tag their images as `make images` does (`learnerkit/sidecar:0.1.0`, the content tag), but
+    build from copies without git (revision `unknown`): every learnerkit tag is put back where it was, so the
+    tests after these see the images the checkout built (the publish test read a moved mxnet tag)."""
+    before = _learnerkit_tags(docker_client)
+    yield
+    after = _learnerkit_tags(docker_client)
+    for reference, image_id in before.items():
+        if after.get(reference) != image_id:
+            repository, _, tag = reference.rpartition(":")
+            docker_client.images.get(image_id).tag(repository, tag)
+    for reference in after.keys() - before.keys():
+        docker_client.images.remove(reference)
+
+
+def _learnerkit_tags(docker_client: Any) -> dict[str, str]:
+    return {
+        reference: image.id
+        for image in docker_client.images.list()
+        for reference in image.tags
+        if reference.startswith("learnerkit/")
+    }
+
+
+@pytest.mark.usefixtures("tags_kept")
 @pytest.mark.parametrize(
     ("folders", "build"),
     [

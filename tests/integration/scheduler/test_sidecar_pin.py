@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from learnerkit.common import engine
-from learnerkit.scheduler.config.settings import BackendSettings, EtcdSettings, SchedulerSettings
+from learnerkit.common.signing import create_signer
+from learnerkit.scheduler.config.settings import BackendSettings, EtcdSettings, SchedulerSettings, SigningSettings
 from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.factory import create_scheduler
@@ -41,12 +43,16 @@ def sidecar_tag(build_inputs: BuildInputs) -> Iterator[tuple[str, str, str]]:
 
 
 def test_the_scheduler_deploys_the_sidecar_by_the_id_its_tag_named_at_start(
-    sidecar_tag: tuple[str, str, str], etcd_server: Any
+    sidecar_tag: tuple[str, str, str], etcd_server: Any, tmp_path: Path
 ) -> None:
     tag, image_id, _ = sidecar_tag
     root = f"/learnerkit-pin-test-{uuid.uuid4().hex[:8]}/jobs"
+    key = tmp_path / "signing-key.pem"
+    create_signer(key)
     settings = SchedulerSettings(
-        etcd=EtcdSettings(endpoints=(etcd_server.endpoint,), root=root), backend=BackendSettings(sidecar_image=tag)
+        etcd=EtcdSettings(endpoints=(etcd_server.endpoint,), root=root),
+        backend=BackendSettings(sidecar_image=tag),
+        signing=SigningSettings(key=key),
     )
     hosted = create_scheduler(settings)
     scheduler, lifespan = hosted.facade, hosted.lifespan

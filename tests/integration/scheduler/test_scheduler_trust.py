@@ -128,11 +128,12 @@ def test_a_restart_reads_more_history_than_one_etcd_answer_holds(
         asyncio.run(arrange(create=False))
 
 
-def test_a_finished_job_keeps_only_its_spec_and_final_status(harness: Harness, s3_server: Any) -> None:
+def test_a_finished_job_keeps_only_its_spec_final_status_and_attempts(harness: Harness, s3_server: Any) -> None:
     view = harness.call(harness.service.submit("team-a", manifest(s3_server, "true")))
     assert harness.wait_status("team-a", view.job_id, TERMINAL).status == "COMPLETED"
-    found = harness.call(harness.service.shared.store.etcd.get_prefix(keys.job_prefix(view.job_id)))
-    assert sorted(key.rsplit("/", 1)[1] for key in found) == ["spec", "status"]
+    prefix = keys.job_prefix(view.job_id)
+    found = harness.call(harness.service.shared.store.etcd.get_prefix(prefix))
+    assert sorted(key.removeprefix(prefix).lstrip("/") for key in found) == ["attempts/1", "spec", "status"]
     assert harness.call(harness.service.get("team-a", view.job_id)).results.endswith(f"/{view.job_id}/attempt-1/")
 
 

@@ -368,10 +368,11 @@ def verify(
     target: str, public_key: Path | None, data: Path | None, to: Path | None, client: SchedulerClient, output: str
 ) -> None:
     """Check a job's provenance: TARGET is a folder `job download --what all` wrote, or a job id (downloaded to
-    --to, else a temporary folder). Checks the signatures, hashes the files again and asks the local engine for the
-    images; names every item that changed and exits 1 then."""
+    --to, else a temporary folder). Checks the signatures, hashes the files again and asks for each image the
+    registry its reference names, else the local engine; names every item that changed and exits 1 then."""
     from learnerkit.common.signing import load_public_key, public_key_from_pem
-    from learnerkit.scheduler.client.provenance import download_for_verify, engine_digest
+    from learnerkit.scheduler.client.imagedigest import image_answer
+    from learnerkit.scheduler.client.provenance import download_for_verify
     from learnerkit.scheduler.provenance.verify import verify_folder
 
     key = (
@@ -386,7 +387,7 @@ def verify(
             failed = download_for_verify(client, target, folder)
             if failed:
                 raise SchedulerError("; ".join(f"{f.path}: {f.error}" for f in failed))
-        report = verify_folder(folder, key, data=data, image_digest=engine_digest)
+        report = verify_folder(folder, key, data=data, image_digest=image_answer)
     emit(output, report.to_dict(), lambda: _show_report(report))
     if not report.ok:
         raise SystemExit(1)

@@ -1,5 +1,5 @@
 """The client side of `job provenance` and `job verify`: a job's provenance documents fetched through the API,
-a job's files downloaded for verifying, and the local engine asked what it holds under an image reference."""
+and a job's files downloaded for verifying."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from learnerkit.common.engine import EngineError, image_id
 from learnerkit.scheduler.client.download import FailedFile, download_all
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.facade import JobView, StoredFile
@@ -69,11 +68,3 @@ def download_for_verify(client: SchedulerClient, job_id: str, root: Path) -> lis
     provenance_files(client, job_id)  # waits for a job that has just ended
     files = [item for item in client.list_files(job_id, what="all") if item.kind != "checkpoints"]
     return download_all(client, job_id, files, root, lambda _n: None)
-
-
-def engine_digest(reference: str) -> str | None:
-    """The ID of the image the local engine holds under ``reference``; None where it has none or none answers."""
-    try:
-        return image_id(reference)
-    except EngineError:
-        return None

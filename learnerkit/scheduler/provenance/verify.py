@@ -37,8 +37,21 @@ from learnerkit.scheduler.provenance.statement import (
 PROVENANCE_FILE = "provenance/provenance.intoto.json"
 EVALUATOR_IMAGE = "evaluator-image"
 _CHUNK = 1 << 20
-ImageLookup = Callable[[str], str | None]
-"""A reference's digest (``sha256:<hex>``) where the engine or registry has it, else None."""
+
+
+@dataclass(frozen=True)
+class ImageAnswer:
+    """What an engine or registry holds under an image reference."""
+
+    source: str
+    """Who answered: ``the engine``, ``registry 127.0.0.1:5000``."""
+    digests: frozenset[str] = frozenset()
+    """``sha256:<hex>`` each: the image ID, and from a registry the manifest's digest too; empty where it has none."""
+    problem: str = ""
+    """Why it could not be asked (unreachable, refused); then ``digests`` is empty."""
+
+
+ImageLookup = Callable[[str], ImageAnswer]
 
 
 class NoProvenanceError(LearnerkitError):
@@ -201,12 +214,15 @@ def _image_check(name: str, dependency: Mapping[str, Any], image_digest: ImageLo
     recorded = "sha256:" + dependency["digest"]["sha256"]
     if image_digest is None:
         return Check(item, State.NOT_CHECKED, "no engine or registry to ask")
-    actual = image_digest(reference)
-    if actual is None:
-        return Check(item, State.NOT_CHECKED, "the engine does not have it")
-    if actual != recorded:
-        return Check(item, State.CHANGED, f"the engine has {actual} under this reference, the job ran {recorded}")
-    return Check(item, State.OK)
+    answer = image_digest(reference)
+    if answer.problem:
+        return Check(item, State.NOT_CHECKED, f"{answer.source} cannot be asked: {answer.problem}")
+    if not answer.digests:
+        return Check(item, State.NOT_CHECKED, f"{answer.source} does not have it")
+    if recorded not in answer.digests:
+        held = ", ".join(sorted(answer.digests))
+        return Check(item, State.CHANGED, f"{answer.source} has {held} under this reference, the job ran {recorded}")
+    return Check(item, State.OK, f"as {answer.source} has it")
 
 
 def _model_signature_check(folder: Path, key: Key, subjects: Mapping[str, str]) -> Check:

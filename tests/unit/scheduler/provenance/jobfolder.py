@@ -4,6 +4,7 @@ writer, and the folder `job download --what all` makes of it."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,14 +98,18 @@ def attempt_of(number: int, ended_by: AttemptEnd, reason: str = "") -> Attempt:
 
 
 def finished_job(
-    tmp: Path, attempts: int = 1, earlier: AttemptEnd = AttemptEnd.HALTED, reason: str = "halted"
+    tmp: Path,
+    attempts: int = 1,
+    earlier: AttemptEnd = AttemptEnd.HALTED,
+    reason: str = "halted",
+    images: Callable[[str], ImageFact] = describe,
 ) -> tuple[MemoryStore, Path]:
     """The job's objects with its provenance written at each end; the key's path. Every attempt but the last ends
     as ``earlier`` says (HALTED: the job ended and was resumed; PREEMPTED or RESTARTED: the scheduler requeued it),
-    and the last completes."""
+    and the last completes. ``images`` describes the learner image (``LEARNER_ID``) and the sidecar's."""
     store = MemoryStore({f"{PREFIX}model/model.zip": MODEL_ZIP})
     key = tmp / "platform.pem"
-    writer = ProvenanceWriter(create_signer(key), describe, "learnerkit/sidecar:0.1.0")
+    writer = ProvenanceWriter(create_signer(key), images, "learnerkit/sidecar:0.1.0")
     manifest = parse_manifest(MANIFEST.format(gpus=1))
     history: list[Attempt] = []
     for number in range(1, attempts + 1):

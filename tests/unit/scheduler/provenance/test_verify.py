@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from learnerkit.common.signing import load_public_key, public_key_path
-from learnerkit.scheduler.provenance.verify import NoProvenanceError, State, verify_folder
+from learnerkit.scheduler.provenance.verify import ImageAnswer, ImageLookup, NoProvenanceError, State, verify_folder
 from tests.unit.scheduler.provenance.jobfolder import (
     EVALUATOR_ID,
     EVALUATOR_IMAGE,
@@ -31,13 +30,10 @@ def flip(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-def engine(changed: str | None = None) -> Callable[[str], str | None]:
-    def lookup(reference: str) -> str | None:
-        if reference == LEARNER_IMAGE:
-            return changed or LEARNER_ID
-        if reference == EVALUATOR_IMAGE:
-            return EVALUATOR_ID
-        return SIDECAR_ID
+def engine(changed: str | None = None) -> ImageLookup:
+    def lookup(reference: str) -> ImageAnswer:
+        held = {LEARNER_IMAGE: changed or LEARNER_ID, EVALUATOR_IMAGE: EVALUATOR_ID}.get(reference, SIDECAR_ID)
+        return ImageAnswer("the engine", frozenset({held}))
 
     return lookup
 
@@ -48,7 +44,7 @@ def job(tmp_path: Path) -> tuple[Path, Path, Path]:
     return download(store, tmp_path / "download"), data_copy(tmp_path / "data"), key
 
 
-def verified(job: tuple[Path, Path, Path], lookup: Callable[[str], str | None] | None = None) -> list[str]:
+def verified(job: tuple[Path, Path, Path], lookup: ImageLookup | None = None) -> list[str]:
     folder, data, key = job
     report = verify_folder(folder, load_public_key(public_key_path(key)), data=data, image_digest=lookup or engine())
     assert report.ok == (not report.changed)
@@ -185,7 +181,25 @@ def test_a_verdict_changed_in_a_round_statement_fails_its_signature(evaluated: t
 
 
 def test_another_evaluator_image_under_its_reference_fails_naming_it(evaluated: tuple[Path, Path, Path]) -> None:
-    def lookup(reference: str) -> str | None:
-        return "sha256:" + "8" * 64 if reference == EVALUATOR_IMAGE else engine()(reference)
+    def lookup(reference: str) -> ImageAnswer:
+        if reference == EVALUATOR_IMAGE:
+            return ImageAnswer("the engine", frozenset({"sha256:" + "8" * 64}))
+        return engine()(reference)
 
     assert verified(evaluated, lookup) == [f"evaluator image {EVALUATOR_IMAGE}"] * 2
+
+
+def test_an_image_whose_registry_cannot_be_reached_is_named_not_checked(job: tuple[Path, Path, Path]) -> None:
+    def lookup(reference: str) -> ImageAnswer:
+        if reference == LEARNER_IMAGE:
+            return ImageAnswer("registry 127.0.0.1:9", problem="connection refused")
+        return engine()(reference)
+
+    folder, data, key = job
+    report = verify_folder(folder, load_public_key(public_key_path(key)), data=data, image_digest=lookup)
+    assert report.ok
+    states = {check.item: (check.state, check.detail) for check in report.checks}
+    assert states[f"learner image {LEARNER_IMAGE}"] == (
+        State.NOT_CHECKED,
+        "registry 127.0.0.1:9 cannot be asked: connection refused",
+    )

@@ -13,9 +13,11 @@ from collections.abc import Callable
 from controller_sidecar.errors import SidecarError
 from learner.evaluation.spec import spec_to_dict
 from learnerkit.common.errors import LearnerkitError
+from learnerkit.scheduler.backends.protocol import ReportsImageDigest
 from learnerkit.scheduler.core.planning import endpoints_for
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.errors import BackendError
 from learnerkit.scheduler.evaluations.plan import EvaluatedJob, results_folder
 from learnerkit.scheduler.evaluations.record import EvaluationRound
 from learnerkit.scheduler.jobs.layout import job_location
@@ -30,6 +32,18 @@ from learnerkit.scheduler.provenance.writer import FinishedJob
 
 LOGGER = logging.getLogger(__name__)
 PROVENANCE_OF = frozenset({JobStatus.COMPLETED, JobStatus.HALTED, JobStatus.FAILED})
+
+
+async def ran_digest(backend: object, job_id: str) -> str:
+    """The learner image's digest the backend reports the job ran, where it reports one (Kubernetes: the
+    scheduler's engine is not the cluster's); empty where it does not, yet or at all (asked again next pass)."""
+    if not isinstance(backend, ReportsImageDigest):
+        return ""
+    try:
+        return await asyncio.to_thread(backend.learner_image_digest, job_id)
+    except BackendError as e:
+        LOGGER.warning("job %s: the learner image's digest cannot be read yet: %s", job_id, e)
+        return ""
 
 
 class Provenancing:
@@ -47,13 +61,14 @@ class Provenancing:
         if writer is None or tracked.state.status not in PROVENANCE_OF:
             return
         state, manifest, image, resolve = tracked.state, tracked.manifest, tracked.deployed_image, None
-        attempts = tuple(tracked.attempts)
+        attempts, digest = tuple(tracked.attempts), tracked.ran_digest
         if not image:  # ended before a deploy of this scheduler process: the gate resolves it again
             resolve = self.shared.options.resolve_image
         store = self.clients.of(endpoints_for(manifest, self.shared.options.platform))
 
         def gather_and_write() -> None:
-            job = FinishedJob(state, manifest, resolve(manifest) if resolve else image, attempts, self.instance)
+            deployed = resolve(manifest) if resolve else image
+            job = FinishedJob(state, manifest, deployed, attempts, self.instance, ran_digest=digest)
             writer.write(store, job)
 
         self._queue(state.job_id, gather_and_write, "its provenance")

@@ -4,14 +4,25 @@ and an untouched folder passes."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
 from learnerkit.common.signing import load_public_key, public_key_path
-from learnerkit.scheduler.provenance.verify import ImageAnswer, ImageLookup, NoProvenanceError, State, verify_folder
+from learnerkit.scheduler.provenance.verify import (
+    Check,
+    DataAnswer,
+    DataLookup,
+    ImageAnswer,
+    ImageLookup,
+    NoProvenanceError,
+    State,
+    verify_folder,
+)
 from tests.unit.scheduler.provenance.jobfolder import (
+    EVAL_DATA,
     EVALUATOR_ID,
     EVALUATOR_IMAGE,
     LEARNER_ID,
@@ -203,3 +214,55 @@ def test_an_image_whose_registry_cannot_be_reached_is_named_not_checked(job: tup
         State.NOT_CHECKED,
         "registry 127.0.0.1:9 cannot be asked: connection refused",
     )
+
+
+EVAL_URI = "s3://data/eval/digits.csv"
+EVAL_DATA_ITEMS = [f"evaluation round {n} data {EVAL_URI}" for n in (1, 2)]
+
+
+def store_holding(content: bytes) -> DataLookup:
+    """The evaluation data as its store holds it now, hashed as `job verify JOB` hashes what the scheduler streams."""
+
+    def lookup(uri: str) -> DataAnswer:
+        if uri != EVAL_URI:
+            return DataAnswer(problem=f"no evaluation round statement lists {uri!r}")
+        return DataAnswer(hashlib.sha256(content).hexdigest())
+
+    return lookup
+
+
+def data_checks(evaluated: tuple[Path, Path, Path], lookup: DataLookup | None) -> tuple[list[str], dict[str, Check]]:
+    folder, data, key = evaluated
+    report = verify_folder(
+        folder, load_public_key(public_key_path(key)), data=data, image_digest=engine(), evaluation_data=lookup
+    )
+    return [c.item for c in report.changed], {c.item: c for c in report.checks if c.item in EVAL_DATA_ITEMS}
+
+
+def test_evaluation_data_as_its_store_holds_it_verifies(evaluated: tuple[Path, Path, Path]) -> None:
+    changed, checks = data_checks(evaluated, store_holding(EVAL_DATA))
+    assert changed == []
+    assert {item: check.state for item, check in checks.items()} == dict.fromkeys(EVAL_DATA_ITEMS, State.OK)
+
+
+def test_a_byte_changed_in_the_evaluation_data_fails_naming_the_object(evaluated: tuple[Path, Path, Path]) -> None:
+    changed_data = bytearray(EVAL_DATA)
+    changed_data[2] ^= 0x01
+    changed, checks = data_checks(evaluated, store_holding(bytes(changed_data)))
+    assert changed == EVAL_DATA_ITEMS
+    assert checks[EVAL_DATA_ITEMS[0]].detail.endswith(f"the round used {hashlib.sha256(EVAL_DATA).hexdigest()}")
+
+
+def test_evaluation_data_with_no_store_to_read_is_not_checked_saying_why(evaluated: tuple[Path, Path, Path]) -> None:
+    _, checks = data_checks(evaluated, None)
+    assert {(c.state, c.detail) for c in checks.values()} == {
+        (State.NOT_CHECKED, "read from its store only when verifying by job id")
+    }
+
+    def unreachable(uri: str) -> DataAnswer:
+        return DataAnswer(problem="job job-7: its object store does not answer; try again shortly")
+
+    _, checks = data_checks(evaluated, unreachable)
+    assert {(c.state, c.detail) for c in checks.values()} == {
+        (State.NOT_CHECKED, "job job-7: its object store does not answer; try again shortly")
+    }

@@ -20,6 +20,7 @@ from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.errors import BackendError
 from learnerkit.scheduler.evaluations.plan import EvaluatedJob, results_folder
 from learnerkit.scheduler.evaluations.record import EvaluationRound
+from learnerkit.scheduler.evaluations.runner import RoundSigned
 from learnerkit.scheduler.jobs.layout import job_location
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobStatus
@@ -73,11 +74,13 @@ class Provenancing:
 
         self._queue(state.job_id, gather_and_write, "its provenance")
 
-    async def evaluation_round_ended(self, job: EvaluatedJob, settled: EvaluationRound) -> None:
-        """Called as the round's last evaluation is settled: the round's signed statement, where the job has a
-        provenance (the scheduler signs)."""
+    async def evaluation_round_ended(self, job: EvaluatedJob, settled: EvaluationRound, signed: RoundSigned) -> None:
+        """Called as the round's last evaluation is settled (and at a start, for a round whose statement was not
+        stored): the round's signed statement, where the job has a provenance (the scheduler signs); ``signed`` is
+        awaited once it is stored (or at once, with nothing to sign)."""
         writer = self.shared.options.provenance
         if writer is None:
+            await signed()
             return
         bucket, prefix = job_location(job.manifest, job.job_id)
         evaluations = tuple(
@@ -97,13 +100,14 @@ class Provenancing:
         signer = EvaluationProvenanceWriter(writer.signer, writer.describe_image)
         store = self.clients.of(job.endpoints)
         what = f"the provenance of evaluation round {round_.round}"
-        self._queue(job.job_id, lambda: signer.write(store, round_), what)
+        self._queue(job.job_id, lambda: signer.write(store, round_), what, then=signed)
 
     def writing(self, job_id: str) -> bool:
         """Whether a provenance write of the job is under way."""
         return job_id in self._writes
 
-    def _queue(self, job_id: str, work: Callable[[], object], what: str) -> None:
+    def _queue(self, job_id: str, work: Callable[[], object], what: str, *, then: RoundSigned | None = None) -> None:
+        """``work`` in a worker thread after the job's writes before it; ``then`` once it succeeded."""
         before = self._writes.get(job_id)
 
         async def write() -> None:
@@ -113,6 +117,9 @@ class Provenancing:
                 await asyncio.to_thread(work)
             except (LearnerkitError, SidecarError, OSError, ValueError, KeyError):
                 LOGGER.exception("job %s: %s was not written", job_id, what)
+                return
+            if then is not None:
+                await then()
 
         task = asyncio.create_task(write(), name=f"provenance of {job_id}")
         self._writes[job_id] = task

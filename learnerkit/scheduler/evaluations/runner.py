@@ -280,14 +280,15 @@ class EvaluationRunner:
             await self.round_ended(job, settled, signed)
 
     async def _signed(self, job: EvaluatedJob, round_: int) -> None:
-        async with self._lock:
-            current = self.rounds.get(job.job_id)
-            if current is None or current.round != round_ or current.signed:
-                return
-            await self._save(replace(current, signed=True))
-            await self.store.delete_credentials(job.job_id, job.manifest_text, job.source)
-        if (signing := self._signing.pop(job.job_id, None)) is not None:
-            signing.set()
+        try:
+            async with self._lock:
+                current = self.rounds.get(job.job_id)
+                if current is not None and current.round == round_ and not current.signed:
+                    await self._save(replace(current, signed=True))
+                    await self.store.delete_credentials(job.job_id, job.manifest_text, job.source)
+        finally:
+            if (signing := self._signing.pop(job.job_id, None)) is not None:
+                signing.set()  # a `job evaluate` waiting for it goes on (and is refused if it is still unsigned)
 
     async def _deployed_image(self, job_id: str, round_: int, index: int, image: str) -> None:
         """Record the evaluator image before it is deployed: the round's provenance names it."""

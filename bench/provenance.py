@@ -108,8 +108,8 @@ def main() -> int:
 
 @contextmanager
 def _server(server: SeaweedServer, part_mb: int) -> Iterator[S3Store]:
-    server.start()
     try:
+        server.start()  # inside: a start that fails (or a SIGTERM while it waits) still stops the process
         create_bucket(server.client(), BUCKET)
         yield S3Store(server.settings(multipart_mb=part_mb or 5))
     finally:

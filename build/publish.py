@@ -2,13 +2,15 @@
 
 After the image: five DSSE-signed in-toto statements (SLSA provenance, CycloneDX SBOM, OpenVEX, test result,
 scan report) as OCI 1.1 referrers of its digest (the referrers tag schema where the registry has no referrers
-API), and cosign's `.sig` and `.att` tags. The VEX must give the gate's verdict, or nothing is pushed.
+API), and cosign's `.sig` and `.att` tags. The VEX must give the gate's verdict, and Debian's security suite
+must have no update the image lacks (`learnerkit_build.securityupdates`), or nothing is pushed.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from learnerkit.common import engine
@@ -19,12 +21,21 @@ from learnerkit_build.imagetest import CHECKS, image_test_record
 from learnerkit_build.scan.records import REPORT, load_record
 from learnerkit_build.scan.reports import checks_from_json
 from learnerkit_build.scan.runner import sha256_hex
+from learnerkit_build.securityupdates import (
+    IndexSource,
+    SecurityUpdates,
+    SecurityUpdatesRefused,
+    check_security_updates,
+    image_packages,
+    live_index,
+    project_gate,
+)
 from learnerkit_build.signing import load_or_create_signer
 from learnerkit_build.state import read_json
 
 
 class PublishRefused(BuildToolError):
-    """A gate of publish failed: the message says which (test, scan or VEX) and for which image ID."""
+    """A gate of publish failed: the message says which (test, scan, VEX or security) and for which image ID."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,8 @@ class PublishResult:
     """`referrers-api` when the registry indexed the subjects, else `tag-schema`."""
     signature: str
     key_id: str
+    security: SecurityUpdates
+    """The security suite as publish read it, and the pending updates the gate let through (none by default)."""
 
 
 def check_gates(reference: str) -> ImageRecords:
@@ -81,11 +94,29 @@ def check_vex(records: ImageRecords) -> None:
         )
 
 
+def check_security(reference: str, image_id: str, root: Path, index_source: IndexSource) -> SecurityUpdates:
+    """Refuse when Debian's security suite has, now, an update the image lacks that the scan gate would block."""
+    policy, allowlist = project_gate(root)
+    try:
+        return check_security_updates(
+            reference, image_packages(image_id), policy, allowlist, datetime.now(UTC).date(), index_source
+        )
+    except SecurityUpdatesRefused as e:
+        raise PublishRefused(f"{e} ({image_id})") from e
+
+
 def publish(
-    reference: str, repository: str, tag: str, target_registry: str, key_path: Path | None, root: Path
+    reference: str,
+    repository: str,
+    tag: str,
+    target_registry: str,
+    key_path: Path | None,
+    root: Path,
+    index_source: IndexSource = live_index,
 ) -> PublishResult:
     records = check_gates(reference)
     check_vex(records)
+    security = check_security(reference, records.image_id, root, index_source)
     signer = load_or_create_signer(key_path)
     remote = f"{target_registry}/{repository}"
     engine.tag_image(records.image_id, remote, tag)
@@ -119,4 +150,5 @@ def publish(
         "referrers-api" if indexed else "tag-schema",
         signature,
         signer.public_key.keyid,
+        security,
     )

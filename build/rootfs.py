@@ -23,6 +23,12 @@ HOOKS = Path("/usr/share/mmdebstrap/hooks")
 """mmdebstrap's own hooks: `file-mirror-automount` makes a file:// repository visible in the chroot, `merged-usr`
 sets up bookworm's merged /usr before any package is installed (the custom variant would not, and minbase would
 pull in `usrmerge` and perl where debootstrap's base and the lock have `usr-is-merged`)."""
+CLOCK_HOOK = "--setup-hook=date -u '+build clock: %Y-%m-%dT%H:%M:%SZ'"
+"""Logs the clock mmdebstrap and its hooks read (with SOURCE_DATE_EPOCH nothing in the tree should depend on it):
+how a rebuild under libfaketime shows that the clock was really moved."""
+CLOCK_VARIABLES = ("LD_PRELOAD", "FAKETIME", "FAKETIME_SHARED", "FAKETIME_NO_CACHE", "DONT_FAKE_MONOTONIC")
+"""The caller's libfaketime settings, the only variables of its environment mmdebstrap inherits, so a build run
+under `faketime` runs mmdebstrap (and apt, and the hooks) at the faked time too."""
 HOST_FILES = ("etc/resolv.conf", "etc/hostname")
 """What mmdebstrap copies from the building host (debootstrap's habit); Docker provides both at run time."""
 
@@ -78,7 +84,7 @@ def bootstrap(
     argv = [mmdebstrap_exe(), "--mode=root", f"--variant={variant}", "--format=directory", "--verbose"]
     if include:
         argv.append(f"--include={','.join(include)}")
-    argv.append(f"--hook-dir={HOOKS / 'merged-usr'}")
+    argv += [CLOCK_HOOK, f"--hook-dir={HOOKS / 'merged-usr'}"]
     if any("file://" in line for line in sources):
         argv.append(f"--hook-dir={HOOKS / 'file-mirror-automount'}")
     argv += [suite, str(rootfs), *sources]
@@ -88,6 +94,7 @@ def bootstrap(
         "LC_ALL": "C.UTF-8",
         "TZ": "UTC",
         "TMPDIR": str(rootfs.parent),
+        **{name: os.environ[name] for name in CLOCK_VARIABLES if name in os.environ},
     }
     try:
         _run(argv, on_line, "mmdebstrap", env)

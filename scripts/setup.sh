@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 #   mmdebstrap   makes the Debian base image here (no registry can be pulled from) from its lock, bit for bit
 #                the same on any machine given SOURCE_DATE_EPOCH (debootstrap cannot be made reproducible)
 #   diffoscope-minimal  says what differs when two builds of one image differ (the reproducibility tests)
+#   skopeo       writes a built image to an OCI layout with fixed gzip compression and pushes it unchanged, so two
+#                builds are compared by the registry's manifest digest (learnerkit_build.ocilayout)
+#   faketime     runs the second build of a reproducibility check under a clock 30 days ahead
 #   iptables     dockerd's networking
 #   etcd-server  the job store and the sidecars' status (tests start their own members on free ports)
 #   docker-registry  the registry publish tests push to (tests start their own on a free 127.0.0.1 port)
@@ -18,7 +21,7 @@ cd "$(dirname "$0")/.."
 #   e2fsprogs, util-linux  mkfs.ext4, tune2fs, debugfs and losetup: the Docker backend's /job sized to a job's
 #                storage (learnerkit/pair/jobdisk.py)
 #   git, make, ca-certificates, tar  the build itself
-APT_PACKAGES=(docker.io mmdebstrap diffoscope-minimal iptables etcd-server docker-registry gpgv debian-archive-keyring prometheus
+APT_PACKAGES=(docker.io mmdebstrap diffoscope-minimal skopeo faketime iptables etcd-server docker-registry gpgv debian-archive-keyring prometheus
               e2fsprogs util-linux git make ca-certificates tar)
 STATE_DIR=.learnerkit
 LOG_DIR="$STATE_DIR/logs"

@@ -16,7 +16,7 @@ import re
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -145,16 +145,30 @@ def _get(url: str) -> bytes:
 @cache
 def fetch_suite(mirror: str, suite: str, arch: str, keyring: Path = KEYRING) -> SuiteIndex:
     """Fetch and verify one suite's main Packages index (cached for the process: one fetch per scan run)."""
-    now = datetime.now(UTC)
     base = f"{mirror}/dists/{suite}"
-    content = verify_inrelease(_get(f"{base}/InRelease"), keyring)
+    return read_suite(_get(f"{base}/InRelease"), _get, mirror, suite, arch, keyring, datetime.now(UTC))
+
+
+def read_suite(
+    inrelease: bytes,
+    get: Callable[[str], bytes],
+    mirror: str,
+    suite: str,
+    arch: str,
+    keyring: Path,
+    now: datetime,
+) -> SuiteIndex:
+    """One suite's main Packages index from its InRelease (verified with gpgv, valid at `now`), the index read
+    with `get` (a URL to bytes) and checked against the SHA256 and size the signed file names."""
+    base = f"{mirror}/dists/{suite}"
+    content = verify_inrelease(inrelease, keyring)
     date, valid_until, hashes = parse_release(content, f"{base}/InRelease", now)
     for name, decompress in (
         (f"main/binary-{arch}/Packages.xz", lzma.decompress),
         (f"main/binary-{arch}/Packages.gz", gzip.decompress),
     ):
         if name in hashes:
-            data = _get(f"{base}/{name}")
+            data = get(f"{base}/{name}")
             digest, size = hashes[name]
             if hashlib.sha256(data).hexdigest() != digest or len(data) != size:
                 raise DebianIndexError(f"{base}/{name}: SHA256 or size differs from the signed InRelease")

@@ -7,6 +7,7 @@ import base64
 import json
 import shutil
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,11 @@ from learnerkit_build.imagetest import CHECKS, image_test_record, run_image_test
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.publish import PublishRefused, check_gates, publish
 from learnerkit_build.registry import get_blob, get_manifest
+from learnerkit_build.scan.debian_security import IndexEntry, SuiteIndex
 from learnerkit_build.scan.policy import Policy, load_allowlist, load_policy
 from learnerkit_build.scan.records import record_scan
 from learnerkit_build.scan.runner import ScanRequest, scan_image
+from learnerkit_build.securityupdates import image_packages
 from learnerkit_build.signing import default_key_path, public_key_path
 from learnerkit_build.state import read_json
 from learnerkit_build.verifying import VerifyFailed, verify
@@ -58,6 +61,20 @@ def scan_and_record(reference: str, policy: Policy) -> bool:
     report = scan_image(ScanRequest(reference=reference), policy, load_allowlist(REPO / "scan-allowlist.yaml"))
     record_scan(report)
     return report.passed
+
+
+def index_with_one_update(reference: str) -> SuiteIndex:
+    """A security index that has a newer version of the image's first package than the image holds."""
+    image = image_packages(reference)
+    first = image.packages[0]
+    entry = IndexEntry(first.name, f"{first.version}+sec1", first.architecture, first.source, "pool/x.deb", "0", 1)
+    return SuiteIndex(
+        "bookworm-security",
+        "http://127.0.0.1/nowhere",
+        datetime.now(UTC),
+        None,
+        {(first.name, first.architecture): entry},
+    )
 
 
 def referred_envelopes(registry: str, digest: str) -> dict[str, tuple[str, bytes]]:
@@ -118,7 +135,14 @@ def test_publish_gates_attest_and_verify(
             publish(local, REPOSITORY, TAG, registry, None, REPO)
 
         assert scan_and_record(local, load_policy(REPO / "scan-policy.yaml"))
+        lacking = index_with_one_update(local)
+        with pytest.raises(PublishRefused, match=r"security gate: 1 Debian security update\(s\) available but not"):
+            publish(local, REPOSITORY, TAG, registry, None, REPO, index_source=lambda _suite, _arch: lacking)
+        assert get_manifest(registry, REPOSITORY, TAG) is None
         done = publish(local, REPOSITORY, TAG, registry, None, REPO)
+        assert done.security.suite == "bookworm-security"
+        assert done.security.checked > 50
+        assert done.security.pending == []
         public_key = public_key_path(default_key_path())
         public_pem = public_key.read_text(encoding="utf-8")
 

@@ -4,7 +4,7 @@ them in worker threads."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.backends.deployment import JobDeployment
@@ -66,3 +66,13 @@ class Backend(Protocol):
 
     def teardown(self, job_id: str) -> None: ...
     def job_ids(self, instance: str) -> set[str]: ...
+
+
+@runtime_checkable
+class DeletesLostPods(Protocol):
+    """A backend whose objects outlive their node (Kubernetes: a pod is deleted only once its kubelet confirms it)."""
+
+    def delete_lost_pods(self, job_id: str, nodes: frozenset[str]) -> None:
+        """Delete the job's pods bound to ``nodes`` at once, with no grace: the scheduler declared those nodes lost,
+        so no kubelet will ever confirm a graceful deletion, and the job's next attempt reuses the pods' names."""
+        ...

@@ -1,5 +1,7 @@
-"""A real one-node Kubernetes cluster on this machine, from the binaries ``scripts/k8s-binaries.sh`` built: the
-tier ``tests/k8s`` and ``bench/k8s_start.py`` run on it (it needs root: the kubelet and containerd do).
+"""A real Kubernetes cluster on this machine, from the binaries ``scripts/k8s-binaries.sh`` built: the tier
+``tests/k8s`` and ``bench/k8s_start.py`` run on it (it needs root: the kubelet and containerd do). It starts with
+one node; ``add_node`` adds another, with a kubelet of its own in a network namespace of its own
+(``learnerkit/dev/k8snode.py``).
 
 etcd, kube-apiserver (token auth, RBAC + Node authorizer, service-account keys from ``openssl``),
 kube-scheduler and kube-controller-manager (only its volume binder) listen on 127.0.0.1; a private containerd
@@ -28,21 +30,31 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from learnerkit.common.project import find_project_root
 from learnerkit.dev.etcd import EtcdServer, etcd_binary
+from learnerkit.dev.k8snode import (
+    KUBELET_PORT,
+    NODE_ADDRESS_OFFSET,
+    NodeSpec,
+    cni_config,
+    containerd_config,
+    kubelet_config,
+    write_json,
+)
 from learnerkit.dev.polling import poll_until
 from learnerkit.dev.ports import free_ports
 
 BUILD_SCRIPT = "scripts/k8s-binaries.sh"
 NOT_YET = (OSError, RuntimeError, ValueError, LookupError)
 """What a part not up yet (or gone already) answers: a refused connection, a failed tool, a short reply."""
-CNI_BIN = Path("/usr/lib/cni")
 NODE_NAME = "lk-node-1"
+NODE_SLOTS = 3
+"""How many nodes the cluster can have: the API server reads the nodes' tokens once, when it starts."""
 START_TIMEOUT_S = 120.0
 CGROUP_FS = Path("/sys/fs/cgroup")
 NETNS = Path("/var/run/netns")
@@ -198,18 +210,30 @@ class LocalCluster:
     etcd: EtcdServer | None = None
     dns: _PodDns | None = None
     started_s: float = 0.0
+    _api_forward: int | None = None
 
     def __post_init__(self) -> None:
         self.subnet = _subnet()
         self.gateway = str(self.subnet.network_address + 1)
         self.bridge = f"lkk8s{self.suffix}"
-        self.cgroup_root = f"/lk-k8s-{self.suffix}"
-        self.api_port, self.scheduler_port, self.kubelet_port, self.controllers_port = free_ports(4)
-        self.tokens = {name: secrets.token_hex(16) for name in ("admin", "node", "scheduler", "controllers")}
-        self.containerd_socket = self.workdir / "containerd" / "containerd.sock"
+        self.api_port, self.scheduler_port, kubelet_port, self.controllers_port = free_ports(4)
+        nodes = [f"node-{n}" for n in range(2, NODE_SLOTS + 1)]
+        self.tokens = {name: secrets.token_hex(16) for name in ("admin", "node", "scheduler", "controllers", *nodes)}
+        cgroup_root = f"/lk-k8s-{self.suffix}"
+        first = NodeSpec(NODE_NAME, 1, self.workdir, self.gateway, self.subnet, cgroup_root, kubelet_port, self.subnet)
+        self.nodes: dict[str, NodeSpec] = {NODE_NAME: first}
+        """Every node the cluster runs, the first one first (``add_node`` adds the others)."""
+        self.made: dict[str, NodeSpec] = dict(self.nodes)
+        """Every node the cluster ever ran, removed ones too: what ``leftovers`` checks."""
+        self.images: list[str] = []
+        """What ``import_images`` imported: a node added later gets them too."""
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.pod_uids: set[str] = set()
         self.netns_before = _netns()
+
+    @property
+    def first(self) -> NodeSpec:
+        return self.nodes[NODE_NAME]
 
     # --- start ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -223,15 +247,19 @@ class LocalCluster:
         self._scheduler()
         self._controllers()
         self._shared_volumes()
-        self._containerd()
-        self.import_archive(self.binaries.pause_archive)
-        self._cgroup_root()
         self.dns = _PodDns(self)
-        self._kubelet()
-        self._wait(self._node_ready, "the node to be Ready", "kubelet")
-        # The node lifecycle controller (kube-controller-manager, not run here) would lift this taint.
-        self.kubectl("taint", "nodes", NODE_NAME, "node.kubernetes.io/not-ready-")
+        self._node_up(self.first)
         self.started_s = time.monotonic() - began
+
+    def _node_up(self, node: NodeSpec) -> None:
+        """The node's containerd (with the pause image), cgroup root and kubelet, until the node is Ready."""
+        self._containerd(node)
+        self.import_archive(self.binaries.pause_archive, node)
+        self._cgroup_root(node)
+        self._kubelet(node)
+        self._wait(lambda: self.node_ready(node.name), f"node {node.name} to be Ready", node.process("kubelet"))
+        # The node lifecycle controller (kube-controller-manager, not run here) would lift this taint.
+        self.kubectl("taint", "nodes", node.name, "node.kubernetes.io/not-ready-")
 
     def _run(self, *argv: str) -> str:
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -259,15 +287,17 @@ class LocalCluster:
             "node": (f"system:node:{NODE_NAME}", "system:nodes"),
             "scheduler": ("system:kube-scheduler", ""),
             "controllers": ("system:kube-controller-manager", ""),
+            **{f"node-{n}": (f"system:node:lk-node-{n}", "system:nodes") for n in range(2, NODE_SLOTS + 1)},
         }
         lines = [f'{self.tokens[who]},{user},{who},"{group}"' for who, (user, group) in users.items()]
         (self.workdir / "tokens.csv").write_text("\n".join(lines) + "\n")
         for who in users:
             self._write_kubeconfig(self.workdir / f"{who}.kubeconfig", self.tokens[who])
 
-    def _write_kubeconfig(self, path: Path, token: str) -> None:
-        """A kubeconfig with ``token``; once the API server has made its self-signed certificate (the file holds
-        its CA too), clients verify the server against it."""
+    def _write_kubeconfig(self, path: Path, token: str, server: str | None = None) -> None:
+        """A kubeconfig with ``token`` for ``server`` (the API server's own address unless given); once the API
+        server has made its self-signed certificate (the file holds its CA too), clients verify the server against
+        it."""
         ca = self.workdir / "apiserver-certs" / "apiserver.crt"
         trust: dict[str, object] = (
             {"certificate-authority": str(ca)} if ca.exists() else {"insecure-skip-tls-verify": True}
@@ -275,7 +305,7 @@ class LocalCluster:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "lk", "cluster": {"server": self.server, **trust}}],
+            "clusters": [{"name": "lk", "cluster": {"server": server or self.server, **trust}}],
             "users": [{"name": "lk", "user": {"token": token}}],
             "contexts": [{"name": "lk", "context": {"cluster": "lk", "user": "lk"}}],
             "current-context": "lk",
@@ -443,79 +473,37 @@ class LocalCluster:
             }
             self.request("POST", "/api/v1/persistentvolumes", volume, content_type="application/json")
 
-    def _containerd(self) -> None:
-        root = self.workdir / "containerd"
-        (self.workdir / "cni").mkdir(exist_ok=True)
-        (self.workdir / "cni" / "10-learnerkit.conflist").write_text(
-            json.dumps(
-                {
-                    "cniVersion": "0.4.0",
-                    "name": f"lk-k8s-{self.suffix}",
-                    "plugins": [
-                        {
-                            "type": "bridge",
-                            "bridge": self.bridge,
-                            "isGateway": True,
-                            "ipMasq": False,
-                            "hairpinMode": True,
-                            "ipam": {
-                                "type": "host-local",
-                                "dataDir": str(self.workdir / "cni-ipam"),
-                                "ranges": [[{"subnet": str(self.subnet), "gateway": self.gateway}]],
-                            },
-                        },
-                        {"type": "portmap", "capabilities": {"portMappings": True}},
-                    ],
-                }
-            )
+    def _containerd(self, node: NodeSpec) -> None:
+        root = node.folder / "containerd"
+        write_json(
+            node.folder / "cni" / "10-learnerkit.conflist",
+            cni_config(node, self.bridge, f"lk-k8s-{self.suffix}-{node.index}"),
         )
-        config = f"""version = 2
-root = "{root / "root"}"
-state = "{root / "state"}"
-[grpc]
-  address = "{self.containerd_socket}"
-[ttrpc]
-  address = "{root / "ttrpc.sock"}"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{root / "opt"}"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{self.binaries.pause_ref}"
-  restrict_oom_score_adj = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        Root = "{root / "runc"}"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{CNI_BIN}"
-    conf_dir = "{self.workdir / "cni"}"
-"""
         root.mkdir(parents=True, exist_ok=True)
-        (root / "config.toml").write_text(config)
-        self._spawn("containerd", ["containerd", "--config", str(root / "config.toml")])
-        self._wait(lambda: self._ctr("version") is not None, "containerd's socket", "containerd")
+        (root / "config.toml").write_text(containerd_config(node, self.binaries.pause_ref))
+        name = node.process("containerd")
+        self._spawn(name, [*node.nsenter(), "containerd", "--config", str(root / "config.toml")])
+        self._wait(lambda: self._ctr("version", node=node) is not None, "containerd's socket", name)
 
-    def _ctr(self, *args: str) -> str:
-        return self._run("ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", *args)
+    def _ctr(self, *args: str, node: NodeSpec | None = None) -> str:
+        return self._run("ctr", "--address", str((node or self.first).containerd_socket), "-n", "k8s.io", *args)
 
-    def import_archive(self, archive: Path) -> None:
-        self._ctr("images", "import", "--no-unpack", str(archive))
+    def import_archive(self, archive: Path, node: NodeSpec | None = None) -> None:
+        self._ctr("images", "import", "--no-unpack", str(archive), node=node)
 
     def import_images(self, *refs: str) -> None:
-        """``docker save`` of each image, imported into the node's containerd (no registry involved)."""
+        """``docker save`` of each image, imported into every node's containerd (no registry involved); a node
+        added later gets them too."""
+        for node in self.nodes.values():
+            self._import_into(node, refs)
+        self.images += [ref for ref in refs if ref not in self.images]
+
+    @staticmethod
+    def _import_into(node: NodeSpec, refs: Iterable[str]) -> None:
         for ref in refs:
             save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE)
             done = subprocess.run(
-                ["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", "images", "import", "-"],
+                ["ctr", "--address", str(node.containerd_socket), "-n", "k8s.io", "images", "import", "-"],
                 stdin=save.stdout,
                 capture_output=True,
                 text=True,
@@ -524,67 +512,55 @@ state = "{root / "state"}"
             assert save.stdout is not None
             save.stdout.close()
             if save.wait() != 0 or done.returncode != 0:
-                raise RuntimeError(f"importing {ref} into the node: {done.stderr.strip()}")
+                raise RuntimeError(f"importing {ref} into node {node.name}: {done.stderr.strip()}")
 
-    def _cgroup_root(self) -> None:
+    @staticmethod
+    def _cgroup_root(node: NodeSpec) -> None:
         """The kubelet's cgroup root in every v1 hierarchy (it must exist); cpuset needs its CPUs and nodes."""
         for hierarchy in CGROUP_FS.iterdir():
             if hierarchy.is_symlink() or not hierarchy.is_dir():
                 continue
-            top = hierarchy / self.cgroup_root.lstrip("/")
+            top = hierarchy / node.cgroup_root.lstrip("/")
             top.mkdir(exist_ok=True)
             for name in ("cpuset.cpus", "cpuset.mems"):
                 if (hierarchy / name).exists():
                     (top / name).write_text((hierarchy / name).read_text())
 
-    def _kubelet(self) -> None:
-        kubelet = self.workdir / "kubelet"
-        kubelet.mkdir(exist_ok=True)
-        (self.workdir / "resolv.conf").write_text(f"nameserver {self.gateway}\n")
-        config = {
-            "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "kind": "KubeletConfiguration",
-            "address": self.gateway,
-            "port": self.kubelet_port,
-            "readOnlyPort": 0,
-            "healthzPort": 0,
-            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
-            "authorization": {"mode": "AlwaysAllow"},
-            "cgroupDriver": "cgroupfs",
-            "cgroupRoot": self.cgroup_root,
-            "failSwapOn": False,
-            "podPidsLimit": POD_PIDS_LIMIT,
-            "makeIPTablesUtilChains": False,
-            "hairpinMode": "none",
-            "resolvConf": str(self.workdir / "resolv.conf"),
-            "clusterDNS": [self.gateway],
-            "clusterDomain": "cluster.local",
-            "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
-            "imageGCHighThresholdPercent": 100,
-            "imageGCLowThresholdPercent": 99,
-            "serializeImagePulls": False,
-            "nodeStatusUpdateFrequency": "4s",
-            "syncFrequency": "10s",
-        }
-        (kubelet / "config.json").write_text(json.dumps(config))
+    def _kubelet(self, node: NodeSpec) -> None:
+        kubelet = node.folder / "kubelet"
+        resolv = self.workdir / "resolv.conf"
+        resolv.write_text(f"nameserver {self.gateway}\n")
+        write_json(kubelet / "config.json", kubelet_config(node, self.gateway, resolv, POD_PIDS_LIMIT))
+        token = "node" if node.first else f"node-{node.index}"
+        kubeconfig = self.workdir / f"{token}.kubeconfig"
+        if not node.first:  # the API server listens on the host's loopback: the node reaches it on the gateway
+            self._write_kubeconfig(kubeconfig, self.tokens[token], f"https://{self.gateway}:{self.api_gateway_port}")
         self._spawn(
-            "kubelet",
+            node.process("kubelet"),
             [
+                *node.nsenter(),
                 self.binaries.tool("kubelet"),
                 f"--config={kubelet / 'config.json'}",
-                f"--kubeconfig={self.workdir / 'node.kubeconfig'}",
+                f"--kubeconfig={kubeconfig}",
                 "--container-runtime=remote",
-                f"--container-runtime-endpoint=unix://{self.containerd_socket}",
+                f"--container-runtime-endpoint=unix://{node.containerd_socket}",
                 f"--root-dir={kubelet / 'root'}",
                 f"--cert-dir={kubelet / 'pki'}",
-                f"--hostname-override={NODE_NAME}",
-                f"--node-ip={self.gateway}",
+                f"--hostname-override={node.name}",
+                f"--node-ip={node.address}",
                 "--v=1",
             ],
         )
 
-    def _node_ready(self) -> bool:
-        node = self.get(f"/api/v1/nodes/{NODE_NAME}")
+    @property
+    def api_gateway_port(self) -> int:
+        """A port on the gateway forwarded to the API server (for the kubelets in namespaces of their own)."""
+        if self._api_forward is None:
+            self._api_forward = self.forward(self.api_port)
+        return self._api_forward
+
+    def node_ready(self, name: str) -> bool:
+        node = self.get(f"/api/v1/nodes/{name}")
         status: Any = node.get("status", {})
         conditions = status.get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
@@ -595,22 +571,119 @@ state = "{root / "state"}"
         self.forwarders.append(forwarder)
         return forwarder.port
 
-    def patch_node_status(self, patch: dict[str, object]) -> None:
+    def patch_node_status(self, patch: dict[str, object], name: str = NODE_NAME) -> None:
         """Merge ``patch`` into the node's status (kubectl 1.20 has no ``--subresource``): e.g. fake GPUs."""
-        self.request("PATCH", f"/api/v1/nodes/{NODE_NAME}/status", patch)
+        self.request("PATCH", f"/api/v1/nodes/{name}/status", patch)
 
     def kubectl(self, *args: str) -> str:
         return self._run(self.binaries.tool("kubectl"), f"--kubeconfig={self.kubeconfig}", *args)
 
     # --- node changes --------------------------------------------------------------------------------
-    def lose_node(self) -> None:
+    def add_node(self) -> str:
+        """Another node with a kubelet of its own, in a network namespace of its own (a veth into the cluster
+        bridge gives it an address there), with its own containerd, kubelet folders, cgroup root and pod subnet
+        (routed from the host through its address), and the images ``import_images`` imported. Its name."""
+        index = len(self.nodes) + 1
+        if index > NODE_SLOTS:
+            raise RuntimeError(f"the cluster has room for {NODE_SLOTS} nodes (the API server's tokens)")
+        address = str(self.subnet.network_address + NODE_ADDRESS_OFFSET + index)
+        folder = self.workdir / f"node-{index}"
+        cgroup_root = f"/lk-k8s-{self.suffix}-{index}"
+        node = NodeSpec(f"lk-node-{index}", index, folder, address, _subnet(), cgroup_root, KUBELET_PORT, self.subnet)
+        self.nodes[node.name] = self.made[node.name] = node
+        self._network(node)
+        self._node_up(node)
+        self._import_into(node, self.images)
+        return node.name
+
+    def _network(self, node: NodeSpec) -> None:
+        """The node's namespace, its veth into the cluster bridge with its address, and the host's route to its
+        pods (their replies from the gateway's forwarders and DNS go back that way)."""
+        assert node.netns is not None
+        veth = self._veth(node)
+        in_ns = ["ip", "-n", node.netns]
+        self._run("ip", "netns", "add", node.netns)
+        self._run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", node.netns)
+        self._run("ip", "link", "set", veth, "master", self.bridge, "up")
+        self._run(*in_ns, "addr", "add", f"{node.address}/{self.subnet.prefixlen}", "dev", "eth0")
+        self._run(*in_ns, "link", "set", "eth0", "up")
+        self._run(*in_ns, "link", "set", "lo", "up")
+        self._run("ip", "netns", "exec", node.netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+        self._run("ip", "route", "add", str(node.pod_subnet), "via", node.address, "dev", self.bridge)
+        self._mount_namespace(node)
+
+    def _mount_namespace(self, node: NodeSpec) -> None:
+        """The node's mount namespace, kept by a file in a private mount (a namespace file may not sit in a shared
+        one), with the node's own pod log folders bound over the host's."""
+        keep = node.mount_namespace.parent
+        keep.mkdir(parents=True)
+        self._run("mount", "--bind", str(keep), str(keep))
+        self._run("mount", "--make-private", str(keep))
+        node.mount_namespace.touch()
+        self._run("unshare", f"--mount={node.mount_namespace}", "--propagation", "slave", "true")
+        for target in (Path("/var/log/pods"), Path("/var/log/containers")):
+            own = node.folder / "logs" / target.name
+            own.mkdir(parents=True)
+            target.mkdir(parents=True, exist_ok=True)
+            self._run("nsenter", f"--mount={node.mount_namespace}", "--", "mount", "--bind", str(own), str(target))
+
+    def _veth(self, node: NodeSpec) -> str:
+        """The host's end of the node's veth (in the cluster bridge)."""
+        return f"lkv{self.suffix}{node.index}"
+
+    def remove_node(self, name: str) -> None:
+        """A node ``add_node`` made, gone with everything of it: its pods, processes, mounts, cgroups, namespace,
+        route and Node object."""
+        node = self.nodes.pop(name)
+        with contextlib.suppress(*NOT_YET):
+            self._note_pods(name)
+            self.kubectl(
+                "delete",
+                "pods",
+                "--all-namespaces",
+                f"--field-selector=spec.nodeName={name}",
+                "--force",
+                "--grace-period=0",
+                "--wait=false",
+            )
+            if node.process("kubelet") in self.processes:  # it tears its pods' networks down
+                poll_until(lambda: not self._sandboxes(node), timeout=60, interval=0.5)
+        self._stop_node(node)
+        with contextlib.suppress(*NOT_YET):
+            self.kubectl("delete", "node", name, "--ignore-not-found")
+        self._remove_pod_logs()
+
+    def _note_pods(self, name: str) -> None:
+        """Remember the node's pods, whose log folders ``stop`` removes where no kubelet did."""
+        pods = self.get(f"/api/v1/pods?fieldSelector=spec.nodeName%3D{name}").get("items", [])
+        assert isinstance(pods, list)
+        self.pod_uids.update(pod["metadata"]["uid"] for pod in pods)
+
+    def _stop_node(self, node: NodeSpec) -> None:
+        self._terminate(node.process("kubelet"))
+        with contextlib.suppress(*NOT_YET):
+            self._kill_tasks(node)
+        self._terminate(node.process("containerd"))
+        self._remove_cgroups(node)
+        if node.netns is not None:
+            # Its mounts (volumes, snapshots, pod namespaces, log folders) live in its mount namespace: they go
+            # with it once the file that keeps it is unmounted and its processes are gone.
+            self._unmount_below(node.mount_namespace.parent)
+            subprocess.run(["ip", "route", "delete", str(node.pod_subnet)], capture_output=True, check=False)
+            subprocess.run(["ip", "link", "delete", self._veth(node)], capture_output=True, check=False)
+            subprocess.run(["ip", "netns", "delete", node.netns], capture_output=True, check=False)
+            shutil.rmtree(node.folder, ignore_errors=True)
+
+    def lose_node(self, name: str = NODE_NAME) -> None:
         """The node as a machine that went down: its kubelet killed and its pods' processes with it, its Ready
         condition ``Unknown`` as the node lifecycle controller (not run here) sets it once the kubelet stops
         posting. ``restore_node`` brings it back."""
-        proc = self.processes.pop("kubelet")
+        node = self.nodes[name]
+        self._note_pods(name)
+        proc = self.processes.pop(node.process("kubelet"))
         proc.kill()
         proc.wait(timeout=10)
-        self._kill_tasks()
+        self._kill_tasks(node)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         unknown = {
             "type": "Ready",
@@ -622,16 +695,17 @@ state = "{root / "state"}"
         }
         self.request(
             "PATCH",
-            f"/api/v1/nodes/{NODE_NAME}/status",
+            f"/api/v1/nodes/{name}/status",
             {"status": {"conditions": [unknown]}},
             "application/strategic-merge-patch+json",
         )
 
-    def restore_node(self) -> None:
+    def restore_node(self, name: str = NODE_NAME) -> None:
         """The kubelet started again on its folders: it posts the node Ready and removes the pods deleted
         meanwhile."""
-        self._kubelet()
-        self._wait(self._node_ready, "the node to be Ready again", "kubelet")
+        node = self.nodes[name]
+        self._kubelet(node)
+        self._wait(lambda: self.node_ready(name), f"node {name} to be Ready again", node.process("kubelet"))
 
     def register_node(self, name: str, allocatable: Mapping[str, str]) -> None:
         """A Node object with no kubelet behind it, Ready with ``allocatable`` (e.g. ``{"cpu": "8"}``): what the
@@ -663,10 +737,13 @@ state = "{root / "state"}"
         """Remove everything: pods (so the kubelet tears their networks down), processes, mounts, cgroups."""
         with contextlib.suppress(*NOT_YET):
             self._delete_pods()
+        for node in reversed(list(self.nodes.values())):
+            if not node.first:
+                self._stop_node(node)
         for name in ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-apiserver"):
             self._terminate(name)
         with contextlib.suppress(*NOT_YET):
-            self._kill_tasks()
+            self._kill_tasks(self.first)
         self._terminate("containerd")
         if self.etcd is not None:
             self.etcd.stop()
@@ -675,7 +752,7 @@ state = "{root / "state"}"
         if self.dns is not None:
             self.dns.close()
         self._unmount_below(self.workdir)
-        self._remove_cgroups()
+        self._remove_cgroups(self.first)
         for name in _netns() - self.netns_before:
             if name.startswith("cni-"):
                 subprocess.run(["umount", str(NETNS / name)], capture_output=True, check=False)
@@ -692,19 +769,22 @@ state = "{root / "state"}"
         if not pods:
             return
         self.kubectl("delete", "pods", "--all-namespaces", "--all", "--grace-period=0", "--force", "--wait=false")
-        poll_until(lambda: not self._sandboxes(), timeout=60, interval=0.5)  # what still runs is killed next
+        running = list(self.nodes.values())
+        # What still runs is killed next.
+        poll_until(lambda: not any(self._sandboxes(node) for node in running), timeout=60, interval=0.5)
 
-    def _sandboxes(self) -> list[str]:
-        """The containerd tasks (pod sandboxes and containers) still running."""
-        rows = [line.split() for line in self._ctr("tasks", "ls").splitlines()[1:]]
+    def _sandboxes(self, node: NodeSpec) -> list[str]:
+        """The node's containerd tasks (pod sandboxes and containers) still running."""
+        rows = [line.split() for line in self._ctr("tasks", "ls", node=node).splitlines()[1:]]
         return [row[0] for row in rows if len(row) >= 3 and row[2] == "RUNNING"]
 
-    def _kill_tasks(self) -> None:
-        ctr = ["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", "tasks"]
-        for task in self._sandboxes():
+    def _kill_tasks(self, node: NodeSpec) -> None:
+        ctr = ["ctr", "--address", str(node.containerd_socket), "-n", "k8s.io", "tasks"]
+        for task in self._sandboxes(node):
             subprocess.run([*ctr, "kill", "-s", "SIGKILL", task], capture_output=True, check=False)
-        poll_until(lambda: not self._sandboxes(), timeout=10, interval=0.2)  # one still running is deleted by force
-        for task in self._sandboxes():
+        # One still running is deleted by force.
+        poll_until(lambda: not self._sandboxes(node), timeout=10, interval=0.2)
+        for task in self._sandboxes(node):
             subprocess.run([*ctr, "delete", "-f", task], capture_output=True, check=False)
 
     def _terminate(self, name: str) -> None:
@@ -725,9 +805,10 @@ state = "{root / "state"}"
         for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
             subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
-    def _remove_cgroups(self) -> None:
+    @staticmethod
+    def _remove_cgroups(node: NodeSpec) -> None:
         for hierarchy in CGROUP_FS.iterdir():
-            top = hierarchy / self.cgroup_root.lstrip("/")
+            top = hierarchy / node.cgroup_root.lstrip("/")
             if not top.is_dir():
                 continue
             for folder in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
@@ -751,12 +832,33 @@ state = "{root / "state"}"
         found = [f"process {name}" for name, proc in self.processes.items() if proc.poll() is None]
         if subprocess.run(["ip", "link", "show", self.bridge], capture_output=True, check=False).returncode == 0:
             found.append(f"bridge {self.bridge}")
-        top = self.cgroup_root.lstrip("/")
-        found += [f"cgroup {h.name}/{top}" for h in CGROUP_FS.iterdir() if (h / top).exists()]
         if subprocess.run(["iptables", "-C", "FORWARD", *self._forward_rule], capture_output=True).returncode == 0:
             found.append(f"iptables FORWARD rule for {self.bridge}")
         if self.workdir.exists():
             found.append(f"folder {self.workdir}")
         found += [f"netns {name}" for name in _netns() - self.netns_before if name.startswith("cni-")]
         found += [f"pod log {p}" for uid in self.pod_uids for p in Path("/var/log/pods").glob(f"*_{uid}")]
+        for name in self.made:
+            found += [item for item in self.node_leftovers(name) if item not in found]
+        return found
+
+    def node_leftovers(self, name: str) -> list[str]:
+        """What of one node is still on the machine (empty once ``remove_node`` or ``stop`` removed it)."""
+        node = self.made[name]
+        parts = (node.process("kubelet"), node.process("containerd"))
+        found = [f"process {part}" for part in parts if (proc := self.processes.get(part)) and proc.poll() is None]
+        top = node.cgroup_root.lstrip("/")
+        found += [f"cgroup {h.name}/{top}" for h in CGROUP_FS.iterdir() if (h / top).exists()]
+        if node.netns is None:
+            return found
+        if node.netns in _netns():
+            found.append(f"netns {node.netns}")
+        links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
+        found += [f"veth {word}" for word in links.split() if word.startswith(self._veth(node))]
+        routes = subprocess.run(["ip", "route", "show"], capture_output=True, text=True, check=False).stdout
+        found += [f"route {line}" for line in routes.splitlines() if line.startswith(f"{node.pod_subnet} ")]
+        mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+        found += [f"mount {m}" for m in mounts if m.startswith(str(node.folder.resolve()))]
+        if node.folder.exists():
+            found.append(f"folder {node.folder}")
         return found

@@ -51,6 +51,9 @@ class JobDeployment:
     (``$LEARNERKIT_K8S_SHARED_STORAGE_CLASS``); None: the cluster's default class."""
     shared_size: str = DEFAULT_SHARED_SIZE
     """Kubernetes: the size that claim asks for (``$LEARNERKIT_K8S_SHARED_SIZE``)."""
+    nodes: tuple[str, ...] = ()
+    """The node the scheduler admitted each learner to, in learner order (empty: any). Kubernetes pins each pod
+    there, so the node the scheduler accounts for (and moves the job off when it is lost) is where it runs."""
 
     def __post_init__(self) -> None:
         if not self.learners:
@@ -69,6 +72,8 @@ class JobDeployment:
             raise ConfigError(f"job {self.job_id}: learners must share one set of sidecar credentials")
         if self.distributed and len(self.learners) < 2:
             raise ConfigError(f"job {self.job_id}: a distributed job needs at least 2 learners")
+        if self.nodes and len(self.nodes) != len(self.learners):
+            raise ConfigError(f"job {self.job_id}: {len(self.nodes)} nodes for {len(self.learners)} learners")
 
     @property
     def name(self) -> str:

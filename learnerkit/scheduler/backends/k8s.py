@@ -177,5 +177,8 @@ class KubernetesBackend:
     def teardown(self, job_id: str) -> None:
         self.backend.teardown(job_id)
 
+    def delete_lost_pods(self, job_id: str, nodes: frozenset[str]) -> None:
+        self.backend.delete_pods_on(job_id, nodes)
+
     def job_ids(self, instance: str) -> set[str]:
         return set(self.backend.list_jobs(instance=instance))

@@ -270,11 +270,12 @@ class KubernetesCluster:
                 return None
             raise
 
-    def _delete(self, kind: str, name: str, namespace: str) -> bool:
-        """Delete one object; False when it was gone already."""
+    def _delete(self, kind: str, name: str, namespace: str, **options: Any) -> bool:
+        """Delete one object (``options``: the delete call's, e.g. ``grace_period_seconds``); False when it was
+        gone already."""
         try:
             with _translated("deleting", f"{kind} {namespace}/{name}", self.host):
-                self._kinds[kind].delete(name, namespace)
+                self._kinds[kind].delete(name, namespace, **options)
         except BackendError as e:
             if e.status == HTTP_NOT_FOUND:
                 return False
@@ -311,6 +312,18 @@ class KubernetesCluster:
             for item in self._owned(kind, job_id, namespace):
                 if self._delete(kind, item.metadata.name, namespace):
                     deleted.append(f"{kind} {namespace}/{item.metadata.name}")
+        return deleted
+
+    def delete_pods_on(self, job_id: str, nodes: frozenset[str], namespace: str | None = None) -> list[str]:
+        """Force-delete (``gracePeriodSeconds=0``) the job's pods bound to ``nodes``, as ``kubectl delete --force
+        --grace-period=0`` does for a dead node's pods: the API server removes them at once instead of waiting for
+        a kubelet that will never confirm. Returns ``Pod namespace/name`` of each deleted."""
+        namespace = namespace or self.namespace
+        deleted: list[str] = []
+        for pod in self._owned("Pod", job_id, namespace):
+            name = pod.metadata.name
+            if pod.spec.node_name in nodes and self._delete("Pod", name, namespace, grace_period_seconds=0):
+                deleted.append(f"Pod {namespace}/{name}")
         return deleted
 
     def list_jobs(self, namespace: str | None = None, instance: str | None = None) -> list[str]:

@@ -249,14 +249,19 @@ def termination_grace_s(learner: PairSpec) -> int:
     return math.ceil(learner.halt_grace_s + learner.shutdown_deadline_s) + STOP_MARGIN_S
 
 
-def _gpu_scheduling(learner: PairSpec) -> dict[str, Any]:
-    if not learner.gpus:
-        return {}
-    spec: dict[str, Any] = {
-        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-    }
-    if learner.gpu_type:
-        term = {"matchExpressions": [{"key": GPU_PRODUCT_LABEL, "operator": "In", "values": [learner.gpu_type]}]}
+def _scheduling(learner: PairSpec, node: str | None) -> dict[str, Any]:
+    """The GPU toleration, and a required node affinity (one term: its parts must all hold) on the GPU type and
+    on the admitted node by name (``matchFields`` on ``metadata.name``, as the DaemonSet controller pins pods):
+    kube-scheduler still checks the pod fits, but only there."""
+    spec: dict[str, Any] = {}
+    if learner.gpus:
+        spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    term: dict[str, Any] = {}
+    if learner.gpus and learner.gpu_type:
+        term["matchExpressions"] = [{"key": GPU_PRODUCT_LABEL, "operator": "In", "values": [learner.gpu_type]}]
+    if node:
+        term["matchFields"] = [{"key": "metadata.name", "operator": "In", "values": [node]}]
+    if term:
         spec["affinity"] = {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
         }
@@ -297,7 +302,7 @@ def learner_pod(job: JobDeployment, learner: PairSpec, layout: PodLayout = PodLa
                 else []
             ),
         ],
-        **_gpu_scheduling(learner),
+        **_scheduling(learner, job.nodes[learner.learner_id - 1] if job.nodes else None),
     }
     if job.networked:
         spec["hostname"] = learner.name

@@ -76,3 +76,13 @@ class ReportsImageDigest(Protocol):
     def learner_image_digest(self, job_id: str) -> str:
         """``sha256:<hex>`` of the learner image the job's learners run; empty before one has started."""
         ...
+
+
+@runtime_checkable
+class DeletesLostPods(Protocol):
+    """A backend whose objects outlive their node (Kubernetes: a pod is deleted only once its kubelet confirms it)."""
+
+    def delete_lost_pods(self, job_id: str, nodes: frozenset[str]) -> None:
+        """Delete the job's pods bound to ``nodes`` at once, with no grace: the scheduler declared those nodes lost,
+        so no kubelet will ever confirm a graceful deletion, and the job's next attempt reuses the pods' names."""
+        ...

@@ -307,7 +307,7 @@ class ControlLoop:
             )
             tracked.deployed_image = image
             await self.transitions.open_attempt(tracked, nodes)
-        return replace(plan, instance=self.instance)
+        return replace(plan, instance=self.instance, nodes=nodes)
 
     async def _monitor(self, tracked: Tracked, now: float) -> None:
         shared, state = self.shared, tracked.state

@@ -8,11 +8,12 @@ Nothing can be halted on a lost node: what its learners did since their last che
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 
 from learnerkit.scheduler.admission.stage import Stage
-from learnerkit.scheduler.backends.protocol import NodeHealth
+from learnerkit.scheduler.backends.protocol import DeletesLostPods, NodeHealth
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
@@ -62,13 +63,16 @@ class NodeLoss:
         used = {name for t in held.values() for name in t.state.nodes}
         lost = lost_nodes(health, used, now, shared.options.node_lost_grace_s)
         for tracked in held.values():
-            why = next((lost[name] for name in tracked.state.nodes if name in lost), None)
-            if why is not None and not tracked.backend_lock.locked():
-                await self._move(tracked, why)
+            on = [name for name in tracked.state.nodes if name in lost]
+            if on and not tracked.backend_lock.locked():
+                await self._move(tracked, lost[on[0]], frozenset(on))
 
-    async def _move(self, tracked: Tracked, why: str) -> None:
+    async def _move(self, tracked: Tracked, why: str, nodes: frozenset[str]) -> None:
         shared = self.shared
         async with tracked.backend_lock:
+            if isinstance(shared.backend, DeletesLostPods):
+                # No kubelet confirms a deletion there: the next attempt's pods of the same names would wait for it.
+                await asyncio.to_thread(shared.backend.delete_lost_pods, tracked.state.job_id, nodes)
             await self.transitions.teardown(tracked.state.job_id)
             async with shared.lock:
                 if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):

@@ -192,6 +192,24 @@ def test_cpu_pod_asks_for_no_gpu_and_tolerates_no_gpu_taint() -> None:
     assert "affinity" not in pod["spec"]
 
 
+def test_each_pod_is_pinned_to_the_node_its_learner_was_admitted_to() -> None:
+    """kube-scheduler placed pods anywhere: with two real nodes a job the scheduler admitted to one ran on the other,
+    and the loss of the node it ran on went unnoticed (issue 21, a second kubelet on the real-cluster tier)."""
+    job = replace(make_job(2, gpus=1, gpu_type="NVIDIA-A100-SXM4-80GB"), nodes=("n1", "n2"))
+    pods = by_kind(ko.job_objects(job), "Pod")
+    ko.validate_objects(pods)
+    gpu = {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-A100-SXM4-80GB"]}
+    for pod, node in zip(pods, ("n1", "n2"), strict=True):
+        terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        name = {"key": "metadata.name", "operator": "In", "values": [node]}
+        assert terms["nodeSelectorTerms"] == [{"matchExpressions": [gpu], "matchFields": [name]}], "one term: both hold"
+
+
+def test_a_job_of_two_learners_with_one_node_is_refused() -> None:
+    with pytest.raises(ConfigError, match="1 nodes for 2 learners"):
+        replace(make_job(2), nodes=("n1",))
+
+
 def test_gpu_type_without_gpus_is_refused() -> None:
     with pytest.raises(ConfigError, match="gpu_type"):
         make_job(gpus=0, gpu_type="NVIDIA-A100-SXM4-80GB")

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.backends.protocol import NodeHealth
 from learnerkit.scheduler.jobs.attempts import AttemptEnd, load_attempts
-from tests.unit.scheduler.core.test_preemption import Harness
+from tests.unit.scheduler.core.test_preemption import GpuNodes, Harness
 
 pytestmark = pytest.mark.asyncio
 
@@ -67,3 +68,35 @@ async def test_a_cordoned_node_keeps_its_job() -> None:
     for _ in range(3):
         await h.step(GRACE_S)
     assert (job.state.stage, job.state.nodes) == (Stage.RUNNING, ("n1",)) and h.backend.torn_down == []
+
+
+class PodsOutliveNodes(GpuNodes):
+    """Kubernetes-like: a lost node's pods are deleted only by force (no kubelet there confirms a deletion)."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.pinned: list[tuple[str, ...]] = []
+        """Each deployment's nodes, learner by learner."""
+
+    def delete_lost_pods(self, job_id: str, nodes: frozenset[str]) -> None:
+        self.events.append(f"delete {job_id}'s pods on {','.join(sorted(nodes))} at once")
+
+    def deploy(self, job: JobDeployment) -> None:
+        super().deploy(job)
+        self.pinned.append(job.nodes)
+
+
+async def test_a_lost_nodes_pods_are_deleted_at_once_before_the_teardown_and_the_redeploy() -> None:
+    """Before this, the lost node's pod stayed Terminating for good and the redeploy of the same pod name waited
+    120 s for it, then failed (issue 21, real-cluster tier)."""
+    h = Harness(nodes=2)
+    h.backend = h.scheduler.shared.backend = PodsOutliveNodes(2)
+    await running_on_n1(h)
+    h.backend.events.clear()
+    h.backend.names.remove("n1")
+    del h.backend.health["n1"]
+    await h.step(NODES_INTERVAL_S)
+    await h.step()
+    assert h.backend.events == ["delete job-1's pods on n1 at once", "teardown job-1", "deploy job-1"]
+    assert h.scheduler.shared.jobs["job-1"].state.nodes == ("n2",)
+    assert h.backend.pinned == [("n1",), ("n2",)], "each attempt's learner pinned to the node it was admitted to"

@@ -109,6 +109,16 @@ async def test_a_victim_that_ends_by_itself_still_releases_the_held_preemptor() 
     assert urgent.state.stage is Stage.DEPLOYED and h.store.releases == [("job-urgent", 1)]
 
 
+async def test_a_victim_halted_by_its_user_during_the_hand_over_ends_halted_and_releases_the_preemptor() -> None:
+    h = Harness(held=True)
+    low, urgent = await decided(h)
+    await h.scheduler.halt(TENANT, "job-low")
+    h.report(low, Phase.HALTED)
+    await h.step()
+    assert (low.state.status, low.state.stage) == (JobStatus.HALTED, Stage.DONE)
+    assert urgent.state.stage is Stage.DEPLOYED and h.store.releases == [("job-urgent", 1)]
+
+
 async def test_a_victim_that_ignores_the_halt_releases_the_held_preemptor_at_the_grace_end() -> None:
     h = Harness(held=True)
     low, urgent = await decided(h)

@@ -7,7 +7,9 @@ same base, alternating, `--runs` times each, all in this run:
   locked build gets (learnerkit_build.reproducible);
 - locked, empty cache: the same after filling an empty cache from the committed lock (a fresh machine, once).
 Prints the median seconds of each and its ratio to unlocked (target: locked cold build <= 1.15).
-No tag is made; the images built are removed. Usage: python bench/lock.py [SPEC] [--runs N]
+No tag is made; the images built are removed.
+Usage: python bench/lock.py [SPEC] [--runs N] [--no-sidecar] [--no-empty-cache] (the last two for large images,
+e.g. a cuda one, whose empty-cache run fetches gigabytes again)
 """
 
 from __future__ import annotations
@@ -56,12 +58,16 @@ def cold_build(dockerfile: str, files: list[ContextFile], inputs: BuildInputs, *
     return seconds
 
 
-def measure(name: str, lock_path: Path, base_ref: str, plan: Plan, inputs: BuildInputs, runs: int) -> None:
+def measure(
+    name: str, lock_path: Path, base_ref: str, plan: Plan, inputs: BuildInputs, runs: int, *, empty_cache: bool
+) -> None:
     lock = read_lock(lock_path)
     times: dict[str, list[float]] = {"unlocked": [], "locked": [], "locked, empty cache": []}
     for _ in range(runs):
         times["unlocked"].append(cold_build(*plan(False), inputs, normalise=False))
         times["locked"].append(cold_build(*plan(True), inputs, normalise=True))
+        if not empty_cache:
+            continue
         home = os.environ.get("LEARNERKIT_HOME")
         with tempfile.TemporaryDirectory(prefix="learnerkit-bench-home-") as empty:
             os.environ["LEARNERKIT_HOME"] = empty
@@ -74,7 +80,7 @@ def measure(name: str, lock_path: Path, base_ref: str, plan: Plan, inputs: Build
             else:
                 os.environ["LEARNERKIT_HOME"] = home
     baseline = statistics.median(times["unlocked"])
-    for kind, values in times.items():
+    for kind, values in ((kind, values) for kind, values in times.items() if values):
         median = statistics.median(values)
         each = ", ".join(f"{v:.1f}" for v in values)
         print(f"{name:<18} {kind:<20} {median:7.1f} s  x{median / baseline:.2f}  ({each})")
@@ -84,6 +90,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("spec", nargs="?", default="mxnet:1.9.1-cpu")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-sidecar", action="store_true", help="measure the learner image only")
+    parser.add_argument("--no-empty-cache", action="store_true", help="skip the runs that fill an empty cache")
     args = parser.parse_args()
     inputs = resolve_build_inputs(BuildOptions(), pip_config()).inputs
     recipe = recipe_for(SIDECAR_BASE)
@@ -96,7 +104,10 @@ def main() -> None:
         lock = sidecar_lock if locked else None
         return render_sidecar(REPO, base_ref, inputs, locked=locked), sidecar_files(REPO, inputs, lock)
 
-    measure("sidecar", REPO / SIDECAR_LOCK, base_ref, sidecar, inputs, args.runs)
+    if not args.no_sidecar:
+        measure(
+            "sidecar", REPO / SIDECAR_LOCK, base_ref, sidecar, inputs, args.runs, empty_cache=not args.no_empty_cache
+        )
     image = load_matrix(REPO).select([args.spec])[0]
     image_lock = read_lock(image_lock_path(image))
     fill_cache(image_lock, base_ref_for(image), inputs)
@@ -106,7 +117,15 @@ def main() -> None:
         dockerfile = render_dockerfile(REPO, image, base_ref_for(image), inputs, locked=locked)
         return dockerfile, sorted(files, key=lambda f: f.target)
 
-    measure(image.name, image_lock_path(image), base_ref_for(image), learner, inputs, args.runs)
+    measure(
+        image.name,
+        image_lock_path(image),
+        base_ref_for(image),
+        learner,
+        inputs,
+        args.runs,
+        empty_cache=not args.no_empty_cache,
+    )
 
 
 if __name__ == "__main__":

@@ -401,10 +401,6 @@ def outdated_command(
 
     _, images = selected(root, specs, select_all or not specs, variants)
     found = outdated_images(images)
-    rows = [
-        {"spec": f.spec, "image_id": f.image_id[:19], "outdated": f.outdated, "reasons": "; ".join(f.reasons)}
-        for f in found
-    ]
-    emit(output, found, lambda: console.print(views.simple_table(rows) if rows else "no built images"))
+    emit(output, found, lambda: console.print(views.outdated_table(found) if found else "no built images"))
     if any(f.outdated for f in found):
         raise SystemExit(1)

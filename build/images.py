@@ -17,7 +17,7 @@ from learnerkit_build.buildkit import BuildRequest, LogSink, run_build
 from learnerkit_build.context import ContextFile, assemble_context, context_files, inputs_hash
 from learnerkit_build.errors import BuildError, SpecError
 from learnerkit_build.lock.cache import locked_context_files
-from learnerkit_build.lock.compute import committed_lock, fill_cache, image_lock_path
+from learnerkit_build.lock.compute import fill_cache, image_lock
 from learnerkit_build.render import SOURCE_DATE_EPOCH, BuildInputs, render_dockerfile
 from learnerkit_build.reproducible import epoch_time, normalise_image
 from learnerkit_build.sizebudget import check_size
@@ -58,7 +58,7 @@ def render_image(root: Path, image: ImageSpec, inputs: BuildInputs) -> str:
             f"{image.folder / 'framework.yaml'}: {image.name}: base local:{local} provides Python "
             f"{recipe_for(local).python}, not {image.python}"
         )
-    locked = image_lock_path(image).exists()
+    locked = image_lock(image) is not None
     return render_dockerfile(root, image, base_ref_for(image), inputs, locked=locked)
 
 
@@ -83,7 +83,7 @@ def build_image(
             "are built where their base exists)",
         )
     files = context_files(root, image, inputs)
-    lock = committed_lock(image_lock_path(image))
+    lock = image_lock(image)
     if lock is not None:
         fill_cache(lock, base_ref_for(image), inputs)
         files = sorted([*files, *locked_context_files(lock)], key=lambda f: f.target)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -17,6 +17,9 @@ from learnerkit_build.images import HASH_LABEL, BuildResult, base_ref_for
 from learnerkit_build.lint import LintReport
 from learnerkit_build.pipconfig import Setting
 from learnerkit_build.spec import ImageSpec
+
+if TYPE_CHECKING:  # `image ls` and the others need not load the Debian index code `outdated` brings
+    from learnerkit_build.outdated import OutdatedImage
 
 
 def image_rows(images: Sequence[ImageSpec]) -> list[dict[str, Any]]:
@@ -104,6 +107,18 @@ def build_table(results: list[BuildResult]) -> RenderableType:
         )
     reasons = [Text(f"{result.spec}: {result.reason}") for result in results if result.reason]
     return Group(keep_whole(table, "spec", "status", "reference", "seconds"), *reasons)
+
+
+def outdated_table(found: Sequence[OutdatedImage]) -> RenderableType:
+    """One row per built image, each version of a framework on its own, spec and image ID whole (Docker's short
+    ID, which `docker run` takes; `--output json` has the full one) in 80 columns; the reasons follow the table,
+    one line each, so a base reference in one is never split."""
+    table = Table("spec", "image ID", "outdated", title="built images", box=box.SIMPLE_HEAD, pad_edge=False)
+    for image in found:
+        outdated = "[red]yes[/]" if image.outdated else "[green]no[/]"
+        table.add_row(image.spec, image.image_id.removeprefix("sha256:")[:12], outdated)
+    reasons = [Text(f"{image.spec}: {reason}") for image in found for reason in image.reasons]
+    return Group(keep_whole(table, "spec", "image ID", "outdated"), *reasons)
 
 
 def simple_table(rows: list[dict[str, Any]]) -> Table:

@@ -89,6 +89,12 @@ def learner_processes(own_pid: int, proc: Path = PROC) -> list[ProcessSample]:
     return [sample for sample in samples if sample.pid not in mine]
 
 
+def learner_alive(own_pid: int, proc: Path = PROC) -> bool:
+    """Whether any learner process still runs: one outside the sidecar's own tree other than the namespace's init
+    (Kubernetes' pause process, which outlives the learner's container)."""
+    return any(sample.pid != 1 for sample in learner_processes(own_pid, proc))
+
+
 def sample_learner(own_pid: int, proc: Path = PROC) -> ResourceSample:
     """CPU and memory of every process outside the sidecar's own tree."""
     samples = learner_processes(own_pid, proc)

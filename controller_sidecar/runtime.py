@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -46,6 +47,7 @@ from controller_sidecar.processing import (
 from controller_sidecar.progress import ProgressFile
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, RecordError, SidecarRecord
+from controller_sidecar.resources import learner_alive
 from controller_sidecar.retry import Backoff, retry_async
 from controller_sidecar.s3objects import HashedObject
 from controller_sidecar.settings import S3Settings, SidecarSettings
@@ -346,8 +348,9 @@ class Sidecar:
     async def _await_exit(self) -> tuple[LearnerExit, bool]:
         """Wait for ``learner.exit``, passing on a halt or our own termination; detect a vanished learner.
 
-        Where the sidecar sees the learner's cgroup, the record counts only once the learner's processes are
-        gone: the command itself can write ``learner.exit``, and learner-run replaces it when the command ends.
+        Where the sidecar sees the learner's cgroup or its processes, the record counts only once the learner's
+        processes are gone: the command itself can write ``learner.exit``, and learner-run replaces it when the
+        command ends.
         """
         control = self.settings.dirs.control
         halt_sent = self.progress.current.halt_requested
@@ -355,7 +358,7 @@ class Sidecar:
         empty_since: float | None = None
         early_record_seen = False
         while True:
-            ended = self.cgroup is None or not self.cgroup.populated()  # before the read: the record is final then
+            ended = not self._learner_running()  # before the read: the record is final then
             try:
                 record = read_exit(control)
             except UnsafeFileError as error:
@@ -384,6 +387,12 @@ class Sidecar:
             else:
                 empty_since = None
             await self._pause(self.settings.timing.poll_interval_s)
+
+    def _learner_running(self) -> bool:
+        """Whether the learner's processes are seen alive; False where the sidecar cannot see them."""
+        if self.cgroup is not None:
+            return self.cgroup.populated()
+        return self.settings.shares_learner_pid_namespace and learner_alive(os.getpid())
 
     def _follower_done(self, task: asyncio.Task[None]) -> None:
         error = None if task.cancelled() else task.exception()

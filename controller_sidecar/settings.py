@@ -153,6 +153,9 @@ class SidecarSettings:
     learner_cgroup_dir: Path | None = None
     """The learner container's cgroup, mounted read-only (see ``learnercgroup``); None where the learner's
     processes are visible instead (a shared PID namespace) or not at all."""
+    shares_learner_pid_namespace: bool = False
+    """The sidecar sees the learner's processes in ``/proc`` (Kubernetes ``shareProcessNamespace``): where no
+    cgroup is mounted, ``learner.exit`` then counts only once they are gone."""
     status_sequence_start: int = 1
     """The first status record's sequence number; the scheduler gives each attempt of a job its own range."""
     held_attempt: int | None = None
@@ -221,6 +224,7 @@ def load_settings(environ: Mapping[str, str], config_path: Path | None = None) -
         requirements=_package_index(reader),
         metrics_port=reader.integer("metrics_port", minimum=0, default=9102),
         learner_cgroup_dir=_optional_path(reader.optional_text("learner_cgroup_dir")),
+        shares_learner_pid_namespace=reader.boolean("shares_learner_pid_namespace", default=False),
         status_sequence_start=reader.integer("status_sequence_start", minimum=1, default=1),
         held_attempt=reader.integer("held.attempt", minimum=1, default=0) or None,
         exit_when_done=reader.boolean("exit_when_done", default=True),

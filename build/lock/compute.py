@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 from learnerkit_build.lock.cache import missing
 from learnerkit_build.lock.debian import download_debs, resolve_debs
-from learnerkit_build.lock.model import Lock, LockError, make_lock, read_lock, write_lock
+from learnerkit_build.lock.model import Lock, LockError, make_lock, normalise_name, read_lock, write_lock
 from learnerkit_build.lock.python import download_wheels, resolve_wheels
 from learnerkit_build.render import RUNTIME_APT, BuildInputs, render_dockerfile
 from learnerkit_build.spec import ImageSpec
@@ -101,3 +103,26 @@ def base_target(root: Path, base_name: str, base_ref: str, python: str) -> LockT
 def committed_lock(path: Path) -> Lock | None:
     """The committed lock at `path`, or None where an image has none yet (it then builds unlocked)."""
     return read_lock(path) if path.exists() else None
+
+
+def image_lock(image: ImageSpec) -> Lock | None:
+    """The committed lock of `image`, refused (naming the file) when it is not what framework.yaml asks: another
+    image's lock, or one made before a pin changed would otherwise build the wrong version without a word."""
+    path = image_lock_path(image)
+    lock = committed_lock(path)
+    if lock is None:
+        return None
+    problems = [f"it is the lock of {lock.image}"] if lock.image != image.name else []
+    wheels = {wheel.name: wheel.version for wheel in lock.python}
+    for text in image.variant.pip.packages if image.variant.pip else []:
+        requirement = Requirement(text)
+        version = wheels.get(normalise_name(requirement.name))
+        if version is None or not requirement.specifier.contains(version, prereleases=True):
+            problems.append(f"framework.yaml pins {text}, the lock holds {version or 'none'}")
+    debs = {deb.package for deb in lock.debian}
+    problems += [f"framework.yaml installs {name}, the lock has not" for name in image.variant.apt if name not in debs]
+    if problems:
+        raise LockError(
+            f"{path}: not the lock of {image.name}: {'; '.join(problems)} (run `learnerkit image lock {image.name}`)"
+        )
+    return lock

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +72,13 @@ def write_identities(path: Path, access_key: str, secret_key: str) -> None:
     write_atomic(path, json.dumps(identities).encode(), mode=0o600)
 
 
-def weed_argv(exe: str, data_dir: Path, identities: Path, ports: Mapping[str, int]) -> list[str]:
+def weed_argv(exe: str, data_dir: Path, identities: Path, ports: Mapping[str, int], host: str = LOOPBACK) -> list[str]:
     return [
         exe,
         "server",
         "-s3",
-        f"-ip={LOOPBACK}",
-        f"-ip.bind={LOOPBACK}",
+        f"-ip={host}",
+        f"-ip.bind={host}",
         f"-dir={data_dir}",
         f"-s3.config={identities}",
         "-s3.port.iceberg=0",
@@ -167,15 +167,28 @@ def s3_ready(client: Any, bucket: str) -> bool:
 
 
 class SeaweedServer:
-    """One ``weed server -s3`` process, a child of this one; :meth:`stop` and :meth:`start` keep ports and data."""
+    """One ``weed server -s3`` process, a child of this one; :meth:`stop` and :meth:`start` keep ports and data.
 
-    def __init__(self, root: Path, access_key: str | None = None, secret_key: str | None = None) -> None:
+    ``host`` and ``launcher`` serve a benchmark that runs it in a network namespace of its own
+    (``launcher`` ``ip netns exec NAME``, ``host`` that namespace's address)."""
+
+    def __init__(
+        self,
+        root: Path,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        *,
+        host: str = LOOPBACK,
+        launcher: Sequence[str] = (),
+    ) -> None:
         self.root = root
         self.exe = weed_executable()
+        self.host = host
+        self.launcher = list(launcher)
         self.ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
         self.access_key = access_key or f"lk{secrets.token_hex(8)}"
         self.secret_key = secret_key or secrets.token_urlsafe(30)
-        self.endpoint_url = f"http://{LOOPBACK}:{self.ports['s3.port']}"
+        self.endpoint_url = f"http://{host}:{self.ports['s3.port']}"
         self.process: subprocess.Popen[bytes] | None = None
         (root / "data").mkdir(parents=True, exist_ok=True)
         self.config = root / "s3-identities.json"
@@ -198,7 +211,7 @@ class SeaweedServer:
         return s3_client(self.endpoint_url, self.access_key, self.secret_key)
 
     def start(self) -> None:
-        argv = weed_argv(self.exe, self.root / "data", self.config, self.ports)
+        argv = [*self.launcher, *weed_argv(self.exe, self.root / "data", self.config, self.ports, self.host)]
         with (self.root / "weed.log").open("ab") as log:
             self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if not poll_until(self._ready, READY_TIMEOUT_S, 0.2):
@@ -210,7 +223,7 @@ class SeaweedServer:
     def _ready(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
             raise ServiceError(f"weed server exited with {self.process.returncode}: {self._log_tail()}")
-        master = f"http://{LOOPBACK}:{self.ports['master.port']}"
+        master = f"http://{self.host}:{self.ports['master.port']}"
         return volumes_writable(master) and s3_ready(self.client(), "readiness")
 
     def _log_tail(self) -> str:

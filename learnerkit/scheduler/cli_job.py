@@ -368,10 +368,12 @@ def verify(
     target: str, public_key: Path | None, data: Path | None, to: Path | None, client: SchedulerClient, output: str
 ) -> None:
     """Check a job's provenance: TARGET is a folder `job download --what all` wrote, or a job id (downloaded to
-    --to, else a temporary folder). Checks the signatures, hashes the files again and asks the local engine for the
-    images; names every item that changed and exits 1 then."""
+    --to, else a temporary folder). Checks the signatures, hashes the files again (a job id: its evaluation data
+    too, as the store holds it now) and asks for each image the registry its reference names, else the local
+    engine; names every item that changed and exits 1 then."""
     from learnerkit.common.signing import load_public_key, public_key_from_pem
-    from learnerkit.scheduler.client.provenance import download_for_verify, engine_digest
+    from learnerkit.scheduler.client.imagedigest import image_answer
+    from learnerkit.scheduler.client.provenance import download_for_verify, evaluation_data_hasher
     from learnerkit.scheduler.provenance.verify import verify_folder
 
     key = (
@@ -380,13 +382,15 @@ def verify(
         else public_key_from_pem(client.public_key().encode(), client.base_url)
     )
     folder = Path(target)
+    evaluation_data = None
     with tempfile.TemporaryDirectory(prefix="learnerkit-verify-") as temporary:
         if not folder.is_dir():
             folder = to if to is not None else Path(temporary)
             failed = download_for_verify(client, target, folder)
             if failed:
                 raise SchedulerError("; ".join(f"{f.path}: {f.error}" for f in failed))
-        report = verify_folder(folder, key, data=data, image_digest=engine_digest)
+            evaluation_data = evaluation_data_hasher(client, target)
+        report = verify_folder(folder, key, data=data, image_digest=image_answer, evaluation_data=evaluation_data)
     emit(output, report.to_dict(), lambda: _show_report(report))
     if not report.ok:
         raise SystemExit(1)

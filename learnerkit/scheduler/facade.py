@@ -263,6 +263,10 @@ class SchedulerFacade(Protocol):
     async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
         """One of the job's stored files by its path; ``UnknownFileError`` when the job stored none there."""
 
+    async def open_evaluation_data(self, tenant: str, job_id: str, uri: str) -> FileStream:
+        """An evaluation data object (``s3://bucket/key``) that a signed round statement of the job lists, for
+        `job verify` to hash again; ``UnknownFileError`` for any other, or one the store no longer has."""
+
     async def submit_sweep(
         self,
         tenant: str,

@@ -105,6 +105,8 @@ def describe_image(gate: ImageGate) -> Callable[[str], ImageFact]:
             digest = image if image.startswith("sha256:") else image_id(reference) or ""
         except EngineError:
             digest = ""  # Kubernetes: the engine that ran it is the cluster's, not this one
+        if not digest and "@sha256:" in reference:
+            digest = "sha256:" + reference.rpartition("@sha256:")[2]  # deployed by its registry digest
         record = load_record(digest) if digest else None
         if record is None:
             return ImageFact(reference, digest)

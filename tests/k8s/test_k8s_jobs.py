@@ -181,6 +181,27 @@ def test_scheduler_restart_leaves_the_running_job_alone(
         again.kill()
 
 
+def test_a_forged_exit_record_does_not_end_the_learner_and_what_it_writes_after_is_stored(
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any
+) -> None:
+    """Issue 27 D12 on Kubernetes: the command writes its own ``learner.exit`` (completed), then a result, then
+    exits 3. The sidecar waits for the learner's processes to leave the pod's PID namespace, so the job ends
+    FAILED with the command's real code and the result written after the forgery is stored."""
+    forge = (
+        "echo before > $RESULT_DIR/before.txt"
+        """ && echo '{"exit_code": 0, "reason": "completed"}' > $JOB_STATE_DIR/learner.exit"""
+        " && sleep 5 && echo after > $RESULT_DIR/after.txt && exit 3"
+    )
+    view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, forge)))
+    final = k8s_harness.wait_status("team-a", view.job_id, TERMINAL, timeout=300)
+    assert final.status == "FAILED", final
+    assert final.learners[0].exit_code == 3, final
+    prefix = f"{view.job_id}/attempt-1/learner-1/results"
+    assert stored(scheduler_buckets, f"{prefix}/before.txt") == b"before\n"
+    assert stored(scheduler_buckets, f"{prefix}/after.txt") == b"after\n"
+    gone(k8s_api, view.job_id)
+
+
 def learner_started(api: Any, job_id: str) -> tuple[str, str] | None:
     """The learner pod's UID and when its learner container started running (None before it runs)."""
     pods = CoreV1Api(api).list_namespaced_pod(NAMESPACE, label_selector=f"learnerkit.io/job-id={job_id}").items

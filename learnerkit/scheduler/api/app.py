@@ -376,6 +376,16 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         headers = {"Content-Length": str(stream.size)}
         return StreamingResponse(stream.chunks, media_type="application/octet-stream", headers=headers)
 
+    @router.get("/jobs/{job_id}/evaluation-data", response_class=Response, responses=_FILE_RESPONSE)
+    async def job_evaluation_data(
+        job_id: str, tenant: Tenant, uri: Annotated[str, Query(description="s3://bucket/key, as a round lists it")]
+    ) -> Response:
+        """An evaluation data object a signed round statement of the job lists, streamed from the job's store,
+        for `job verify` to hash again."""
+        stream = await facade.open_evaluation_data(tenant, job_id, uri)
+        headers = {"Content-Length": str(stream.size)}
+        return StreamingResponse(stream.chunks, media_type="application/octet-stream", headers=headers)
+
     return router
 
 

@@ -7,6 +7,7 @@ feature discovery's ``nvidia.com/gpu.product`` label; cordoned and not-ready nod
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,7 @@ from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, Sidec
 from learnerkit.scheduler.errors import BackendError
 
 FAILED_PHASES = ("Failed", "Unknown")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 UNLABELLED_GPU_TYPE = "unlabelled"
 """The GPU type of a node that advertises GPUs without GPU feature discovery's product label: jobs that ask
 for any GPU fit there, jobs that name a type do not."""
@@ -166,6 +168,15 @@ class KubernetesBackend:
             and container.state == "terminated"
             and container.exit_code is not None
         }
+
+    def learner_image_digest(self, job_id: str) -> str:
+        """The digest of the learner image the cluster runs for the job (the first learner's ``imageID``, which
+        names the image by its registry digest where the kubelet pulled it); empty before a learner started."""
+        for pod in self.backend.status(job_id).pods:
+            for container in pod.containers:
+                if container.name == LEARNER_CONTAINER and (found := _DIGEST.findall(container.image_id)):
+                    return str(found[-1])
+        return ""
 
     def teardown(self, job_id: str) -> None:
         self.backend.teardown(job_id)

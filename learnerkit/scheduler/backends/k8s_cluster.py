@@ -65,6 +65,9 @@ class ContainerStatus:
     reason: str | None = None
     exit_code: int | None = None
     restarts: int = 0
+    image_id: str = ""
+    """The image the runtime runs, as the kubelet reports it (``imageID``: ``repo@sha256:...``, or the runtime's
+    image ID); empty before the container has started."""
 
 
 @dataclass(frozen=True)
@@ -331,18 +334,21 @@ class KubernetesCluster:
 def _container_status(name: str, raw: Any | None) -> ContainerStatus:
     if raw is None or raw.state is None:
         return ContainerStatus(name=name, state="unknown")
-    state = raw.state
+    state, image_id, restarts = raw.state, raw.image_id or "", raw.restart_count or 0
     if state.terminated is not None:
         return ContainerStatus(
             name=name,
             state="terminated",
             reason=state.terminated.reason,
             exit_code=state.terminated.exit_code,
-            restarts=raw.restart_count or 0,
+            restarts=restarts,
+            image_id=image_id,
         )
     if state.waiting is not None:
-        return ContainerStatus(name=name, state="waiting", reason=state.waiting.reason, restarts=raw.restart_count or 0)
-    return ContainerStatus(name=name, state="running", ready=bool(raw.ready), restarts=raw.restart_count or 0)
+        return ContainerStatus(
+            name=name, state="waiting", reason=state.waiting.reason, restarts=restarts, image_id=image_id
+        )
+    return ContainerStatus(name=name, state="running", ready=bool(raw.ready), restarts=restarts, image_id=image_id)
 
 
 def _pod_status(pod: Any) -> PodStatus:

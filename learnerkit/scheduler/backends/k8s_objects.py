@@ -201,6 +201,8 @@ def sidecar_container(
         "learner_id": learner.learner_id,
         "num_learners": learner.num_learners,
         "exit_when_done": not native,
+        # shareProcessNamespace: learner.exit counts once the learner's processes are gone from /proc.
+        "shares_learner_pid_namespace": True,
     }
     container: dict[str, Any] = {
         "name": SIDECAR_CONTAINER,

@@ -4,7 +4,7 @@ them in worker threads."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.backends.deployment import JobDeployment
@@ -71,3 +71,13 @@ class Backend(Protocol):
 
     def teardown(self, job_id: str) -> None: ...
     def job_ids(self, instance: str) -> set[str]: ...
+
+
+@runtime_checkable
+class ReportsImageDigest(Protocol):
+    """A backend whose scheduler's engine is not the one that runs the learners (Kubernetes): it says which image
+    digest the cluster ran, for the provenance."""
+
+    def learner_image_digest(self, job_id: str) -> str:
+        """``sha256:<hex>`` of the learner image the job's learners run; empty before one has started."""
+        ...

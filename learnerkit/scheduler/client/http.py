@@ -302,6 +302,10 @@ class SchedulerClient:
         """Hand one stored file of the job to ``write`` as it arrives, a chunk at a time."""
         self._stream(f"/v1/jobs/{_quoted(job_id)}/files/{quote(path)}", None, write)
 
+    def copy_evaluation_data(self, job_id: str, uri: str, write: Callable[[bytes], object]) -> None:
+        """Hand an evaluation data object a round of the job lists to ``write`` as it arrives."""
+        self._stream(f"/v1/jobs/{_quoted(job_id)}/evaluation-data", {"uri": uri}, write)
+
     def _stream(self, path: str, params: Mapping[str, Any] | None, write: Callable[[bytes], object]) -> None:
         response = self._send("GET", path, None, params)
         if not 200 <= response.status < 300:

@@ -1,19 +1,20 @@
 """The client side of `job provenance` and `job verify`: a job's provenance documents fetched through the API,
-a job's files downloaded for verifying, and the local engine asked what it holds under an image reference."""
+a job's files downloaded for verifying, and its evaluation data hashed again as the scheduler streams it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from learnerkit.common.engine import EngineError, image_id
 from learnerkit.scheduler.client.download import FailedFile, download_all
 from learnerkit.scheduler.client.http import SchedulerClient
+from learnerkit.scheduler.errors import SchedulerError
 from learnerkit.scheduler.facade import JobView, StoredFile
-from learnerkit.scheduler.provenance.verify import NoProvenanceError
+from learnerkit.scheduler.provenance.verify import DataAnswer, DataLookup, NoProvenanceError
 from learnerkit.scheduler.provenance.writer import FACTSHEET_JSON
 
 WRITTEN_WITHIN_S = 30.0
@@ -71,9 +72,16 @@ def download_for_verify(client: SchedulerClient, job_id: str, root: Path) -> lis
     return download_all(client, job_id, files, root, lambda _n: None)
 
 
-def engine_digest(reference: str) -> str | None:
-    """The ID of the image the local engine holds under ``reference``; None where it has none or none answers."""
-    try:
-        return image_id(reference)
-    except EngineError:
-        return None
+def evaluation_data_hasher(client: SchedulerClient, job_id: str) -> DataLookup:
+    """The SHA-256 of an evaluation data object as its store holds it now, streamed through the scheduler (which
+    holds the job's account); a refusal or an unreachable store is the answer's problem."""
+
+    def lookup(uri: str) -> DataAnswer:
+        digest = hashlib.sha256()
+        try:
+            client.copy_evaluation_data(job_id, uri, digest.update)
+        except SchedulerError as e:
+            return DataAnswer(problem=str(e))
+        return DataAnswer(digest.hexdigest())
+
+    return lookup

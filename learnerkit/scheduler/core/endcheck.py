@@ -1,10 +1,10 @@
 """A learner's COMPLETED counts only once the runtime confirms its end (issue 27 D12).
 
 The sidecar ends a learner on learner-run's exit record, ``learner.exit``, which the learner's command can write
-itself. On Docker the sidecar takes the record only once the learner's cgroup is empty; on Kubernetes it cannot
-see the learner's processes, so the scheduler cross-checks each learner that reports COMPLETED against its
-container as the runtime tells it: while the container runs, the learner has not completed; once it has ended,
-the runtime's exit code decides (learner-run exits with the command's own code).
+itself. The sidecar takes the record only once the learner's processes are gone (Docker: its cgroup; Kubernetes:
+the pod's shared PID namespace); behind that, on Kubernetes the scheduler cross-checks each learner that reports
+COMPLETED against its container as the runtime tells it: while the container runs, the learner has not
+completed; once it has ended, the runtime's exit code decides (learner-run exits with the command's own code).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from learnerkit.scheduler.core.nodeloss import NodeLoss, node_states
 from learnerkit.scheduler.core.options import derive_instance
 from learnerkit.scheduler.core.planning import plan_job
 from learnerkit.scheduler.core.preempting import Preempting
+from learnerkit.scheduler.core.provenancing import ran_digest
 from learnerkit.scheduler.core.restore import restore
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.sidecars import restart_ended_sidecars
@@ -353,6 +354,8 @@ class ControlLoop:
                 if tracked.state.stage is Stage.DEPLOYED:
                     shared.admission.mark_running(state.job_id)
                     tracked.state = await shared.store.save(tracked.state.evolve(stage=Stage.RUNNING))
+        if tracked.state.stage is Stage.RUNNING and not tracked.ran_digest:
+            tracked.ran_digest = await ran_digest(shared.backend, state.job_id)
         watching = watching_for_exit(tracked)
         # Read only while some sidecar waits for an exit record: no API call for jobs downloading or storing.
         ended = await asyncio.to_thread(shared.backend.learners_ended, state.job_id) if watching else {}

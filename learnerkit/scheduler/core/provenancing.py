@@ -13,11 +13,14 @@ from collections.abc import Callable
 from controller_sidecar.errors import SidecarError
 from learner.evaluation.spec import spec_to_dict
 from learnerkit.common.errors import LearnerkitError
+from learnerkit.scheduler.backends.protocol import ReportsImageDigest
 from learnerkit.scheduler.core.planning import endpoints_for
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.errors import BackendError
 from learnerkit.scheduler.evaluations.plan import EvaluatedJob, results_folder
 from learnerkit.scheduler.evaluations.record import EvaluationRound
+from learnerkit.scheduler.evaluations.runner import RoundSigned
 from learnerkit.scheduler.jobs.layout import job_location
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobStatus
@@ -30,6 +33,18 @@ from learnerkit.scheduler.provenance.writer import FinishedJob
 
 LOGGER = logging.getLogger(__name__)
 PROVENANCE_OF = frozenset({JobStatus.COMPLETED, JobStatus.HALTED, JobStatus.FAILED})
+
+
+async def ran_digest(backend: object, job_id: str) -> str:
+    """The learner image's digest the backend reports the job ran, where it reports one (Kubernetes: the
+    scheduler's engine is not the cluster's); empty where it does not, yet or at all (asked again next pass)."""
+    if not isinstance(backend, ReportsImageDigest):
+        return ""
+    try:
+        return await asyncio.to_thread(backend.learner_image_digest, job_id)
+    except BackendError as e:
+        LOGGER.warning("job %s: the learner image's digest cannot be read yet: %s", job_id, e)
+        return ""
 
 
 class Provenancing:
@@ -47,22 +62,25 @@ class Provenancing:
         if writer is None or tracked.state.status not in PROVENANCE_OF:
             return
         state, manifest, image, resolve = tracked.state, tracked.manifest, tracked.deployed_image, None
-        attempts = tuple(tracked.attempts)
+        attempts, digest = tuple(tracked.attempts), tracked.ran_digest
         if not image:  # ended before a deploy of this scheduler process: the gate resolves it again
             resolve = self.shared.options.resolve_image
         store = self.clients.of(endpoints_for(manifest, self.shared.options.platform))
 
         def gather_and_write() -> None:
-            job = FinishedJob(state, manifest, resolve(manifest) if resolve else image, attempts, self.instance)
+            deployed = resolve(manifest) if resolve else image
+            job = FinishedJob(state, manifest, deployed, attempts, self.instance, ran_digest=digest)
             writer.write(store, job)
 
         self._queue(state.job_id, gather_and_write, "its provenance")
 
-    async def evaluation_round_ended(self, job: EvaluatedJob, settled: EvaluationRound) -> None:
-        """Called as the round's last evaluation is settled: the round's signed statement, where the job has a
-        provenance (the scheduler signs)."""
+    async def evaluation_round_ended(self, job: EvaluatedJob, settled: EvaluationRound, signed: RoundSigned) -> None:
+        """Called as the round's last evaluation is settled (and at a start, for a round whose statement was not
+        stored): the round's signed statement, where the job has a provenance (the scheduler signs); ``signed`` is
+        awaited once it is stored (or at once, with nothing to sign)."""
         writer = self.shared.options.provenance
         if writer is None:
+            await signed()
             return
         bucket, prefix = job_location(job.manifest, job.job_id)
         evaluations = tuple(
@@ -82,13 +100,14 @@ class Provenancing:
         signer = EvaluationProvenanceWriter(writer.signer, writer.describe_image)
         store = self.clients.of(job.endpoints)
         what = f"the provenance of evaluation round {round_.round}"
-        self._queue(job.job_id, lambda: signer.write(store, round_), what)
+        self._queue(job.job_id, lambda: signer.write(store, round_), what, then=signed)
 
     def writing(self, job_id: str) -> bool:
         """Whether a provenance write of the job is under way."""
         return job_id in self._writes
 
-    def _queue(self, job_id: str, work: Callable[[], object], what: str) -> None:
+    def _queue(self, job_id: str, work: Callable[[], object], what: str, *, then: RoundSigned | None = None) -> None:
+        """``work`` in a worker thread after the job's writes before it; ``then`` once it succeeded."""
         before = self._writes.get(job_id)
 
         async def write() -> None:
@@ -98,6 +117,9 @@ class Provenancing:
                 await asyncio.to_thread(work)
             except (LearnerkitError, SidecarError, OSError, ValueError, KeyError):
                 LOGGER.exception("job %s: %s was not written", job_id, what)
+                return
+            if then is not None:
+                await then()
 
         task = asyncio.create_task(write(), name=f"provenance of {job_id}")
         self._writes[job_id] = task

@@ -20,6 +20,7 @@ from learnerkit.scheduler.admission.admit import AdmissionState
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.protocol import Backend
 from learnerkit.scheduler.config.policy import check_submission
+from learnerkit.scheduler.core.evaluationdata import open_evaluation_data
 from learnerkit.scheduler.core.loop import ControlLoop
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import endpoints_for
@@ -307,6 +308,11 @@ class Scheduler:
     async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
         tracked = self._owned(tenant, job_id)
         return await self.reader.open_output(self._endpoints(tracked), tracked.manifest, tracked.state, path)
+
+    async def open_evaluation_data(self, tenant: str, job_id: str, uri: str) -> FileStream:
+        tracked = self._owned(tenant, job_id)
+        writer = self.shared.options.provenance
+        return await open_evaluation_data(self.reader, self._endpoints(tracked), tracked, writer, uri)
 
     def _owned(self, tenant: str, job_id: str) -> Tracked:
         tracked = self.shared.jobs.get(job_id)

@@ -26,6 +26,9 @@ class Tracked:
     """The submit's ``--image`` and model code."""
     deployed_image: str = ""
     """The learner image the last attempt was deployed with, as the gate resolved it; empty after a restart."""
+    ran_digest: str = ""
+    """The learner image's digest as the backend reports the last attempt ran it (Kubernetes' ``imageID``), where
+    the scheduler's engine cannot say; empty until a learner has started."""
     records: dict[int, StatusRecord] = field(default_factory=dict)
     metrics: dict[int, dict[str, float]] = field(default_factory=dict)
     alive: set[int] = field(default_factory=set)
@@ -58,6 +61,7 @@ class Tracked:
         )
 
     def new_attempt(self) -> None:
+        self.ran_digest = ""
         self.records.clear()
         self.metrics.clear()
         self.alive.clear()

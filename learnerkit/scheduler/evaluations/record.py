@@ -72,6 +72,10 @@ class EvaluationRound:
     """The attempt whose saved model is evaluated."""
     specs: tuple[EvaluationSpec, ...]
     outcomes: tuple[EvaluationOutcome, ...]
+    signed: bool = False
+    """The round's provenance statement is stored (or there is none to write): until then the job keeps its store's
+    credentials, and a restarted scheduler writes the statement. A record without it (an older scheduler's) counts
+    as signed."""
 
     @classmethod
     def start(cls, job_id: str, round_: int, attempt: int, specs: tuple[EvaluationSpec, ...]) -> EvaluationRound:
@@ -80,6 +84,11 @@ class EvaluationRound:
     @property
     def in_flight(self) -> bool:
         return any(o.outcome == "running" for o in self.outcomes)
+
+    @property
+    def awaiting_signature(self) -> bool:
+        """Every evaluation settled, the round's statement not yet stored."""
+        return not self.in_flight and not self.signed
 
     def settled(self, index: int, outcome: EvaluationOutcome) -> EvaluationRound:
         outcomes = list(self.outcomes)
@@ -92,6 +101,7 @@ class EvaluationRound:
             "attempt": self.attempt,
             "specs": [spec_to_dict(spec) for spec in self.specs],
             "outcomes": [o.to_raw() for o in self.outcomes],
+            "signed": self.signed,
         }
 
     @classmethod
@@ -102,4 +112,5 @@ class EvaluationRound:
             int(raw["attempt"]),
             tuple(spec_from_dict(spec) for spec in raw["specs"]),
             tuple(EvaluationOutcome.from_raw(o) for o in raw["outcomes"]),
+            bool(raw.get("signed", True)),
         )

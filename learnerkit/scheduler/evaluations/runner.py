@@ -9,6 +9,7 @@ see end, and never runs one evaluation twice at once (a pair's id is fixed by jo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -37,8 +38,15 @@ from learnerkit.scheduler.jobs.store import JobStore, StoredJob
 LOGGER = logging.getLogger(__name__)
 EvaluatorResolver = Callable[[str], str]
 """The evaluator image of a kind (``robustness``), through the image gate; raises when it may not run."""
-RoundEnded = Callable[[EvaluatedJob, EvaluationRound], Awaitable[None]]
-"""Called once a round's last evaluation is settled (the core signs the round's provenance)."""
+RoundSigned = Callable[[], Awaitable[None]]
+RoundEnded = Callable[[EvaluatedJob, EvaluationRound, RoundSigned], Awaitable[None]]
+"""Called once a round's last evaluation is settled, and again by a restarted scheduler while the round's statement
+is not stored: the core signs the round's provenance, then awaits the third argument (which records it signed and
+drops the job's credentials)."""
+
+
+SIGNING_WAIT_S = 30.0
+"""How long `job evaluate` waits for the previous round's statement to be stored (a write of a few objects)."""
 
 
 def _no_evaluators(kind: str) -> str:
@@ -71,6 +79,9 @@ class EvaluationRunner:
         sidecar may write as it is stopped is not the evaluation's end, so they are run again."""
         self._lock = asyncio.Lock()
         self.round_ended: RoundEnded | None = None
+        self._signing: dict[str, asyncio.Event] = {}
+        """Per job whose latest round awaits its statement: set once it is stored."""
+        self.signing_wait_s = SIGNING_WAIT_S
 
     async def keeps_credentials(self, stored: StoredJob) -> bool:
         """Whether a COMPLETED job's credentials stay in etcd after a restart: its evaluations run, or the
@@ -80,7 +91,8 @@ class EvaluationRunner:
         recorded = await self.store.etcd.get(evaluations_key(stored.state.job_id, self.store.root))
         if recorded is None:
             return bool(stored.spec.get("manifest", {}).get("evaluations"))
-        return EvaluationRound.from_raw(stored.state.job_id, json.loads(recorded[0])).in_flight
+        loaded = EvaluationRound.from_raw(stored.state.job_id, json.loads(recorded[0]))
+        return loaded.in_flight or loaded.awaiting_signature
 
     async def load(self, job: EvaluatedJob, attempt: int) -> None:
         """After a restart, before the orphan sweep: the job's recorded round, if any. An evaluation in flight
@@ -94,6 +106,8 @@ class EvaluationRunner:
         self._jobs[job.job_id] = job
         loaded = EvaluationRound.from_raw(job.job_id, json.loads(stored[0]))
         self.rounds[job.job_id] = loaded
+        if loaded.awaiting_signature:  # stopped after the round settled, before its statement was stored
+            await self._round_settled(job, loaded)
         for index, outcome in enumerate(loaded.outcomes):
             identity = pair_id(job.job_id, loaded.round, index)
             if outcome.outcome == "running":
@@ -103,11 +117,21 @@ class EvaluationRunner:
                     self._redo.add(identity)
 
     async def begin(self, job: EvaluatedJob, attempt: int, specs: tuple[EvaluationSpec, ...]) -> EvaluationRound:
-        """Record a new round of evaluations of the job's model (recorded before anything is deployed)."""
+        """Record a new round of evaluations of the job's model (recorded before anything is deployed), once the
+        previous round's statement is stored."""
+        signing = self._signing.get(job.job_id)
+        if signing is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(signing.wait(), self.signing_wait_s)
         async with self._lock:
             current = self.rounds.get(job.job_id)
             if current is not None and current.in_flight:
                 raise JobStateError(f"job {job.job_id}: its evaluations of round {current.round} are still running")
+            if current is not None and current.awaiting_signature:
+                raise JobStateError(
+                    f"job {job.job_id}: the provenance of its evaluation round {current.round} is not stored yet "
+                    "(the scheduler's log says why); it is written again at the scheduler's next start"
+                )
             if not job.endpoints.s3_access_key:
                 raise JobStateError(
                     f"job {job.job_id}: the scheduler deleted its store's credentials when it ended and has "
@@ -152,6 +176,7 @@ class EvaluationRunner:
         """The job is deleted (its record with it): its settled evaluations leave memory too."""
         self.rounds.pop(job_id, None)
         self._jobs.pop(job_id, None)
+        self._signing.pop(job_id, None)
 
     async def step(self) -> None:
         for job_id, current in list(self.rounds.items()):
@@ -235,13 +260,35 @@ class EvaluationRunner:
                 return
             settled = current.settled(index, replace(outcome, image=current.outcomes[index].image))
             await self._save(settled)
-            if not settled.in_flight:  # kept only while the round ran
-                await self.store.delete_credentials(job.job_id, job.manifest_text, job.source)
         await self.store.etcd.delete_prefix(keys.job_prefix(identity, self.store.root))
         self._deployed.discard(identity)
         LOGGER.info("job %s: evaluation %s %s %s", job.job_id, outcome.name, outcome.outcome, outcome.message)
-        if not settled.in_flight and self.round_ended is not None:
-            await self.round_ended(job, settled)
+        if not settled.in_flight:
+            await self._round_settled(job, settled)
+
+    async def _round_settled(self, job: EvaluatedJob, settled: EvaluationRound) -> None:
+        """Have the round's statement signed; the credentials are kept until it is stored (recorded in etcd, so a
+        scheduler stopped before that writes it at its next start)."""
+
+        async def signed() -> None:
+            await self._signed(job, settled.round)
+
+        self._signing.setdefault(job.job_id, asyncio.Event())
+        if self.round_ended is None:
+            await signed()
+        else:
+            await self.round_ended(job, settled, signed)
+
+    async def _signed(self, job: EvaluatedJob, round_: int) -> None:
+        try:
+            async with self._lock:
+                current = self.rounds.get(job.job_id)
+                if current is not None and current.round == round_ and not current.signed:
+                    await self._save(replace(current, signed=True))
+                    await self.store.delete_credentials(job.job_id, job.manifest_text, job.source)
+        finally:
+            if (signing := self._signing.pop(job.job_id, None)) is not None:
+                signing.set()  # a `job evaluate` waiting for it goes on (and is refused if it is still unsigned)
 
     async def _deployed_image(self, job_id: str, round_: int, index: int, image: str) -> None:
         """Record the evaluator image before it is deployed: the round's provenance names it."""

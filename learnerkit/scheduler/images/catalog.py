@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from learnerkit.common.errors import ConfigError
-from learnerkit.scheduler.manifest.ffdlnames import means_newest, newest
+from learnerkit.scheduler.manifest.ffdlnames import means_newest, newest, version_key
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit_build.matrix import load_matrix
 
@@ -38,11 +38,19 @@ class ImageCatalog:
         return None
 
     def evaluator(self, kind: str) -> str:
-        """The evaluator image of an evaluation's kind: the matrix's framework of that name (``robustness``)."""
-        for image in self.matrix.images:
-            if image.framework.name == kind and image.framework.smoke.kind == "evaluation":
-                return f"{image.repository(self.registry)}:{image.tag}"
-        raise ConfigError(f"evaluation kind {kind}: no evaluator image in the matrix")
+        """The evaluator image of an evaluation's kind: the matrix's framework of that name (``robustness``), at
+        its newest version, CPU variant (an evaluation asks for no GPU)."""
+        images = [
+            image
+            for image in self.matrix.images
+            if image.framework.name == kind
+            and image.framework.smoke.kind == "evaluation"
+            and image.variant.accelerator == "cpu"
+        ]
+        if not images:
+            raise ConfigError(f"evaluation kind {kind}: no evaluator image in the matrix")
+        image = max(images, key=lambda image: version_key(image.version))
+        return f"{image.repository(self.registry)}:{image.tag}"
 
     def resolve(self, manifest: JobManifest) -> str:
         if manifest.image:

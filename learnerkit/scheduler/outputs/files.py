@@ -73,14 +73,18 @@ def open_output(store: ObjectStore, job: S3Location, path: str) -> FileStream | 
         return None
     if kind_of(path) is None:
         return None
-    key = job.key(path)
-    found = next((obj for obj in _listed(store, S3Location(job.bucket, key)) if obj.key == key), None)
+    return open_stored(store, job.bucket, job.key(path))
+
+
+def open_stored(store: ObjectStore, bucket: str, key: str) -> FileStream | None:
+    """The object ``key``, streamed; None where the store has none. The caller has checked the job may read it."""
+    found = next((obj for obj in _listed(store, S3Location(bucket, key)) if obj.key == key), None)
     if found is None:
         return None
     if found.size == 0:
         return FileStream(iter(()), 0)
     # The request is sent now, so a store that does not answer is an error before the answer starts.
-    opened = retry_sync(lambda: store.read_range(job.bucket, key, 0, found.size - 1), HOST_CALLS, what=key)
+    opened = retry_sync(lambda: store.read_range(bucket, key, 0, found.size - 1), HOST_CALLS, what=key)
     return FileStream(opened, found.size)
 
 

@@ -23,7 +23,7 @@ from learnerkit.scheduler.jobs.layout import job_location, outputs_prefix
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.manifest.model import JobManifest
-from learnerkit.scheduler.outputs.files import list_outputs, metrics_history, open_output
+from learnerkit.scheduler.outputs.files import list_outputs, metrics_history, open_output, open_stored
 from learnerkit.scheduler.outputs.logs import ShippedLog, list_log
 
 LOGGER = logging.getLogger(__name__)
@@ -91,6 +91,16 @@ class OutputsReader:
             stream = await asyncio.to_thread(open_output, store, job, path)
         if stream is None:
             raise UnknownFileError(f"job {state.job_id} stored no file {path!r}")
+        return stream
+
+    async def open_object(self, endpoints: Endpoints, state: JobState, bucket: str, key: str) -> FileStream:
+        """An object of the job's results store outside the job's prefix (its evaluation data): the caller has
+        checked that the job's records name it."""
+        store = self.clients.of(endpoints)
+        with _store_outage(state.job_id):
+            stream = await asyncio.to_thread(open_stored, store, bucket, key)
+        if stream is None:
+            raise UnknownFileError(f"job {state.job_id}: the store no longer has s3://{bucket}/{key}")
         return stream
 
     def _list_log(self, endpoints: Endpoints, manifest: JobManifest, state: JobState, learner_id: int) -> ShippedLog:

@@ -127,3 +127,8 @@ def round_summary(statement: Mapping[str, Any]) -> dict[str, Any]:
             for e in predicate["evaluations"]
         ],
     }
+
+
+def listed_data(statement: Mapping[str, Any]) -> frozenset[str]:
+    """The evaluation data objects (``s3://bucket/key``) a round's statement lists."""
+    return frozenset(str(d["uri"]) for e in statement["predicate"]["evaluations"] for d in e.get("data", []))

@@ -71,13 +71,17 @@ class EvaluationProvenanceWriter:
     describe_image: Callable[[str], ImageFact]
 
     def write(self, store: ProvenanceStore, settled: SettledRound) -> str:
-        """Store the round's signed statement and refresh the factsheet; the key of the statement."""
-        facts = self.facts(store, settled)
-        statement = evaluation_statement(facts)
+        """Store the round's signed statement and refresh the factsheet; the key of the statement. A statement
+        already stored is kept (a scheduler stopped after storing it, before recording so, asks again): each
+        round is signed once."""
         key = settled.prefix + round_file(settled.round)
-        store.put_bytes(settled.bucket, key, canonical(sign_statement(statement, self.signer)))
+        if any(obj.key == key for obj in store.list(S3Location(settled.bucket, key))):
+            LOGGER.info("job %s: provenance of evaluation round %d already stored", settled.job_id, settled.round)
+        else:
+            statement = evaluation_statement(self.facts(store, settled))
+            store.put_bytes(settled.bucket, key, canonical(sign_statement(statement, self.signer)))
+            LOGGER.info("job %s: provenance of evaluation round %d stored", settled.job_id, settled.round)
         refresh_factsheet(store, settled.bucket, settled.prefix)
-        LOGGER.info("job %s: provenance of evaluation round %d stored", settled.job_id, settled.round)
         return key
 
     def facts(self, store: ProvenanceStore, settled: SettledRound) -> RoundFacts:

@@ -37,8 +37,34 @@ from learnerkit.scheduler.provenance.statement import (
 PROVENANCE_FILE = "provenance/provenance.intoto.json"
 EVALUATOR_IMAGE = "evaluator-image"
 _CHUNK = 1 << 20
-ImageLookup = Callable[[str], str | None]
-"""A reference's digest (``sha256:<hex>``) where the engine or registry has it, else None."""
+
+
+@dataclass(frozen=True)
+class ImageAnswer:
+    """What an engine or registry holds under an image reference."""
+
+    source: str
+    """Who answered: ``the engine``, ``registry 127.0.0.1:5000``."""
+    digests: frozenset[str] = frozenset()
+    """``sha256:<hex>`` each: the image ID, and from a registry the manifest's digest too; empty where it has none."""
+    problem: str = ""
+    """Why it could not be asked (unreachable, refused); then ``digests`` is empty."""
+
+
+ImageLookup = Callable[[str], ImageAnswer]
+
+
+@dataclass(frozen=True)
+class DataAnswer:
+    """An evaluation data object hashed again from its store."""
+
+    sha256: str = ""
+    problem: str = ""
+    """Why it could not be read (the store no longer has it, none answers); then ``sha256`` is empty."""
+
+
+DataLookup = Callable[[str], DataAnswer]
+"""``s3://bucket/key`` -> its SHA-256 as the store holds it now (`job verify JOB`: through the scheduler)."""
 
 
 class NoProvenanceError(LearnerkitError):
@@ -93,7 +119,12 @@ def sha256_of(paths: Iterable[Path]) -> str:
 
 
 def verify_folder(
-    folder: Path, key: Key, *, data: Path | None = None, image_digest: ImageLookup | None = None
+    folder: Path,
+    key: Key,
+    *,
+    data: Path | None = None,
+    image_digest: ImageLookup | None = None,
+    evaluation_data: DataLookup | None = None,
 ) -> VerifyReport:
     envelope_path = folder / PROVENANCE_FILE
     if not envelope_path.is_file():
@@ -124,15 +155,20 @@ def verify_folder(
     for path in sorted(folder.glob(f"{ROUND_PREFIX}*{ROUND_SUFFIX}"), key=lambda p: p.name):
         number = round_of(path.relative_to(folder).as_posix())
         if number is not None:
-            report.checks += _round_checks(folder, number, key, subjects, image_digest)
+            report.checks += _round_checks(folder, number, key, subjects, image_digest, evaluation_data)
     return report
 
 
 def _round_checks(
-    folder: Path, number: int, key: Key, subjects: Mapping[str, str], image_digest: ImageLookup | None
+    folder: Path,
+    number: int,
+    key: Key,
+    subjects: Mapping[str, str],
+    image_digest: ImageLookup | None,
+    evaluation_data: DataLookup | None,
 ) -> list[Check]:
     """An evaluation round's statement: signed by the platform, about the provenance's model, each report as
-    stored, each evaluator image as the engine has it."""
+    stored, each evaluator image as the engine has it, each evaluation data object as its store holds it."""
     name = round_file(number)
     item = f"evaluation round {number} signature"
     try:
@@ -152,7 +188,21 @@ def _round_checks(
         image = evaluation.get("evaluatorImage")
         if image is not None:
             checks.append(_image_check(EVALUATOR_IMAGE, image, image_digest))
+        for stored in evaluation.get("data", []):
+            checks.append(_data_check(f"evaluation round {number} data {stored['uri']}", stored, evaluation_data))
     return checks
+
+
+def _data_check(item: str, stored: Mapping[str, Any], evaluation_data: DataLookup | None) -> Check:
+    if evaluation_data is None:
+        return Check(item, State.NOT_CHECKED, "read from its store only when verifying by job id")
+    answer = evaluation_data(str(stored["uri"]))
+    if answer.problem:
+        return Check(item, State.NOT_CHECKED, answer.problem)
+    recorded = stored["digest"]["sha256"]
+    if answer.sha256 != recorded:
+        return Check(item, State.CHANGED, f"sha256 {answer.sha256} in its store now, the round used {recorded}")
+    return Check(item, State.OK)
 
 
 def _file_check(item: str, paths: list[Path], sha256: str) -> Check:
@@ -201,12 +251,15 @@ def _image_check(name: str, dependency: Mapping[str, Any], image_digest: ImageLo
     recorded = "sha256:" + dependency["digest"]["sha256"]
     if image_digest is None:
         return Check(item, State.NOT_CHECKED, "no engine or registry to ask")
-    actual = image_digest(reference)
-    if actual is None:
-        return Check(item, State.NOT_CHECKED, "the engine does not have it")
-    if actual != recorded:
-        return Check(item, State.CHANGED, f"the engine has {actual} under this reference, the job ran {recorded}")
-    return Check(item, State.OK)
+    answer = image_digest(reference)
+    if answer.problem:
+        return Check(item, State.NOT_CHECKED, f"{answer.source} cannot be asked: {answer.problem}")
+    if not answer.digests:
+        return Check(item, State.NOT_CHECKED, f"{answer.source} does not have it")
+    if recorded not in answer.digests:
+        held = ", ".join(sorted(answer.digests))
+        return Check(item, State.CHANGED, f"{answer.source} has {held} under this reference, the job ran {recorded}")
+    return Check(item, State.OK, f"as {answer.source} has it")
 
 
 def _model_signature_check(folder: Path, key: Key, subjects: Mapping[str, str]) -> Check:

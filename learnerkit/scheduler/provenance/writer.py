@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from securesystemslib.signer import CryptoSigner
@@ -60,6 +60,9 @@ class FinishedJob:
     attempts: Sequence[Attempt]
     """The job's attempts history, the last attempt closed by the job's end."""
     instance: str
+    ran_digest: str = ""
+    """The learner image's digest as the backend reported the last attempt ran it (Kubernetes' ``imageID``):
+    the digest where the scheduler's engine has none of ``image``."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ class ProvenanceWriter:
             status=job.state.status.value,
             manifest=job.manifest.to_dict(),
             command=job.manifest.framework.command,
-            learner_image=self.describe_image(job.image),
+            learner_image=self._learner_image(job),
             sidecar_image=self.describe_image(self.sidecar_image),
             instance=job.instance,
             results=results,
@@ -141,6 +144,10 @@ class ProvenanceWriter:
             lines = store.get_bytes(bucket, prefix + last.name).splitlines()
             metrics = [parsed for line in lines if (parsed := parse_record(line)) is not None]
         return facts, metrics
+
+    def _learner_image(self, job: FinishedJob) -> ImageFact:
+        fact = self.describe_image(job.image)
+        return fact if fact.digest or not job.ran_digest else replace(fact, digest=job.ran_digest)
 
     @staticmethod
     def _log(

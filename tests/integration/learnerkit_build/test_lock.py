@@ -57,7 +57,7 @@ def test_the_sidecar_sbom_is_its_lock(build_inputs: BuildInputs, tmp_path: Path)
     assert_sbom_is_the_lock(sbom_of(built.immutable_reference, tmp_path), read_lock(REPO / SIDECAR_LOCK))
 
 
-@pytest.mark.parametrize("spec", ["mxnet:1.9.1-cpu", "jax:0.10-cpu"])
+@pytest.mark.parametrize("spec", ["mxnet:1.9.1-cpu", "jax:0.10-cpu", "jax:0.9-cpu"])
 def test_a_learner_sbom_is_its_lock_and_its_venv_has_no_pip(
     spec: str, build_inputs: BuildInputs, tmp_path: Path
 ) -> None:

@@ -380,3 +380,21 @@ async def test_node_health_tells_cordoned_not_ready_and_deleted_nodes_apart(
     }
     del kmock.objects["v1/nodes", None, "n3"]
     assert sorted(await call(cluster.node_health)) == ["n1", "n2"]  # deleted: absent
+
+
+async def test_the_learner_images_digest_is_read_from_the_pods_image_id(
+    kmock: KubernetesEmulator, backend: KubernetesCluster
+) -> None:
+    """The kubelet names the image a container runs by its registry digest (``imageID``): the provenance's digest
+    of the learner image on a cluster, where the scheduler's own engine has none."""
+    service_side = KubernetesBackend(backend, egress=(dep.Egress("10.20.0.4/32", 2379),))
+    await call(service_side.deploy, make_job(learners=1))
+    assert await call(service_side.learner_image_digest, "job-7") == "", "no container started yet"
+    digest = "sha256:" + "5" * 64
+    learner = _container("learner", {"running": {}})
+    learner["imageID"] = f"registry.local/learnerkit/pytorch@{digest}"
+    sidecar = {**_container("sidecar", {"running": {}}), "imageID": "registry.local/sidecar@sha256:" + "6" * 64}
+    kmock.objects["v1/pods", NAMESPACE, "lk-job-7-1"].patch(
+        {"status": {"phase": "Running", "initContainerStatuses": [sidecar], "containerStatuses": [learner]}}
+    )
+    assert await call(service_side.learner_image_digest, "job-7") == digest

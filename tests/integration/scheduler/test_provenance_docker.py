@@ -343,6 +343,13 @@ def test_an_evaluated_jobs_rounds_are_signed_and_job_verify_names_a_changed_repo
         assert states.get(item) == "ok", (item, states)
     evaluators = [c["state"] for c in report["checks"] if c["item"].startswith("evaluator image")]
     assert evaluators == ["ok", "ok"], report["checks"]  # one per round
+    # by job id, each round's evaluation data is hashed again as the scheduler streams it from the store
+    data = [
+        c["state"]
+        for c in report["checks"]
+        if c["item"].startswith(("evaluation round 1 data s3://", "evaluation round 2 data s3://"))
+    ]
+    assert data and set(data) == {"ok"}, report["checks"]
 
     flip(folder / first)
     code, out = platform.job("verify", str(folder), "-o", "json")

@@ -14,6 +14,7 @@ import pytest
 from controller_sidecar.control import EXIT_FILE, LearnerExit
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import outcome_of
+from controller_sidecar.resources import learner_alive
 from controller_sidecar.runtime import Sidecar
 from controller_sidecar.settings import load_settings
 
@@ -136,3 +137,64 @@ def test_the_forks_refused_are_remembered_once_the_cgroup_is_gone(tmp_path: Path
     assert cgroup.populated()
     events.unlink()
     assert cgroup.forks_refused() == 5
+
+
+def fake_proc(root: Path, parents: dict[int, int]) -> Path:
+    """A ``/proc`` holding ``stat`` and ``statm`` for each PID, with its parent."""
+    for pid, ppid in parents.items():
+        folder = root / str(pid)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "stat").write_text(f"{pid} (p {pid}) S {ppid} " + " ".join(["0"] * 20) + "\n")
+        (folder / "statm").write_text("100 10 0 0 0 0 0\n")
+    return root
+
+
+def test_a_learner_is_alive_while_a_process_outside_the_sidecars_tree_runs_other_than_pause(tmp_path: Path) -> None:
+    # 1: the pod's pause process; 10 (the learner's tini) -> 11 (learner-run); 20 (sidecar's init) -> 21 (sidecar)
+    proc = fake_proc(tmp_path / "proc", {1: 0, 10: 0, 11: 10, 20: 0, 21: 20})
+    assert learner_alive(21, proc)
+    for pid in ("11", "10"):
+        for name in ("stat", "statm"):
+            (proc / pid / name).unlink()
+        (proc / pid).rmdir()
+    assert not learner_alive(21, proc), "the pause process alone is no learner"
+
+
+def test_with_a_shared_pid_namespace_a_forged_learner_exit_waits_for_the_learners_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kubernetes: no cgroup mounted, the learner's processes seen in /proc (issue 27 D12 there)."""
+    doc = {
+        "job_id": "job-1",
+        "learner_id": 1,
+        "results": {"bucket": "results"},
+        "data": {"mode": "mount"},
+        "job_dir": str(tmp_path / "job"),
+        "shares_learner_pid_namespace": True,
+        "timing": {"poll_interval_s": 0.01},
+    }
+    (tmp_path / "job" / "control").mkdir(parents=True)
+    side = Sidecar(load_settings({**ENV, "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(doc)}), asyncio.Event())
+    alive = threading.Event()
+    alive.set()
+    monkeypatch.setattr("controller_sidecar.runtime.learner_alive", lambda _own_pid: alive.is_set())
+    control = side.settings.dirs.control
+    write_exit(control, 0, "completed")
+    seen = Seen("appeared while the learner still runs")
+    logging.getLogger("controller_sidecar.runtime").addHandler(seen)
+
+    async def scenario() -> tuple[LearnerExit, bool]:
+        waiting = asyncio.create_task(side._await_exit())
+        noticed = asyncio.create_task(asyncio.to_thread(seen.event.wait, 10))
+        await asyncio.wait({waiting, noticed}, return_when=asyncio.FIRST_COMPLETED)
+        assert not waiting.done(), f"acted on learner.exit while the learner still runs: {waiting.result()}"
+        assert await noticed, "the sidecar never noticed the early record"
+        write_exit(control, 3, "failed")
+        alive.clear()
+        return await asyncio.wait_for(waiting, 10)
+
+    try:
+        record, halted = asyncio.run(scenario())
+    finally:
+        logging.getLogger("controller_sidecar.runtime").removeHandler(seen)
+    assert (record.exit_code, record.reason, halted) == (3, "failed", False)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from learnerkit_build.images import render_image
 from learnerkit_build.lock.cache import admit, cached_path, locked_context_files
-from learnerkit_build.lock.compute import SIDECAR_LOCK, base_lock_path, image_lock_path, image_target
+from learnerkit_build.lock.compute import SIDECAR_LOCK, base_lock_path, image_lock, image_lock_path, image_target
 from learnerkit_build.lock.model import LockedDeb, LockedWheel, LockError, lock_json, make_lock, read_lock, write_lock
 from learnerkit_build.locking import lockable
 from learnerkit_build.matrix import load_matrix
@@ -136,3 +137,45 @@ def test_every_committed_lock_starts_from_the_committed_base_lock() -> None:
     for lock in locks:
         assert tuple(deb for deb in lock.debian if deb.origin == "base") == base.debian, lock.image
         assert lock.installed_debs() and lock.python, lock.image
+
+
+def jax_copy(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "learner_base", root / "learner_base", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "frameworks" / "jax", root / "frameworks" / "jax", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return root
+
+
+def test_a_lock_of_another_version_is_refused_naming_the_file_the_pins_and_the_command(tmp_path: Path) -> None:
+    """0.10's lock copied to 0.9 would install jax 0.10.2 in the image tagged 0.9: a locked build ignores the pins."""
+    root = jax_copy(tmp_path)
+    lock_dir = root / "frameworks" / "jax" / "lock"
+    shutil.copyfile(lock_dir / "0.10-cpu.json", lock_dir / "0.9-cpu.json")
+    image = load_matrix(root).select(["jax:0.9-cpu"])[0]
+    with pytest.raises(LockError) as refused:
+        render_image(root, image, BuildInputs())
+    message = str(refused.value)
+    assert message.startswith(
+        f"{lock_dir / '0.9-cpu.json'}: not the lock of jax:0.9-cpu: it is the lock of jax:0.10-cpu"
+    )
+    assert "framework.yaml pins jax[cpu]==0.9.2, the lock holds 0.10.2" in message
+    assert "framework.yaml pins jaxlib==0.9.2, the lock holds 0.10.2" in message
+    assert message.endswith("(run `learnerkit image lock jax:0.9-cpu`)")
+
+
+def test_a_pin_moved_after_locking_is_refused(tmp_path: Path) -> None:
+    root = jax_copy(tmp_path)
+    spec = root / "frameworks" / "jax" / "framework.yaml"
+    spec.write_text(spec.read_text(encoding="utf-8").replace('"jaxlib==0.9.2"]', '"jaxlib==0.9.1"]'), encoding="utf-8")
+    image = load_matrix(root).select(["jax:0.9-cpu"])[0]
+    with pytest.raises(LockError, match=r"framework.yaml pins jaxlib==0.9.1, the lock holds 0.9.2 \(run"):
+        render_image(root, image, BuildInputs())
+
+
+def test_every_committed_lock_is_its_images_as_framework_yaml_pins_it() -> None:
+    locked = [image for image in load_matrix(REPO).images if image_lock_path(image).exists()]
+    assert {"jax:0.10-cpu", "jax:0.9-cpu"} <= {image.name for image in locked}
+    for image in locked:
+        assert image_lock(image) is not None, image.name

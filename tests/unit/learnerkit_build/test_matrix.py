@@ -47,3 +47,30 @@ def test_nothing_selected_is_an_error(make_project: MakeProject) -> None:
 def test_malformed_spec_is_explained(make_project: MakeProject) -> None:
     with pytest.raises(SpecError, match=r"expected FRAMEWORK\[:VERSION\[-VARIANT\]\]"):
         load_matrix(make_project()).select(["Toy!"])
+
+
+TWO_VERSIONS = """\
+name: toy
+description: a toy framework with two versions, one a prefix of the other
+smoke:
+  command: ["python", "/opt/learner/smoke/train.py"]
+versions:
+  "0.10":
+    python: "3.11"
+    variants:
+      cpu: {accelerator: cpu, pip: {packages: ["six==1.17.0"]}}
+  "0.1":
+    python: "3.11"
+    variants:
+      cpu: {accelerator: cpu, pip: {packages: ["six==1.16.0"]}}
+"""
+
+
+def test_each_version_is_an_image_of_its_own_and_a_version_selects_only_itself(make_project: MakeProject) -> None:
+    matrix = load_matrix(make_project(TWO_VERSIONS))
+    assert names(matrix.select(["toy"])) == ["toy:0.10-cpu", "toy:0.1-cpu"]
+    assert names(matrix.select(["toy:0.1"])) == ["toy:0.1-cpu"]
+    assert names(matrix.select(["toy:0.10-cpu-py3.11", "toy:0.1-cpu"])) == ["toy:0.10-cpu", "toy:0.1-cpu"]
+    assert [image.tag for image in matrix.images] == ["0.10-cpu-py3.11", "0.1-cpu-py3.11"]
+    with pytest.raises(SpecError, match=r"no such version/variant of toy; valid: toy:0.10-cpu, toy:0.1-cpu"):
+        matrix.select(["toy:0.9"])

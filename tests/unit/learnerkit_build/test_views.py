@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+from click.testing import CliRunner
 from rich.console import Console
 
+from learnerkit.cli import cli
+from learnerkit_build import outdated
 from learnerkit_build.images import BuildResult
 from learnerkit_build.matrix import load_matrix
+from learnerkit_build.outdated import OutdatedImage
 from learnerkit_build.pipconfig import Setting
 from learnerkit_build.views import build_table, image_rows, image_table, settings_table
 from tests.unit.conftest import REPO
@@ -28,6 +35,9 @@ ROWS = [
     }
     for variant in ("cpu", "cuda")
 ]
+
+
+BASE = "learnerkit/base:debian-bookworm-6a8f819011bc"
 
 
 def at_80(renderable: object) -> str:
@@ -87,3 +97,40 @@ def test_build_results_keep_references_whole_and_say_every_reason() -> None:
     assert "learnerkit/tensorflow:2.21-cuda-py3.12" in text and "skipped" in text
     assert "registry.example/cuda-base:12.9" in " ".join(text.split())
     assert "…" not in text
+
+
+def test_the_real_matrix_lists_each_version_of_a_framework_on_rows_of_its_own() -> None:
+    rows = image_rows(load_matrix(REPO).images)
+    text = at_80(image_table(rows))
+    jax = [line.split()[0] for line in text.splitlines() if line.strip().startswith("jax:")]
+    assert jax[:4] == ["jax:0.10-cpu", "jax:0.10-cuda", "jax:0.9-cpu", "jax:0.9-cuda"]  # listed newest first
+    assert "learnerkit/jax:0.9-cuda-py3.11" in text and "learnerkit/jax:0.10-cuda-py3.11" in text
+
+
+def test_outdated_keeps_specs_ids_and_references_in_reasons_whole_at_80_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two versions of one framework, both built, one of them on an older base: every row whole, reasons
+    folded but never cut (`--output json` holds the full IDs)."""
+    reasons = ["security update libc6 2.36-9+deb12u10 -> 2.36-9+deb12u13", f"a newer base {BASE} (sha256:0123) exists"]
+    found = [
+        OutdatedImage(
+            f"jax:{version}-{variant}",
+            f"learnerkit/jax:{version}-{variant}-py3.11",
+            "sha256:" + digit * 64,
+            reasons if version == "0.9" else [],
+        )
+        for version, digit in (("0.10", "a"), ("0.9", "b"))
+        for variant in ("cpu", "cuda")
+    ]
+    monkeypatch.setattr(outdated, "outdated_images", lambda images: found)
+    result = CliRunner().invoke(cli, ["image", "outdated", "jax", "--root", str(REPO)], env={"COLUMNS": "80"})
+    assert result.exit_code == 1  # some are outdated
+    assert "…" not in result.output and max(len(line) for line in result.output.splitlines()) <= 80
+    for image in found:
+        assert f"{image.spec} " in result.output and image.image_id[7:19] in result.output
+    assert BASE in result.output and "2.36-9+deb12u10 -> 2.36-9+deb12u13" in " ".join(result.output.split())
+    listed = CliRunner().invoke(cli, ["image", "outdated", "jax", "--root", str(REPO), "-o", "json"])
+    assert [(item["spec"], item["image_id"]) for item in json.loads(listed.output)] == [
+        (image.spec, image.image_id) for image in found
+    ]

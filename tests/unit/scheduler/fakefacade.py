@@ -61,6 +61,8 @@ class FakeJob:
     """The stored metrics.jsonl of learner 1."""
     files: dict[str, bytes] = field(default_factory=dict)
     """Stored files by path below the job (``attempt-1/learner-1/results/x``)."""
+    evaluation_data: dict[str, bytes] = field(default_factory=dict)
+    """The evaluation data objects its round statements list, by ``s3://bucket/key``."""
     reports: EvaluationReports | None = None
     """The latest round of evaluations (`evaluate` starts one)."""
 
@@ -182,6 +184,12 @@ class FakeFacade:
         if data is None:
             raise UnknownFileError(f"job {job_id} stored no file {path!r}")
         return FileStream(iter([data[i : i + 4] for i in range(0, len(data), 4)]), len(data))
+
+    async def open_evaluation_data(self, tenant: str, job_id: str, uri: str) -> FileStream:
+        data = self._job(tenant, job_id).evaluation_data.get(uri)
+        if data is None:
+            raise UnknownFileError(f"job {job_id}: no evaluation round statement of it lists {uri!r}")
+        return FileStream(iter([data]), len(data))
 
     def add(
         self,

@@ -298,6 +298,23 @@ def test_files_are_listed_by_kind_and_served_whole(client: TestClient, tenants: 
     assert (bad.status_code, bad.json()["error"]) == (422, "bad_request")
 
 
+def test_evaluation_data_a_round_lists_is_served_for_verify(
+    client: TestClient, tenants: Tenants, fake: FakeFacade
+) -> None:
+    fake.add(view("a-1", "team-a", status="COMPLETED"))
+    fake.jobs["a-1"].evaluation_data["s3://data/eval/digits.csv"] = b"x,y\n1,0\n"
+    headers = bearer(tenants.a)
+    served = client.get("/v1/jobs/a-1/evaluation-data", params={"uri": "s3://data/eval/digits.csv"}, headers=headers)
+    assert (served.status_code, served.content, served.headers["content-length"]) == (200, b"x,y\n1,0\n", "8")
+    other = client.get("/v1/jobs/a-1/evaluation-data", params={"uri": "s3://data/secret.csv"}, headers=headers)
+    assert other.status_code == 404
+    assert other.json()["message"] == "job a-1: no evaluation round statement of it lists 's3://data/secret.csv'"
+    foreign = client.get(
+        "/v1/jobs/a-1/evaluation-data", params={"uri": "s3://data/eval/digits.csv"}, headers=bearer(tenants.b)
+    )
+    assert foreign.status_code == 404
+
+
 def test_unknown_routes_have_the_error_shape(client: TestClient) -> None:
     response = client.get("/v2/jobs")
     assert response.status_code == 404
@@ -321,6 +338,7 @@ def test_openapi_lists_every_endpoint(client: TestClient) -> None:
         ("GET", "/v1/jobs/{job_id}/metrics"),
         ("GET", "/v1/jobs/{job_id}/files"),
         ("GET", "/v1/jobs/{job_id}/files/{path}"),
+        ("GET", "/v1/jobs/{job_id}/evaluation-data"),
         ("POST", "/v1/sweeps"),
         ("GET", "/v1/sweeps"),
         ("GET", "/v1/sweeps/{sweep_id}"),

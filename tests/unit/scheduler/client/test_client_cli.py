@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -21,6 +22,7 @@ from learnerkit.cli import cli
 from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import read_tokens
 from learnerkit.scheduler.client.http import SchedulerClient
+from learnerkit.scheduler.client.provenance import evaluation_data_hasher
 from learnerkit.scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
 from learnerkit.scheduler.facade import (
     AttemptView,
@@ -30,6 +32,7 @@ from learnerkit.scheduler.facade import (
     LearnerView,
     StoredFile,
 )
+from learnerkit.scheduler.provenance.verify import DataAnswer
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, WAIT_REASON, FakeFacade, view
 from tests.waiting import wait_until
@@ -496,3 +499,17 @@ def test_status_shows_each_attempt_through_the_api_and_as_json(url: str, tenants
         (2, None, 1, None),
     ]
     assert shown[0]["reason"] == "preempted by job job-0123456789ab"
+
+
+def test_verify_hashes_evaluation_data_as_the_scheduler_streams_it(
+    url: str, tenants: Tenants, fake: FakeFacade
+) -> None:
+    fake.add(view("a-1", "team-a", status="COMPLETED"))
+    fake.jobs["a-1"].evaluation_data["s3://data/eval/digits.csv"] = b"x,y\n1,0\n"
+    lookup = evaluation_data_hasher(SchedulerClient(url, tenants.a), "a-1")
+    assert lookup("s3://data/eval/digits.csv") == DataAnswer(hashlib.sha256(b"x,y\n1,0\n").hexdigest())
+    refused = lookup("s3://data/other.csv")
+    assert (refused.sha256, refused.problem) == (
+        "",
+        "job a-1: no evaluation round statement of it lists 's3://data/other.csv'",
+    )

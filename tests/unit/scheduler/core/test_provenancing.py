@@ -33,3 +33,23 @@ def test_a_jobs_writes_run_in_order_and_one_at_a_time() -> None:
     asyncio.run(scenario())
     assert done == ["other job", "job", "round 1"]
     assert not provenancing.writing("job-1")
+
+
+def test_a_round_is_recorded_signed_only_once_its_statement_is_stored() -> None:
+    shared: Any = SimpleNamespace(options=SimpleNamespace(instance="lk-test"))
+    provenancing = Provenancing(shared)
+    signed: list[str] = []
+
+    def refused() -> None:
+        raise OSError("the results store refused the write")
+
+    async def recorded(what: str) -> None:
+        signed.append(what)
+
+    async def scenario() -> None:
+        provenancing._queue("job-1", refused, "round 1", then=lambda: recorded("round 1"))
+        provenancing._queue("job-1", lambda: None, "round 2", then=lambda: recorded("round 2"))
+        await provenancing.drain()
+
+    asyncio.run(scenario())
+    assert signed == ["round 2"], "a statement not stored leaves its round to the next start"

@@ -19,7 +19,7 @@ from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.errors import JobStateError
 from learnerkit.scheduler.evaluations.record import EvaluationOutcome
-from learnerkit.scheduler.evaluations.runner import EvaluationRunner
+from learnerkit.scheduler.evaluations.runner import EvaluationRunner, RoundSigned
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore, StoredJob
@@ -191,6 +191,8 @@ def test_a_completed_job_keeps_its_credentials_at_a_restart_only_while_its_evalu
     for index, name in enumerate(("robust", "remote")):
         current = current.settled(index, EvaluationOutcome(name, "robustness", "passed"))
     run(evaluations._save(current))
+    assert run(evaluations.keeps_credentials(stored(JobStatus.COMPLETED))), "kept until the round is signed"
+    run(evaluations._signed(JOB, current.round))
     assert not run(evaluations.keeps_credentials(stored(JobStatus.COMPLETED)))
 
 
@@ -211,7 +213,7 @@ def test_the_round_ended_hook_gets_the_settled_round_once_with_the_image_deploye
     evaluations = runner(store, backend, evaluator="sha256:" + "e" * 64)
     ended: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
 
-    async def round_ended(job: EvaluatedJob, settled: Any) -> None:
+    async def round_ended(job: EvaluatedJob, settled: Any, signed: RoundSigned) -> None:
         ended.append(
             (
                 job.job_id,
@@ -235,3 +237,75 @@ def test_the_round_ended_hook_gets_the_settled_round_once_with_the_image_deploye
     run(evaluations.begin(JOB, 1, SPECS))
     run(scenario())
     assert ended == [("job-1", 1, ("crashed",), ("sha256:" + "e" * 64,))]
+
+
+def credentials_deleted(store: MemoryStore) -> bool:
+    return json.loads(store.memory.data["/learnerkit/credentials/job-1"]).get("credentials") == "deleted"
+
+
+def settled_round(store: MemoryStore, backend: PairBackend, round_ended: Any) -> EvaluationRunner:
+    """A runner whose round 1 has just settled (its one evaluator ended), the hook called."""
+    evaluations = runner(store, backend)
+    evaluations.round_ended = round_ended
+    run(evaluations.begin(JOB, 1, SPECS))
+    run(evaluations.step())
+    backend.exited["job-1-ev1-1"] = 137
+    run(evaluations.step())
+    run(evaluations.step())
+    return evaluations
+
+
+def test_a_round_whose_statement_was_not_stored_before_a_stop_is_signed_by_the_next_scheduler_once() -> None:
+    store, backend = MemoryStore(), PairBackend()
+    asked: list[tuple[str, int]] = []
+
+    async def stopped_before_storing(job: EvaluatedJob, settled: Any, signed: RoundSigned) -> None:
+        asked.append(("first", settled.round))  # the scheduler stops here: the statement is never stored
+
+    first = settled_round(store, backend, stopped_before_storing)
+    assert asked == [("first", 1)]
+    assert first.rounds["job-1"].awaiting_signature and not credentials_deleted(store), "kept for the statement"
+    first.signing_wait_s = 0  # the write failed: `job evaluate` waits for it no longer
+    with pytest.raises(JobStateError, match="round 1 is not stored yet"):
+        run(first.begin(JOB, 1, SPECS))
+
+    async def stores_it(job: EvaluatedJob, settled: Any, signed: RoundSigned) -> None:
+        asked.append(("restarted", settled.round))
+        await signed()
+
+    restarted = runner(store, backend)
+    restarted.round_ended = stores_it
+    run(restarted.load(JOB, 1))
+    assert asked == [("first", 1), ("restarted", 1)]
+    recorded = json.loads(store.memory.data["/learnerkit/jobs/job-1/evaluations"])
+    assert recorded["signed"] is True and credentials_deleted(store)
+    again = runner(store, backend)
+    again.round_ended = stores_it
+    run(again.load(JOB, 1))
+    assert asked == [("first", 1), ("restarted", 1)], "a signed round is not signed again"
+
+
+def test_without_a_signer_the_round_closes_at_once() -> None:
+    store = MemoryStore()
+    evaluations = settled_round(store, PairBackend(), None)
+    assert evaluations.rounds["job-1"].signed and credentials_deleted(store)
+
+
+def test_a_new_round_asked_as_the_last_one_is_being_signed_waits_for_its_statement() -> None:
+    store, backend = MemoryStore(), PairBackend()
+    pending: list[RoundSigned] = []
+
+    async def signing(job: EvaluatedJob, settled: Any, signed: RoundSigned) -> None:
+        pending.append(signed)  # the write runs in a worker thread; it ends a moment later
+
+    evaluations = settled_round(store, backend, signing)
+
+    async def scenario() -> int:
+        asked = asyncio.create_task(evaluations.begin(JOB, 1, SPECS))
+        await asyncio.sleep(0)  # let it reach its wait
+        assert not asked.done()
+        await pending[0]()
+        return (await asked).round
+
+    assert run(scenario()) == 2
+    assert json.loads(store.memory.data["/learnerkit/jobs/job-1/evaluations"])["signed"] is False, "round 2's"

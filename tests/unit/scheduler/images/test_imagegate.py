@@ -13,6 +13,7 @@ from learnerkit.scheduler.images.gate import ImageGate
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit_build.publish import PublishRefused
+from tests.unit.conftest import MakeProject
 
 MANIFEST = """\
 name: j
@@ -101,3 +102,27 @@ def test_the_catalog_names_the_evaluator_of_a_kind_and_no_training_image() -> No
     assert catalog.evaluator("fairness").startswith("learnerkit/fairness:")
     with pytest.raises(ConfigError, match="evaluation kind pytorch: no evaluator image"):
         catalog.evaluator("pytorch")
+
+
+EVALUATOR_YAML = """\
+name: judge
+description: an evaluator with two versions, the older listed first
+smoke:
+  kind: evaluation
+  command: ["python", "/opt/learner/smoke/evaluate.py"]
+versions:
+  "1.9":
+    python: "3.11"
+    variants:
+      cpu: {accelerator: cpu, pip: {packages: ["six==1.17.0"]}}
+  "1.20":
+    python: "3.11"
+    variants:
+      cpu: {accelerator: cpu, pip: {packages: ["six==1.17.0"]}}
+"""
+
+
+def test_an_evaluator_with_two_versions_runs_its_newest(make_project: MakeProject) -> None:
+    """1.20 is newer than 1.9 (numbers, not text), wherever framework.yaml lists it."""
+    catalog = ImageCatalog(make_project(EVALUATOR_YAML, name="judge"), registry="registry.local:5000")
+    assert catalog.evaluator("judge") == "registry.local:5000/learnerkit/judge:1.20-cpu-py3.11"

@@ -630,6 +630,34 @@ def test_latest_and_ffdl_versions_resolve_to_the_newest_built_image() -> None:
         assert catalog.resolve(job) == "learnerkit/pytorch:2.13-cpu-py3.11"  # gpus: 0 picks the CPU variant
 
 
+@pytest.mark.parametrize(
+    ("version", "gpus", "image"),
+    [
+        ("latest", 0, "learnerkit/jax:0.10-cpu-py3.11"),  # 0.10 is newer than 0.9: numbers, not text
+        ("gpu", 1, "learnerkit/jax:0.10-cuda-py3.11"),
+        ("0.10", 0, "learnerkit/jax:0.10-cpu-py3.11"),
+        ("0.9", 0, "learnerkit/jax:0.9-cpu-py3.11"),
+        ("0.9", 1, "learnerkit/jax:0.9-cuda-py3.11"),
+        ("0.9-cuda-py3.11", 1, "learnerkit/jax:0.9-cuda-py3.11"),
+    ],
+)
+def test_a_framework_with_two_versions_runs_the_one_named_and_latest_is_the_newest(
+    version: str, gpus: int, image: str
+) -> None:
+    catalog = ImageCatalog(REPO)
+    assert {"0.9", "0.9-cpu", "0.9-cuda", "0.10", "0.10-cpu", "0.10-cuda"} <= catalog.frameworks()["jax"]
+    text = edit('  name: pytorch\n  version: "2.13"', f'  name: jax\n  version: "{version}"')
+    job = parse_manifest(edit("gpus: 0", f"gpus: {gpus}", text), catalog=catalog.frameworks())
+    assert catalog.resolve(job) == image
+
+
+def test_a_version_of_a_framework_that_is_not_built_lists_every_built_one() -> None:
+    text = edit('  name: pytorch\n  version: "2.13"', '  name: jax\n  version: "0.8"')
+    message = only_problem(text, catalog=framework_catalog(REPO))
+    assert "no jax image '0.8' is built here; versions: 0.10, 0.10-cpu," in message
+    assert "0.9, 0.9-cpu, 0.9-cpu-py3.11, 0.9-cuda, 0.9-cuda-py3.11, latest" in message
+
+
 def test_mount_cos_is_an_s3_bucket_copied_in_and_out() -> None:
     job = parse_manifest(edit("    type: s3_datastore", "    type: mount_cos"), catalog=CATALOG)
     store = job.training_data_store

@@ -4,6 +4,7 @@ writer, and the folder `job download --what all` makes of it."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,14 +98,20 @@ def attempt_of(number: int, ended_by: AttemptEnd, reason: str = "") -> Attempt:
 
 
 def finished_job(
-    tmp: Path, attempts: int = 1, earlier: AttemptEnd = AttemptEnd.HALTED, reason: str = "halted"
+    tmp: Path,
+    attempts: int = 1,
+    earlier: AttemptEnd = AttemptEnd.HALTED,
+    reason: str = "halted",
+    images: Callable[[str], ImageFact] = describe,
+    ran_digest: str = "",
 ) -> tuple[MemoryStore, Path]:
     """The job's objects with its provenance written at each end; the key's path. Every attempt but the last ends
     as ``earlier`` says (HALTED: the job ended and was resumed; PREEMPTED or RESTARTED: the scheduler requeued it),
-    and the last completes."""
+    and the last completes. ``images`` describes the learner image (``LEARNER_ID``) and the sidecar's; ``ran_digest``
+    is the learner image's digest as the backend reported it ran."""
     store = MemoryStore({f"{PREFIX}model/model.zip": MODEL_ZIP})
     key = tmp / "platform.pem"
-    writer = ProvenanceWriter(create_signer(key), describe, "learnerkit/sidecar:0.1.0")
+    writer = ProvenanceWriter(create_signer(key), images, "learnerkit/sidecar:0.1.0")
     manifest = parse_manifest(MANIFEST.format(gpus=1))
     history: list[Attempt] = []
     for number in range(1, attempts + 1):
@@ -114,7 +121,8 @@ def finished_job(
         if last or earlier is AttemptEnd.HALTED:
             status = JobStatus.COMPLETED if last else JobStatus.HALTED
             state = JobState(JOB, "team-a", "mnist", 0.0, status=status, attempt=number)
-            writer.write(store, FinishedJob(state, manifest, LEARNER_ID, tuple(history), "lk-test"))
+            job = FinishedJob(state, manifest, LEARNER_ID, tuple(history), "lk-test", ran_digest=ran_digest)
+            writer.write(store, job)
     return store, key
 
 

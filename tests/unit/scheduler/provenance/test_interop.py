@@ -173,3 +173,15 @@ def test_the_factsheet_lists_every_round_and_a_round_never_replaces_another(tmp_
     markdown = store.objects["job-7/provenance/factsheet.md"].decode()
     assert "- round 1 (the model of attempt 1): failed\n  - robust (robustness): failed" in markdown
     assert "- round 2 (the model of attempt 1): passed" in markdown
+
+
+def test_a_round_asked_again_after_a_restart_is_not_signed_again(tmp_path: Path) -> None:
+    """A scheduler stopped after storing the statement, before recording so, asks again at its next start: the
+    stored statement stays (an ECDSA signature differs every time, so a second signing would change the bytes)."""
+    store, key = finished_job(tmp_path)
+    evaluated_round(store, key, 1)
+    first = store.objects["job-7/provenance/evaluation-round-1.intoto.json"]
+    evaluated_round(store, key, 1)
+    assert store.objects["job-7/provenance/evaluation-round-1.intoto.json"] == first
+    sheet = json.loads(store.objects["job-7/provenance/factsheet.json"])
+    assert [r["round"] for r in sheet["evaluations"]] == [1]

@@ -4,15 +4,25 @@ and an untouched folder passes."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from learnerkit.common.signing import load_public_key, public_key_path
-from learnerkit.scheduler.provenance.verify import NoProvenanceError, State, verify_folder
+from learnerkit.scheduler.provenance.verify import (
+    Check,
+    DataAnswer,
+    DataLookup,
+    ImageAnswer,
+    ImageLookup,
+    NoProvenanceError,
+    State,
+    verify_folder,
+)
 from tests.unit.scheduler.provenance.jobfolder import (
+    EVAL_DATA,
     EVALUATOR_ID,
     EVALUATOR_IMAGE,
     LEARNER_ID,
@@ -31,13 +41,10 @@ def flip(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-def engine(changed: str | None = None) -> Callable[[str], str | None]:
-    def lookup(reference: str) -> str | None:
-        if reference == LEARNER_IMAGE:
-            return changed or LEARNER_ID
-        if reference == EVALUATOR_IMAGE:
-            return EVALUATOR_ID
-        return SIDECAR_ID
+def engine(changed: str | None = None) -> ImageLookup:
+    def lookup(reference: str) -> ImageAnswer:
+        held = {LEARNER_IMAGE: changed or LEARNER_ID, EVALUATOR_IMAGE: EVALUATOR_ID}.get(reference, SIDECAR_ID)
+        return ImageAnswer("the engine", frozenset({held}))
 
     return lookup
 
@@ -48,7 +55,7 @@ def job(tmp_path: Path) -> tuple[Path, Path, Path]:
     return download(store, tmp_path / "download"), data_copy(tmp_path / "data"), key
 
 
-def verified(job: tuple[Path, Path, Path], lookup: Callable[[str], str | None] | None = None) -> list[str]:
+def verified(job: tuple[Path, Path, Path], lookup: ImageLookup | None = None) -> list[str]:
     folder, data, key = job
     report = verify_folder(folder, load_public_key(public_key_path(key)), data=data, image_digest=lookup or engine())
     assert report.ok == (not report.changed)
@@ -185,7 +192,77 @@ def test_a_verdict_changed_in_a_round_statement_fails_its_signature(evaluated: t
 
 
 def test_another_evaluator_image_under_its_reference_fails_naming_it(evaluated: tuple[Path, Path, Path]) -> None:
-    def lookup(reference: str) -> str | None:
-        return "sha256:" + "8" * 64 if reference == EVALUATOR_IMAGE else engine()(reference)
+    def lookup(reference: str) -> ImageAnswer:
+        if reference == EVALUATOR_IMAGE:
+            return ImageAnswer("the engine", frozenset({"sha256:" + "8" * 64}))
+        return engine()(reference)
 
     assert verified(evaluated, lookup) == [f"evaluator image {EVALUATOR_IMAGE}"] * 2
+
+
+def test_an_image_whose_registry_cannot_be_reached_is_named_not_checked(job: tuple[Path, Path, Path]) -> None:
+    def lookup(reference: str) -> ImageAnswer:
+        if reference == LEARNER_IMAGE:
+            return ImageAnswer("registry 127.0.0.1:9", problem="connection refused")
+        return engine()(reference)
+
+    folder, data, key = job
+    report = verify_folder(folder, load_public_key(public_key_path(key)), data=data, image_digest=lookup)
+    assert report.ok
+    states = {check.item: (check.state, check.detail) for check in report.checks}
+    assert states[f"learner image {LEARNER_IMAGE}"] == (
+        State.NOT_CHECKED,
+        "registry 127.0.0.1:9 cannot be asked: connection refused",
+    )
+
+
+EVAL_URI = "s3://data/eval/digits.csv"
+EVAL_DATA_ITEMS = [f"evaluation round {n} data {EVAL_URI}" for n in (1, 2)]
+
+
+def store_holding(content: bytes) -> DataLookup:
+    """The evaluation data as its store holds it now, hashed as `job verify JOB` hashes what the scheduler streams."""
+
+    def lookup(uri: str) -> DataAnswer:
+        if uri != EVAL_URI:
+            return DataAnswer(problem=f"no evaluation round statement lists {uri!r}")
+        return DataAnswer(hashlib.sha256(content).hexdigest())
+
+    return lookup
+
+
+def data_checks(evaluated: tuple[Path, Path, Path], lookup: DataLookup | None) -> tuple[list[str], dict[str, Check]]:
+    folder, data, key = evaluated
+    report = verify_folder(
+        folder, load_public_key(public_key_path(key)), data=data, image_digest=engine(), evaluation_data=lookup
+    )
+    return [c.item for c in report.changed], {c.item: c for c in report.checks if c.item in EVAL_DATA_ITEMS}
+
+
+def test_evaluation_data_as_its_store_holds_it_verifies(evaluated: tuple[Path, Path, Path]) -> None:
+    changed, checks = data_checks(evaluated, store_holding(EVAL_DATA))
+    assert changed == []
+    assert {item: check.state for item, check in checks.items()} == dict.fromkeys(EVAL_DATA_ITEMS, State.OK)
+
+
+def test_a_byte_changed_in_the_evaluation_data_fails_naming_the_object(evaluated: tuple[Path, Path, Path]) -> None:
+    changed_data = bytearray(EVAL_DATA)
+    changed_data[2] ^= 0x01
+    changed, checks = data_checks(evaluated, store_holding(bytes(changed_data)))
+    assert changed == EVAL_DATA_ITEMS
+    assert checks[EVAL_DATA_ITEMS[0]].detail.endswith(f"the round used {hashlib.sha256(EVAL_DATA).hexdigest()}")
+
+
+def test_evaluation_data_with_no_store_to_read_is_not_checked_saying_why(evaluated: tuple[Path, Path, Path]) -> None:
+    _, checks = data_checks(evaluated, None)
+    assert {(c.state, c.detail) for c in checks.values()} == {
+        (State.NOT_CHECKED, "read from its store only when verifying by job id")
+    }
+
+    def unreachable(uri: str) -> DataAnswer:
+        return DataAnswer(problem="job job-7: its object store does not answer; try again shortly")
+
+    _, checks = data_checks(evaluated, unreachable)
+    assert {(c.state, c.detail) for c in checks.values()} == {
+        (State.NOT_CHECKED, "job job-7: its object store does not answer; try again shortly")
+    }

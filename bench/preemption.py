@@ -7,8 +7,9 @@ preempting the one running.
 - Cooperative learner (the PyTorch smoke training, 0.1 s a step, halts with a checkpoint): the preemptor's start
   (its command's first line) after the decision, beside the victim's checkpoint time (decision -> its learner's
   HALTED record, written once the checkpoint is stored) + 2 s (target: within), and where the time went (the
-  victim requeued, the preemptor deployed, its command started); beside it, a start with the room free, measured
-  in the same run. Steps
+  victim requeued, the preemptor admitted and released, its command started); beside it, a start with the room
+  free, measured in the same run. Twice: on the machine as it is ("quiet"), and "loaded", with a CPU burner
+  container per core (nice 0, as the learners' containers run) for the whole row. Steps
   recomputed after the resume (the metric history over both attempts; target 0), beside what a restart from
   scratch recomputes (SkyPilot without user checkpoints, Slurm requeue): every step done before the preemption.
 - Non-cooperative learner (ignores SIGTERM, checkpoints every 10 steps = 1 s): stopped at the 2 s grace's end;
@@ -33,7 +34,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from scheduler import signing_key
 from serving import once_served
@@ -41,6 +42,7 @@ from serving import once_served
 from controller_sidecar import keys
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.status import Phase, StatusRecord
+from learnerkit.common.engine import engine
 from learnerkit.dev.etcd import EtcdServer
 from learnerkit.dev.s3 import SeaweedServer
 from learnerkit.scheduler.api.auth import add_token
@@ -176,7 +178,35 @@ def attempts_steps(client: SchedulerClient, view: JobView) -> tuple[list[int], l
     return first, [int(r["step"]) for r in records if float(r["time"]) >= second]
 
 
-def cooperative(client: SchedulerClient, s3: SeaweedServer, etcd: EtcdServer) -> None:
+class Burners:
+    """One CPU-bound container per core, from the sidecar image (its Python), without network: the load of other
+    jobs' containers. Removed on exit."""
+
+    def __init__(self, image: str) -> None:
+        self.image = image
+        self.containers: list[Any] = []
+
+    def __enter__(self) -> Burners:
+        for n in range(os.cpu_count() or 1):
+            self.containers.append(
+                engine().containers.run(
+                    self.image,
+                    ["python3", "-c", "while True: pass"],
+                    entrypoint=[],
+                    name=f"lk-bench-burner-{os.getpid()}-{n}",
+                    network_mode="none",
+                    detach=True,
+                    auto_remove=False,
+                )
+            )
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for container in self.containers:
+            container.remove(force=True)
+
+
+def cooperative(client: SchedulerClient, s3: SeaweedServer, etcd: EtcdServer, label: str) -> None:
     free = client.submit(manifest(s3, STAMPED, priority=0, data="smoke")).job_id
     submitted = time.time()
     ended(client, free)
@@ -199,7 +229,7 @@ def cooperative(client: SchedulerClient, s3: SeaweedServer, etcd: EtcdServer) ->
     recomputed = len(set(before) & set(after))
     done_before = len(before)
     bound = checkpoint_s + MARGIN_S
-    print("\ncooperative learner (PyTorch smoke, 0.1 s a step, halts with a checkpoint)")
+    print(f"\ncooperative learner (PyTorch smoke, 0.1 s a step, halts with a checkpoint), {label}")
     print(f"  preemptor start after the decision   {start:7.2f} s")
     print(
         f"  victim's checkpoint time + {MARGIN_S:g} s        {bound:7.2f} s  ({checkpoint_s:.2f} s + {MARGIN_S:g} s)"
@@ -208,7 +238,7 @@ def cooperative(client: SchedulerClient, s3: SeaweedServer, etcd: EtcdServer) ->
     print(
         f"  of which: decision -> victim's learner HALTED (checkpoint stored) {checkpoint_s:5.2f} s,"
         f" -> victim requeued {requeued_s - checkpoint_s:.2f} s,"
-        f" -> preemptor deployed {deployed - requeued_s:.2f} s, -> command {start - deployed:.2f} s"
+        f" -> preemptor admitted and released {deployed - requeued_s:.2f} s, -> command {start - deployed:.2f} s"
     )
     print(f"  baseline: a start with the room free {free_start:7.2f} s  (ratio {start / free_start:.2f})")
     print(
@@ -259,7 +289,9 @@ def main() -> int:
             child, url = serve(etcd, s3, sidecar, tokens)
             client = SchedulerClient(url, token, timeout_s=120)
             once_served(client.list_jobs, child, 120)
-            cooperative(client, s3, etcd)
+            cooperative(client, s3, etcd, "quiet")
+            with Burners(sidecar):
+                cooperative(client, s3, etcd, f"loaded ({os.cpu_count()} CPU burners)")
             stubborn(client, s3)
         finally:
             if child is not None:

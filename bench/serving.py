@@ -84,6 +84,8 @@ def serve_without_nodes(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port
     from learnerkit.scheduler.jobs.store import JobStore
 
     class NoNodes:
+        deploys_held = False
+
         def nodes(self) -> list[Node]:
             return []
 

@@ -77,6 +77,9 @@ class SidecarConfigDocument:
     status_sequence_start: int | None = None
     etcd_root: str | None = None
     """``etcd.root``: the prefix of the job store's keys."""
+    held_attempt: int | None = None
+    """``held.attempt``: the learner starts only once the job's release key reads this attempt (a preemptor's pair
+    deployed while its victims checkpoint); None: it starts once the inputs are in."""
 
     def to_raw(self) -> dict[str, Any]:
         """The JSON document (``$LEARNERKIT_SIDECAR_CONFIG_JSON``)."""
@@ -94,5 +97,6 @@ class SidecarConfigDocument:
             "metrics_port": self.metrics_port,
             "status_sequence_start": self.status_sequence_start,
             "etcd": {"root": self.etcd_root} if self.etcd_root is not None else None,
+            "held": {"attempt": self.held_attempt} if self.held_attempt is not None else None,
         }
         return raw | {name: value for name, value in optional.items() if value is not None}

@@ -301,17 +301,18 @@ class EtcdStore:
                 )
                 return
 
-    async def wait_for_key(self, key: str) -> bytes:
-        """The key's value as soon as it exists; survives etcd restarts and compaction."""
+    async def wait_for_key(self, key: str, wanted: bytes | None = None) -> bytes:
+        """The key's value as soon as it exists (and is ``wanted``, where given); survives etcd restarts and
+        compaction."""
         raw = key.encode()
         while True:
             value, revision = await self._retrying(lambda: self._read_key(key), f"read {key}")
-            if value is not None:
+            if value is not None and wanted in (None, value):
                 return value
             try:
                 async with aclosing(self._resumable_watch(raw, None, revision + 1)) as events:
                     async for event in events:
-                        if event.value is not None:
+                        if event.value is not None and wanted in (None, event.value):
                             return event.value
             except _Compacted:
                 LOGGER.info("watch of %s fell behind a compaction; reading it again", key)

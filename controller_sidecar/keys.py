@@ -29,6 +29,12 @@ def halt_key(job_id: str, root: str = ROOT) -> str:
     return job_prefix(job_id, root) + "halt"
 
 
+def release_key(job_id: str, root: str = ROOT) -> str:
+    """The attempt number here lets that attempt's held learners start (a preemptor's pairs, deployed while its
+    victims checkpoint, wait for it after their downloads)."""
+    return job_prefix(job_id, root) + "release"
+
+
 def learner_prefix(job_id: str, learner_id: int, root: str = ROOT) -> str:
     return f"{job_prefix(job_id, root)}learners/{learner_id}/"
 

@@ -148,6 +148,11 @@ class Sidecar:
             if outcome is not None:
                 signal_halt(control)  # learner-run then ends without running the command
                 return self._finish(reporter, outcome)
+        if not self.progress.current.started and settings.held_attempt is not None:
+            outcome = await self._await_release(etcd, settings.held_attempt)
+            if outcome is not None:
+                signal_halt(control)
+                return self._finish(reporter, outcome)
         shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
         try:
             shipper.hold()  # before start: the log is open here before the learner can write or swap it
@@ -274,6 +279,26 @@ class Sidecar:
             return Outcome(Phase.FAILED, ErrorCode.DOWNLOAD_FAILED, f"placing the inputs failed: {e}", None)
         self._keep_inputs_record(ready)
         self.progress.update(inputs_ready=True, restored_step=ready.restored_step)
+        return None
+
+    async def _await_release(self, etcd: EtcdStore, attempt: int) -> Outcome | None:
+        """A held pair: wait, inputs in, until the scheduler releases this attempt (its victims' room is free); an
+        Outcome when halted or stopped first, or when etcd cannot say."""
+        key = keys.release_key(self.settings.job_id, self.settings.etcd.root)
+        LOGGER.info("inputs ready; held until %s reads %d", key, attempt)
+        release = asyncio.create_task(etcd.wait_for_key(key, str(attempt).encode()))
+        interrupt = asyncio.create_task(self._interrupted())
+        await asyncio.wait({release, interrupt}, return_when=asyncio.FIRST_COMPLETED)
+        interrupt.cancel()
+        if not release.done():
+            release.cancel()
+            await asyncio.gather(release, return_exceptions=True)
+            return Outcome(Phase.HALTED, ErrorCode.NONE, "halted before the learner started (held)", None)
+        try:
+            release.result()
+        except SidecarError as e:
+            return Outcome(Phase.FAILED, ErrorCode.CONFIG, f"waiting for the release of a held start: {e}", None)
+        LOGGER.info("released: starting the learner")
         return None
 
     def _keep_inputs_record(self, ready: InputsReady) -> None:

@@ -158,6 +158,9 @@ class SidecarSettings:
     cgroup is mounted, ``learner.exit`` then counts only once they are gone."""
     status_sequence_start: int = 1
     """The first status record's sequence number; the scheduler gives each attempt of a job its own range."""
+    held_attempt: int | None = None
+    """Deployed held (a preemptor's pair while its victims checkpoint): after its downloads the sidecar starts the
+    learner only once the job's release key reads this attempt."""
     exit_when_done: bool = True
     """Exit after the terminal status is stored; False keeps serving metrics until SIGTERM (a Kubernetes
     native sidecar is restarted whenever it exits)."""
@@ -223,6 +226,7 @@ def load_settings(environ: Mapping[str, str], config_path: Path | None = None) -
         learner_cgroup_dir=_optional_path(reader.optional_text("learner_cgroup_dir")),
         shares_learner_pid_namespace=reader.boolean("shares_learner_pid_namespace", default=False),
         status_sequence_start=reader.integer("status_sequence_start", minimum=1, default=1),
+        held_attempt=reader.integer("held.attempt", minimum=1, default=0) or None,
         exit_when_done=reader.boolean("exit_when_done", default=True),
     )
 

@@ -91,6 +91,10 @@ def local_gpus() -> tuple[int, str | None]:
 
 
 class DockerBackend:
+    deploys_held = True
+    """The engine reserves nothing: a held pair's idle learner and downloading sidecar take no room from the
+    victims but what they use (see :mod:`learnerkit.scheduler.core.holding`)."""
+
     def __init__(self, disk: JobDiskSettings | None = None) -> None:
         self.disk = disk or JobDiskSettings()
         """Where ``/job`` volumes sized to ``storage`` keep their backing files (:mod:`learnerkit.pair.jobdisk`)."""

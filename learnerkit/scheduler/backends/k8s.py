@@ -69,6 +69,10 @@ def health_from_api(raw: dict[str, Any]) -> NodeHealth:
 
 
 class KubernetesBackend:
+    deploys_held = False
+    """A held pod would count against its node's room before the victims' pods are gone: the kube-scheduler would
+    leave it Pending (no head start) or place it in room the admission gave the victims."""
+
     def __init__(
         self,
         backend: KubernetesCluster,

@@ -46,6 +46,11 @@ class NodeHealth:
 
 
 class Backend(Protocol):
+    deploys_held: bool
+    """Whether a queued preemptor's pairs may be deployed held while its victims checkpoint
+    (:mod:`learnerkit.scheduler.core.holding`): on Docker yes; on Kubernetes no, a held pod would take its node's
+    room in the kube-scheduler's eyes."""
+
     def nodes(self) -> list[Node]: ...
     def node_health(self) -> dict[str, NodeHealth]:
         """Every node the cluster has, by name: a node absent is deleted."""

@@ -27,6 +27,7 @@ from learnerkit.scheduler.config.policy import SubmitPolicy, host_folder, store_
 from learnerkit.scheduler.core.draining import Draining
 from learnerkit.scheduler.core.endcheck import completions_to_confirm, confirmed_records
 from learnerkit.scheduler.core.halting import HaltWatch, halting
+from learnerkit.scheduler.core.holding import Holding
 from learnerkit.scheduler.core.liveness import (
     LivenessTimes,
     ended_without_exit_record,
@@ -58,6 +59,7 @@ class ControlLoop:
         self.shared = shared
         self.transitions = transitions
         self.preempting = Preempting(shared, transitions)
+        self.holding = Holding(shared, transitions, lambda tracked, image: self._plan_for(tracked, image, held=True))
         self.draining = Draining(shared, transitions)
         self.node_loss = NodeLoss(shared, transitions)
         self.halt_watch = HaltWatch(shared.store, shared.wake)
@@ -154,7 +156,9 @@ class ControlLoop:
                 tracked = shared.jobs[job_id]
                 if tracked.state.reason != str(reason):
                     tracked.state = await shared.store.save(tracked.state.evolve(reason=str(reason)))
-            await self.preempting.consider(result.waiting, now)
+            preemptor = await self.preempting.consider(result.waiting, now)
+            if preemptor is not None and self.holding.wanted(shared.jobs[preemptor]):
+                self._beside(self._guarded_hold(shared.jobs[preemptor]))
         # Deploys run side by side (the engine creates containers concurrently) and beside the next steps.
         for admitted in result.admitted:
             self._beside(self._guarded_deploy(shared.jobs[admitted.job_id], admitted.nodes, now))
@@ -218,6 +222,13 @@ class ControlLoop:
             )
             self._watching_since = None
 
+    async def _guarded_hold(self, tracked: Tracked) -> None:
+        """A held deploy in its own task: an error of etcd is logged; the job deploys at its admission anyway."""
+        try:
+            await self.holding.hold(tracked)
+        except LearnerkitError as e:
+            LOGGER.warning("holding job %s failed (it deploys at its admission): %s", tracked.state.job_id, e)
+
     async def _requeue_timed_out(self, tracked: Tracked, requeued: Requeued) -> None:
         shared = self.shared
         async with tracked.backend_lock:
@@ -244,10 +255,13 @@ class ControlLoop:
         """Deploy an admitted job; its backend lock keeps a cancel's teardown from meeting a half-made job."""
         shared = self.shared
         async with tracked.backend_lock:
-            plan = await self._plan(tracked, nodes, now)
-            if plan is None:
+            planned = await self._plan(tracked, nodes, now)
+            if planned is None:
                 return
+            plan, held = planned
             try:
+                if held:  # deployed held while its victims checkpointed: its learners start now
+                    await shared.store.release(tracked.state.job_id, tracked.state.attempt)
                 await self.transitions.settle(tracked.state.job_id)  # a handed-over attempt's leftovers go first
                 await asyncio.to_thread(shared.backend.deploy, plan)
             except BackendError as e:
@@ -263,8 +277,9 @@ class ControlLoop:
             if ended:  # cancelled while the deploy ran: remove what it made
                 await self.transitions.teardown(tracked.state.job_id)
 
-    async def _plan(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> JobDeployment | None:
-        """The admitted job's deployment, recorded as deploying; None when it ended meanwhile or was refused."""
+    async def _plan(self, tracked: Tracked, nodes: tuple[str, ...], now: float) -> tuple[JobDeployment, bool] | None:
+        """The admitted job's deployment, recorded as deploying, and whether its pairs were deployed held; None
+        when it ended meanwhile or was refused."""
         shared, options = self.shared, self.shared.options
         try:
             image = await asyncio.to_thread(options.resolve_image, tracked.manifest)  # the image gate, again
@@ -279,35 +294,48 @@ class ControlLoop:
             plan: JobDeployment | None = None
             try:
                 if not refused:
-                    mount = _data_mount(tracked.manifest, options.submit_policy)
-                    python = options.python_of(image) if tracked.options.model else None
-                    packages = replace(options.packages, python_version=python)
-                    trial_env = self.driver.trial_env(state.job_id) if self.driver is not None else {}
-                    plan = plan_job(
-                        tracked.manifest,
-                        state,
-                        options.platform,
-                        image,
-                        mount,
-                        tracked.options,
-                        packages,
-                        options.pids,
-                        trial_env,
-                    )
+                    plan = self._plan_for(tracked, image)
             except LearnerkitError as e:
                 refused = str(e)
             if plan is None:
                 await self.transitions.end(tracked, JobStatus.FAILED, f"deploy refused: {refused}", release=True)
                 return None
+            # A held job's learners/ holds what its held sidecars reported of this attempt: kept.
             tracked.state = await shared.store.save(
                 state.evolve(
-                    status=JobStatus.PENDING, stage=Stage.DEPLOYED, nodes=nodes, admitted_at=now, reason="deploying"
+                    status=JobStatus.PENDING,
+                    stage=Stage.DEPLOYED,
+                    nodes=nodes,
+                    admitted_at=now,
+                    reason="deploying",
+                    held=False,
                 ),
-                clear_learners=True,
+                clear_learners=not state.held,
             )
             tracked.deployed_image = image
             await self.transitions.open_attempt(tracked, nodes)
-        return replace(plan, instance=self.instance, nodes=nodes)
+        return replace(plan, nodes=nodes), state.held
+
+    def _plan_for(self, tracked: Tracked, image: str, *, held: bool = False) -> JobDeployment:
+        """The job's deployment as its record says now (raises `LearnerkitError` when it cannot be planned)."""
+        options, state = self.shared.options, tracked.state
+        mount = _data_mount(tracked.manifest, options.submit_policy)
+        python = options.python_of(image) if tracked.options.model else None
+        packages = replace(options.packages, python_version=python)
+        trial_env = self.driver.trial_env(state.job_id) if self.driver is not None else {}
+        plan = plan_job(
+            tracked.manifest,
+            state,
+            options.platform,
+            image,
+            mount,
+            tracked.options,
+            packages,
+            options.pids,
+            trial_env,
+            held=held,
+        )
+        return replace(plan, instance=self.instance)
 
     async def _monitor(self, tracked: Tracked, now: float) -> None:
         shared, state = self.shared, tracked.state

@@ -58,6 +58,8 @@ def sidecar_config(
     platform: Platform,
     options: SubmitOptions | None = None,
     packages: PackageIndex | None = None,
+    *,
+    held: bool = False,
 ) -> SidecarConfigDocument:
     bucket, prefix = outputs_prefix(manifest, state.job_id, state.attempt, learner_id)
     data = manifest.training_data_store
@@ -81,6 +83,7 @@ def sidecar_config(
         metrics_port=platform.metrics_port,
         status_sequence_start=state.first_sequence,
         etcd_root=platform.etcd_root,
+        held_attempt=state.attempt if held else None,
     )
 
 
@@ -94,10 +97,13 @@ def plan_job(
     packages: PackageIndex | None = None,
     pids: PidsLimits | None = None,
     trial_env: Mapping[str, str] | None = None,
+    *,
+    held: bool = False,
 ) -> JobDeployment:
     """The job's deployment; ``data_mount``: the host folder of a ``mount_volume`` training data store;
     ``options``: the submit's model code; ``packages``: where its requirements come from; ``pids``: the pairs'
-    pids limits; ``trial_env``: a sweep trial's parameters and budget, as learner variables."""
+    pids limits; ``trial_env``: a sweep trial's parameters and budget, as learner variables; ``held``: its
+    learners wait for the release of this attempt (:mod:`learnerkit.scheduler.core.holding`)."""
     resources = manifest.resources
     endpoints = endpoints_for(manifest, platform)
     model = options.model if options is not None else None
@@ -109,7 +115,7 @@ def plan_job(
             learner_image=image,
             sidecar_image=platform.sidecar_image,
             command=manifest.framework.command,
-            sidecar_config=sidecar_config(manifest, state, n, platform, options, packages).to_raw(),
+            sidecar_config=sidecar_config(manifest, state, n, platform, options, packages, held=held).to_raw(),
             endpoints=endpoints,
             learner_env={**(trial_env or {}), **ffdl_env(state.job_id, n, resources.learners), **learner_env},
             num_learners=resources.learners,

@@ -40,12 +40,12 @@ class Preempting:
     def under_way(self) -> bool:
         return any(t.state.preempted_by is not None and t.active for t in self.shared.jobs.values())
 
-    async def consider(self, waiting: Mapping[str, Reason], now: float) -> None:
+    async def consider(self, waiting: Mapping[str, Reason], now: float) -> str | None:
         """After an admission pass, under the shared lock: the first job (in queue order) that waits for room and
-        may preempt has the fewest victims it needs halted."""
+        may preempt has the fewest victims it needs halted; that preemptor's id, None when none."""
         shared, rules = self.shared, self.shared.options.preemption
         if self.under_way():
-            return
+            return None
         holders = self._holders(now)
         cluster = shared.admission.cluster
         nodes = [node for node in cluster.nodes.values() if node.name not in cluster.closed]
@@ -60,7 +60,8 @@ class Preempting:
                 await self._halt(shared.jobs[victim], job_id, now)
             shared.metrics.preemptions.inc(len(choice.victims))
             LOGGER.info("job %s preempts %s", job_id, ", ".join(choice.victims))
-            return
+            return job_id
+        return None
 
     async def finish(self, tracked: Tracked, records: Mapping[int, StatusRecord]) -> None:
         """Under the shared lock, once the victim's learners have halted and it is torn down: back to the queue."""

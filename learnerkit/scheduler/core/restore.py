@@ -12,6 +12,7 @@ from learnerkit.scheduler.admission.nodechanges import working_nodes
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.config.policy import SubmitPolicy, check_admissible
 from learnerkit.scheduler.core.draining import resume_drains
+from learnerkit.scheduler.core.holding import forget_held
 from learnerkit.scheduler.core.preempting import resume_preemptions
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
@@ -58,6 +59,7 @@ async def restore(shared: Shared, instance: str) -> None:
     for orphan in await asyncio.to_thread(shared.backend.job_ids, instance) - running:
         LOGGER.warning("removing orphaned job %s from the backend", orphan)
         await asyncio.to_thread(shared.backend.teardown, orphan)
+    await forget_held(shared)
     LOGGER.info("rebuilt %d jobs (%d running) from etcd", len(shared.jobs), len(running))
 
 

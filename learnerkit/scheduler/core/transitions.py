@@ -35,6 +35,8 @@ class Transitions:
         shared = self.shared
         if release and tracked.state.job_id in {r.job.job_id for r in shared.admission.records()}:
             shared.admission.release(tracked.state.job_id)
+        if tracked.state.held:
+            self._teardowns.add(tracked.state.job_id)  # its held pairs, never released: the steps remove them
         # The attempt ends first: whoever reads the job's end sees how its attempt ended.
         await self.close_attempt(tracked, AttemptEnd(status.value), reason)
         tracked.state = await shared.store.save(
@@ -47,6 +49,7 @@ class Transitions:
                 preempted_by=None,
                 preempted_at=None,
                 drained_from=None,
+                held=False,
             )
         )
         await self.provenancing.job_ended(tracked)

@@ -177,6 +177,7 @@ class JobStore:
             for part in ("history/", "learners/"):
                 await self.etcd.delete_prefix(f"{prefix}{part}")
             await self.etcd.delete(keys.halt_key(job_id, self.root))
+            await self.etcd.delete(keys.release_key(job_id, self.root))
 
     async def learner_records(
         self, job_id: str
@@ -214,6 +215,11 @@ class JobStore:
         with _answering(f"reading the attempts of job {job_id}"):
             found = await self.etcd.get_prefix(prefix)
         return {int(key[len(prefix) :]): value for key, value in found.items() if key[len(prefix) :].isdigit()}
+
+    async def release(self, job_id: str, attempt: int) -> None:
+        """Let the held learners of this attempt start (their sidecars wait for it)."""
+        with _answering(f"releasing job {job_id}"):
+            await self.etcd.put(keys.release_key(job_id, self.root), str(attempt))
 
     async def request_halt(self, job_id: str) -> None:
         with _answering(f"halting job {job_id}"):

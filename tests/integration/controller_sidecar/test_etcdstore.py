@@ -206,6 +206,24 @@ def test_wait_for_key_survives_an_etcd_restart(etcd_server: EtcdServer, job_id: 
     run(scenario)
 
 
+def test_wait_for_key_with_a_wanted_value_waits_for_that_value(etcd_server: EtcdServer, job_id: str) -> None:
+    release = keys.release_key(job_id)
+
+    async def scenario() -> None:
+        store = await EtcdStore.connect(etcd_server.settings())
+        try:
+            await store.put(release, b"1")
+            waiter = asyncio.create_task(store.wait_for_key(release, b"2"))
+            await holds_for(lambda: not waiter.done(), 0.5, message="waiting for attempt 2's release")
+            await store.put(release, b"2")
+            assert await asyncio.wait_for(waiter, timeout=15) == b"2"
+            assert await store.wait_for_key(release, b"2") == b"2", "a key holding it already is returned at once"
+        finally:
+            await store.close()
+
+    run(scenario)
+
+
 def test_watch_prefix_survives_an_etcd_restart(etcd_server: EtcdServer, job_id: str) -> None:
     prefix = keys.job_prefix(job_id)
     seen: list[WatchEvent] = []

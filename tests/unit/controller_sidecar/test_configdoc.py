@@ -33,6 +33,7 @@ def test_every_field_reaches_the_sidecar() -> None:
         metrics_port=9200,
         status_sequence_start=41,
         etcd_root="/team/jobs",
+        held_attempt=3,
     )
     settings = read_back(document.to_raw())
     locations = settings.locations
@@ -47,6 +48,7 @@ def test_every_field_reaches_the_sidecar() -> None:
     assert settings.evaluation_metrics == {"type": "tensorboard"}
     assert settings.requirements == index
     assert (settings.metrics_port, settings.status_sequence_start, settings.etcd.root) == (9200, 41, "/team/jobs")
+    assert settings.held_attempt == 3
 
 
 def test_what_is_left_out_keeps_the_sidecars_defaults() -> None:

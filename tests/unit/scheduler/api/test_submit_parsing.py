@@ -38,6 +38,8 @@ BIG = (
 class Unreachable:
     """The backend of a scheduler whose submits are all refused before anything is deployed."""
 
+    deploys_held = False
+
     def nodes(self) -> list[Node]:
         raise AssertionError("not reached")
 

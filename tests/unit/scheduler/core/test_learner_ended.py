@@ -85,6 +85,8 @@ class MemoryStore(JobStore):
 
 
 class FakeBackend:
+    deploys_held = False
+
     def __init__(self) -> None:
         self.ended: dict[int, int] = {}
         self.oom_killed: set[int] = set()

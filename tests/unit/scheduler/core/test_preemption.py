@@ -62,6 +62,8 @@ class MemoryStore(JobStore):
         super().__init__()
         self.records: dict[str, dict[int, StatusRecord]] = {}
         self.halts: list[str] = []
+        self.releases: list[tuple[str, int]] = []
+        """Held jobs' attempts released, in order."""
         self.attempts: dict[str, dict[int, bytes]] = {}
         self.open_at_end: list[str] = []
         """Jobs whose end was saved while their attempt's record still read as running."""
@@ -83,6 +85,9 @@ class MemoryStore(JobStore):
     async def request_halt(self, job_id: str) -> None:
         self.halts.append(job_id)
 
+    async def release(self, job_id: str, attempt: int) -> None:
+        self.releases.append((job_id, attempt))
+
     async def put_attempt(self, job_id: str, number: int, record: str) -> None:
         self.attempts.setdefault(job_id, {})[number] = record.encode()
 
@@ -99,7 +104,11 @@ class MemoryStore(JobStore):
 class GpuNodes:
     """Nodes of 8 GPUs; every deployed learner runs at once."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, *, held: bool = False) -> None:
+        self.deploys_held = held
+        """Whether the scheduler deploys a preemptor held while its victims checkpoint (Docker's way)."""
+        self.plans: dict[str, JobDeployment] = {}
+        """Each job's last deployment as deployed."""
         self.names = ["n1", "n2"][:count]
         """What the backend lists now: a test adds or cordons nodes here."""
         self.health = {name: NodeHealth() for name in ("n1", "n2")}
@@ -122,6 +131,7 @@ class GpuNodes:
 
     def deploy(self, job: JobDeployment) -> None:
         self.deployed.append(job.job_id)
+        self.plans[job.job_id] = job
         self.events.append(f"deploy {job.job_id}")
         self.a_deploy.set()
 
@@ -154,10 +164,10 @@ class GpuNodes:
 
 
 class Harness:
-    def __init__(self, rules: PreemptionRules | None = None, nodes: int = 1) -> None:
+    def __init__(self, rules: PreemptionRules | None = None, nodes: int = 1, *, held: bool = False) -> None:
         self.clock = FakeClock()
         self.store = MemoryStore()
-        self.backend = GpuNodes(nodes)
+        self.backend = GpuNodes(nodes, held=held)
         options = SchedulerOptions(
             Platform("127.0.0.1:2379", "sidecar"),
             catalog=None,

@@ -84,6 +84,8 @@ class MemoryStore(JobStore):
 class BlockingBackend:
     """``deploy`` and ``teardown`` block (in the scheduler's worker thread) until released."""
 
+    deploys_held = False
+
     def __init__(self) -> None:
         self.deploying, self.release_deploy = threading.Event(), threading.Event()
         self.tearing_down, self.release_teardown = threading.Event(), threading.Event()

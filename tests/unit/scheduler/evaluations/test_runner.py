@@ -65,6 +65,8 @@ class MemoryStore(JobStore):
 
 
 class PairBackend:
+    deploys_held = False
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
         self.exited: dict[str, int] = {}

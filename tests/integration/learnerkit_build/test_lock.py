@@ -83,6 +83,7 @@ def test_a_lock_missing_a_dependency_fails_the_build(
     )
     lock_file = folder / "lock" / "1.9.1-cpu.json"
     payload = json.loads(lock_file.read_text(encoding="utf-8"))
+    payload["image"] = "lockedtoy:1.9.1-cpu"  # the copy's own lock, else it is refused as mxnet's
     payload["python"] = [w for w in payload["python"] if w["name"] != "requests"]
     lock_file.write_text(json.dumps(payload), encoding="utf-8")
     image_cleanup.append("learnerkit/lockedtoy")

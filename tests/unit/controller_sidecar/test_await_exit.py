@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -61,9 +62,9 @@ class Seen(logging.Handler):
             self.event.set()
 
 
-def test_a_learner_exit_written_while_the_learner_runs_waits_for_its_processes(tmp_path: Path) -> None:
-    cgroup = v2_cgroup(tmp_path / "cgroup", populated=True)
-    side = sidecar(tmp_path, cgroup)
+def forged_then_real(side: Sidecar, learner_ends: Callable[[], object]) -> tuple[LearnerExit, bool]:
+    """The command writes a ``completed`` record while the learner runs; the sidecar must not take it. Then
+    learner-run's own record (exit 3) and ``learner_ends``: what the sidecar takes then."""
     control = side.settings.dirs.control
     write_exit(control, 0, "completed")  # the command's forgery; learner-run has not ended
     seen = Seen("appeared while the learner still runs")
@@ -76,13 +77,18 @@ def test_a_learner_exit_written_while_the_learner_runs_waits_for_its_processes(t
         assert not waiting.done(), f"acted on learner.exit while the learner still runs: {waiting.result()}"
         assert await noticed, "the sidecar never noticed the early record"
         write_exit(control, 3, "failed")  # learner-run's own record, then its processes end
-        v2_cgroup(cgroup, populated=False)
+        learner_ends()
         return await asyncio.wait_for(waiting, 10)
 
     try:
-        record, halted = asyncio.run(scenario())
+        return asyncio.run(scenario())
     finally:
         logging.getLogger("controller_sidecar.runtime").removeHandler(seen)
+
+
+def test_a_learner_exit_written_while_the_learner_runs_waits_for_its_processes(tmp_path: Path) -> None:
+    cgroup = v2_cgroup(tmp_path / "cgroup", populated=True)
+    record, halted = forged_then_real(sidecar(tmp_path, cgroup), lambda: v2_cgroup(cgroup, populated=False))
     assert (record.exit_code, record.reason, halted) == (3, "failed", False)
 
 
@@ -178,23 +184,5 @@ def test_with_a_shared_pid_namespace_a_forged_learner_exit_waits_for_the_learner
     alive = threading.Event()
     alive.set()
     monkeypatch.setattr("controller_sidecar.runtime.learner_alive", lambda _own_pid: alive.is_set())
-    control = side.settings.dirs.control
-    write_exit(control, 0, "completed")
-    seen = Seen("appeared while the learner still runs")
-    logging.getLogger("controller_sidecar.runtime").addHandler(seen)
-
-    async def scenario() -> tuple[LearnerExit, bool]:
-        waiting = asyncio.create_task(side._await_exit())
-        noticed = asyncio.create_task(asyncio.to_thread(seen.event.wait, 10))
-        await asyncio.wait({waiting, noticed}, return_when=asyncio.FIRST_COMPLETED)
-        assert not waiting.done(), f"acted on learner.exit while the learner still runs: {waiting.result()}"
-        assert await noticed, "the sidecar never noticed the early record"
-        write_exit(control, 3, "failed")
-        alive.clear()
-        return await asyncio.wait_for(waiting, 10)
-
-    try:
-        record, halted = asyncio.run(scenario())
-    finally:
-        logging.getLogger("controller_sidecar.runtime").removeHandler(seen)
+    record, halted = forged_then_real(side, alive.clear)
     assert (record.exit_code, record.reason, halted) == (3, "failed", False)

@@ -637,15 +637,7 @@ class LocalCluster:
         node = self.nodes.pop(name)
         with contextlib.suppress(*NOT_YET):
             self._note_pods(name)
-            self.kubectl(
-                "delete",
-                "pods",
-                "--all-namespaces",
-                f"--field-selector=spec.nodeName={name}",
-                "--force",
-                "--grace-period=0",
-                "--wait=false",
-            )
+            self._force_delete_pods_on(name)
             if node.process("kubelet") in self.processes:  # it tears its pods' networks down
                 poll_until(lambda: not self._sandboxes(node), timeout=60, interval=0.5)
         self._stop_node(node)
@@ -719,8 +711,8 @@ class LocalCluster:
         # The API server taints every new node not-ready; the node lifecycle controller (not run here) lifts it.
         self.kubectl("taint", "nodes", name, "node.kubernetes.io/not-ready-")
 
-    def forget_node(self, name: str) -> None:
-        """The registered node and its pods removed at once (no kubelet is there to confirm a deletion)."""
+    def _force_delete_pods_on(self, name: str) -> None:
+        """Every pod bound to node ``name`` deleted with no grace, not waiting for a kubelet to confirm."""
         self.kubectl(
             "delete",
             "pods",
@@ -730,6 +722,10 @@ class LocalCluster:
             "--grace-period=0",
             "--wait=false",
         )
+
+    def forget_node(self, name: str) -> None:
+        """The registered node and its pods removed at once (no kubelet is there to confirm a deletion)."""
+        self._force_delete_pods_on(name)
         self.kubectl("delete", "node", name, "--ignore-not-found")
 
     # --- stop ----------------------------------------------------------------------------------------

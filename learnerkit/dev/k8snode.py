@@ -161,7 +161,9 @@ def kubelet_config(node: NodeSpec, dns: str, resolv_conf: Path, pods_pids_limit:
         "resolvConf": str(resolv_conf),
         "clusterDNS": [dns],
         "clusterDomain": "cluster.local",
-        "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        # The node shares the host's disk with everything else on the machine: a nearly full host disk must not
+        # evict the test cluster's pods (DiskPressure), so disk thresholds are off ("0%" disables one).
+        "evictionHard": {"memory.available": "1Mi", "nodefs.available": "0%", "imagefs.available": "0%"},
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "serializeImagePulls": False,

@@ -290,6 +290,18 @@ def container(container_id: str) -> Any | None:
         return None
 
 
+LOG_TAIL_LINES = 20
+
+
+def log_tail(container_id: str) -> str:
+    """The container's last log lines (stdout and stderr), empty when it is gone."""
+    try:
+        tail: bytes = engine().api.logs(container_id, stdout=True, stderr=True, tail=LOG_TAIL_LINES)
+    except docker.errors.NotFound:
+        return ""
+    return tail.decode(errors="replace")
+
+
 def container_state(container_id: str) -> dict[str, Any] | None:
     """The container's ``State`` as the engine inspects it; None when it is gone."""
     try:

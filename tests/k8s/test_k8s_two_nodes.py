@@ -88,10 +88,6 @@ def job_pods(api: Any, job_id: str) -> list[Any]:
     return list(CoreV1Api(api).list_namespaced_pod(NAMESPACE, label_selector=f"learnerkit.io/job-id={job_id}").items)
 
 
-@pytest.mark.skip(
-    reason="fails on main since the held-start and node-pin merges (the job's first start on two nodes times out at "
-    "240 s; it passed on its branch): issue 21, to fix first next stop"
-)
 def test_a_lost_nodes_job_resumes_on_the_other_node_from_its_last_checkpoint(
     two_nodes: Harness,
     second_node: tuple[str, float],

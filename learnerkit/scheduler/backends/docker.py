@@ -27,6 +27,7 @@ from learnerkit.pair.docker import (
     ended_state,
     exit_code,
     has_started,
+    log_tail,
     pairs_of,
     remove_pair,
     restart_sidecar,
@@ -141,6 +142,7 @@ class DockerBackend:
         """Which sidecar containers ended (with their status) and which still run, from one listing."""
         exited: dict[int, int] = {}
         running: set[int] = set()
+        log_tails: dict[int, str] = {}
         with _engine_errors(f"inspecting job {job_id}"):
             for handle in pairs_of(job_id):
                 if not handle.sidecar:
@@ -149,9 +151,11 @@ class DockerBackend:
                 learner_id = int(handle.name.rsplit("-", 1)[1])
                 if code is None:
                     running.add(learner_id)
-                else:
-                    exited[learner_id] = code
-        return SidecarStates(exited, frozenset(running))
+                    continue
+                exited[learner_id] = code
+                if code != 0:
+                    log_tails[learner_id] = log_tail(handle.sidecar)
+        return SidecarStates(exited, frozenset(running), log_tails=log_tails)
 
     def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         """How each learner container that has ended ended (the sidecar itself also notices it, from the learner's

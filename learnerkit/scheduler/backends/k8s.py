@@ -127,10 +127,13 @@ class KubernetesBackend:
         exited: dict[int, int] = {}
         running: set[int] = set()
         ended_by: dict[int, str] = {}
+        log_tails: dict[int, str] = {}
         for pod in self.backend.status(job_id).pods:
             sidecar = next((c for c in pod.containers if c.name == SIDECAR_CONTAINER), None)
             if classic and sidecar is not None and sidecar.state == "terminated" and sidecar.exit_code is not None:
                 exited[pod.learner_id] = sidecar.exit_code
+                if sidecar.message:
+                    log_tails[pod.learner_id] = sidecar.message
             elif pod.phase in FAILED_PHASES:
                 exited[pod.learner_id] = 1
             else:
@@ -138,7 +141,7 @@ class KubernetesBackend:
                 continue
             if pod.phase in FAILED_PHASES and pod.reason:
                 ended_by[pod.learner_id] = pod.reason
-        return SidecarStates(exited, frozenset(running), ended_by)
+        return SidecarStates(exited, frozenset(running), ended_by, log_tails)
 
     def learners_running(self, job_id: str) -> set[int]:
         """Learners whose learner container the kubelet reports running (or waiting to start)."""

@@ -68,6 +68,8 @@ class ContainerStatus:
     image_id: str = ""
     """The image the runtime runs, as the kubelet reports it (``imageID``: ``repo@sha256:...``, or the runtime's
     image ID); empty before the container has started."""
+    message: str | None = None
+    """A terminated container's termination message (with ``FallbackToLogsOnError``, its log's end on an error)."""
 
 
 @dataclass(frozen=True)
@@ -354,6 +356,7 @@ def _container_status(name: str, raw: Any | None) -> ContainerStatus:
             state="terminated",
             reason=state.terminated.reason,
             exit_code=state.terminated.exit_code,
+            message=state.terminated.message or None,
             restarts=restarts,
             image_id=image_id,
         )

@@ -210,6 +210,8 @@ def sidecar_container(
         # Its own user: with shareProcessNamespace the learner could otherwise read its /proc/<pid>/environ.
         "securityContext": restricted_security_context(SIDECAR_UID),
         "resources": SIDECAR_RESOURCES,
+        # A sidecar that dies before it can report leaves its log's end in its status (read for the job's reason).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "env": _env_list(
             {
                 "JOB_ID": learner.job_id,

@@ -22,6 +22,10 @@ class SidecarStates:
     ended_by: dict[int, str] = field(default_factory=dict)
     """Learner id -> what the backend says ended an exited sidecar, where it says (Kubernetes: the failed pod's
     reason and message, ``Evicted: The node was low on resource: ephemeral-storage.``)."""
+    log_tails: dict[int, str] = field(default_factory=dict)
+    """Learner id -> the end of an exited sidecar's log, where the backend keeps it (Docker: the container's last
+    lines; Kubernetes: the termination message, which falls back to the log's end on an error): a sidecar that
+    dies before it can report says why there (a traceback's last line)."""
 
 
 @dataclass(frozen=True)

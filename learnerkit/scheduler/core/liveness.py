@@ -62,7 +62,7 @@ def lost_learners(
                 f"its pod ended before a final status ({ended_by})"
                 if ended_by
                 else f"its sidecar exited with status {sidecars.exited[n]} before reporting a final status"
-            )
+            ) + _log_ending(sidecars.log_tails.get(n, ""))
             continue
         if n in tracked.alive:
             tracked.seen_alive.add(n)
@@ -79,6 +79,21 @@ def lost_learners(
         elif state.admitted_at is not None and times.wall - state.admitted_at > STARTUP_GRACE_S + 2 * lease_ttl_s:
             lost[n] = f"its sidecar never reported within {STARTUP_GRACE_S:.0f}s"
     return lost
+
+
+LOG_ENDING_CHARS = 300
+"""How much of a dead sidecar's last log line goes into the job's reason (a traceback's last line fits)."""
+
+
+def _log_ending(tail: str) -> str:
+    """``; its log ends: <last line>`` for a sidecar's log tail, empty when it left none."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    last = lines[-1]
+    if len(last) > LOG_ENDING_CHARS:
+        last = last[: LOG_ENDING_CHARS - 1] + "…"
+    return f"; its log ends: {last}"
 
 
 def watching_for_exit(tracked: Tracked) -> set[int]:

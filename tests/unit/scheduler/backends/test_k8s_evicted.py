@@ -1,5 +1,6 @@
 """A learner whose pod the kubelet evicts: the job's reason says so, with the kubelet's message, instead of "its
-sidecar exited with status 1" (issue 27: an evicted pod's reason was not passed through)."""
+sidecar exited with status 1" (issue 27: an evicted pod's reason was not passed through). A sidecar that dies
+before it reports: the reason ends with its log's last line (a tier failure said only "exited with status 1")."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import ContainerStatus, JobStatus, PodStatus, _pod_status
 from learnerkit.scheduler.backends.protocol import SidecarStates
-from learnerkit.scheduler.core.liveness import LivenessTimes, lost_learners
+from learnerkit.scheduler.core.liveness import LOG_ENDING_CHARS, LivenessTimes, lost_learners
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.manifest.parser import parse_manifest
@@ -95,3 +96,48 @@ def test_a_sidecar_that_exited_with_nothing_said_keeps_its_exit_status_reason() 
         tracked, SidecarStates({1: 3}), LivenessTimes(100.0, 100.0, 0.0), lease_ttl_s=10.0, renewal_grace_s=30.0
     )
     assert lost == {1: "its sidecar exited with status 3 before reporting a final status"}
+
+
+TRACEBACK = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nRuntimeError: etcd refused\n'
+
+
+def classic_pod_whose_sidecar_died(message: str | None) -> V1Pod:
+    died = V1ContainerStatus(
+        name=ko.SIDECAR_CONTAINER,
+        image="sidecar",
+        image_id="",
+        ready=False,
+        restart_count=0,
+        state=V1ContainerState(terminated=V1ContainerStateTerminated(exit_code=1, reason="Error", message=message)),
+    )
+    return V1Pod(
+        metadata=V1ObjectMeta(name="lk-j-1", labels={ko.LEARNER_LABEL: "1"}),
+        spec=V1PodSpec(containers=[V1Container(name=ko.SIDECAR_CONTAINER), V1Container(name=ko.LEARNER_CONTAINER)]),
+        status=V1PodStatus(phase="Running", container_statuses=[died]),
+    )
+
+
+class ClassicCluster(Cluster):
+    layout = ko.PodLayout.CLASSIC
+
+
+def test_the_lost_learners_reason_ends_with_the_dead_sidecars_last_line() -> None:
+    backend = KubernetesBackend(ClassicCluster(_pod_status(classic_pod_whose_sidecar_died(TRACEBACK))))  # type: ignore[arg-type]
+    sidecars = backend.sidecars("j")
+    assert sidecars.exited == {1: 1}
+    assert sidecars.log_tails == {1: TRACEBACK}
+    tracked = Tracked(JobState("j", "team", "j", 0.0), parse_manifest(MANIFEST), MANIFEST, "m.yml")
+    lost = lost_learners(tracked, sidecars, LivenessTimes(100.0, 100.0, 0.0), lease_ttl_s=10.0, renewal_grace_s=30.0)
+    assert lost == {
+        1: "its sidecar exited with status 1 before reporting a final status; its log ends: RuntimeError: etcd refused"
+    }
+
+
+def test_a_long_last_line_is_cut_to_a_readable_length() -> None:
+    tracked = Tracked(JobState("j", "team", "j", 0.0), parse_manifest(MANIFEST), MANIFEST, "m.yml")
+    sidecars = SidecarStates({1: 1}, log_tails={1: "first\n" + "x" * 1000 + "\n\n"})
+    (reason,) = lost_learners(
+        tracked, sidecars, LivenessTimes(100.0, 100.0, 0.0), lease_ttl_s=10.0, renewal_grace_s=30.0
+    ).values()
+    ending = reason.split("; its log ends: ")[1]
+    assert ending == "x" * (LOG_ENDING_CHARS - 1) + "…"

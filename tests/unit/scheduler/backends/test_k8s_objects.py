@@ -144,6 +144,13 @@ def test_sidecar_config_keeps_running_and_names_the_learner() -> None:
     assert not SECRET_VALUES & set(json.dumps(config).split('"'))
 
 
+@pytest.mark.parametrize("layout", list(ko.PodLayout))
+def test_a_sidecar_that_dies_leaves_its_logs_end_in_its_status(layout: ko.PodLayout) -> None:
+    job = make_job()
+    sidecar = ko.sidecar_container(job, job.learners[0], layout)
+    assert sidecar["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
 def test_every_container_runs_restricted_and_the_sidecar_as_its_own_user() -> None:
     pod = by_kind(ko.job_objects(make_job(gpus=1)), "Pod")[0]
     users = {name: container["securityContext"]["runAsUser"] for name, container in containers(pod).items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tempfile
@@ -222,8 +223,17 @@ def missing_wheel_reason(requirement: str, inputs: BuildInputs) -> str:
     )
 
 
+SOURCE_REVISION_ENV = "LEARNERKIT_SOURCE_REVISION"
+"""Names the revision of a source copy without git (a release archive, a CI system's copy of a commit), so its
+images carry the commit's revision label and are the commit's images byte for byte."""
+
+
 def source_revision(root: Path) -> str:
-    """`git describe`-like revision of the project, `unknown` outside a git checkout."""
+    """The project's git commit (`-dirty` with local changes); `$LEARNERKIT_SOURCE_REVISION` where it is set;
+    `unknown` outside a git checkout."""
+    given = os.environ.get(SOURCE_REVISION_ENV, "").strip()
+    if given:
+        return given
     try:
         rev = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True

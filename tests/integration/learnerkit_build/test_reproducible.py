@@ -27,7 +27,7 @@ from learnerkit.common import engine
 from learnerkit_build.baseimage import base_archive, recipe_for
 from learnerkit_build.elsewhere import Environment, Rebuilt, days_ahead, rebuild_elsewhere
 from learnerkit_build.imagediff import describe_difference
-from learnerkit_build.images import BuildResult, build_image
+from learnerkit_build.images import SOURCE_REVISION_ENV, BuildResult, build_image, source_revision
 from learnerkit_build.lock.model import read_lock
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.ocilayout import PushedImage, archive_source, daemon_source, push_image
@@ -51,10 +51,13 @@ def checkout(dest: Path, folders: list[str], *, private: bool) -> Path:
 
 
 @pytest.fixture
-def tags_kept(docker_client: Any) -> Iterator[None]:
-    """The builds here tag their images as `make images` does (`learnerkit/sidecar:0.1.0`, the content tag), but
-    build from copies without git (revision `unknown`): every learnerkit tag is put back where it was, so the
+def tags_kept(docker_client: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The builds here tag their images as `make images` does (`learnerkit/sidecar:0.1.0`, the content tag), from
+    copies without git told the checkout's revision (`$LEARNERKIT_SOURCE_REVISION`, as a release archive would
+    be): from a clean checkout whose images are built they are those images, and no tag moves, even when the
+    run is killed here. From a dirty tree they may differ: every learnerkit tag is put back where it was, so the
     tests after these see the images the checkout built (the publish test read a moved mxnet tag)."""
+    monkeypatch.setenv(SOURCE_REVISION_ENV, source_revision(REPO))
     before = _learnerkit_tags(docker_client)
     yield
     after = _learnerkit_tags(docker_client)

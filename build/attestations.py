@@ -20,6 +20,7 @@ from learnerkit_build import provenance, vex
 from learnerkit_build.attest import statement
 from learnerkit_build.scan.records import REPORT, SBOM, scans_home
 from learnerkit_build.scan.reports import checks_from_json
+from learnerkit_build.scan.sbom import all_components
 from learnerkit_build.state import read_json
 
 TEST_RESULT_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
@@ -55,7 +56,7 @@ def image_purl(remote: str, digest: str) -> str:
 def sbom_purls(sbom: dict[str, Any]) -> dict[str, str]:
     """Package name to purl; the first component of a name wins (a name in two places is rare)."""
     purls: dict[str, str] = {}
-    for component in sbom.get("components", []):
+    for component in all_components(sbom):
         if component.get("purl"):
             purls.setdefault(str(component["name"]), str(component["purl"]))
     return purls
@@ -86,7 +87,7 @@ def fixed_by_updates(records: ImageRecords) -> list[vex.Fixed]:
     """Vulnerabilities an earlier scan of the same reference saw open, whose package this image has at a newer
     version without them: the Debian updates applied by a rebuild."""
     reference = records.report.get("reference")
-    now_versions = {str(c["name"]): str(c.get("version", "")) for c in records.sbom.get("components", [])}
+    now_versions = {str(c["name"]): str(c.get("version", "")) for c in all_components(records.sbom)}
     current = {(f.vulnerability, f.package) for f in vex.findings(checks_from_json(records.report))}
     fixed: dict[tuple[str, str], vex.Fixed] = {}
     for path in sorted(scans_home().glob("*.json")):
@@ -97,7 +98,7 @@ def fixed_by_updates(records: ImageRecords) -> list[vex.Fixed]:
         report, sbom = read_json(folder / REPORT), read_json(folder / SBOM)
         if report is None or sbom is None:
             continue
-        then_versions = {str(c["name"]): str(c.get("version", "")) for c in sbom.get("components", [])}
+        then_versions = {str(c["name"]): str(c.get("version", "")) for c in all_components(sbom)}
         for finding in vex.findings(checks_from_json(report)):
             key = (finding.vulnerability, finding.package)
             before, after = then_versions.get(finding.package), now_versions.get(finding.package)

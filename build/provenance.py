@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from learnerkit_build.scan.sbom import all_components
+
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://learnerkit.dev/buildtypes/learner-image/v1"
 BUILDER_ID = "https://learnerkit.dev/builders/local-buildkit/v1"
@@ -87,7 +89,7 @@ def resolved_dependencies(labels: dict[str, str], sources: list[SourceFile], sbo
             base["annotations"] = annotations
         found.append(base)
     packages = sorted(
-        {(str(c["name"]), str(c["purl"])) for c in sbom.get("components", []) if c.get("purl")},
+        {(str(c["name"]), str(c["purl"])) for c in all_components(sbom) if c.get("purl")},
         key=lambda item: item[1],
     )
     found += [{"name": name, "uri": purl} for name, purl in packages]

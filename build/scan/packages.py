@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 import email.parser
 import posixpath
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from debian.deb822 import Deb822
 
@@ -31,6 +33,9 @@ class PythonDist:
     version: str
     path: str
     """The dist-info folder that records it."""
+    vendored_by: str | None = None
+    """The dist-info folder of the distribution whose installed files include this one (``setuptools`` vendors
+    ``packaging`` under ``setuptools/_vendor/``): its bytes came with that distribution's wheel."""
 
 
 def wanted(path: str) -> bool:
@@ -40,7 +45,7 @@ def wanted(path: str) -> bool:
         or path in OS_RELEASE
         or path in ACCOUNT_FILES
         or (path.startswith(DPKG_INFO) and path.endswith(".list"))
-        or path.endswith((".dist-info/METADATA", ".egg-info/PKG-INFO"))
+        or path.endswith((".dist-info/METADATA", ".dist-info/RECORD", ".egg-info/PKG-INFO"))
     )
 
 
@@ -74,7 +79,44 @@ def python_dists(index: ImageIndex) -> list[PythonDist]:
         name, version = meta.get("Name"), meta.get("Version")
         if name and version:
             dists[(name.lower(), version, path)] = PythonDist(name, version, posixpath.dirname(path))
-    return sorted(dists.values(), key=lambda d: (d.name.lower(), d.path))
+    found = _with_vendors(list(dists.values()), index)
+    return sorted(found, key=lambda d: (d.name.lower(), d.path))
+
+
+def _with_vendors(dists: list[PythonDist], index: ImageIndex) -> list[PythonDist]:
+    """Each distribution found inside another's installed files (its ``RECORD`` lists the metadata) marked as
+    vendored by that one. Only a distribution below a folder that holds other distributions is looked up."""
+    by_folder: dict[str, list[PythonDist]] = {}
+    for dist in dists:
+        by_folder.setdefault(posixpath.dirname(dist.path), []).append(dist)
+    records: dict[str, set[str]] = {}
+    marked = []
+    for dist in dists:
+        owner = None
+        folder = posixpath.dirname(dist.path)
+        for site in _ancestors(folder):
+            for candidate in by_folder.get(site, []):
+                listed = records.setdefault(candidate.path, _recorded_paths(index, candidate.path))
+                if posixpath.relpath(dist.path, site) + "/METADATA" in listed:
+                    owner = candidate.path
+                    break
+            if owner is not None:
+                break
+        marked.append(replace(dist, vendored_by=owner) if owner else dist)
+    return marked
+
+
+def _ancestors(folder: str) -> Iterable[str]:
+    """The folders above ``folder``, nearest first, up to the root (excluded)."""
+    while (parent := posixpath.dirname(folder)) not in (folder, "/"):
+        yield parent
+        folder = parent
+
+
+def _recorded_paths(index: ImageIndex, dist_info: str) -> set[str]:
+    """The paths a distribution's ``RECORD`` lists (relative to its folder); empty without one."""
+    text = index.text(f"{dist_info}/RECORD")
+    return {row[0] for row in csv.reader((text or "").splitlines()) if row}
 
 
 def os_release(index: ImageIndex) -> dict[str, str]:

@@ -10,6 +10,7 @@ from rich.table import Table
 from learnerkit.common.output import to_jsonable
 from learnerkit_build.scan.model import CheckResult, Evidence, Severity, Status
 from learnerkit_build.scan.runner import ScanReport
+from learnerkit_build.scan.sbom import all_components
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SARIF_LEVELS = {Status.FAIL: "error", Status.WARN: "warning", Status.UNKNOWN: "note", Status.PASS: "none"}
@@ -32,7 +33,7 @@ def report_json(report: ScanReport) -> dict[str, Any]:
         "counts": counts,
         "gate": to_jsonable(report.gate),
         "checks": [_check_json(check) for check in report.checks],
-        "sbom_components": len(report.sbom.get("components", [])),
+        "sbom_components": sum(1 for _ in all_components(report.sbom)),
     }
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib.metadata import version as dist_version
 from typing import Any
@@ -90,17 +91,7 @@ def build_sbom(
                 ],
             }
         )
-    for dist in dists:
-        components.append(
-            {
-                "type": "library",
-                "bom-ref": f"pypi:{dist.path}",
-                "name": dist.name,
-                "version": dist.version,
-                "purl": pypi_purl(dist),
-                "properties": [_prop("learnerkit:package:type", "python"), _prop("learnerkit:location", dist.path)],
-            }
-        )
+    components += _python_components(dists)
     image_props = [_prop("learnerkit:image-id", image_id)]
     for label, name in (
         (BASE_LABEL, "base-image"),
@@ -139,6 +130,39 @@ def validate_sbom(sbom: dict[str, Any]) -> None:
         raise SbomError(f"SBOM of {sbom['metadata']['component']['name']} is not valid CycloneDX {version}: {error}")
 
 
+def _python_components(dists: list[PythonDist]) -> list[dict[str, Any]]:
+    """One component per distribution; a vendored one nested in the components of the one that vendors it (its
+    bytes came in that distribution's wheel, which the lock names)."""
+    made: dict[str, dict[str, Any]] = {
+        dist.path: {
+            "type": "library",
+            "bom-ref": f"pypi:{dist.path}",
+            "name": dist.name,
+            "version": dist.version,
+            "purl": pypi_purl(dist),
+            "properties": [_prop("learnerkit:package:type", "python"), _prop("learnerkit:location", dist.path)],
+        }
+        for dist in dists
+    }
+    top: list[dict[str, Any]] = []
+    for dist in dists:
+        owner = made.get(dist.vendored_by) if dist.vendored_by else None
+        if owner is None:
+            top.append(made[dist.path])
+        else:
+            owner.setdefault("components", []).append(made[dist.path])
+    return top
+
+
+def all_components(sbom: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every component of the SBOM, nested ones (vendored distributions) after the one that holds them."""
+    todo = list(reversed(sbom.get("components", [])))
+    while todo:
+        component = todo.pop()
+        yield component
+        todo.extend(reversed(component.get("components", [])))
+
+
 def component_keys(sbom: dict[str, Any]) -> set[tuple[str, str]]:
     """(name, version) of every component, for comparing with another tool's SBOM."""
-    return {(str(c["name"]), str(c.get("version", ""))) for c in sbom.get("components", [])}
+    return {(str(c["name"]), str(c.get("version", ""))) for c in all_components(sbom)}

@@ -49,6 +49,10 @@ def assert_sbom_is_the_lock(sbom: dict[str, Any], lock: Lock) -> None:
     assert dists - locked_dists == set(), "in the image, not in the lock"
     assert locked_dists - dists == set(), "in the lock, not in the image"
     assert ("pip", "23.0.1") not in dists
+    for component in sbom["components"]:
+        for vendored in component.get("components", []):  # setuptools' _vendor: in its locked wheel's bytes
+            assert vendored["purl"].startswith("pkg:pypi/"), vendored
+            assert (normalise_name(component["name"]), component["version"]) in locked_dists, component
 
 
 def test_the_sidecar_sbom_is_its_lock(build_inputs: BuildInputs, tmp_path: Path) -> None:
@@ -57,7 +61,9 @@ def test_the_sidecar_sbom_is_its_lock(build_inputs: BuildInputs, tmp_path: Path)
     assert_sbom_is_the_lock(sbom_of(built.immutable_reference, tmp_path), read_lock(REPO / SIDECAR_LOCK))
 
 
-@pytest.mark.parametrize("spec", ["mxnet:1.9.1-cpu", "jax:0.10-cpu", "jax:0.9-cpu"])
+@pytest.mark.parametrize(
+    "spec", ["mxnet:1.9.1-cpu", "jax:0.10-cpu", "jax:0.9-cpu", "pytorch:2.13-cpu", "tensorflow:2.21-cpu"]
+)
 def test_a_learner_sbom_is_its_lock_and_its_venv_has_no_pip(
     spec: str, build_inputs: BuildInputs, tmp_path: Path
 ) -> None:

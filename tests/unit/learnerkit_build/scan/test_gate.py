@@ -16,7 +16,7 @@ from learnerkit_build.scan.model import CheckResult, Evidence, Severity, Status
 from learnerkit_build.scan.osv import Canary, OsvPolicy, check_osv
 from learnerkit_build.scan.packages import DebPackage, PythonDist, deb_packages, python_dists
 from learnerkit_build.scan.policy import AllowEntry, Policy, apply_allowlist, decide, load_allowlist
-from learnerkit_build.scan.sbom import SbomError, build_sbom, validate_sbom
+from learnerkit_build.scan.sbom import SbomError, build_sbom, component_keys, validate_sbom
 from tests.unit.learnerkit_build.scan.conftest import F, LayerSpec, MakeIndex
 
 TODAY = date(2026, 11, 22)
@@ -147,6 +147,47 @@ def test_sbom_validates_and_lists_sources(make_index: MakeIndex) -> None:
     sbom["components"][0]["type"] = "not-a-type"
     with pytest.raises(SbomError):
         validate_sbom(sbom)
+
+
+SITE = "/opt/venv/lib/python3.11/site-packages"
+
+
+def dist_files(name: str, version: str, folder: str = SITE, record: tuple[str, ...] = ()) -> list[F]:
+    info = f"{folder}/{name}-{version}.dist-info"
+    files = [F(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")]
+    if record:
+        files.append(F(f"{info}/RECORD", "".join(f"{path},sha256=x,1\n" for path in record)))
+    return files
+
+
+def test_a_vendored_distribution_is_nested_under_the_one_whose_record_lists_it(make_index: MakeIndex) -> None:
+    vendored = "setuptools/_vendor/packaging-24.2.dist-info/METADATA"
+    index, _ = make_index(
+        LayerSpec(
+            [
+                *dist_files("setuptools", "80.9.0", record=("setuptools/__init__.py", vendored)),
+                *dist_files("packaging", "24.2", f"{SITE}/setuptools/_vendor"),
+                *dist_files("packaging", "25.0"),
+                # Beside setuptools' vendored copy, but listed in nobody's RECORD: stays a component of its own.
+                *dist_files("stray", "1.0", f"{SITE}/setuptools/_vendor"),
+            ]
+        )
+    )
+    dists = python_dists(index)
+    owners = {(d.name, d.version): d.vendored_by for d in dists}
+    assert owners == {
+        ("packaging", "24.2"): f"{SITE}/setuptools-80.9.0.dist-info",
+        ("packaging", "25.0"): None,
+        ("setuptools", "80.9.0"): None,
+        ("stray", "1.0"): None,
+    }
+    sbom = build_sbom(index, "sha256:abc", [], dists)
+    validate_sbom(sbom)
+    top = {(c["name"], c["version"]) for c in sbom["components"]}
+    assert top == {("debian", "12"), ("packaging", "25.0"), ("setuptools", "80.9.0"), ("stray", "1.0")}
+    setuptools = next(c for c in sbom["components"] if c["name"] == "setuptools")
+    assert [(c["name"], c["version"]) for c in setuptools["components"]] == [("packaging", "24.2")]
+    assert ("packaging", "24.2") in component_keys(sbom), "comparisons with other tools still see it"
 
 
 def test_release_past_valid_until_is_refused() -> None:

@@ -152,11 +152,12 @@ class ControlLoop:
             shared.metrics.scheduling_pass_seconds.observe(time.perf_counter() - started)
             for job_id, why in result.rejected.items():
                 await self.transitions.end(shared.jobs[job_id], JobStatus.FAILED, why.message, release=True)
+            preemptor = await self.preempting.consider(result.waiting, now)
             for job_id, reason in result.waiting.items():
                 tracked = shared.jobs[job_id]
-                if tracked.state.reason != str(reason):
-                    tracked.state = await shared.store.save(tracked.state.evolve(reason=str(reason)))
-            preemptor = await self.preempting.consider(result.waiting, now)
+                said = self.preempting.waiting_reason(tracked, str(reason))
+                if tracked.state.reason != said:
+                    tracked.state = await shared.store.save(tracked.state.evolve(reason=said))
             if preemptor is not None and self.holding.wanted(shared.jobs[preemptor]):
                 self._beside(self._guarded_hold(shared.jobs[preemptor]))
         # Deploys run side by side (the engine creates containers concurrently) and beside the next steps.

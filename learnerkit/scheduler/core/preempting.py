@@ -37,6 +37,17 @@ class Preempting:
         """Whether the job's halt is a preemption's (a halt its user asked for meanwhile wins)."""
         return tracked.state.preempted_by is not None and not tracked.state.halted_by_user
 
+    def waiting_reason(self, tracked: Tracked, waiting: str) -> str:
+        """Why a queued job waits; a preemptor's names the jobs halting for it (and its held start, if any)."""
+        job_id = tracked.state.job_id
+        victims = sorted(
+            t.state.job_id for t in self.shared.jobs.values() if t.state.preempted_by == job_id and t.active
+        )
+        if not victims:
+            return waiting
+        said = f"{waiting}; preempting {', '.join(victims)}: halting to free the room"
+        return f"{said}; started held meanwhile" if tracked.state.held else said
+
     def under_way(self) -> bool:
         return any(t.state.preempted_by is not None and t.active for t in self.shared.jobs.values())
 

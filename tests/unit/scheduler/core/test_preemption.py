@@ -247,6 +247,24 @@ async def test_a_preempted_job_halts_queues_in_its_old_place_and_resumes_by_itse
     assert (second.number, second.resumed_from, second.ended_by) == (2, 1, None)
 
 
+@pytest.mark.parametrize("held", [False, True])
+async def test_the_preemptors_reason_names_the_jobs_halting_for_it(held: bool) -> None:
+    h = Harness(held=held)
+    low = h.submit("job-low", 0)
+    await h.running(low)
+    urgent = h.submit("job-urgent", 10)
+    await h.step()
+    waiting, _, victims = urgent.state.reason.partition("; preempting ")
+    assert waiting.startswith("waiting for 8 GPUs"), urgent.state.reason
+    assert victims == "job-low: halting to free the room"
+    await h.step()
+    expected = "job-low: halting to free the room" + ("; started held meanwhile" if held else "")
+    assert urgent.state.reason.partition("; preempting ")[2] == expected
+    h.report(low, Phase.HALTED)
+    await h.step()
+    assert urgent.state.stage is Stage.DEPLOYED and "preempting" not in urgent.state.reason
+
+
 async def test_the_preemptor_is_deployed_in_the_step_that_sees_the_victim_halted_its_teardown_beside() -> None:
     """The victim's teardown no longer comes before the preemptor's admission; a teardown that fails is owed, and
     retried before the victim is deployed again (a redeploy settles it first), so no attempt meets the last one's."""

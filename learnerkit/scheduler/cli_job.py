@@ -501,16 +501,18 @@ def validate(
 _DEFAULT_VARIABLES = {
     "cpus": "LEARNERKIT_DEFAULT_CPUS",
     "memory": "LEARNERKIT_DEFAULT_MEMORY",
+    "storage": "LEARNERKIT_DEFAULT_STORAGE",
     "training_results": "LEARNERKIT_RESULTS_BUCKET",
 }
 
 
 def defaults_applied(job: JobManifest) -> dict[str, float | int | str]:
-    """What the manifest left out, with the value each got (`cpus`, `memory_bytes`, `training_results`)."""
+    """What the manifest left out, with the value each got (`cpus`, `memory_bytes`, `storage_bytes`,
+    `training_results`)."""
     r = job.resources
-    values = {"cpus": r.cpus, "memory": r.memory_bytes}
+    values = {"cpus": r.cpus, "memory": r.memory_bytes, "storage": r.storage_bytes or 0}
     applied: dict[str, float | int | str] = {
-        ("memory_bytes" if key == "memory" else key): values[key] for key in r.defaulted
+        (key if key == "cpus" else f"{key}_bytes"): values[key] for key in r.defaulted
     }
     results = default_results(job)
     if results is not None:
@@ -567,8 +569,13 @@ def _show(path: Path, job: JobManifest, model: ModelSummary | None) -> None:
     if job.image:
         table.add_row("image", job.image)
     gpus = f"{r.gpus} gpus" + (f" ({r.gpu_type})" if r.gpu_type else "")
-    table.add_row("learners", f"{r.learners} x {r.cpus:g} cpus, {gpus}, {format_size(r.memory_bytes)} memory")
-    shown = {"cpus": f"cpus {r.cpus:g}", "memory": f"memory {format_size(r.memory_bytes)}"}
+    storage = f", {format_size(r.storage_bytes)} storage" if r.storage_bytes else ""
+    table.add_row("learners", f"{r.learners} x {r.cpus:g} cpus, {gpus}, {format_size(r.memory_bytes)} memory{storage}")
+    shown = {
+        "cpus": f"cpus {r.cpus:g}",
+        "memory": f"memory {format_size(r.memory_bytes)}",
+        "storage": f"storage {format_size(r.storage_bytes or 0)}",
+    }
     applied = [f"{shown[k]} ({_defaults_source(k)})" for k in r.defaulted]
     results = default_results(job)
     if results is not None:

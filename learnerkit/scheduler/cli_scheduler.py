@@ -78,6 +78,11 @@ def scheduler_group() -> None:
     help="memory of a learner whose manifest has none [env LEARNERKIT_DEFAULT_MEMORY; 12GiB]",
 )
 @click.option(
+    "--default-storage",
+    default=None,
+    help="the most a learner's /job may hold when its manifest has no storage [env LEARNERKIT_DEFAULT_STORAGE; none]",
+)
+@click.option(
     "--results-bucket",
     default=None,
     help="the default results store's bucket, for manifests without training_results [env LEARNERKIT_RESULTS_BUCKET]",
@@ -100,6 +105,7 @@ def serve_command(
     tenants: Path | None,
     default_cpus: str | None,
     default_memory: str | None,
+    default_storage: str | None,
     results_bucket: str | None,
     trust_project_images: bool | None,
 ) -> None:
@@ -108,6 +114,7 @@ def serve_command(
         given = {
             "LEARNERKIT_DEFAULT_CPUS": default_cpus,
             "LEARNERKIT_DEFAULT_MEMORY": default_memory,
+            "LEARNERKIT_DEFAULT_STORAGE": default_storage,
             "LEARNERKIT_RESULTS_BUCKET": results_bucket,
         }
         defaults = resource_defaults({**os.environ, **{k: v for k, v in given.items() if v is not None}})
@@ -121,9 +128,10 @@ def serve_command(
             signing={"key": signing_key},
         )
         results = tenant_results(defaults.results_bucket, "<tenant>") if defaults.results_bucket else "none (required)"
+        storage = format_size(defaults.storage_bytes) if defaults.storage_bytes else "an unbounded /job"
         err_console.print(
             f"manifests without cpus get {defaults.cpus:g}, without memory {format_size(defaults.memory_bytes)},"
-            f" without training_results: {results}",
+            f" without storage {storage}, without training_results: {results}",
             markup=False,
             highlight=False,
         )

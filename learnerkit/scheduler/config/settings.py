@@ -116,8 +116,9 @@ class LimitSettings:
     tenants: Path | None = None
     """``$LEARNERKIT_TENANTS``: per-tenant quotas and priority ranges (`learnerkit.scheduler.config.tenants`)."""
     defaults: ResourceDefaults = FFDL_DEFAULTS
-    """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY`` (a size, ``12GiB``): what a manifest without
-    ``cpus`` or ``memory`` gets; FfDL's 5 CPUs and 12 GiB when unset. ``$LEARNERKIT_RESULTS_BUCKET``: the default
+    """``$LEARNERKIT_DEFAULT_CPUS``, ``$LEARNERKIT_DEFAULT_MEMORY`` and ``$LEARNERKIT_DEFAULT_STORAGE`` (sizes,
+    ``12GiB``): what a manifest without ``cpus``, ``memory`` or ``storage`` gets; FfDL's 5 CPUs and 12 GiB, and
+    no storage bound, when unset. ``$LEARNERKIT_RESULTS_BUCKET``: the default
     results store of a manifest without ``training_results`` (none when unset). `job validate` reads the same
     variables."""
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
@@ -277,7 +278,8 @@ def _job_disk(env: Mapping[str, str]) -> JobDiskSettings:
 
 
 def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:
-    """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY``, FfDL's defaults where unset or empty, and
+    """``$LEARNERKIT_DEFAULT_CPUS`` and ``$LEARNERKIT_DEFAULT_MEMORY``, FfDL's defaults where unset or empty,
+    ``$LEARNERKIT_DEFAULT_STORAGE`` (unset: a manifest without ``storage`` gets an unbounded ``/job``) and
     ``$LEARNERKIT_RESULTS_BUCKET`` (the default results store; unset: none): `serve` and `job validate` alike."""
     env = {k: v for k, v in environ.items() if v}
     bucket = env.get("LEARNERKIT_RESULTS_BUCKET")
@@ -289,7 +291,12 @@ def resource_defaults(environ: Mapping[str, str]) -> ResourceDefaults:
         memory = FFDL_DEFAULTS.memory_bytes if raw is None else parse_size(raw)
     except ValueError as e:
         raise SettingsError(f"LEARNERKIT_DEFAULT_MEMORY: {e}") from e
-    return ResourceDefaults(cpus=cpus, memory_bytes=memory, results_bucket=bucket)
+    raw = env.get("LEARNERKIT_DEFAULT_STORAGE")
+    try:
+        storage = None if raw is None else parse_size(raw)
+    except ValueError as e:
+        raise SettingsError(f"LEARNERKIT_DEFAULT_STORAGE: {e}") from e
+    return ResourceDefaults(cpus=cpus, memory_bytes=memory, storage_bytes=storage, results_bucket=bucket)
 
 
 def pids_limits(env: Mapping[str, str]) -> PidsLimits:

@@ -69,6 +69,8 @@ class ResourceDefaults:
 
     cpus: float = 5.0
     memory_bytes: int = 12 * 2**30
+    storage_bytes: int | None = None
+    """What a manifest without `storage` gets (FfDL had none: its `/job` was bounded only by the node's disk)."""
     results_bucket: str | None = None
     """The bucket of the default results store (`manifest.defaultresults`); None: `training_results` is required."""
 

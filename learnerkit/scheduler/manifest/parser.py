@@ -218,6 +218,8 @@ def _resources(reader: FieldReader, top: Mapping[str, Any], defaults: ResourceDe
         reader.fail(("gpu_type",), f"gpu_type {gpu_type!r} needs gpus of 1 or more; gpus is {gpus or 0}")
     memory = defaults.memory_bytes if "memory" in defaulted else _size(reader, top, "memory", required=True)
     storage = _size(reader, top, "storage", required=False)
+    if "storage" not in top and defaults.storage_bytes is not None:
+        storage, defaulted = defaults.storage_bytes, (*defaulted, "storage")
     if cpus is None or memory is None:
         return None
     return Resources(

@@ -90,11 +90,12 @@ def test_resource_defaults_and_the_shared_claim_come_from_the_environment() -> N
         {
             "LEARNERKIT_DEFAULT_CPUS": "0.5",
             "LEARNERKIT_DEFAULT_MEMORY": "2GiB",
+            "LEARNERKIT_DEFAULT_STORAGE": "20GiB",
             "LEARNERKIT_K8S_SHARED_STORAGE_CLASS": "nfs-client",
             "LEARNERKIT_K8S_SHARED_SIZE": "50Gi",
         }
     )
-    assert settings.limits.defaults == ResourceDefaults(cpus=0.5, memory_bytes=2 * 2**30)
+    assert settings.limits.defaults == ResourceDefaults(cpus=0.5, memory_bytes=2 * 2**30, storage_bytes=20 * 2**30)
     assert (settings.backend.shared_storage_class, settings.backend.shared_size) == ("nfs-client", "50Gi")
 
 
@@ -112,6 +113,8 @@ def test_resource_defaults_and_the_shared_claim_come_from_the_environment() -> N
         ({"LEARNERKIT_HOST_PATHS": "data"}, "'data' is not an absolute folder"),
         ({"LEARNERKIT_DEFAULT_CPUS": "five"}, "LEARNERKIT_DEFAULT_CPUS='five': expected a number above 0"),
         ({"LEARNERKIT_DEFAULT_MEMORY": "12"}, "LEARNERKIT_DEFAULT_MEMORY: '12' has no unit"),
+        ({"LEARNERKIT_DEFAULT_STORAGE": "12"}, "LEARNERKIT_DEFAULT_STORAGE: '12' has no unit"),
+        ({"LEARNERKIT_DEFAULT_STORAGE": "0GiB"}, "LEARNERKIT_DEFAULT_STORAGE: '0GiB' must be more than 0 bytes"),
         ({"LEARNERKIT_LEARNER_PIDS_LIMIT": "many"}, "LEARNERKIT_LEARNER_PIDS_LIMIT='many': expected a number above"),
         ({"LEARNERKIT_SIDECAR_PIDS_LIMIT": "8"}, "LEARNERKIT_SIDECAR_PIDS_LIMIT='8': expected at least 16"),
         ({"LEARNERKIT_JOB_DISK_UNBOUNDED": "yes"}, "LEARNERKIT_JOB_DISK_UNBOUNDED='yes': expected 0 or 1"),

@@ -56,6 +56,16 @@ def test_a_manifest_without_cpus_gets_the_schedulers_defaults() -> None:
     assert job.training_results_store is not None and job.training_results_store.id == "sl-internal-os"
 
 
+def test_a_manifest_without_storage_gets_the_schedulers_default_and_one_with_it_keeps_its_own() -> None:
+    bounded = ResourceDefaults(cpus=1.0, memory_bytes=2**30, storage_bytes=10 * 2**30)
+    job = parse_manifest(WITH_RESULTS, catalog=CATALOG, defaults=bounded)
+    assert (job.resources.storage_bytes, job.resources.defaulted) == (10 * 2**30, ("cpus", "memory", "storage"))
+    own = parse_manifest("storage: 1Gb\n" + WITH_RESULTS, catalog=CATALOG, defaults=bounded)
+    assert (own.resources.storage_bytes, own.resources.defaulted) == (10**9, ("cpus", "memory"))
+    unbounded = parse_manifest(WITH_RESULTS, catalog=CATALOG, defaults=SMALL)
+    assert (unbounded.resources.storage_bytes, unbounded.resources.defaulted) == (None, ("cpus", "memory"))
+
+
 def test_a_manifest_with_cpus_keeps_them() -> None:
     job = parse_manifest("cpus: 0.5\nmemory: 2Gb\n" + WITH_RESULTS, catalog=CATALOG, defaults=SMALL)
     assert (job.resources.cpus, job.resources.memory_bytes, job.resources.defaulted) == (0.5, 2 * 10**9, ())
@@ -139,16 +149,25 @@ def test_the_dev_environment_fits_its_defaults_to_a_small_node() -> None:
 def test_validate_says_which_defaults_it_applied_and_where_they_came_from(tmp_path: Path) -> None:
     path = tmp_path / "manifest.yml"
     path.write_text(NO_RESULTS.replace("version: latest", 'version: "2.21"'), encoding="utf-8")
-    env = {"LEARNERKIT_DEFAULT_CPUS": "0.5", "LEARNERKIT_RESULTS_BUCKET": "lk-results", "COLUMNS": "300"}
+    env = {
+        "LEARNERKIT_DEFAULT_CPUS": "0.5",
+        "LEARNERKIT_DEFAULT_STORAGE": "10GiB",
+        "LEARNERKIT_RESULTS_BUCKET": "lk-results",
+        "COLUMNS": "300",
+    }
     runner = CliRunner()
     result = runner.invoke(cli, ["job", "validate", str(path), "--root", str(REPO), "--output", "json"], env=env)
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["defaults_applied"] == {
         "cpus": 0.5,
         "memory_bytes": 12 * 2**30,
+        "storage_bytes": 10 * 2**30,
         "training_results": "lk-results/tenants/default",
     }
     text = runner.invoke(cli, ["job", "validate", str(path), "--root", str(REPO)], env=env)
     assert text.exit_code == 0, text.output
-    assert "cpus 0.5 (LEARNERKIT_DEFAULT_CPUS), memory 12GiB (FfDL's default)" in text.output, text.output
+    applied = (
+        "cpus 0.5 (LEARNERKIT_DEFAULT_CPUS), memory 12GiB (FfDL's default), storage 10GiB (LEARNERKIT_DEFAULT_STORAGE)"
+    )
+    assert applied in text.output, text.output
     assert "training_results lk-results/tenants/default (LEARNERKIT_RESULTS_BUCKET)" in text.output, text.output

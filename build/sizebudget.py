@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from learnerkit_build.errors import BuildToolError
-from learnerkit_build.state import write_atomic
+from learnerkit_build.state import PROJECT_FILE_MODE, write_atomic
 
 BUDGETS_FILE = "image-size-budgets.json"
 TOLERANCE = 0.05
@@ -50,4 +50,5 @@ def check_size(root: Path, name: str, size: int) -> None:
 
 def record_size(root: Path, name: str, size: int) -> None:
     budgets = {**load_budgets(root), name: size}
-    write_atomic(root / BUDGETS_FILE, (json.dumps(budgets, indent=1, sort_keys=True) + "\n").encode())
+    budgets_json = (json.dumps(budgets, indent=1, sort_keys=True) + "\n").encode()
+    write_atomic(root / BUDGETS_FILE, budgets_json, PROJECT_FILE_MODE)

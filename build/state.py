@@ -17,10 +17,16 @@ def id_file_name(image_id: str) -> str:
     return image_id.replace(":", "_")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Temp file + fsync + rename, so a reader never sees half a record."""
+PRIVATE_MODE = 0o600
+PROJECT_FILE_MODE = 0o644
+"""A file committed with the project (a lock, the size budgets): readable by everyone, as git checks it out."""
+
+
+def write_atomic(path: Path, data: bytes, mode: int = PRIVATE_MODE) -> None:
+    """Temp file + fsync + rename, so a reader never sees half a record; the file gets ``mode``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    os.fchmod(fd, mode)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
         handle.flush()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from learnerkit_build.errors import BuildToolError
-from learnerkit_build.state import write_atomic
+from learnerkit_build.state import PROJECT_FILE_MODE, write_atomic
 
 LOCK_SCHEME = "learnerkit-lock/1"
 DebOrigin = Literal["base", "image"]
@@ -96,7 +96,7 @@ def lock_json(lock: Lock) -> bytes:
 
 
 def write_lock(path: Path, lock: Lock) -> None:
-    write_atomic(path, lock_json(lock))
+    write_atomic(path, lock_json(lock), PROJECT_FILE_MODE)
 
 
 def read_lock(path: Path) -> Lock:

@@ -51,6 +51,7 @@ def test_a_lock_reads_back_equal_and_writes_the_same_bytes(home: Path, tmp_path:
     assert lock.dpkg_list() == "bash=5.2\ntini=0.19.0-1\n"
     assert [name for name, _ in lock.files()] == ["tini_0.19.0-1_amd64.deb", "six-1.17.0-py2.py3-none-any.whl"]
     assert "six==1.17.0 --hash=sha256:" in lock.pip_requirements()
+    assert path.stat().st_mode & 0o777 == 0o644, "a committed file: readable as git checks it out"
 
 
 @pytest.mark.parametrize(

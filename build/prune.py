@@ -1,7 +1,8 @@
 """`learnerkit image prune`: drop content tags that the moving tags no longer point at.
 
 Every build whose inputs changed leaves the previous image under its old `<tag>-<hash12>` tag; pruning
-removes those tags (the engine deletes an image with its last tag), and old local bases the same way.
+removes those tags (the engine deletes an image with its last tag), and old content tags of the local bases the
+selected images are built on the same way.
 Images still used by a container are kept.
 """
 
@@ -24,12 +25,13 @@ class PruneResult:
 
 
 def stale_tags(images: list[ImageSpec]) -> list[str]:
-    """Content tags of the selected images, and of the local bases, that are no longer current."""
+    """Content tags of the selected images, and of the local bases they are built on, that are no longer current
+    (`image prune jax:0.10-cpu` leaves the other images' and their bases' alone)."""
     stale: list[str] = []
     for image in images:
         current = engine.image_id(f"{image.repository()}:{image.tag}")
         stale += _tags_except(image.repository(), f"{image.tag}-", current)
-    for name in BASES:
+    for name in sorted({base for image in images if (base := image.local_base) in BASES}):
         current = engine.image_id(base_reference(recipe_for(name)))
         stale += _tags_except(BASE_REPOSITORY, f"{name}-", current)
     return sorted(set(stale))

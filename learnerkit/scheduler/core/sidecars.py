@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.backends.protocol import Backend, SidecarStates
@@ -48,4 +49,4 @@ async def restart_ended_sidecars(backend: Backend, tracked: Tracked, sidecars: S
     if not restarted:
         return sidecars
     exited = {n: code for n, code in sidecars.exited.items() if n not in restarted}
-    return SidecarStates(exited, sidecars.running | restarted)
+    return replace(sidecars, exited=exited, running=sidecars.running | restarted)

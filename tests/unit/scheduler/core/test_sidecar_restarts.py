@@ -65,6 +65,15 @@ async def test_an_ended_sidecar_without_a_final_status_is_restarted_three_times_
     assert backend.asked == [("job-1", 1)] * MAX_SIDECAR_RESTARTS == [("job-1", 1)] * 3
 
 
+async def test_what_the_backend_said_of_a_sidecar_left_ended_is_kept_beside_a_restart() -> None:
+    job, backend = tracked(), Restarts()
+    job.sidecar_restarts = {2: MAX_SIDECAR_RESTARTS}
+    ended = SidecarStates(exited={1: 1, 2: 1}, log_tails={1: "one", 2: "RuntimeError: two"}, ended_by={2: "Evicted"})
+    seen = await restart_ended_sidecars(backend, job, ended)  # type: ignore[arg-type]
+    assert (seen.exited, seen.running) == ({2: 1}, frozenset({1}))
+    assert (seen.log_tails[2], seen.ended_by) == ("RuntimeError: two", {2: "Evicted"})
+
+
 @pytest.mark.parametrize("backend", [Restarts(able=False), Restarts(fail=True)], ids=["cannot", "fails"])
 async def test_a_sidecar_the_backend_does_not_restart_stays_ended(backend: Restarts) -> None:
     job = tracked()

@@ -38,7 +38,6 @@ GRACE_S = 3.0
 STEPS = 100
 JOB = f"SMOKE_MIN_STEP_SECONDS=0.5 python /opt/learner/smoke/train.py --steps {STEPS} --checkpoint-every 10"
 """At least 50 s of training: the loss comes once its first checkpoint is stored."""
-"""At least 30 s: the drain asked once the first metrics are in etcd finds it running (as in test_k8s_moves)."""
 JOB_EXTRA = "learnerkit:\n  checkpoint_interval: 1\n"
 
 

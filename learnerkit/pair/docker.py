@@ -27,6 +27,8 @@ from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES
 PAIR_LABEL = "io.learnerkit.pair"
 JOB_LABEL = "io.learnerkit.job-id"
 ROLE_LABEL = "io.learnerkit.role"
+RESTARTS_LABEL = "io.learnerkit.restarts"
+"""On a sidecar made again (:func:`restart_sidecar`): how many times, so a restarted scheduler keeps counting."""
 LEARNER_RUN_AS = f"{LEARNER_UID}:0"
 SIDECAR_RUN_AS = f"{SIDECAR_UID}:0"
 DATA_DIR = DIR_DEFAULTS["DATA_DIR"]
@@ -69,6 +71,8 @@ class PairHandle:
     learner: str
     """Container IDs."""
     sidecar: str
+    sidecar_restarts: int = 0
+    """How many times the sidecar was made again (its :data:`RESTARTS_LABEL`)."""
     states: Mapping[str, str] = field(default_factory=dict)
     """Container ID -> the engine's state of it (``created``, ``running``, ``exited``...) when it was listed
     (:func:`pairs_of`); empty for a pair just started."""
@@ -262,7 +266,7 @@ def restart_sidecar(handle: PairHandle) -> str:
             "image": config["Image"],
             "name": old.name,
             "environment": config["Env"],
-            "labels": config["Labels"],
+            "labels": {**config["Labels"], RESTARTS_LABEL: str(handle.sidecar_restarts + 1)},
             "user": config["User"],
             "stop_signal": config.get("StopSignal") or "SIGTERM",
             "read_only": host["ReadonlyRootfs"],
@@ -352,17 +356,21 @@ def pairs_of(job_id: str) -> list[PairHandle]:
     """Every pair of a job that exists on the engine, with its containers' states: one listing, no inspect."""
     found: dict[str, dict[str, str]] = {}
     states: dict[str, dict[str, str]] = {}
+    restarts: dict[str, int] = {}
     for item in engine().api.containers(all=True, filters={"label": f"{JOB_LABEL}={job_id}"}):
         labels = item.get("Labels") or {}
         pair = labels.get(PAIR_LABEL, "")
         found.setdefault(pair, {})[labels.get(ROLE_LABEL, "")] = item["Id"]
         states.setdefault(pair, {})[item["Id"]] = str(item.get("State", ""))
+        if labels.get(ROLE_LABEL) == "sidecar" and labels.get(RESTARTS_LABEL, "").isdigit():
+            restarts[pair] = int(labels[RESTARTS_LABEL])
     return [
         PairHandle(
             name=pair,
             volume=f"{pair}-job",
             learner=roles.get("learner", ""),
             sidecar=roles.get("sidecar", ""),
+            sidecar_restarts=restarts.get(pair, 0),
             states=states[pair],
         )
         for pair, roles in sorted(found.items())

@@ -143,19 +143,22 @@ class DockerBackend:
         exited: dict[int, int] = {}
         running: set[int] = set()
         log_tails: dict[int, str] = {}
+        restarts: dict[int, int] = {}
         with _engine_errors(f"inspecting job {job_id}"):
             for handle in pairs_of(job_id):
                 if not handle.sidecar:
                     continue
                 code = exit_code(handle.sidecar, handle.states.get(handle.sidecar))
                 learner_id = int(handle.name.rsplit("-", 1)[1])
+                if handle.sidecar_restarts:
+                    restarts[learner_id] = handle.sidecar_restarts
                 if code is None:
                     running.add(learner_id)
                     continue
                 exited[learner_id] = code
                 if code != 0:
                     log_tails[learner_id] = log_tail(handle.sidecar)
-        return SidecarStates(exited, frozenset(running), log_tails=log_tails)
+        return SidecarStates(exited, frozenset(running), log_tails=log_tails, restarts=restarts)
 
     def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
         """How each learner container that has ended ended (the sidecar itself also notices it, from the learner's

@@ -26,6 +26,9 @@ class SidecarStates:
     """Learner id -> the end of an exited sidecar's log, where the backend keeps it (Docker: the container's last
     lines; Kubernetes: the termination message, which falls back to the log's end on an error): a sidecar that
     dies before it can report says why there (a traceback's last line)."""
+    restarts: dict[int, int] = field(default_factory=dict)
+    """Learner id -> how many times the backend made its sidecar again (kept with the container, so a restarted
+    scheduler goes on counting from there)."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """A sidecar that ends before its learner's final status is started again, a few times, on the pair's kept
 ``/job``: its progress there lets it go on (one killed while storing stores the outputs again, and its final
 status says which are complete). Past the restarts, or where the backend cannot restart it, the learner is lost
-(:mod:`learnerkit.scheduler.core.liveness`)."""
+(:mod:`learnerkit.scheduler.core.liveness`). The backend keeps the count with the sidecar (a container label on
+Docker), so a scheduler restarted in between goes on counting rather than starting over."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ async def restart_ended_sidecars(backend: Backend, tracked: Tracked, sidecars: S
         record = tracked.records.get(n)
         if record is not None and record.sequence >= state.first_sequence and record.phase.terminal:
             continue
-        count = tracked.sidecar_restarts.get(n, 0)
+        count = max(tracked.sidecar_restarts.get(n, 0), sidecars.restarts.get(n, 0))
         if count >= MAX_SIDECAR_RESTARTS:
             continue
         tracked.sidecar_restarts[n] = count + 1

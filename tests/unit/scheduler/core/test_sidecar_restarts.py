@@ -65,6 +65,14 @@ async def test_an_ended_sidecar_without_a_final_status_is_restarted_three_times_
     assert backend.asked == [("job-1", 1)] * MAX_SIDECAR_RESTARTS == [("job-1", 1)] * 3
 
 
+async def test_restarts_the_backend_counted_before_a_scheduler_restart_count_too() -> None:
+    job, backend = tracked(), Restarts()  # a fresh scheduler: nothing counted in memory
+    ended = SidecarStates(exited={1: 1, 2: 1}, restarts={1: MAX_SIDECAR_RESTARTS, 2: 1})
+    seen = await restart_ended_sidecars(backend, job, ended)  # type: ignore[arg-type]
+    assert backend.asked == [("job-1", 2)]
+    assert (seen.exited, seen.running, job.sidecar_restarts) == ({1: 1}, frozenset({2}), {2: 2})
+
+
 async def test_what_the_backend_said_of_a_sidecar_left_ended_is_kept_beside_a_restart() -> None:
     job, backend = tracked(), Restarts()
     job.sidecar_restarts = {2: MAX_SIDECAR_RESTARTS}

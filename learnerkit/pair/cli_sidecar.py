@@ -74,6 +74,13 @@ def build_command(
 @click.option("--memory", "memory_mb", type=int, default=None, help="learner memory limit in MiB")
 @click.option("--cpus", type=float, default=None, help="learner CPU limit")
 @click.option(
+    "--storage",
+    "storage_mb",
+    type=click.IntRange(min=1),
+    default=None,
+    help="the most /job may hold, in MiB, as a manifest's storage [default: unbounded]",
+)
+@click.option(
     "--gpus",
     type=click.IntRange(min=0),
     default=0,
@@ -105,6 +112,7 @@ def run_local_command(
     checkpoint_interval: float,
     memory_mb: int | None,
     cpus: float | None,
+    storage_mb: int | None,
     gpus: int,
     evaluation_metrics: Path | None,
     sidecar_image: str | None,
@@ -135,6 +143,7 @@ def run_local_command(
         checkpoint_interval_s=checkpoint_interval,
         memory_bytes=memory_mb * (1 << 20) if memory_mb else None,
         cpus=cpus,
+        storage_bytes=storage_mb * (1 << 20) if storage_mb else None,
         gpus=gpus,
         evaluation_metrics=_metrics_rules(evaluation_metrics),
         keep=keep,

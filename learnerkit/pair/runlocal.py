@@ -42,6 +42,8 @@ class LocalRun:
     checkpoint_interval_s: float = 300.0
     memory_bytes: int | None = None
     cpus: float | None = None
+    storage_bytes: int | None = None
+    """The most ``/job`` may hold (a sized volume, as for a manifest's ``storage``); None: unbounded."""
     gpus: int = 0
     """NVIDIA GPUs for the learner, handed over as the Docker backend does (a device request per pair)."""
     evaluation_metrics: Mapping[str, Any] | None = None
@@ -95,6 +97,7 @@ def pair_spec(run: LocalRun) -> PairSpec:
         cpus=run.cpus,
         gpus=run.gpus,
         halt_grace_s=run.halt_grace_s,
+        storage_bytes=run.storage_bytes,
     )
 
 

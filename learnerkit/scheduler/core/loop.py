@@ -22,7 +22,7 @@ from learnerkit.scheduler.admission.capacity import Node
 from learnerkit.scheduler.admission.nodechanges import changed, working_nodes
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
-from learnerkit.scheduler.backends.protocol import NodeHealth
+from learnerkit.scheduler.backends.protocol import NodeHealth, SidecarStates
 from learnerkit.scheduler.config.policy import SubmitPolicy, host_folder, store_folder
 from learnerkit.scheduler.core.draining import Draining
 from learnerkit.scheduler.core.endcheck import completions_to_confirm, confirmed_records
@@ -380,7 +380,9 @@ class ControlLoop:
                     if result.status is not tracked.state.status:
                         tracked.state = await shared.store.save(tracked.state.evolve(status=result.status))
                     return
-                if result.status is JobStatus.HALTED and await self._hand_over(tracked, records):
+                if result.status is JobStatus.HALTED and await self._hand_over(
+                    tracked, records, result.reason, sidecars
+                ):
                     return
             # Outside the lock: the API and the other jobs' steps go on while the engine removes it.
             await self.transitions.teardown(state.job_id)
@@ -398,14 +400,23 @@ class ControlLoop:
                 else:
                     await self.transitions.end(tracked, result.status, result.reason, release=True)
 
-    async def _hand_over(self, tracked: Tracked, records: Mapping[int, StatusRecord]) -> bool:
-        """Under the shared lock, a job halted for a preemption or a drain: its learners have ended, so its room is
-        free; it goes back to the queue at once, and its teardown runs beside the deploys this step's admission
-        starts (the preemptor's) rather than before them. False for a halt its user asked."""
+    async def _hand_over(
+        self, tracked: Tracked, records: Mapping[int, StatusRecord], halted: str, sidecars: SidecarStates
+    ) -> bool:
+        """Under the shared lock, a job halted for a preemption, a drain, or by a stop from outside (nobody asked
+        for its halt: a pod evicted or deleted, a container stopped): its learners have ended, so its room is free;
+        it goes back to the queue at once, to resume from its checkpoint, and its teardown runs beside the deploys
+        this step's admission starts (the preemptor's) rather than before them. False for a halt asked by its user
+        or by hand (``sidecar halt``, ``dev down``: the halt key)."""
         if self.preempting.preempted(tracked):
             await self.preempting.finish(tracked, records)
         elif self.draining.drained(tracked):
             await self.draining.finish(tracked, records)
+        elif not tracked.state.halted_by_user and not await self.shared.store.halt_requested(tracked.state.job_id):
+            said = "; ".join(sorted(set(sidecars.ended_by.values()))) or halted
+            why = f"stopped from outside the scheduler ({said}); resumes from its last checkpoint"
+            await self.transitions.requeue(tracked, why, restart=False, ended_by=AttemptEnd.INTERRUPTED)
+            LOGGER.warning("job %s: %s", tracked.state.job_id, why)
         else:
             return False
         self.transitions.owe_teardown(tracked.state.job_id)

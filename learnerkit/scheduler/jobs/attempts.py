@@ -28,6 +28,9 @@ class AttemptEnd(StrEnum):
     CANCELLED = "CANCELLED"
     RESTARTED = "RESTARTED"
     """Failed, and started again by the scheduler (the manifest's ``max_restarts``)."""
+    INTERRUPTED = "INTERRUPTED"
+    """Halted by a stop nobody asked the scheduler for (a pod evicted or deleted, a container stopped: the
+    sidecar's SIGTERM); the job waits to resume by itself from the checkpoint it stored."""
 
 
 @dataclass(frozen=True)

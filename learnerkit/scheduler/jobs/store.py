@@ -225,6 +225,11 @@ class JobStore:
         with _answering(f"halting job {job_id}"):
             await put_halt(self.etcd, job_id, self.root)
 
+    async def halt_requested(self, job_id: str) -> bool:
+        """Whether the job's halt key is set: by the scheduler, or by hand (``sidecar halt``, ``dev down``)."""
+        with _answering(f"reading job {job_id}'s halt"):
+            return await self.etcd.get(keys.halt_key(job_id, self.root)) is not None
+
     async def put_credentials(self, job_id: str, manifest_text: str, source: str) -> None:
         """Keep the submitted manifest with its credentials again: a COMPLETED job's evaluations run with them."""
         with _answering(f"keeping the credentials of job {job_id}"):

@@ -62,6 +62,8 @@ class MemoryStore(JobStore):
         super().__init__()
         self.records: dict[str, dict[int, StatusRecord]] = {}
         self.halts: list[str] = []
+        self.halt_keys: set[str] = set()
+        """Jobs whose halt key is set (asked by the scheduler, or by hand: ``sidecar halt``)."""
         self.releases: list[tuple[str, int]] = []
         """Held jobs' attempts released, in order."""
         self.attempts: dict[str, dict[int, bytes]] = {}
@@ -74,6 +76,8 @@ class MemoryStore(JobStore):
             self.open_at_end.append(state.job_id)
         if clear_learners:
             self.records.pop(state.job_id, None)
+        if clear_halt:
+            self.halt_keys.discard(state.job_id)
         return state
 
     async def trim(self, job_id: str) -> None:
@@ -84,6 +88,10 @@ class MemoryStore(JobStore):
 
     async def request_halt(self, job_id: str) -> None:
         self.halts.append(job_id)
+        self.halt_keys.add(job_id)
+
+    async def halt_requested(self, job_id: str) -> bool:
+        return job_id in self.halt_keys
 
     async def release(self, job_id: str, attempt: int) -> None:
         self.releases.append((job_id, attempt))
@@ -122,6 +130,8 @@ class GpuNodes:
         self.teardowns_wait_for_a_deploy: set[str] = set()
         """Jobs whose teardown ends only once another job was deployed (or after 10 s): an engine slow to remove."""
         self.a_deploy = threading.Event()
+        self.ended_by: dict[str, dict[int, str]] = {}
+        """What the backend says ended a job's learners (an eviction's reason), per job."""
 
     def nodes(self) -> list[Node]:
         return [Node(name, 16.0, 64 * GIB, 8, "nvidia-a100") for name in self.names]
@@ -139,7 +149,7 @@ class GpuNodes:
         return True
 
     def sidecars(self, job_id: str) -> SidecarStates:
-        return SidecarStates(running=frozenset({1}))
+        return SidecarStates(running=frozenset({1}), ended_by=dict(self.ended_by.get(job_id, {})))
 
     def learners_running(self, job_id: str) -> set[int]:
         return set()
@@ -263,6 +273,37 @@ async def test_the_preemptors_reason_names_the_jobs_halting_for_it(held: bool) -
     h.report(low, Phase.HALTED)
     await h.step()
     assert urgent.state.stage is Stage.DEPLOYED and "preempting" not in urgent.state.reason
+
+
+@pytest.mark.parametrize("evicted", [False, True])
+async def test_a_halt_nobody_asked_for_requeues_the_job_to_resume_from_its_checkpoint(evicted: bool) -> None:
+    """A pod evicted or deleted, a container stopped: the sidecar's SIGTERM halts the learner, which checkpoints."""
+    h = Harness()
+    job = h.submit("job-a", 0)
+    await h.running(job)
+    if evicted:
+        h.backend.ended_by["job-a"] = {1: "Evicted: The node was low on resource: memory."}
+    h.report(job, Phase.HALTED)
+    await h.step()  # requeued, and admitted again in the same step
+    assert (job.state.stage, job.state.attempt, job.state.resume_from_attempt) == (Stage.DEPLOYED, 2, 1), job.state
+    assert h.backend.deployed.count("job-a") == 2
+    first = (await load_attempts(h.store, "job-a"))[0]
+    said = "Evicted: The node was low on resource: memory." if evicted else "learner 1 halted"
+    assert first.ended_by is AttemptEnd.INTERRUPTED
+    assert first.reason.startswith(f"stopped from outside the scheduler ({said}"), first.reason
+    assert first.reason.endswith("; resumes from its last checkpoint"), first.reason
+
+
+async def test_a_halt_asked_by_hand_through_its_halt_key_ends_the_job_halted() -> None:
+    """`sidecar halt JOB` and `dev down` set the halt key without the scheduler: the job's end is theirs."""
+    h = Harness()
+    job = h.submit("job-a", 0)
+    await h.running(job)
+    h.store.halt_keys.add("job-a")
+    h.report(job, Phase.HALTED)
+    await h.step()
+    assert (job.state.status, job.state.stage) == (JobStatus.HALTED, Stage.DONE), job.state
+    assert (await load_attempts(h.store, "job-a"))[0].ended_by is AttemptEnd.HALTED
 
 
 async def test_the_preemptor_is_deployed_in_the_step_that_sees_the_victim_halted_its_teardown_beside() -> None:

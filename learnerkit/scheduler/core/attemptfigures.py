@@ -40,6 +40,7 @@ class AttemptFigures:
     def read_after(self, tracked: Tracked, ended: int, *, lost_measured: bool) -> None:
         """Under the shared lock, as the job is requeued after attempt ``ended``: read its figures beside the loop.
         ``lost_measured``: its end lost work its learner did not checkpoint (the recorded figure is a bound)."""
+        self._count(tracked, ended)
         if not self.shared.options.attempt_figures:
             return
         manifest = tracked.manifest
@@ -58,6 +59,13 @@ class AttemptFigures:
         task = asyncio.create_task(read(), name=f"figures of {tracked.state.job_id} attempt {ended}")
         self._reads.add(task)
         task.add_done_callback(self._reads.discard)
+
+    def _count(self, tracked: Tracked, ended: int) -> None:
+        """Attempt ``ended``'s lost seconds counted as recorded, where the scheduler queued the job again itself."""
+        attempt = next((a for a in tracked.attempts if a.number == ended), None)
+        if attempt is None or attempt.ended_by is None or not attempt.ended_by.requeued or attempt.work_lost_s is None:
+            return
+        self.shared.metrics.work_lost_seconds.labels(attempt.ended_by.value).inc(attempt.work_lost_s)
 
     def digest_of(self, job_id: str, attempt: int) -> str | None:
         """The checkpoint ``attempt`` restores, where read already (its record is written at its deploy)."""

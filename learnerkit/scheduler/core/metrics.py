@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
+from learnerkit.scheduler.jobs.attempts import AttemptEnd
 from learnerkit.scheduler.jobs.state import JobStatus
 
 PREFIX = "learnerkit_scheduler"
@@ -36,11 +37,16 @@ class SchedulerMetrics:
         self.preemptions = Counter(
             f"{PREFIX}_preemptions", "Running jobs halted for a job of higher priority.", registry=self.registry
         )
-        self.preemption_lost_seconds = Counter(
-            f"{PREFIX}_preemption_lost_seconds",
-            "Training seconds lost by preempted learners that ignored the halt (at most, per attempt).",
+        self.work_lost_seconds = Counter(
+            f"{PREFIX}_work_lost_seconds",
+            "Training seconds that attempts the scheduler queued again by itself did after the checkpoint the next "
+            "attempt restores, by how the attempt ended.",
+            ["ended_by"],
             registry=self.registry,
         )
+        for end in AttemptEnd:
+            if end.requeued:
+                self.work_lost_seconds.labels(end.value)
         self.scheduling_pass_seconds = Histogram(
             f"{PREFIX}_scheduling_pass_seconds",
             "One admission pass over the whole queue.",

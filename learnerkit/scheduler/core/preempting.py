@@ -88,8 +88,6 @@ class Preempting:
             )
         else:
             lost, why = 0.0, f"preempted by job {preemptor}"
-        if lost:
-            self.shared.metrics.preemption_lost_seconds.inc(lost)
         await self.transitions.requeue(
             tracked, why, restart=False, ended_by=AttemptEnd.PREEMPTED, work_lost_s=lost, status=JobStatus.PREEMPTED
         )

@@ -32,6 +32,17 @@ class AttemptEnd(StrEnum):
     """Halted by a stop nobody asked the scheduler for (a pod evicted or deleted, a container stopped: the
     sidecar's SIGTERM); the job waits to resume by itself from the checkpoint it stored."""
 
+    @property
+    def requeued(self) -> bool:
+        """Whether the scheduler queued the job again by itself at this end, to resume from the attempt's checkpoint:
+        what the attempt did after that checkpoint is done again (its ``work_lost_s``)."""
+        return self in REQUEUED_ENDS
+
+
+REQUEUED_ENDS = frozenset(
+    {AttemptEnd.PREEMPTED, AttemptEnd.DRAINED, AttemptEnd.NODE_LOST, AttemptEnd.INTERRUPTED, AttemptEnd.RESTARTED}
+)
+
 
 @dataclass(frozen=True)
 class Attempt:

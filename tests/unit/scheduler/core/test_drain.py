@@ -75,6 +75,7 @@ async def test_a_learner_that_ignores_the_drains_halt_loses_at_most_a_checkpoint
     await h.step()
     first = (await load_attempts(h.store, "job-1"))[0]
     assert first.ended_by is AttemptEnd.DRAINED and first.work_lost_s == 300.0
+    assert h.lost_seconds(AttemptEnd.DRAINED) == 300.0
     assert first.reason.startswith("node n1 drained: killed after the")
 
 

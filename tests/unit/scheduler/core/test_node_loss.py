@@ -40,6 +40,7 @@ async def test_a_node_not_ready_past_the_grace_has_its_job_resumed_elsewhere() -
     assert (job.state.nodes, job.state.resume_from_attempt, h.backend.deployed.count("job-1")) == (("n2",), 1, 2)
     first = (await load_attempts(h.store, "job-1"))[0]
     assert first.ended_by is AttemptEnd.NODE_LOST and first.work_lost_s == 30.0
+    assert (h.lost_seconds(AttemptEnd.NODE_LOST), h.lost_seconds(AttemptEnd.PREEMPTED)) == (30.0, 0.0)
     assert first.reason == "node n1 went NotReady (over the 60s grace); resumes from its last checkpoint"
 
 

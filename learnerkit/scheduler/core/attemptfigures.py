@@ -5,6 +5,10 @@ own end (it ignored the halt, its node was lost, it failed), the training second
 history rather than the bound (one ``checkpoint_interval``) its end was first recorded with. The next attempt gets
 the SHA-256 of the checkpoint it restores (``checkpoint_digest``). Read in a worker thread from the job's results
 store (:mod:`learnerkit.scheduler.outputs.lostwork`): a store that does not answer leaves the first figures.
+
+An attempt the scheduler requeued by itself has its lost seconds counted (``work_lost_seconds``, by how it ended)
+once they are settled: the measured figure, or the one its end recorded where the read fails or the history has
+no times; never both.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.jobs.attempts import Attempt
 from learnerkit.scheduler.jobs.layout import job_location
 from learnerkit.scheduler.jobs.s3clients import S3Clients
-from learnerkit.scheduler.outputs.lostwork import AttemptRecord, attempt_record
+from learnerkit.scheduler.outputs.lostwork import AttemptRecord, LostWork, attempt_record
 
 LOGGER = logging.getLogger(__name__)
 PutAttempt = Callable[[Tracked, Attempt], Awaitable[None]]
@@ -37,35 +41,30 @@ class AttemptFigures:
         """Per job, the attempt to deploy next and the checkpoint it restores (one per job, as the jobs are kept)."""
         self._reads: set[asyncio.Task[None]] = set()
 
-    def read_after(self, tracked: Tracked, ended: int, *, lost_measured: bool) -> None:
-        """Under the shared lock, as the job is requeued after attempt ``ended``: read its figures beside the loop.
-        ``lost_measured``: its end lost work its learner did not checkpoint (the recorded figure is a bound)."""
-        self._count(tracked, ended)
+    def read_after(self, tracked: Tracked, ended: int) -> None:
+        """Under the shared lock, as the job is requeued after attempt ``ended``: read its figures beside the loop;
+        without reads, its lost seconds are counted as its end recorded them."""
         if not self.shared.options.attempt_figures:
+            attempt = _numbered(tracked, ended)
+            if attempt is not None:
+                self._count(attempt)
             return
         manifest = tracked.manifest
         bucket, prefix = job_location(manifest, tracked.state.job_id)
         store = self.clients.of(endpoints_for(manifest, self.shared.options.platform))
 
         async def read() -> None:
+            found = None
             try:
                 found = await asyncio.to_thread(attempt_record, store, S3Location(bucket, prefix), ended)
             except (LearnerkitError, OSError) as e:
                 LOGGER.warning("job %s: attempt %d's figures not read: %s", tracked.state.job_id, ended, e)
-                return
             async with self.shared.lock:
-                await self._fill(tracked, ended, found, lost_measured=lost_measured)
+                await self._fill(tracked, ended, found)
 
         task = asyncio.create_task(read(), name=f"figures of {tracked.state.job_id} attempt {ended}")
         self._reads.add(task)
         task.add_done_callback(self._reads.discard)
-
-    def _count(self, tracked: Tracked, ended: int) -> None:
-        """Attempt ``ended``'s lost seconds counted as recorded, where the scheduler queued the job again itself."""
-        attempt = next((a for a in tracked.attempts if a.number == ended), None)
-        if attempt is None or attempt.ended_by is None or not attempt.ended_by.requeued or attempt.work_lost_s is None:
-            return
-        self.shared.metrics.work_lost_seconds.labels(attempt.ended_by.value).inc(attempt.work_lost_s)
 
     def digest_of(self, job_id: str, attempt: int) -> str | None:
         """The checkpoint ``attempt`` restores, where read already (its record is written at its deploy)."""
@@ -77,14 +76,37 @@ class AttemptFigures:
         while self._reads:
             await asyncio.gather(*self._reads, return_exceptions=True)
 
-    async def _fill(self, tracked: Tracked, ended: int, found: AttemptRecord, *, lost_measured: bool) -> None:
-        job_id = tracked.state.job_id
-        if found.checkpoint is not None:
-            self._digests[job_id] = (ended + 1, found.checkpoint.digest)
+    async def _fill(self, tracked: Tracked, ended: int, found: AttemptRecord | None) -> None:
+        """What was read (None: the read failed) into the ended attempt's record and the next one's."""
+        checkpoint = found.checkpoint if found is not None else None
+        if checkpoint is not None:
+            self._digests[tracked.state.job_id] = (ended + 1, checkpoint.digest)
         for attempt in list(tracked.attempts):
-            if attempt.number == ended and attempt.ended_by is not None and found.lost is not None:
-                seconds = found.lost.seconds if lost_measured and found.lost.seconds is not None else None
-                work_lost_s = round(seconds, 3) if seconds is not None else attempt.work_lost_s
-                await self.put(tracked, replace(attempt, steps_lost=found.lost.steps, work_lost_s=work_lost_s))
-            elif attempt.number == ended + 1 and found.checkpoint is not None and attempt.checkpoint_digest is None:
-                await self.put(tracked, replace(attempt, checkpoint_digest=found.checkpoint.digest))
+            if attempt.number == ended and attempt.ended_by is not None:
+                await self._settle(tracked, attempt, found.lost if found is not None else None)
+            elif attempt.number == ended + 1 and checkpoint is not None and attempt.checkpoint_digest is None:
+                await self.put(tracked, replace(attempt, checkpoint_digest=checkpoint.digest))
+
+    async def _settle(self, tracked: Tracked, attempt: Attempt, lost: LostWork | None) -> None:
+        """The ended attempt's steps lost and, where its end recorded a bound (or nothing), its seconds measured;
+        then its lost seconds counted."""
+        settled = attempt
+        if lost is not None:
+            seconds = attempt.work_lost_s
+            # 0.0 recorded: its learners checkpointed at its end. Otherwise the figure is a bound, or unknown.
+            requeued = attempt.ended_by is not None and attempt.ended_by.requeued
+            if requeued and seconds != 0.0 and lost.seconds is not None:
+                seconds = round(lost.seconds, 3)
+            settled = replace(attempt, steps_lost=lost.steps, work_lost_s=seconds)
+            await self.put(tracked, settled)
+        self._count(settled)
+
+    def _count(self, attempt: Attempt) -> None:
+        """The attempt's lost seconds counted, where the scheduler queued the job again itself."""
+        ended_by, seconds = attempt.ended_by, attempt.work_lost_s
+        if ended_by is not None and ended_by.requeued and seconds is not None:
+            self.shared.metrics.work_lost_seconds.labels(ended_by.value).inc(seconds)
+
+
+def _numbered(tracked: Tracked, number: int) -> Attempt | None:
+    return next((a for a in tracked.attempts if a.number == number), None)

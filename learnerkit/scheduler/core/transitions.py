@@ -81,8 +81,7 @@ class Transitions:
             shared.admission.release(job_id)
         if ended_by is not None:
             await self.close_attempt(tracked, ended_by, reason, work_lost_s=work_lost_s)
-        # 0.0: its learners checkpointed at its end; otherwise the figure is a bound, or unknown, until measured.
-        self.figures.read_after(tracked, tracked.state.attempt, lost_measured=ended_by is not None and work_lost_s != 0)
+        self.figures.read_after(tracked, tracked.state.attempt)
         tracked.new_attempt()
         tracked.state = await shared.store.save(
             tracked.state.evolve(

@@ -174,7 +174,9 @@ class GpuNodes:
 
 
 class Harness:
-    def __init__(self, rules: PreemptionRules | None = None, nodes: int = 1, *, held: bool = False) -> None:
+    def __init__(
+        self, rules: PreemptionRules | None = None, nodes: int = 1, *, held: bool = False, attempt_figures: bool = False
+    ) -> None:
         self.clock = FakeClock()
         self.store = MemoryStore()
         self.backend = GpuNodes(nodes, held=held)
@@ -183,6 +185,7 @@ class Harness:
             catalog=None,
             resolve_image=lambda _: "i",
             preemption=rules or PreemptionRules(min_run_s=MIN_RUN_S),
+            attempt_figures=attempt_figures,
         )
         self.scheduler = Scheduler(self.store, self.backend, options, clock=self.clock)
         self.scheduler.shared.marks = MemoryMarks()

@@ -8,7 +8,9 @@ store (:mod:`learnerkit.scheduler.outputs.lostwork`): a store that does not answ
 
 An attempt the scheduler requeued by itself has its lost seconds counted (``work_lost_seconds``, by how it ended)
 once they are settled: the measured figure, or the one its end recorded where the read fails or the history has
-no times; never both.
+no times; never both. Its record says ``figures_due`` from the requeue until they are settled, and loses it before
+the count: a scheduler killed meanwhile reads them again after its restart (:meth:`AttemptFigures.resume`), and no
+attempt is counted twice.
 """
 
 from __future__ import annotations
@@ -41,30 +43,27 @@ class AttemptFigures:
         """Per job, the attempt to deploy next and the checkpoint it restores (one per job, as the jobs are kept)."""
         self._reads: set[asyncio.Task[None]] = set()
 
-    def read_after(self, tracked: Tracked, ended: int) -> None:
-        """Under the shared lock, as the job is requeued after attempt ``ended``: read its figures beside the loop;
-        without reads, its lost seconds are counted as its end recorded them."""
+    async def read_after(self, tracked: Tracked, ended: int) -> None:
+        """Under the shared lock, as the job is requeued after attempt ``ended`` (closed with ``figures_due`` where
+        the requeue ended it): read its figures beside the loop; without reads, its lost seconds are counted as its
+        end recorded them."""
+        attempt = _numbered(tracked, ended)
         if not self.shared.options.attempt_figures:
-            attempt = _numbered(tracked, ended)
             if attempt is not None:
                 self._count(attempt)
             return
-        manifest = tracked.manifest
-        bucket, prefix = job_location(manifest, tracked.state.job_id)
-        store = self.clients.of(endpoints_for(manifest, self.shared.options.platform))
+        if attempt is not None and not attempt.figures_due:  # it ended before: its user's halt, a failure
+            await self.put(tracked, replace(attempt, figures_due=True))
+        self._read(tracked, ended)
 
-        async def read() -> None:
-            found = None
-            try:
-                found = await asyncio.to_thread(attempt_record, store, S3Location(bucket, prefix), ended)
-            except (LearnerkitError, OSError) as e:
-                LOGGER.warning("job %s: attempt %d's figures not read: %s", tracked.state.job_id, ended, e)
-            async with self.shared.lock:
-                await self._fill(tracked, ended, found)
-
-        task = asyncio.create_task(read(), name=f"figures of {tracked.state.job_id} attempt {ended}")
-        self._reads.add(task)
-        task.add_done_callback(self._reads.discard)
+    def resume(self) -> None:
+        """After a restart: read the figures still due (the scheduler stopped before it had them read)."""
+        if not self.shared.options.attempt_figures:
+            return
+        for tracked in self.shared.jobs.values():
+            for attempt in tracked.attempts:
+                if attempt.figures_due:
+                    self._read(tracked, attempt.number)
 
     def digest_of(self, job_id: str, attempt: int) -> str | None:
         """The checkpoint ``attempt`` restores, where read already (its record is written at its deploy)."""
@@ -76,29 +75,50 @@ class AttemptFigures:
         while self._reads:
             await asyncio.gather(*self._reads, return_exceptions=True)
 
+    def _read(self, tracked: Tracked, ended: int) -> None:
+        job_id, manifest = tracked.state.job_id, tracked.manifest
+        bucket, prefix = job_location(manifest, job_id)
+        store = self.clients.of(endpoints_for(manifest, self.shared.options.platform))
+
+        async def read() -> None:
+            found = None
+            try:
+                found = await asyncio.to_thread(attempt_record, store, S3Location(bucket, prefix), ended)
+            except (LearnerkitError, OSError) as e:
+                LOGGER.warning("job %s: attempt %d's figures not read: %s", job_id, ended, e)
+            async with self.shared.lock:
+                try:
+                    await self._fill(tracked, ended, found)
+                except LearnerkitError as e:
+                    LOGGER.warning("job %s: attempt %d's figures not saved (read at a restart): %s", job_id, ended, e)
+
+        task = asyncio.create_task(read(), name=f"figures of {job_id} attempt {ended}")
+        self._reads.add(task)
+        task.add_done_callback(self._reads.discard)
+
     async def _fill(self, tracked: Tracked, ended: int, found: AttemptRecord | None) -> None:
         """What was read (None: the read failed) into the ended attempt's record and the next one's."""
         checkpoint = found.checkpoint if found is not None else None
         if checkpoint is not None:
             self._digests[tracked.state.job_id] = (ended + 1, checkpoint.digest)
         for attempt in list(tracked.attempts):
-            if attempt.number == ended and attempt.ended_by is not None:
+            if attempt.number == ended and attempt.figures_due:
                 await self._settle(tracked, attempt, found.lost if found is not None else None)
             elif attempt.number == ended + 1 and checkpoint is not None and attempt.checkpoint_digest is None:
                 await self.put(tracked, replace(attempt, checkpoint_digest=checkpoint.digest))
 
     async def _settle(self, tracked: Tracked, attempt: Attempt, lost: LostWork | None) -> None:
         """The ended attempt's steps lost and, where its end recorded a bound (or nothing), its seconds measured;
-        then its lost seconds counted."""
-        settled = attempt
+        saved no longer due, then its lost seconds counted (a scheduler killed in between counts them nowhere)."""
+        settled = replace(attempt, figures_due=False)
         if lost is not None:
             seconds = attempt.work_lost_s
             # 0.0 recorded: its learners checkpointed at its end. Otherwise the figure is a bound, or unknown.
             requeued = attempt.ended_by is not None and attempt.ended_by.requeued
             if requeued and seconds != 0.0 and lost.seconds is not None:
                 seconds = round(lost.seconds, 3)
-            settled = replace(attempt, steps_lost=lost.steps, work_lost_s=seconds)
-            await self.put(tracked, settled)
+            settled = replace(settled, steps_lost=lost.steps, work_lost_s=seconds)
+        await self.put(tracked, settled)
         self._count(settled)
 
     def _count(self, attempt: Attempt) -> None:

@@ -92,6 +92,7 @@ class ControlLoop:
         shared.evaluations.instance = self.instance
         self.transitions.provenancing.instance = self.instance
         await restore(shared, self.instance)
+        self.transitions.figures.resume()
         if self.driver is not None:
             await self.driver.rebuild()
 

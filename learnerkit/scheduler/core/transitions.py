@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.core.attemptfigures import AttemptFigures
@@ -80,8 +81,9 @@ class Transitions:
         if job_id in {r.job.job_id for r in shared.admission.records()}:
             shared.admission.release(job_id)
         if ended_by is not None:
-            await self.close_attempt(tracked, ended_by, reason, work_lost_s=work_lost_s)
-        self.figures.read_after(tracked, tracked.state.attempt)
+            due = shared.options.attempt_figures
+            await self.close_attempt(tracked, ended_by, reason, work_lost_s=work_lost_s, figures_due=due)
+        await self.figures.read_after(tracked, tracked.state.attempt)
         tracked.new_attempt()
         tracked.state = await shared.store.save(
             tracked.state.evolve(
@@ -127,11 +129,12 @@ class Transitions:
         *,
         work_lost_s: float | None = None,
         steps_lost: int | None = None,
+        figures_due: bool = False,
     ) -> None:
         current = self.current_attempt(tracked)
         if current is not None:
             ended = current.ended(ended_by, reason, now_iso(), work_lost_s=work_lost_s, steps_lost=steps_lost)
-            await self._put_attempt(tracked, ended)
+            await self._put_attempt(tracked, replace(ended, figures_due=figures_due))
 
     async def _put_attempt(self, tracked: Tracked, attempt: Attempt) -> None:
         await save_attempt(self.shared.store, tracked.state.job_id, attempt)

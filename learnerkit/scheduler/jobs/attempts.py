@@ -61,6 +61,9 @@ class Attempt:
     work_lost_s: float | None = None
     """Training seconds lost at the end of this attempt; None where not known."""
     steps_lost: int | None = None
+    figures_due: bool = False
+    """The job was queued again after it, and its figures (steps and seconds lost, the next attempt's checkpoint)
+    are not read back yet, nor its lost seconds counted: a scheduler restarted meanwhile reads them."""
 
     @property
     def open(self) -> bool:
@@ -100,6 +103,7 @@ class Attempt:
             checkpoint_digest=raw.get("checkpoint_digest"),
             work_lost_s=raw.get("work_lost_s"),
             steps_lost=raw.get("steps_lost"),
+            figures_due=bool(raw.get("figures_due", False)),
         )
 
 

@@ -8,6 +8,8 @@ the reads are the real ones (:mod:`learnerkit.scheduler.outputs.lostwork`)."""
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -18,9 +20,14 @@ from controller_sidecar.errors import TransferError
 from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
 from controller_sidecar.status import ErrorCode, Phase
-from learnerkit.scheduler.jobs.attempts import AttemptEnd, load_attempts
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.scheduler.core.scheduler import Scheduler
+from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, load_attempts
 from learnerkit.scheduler.jobs.state import JobStatus
+from learnerkit.scheduler.jobs.store import StoredJob
 from tests.unit.scheduler.core.test_preemption import Harness
+from tests.unit.scheduler.core.test_restart_cordoned import NoSweeps, Reloading
+from tests.unit.scheduler.memorymarks import MemoryMarks
 
 pytestmark = pytest.mark.asyncio
 
@@ -33,10 +40,14 @@ class ResultsStore:
 
     objects: dict[str, bytes] = field(default_factory=dict)
     refusing: bool = False
+    gate: threading.Event | None = None
+    """Where set, every listing waits for it: a read that has not ended yet."""
 
     def list(self, location: S3Location) -> list[RemoteObject]:
         if self.refusing:
             raise TransferError(f"{location}: the store refused")
+        if self.gate is not None:
+            assert self.gate.wait(10), "the test never let the read go on"
         return [RemoteObject(k, len(v), "e") for k, v in sorted(self.objects.items()) if k.startswith(location.prefix)]
 
     def get_bytes(self, bucket: str, key: str) -> bytes:
@@ -63,7 +74,15 @@ class ResultsStore:
 
 
 async def preempted_ignoring_the_halt(results: ResultsStore) -> Harness:
-    """job-low, with a checkpoint every 30 s, preempted by job-urgent and killed at its halt grace's end."""
+    """job-low, with a checkpoint every 30 s, preempted by job-urgent and killed at its halt grace's end; its
+    figures read back."""
+    h = await preempted_unread(results)
+    await h.scheduler.transitions.figures.drain()
+    return h
+
+
+async def preempted_unread(results: ResultsStore) -> Harness:
+    """As :func:`preempted_ignoring_the_halt`, the read of its figures maybe still going on."""
     h = Harness(attempt_figures=True)
     h.scheduler.transitions.figures.clients = results  # type: ignore[assignment]
     low = h.submit("job-low", 0, f", checkpoint_interval: {INTERVAL_S:g}")
@@ -73,7 +92,6 @@ async def preempted_ignoring_the_halt(results: ResultsStore) -> Harness:
     h.report(low, Phase.HALTED, ErrorCode.HALT_TIMEOUT)
     await h.step()
     assert low.state.status is JobStatus.PREEMPTED
-    await h.scheduler.transitions.figures.drain()
     return h
 
 
@@ -112,4 +130,73 @@ async def test_a_halt_honoured_counts_nothing_lost_whatever_the_history_says() -
     await h.scheduler.transitions.figures.drain()
     first = (await load_attempts(h.store, "job-low"))[0]
     assert (first.steps_lost, first.work_lost_s) == (0, 0.0)
+    assert h.lost_seconds(AttemptEnd.PREEMPTED) == 0.0
+
+
+async def restarted(h: Harness, attempts: dict[str, dict[int, bytes]], results: ResultsStore) -> Scheduler:
+    """A scheduler started on what etcd holds (``attempts``, and job-low's status as ``h`` left it), its reads
+    made."""
+    store = Reloading()
+    store.attempts = {job: dict(records) for job, records in attempts.items()}
+    low = h.scheduler.shared.jobs["job-low"]
+    store.stored = [StoredJob(low.state, {}, low.manifest_text, low.source)]
+    again = Scheduler(store, h.backend, h.scheduler.shared.options, clock=h.clock)
+    again.shared.marks = MemoryMarks()
+    again.loop.driver._store = NoSweeps()
+    again.transitions.figures.clients = results  # type: ignore[assignment]
+    await again.loop.rebuild()
+    await again.transitions.figures.drain()
+    return again
+
+
+def counted(scheduler: Scheduler, end: AttemptEnd) -> float | None:
+    sample = "learnerkit_scheduler_work_lost_seconds_total"
+    return scheduler.shared.metrics.registry.get_sample_value(sample, {"ended_by": end.value})
+
+
+async def test_figures_a_killed_scheduler_had_not_read_are_read_after_its_restart_and_counted_once() -> None:
+    """Killed while its read waits on the store: etcd holds the attempt due, with its bound, counted nowhere. The
+    next scheduler reads and counts it; the one after that counts nothing more."""
+    gate = threading.Event()
+    results = ResultsStore(gate=gate)
+    results.learner_stored("job-low", 1, 1, 10, {10: 100.0, 11: 100.25})
+    h = await preempted_unread(results)
+    in_etcd = {job: dict(records) for job, records in h.store.attempts.items()}
+    first = Attempt.from_json(in_etcd["job-low"][1])
+    assert (first.figures_due, first.work_lost_s) == (True, INTERVAL_S)
+    assert h.lost_seconds(AttemptEnd.PREEMPTED) == 0.0, "not counted before its figures are settled"
+    for task in list(h.scheduler.transitions.figures._reads):
+        task.cancel()  # the scheduler is killed: its read never ends
+    gate.set()
+    await h.scheduler.transitions.figures.drain()
+    results.gate = None
+
+    second = await restarted(h, in_etcd, results)
+    first = (await load_attempts(second.shared.store, "job-low"))[0]
+    assert (first.figures_due, first.steps_lost, first.work_lost_s) == (False, 1, 0.25)
+    assert counted(second, AttemptEnd.PREEMPTED) == 0.25
+
+    assert isinstance(second.shared.store, Reloading)
+    third = await restarted(h, second.shared.store.attempts, results)
+    assert counted(third, AttemptEnd.PREEMPTED) == 0.0
+    assert (await load_attempts(third.shared.store, "job-low"))[0] == first
+
+
+async def test_figures_etcd_does_not_take_stay_due_and_uncounted(caplog: pytest.LogCaptureFixture) -> None:
+    """Read, but not saved: neither counted nor marked settled, so the next start reads them again."""
+    gate = threading.Event()
+    results = ResultsStore(gate=gate)
+    results.learner_stored("job-low", 1, 1, 10, {10: 100.0, 11: 100.25})
+    h = await preempted_unread(results)
+
+    async def refused(job_id: str, number: int, record: str) -> None:
+        raise LearnerkitError("etcd did not answer")
+
+    h.store.put_attempt = refused  # type: ignore[method-assign]
+    gate.set()
+    with caplog.at_level(logging.WARNING):
+        await h.scheduler.transitions.figures.drain()
+    assert "job job-low: attempt 1's figures not saved (read at a restart): etcd did not answer" in caplog.text
+    first = h.scheduler.shared.jobs["job-low"].attempts[0]
+    assert (first.figures_due, first.work_lost_s) == (True, INTERVAL_S)
     assert h.lost_seconds(AttemptEnd.PREEMPTED) == 0.0

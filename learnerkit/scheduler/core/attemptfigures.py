@@ -28,6 +28,7 @@ from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.jobs.attempts import Attempt
 from learnerkit.scheduler.jobs.layout import job_location
 from learnerkit.scheduler.jobs.s3clients import S3Clients
+from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.outputs.lostwork import AttemptRecord, LostWork, attempt_record
 
 LOGGER = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class AttemptFigures:
             if attempt is not None:
                 self._count(attempt)
             return
-        if attempt is not None and not attempt.figures_due:  # it ended before: its user's halt, a failure
+        if attempt is not None and not attempt.figures_due:  # it ended before: a job resumed, a trial promoted
             await self.put(tracked, replace(attempt, figures_due=True))
         self._read(tracked, ended)
 
@@ -77,13 +78,11 @@ class AttemptFigures:
 
     def _read(self, tracked: Tracked, ended: int) -> None:
         job_id, manifest = tracked.state.job_id, tracked.manifest
-        bucket, prefix = job_location(manifest, job_id)
-        store = self.clients.of(endpoints_for(manifest, self.shared.options.platform))
 
         async def read() -> None:
             found = None
             try:
-                found = await asyncio.to_thread(attempt_record, store, S3Location(bucket, prefix), ended)
+                found = await asyncio.to_thread(self._stored, manifest, job_id, ended)
             except (LearnerkitError, OSError) as e:
                 LOGGER.warning("job %s: attempt %d's figures not read: %s", job_id, ended, e)
             async with self.shared.lock:
@@ -95,6 +94,12 @@ class AttemptFigures:
         task = asyncio.create_task(read(), name=f"figures of {job_id} attempt {ended}")
         self._reads.add(task)
         task.add_done_callback(self._reads.discard)
+
+    def _stored(self, manifest: JobManifest, job_id: str, attempt: int) -> AttemptRecord:
+        """In a worker thread: what the attempt's learners stored in the job's results store."""
+        bucket, prefix = job_location(manifest, job_id)
+        store = self.clients.of(endpoints_for(manifest, self.shared.options.platform))
+        return attempt_record(store, S3Location(bucket, prefix), attempt, manifest.resources.learners)
 
     async def _fill(self, tracked: Tracked, ended: int, found: AttemptRecord | None) -> None:
         """What was read (None: the read failed) into the ended attempt's record and the next one's."""

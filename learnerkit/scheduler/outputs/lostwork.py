@@ -1,10 +1,13 @@
 """What an attempt stored that tells what its end lost: its newest checkpoint, and the steps done after it.
 
-The newest complete checkpoint of attempt ``k``'s learner (``attempt-<k>/learner-<n>/checkpoints/ckpt-<step>/``
-with its ``.complete`` marker) is the one attempt ``k+1`` restores; the SHA-256 of its marker names it, as the
-sidecar that restores it names it (:func:`controller_sidecar.checkpointsync.checkpoint_digest`). The steps the
-attempt's metric history holds past that checkpoint's step were done and are done again: their count, and the
-time between the checkpoint's step and the last one, are the work lost.
+The newest complete checkpoint of attempt ``k``'s learner ``n`` (``attempt-<k>/learner-<n>/checkpoints/ckpt-<step>/``
+with its ``.complete`` marker) is the one learner ``n`` of attempt ``k+1`` restores; the SHA-256 of its marker
+names it, as the sidecar that restores it names it (:func:`controller_sidecar.checkpointsync.checkpoint_digest`).
+The steps the learner's metric history holds past that checkpoint's step were done and are done again: their
+count, and the time between the checkpoint's step and the last one, are the work it lost.
+
+A job of several learners (a gang) lost what its learner that lost most lost: they train side by side, so the job
+is back where it was only once that one is. Its checkpoint is named by learner 1's, as its provenance names it.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ class LostWork:
 
 @dataclass(frozen=True)
 class AttemptRecord:
-    """What the attempt's first learner stored: the checkpoint the next attempt restores, and the work lost."""
+    """What the attempt's learners stored: the checkpoint the next attempt's first learner restores, and the work
+    lost."""
 
     checkpoint: StoredCheckpoint | None
     lost: LostWork | None
@@ -59,6 +63,18 @@ def lost_after(records: Iterable[Mapping[str, Any]], checkpoint_step: int) -> Lo
     return LostWork(max(0, last_step - checkpoint_step), seconds)
 
 
+def most_lost(losses: Iterable[LostWork | None]) -> LostWork | None:
+    """A gang's work lost from its learners': the most steps any lost, and the most seconds where every learner
+    that lost steps has its seconds (otherwise the learners' times do not tell it: None). Learners whose history
+    has no step (a gang whose first learner alone reports metrics) say nothing; None where none has one."""
+    known = [lost for lost in losses if lost is not None]
+    if not known:
+        return None
+    timed = [lost.seconds for lost in known if lost.seconds is not None]
+    untimed = any(lost.seconds is None and lost.steps > 0 for lost in known)
+    return LostWork(max(lost.steps for lost in known), max(timed) if timed and not untimed else None)
+
+
 def newest_checkpoint(store: S3Store, checkpoints: S3Location) -> StoredCheckpoint | None:
     """The newest checkpoint under ``checkpoints`` (a learner's ``.../checkpoints/``) whose marker is stored."""
     listed = retry_sync(lambda: store.list(checkpoints), HOST_CALLS, what=f"list {checkpoints}")
@@ -73,8 +89,14 @@ def newest_checkpoint(store: S3Store, checkpoints: S3Location) -> StoredCheckpoi
     return StoredCheckpoint(step, checkpoint_digest(store, checkpoints, step, backoff=HOST_CALLS))
 
 
-def attempt_record(store: S3Store, job: S3Location, attempt: int, learner_id: int = 1) -> AttemptRecord:
-    """Read what attempt ``attempt``'s learner stored under the job's prefix ``job``."""
+def attempt_record(store: S3Store, job: S3Location, attempt: int, learners: int) -> AttemptRecord:
+    """Read what attempt ``attempt``'s learners (1 to ``learners``) stored under the job's prefix ``job``."""
+    each = [learner_record(store, job, attempt, learner_id) for learner_id in range(1, learners + 1)]
+    return AttemptRecord(each[0].checkpoint, most_lost(record.lost for record in each))
+
+
+def learner_record(store: S3Store, job: S3Location, attempt: int, learner_id: int) -> AttemptRecord:
+    """Read what attempt ``attempt``'s learner ``learner_id`` stored under the job's prefix ``job``."""
     checkpoints = S3Location(job.bucket, job.key(f"attempt-{attempt}/learner-{learner_id}/checkpoints/"))
     checkpoint = newest_checkpoint(store, checkpoints)
     history = metrics_history(store, job, attempt, learner_id, first=attempt)

@@ -42,11 +42,11 @@ def test_the_newest_stored_checkpoint_and_the_steps_after_it(s3_server: Any, sch
         )
     )
 
-    found = attempt_record(store, job, 2)
+    found = attempt_record(store, job, 2, 1)
     assert found.checkpoint is not None
     assert (found.checkpoint.step, found.checkpoint.digest) == (20, hashlib.sha256(marker).hexdigest())
     assert found.lost is not None and found.lost.steps == 14, "steps 21..34, only attempt 2's history"
     assert found.lost.seconds == pytest.approx(1.4)
 
-    nothing = attempt_record(store, job, 3)
+    nothing = attempt_record(store, job, 3, 1)
     assert (nothing.checkpoint, nothing.lost) == (None, None)

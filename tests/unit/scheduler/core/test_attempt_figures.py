@@ -7,6 +7,7 @@ the reads are the real ones (:mod:`learnerkit.scheduler.outputs.lostwork`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -21,11 +22,14 @@ from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
 from controller_sidecar.status import ErrorCode, Phase
 from learnerkit.common.errors import LearnerkitError
+from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.core.scheduler import Scheduler
+from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, load_attempts
-from learnerkit.scheduler.jobs.state import JobStatus
+from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import StoredJob
-from tests.unit.scheduler.core.test_preemption import Harness
+from learnerkit.scheduler.manifest.parser import parse_manifest
+from tests.unit.scheduler.core.test_preemption import TENANT, Harness, manifest
 from tests.unit.scheduler.core.test_restart_cordoned import NoSweeps, Reloading
 from tests.unit.scheduler.memorymarks import MemoryMarks
 
@@ -200,3 +204,25 @@ async def test_figures_etcd_does_not_take_stay_due_and_uncounted(caplog: pytest.
     first = h.scheduler.shared.jobs["job-low"].attempts[0]
     assert (first.figures_due, first.work_lost_s) == (True, INTERVAL_S)
     assert h.lost_seconds(AttemptEnd.PREEMPTED) == 0.0
+
+
+async def test_a_gangs_attempt_lost_the_steps_of_its_learner_that_lost_most() -> None:
+    """Each learner restores its own newest checkpoint: learner 2's is older, so it does more steps again. The next
+    attempt's checkpoint is named by learner 1's."""
+    results = ResultsStore()
+    results.learner_stored("job-gang", 1, 1, 10, {10: 100.0, 11: 100.2})
+    results.learner_stored("job-gang", 1, 2, 8, {8: 100.0, 11: 100.6})
+    h = Harness(nodes=2, attempt_figures=True)
+    h.scheduler.transitions.figures.clients = results  # type: ignore[assignment]
+    text = manifest(0).replace("learners: 1", "learners: 2")
+    state = JobState("job-gang", TENANT, "j", h.clock.wall(), status=JobStatus.HALTED, stage=Stage.DONE)
+    gang = Tracked(state, parse_manifest(text), text, "m.yml")
+    gang.attempts = [Attempt(1, ("n1", "n2"), "t", "t", AttemptEnd.HALTED, "halt requested")]
+    h.scheduler.shared.jobs["job-gang"] = gang
+
+    await h.scheduler.resume(TENANT, "job-gang")
+    await h.scheduler.transitions.figures.drain()
+    first = (await load_attempts(h.store, "job-gang"))[0]
+    assert (first.steps_lost, first.figures_due) == (3, False), "learner 2's 3 steps, not learner 1's 1"
+    assert first.work_lost_s is None, "its user's halt: no seconds measured"
+    assert h.scheduler.transitions.figures.digest_of("job-gang", 2) == hashlib.sha256(b"1:10").hexdigest()

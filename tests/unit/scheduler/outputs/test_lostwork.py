@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from learnerkit.scheduler.outputs.lostwork import LostWork, lost_after
+from learnerkit.scheduler.outputs.lostwork import LostWork, lost_after, most_lost
 
 
 def history(*steps: tuple[int, float | None]) -> list[dict[str, object]]:
@@ -31,3 +31,16 @@ def test_records_without_steps_or_times_tell_what_they_can() -> None:
     assert lost_after([{"values": {"loss": 1.0}}], 10) is None
     assert lost_after(history((10, None), (14, None)), 10) == LostWork(4, None)
     assert lost_after(history((12, 3.0)), 20) == LostWork(0, 0.0), "a checkpoint past the history"
+
+
+def test_a_gang_lost_the_most_steps_and_seconds_any_of_its_learners_lost() -> None:
+    """Side by side: the job is back where it was once the learner that lost most is."""
+    assert most_lost([LostWork(3, 0.4), LostWork(5, 0.3), None]) == LostWork(5, 0.4), "a learner without metrics"
+    assert most_lost([LostWork(3, 0.4)]) == LostWork(3, 0.4)
+    assert most_lost([None, None]) is None
+
+
+def test_a_gangs_seconds_are_unknown_when_a_learner_that_lost_steps_has_no_times() -> None:
+    """The most of the others' might be less than it lost: the bound its end recorded stands."""
+    assert most_lost([LostWork(3, 0.4), LostWork(5, None)]) == LostWork(5, None)
+    assert most_lost([LostWork(3, 0.4), LostWork(0, None)]) == LostWork(3, 0.4), "it lost nothing"

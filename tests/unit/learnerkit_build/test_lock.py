@@ -16,6 +16,7 @@ from learnerkit_build.lock.compute import (
     image_lock,
     image_lock_path,
     image_target,
+    shared_distributions,
 )
 from learnerkit_build.lock.model import (
     LockedDeb,
@@ -148,6 +149,31 @@ def test_only_images_that_install_through_the_locked_steps_are_lockable() -> Non
     )
     with pytest.raises(LockError, match=r"caffe:1\.0-cpu: not lockable"):
         image_target(matrix.select(["caffe:1.0-cpu"])[0], "example/base:1")
+
+
+def test_a_locked_evaluator_installs_its_shared_layer_from_the_lock_and_checks_the_venv_after_the_rest() -> None:
+    """torch and numpy from .locked/shared, unchecked; then the rest from .locked, and the whole venv checked.
+    Every step up to the shared layer is the same text in both evaluator images, and mounts only files that are
+    the same in both (the .debs, the dpkg list, the shared wheels): BuildKit builds it once for the two."""
+    images = load_matrix(REPO).select(["robustness:1.20-cpu", "fairness:0.6-cpu"])
+    texts = [render_image(REPO, image, BuildInputs()) for image in images]
+    for text in texts:
+        learner = text[text.rindex("\nFROM ") :]
+        shared_step = learner.index("RUN --mount=type=bind,source=.locked/shared,target=/run/locked")
+        main_step = learner.index("RUN --mount=type=bind,source=.locked,target=/run/locked")
+        assert learner.index("--mount=type=bind,source=.locked/debs,target=/run/locked/debs") < shared_step < main_step
+        shared = learner[shared_step:main_step]
+        for flag in ("--no-index", "--find-links /run/locked/wheels", "--require-hashes", "--no-deps"):
+            assert flag in shared
+        assert "diff -" not in shared and "pip check" not in shared
+        assert "diff - /run/locked/python.txt" in learner[main_step:] and "pip check" in learner[main_step:]
+        assert "/bin/pip install" not in learner and "apt-get update" not in learner
+    prefixes = [text[text.index("\nFROM ") : text.index("\n", text.index("source=.locked/shared"))] for text in texts]
+    assert prefixes[0] == prefixes[1]
+    locks = [read_lock(image_lock_path(image)) for image in images]
+    shared = [lock.wheels_split(shared_distributions(image))[0] for lock, image in zip(locks, images, strict=True)]
+    assert [wheel.name for wheel in shared[0]] == ["numpy", "torch"] and shared[0] == shared[1]
+    assert locks[0].debian == locks[1].debian
 
 
 def test_the_shared_wheels_and_their_requirements_go_to_their_own_folder(home: Path, tmp_path: Path) -> None:

@@ -166,6 +166,28 @@ def test_members_in_any_order_and_a_linked_layer_give_one_image(how: dict[str, A
         assert sum(name.endswith("layer.tar") for name in out.getnames()) == 2
 
 
+def test_an_oci_style_save_reads_the_same() -> None:
+    """Newer engines save blobs by digest (the config, the layers, an OCI manifest) and list the same layer blob
+    twice for a layer held twice: the same image as the Docker 20.10 save of the same content."""
+    first = layer_tar(1, "r", "1")
+    layers = [first, layer_tar(1, "r", "1", files=("opt/app/main.py",)), first]
+    raw = json.dumps(image_config("x", 3)).encode()
+    blobs = {f"blobs/sha256/{hashlib.sha256(data).hexdigest()}": data for data in (raw, *layers)}
+    blobs["blobs/sha256/" + "0" * 64] = (
+        b'{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json"}'
+    )
+    names = [f"blobs/sha256/{hashlib.sha256(layer).hexdigest()}" for layer in layers]
+    listing = [{"Config": f"blobs/sha256/{hashlib.sha256(raw).hexdigest()}", "RepoTags": None, "Layers": names}]
+    members = {**blobs, "index.json": b"{}", "manifest.json": json.dumps(listing).encode(), "oci-layout": b"{}"}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as out:
+        for name in sorted(members):
+            info = tarfile.TarInfo(name)
+            info.size = len(members[name])
+            out.addfile(info, io.BytesIO(members[name]))
+    assert rewrite(buffer.getvalue())[0] == rewrite(three_layers(1, "r", "x"))[0]
+
+
 def test_the_rewrite_streams_one_clamped_layer_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """The first layer goes out before the rest of the save is read, and one temporary file is open at a time."""
     big = [layer_tar(1, "r", "1", files=(name,), padding=1 << 20) for name in ("a", "b", "c")]

@@ -3,6 +3,7 @@ streams (one clamped layer on disk at a time) and gives the image ID the whole-a
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -259,6 +260,18 @@ def test_a_save_without_what_it_must_hold_is_refused_naming_the_member(edit, mes
             out.addfile(info, io.BytesIO(data))
     with pytest.raises(ReproducibleError, match=message):
         rewrite(buffer.getvalue())
+
+
+def test_a_full_disk_is_a_reproducible_error_naming_the_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not an OSError: raised while the HTTP client sends `docker load` its body, that would read as a broken
+    connection to the engine."""
+
+    def full() -> IO[bytes]:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(reproducible.tempfile, "TemporaryFile", full)
+    with pytest.raises(ReproducibleError, match=r"of test-image: \[Errno 28\] No space left on device"):
+        rewrite(one_layer(1, "r", "x"))
 
 
 def test_the_writer_writes_what_tarfile_writes() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from learnerkit_build.lock.cache import missing
+from learnerkit_build.lock.cache import LOCKED_SHARED_DIR, missing
 from learnerkit_build.lock.debian import download_debs, resolve_debs
 from learnerkit_build.lock.model import Lock, LockError, make_lock, normalise_name, read_lock, write_lock
 from learnerkit_build.lock.python import download_wheels, resolve_wheels
@@ -65,6 +65,11 @@ def image_target(image: ImageSpec, base_ref: str) -> LockTarget:
         raise LockError(
             f"{image.name}: not lockable: its template installs outside the locked steps ({'; '.join(unlocked)}), "
             "so what it builds would not follow from a lock"
+        )
+    if pip.shared and f"source={LOCKED_SHARED_DIR}," not in locked:
+        raise LockError(
+            f"{image.name}: framework.yaml's pip.shared is set but its template never installs it with "
+            "pip_install_shared (learner_base/macros.j2): a locked build would miss those wheels"
         )
     return LockTarget(
         name=image.name,

@@ -32,6 +32,7 @@ from learnerkit_build.locking import lockable
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import render_sidecar
+from tests.unit.conftest import VALID_YAML, MakeProject
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -149,6 +150,17 @@ def test_only_images_that_install_through_the_locked_steps_are_lockable() -> Non
     )
     with pytest.raises(LockError, match=r"caffe:1\.0-cpu: not lockable"):
         image_target(matrix.select(["caffe:1.0-cpu"])[0], "example/base:1")
+
+
+def test_a_shared_requirement_its_template_never_installs_is_refused(make_project: MakeProject) -> None:
+    yaml_text = VALID_YAML.replace(
+        '          packages: ["six==1.17.0"]\n',
+        '          packages: ["six==1.17.0"]\n          shared: ["six==1.17.0"]\n',
+        1,
+    )
+    image = load_matrix(make_project(yaml_text)).select(["toy:1.0-cpu"])[0]
+    with pytest.raises(LockError, match=r"toy:1\.0-cpu: framework.yaml's pip.shared is set but its template never"):
+        image_target(image, "example/base:1")
 
 
 def test_a_locked_evaluator_installs_its_shared_layer_from_the_lock_and_checks_the_venv_after_the_rest() -> None:

@@ -28,7 +28,7 @@ from learnerkit_build.buildkit import BuildRequest, run_build
 from learnerkit_build.context import ContextFile, assemble_context, context_files
 from learnerkit_build.images import base_ref_for, build_secrets
 from learnerkit_build.lock.cache import locked_context_files
-from learnerkit_build.lock.compute import SIDECAR_LOCK, fill_cache, image_lock_path
+from learnerkit_build.lock.compute import SIDECAR_LOCK, fill_cache, image_lock_path, shared_distributions
 from learnerkit_build.lock.model import read_lock
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.pipconfig import BuildOptions, pip_config, resolve_build_inputs
@@ -113,7 +113,8 @@ def main() -> None:
     fill_cache(image_lock, base_ref_for(image), inputs)
 
     def learner(locked: bool) -> tuple[str, list[ContextFile]]:
-        files = context_files(REPO, image, inputs) + (locked_context_files(image_lock) if locked else [])
+        locked_files = locked_context_files(image_lock, shared_distributions(image)) if locked else []
+        files = context_files(REPO, image, inputs) + locked_files
         dockerfile = render_dockerfile(REPO, image, base_ref_for(image), inputs, locked=locked)
         return dockerfile, sorted(files, key=lambda f: f.target)
 

@@ -18,7 +18,7 @@ from learnerkit_build.buildkit import BuildRequest, LogSink, run_build
 from learnerkit_build.context import ContextFile, assemble_context, context_files, inputs_hash
 from learnerkit_build.errors import BuildError, SpecError
 from learnerkit_build.lock.cache import locked_context_files
-from learnerkit_build.lock.compute import fill_cache, image_lock
+from learnerkit_build.lock.compute import fill_cache, image_lock, shared_distributions
 from learnerkit_build.render import SOURCE_DATE_EPOCH, BuildInputs, render_dockerfile
 from learnerkit_build.reproducible import epoch_time, normalise_image
 from learnerkit_build.sizebudget import check_size
@@ -87,7 +87,7 @@ def build_image(
     lock = image_lock(image)
     if lock is not None:
         fill_cache(lock, base_ref_for(image), inputs)
-        files = sorted([*files, *locked_context_files(lock)], key=lambda f: f.target)
+        files = sorted([*files, *locked_context_files(lock, shared_distributions(image))], key=lambda f: f.target)
     plan = BuildPlan(
         name=image.name,
         repository=image.repository(),

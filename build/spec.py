@@ -47,6 +47,9 @@ class PipSpec(_Spec):
     index_url: str | None = None
     """Replaces the build's index for this variant (e.g. a CUDA wheel index)."""
     extra_index_urls: list[str] = []
+    shared: list[str] = []
+    """Requirements of `packages` installed first, in a layer of their own (`pip_install_shared`): images that
+    list the same ones share that layer, built once for them (the evaluator images' torch and numpy)."""
 
     @field_validator("packages")
     @classmethod
@@ -66,6 +69,13 @@ class PipSpec(_Spec):
                     "such as +cpu), so that the image's content follows from this file"
                 )
         return packages
+
+    @model_validator(mode="after")
+    def _shared_are_packages(self) -> PipSpec:
+        stray = [req for req in self.shared if req not in self.packages]
+        if stray:
+            raise ValueError(f"shared requirements must be listed in packages too, exactly: {', '.join(stray)}")
+        return self
 
 
 class CudaSpec(_Spec):

@@ -10,16 +10,18 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 from learnerkit_build.context import ContextFile, file_sha256
-from learnerkit_build.lock.model import Lock, LockError
+from learnerkit_build.lock.model import Lock, LockError, pip_requirements
 from learnerkit_build.state import state_home
 
 LOCKED_DIR = ".locked"
 """Where a build context holds the locked files; the locked install steps bind-mount it."""
 LOCKED_DEBS_DIR = f"{LOCKED_DIR}/debs"
 LOCKED_WHEELS_DIR = f"{LOCKED_DIR}/wheels"
+LOCKED_SHARED_DIR = f"{LOCKED_DIR}/shared"
 
 
 def cache_root() -> Path:
@@ -58,22 +60,30 @@ def missing(lock: Lock) -> list[str]:
     return [name for name, sha in lock.files() if not cached_path(sha).is_file()]
 
 
-def locked_context_files(lock: Lock) -> list[ContextFile]:
+def locked_context_files(lock: Lock, shared: Collection[str] = ()) -> list[ContextFile]:
     """The lock's image debs and wheels, from the cache, under their own names in `.locked/`; each file is
-    hashed again (a build hashes its context anyway: context.file_sha256 caches it per run)."""
+    hashed again (a build hashes its context anyway: context.file_sha256 caches it per run).
+
+    `shared`: the distributions (normalised names) of the image's pip_install_shared layer: their wheels and a
+    requirements file of their own go to `.locked/shared/`, the same bytes in every image that shares the layer;
+    the rest's to `.locked/wheels/` and `.locked/requirements.txt`. `python.txt` lists them all."""
     absent = missing(lock)
     if absent:
         raise LockError(f"{lock.image}: the lock cache lacks {', '.join(absent)} (a build fetches what its lock names)")
     for name, sha in lock.files():
         if file_sha256(cached_path(sha)) != sha:
             raise LockError(f"{lock.image}: the lock cache's {name} ({cached_path(sha)}) is not the locked {sha}")
+    first, rest = lock.wheels_split(shared)
     files = [ContextFile(cached_path(d.sha256), f"{LOCKED_DEBS_DIR}/{d.filename}") for d in lock.installed_debs()]
-    files += [ContextFile(cached_path(w.sha256), f"{LOCKED_WHEELS_DIR}/{w.filename}") for w in lock.python]
+    files += [ContextFile(cached_path(w.sha256), f"{LOCKED_WHEELS_DIR}/{w.filename}") for w in rest]
+    files += [ContextFile(cached_path(w.sha256), f"{LOCKED_SHARED_DIR}/wheels/{w.filename}") for w in first]
     files += [
         ContextFile(stored_text(lock.dpkg_list()), f"{LOCKED_DIR}/dpkg.txt"),
         ContextFile(stored_text(lock.python_list()), f"{LOCKED_DIR}/python.txt"),
-        ContextFile(stored_text(lock.pip_requirements()), f"{LOCKED_DIR}/requirements.txt"),
+        ContextFile(stored_text(pip_requirements(rest)), f"{LOCKED_DIR}/requirements.txt"),
     ]
+    if first:
+        files.append(ContextFile(stored_text(pip_requirements(first)), f"{LOCKED_SHARED_DIR}/requirements.txt"))
     return files
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from learnerkit_build.lock.cache import missing
+from learnerkit_build.lock.cache import LOCKED_SHARED_DIR, missing
 from learnerkit_build.lock.debian import download_debs, resolve_debs
 from learnerkit_build.lock.model import Lock, LockError, make_lock, normalise_name, read_lock, write_lock
 from learnerkit_build.lock.python import download_wheels, resolve_wheels
@@ -45,6 +45,14 @@ def base_lock_path(root: Path, base_name: str) -> Path:
     return root / BASE_LOCK_DIR / f"{base_name}.json"
 
 
+UNLOCKED_INSTALLS = {
+    "apt-get update": "apt-get from the mirrors",
+    "pip download": "pip download from the indexes",
+    "/bin/pip install": "pip from the indexes",
+}
+"""What a rendered locked Dockerfile says where it still installs outside the locked steps (learner_base/macros.j2)."""
+
+
 def image_target(image: ImageSpec, base_ref: str) -> LockTarget:
     if not image.local_base:
         raise LockError(f"{image.name}: only images on a local base can be locked (its base is {image.variant.base})")
@@ -52,11 +60,16 @@ def image_target(image: ImageSpec, base_ref: str) -> LockTarget:
     if pip is None or not pip.packages:
         raise LockError(f"{image.name}: installs outside variant.pip (a framework_install of its own): not lockable")
     locked = render_dockerfile(image.folder.parents[1], image, base_ref or "lock/base", BuildInputs(), locked=True)
-    learner = locked[locked.rindex("\nFROM ") :]
-    if "apt-get update" in learner or "/bin/pip install" in learner:
+    unlocked = unlocked_installs(locked)
+    if unlocked:
         raise LockError(
-            f"{image.name}: its template installs with apt-get or pip of its own in the learner stage, outside "
-            "the locked steps: not lockable"
+            f"{image.name}: not lockable: its template installs outside the locked steps ({'; '.join(unlocked)}), "
+            "so what it builds would not follow from a lock"
+        )
+    if pip.shared and f"source={LOCKED_SHARED_DIR}," not in locked:
+        raise LockError(
+            f"{image.name}: framework.yaml's pip.shared is set but its template never installs it with "
+            "pip_install_shared (learner_base/macros.j2): a locked build would miss those wheels"
         )
     return LockTarget(
         name=image.name,
@@ -65,6 +78,29 @@ def image_target(image: ImageSpec, base_ref: str) -> LockTarget:
         python=image.python,
         apt=tuple(image.variant.apt),
         pip=tuple(pip.packages),
+    )
+
+
+def unlocked_installs(dockerfile: str) -> list[str]:
+    """`stage <name>: <what>, ...` for each stage of a rendered Dockerfile that installs from mirrors or indexes:
+    a builder stage's output reaches the image too. The last stage is `learner`."""
+    found = []
+    stages = dockerfile.split("\nFROM ")[1:]
+    for number, stage in enumerate(stages):
+        header = stage.split("\n", 1)[0].split()
+        name = "learner" if number == len(stages) - 1 else header[-1] if "AS" in header else str(number)
+        unlocked = [what for marker, what in UNLOCKED_INSTALLS.items() if marker in stage]
+        if unlocked:
+            found.append(f"stage {name}: {', '.join(unlocked)}")
+    return found
+
+
+def shared_distributions(image: ImageSpec) -> frozenset[str]:
+    """The distributions (normalised names) of the image's pip_install_shared layer: framework.yaml's `pip.shared`."""
+    return (
+        frozenset(normalise_name(Requirement(text).name) for text in image.variant.pip.shared)
+        if image.variant.pip
+        else frozenset()
     )
 
 

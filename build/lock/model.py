@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -64,13 +65,21 @@ class Lock:
         """`package=version` per line, sorted: what `dpkg-query` must print in the built image."""
         return "".join(sorted(f"{deb.package}={deb.version}\n" for deb in self.debian))
 
-    def pip_requirements(self) -> str:
-        """A `--require-hashes` requirements file of every locked wheel."""
-        return "".join(f"{w.name}=={w.version} --hash=sha256:{w.sha256}\n" for w in self.python)
+    def wheels_split(self, names: Collection[str]) -> tuple[tuple[LockedWheel, ...], tuple[LockedWheel, ...]]:
+        """The locked wheels of the distributions `names` (normalised), and the others."""
+        return (
+            tuple(w for w in self.python if w.name in names),
+            tuple(w for w in self.python if w.name not in names),
+        )
 
     def python_list(self) -> str:
         """`name==version` per line, sorted: the distributions the built venv must hold, no more."""
         return "".join(sorted(f"{w.name}=={w.version}\n" for w in self.python))
+
+
+def pip_requirements(wheels: Iterable[LockedWheel]) -> str:
+    """A `--require-hashes` requirements file of `wheels`."""
+    return "".join(f"{w.name}=={w.version} --hash=sha256:{w.sha256}\n" for w in wheels)
 
 
 def normalise_name(name: str) -> str:

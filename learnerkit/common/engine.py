@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import posixpath
 import tarfile
+from collections.abc import Generator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import docker
 import docker.errors
 import docker.types
+import requests
 
 from learnerkit.common.errors import LearnerkitError
 
@@ -90,6 +92,21 @@ def save_image(reference: str, dest: Path) -> None:
         raise EngineError(f"no image {reference} on this engine") from e
     except docker.errors.APIError as e:
         raise EngineError(f"saving image {reference}: {e.explanation}") from e
+
+
+def saved_image(reference: str) -> Generator[bytes, None, None]:
+    """`docker save` of one image as the engine sends it, chunk by chunk; read it to the end (the engine holds
+    the whole archive in its own temporary folder until then) or close it."""
+    try:
+        yield from engine().images.get(reference).save(chunk_size=4 << 20, named=False)
+    except docker.errors.ImageNotFound as e:
+        raise EngineError(f"no image {reference} on this engine") from e
+    except docker.errors.APIError as e:
+        raise EngineError(f"saving image {reference}: {e.explanation}") from e
+    except requests.exceptions.RequestException as e:
+        # An OSError: raised while the HTTP client sends another request its body, it would be taken for a
+        # broken connection of that request.
+        raise EngineError(f"saving image {reference}: {e}") from e
 
 
 def push_image(repository: str, tag: str) -> str:

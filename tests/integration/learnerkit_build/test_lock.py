@@ -62,7 +62,16 @@ def test_the_sidecar_sbom_is_its_lock(build_inputs: BuildInputs, tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    "spec", ["mxnet:1.9.1-cpu", "jax:0.10-cpu", "jax:0.9-cpu", "pytorch:2.13-cpu", "tensorflow:2.21-cpu"]
+    "spec",
+    [
+        "mxnet:1.9.1-cpu",
+        "jax:0.10-cpu",
+        "jax:0.9-cpu",
+        "pytorch:2.13-cpu",
+        "tensorflow:2.21-cpu",
+        "robustness:1.20-cpu",
+        "fairness:0.6-cpu",
+    ],
 )
 def test_a_learner_sbom_is_its_lock_and_its_venv_has_no_pip(
     spec: str, build_inputs: BuildInputs, tmp_path: Path

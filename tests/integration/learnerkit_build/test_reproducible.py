@@ -2,7 +2,8 @@
 cache, from two checkouts in different folders, the second under a clock 30 days ahead (libfaketime), another
 time zone, umask 077 (with umask-077 modes), its own hostname, each have one image ID and, pushed through two
 fresh OCI layouts to two repositories of the test registry, one manifest digest and the same layer digests; on
-a difference the failure says what differs (diffoscope, or a listing).
+a difference the failure says what differs (diffoscope, or a listing). The normaliser streams the engine's own
+save of an image (a layer saved twice linked to the first) back into it as its clamped image.
 
 Cost on 2 shared cores: two mmdebstrap runs of the base, 28 to 106 s with the load and the layouts; two cold
 builds each of the sidecar and mxnet:1.9.1-cpu on the existing base, 43 and 53 s on a quiet machine, about 4
@@ -11,10 +12,14 @@ minutes loaded (mxnet with the layouts: 330 s loaded).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
 import shutil
 import socket
 import tarfile
+import tempfile
 from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from pathlib import Path
@@ -31,7 +36,8 @@ from learnerkit_build.images import SOURCE_REVISION_ENV, BuildResult, build_imag
 from learnerkit_build.lock.model import read_lock
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.ocilayout import PushedImage, archive_source, daemon_source, push_image
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.render import SOURCE_DATE_EPOCH, BuildInputs
+from learnerkit_build.reproducible import canonical_config, clamp_layer, normalise_image
 from learnerkit_build.sidecarimage import build_sidecar
 from tests.integration.conftest import REPO
 
@@ -177,3 +183,59 @@ def test_two_base_builds_apart_have_one_image_id_and_one_manifest_digest(tmp_pat
     assert config["created"] == labels["org.opencontainers.image.created"] == "2026-01-01T00:00:00Z"
     lock = read_lock(REPO / "learner_base" / "lock" / "debian-bookworm.json")
     assert sorted(labels["io.learnerkit.base.packages"].split(",")) == lock.dpkg_list().split()
+
+
+def layer_bytes(files: dict[str, bytes], mtime: int) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.uname = len(data), mtime, "builder"
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_the_engines_save_of_an_image_streams_back_as_its_clamped_image(docker_client: Any) -> None:
+    """A three-layer image whose third layer is its first again (the engine saves it as a symlink to the first),
+    with times after SOURCE_DATE_EPOCH, normalised through the engine's save and load streams: the image its
+    layers clamped and its config made canonical give. Untagged images, removed afterwards."""
+    now = 1_790_000_000
+    first = layer_bytes({"app/one": b"1" * 70_000}, now)
+    layers = [first, layer_bytes({"app/two": b"2"}, now), first]
+    created = "2026-09-24T11:12:13.9Z"
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "created": created,
+        "config": {"Labels": {"org.opencontainers.image.created": created}},
+        "history": [{"created": created, "created_by": f"RUN step {i}"} for i in range(3)],
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer).hexdigest()}" for layer in layers]},
+    }
+    raw = json.dumps(config).encode()
+    members = {f"{i}/layer.tar": layer for i, layer in enumerate(layers)}
+    members["config.json"] = raw
+    members["manifest.json"] = json.dumps(
+        [{"Config": "config.json", "Layers": [f"{i}/layer.tar" for i in range(3)]}]
+    ).encode()
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as out:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            out.addfile(info, io.BytesIO(data))
+    clamped = []
+    for layer in layers:
+        with tempfile.TemporaryFile() as dest:
+            clamped.append(f"sha256:{clamp_layer(io.BytesIO(layer), dest, SOURCE_DATE_EPOCH)}")
+    expected = f"sha256:{hashlib.sha256(canonical_config(config, clamped, SOURCE_DATE_EPOCH)).hexdigest()}"
+    source = f"sha256:{hashlib.sha256(raw).hexdigest()}"
+    docker_client.images.load(archive.getvalue())
+    try:
+        assert normalise_image(source, SOURCE_DATE_EPOCH) == expected
+        image = docker_client.images.get(expected)
+        assert image.attrs["RootFS"]["Layers"] == clamped and clamped[0] == clamped[2] != clamped[1]
+        assert image.attrs["Created"].startswith("2026-01-01T00:00:00") and not image.tags
+    finally:
+        for image_id in (expected, source):
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                docker_client.images.remove(image_id)

@@ -10,12 +10,29 @@ import pytest
 
 from learnerkit_build.images import render_image
 from learnerkit_build.lock.cache import admit, cached_path, locked_context_files
-from learnerkit_build.lock.compute import SIDECAR_LOCK, base_lock_path, image_lock, image_lock_path, image_target
-from learnerkit_build.lock.model import LockedDeb, LockedWheel, LockError, lock_json, make_lock, read_lock, write_lock
+from learnerkit_build.lock.compute import (
+    SIDECAR_LOCK,
+    base_lock_path,
+    image_lock,
+    image_lock_path,
+    image_target,
+    shared_distributions,
+)
+from learnerkit_build.lock.model import (
+    LockedDeb,
+    LockedWheel,
+    LockError,
+    lock_json,
+    make_lock,
+    pip_requirements,
+    read_lock,
+    write_lock,
+)
 from learnerkit_build.locking import lockable
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.render import BuildInputs
 from learnerkit_build.sidecarimage import render_sidecar
+from tests.unit.conftest import VALID_YAML, MakeProject
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -50,7 +67,7 @@ def test_a_lock_reads_back_equal_and_writes_the_same_bytes(home: Path, tmp_path:
     assert lock_json(lock) == path.read_bytes()
     assert lock.dpkg_list() == "bash=5.2\ntini=0.19.0-1\n"
     assert [name for name, _ in lock.files()] == ["tini_0.19.0-1_amd64.deb", "six-1.17.0-py2.py3-none-any.whl"]
-    assert "six==1.17.0 --hash=sha256:" in lock.pip_requirements()
+    assert "six==1.17.0 --hash=sha256:" in pip_requirements(lock.python)
     assert path.stat().st_mode & 0o777 == 0o644, "a committed file: readable as git checks it out"
 
 
@@ -118,14 +135,68 @@ def test_a_locked_image_installs_only_its_lock_and_its_venv_has_no_pip() -> None
     assert "python3 -m venv --without-pip /opt/sidecar/venv" in sidecar and "--require-hashes" in sidecar
 
 
-def test_only_images_whose_learner_stage_installs_through_the_locked_steps_are_lockable() -> None:
+def test_only_images_that_install_through_the_locked_steps_are_lockable() -> None:
+    """The evaluator images are (their shared layer installs from the lock); caffe is not, naming each stage that
+    installs from mirrors or indexes: its builder compiles against unlocked packages."""
     matrix = load_matrix(REPO)
-    kept, refused = lockable(matrix.select(["mxnet:1.9.1-cpu", "caffe:1.0-cpu"]))
-    assert [image.name for image in kept] == ["mxnet:1.9.1-cpu"]
+    specs = ["mxnet:1.9.1-cpu", "robustness:1.20-cpu", "fairness:0.6-cpu", "caffe:1.0-cpu"]
+    kept, refused = lockable(matrix.select(specs))
+    assert [image.name for image in kept] == ["mxnet:1.9.1-cpu", "robustness:1.20-cpu", "fairness:0.6-cpu"]
     assert [r.name for r in refused] == ["caffe:1.0-cpu"]
-    assert "apt-get or pip of its own in the learner stage" in refused[0].status
-    with pytest.raises(LockError, match=r"caffe:1\.0-cpu: its template installs"):
+    assert refused[0].status == (
+        "refused: caffe:1.0-cpu: not lockable: its template installs outside the locked steps (stage caffe-builder: "
+        "apt-get from the mirrors, pip download from the indexes; stage learner: pip from the indexes), so what it "
+        "builds would not follow from a lock"
+    )
+    with pytest.raises(LockError, match=r"caffe:1\.0-cpu: not lockable"):
         image_target(matrix.select(["caffe:1.0-cpu"])[0], "example/base:1")
+
+
+def test_a_shared_requirement_its_template_never_installs_is_refused(make_project: MakeProject) -> None:
+    yaml_text = VALID_YAML.replace(
+        '          packages: ["six==1.17.0"]\n',
+        '          packages: ["six==1.17.0"]\n          shared: ["six==1.17.0"]\n',
+        1,
+    )
+    image = load_matrix(make_project(yaml_text)).select(["toy:1.0-cpu"])[0]
+    with pytest.raises(LockError, match=r"toy:1\.0-cpu: framework.yaml's pip.shared is set but its template never"):
+        image_target(image, "example/base:1")
+
+
+def test_a_locked_evaluator_installs_its_shared_layer_from_the_lock_and_checks_the_venv_after_the_rest() -> None:
+    """torch and numpy from .locked/shared, unchecked; then the rest from .locked, and the whole venv checked.
+    Every step up to the shared layer is the same text in both evaluator images, and mounts only files that are
+    the same in both (the .debs, the dpkg list, the shared wheels): BuildKit builds it once for the two."""
+    images = load_matrix(REPO).select(["robustness:1.20-cpu", "fairness:0.6-cpu"])
+    texts = [render_image(REPO, image, BuildInputs()) for image in images]
+    for text in texts:
+        learner = text[text.rindex("\nFROM ") :]
+        shared_step = learner.index("RUN --mount=type=bind,source=.locked/shared,target=/run/locked")
+        main_step = learner.index("RUN --mount=type=bind,source=.locked,target=/run/locked")
+        assert learner.index("--mount=type=bind,source=.locked/debs,target=/run/locked/debs") < shared_step < main_step
+        shared = learner[shared_step:main_step]
+        for flag in ("--no-index", "--find-links /run/locked/wheels", "--require-hashes", "--no-deps"):
+            assert flag in shared
+        assert "diff -" not in shared and "pip check" not in shared
+        assert "diff - /run/locked/python.txt" in learner[main_step:] and "pip check" in learner[main_step:]
+        assert "/bin/pip install" not in learner and "apt-get update" not in learner
+    prefixes = [text[text.index("\nFROM ") : text.index("\n", text.index("source=.locked/shared"))] for text in texts]
+    assert prefixes[0] == prefixes[1]
+    locks = [read_lock(image_lock_path(image)) for image in images]
+    shared = [lock.wheels_split(shared_distributions(image))[0] for lock, image in zip(locks, images, strict=True)]
+    assert [wheel.name for wheel in shared[0]] == ["numpy", "torch"] and shared[0] == shared[1]
+    assert locks[0].debian == locks[1].debian
+
+
+def test_the_shared_wheels_and_their_requirements_go_to_their_own_folder(home: Path, tmp_path: Path) -> None:
+    lock = read_lock(a_lock(tmp_path))
+    targets = {item.target: item.source for item in locked_context_files(lock, {"six"})}
+    assert ".locked/shared/wheels/six-1.17.0-py2.py3-none-any.whl" in targets
+    assert not any(target.startswith(".locked/wheels/") for target in targets)
+    assert "six==1.17.0 --hash=sha256:" in targets[".locked/shared/requirements.txt"].read_text(encoding="utf-8")
+    assert targets[".locked/requirements.txt"].read_text(encoding="utf-8") == ""
+    assert targets[".locked/python.txt"].read_text(encoding="utf-8") == "six==1.17.0\n"
+    assert ".locked/shared/requirements.txt" not in {item.target for item in locked_context_files(lock)}
 
 
 def test_every_committed_lock_starts_from_the_committed_base_lock() -> None:

@@ -121,11 +121,21 @@ def test_cuda_variants_need_a_probe(make_project: MakeProject) -> None:
 
 
 def test_the_evaluator_images_share_their_torch_layer() -> None:
-    """Both evaluator Dockerfiles install `args.shared_pip` first: one layer for the two, pinned as pip.packages."""
+    """Both evaluator images install the same `pip.shared` first: one layer for the two."""
     images = [image for image in load_matrix(REPO).images if image.framework.smoke.kind == "evaluation"]
     assert {image.framework.name for image in images} == {"robustness", "fairness"}
-    shared = {tuple(image.variant.args["shared_pip"]) for image in images}  # type: ignore[arg-type]
-    assert len(shared) == 1
-    for image in images:
-        assert image.variant.pip is not None
-        assert set(next(iter(shared))) <= set(image.variant.pip.packages), image.name
+    shared = {tuple(image.variant.pip.shared) for image in images if image.variant.pip}
+    assert shared == {("torch==2.13.0+cpu", "numpy==2.4.6")}
+
+
+def test_a_shared_requirement_must_be_one_of_the_packages(make_project: MakeProject) -> None:
+    yaml_text = VALID_YAML.replace(
+        '          packages: ["six==1.17.0"]\n',
+        '          packages: ["six==1.17.0"]\n          shared: ["six==1.16.0"]\n',
+        1,
+    )
+    message = error_for(make_project, yaml_text)
+    assert (
+        "variants.cpu.pip: Value error, shared requirements must be listed in packages too, exactly: six==1.16.0"
+        in message
+    )

@@ -1,5 +1,6 @@
-"""Jobs that move on the real cluster (issue 21): preempted by a job of higher priority, and moved off a drained
-node, each resuming by itself from its checkpoint with every step once in its metric history.
+"""Jobs that move on the real cluster (issue 21): preempted by a job of higher priority, moved off a drained node,
+and stopped from outside (its pod deleted, as an eviction or ``kubectl delete pod`` does), each resuming by itself
+from its checkpoint with every step once in its metric history.
 
 The one node has 2 CPUs: two jobs of 1.5 CPUs never run together (the same room as the Docker tests)."""
 
@@ -11,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kubernetes.client import CoreV1Api
 
 from learnerkit.dev.etcd import EtcdServer
 from learnerkit.dev.k8scluster import NODE_NAME
@@ -28,6 +30,7 @@ from tests.integration.scheduler.test_preemption_docker import (
     running_with_metrics,
     steps_in_history,
 )
+from tests.k8s.conftest import NAMESPACE
 from tests.k8s.test_k8s_jobs import gone
 from tests.waiting import wait_until
 
@@ -97,6 +100,26 @@ def test_a_drained_nodes_job_waits_and_resumes_from_its_checkpoint_on_undrain(
     final = h.wait_status(TENANT, job.job_id, TERMINAL)
     assert final.status == "COMPLETED", final
     second = final.attempts[1]
+    assert (second.number, second.resumed_from, second.ended_by) == (2, 1, "COMPLETED"), second
+    assert steps_in_history(h, job.job_id) == list(range(1, STEPS + 1)), "each step once over both attempts"
+    gone(k8s_api, job.job_id)
+
+
+def test_a_job_whose_pod_is_deleted_from_outside_resumes_from_its_checkpoint_with_each_step_once(
+    moving: Harness, pod_s3: SimpleNamespace, k8s_api: Any
+) -> None:
+    h = moving
+    job = h.call(h.service.submit(TENANT, manifest(pod_s3, JOB)))
+    running_with_metrics(h, job.job_id)
+    core = CoreV1Api(k8s_api)
+    [pod] = core.list_namespaced_pod(NAMESPACE, label_selector=f"learnerkit.io/job-id={job.job_id}").items
+    core.delete_namespaced_pod(pod.metadata.name, NAMESPACE)  # as `kubectl delete pod`: SIGTERM, then the grace
+
+    final = h.wait_status(TENANT, job.job_id, TERMINAL)
+    assert final.status == "COMPLETED", final
+    first, second = final.attempts
+    assert first.ended_by == "INTERRUPTED", first
+    assert first.reason.startswith("stopped from outside the scheduler (learner 1 halted"), first.reason
     assert (second.number, second.resumed_from, second.ended_by) == (2, 1, "COMPLETED"), second
     assert steps_in_history(h, job.job_id) == list(range(1, STEPS + 1)), "each step once over both attempts"
     gone(k8s_api, job.job_id)

@@ -18,14 +18,20 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from learnerkit.common.errors import ToolMissingError
 from learnerkit_build import registry
+from learnerkit_build.buildkit import LogSink
 from learnerkit_build.errors import BuildToolError
 
 COMPRESSION = ("--dest-compress", "--dest-compress-format", "gzip", "--dest-compress-level", "6")
+COMPRESSION_NAME = "gzip, level 6"
+METHOD = "skopeo-dir-layout"
+"""How `push_fresh` pushes, as `image publish --output json` says it."""
 MANIFEST = "manifest.json"
 TIMEOUT_S = 900
 
@@ -50,11 +56,30 @@ class PushedImage:
     """Bytes of the config and the compressed layers, as the manifest gives them."""
 
 
+@dataclass(frozen=True)
+class LayoutPush:
+    """An image pushed through a fresh layout: how, and what the registry serves."""
+
+    method: str
+    skopeo: str
+    """skopeo's version: with the image's bytes, what the manifest digest depends on."""
+    compression: str
+    image: PushedImage
+    write_seconds: float
+    """Writing the layout: the engine's `docker save`, skopeo's copy of it, every layer compressed."""
+    push_seconds: float
+
+
 def skopeo_exe() -> str:
     exe = shutil.which("skopeo")
     if exe is None:
         raise ToolMissingError("skopeo is not installed (Debian package `skopeo`; `make setup` installs it)")
     return exe
+
+
+def skopeo_version() -> str:
+    """`1.9.3` of `skopeo version 1.9.3`."""
+    return _skopeo("--version").split()[-1]
 
 
 def daemon_source(image_id: str) -> str:
@@ -115,6 +140,37 @@ def push_image(source: str, scratch: Path, target_registry: str, repository: str
     layout = scratch / "layout"
     write_layout(source, layout)
     return push_layout(layout, target_registry, repository, tag)
+
+
+def push_fresh(source: str, size: int, target_registry: str, repository: str, tag: str, on_line: LogSink) -> LayoutPush:
+    """The image `source` (`size` bytes uncompressed) through a layout in a new temporary folder (tempfile's, so
+    `TMPDIR`; removed after, pushed or not) to the registry, saying on `on_line` what it does. The folder holds
+    skopeo's copy of the image, uncompressed, and the compressed layout at once: up to twice `size`, which must
+    be free there before anything is written."""
+    version = skopeo_version()
+    with tempfile.TemporaryDirectory(prefix="learnerkit-layout-") as scratch:
+        free = shutil.disk_usage(scratch).free
+        if free < 2 * size:
+            raise LayoutError(
+                f"{source}: a layout of it needs up to {_gb(2 * size)} in {scratch} (skopeo's copy of the image, "
+                f"uncompressed, and the compressed layout), {_gb(free)} are free: set TMPDIR to a folder with room"
+            )
+        layout = Path(scratch) / "layout"
+        on_line(
+            f"writing {source} ({_gb(size)}) into a fresh layout in {scratch} (skopeo {version}, {COMPRESSION_NAME})"
+        )
+        started = time.monotonic()
+        digest = write_layout(source, layout)
+        written = time.monotonic()
+        on_line(f"layout written in {written - started:.1f} s, manifest {digest}; pushing it to {target_registry}")
+        pushed = push_layout(layout, target_registry, repository, tag)
+        done = time.monotonic()
+    on_line(f"pushed {pushed.reference} in {done - written:.1f} s: {len(pushed.layers)} layers, {_gb(pushed.size)}")
+    return LayoutPush(METHOD, version, COMPRESSION_NAME, pushed, round(written - started, 1), round(done - written, 1))
+
+
+def _gb(size: int) -> str:
+    return f"{size / 1e9:.2f} GB"
 
 
 def _skopeo(*argv: str, tmpdir: Path | None = None) -> str:

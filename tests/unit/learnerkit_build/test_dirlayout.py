@@ -4,7 +4,9 @@ as skopeo's `dir:` transport does, and "pushes" a layout's manifest into a folde
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 
 from learnerkit.common.errors import ToolMissingError
 from learnerkit_build import dirlayout, registry
-from learnerkit_build.dirlayout import COMPRESSION, LayoutError, daemon_source, push_layout, write_layout
+from learnerkit_build.dirlayout import COMPRESSION, LayoutError, daemon_source, push_fresh, push_layout, write_layout
 
 FAKE_SKOPEO = """\
 import hashlib, json, os, pathlib, sys
@@ -156,3 +158,54 @@ def test_without_skopeo_the_tool_is_named_and_how_to_install_it(
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ToolMissingError, match=r"skopeo is not installed \(Debian package `skopeo`"):
         write_layout(daemon_source("sha256:abc"), tmp_path / "layout")
+
+
+@pytest.fixture
+def temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tempfile's folder (what TMPDIR sets), empty."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def test_a_fresh_push_writes_its_layout_in_a_temporary_folder_gone_after_and_says_what_it_does(
+    fake_skopeo: FakeSkopeo, temporary: Path
+) -> None:
+    lines: list[str] = []
+    done = push_fresh("docker-daemon:sha256:abc", 1_000, "127.0.0.1:5000", "team/learner", "1", lines.append)
+    version, write, push = fake_skopeo.calls()
+    assert version == ["--version"]
+    [scratch] = {Path(write[1]), Path(push[-2].removeprefix("dir:")).parent}
+    assert scratch.parent == temporary and scratch.name.startswith("learnerkit-layout-")
+    assert list(temporary.iterdir()) == []
+    assert (done.method, done.skopeo, done.compression) == ("skopeo-dir-layout", "1.9.3", "gzip, level 6")
+    assert done.image.reference == "127.0.0.1:5000/team/learner:1"
+    assert [line.split(" ", 1)[0] for line in lines] == ["writing", "layout", "pushed"]
+    assert (
+        lines[0]
+        == f"writing docker-daemon:sha256:abc (0.00 GB) into a fresh layout in {scratch} (skopeo 1.9.3, gzip, level 6)"
+    )
+    assert done.image.manifest in lines[1]
+
+
+def test_a_failed_fresh_push_leaves_no_temporary_folder(
+    fake_skopeo: FakeSkopeo, temporary: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SKOPEO_FAIL", "writing blob: no space left on device")
+    with pytest.raises(LayoutError, match="no space left on device"):
+        push_fresh("docker-daemon:sha256:abc", 1_000, "127.0.0.1:5000", "team/learner", "1", lambda _line: None)
+    assert list(temporary.iterdir()) == []
+
+
+def test_a_fresh_push_without_room_for_twice_the_image_is_refused_before_skopeo_copies_anything(
+    fake_skopeo: FakeSkopeo, temporary: Path
+) -> None:
+    free = shutil.disk_usage(temporary).free
+    with pytest.raises(LayoutError) as refused:
+        push_fresh("docker-daemon:sha256:abc", free, "127.0.0.1:5000", "team/learner", "1", lambda _line: None)
+    needs = f"needs up to {2 * free / 1e9:.2f} GB in {temporary}/learnerkit-layout-"
+    assert str(refused.value).startswith(f"docker-daemon:sha256:abc: a layout of it {needs}")
+    assert "set TMPDIR to a folder with room" in str(refused.value)
+    assert fake_skopeo.calls() == [["--version"]]
+    assert list(temporary.iterdir()) == []

@@ -346,13 +346,18 @@ def publish_command(spec: str, target: str, key: Path | None, root: Path | None,
             raise click.UsageError(f"{spec} selects {len(images)} images; name one")
         repository, tag = images[0].repository(), images[0].tag
         reference = f"{repository}:{tag}"
-    done = publish(reference, repository, tag, target, key, project)
+    with BuildProgress(enabled=output != "json") as progress, progress.image(f"publish {reference}") as on_line:
+        done = publish(reference, repository, tag, target, key, project, on_line=on_line)
     kinds = ", ".join(a.kind for a in done.attestations)
+    push = done.push
     emit(
         output,
         done,
         lambda: console.print(
             f"[green]published[/] {done.pushed}@{done.digest}\n  signature {done.signature} (key {done.key_id})"
+            f"\n  pushed through a fresh layout: skopeo {push.skopeo}, {push.compression}, "
+            f"{len(push.image.layers)} layers, {push.image.size / 1e9:.2f} GB compressed (layout "
+            f"{push.write_seconds:.0f} s, push {push.push_seconds:.0f} s)"
             f"\n  attestations ({done.discovery}): {kinds}"
             f"\n  security updates: {done.security.checked} packages against {done.security.suite} of "
             f"{done.security.index_date[:10]}, {len(done.security.pending)} pending (let through by the gate)"

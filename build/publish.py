@@ -1,5 +1,8 @@
 """`learnerkit image publish`: push only what was tested and scanned, with its signed attestations.
 
+The image goes by its tested ID from the engine through a fresh layout (`learnerkit_build.dirlayout`: skopeo, gzip
+level 6, digests preserved), so the manifest digest published is the one a rebuild of the same image ID written
+to a layout gives, whoever compresses it, and the registry's config is the image's own (its digest the image ID).
 After the image: five DSSE-signed in-toto statements (SLSA provenance, CycloneDX SBOM, OpenVEX, test result,
 scan report) as OCI 1.1 referrers of its digest (the referrers tag schema where the registry has no referrers
 API), and cosign's `.sig` and `.att` tags. The VEX must give the gate's verdict, and Debian's security suite
@@ -14,8 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from learnerkit.common import engine
-from learnerkit_build import attest, referrers, registry, vex
+from learnerkit_build import attest, dirlayout, referrers, registry, vex
 from learnerkit_build.attestations import PREDICATE_TYPES, ImageRecords, document_time, sbom_purls, statements
+from learnerkit_build.buildkit import LogSink
 from learnerkit_build.errors import BuildToolError
 from learnerkit_build.imagetest import CHECKS, image_test_record
 from learnerkit_build.scan.records import REPORT, load_record
@@ -58,6 +62,12 @@ class PublishResult:
     key_id: str
     security: SecurityUpdates
     """The security suite as publish read it, and the pending updates the gate let through (none by default)."""
+    push: dirlayout.LayoutPush
+    """How the image was pushed (skopeo, a fresh layout, its compression) and what the registry serves."""
+
+
+def _quiet(_line: str) -> None:
+    """Progress nobody asked for."""
 
 
 def check_gates(reference: str) -> ImageRecords:
@@ -113,14 +123,24 @@ def publish(
     key_path: Path | None,
     root: Path,
     index_source: IndexSource = live_index,
+    on_line: LogSink = _quiet,
 ) -> PublishResult:
+    """Push the image ID `reference` names, once its gates pass, through a fresh layout to
+    `target_registry/repository:tag`, then sign it and attach its statements; `on_line` hears each step."""
     records = check_gates(reference)
     check_vex(records)
     security = check_security(reference, records.image_id, root, index_source)
     signer = load_or_create_signer(key_path)
     remote = f"{target_registry}/{repository}"
-    engine.tag_image(records.image_id, remote, tag)
-    digest = engine.push_image(remote, tag)
+    on_line(f"{reference} ({records.image_id}) passed the test, scan, VEX and security gates")
+    source = dirlayout.daemon_source(records.image_id)
+    push = dirlayout.push_fresh(source, engine.image_size(records.image_id), target_registry, repository, tag, on_line)
+    if push.image.config != records.image_id:
+        raise dirlayout.LayoutError(
+            f"{remote}:{tag}: the registry serves config {push.image.config}, not the tested image {records.image_id}"
+        )
+    engine.tag_image(records.image_id, remote, tag)  # the name the engine knows it by, as `docker push` left it
+    digest = push.image.manifest
     found = registry.get_manifest(target_registry, repository, digest)
     if found is None:
         raise registry.RegistryError(f"{remote}@{digest}: pushed, but the registry does not serve it")
@@ -136,6 +156,7 @@ def publish(
         envelopes.append((envelope, PREDICATE_TYPES[kind]))
     if not indexed:
         referrers.update_tag_schema(target_registry, repository, digest, [r for _, r in pushed])
+    on_line(f"{len(pushed)} attestations signed and attached ({'referrers API' if indexed else 'tag schema'})")
     payload = attest.simple_signing_payload(remote, digest)
     signature = referrers.push_cosign_signature(
         target_registry, repository, digest, payload, attest.sign_bytes(payload, signer)
@@ -151,4 +172,5 @@ def publish(
         signature,
         signer.public_key.keyid,
         security,
+        push,
     )

@@ -109,21 +109,6 @@ def saved_image(reference: str) -> Generator[bytes, None, None]:
         raise EngineError(f"saving image {reference}: {e}") from e
 
 
-def push_image(repository: str, tag: str) -> str:
-    """Push `repository:tag`; the manifest digest the registry stored."""
-    digest = None
-    try:
-        for event in engine().images.push(repository, tag, stream=True, decode=True):
-            if "error" in event:
-                raise EngineError(f"pushing {repository}:{tag}: {event['error']}")
-            digest = (event.get("aux") or {}).get("Digest", digest)
-    except docker.errors.APIError as e:
-        raise EngineError(f"pushing {repository}:{tag}: {e.explanation}") from e
-    if digest is None:
-        raise EngineError(f"pushing {repository}:{tag}: the engine reported no digest")
-    return str(digest)
-
-
 MAX_SYMLINKS = 8
 
 

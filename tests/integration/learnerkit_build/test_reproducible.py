@@ -1,7 +1,8 @@
 """Bit-identical rebuilds: the base made twice from its lock, and a locked image built twice without BuildKit's
 cache, from two checkouts in different folders, the second under a clock 30 days ahead (libfaketime), another
 time zone, umask 077 (with umask-077 modes), its own hostname, each have one image ID and, pushed through two
-fresh OCI layouts to two repositories of the test registry, one manifest digest and the same layer digests; on
+fresh layouts to two repositories of the test registry, one manifest digest, whose config is the image ID, and
+the same layer digests; on
 a difference the failure says what differs (diffoscope, or a listing). The normaliser streams the engine's own
 save of an image (a layer saved twice linked to the first) back into it as its clamped image.
 
@@ -30,12 +31,12 @@ import pytest
 
 from learnerkit.common import engine
 from learnerkit_build.baseimage import base_archive, recipe_for
+from learnerkit_build.dirlayout import PushedImage, archive_source, daemon_source, push_image
 from learnerkit_build.elsewhere import Environment, Rebuilt, days_ahead, rebuild_elsewhere
 from learnerkit_build.imagediff import describe_difference
 from learnerkit_build.images import SOURCE_REVISION_ENV, BuildResult, build_image, source_revision
 from learnerkit_build.lock.model import read_lock
 from learnerkit_build.matrix import load_matrix
-from learnerkit_build.ocilayout import PushedImage, archive_source, daemon_source, push_image
 from learnerkit_build.render import SOURCE_DATE_EPOCH, BuildInputs
 from learnerkit_build.reproducible import canonical_config, clamp_layer, normalise_image
 from learnerkit_build.sidecarimage import build_sidecar
@@ -102,9 +103,11 @@ def assert_moved(rebuilt: Rebuilt) -> None:
     assert rebuilt.umask == ELSEWHERE.umask
 
 
-def assert_same_in_the_registry(first: PushedImage, second: PushedImage) -> None:
+def assert_same_in_the_registry(first: PushedImage, second: PushedImage, image_id: str) -> None:
     assert first.reference != second.reference
     assert (first.manifest, first.config, first.layers) == (second.manifest, second.config, second.layers)
+    assert first.config == image_id, "the registry's config is not the image's own"
+    assert first.media_type == "application/vnd.docker.distribution.manifest.v2+json"
 
 
 @pytest.mark.usefixtures("tags_kept")
@@ -149,7 +152,7 @@ def test_two_cold_builds_apart_have_one_image_id_and_one_manifest_digest(
     second_pushed = push_image(
         daemon_source(second.image_id), tmp_path / "elsewhere" / "scratch", registry, f"repro/{name}-two", "t"
     )
-    assert_same_in_the_registry(first_pushed, second_pushed)
+    assert_same_in_the_registry(first_pushed, second_pushed, str(first.image_id))
     config = engine.image_attrs(str(first.image_id))
     assert config["Created"].startswith("2026-01-01T00:00:00")
     assert config["Config"]["Labels"]["org.opencontainers.image.created"] == "2026-01-01T00:00:00Z"
@@ -175,6 +178,7 @@ def test_two_base_builds_apart_have_one_image_id_and_one_manifest_digest(tmp_pat
     assert_same_in_the_registry(
         push_image(archive_source(first), one / "push", registry, "repro/base-one", "t"),
         push_image(archive_source(second), two / "push", registry, "repro/base-two", "t"),
+        first_id,
     )
     with tarfile.open(first) as archive:
         manifest = json.loads(archive.extractfile("manifest.json").read())  # type: ignore[union-attr]

@@ -4,6 +4,7 @@ attestations checked by the standard tools (securesystemslib, in-toto, in-toto-a
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
 import subprocess
@@ -26,11 +27,11 @@ from securesystemslib.dsse import Envelope
 from securesystemslib.signer import SSlibKey
 
 from learnerkit.cli import cli
-from learnerkit_build import referrers
+from learnerkit_build import dirlayout, referrers
 from learnerkit_build.attest import canonical
 from learnerkit_build.imagetest import CHECKS, image_test_record, run_image_tests
 from learnerkit_build.matrix import load_matrix
-from learnerkit_build.publish import PublishRefused, check_gates, publish
+from learnerkit_build.publish import PublishRefused, PublishResult, check_gates, publish
 from learnerkit_build.registry import get_blob, get_manifest
 from learnerkit_build.scan.debian_security import IndexEntry, SuiteIndex
 from learnerkit_build.scan.policy import Policy, load_allowlist, load_policy
@@ -109,6 +110,33 @@ def check_with_standard_tools(envelope: bytes, public_pem: str, digest: str) -> 
     return dict(statement)
 
 
+def assert_published_digest_is_the_layouts(registry: str, done: PublishResult, image_id: str, scratch: Path) -> None:
+    """The published manifest digest is the one anyone gets writing the same image ID to a fresh layout, by the
+    commands docs/supply-chain.md gives; the registry serves a Docker schema 2 manifest whose config is the
+    image itself (the digest is the image ID) and that `skopeo inspect` names by that digest."""
+    skopeo = dirlayout.skopeo_exe()
+    scratch.mkdir()
+    gzip_6 = ["--dest-compress", "--dest-compress-format", "gzip", "--dest-compress-level", "6"]
+    copy = ["copy", "--quiet", *gzip_6, f"docker-daemon:{image_id}", f"dir:{scratch / 'layout'}"]
+    subprocess.run([skopeo, "--tmpdir", str(scratch), *copy], check=True, timeout=900)
+    written = "sha256:" + hashlib.sha256((scratch / "layout" / "manifest.json").read_bytes()).hexdigest()
+    assert done.digest == done.push.image.manifest == written
+    inspected = subprocess.run(
+        [skopeo, "inspect", "--tls-verify=false", "--format", "{{.Digest}}", f"docker://{registry}/{REPOSITORY}:{TAG}"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert inspected.stdout.strip() == done.digest
+    manifest = json.loads(get_manifest(registry, REPOSITORY, done.digest)[0])
+    assert manifest["mediaType"] == "application/vnd.docker.distribution.manifest.v2+json"
+    assert manifest["config"]["digest"] == done.push.image.config == image_id
+    assert (done.push.method, done.push.compression) == ("skopeo-dir-layout", "gzip, level 6")
+    version = subprocess.run([skopeo, "--version"], check=True, capture_output=True, text=True, timeout=60)
+    assert done.push.skopeo == version.stdout.split()[-1]
+
+
 @pytest.mark.timeout(3600)
 def test_publish_gates_attest_and_verify(
     docker_client: Any, registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -140,6 +168,7 @@ def test_publish_gates_attest_and_verify(
             publish(local, REPOSITORY, TAG, registry, None, REPO, index_source=lambda _suite, _arch: lacking)
         assert get_manifest(registry, REPOSITORY, TAG) is None
         done = publish(local, REPOSITORY, TAG, registry, None, REPO)
+        assert_published_digest_is_the_layouts(registry, done, image_id, tmp_path / "rebuilt")
         assert done.security.suite == "bookworm-security"
         assert done.security.checked > 50
         assert done.security.pending == []

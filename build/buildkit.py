@@ -25,6 +25,9 @@ from learnerkit_build.errors import BuildError
 STOP_WAIT_S = 10.0
 """How long an interrupted build's client gets to stop after SIGTERM before it is killed."""
 LOG_TAIL_LINES = 40
+CONTEXT_RECORD = "source.local"
+"""BuildKit's cache record type of a build context copied from the client."""
+PRUNE_TIMEOUT_S = 120
 STEP_RE = re.compile(r"^#\d+ \[(?:(?P<stage>[\w.-]+) )?(?P<done>\d+)/(?P<total>\d+)\]")
 
 LogSink = Callable[[str], None]
@@ -121,9 +124,36 @@ def run_build(request: BuildRequest, on_line: LogSink) -> str:
                     except subprocess.TimeoutExpired:
                         proc.kill()  # the engine cancels a build whose client is gone
                         proc.wait()
+        prune_contexts(cli, on_line)
         if proc.returncode != 0:
             raise BuildError(request.image_name, f"docker build exited {proc.returncode}", "\n".join(tail))
         image = iidfile.read_text(encoding="utf-8").strip() if iidfile.exists() else ""
         if not image:
             raise BuildError(request.image_name, "docker build wrote no image ID", "\n".join(tail))
         return image
+
+
+def prune_argv(cli: BuildkitCli) -> list[str]:
+    """The command that removes the build contexts BuildKit copied and no build uses any more."""
+    prune = [*cli.argv[:-2], "prune"] if cli.argv[-2:] == ("build", "--load") else [*cli.argv[:-1], "builder", "prune"]
+    return [*prune, "--force", "--filter", f"type={CONTEXT_RECORD}"]
+
+
+def prune_contexts(cli: BuildkitCli, on_line: LogSink) -> None:
+    """Drop the copies of build contexts from BuildKit's cache once a build is over.
+
+    Each build's context is a fresh folder, so BuildKit keeps a full copy of it (its `source.local` record) that no
+    later build reuses: a locked cuda image's context holds gigabytes of wheels, and every rebuild added another
+    copy to the disk. The built layers stay cached; a context in use by another build is kept. A prune that fails
+    costs disk, not the build: it is reported in the build's log."""
+    env = {**os.environ, **dict(cli.env)}
+    try:
+        proc = subprocess.run(
+            prune_argv(cli), capture_output=True, text=True, timeout=PRUNE_TIMEOUT_S, check=False, env=env
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        on_line(f"note: the copies of build contexts were not pruned from BuildKit's cache: {e}")
+        return
+    if proc.returncode != 0:
+        said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [f"exit {proc.returncode}"]
+        on_line(f"note: the copies of build contexts were not pruned from BuildKit's cache: {said[0]}")

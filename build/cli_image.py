@@ -109,7 +109,7 @@ def prune_command(
     _, images = selected(root, specs, select_all or not specs, variants)
     results = prune(images, dry_run=dry_run)
     rows = [{"tag": result.tag, "status": result.status} for result in results]
-    emit(output, results, lambda: console.print(views.simple_table(rows) if rows else "nothing to prune"))
+    emit(output, results, lambda: console.print(views.simple_table(rows, "tag") if rows else "nothing to prune"))
 
 
 @image_group.command("base")
@@ -124,7 +124,7 @@ def base_command(rebuild: bool, output: str) -> None:
             with progress.image(f"base {name}") as on_line:
                 image_id, made = ensure_base(recipe_for(name), on_line, rebuild=rebuild)
             results.append({"base": name, "image_id": image_id, "status": "built" if made else "cached"})
-    emit(output, results, lambda: console.print(views.simple_table(results)))
+    emit(output, results, lambda: console.print(views.simple_table(results, "image_id")))
 
 
 @image_group.command("lock")
@@ -162,7 +162,7 @@ def lock_command(
         for target in lock_targets(project, images, sidecar=sidecar, base=base):
             with progress.image(f"lock {target.name}") as on_line:
                 results.append(lock_one(project, target, resolved.inputs, on_line))
-    emit(output, results, lambda: console.print(views.simple_table([asdict(r) for r in results])))
+    emit(output, results, lambda: console.print(views.simple_table([asdict(r) for r in results], "name", "path")))
 
 
 @image_group.command("build")
@@ -226,7 +226,7 @@ def test_command(
 
     if list_checks:
         rows = [{"check": name, "description": check.description} for name, check in CHECKS.items()]
-        emit(output, rows, lambda: console.print(views.simple_table(rows)))
+        emit(output, rows, lambda: console.print(views.simple_table(rows, "check")))
         return
     project, images = selected(root, specs, select_all, variants)
     reports = run_image_tests(project, images, list(checks), verbose=output != "json", gpus=gpus)

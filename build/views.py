@@ -121,11 +121,12 @@ def outdated_table(found: Sequence[OutdatedImage]) -> RenderableType:
     return Group(keep_whole(table, "spec", "image ID", "outdated"), *reasons)
 
 
-def simple_table(rows: list[dict[str, Any]]) -> Table:
+def simple_table(rows: list[dict[str, Any]], *whole: str) -> Table:
+    """One column per key; the columns named in `whole` (what a user copies) are never shortened."""
     table = Table(*(rows[0].keys() if rows else ()))
     for row in rows:
         table.add_row(*(str(value) for value in row.values()))
-    return table
+    return keep_whole(table, *whole)
 
 
 def write_rendered(dest: Path, images: list[ImageSpec], rendered: dict[str, str]) -> dict[str, str]:

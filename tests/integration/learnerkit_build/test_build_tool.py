@@ -148,6 +148,8 @@ def test_scaffolded_framework_builds_with_secrets_outside_layers_and_passes_test
     content = layer_bytes(docker_client, result.image_id or "")
     assert marker.encode() not in content
     assert b"six.py" in content  # pip did reach the index through the CA secret
+    contexts = [r for r in docker_client.df().get("BuildCache") or [] if r["Type"] == "source.local" and not r["InUse"]]
+    assert contexts == [], "BuildKit kept its copy of the build context (every rebuild of a large image adds one)"
 
     [report] = run_image_tests(scratch_project, [image], [], verbose=False)
     failed = {check.name: check.detail for check in report.checks if check.status != "pass"}

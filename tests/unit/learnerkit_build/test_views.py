@@ -14,7 +14,7 @@ from learnerkit_build.images import BuildResult
 from learnerkit_build.matrix import load_matrix
 from learnerkit_build.outdated import OutdatedImage
 from learnerkit_build.pipconfig import Setting
-from learnerkit_build.views import build_table, image_rows, image_table, settings_table
+from learnerkit_build.views import build_table, image_rows, image_table, settings_table, simple_table
 from tests.unit.conftest import REPO
 
 CUDA = {
@@ -134,3 +134,22 @@ def test_outdated_keeps_specs_ids_and_references_in_reasons_whole_at_80_columns(
     assert [(item["spec"], item["image_id"]) for item in json.loads(listed.output)] == [
         (image.spec, image.image_id) for image in found
     ]
+
+
+def test_lock_prune_and_base_tables_keep_what_a_user_copies_whole_at_80_columns() -> None:
+    locks = [
+        {
+            "name": "tensorflow:2.21-cuda",
+            "path": "frameworks/tensorflow/lock/2.21-cuda.json",
+            "debian": 119,
+            "python": 50,
+            "status": "written",
+        }
+    ]
+    pruned = [{"tag": "learnerkit/tensorflow:2.21-cuda-py3.11-0123456789ab", "status": "removed"}]
+    bases = [{"base": "debian-bookworm", "image_id": "sha256:" + "ab" * 32, "status": "cached"}]
+    for rows, whole in ((locks, ("name", "path")), (pruned, ("tag",)), (bases, ("image_id",))):
+        text = at_80(simple_table(rows, *whole))
+        for key in whole:
+            assert str(rows[0][key]) in text, f"{key} cut in\n{text}"
+        assert "…" not in text

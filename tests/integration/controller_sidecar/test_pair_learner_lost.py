@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,12 +30,13 @@ LOST = "the learner ended without learner-run's exit record: is learner-run the 
 
 
 @pytest.fixture(scope="module")
-def no_learner_run_image(docker_client: Any) -> str:
-    """The learner base with the /job folders of a learner image, and no learner-run."""
+def no_learner_run_image(docker_client: Any) -> Iterator[str]:
+    """The learner base with the /job folders of a learner image, and no learner-run; removed after the module."""
     if engine.image_id(BASE_IMAGE) is None:
         pytest.fail(f"{BASE_IMAGE} is not built: run `make images`")
     engine.engine().images.build(fileobj=io.BytesIO(DOCKERFILE.encode()), tag=NO_LEARNER_RUN, rm=True)
-    return NO_LEARNER_RUN
+    yield NO_LEARNER_RUN
+    docker_client.images.remove(NO_LEARNER_RUN)
 
 
 @pytest.mark.parametrize(

@@ -273,3 +273,8 @@ def test_publish_gates_attest_and_verify(
                 for tag in tagged.tags:
                     if tag.startswith(repository + ":"):
                         docker_client.images.remove(tag, force=False, noprune=False)
+        # The digest references `docker push` records on the pushed images (the re-tagged base's) go too.
+        for pushed in docker_client.images.list():
+            for reference in pushed.attrs.get("RepoDigests") or []:
+                if reference.startswith(f"{registry}/{REPOSITORY}@"):
+                    docker_client.images.remove(reference, force=False, noprune=False)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from learnerkit.common.errors import ToolMissingError
+from learnerkit.common.errors import ConfigError, ToolMissingError
 from learnerkit_build.errors import BuildError
 
 STOP_WAIT_S = 10.0
@@ -28,6 +28,8 @@ LOG_TAIL_LINES = 40
 CONTEXT_RECORD = "source.local"
 """BuildKit's cache record type of a build context copied from the client."""
 PRUNE_TIMEOUT_S = 120
+CACHE_KEEP_VARIABLE = "LEARNERKIT_BUILD_CACHE_MB"
+DEFAULT_CACHE_KEEP_MB = 8192
 STEP_RE = re.compile(r"^#\d+ \[(?:(?P<stage>[\w.-]+) )?(?P<done>\d+)/(?P<total>\d+)\]")
 
 LogSink = Callable[[str], None]
@@ -95,6 +97,7 @@ def _client_version(exe: str) -> int | None:
 def run_build(request: BuildRequest, on_line: LogSink) -> str:
     """Build the context; return the image ID. No tag is made here, so a failed build leaves none."""
     cli = find_buildkit_cli()
+    keep_mb = cache_keep_mb()
     with tempfile.TemporaryDirectory(prefix="learnerkit-iid-") as scratch:
         iidfile = Path(scratch) / "iid"
         argv = [*cli.argv, "--progress=plain", "--iidfile", str(iidfile)]
@@ -124,7 +127,7 @@ def run_build(request: BuildRequest, on_line: LogSink) -> str:
                     except subprocess.TimeoutExpired:
                         proc.kill()  # the engine cancels a build whose client is gone
                         proc.wait()
-        prune_contexts(cli, on_line)
+        prune_cache(cli, keep_mb, on_line)
         if proc.returncode != 0:
             raise BuildError(request.image_name, f"docker build exited {proc.returncode}", "\n".join(tail))
         image = iidfile.read_text(encoding="utf-8").strip() if iidfile.exists() else ""
@@ -133,27 +136,45 @@ def run_build(request: BuildRequest, on_line: LogSink) -> str:
         return image
 
 
-def prune_argv(cli: BuildkitCli) -> list[str]:
-    """The command that removes the build contexts BuildKit copied and no build uses any more."""
+def prune_argvs(cli: BuildkitCli, keep_mb: int) -> list[list[str]]:
+    """The commands that remove the build contexts BuildKit copied, then the least recently used cache beyond
+    `keep_mb` (no record a build is using is removed)."""
     prune = [*cli.argv[:-2], "prune"] if cli.argv[-2:] == ("build", "--load") else [*cli.argv[:-1], "builder", "prune"]
-    return [*prune, "--force", "--filter", f"type={CONTEXT_RECORD}"]
+    return [
+        [*prune, "--force", "--filter", f"type={CONTEXT_RECORD}"],
+        [*prune, "--force", "--keep-storage", f"{keep_mb}mb"],
+    ]
 
 
-def prune_contexts(cli: BuildkitCli, on_line: LogSink) -> None:
-    """Drop the copies of build contexts from BuildKit's cache once a build is over.
+def cache_keep_mb() -> int:
+    """`LEARNERKIT_BUILD_CACHE_MB`: how much of BuildKit's cache builds leave behind (default 8192 MiB)."""
+    raw = os.environ.get(CACHE_KEEP_VARIABLE, str(DEFAULT_CACHE_KEEP_MB))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"{CACHE_KEEP_VARIABLE}={raw!r}: a whole number of MiB (0 or more) is expected")
+    return value
+
+
+def prune_cache(cli: BuildkitCli, keep_mb: int, on_line: LogSink) -> None:
+    """Once a build is over, drop BuildKit's copies of build contexts and keep at most `keep_mb` of its cache,
+    the most recently used.
 
     Each build's context is a fresh folder, so BuildKit keeps a full copy of it (its `source.local` record) that no
-    later build reuses: a locked cuda image's context holds gigabytes of wheels, and every rebuild added another
-    copy to the disk. The built layers stay cached; a context in use by another build is kept. A prune that fails
-    costs disk, not the build: it is reported in the build's log."""
+    later build reuses: a locked cuda image's context holds gigabytes of wheels. And a locked image is normalised
+    into new layers after its build, so the build's own layers stay behind in the cache beside the image, about
+    its size again (29 GB after three locked cuda builds here). Without a cap the cache grows with every build
+    until the disk is full. A prune that fails costs disk, not the build: it is reported in the build's log."""
     env = {**os.environ, **dict(cli.env)}
-    try:
-        proc = subprocess.run(
-            prune_argv(cli), capture_output=True, text=True, timeout=PRUNE_TIMEOUT_S, check=False, env=env
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        on_line(f"note: the copies of build contexts were not pruned from BuildKit's cache: {e}")
-        return
-    if proc.returncode != 0:
-        said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [f"exit {proc.returncode}"]
-        on_line(f"note: the copies of build contexts were not pruned from BuildKit's cache: {said[0]}")
+    for argv in prune_argvs(cli, keep_mb):
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=PRUNE_TIMEOUT_S, check=False, env=env)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            on_line(f"note: BuildKit's cache was not pruned: {e}")
+            return
+        if proc.returncode != 0:
+            said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or [f"exit {proc.returncode}"]
+            on_line(f"note: BuildKit's cache was not pruned: {said[0]}")
+            return

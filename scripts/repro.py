@@ -10,7 +10,7 @@ compared (diffoscope, or learnerkit_build.imagediff's listing), and the command 
 two image IDs and manifest digests side by side, each build's seconds and what the second build saw. Not part
 of `make test`.
 Usage: python scripts/repro.py [base] [sidecar] [SPEC...]   (default: the base, the sidecar and every cpu variant
-with a committed lock)
+with a committed lock; a named SPEC must have one, cuda variants too)
 """
 
 from __future__ import annotations
@@ -178,8 +178,14 @@ def main() -> None:
     named = set(args.specs)
     specs = [spec for spec in args.specs if spec not in ("base", "sidecar")]
     matrix = load_matrix(REPO)
-    images = matrix.select(specs) if specs else [] if named else list(matrix.images)
-    locked = [image for image in images if image.variant_name == "cpu" and image_lock_path(image).is_file()]
+    if specs:
+        locked = matrix.select(specs)
+        unlocked = [image.name for image in locked if not image_lock_path(image).is_file()]
+        if unlocked:
+            sys.exit(f"no committed lock, so no bit-for-bit rebuild: {', '.join(unlocked)} (see image lock)")
+    else:
+        every = [] if named else matrix.images
+        locked = [image for image in every if image.variant_name == "cpu" and image_lock_path(image).is_file()]
     inputs = resolve_build_inputs(BuildOptions(), pip_config()).inputs
     with tempfile.TemporaryDirectory(prefix="learnerkit-repro-") as scratch:
         work = Path(scratch)

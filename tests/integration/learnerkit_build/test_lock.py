@@ -27,7 +27,10 @@ from tests.integration.conftest import REPO
 def sbom_of(reference: str, tmp_path: Path) -> dict[str, Any]:
     archive = tmp_path / "image.tar"
     engine.save_image(reference, archive)
-    index = index_archive(archive, reference, wanted=wanted)
+    try:
+        index = index_archive(archive, reference, wanted=wanted)
+    finally:
+        archive.unlink()  # up to 3.8 GB a variant, and pytest keeps the last three runs' folders
     sbom = build_sbom(index, index.config_digest, deb_packages(index) or [], python_dists(index))
     validate_sbom(sbom)
     return sbom

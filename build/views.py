@@ -99,7 +99,9 @@ def settings_table(settings: Sequence[Setting]) -> RenderableType:
 
 def build_table(results: list[BuildResult]) -> RenderableType:
     """What each build did, in 80 columns; why an image was skipped follows the table."""
-    table = Table("spec", "status", "reference", "seconds", title="build", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(
+        "spec", "status", "reference", "seconds", title="build", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
+    )
     colours = {"built": "green", "cached": "cyan", "skipped": "yellow"}
     for result in results:
         table.add_row(
@@ -123,7 +125,7 @@ def outdated_table(found: Sequence[OutdatedImage]) -> RenderableType:
 
 def simple_table(rows: list[dict[str, Any]], *whole: str) -> Table:
     """One column per key; the columns named in `whole` (what a user copies) are never shortened."""
-    table = Table(*(rows[0].keys() if rows else ()))
+    table = Table(*(rows[0].keys() if rows else ()), box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for row in rows:
         table.add_row(*(str(value) for value in row.values()))
     return keep_whole(table, *whole)

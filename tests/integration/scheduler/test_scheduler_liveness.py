@@ -4,6 +4,7 @@ was down. On the Docker backend, with real pairs, etcd and S3 (docs/scheduler.md
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -36,11 +37,21 @@ async def leases(harness: Harness, job_id: str) -> set[int]:
         await etcd.close()
 
 
+REGRANTED = "expired; granting a new one"
+"""What the sidecar logs when it finds its lease gone and takes a new one."""
+
+
+def container_of(job_id: str, role: str) -> Any:
+    """The job's one running container of `role` (learner or sidecar)."""
+    filters = {"label": [f"{JOB_LABEL}={job_id}", f"{ROLE_LABEL}={role}"]}
+    [container] = engine.engine().containers.list(filters=filters)
+    return container
+
+
 @contextmanager
 def frozen_sidecar(job_id: str) -> Iterator[None]:
     """The job's sidecar frozen (docker pause): it cannot renew its lease while its learner goes on."""
-    filters = {"label": [f"{JOB_LABEL}={job_id}", f"{ROLE_LABEL}=sidecar"]}
-    [sidecar] = engine.engine().containers.list(filters=filters)
+    sidecar = container_of(job_id, "sidecar")
     sidecar.pause()
     try:
         yield
@@ -62,6 +73,36 @@ def test_a_sidecar_frozen_past_its_lease_keeps_its_running_job(
             message="the scheduler to see the frozen sidecar's lease missing for twice its TTL",
         )
         assert harness.call(harness.service.get("team-a", job.job_id)).status == "PROCESSING"
+    final = harness.wait_status("team-a", job.job_id, TERMINAL)
+    assert (final.status, final.reason) == ("COMPLETED", ""), final
+
+
+def test_etcd_paused_past_the_lease_ttl_keeps_the_running_job(
+    harness: Harness, s3_server: Any, scheduler_buckets: Any, etcd_server: Any
+) -> None:
+    """etcd frozen (SIGSTOP) past the lease's TTL: when it answers again the lease is revoked, the sidecar grants
+    itself a new one, and its job ends COMPLETED, never "learner lost" (the k8s tier's test, on Docker)."""
+    job = harness.call(harness.service.submit("team-a", manifest(s3_server, "sleep 45", cpus=1)))
+    harness.wait_status("team-a", job.job_id, {"PROCESSING"})
+    ttl = harness.options.lease_ttl_s
+    with etcd_server.paused():
+        frozen_at = time.monotonic()
+        # What is awaited here is the TTL itself running out: no event can say so while etcd is frozen.
+        wait_until(
+            lambda: time.monotonic() - frozen_at > ttl + 3,
+            timeout=10 * ttl,
+            interval=0.5,
+            message="the lease's TTL to pass with etcd frozen",
+        )
+    sidecar = container_of(job.job_id, "sidecar")
+    wait_until(
+        lambda: REGRANTED in sidecar.logs().decode(errors="replace"),
+        timeout=60,
+        interval=0.5,
+        message="the sidecar to find its lease revoked and grant a new one (the blip happened)",
+    )
+    assert container_of(job.job_id, "learner").status == "running", "the learner still runs"
+    assert harness.call(harness.service.get("team-a", job.job_id)).status == "PROCESSING"
     final = harness.wait_status("team-a", job.job_id, TERMINAL)
     assert (final.status, final.reason) == ("COMPLETED", ""), final
 

@@ -13,4 +13,4 @@ settings.register_profile("repeatable", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile("explore" if os.environ.get("LEARNERKIT_HYPOTHESIS_EXPLORE") == "1" else "repeatable")
 
-pytest_plugins = ["tests.servers.etcd", "tests.servers.s3"]
+pytest_plugins = ["tests.servers.etcd", "tests.servers.s3", "tests.engine_leftovers"]

@@ -39,6 +39,25 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def pinned_requirements(packages: list[str]) -> list[str]:
+    """`packages` when each is a PEP 508 requirement pinned to one version; else a `ValueError` naming it."""
+    for req in packages:
+        try:
+            requirement = Requirement(req)
+        except InvalidRequirement as e:
+            raise ValueError(f"{req!r} is not a valid requirement: {e}") from e
+        specifiers = list(requirement.specifier)
+        pinned = len(specifiers) == 1 and (
+            specifiers[0].operator == "===" or (specifiers[0].operator == "==" and "*" not in specifiers[0].version)
+        )
+        if not pinned:
+            raise ValueError(
+                f"{req!r} is not pinned: name exactly one version with == (or === to refuse local versions "
+                "such as +cpu), so that the image's content follows from this file"
+            )
+    return packages
+
+
 class PipSpec(_Spec):
     """Python distributions installed into the learner's virtual environment."""
 
@@ -54,21 +73,7 @@ class PipSpec(_Spec):
     @field_validator("packages")
     @classmethod
     def _pinned_requirements(cls, packages: list[str]) -> list[str]:
-        for req in packages:
-            try:
-                requirement = Requirement(req)
-            except InvalidRequirement as e:
-                raise ValueError(f"{req!r} is not a valid requirement: {e}") from e
-            specifiers = list(requirement.specifier)
-            pinned = len(specifiers) == 1 and (
-                specifiers[0].operator == "===" or (specifiers[0].operator == "==" and "*" not in specifiers[0].version)
-            )
-            if not pinned:
-                raise ValueError(
-                    f"{req!r} is not pinned: name exactly one version with == (or === to refuse local versions "
-                    "such as +cpu), so that the image's content follows from this file"
-                )
-        return packages
+        return pinned_requirements(packages)
 
     @model_validator(mode="after")
     def _shared_are_packages(self) -> PipSpec:
@@ -99,6 +104,26 @@ class CudaSpec(_Spec):
         return self
 
 
+DebianName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]*$")]
+
+
+class BuilderSpec(_Spec):
+    """What a framework's builder stage (`builder_stages`) installs to compile it: none of it reaches the image but
+    what the stage copies out. A lock holds it in its `builder` section, and a locked build installs only that."""
+
+    apt: list[DebianName] = []
+    """Debian packages of the builder stage: compilers, -dev packages."""
+    sources: list[str] = []
+    """Pinned requirements fetched as source distributions (the code the stage compiles), without dependencies."""
+    wheels: list[str] = []
+    """Pinned requirements installed as wheels, with their dependencies, into a venv of the stage (a toolkit)."""
+
+    @field_validator("sources", "wheels")
+    @classmethod
+    def _pinned_requirements(cls, packages: list[str]) -> list[str]:
+        return pinned_requirements(packages)
+
+
 class VariantSpec(_Spec):
     """One image of a framework version: what it runs on and what goes into it."""
 
@@ -107,11 +132,13 @@ class VariantSpec(_Spec):
     """`local:<name>` for a base made here (`learnerkit image base`), else an image reference."""
     python: str | None = Field(default=None, pattern=r"^3\.[0-9]+$")
     """Overrides the version's Python for this variant (a CUDA base may ship another one)."""
-    apt: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]*$")]] = []
-    """Debian packages the framework needs at run time (build-only packages belong in `args`)."""
+    apt: list[DebianName] = []
+    """Debian packages the framework needs at run time (build-only packages belong in `builder`)."""
     pip: PipSpec | None = None
+    builder: BuilderSpec | None = None
+    """What a builder stage installs to compile the framework (compilers, -dev packages, sources, a toolkit)."""
     args: dict[str, ArgValue] = {}
-    """Knobs of the framework's own template (source versions, build flags)."""
+    """Knobs of the framework's own template (build flags)."""
     cuda: CudaSpec | None = None
     """`cuda` variants only: the CUDA build the image must hold."""
 

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from learnerkit_build.context import ContextFile, file_sha256
-from learnerkit_build.lock.model import Lock, LockError, pip_requirements
+from learnerkit_build.lock.model import BuilderLock, Lock, LockError, pip_requirements
 from learnerkit_build.state import state_home
 
 LOCKED_DIR = ".locked"
@@ -22,6 +22,12 @@ LOCKED_DIR = ".locked"
 LOCKED_DEBS_DIR = f"{LOCKED_DIR}/debs"
 LOCKED_WHEELS_DIR = f"{LOCKED_DIR}/wheels"
 LOCKED_SHARED_DIR = f"{LOCKED_DIR}/shared"
+LOCKED_BUILDER_DIR = ".locked-builder"
+"""Where a build context holds the files of the lock's builder section: beside `.locked/`, not in it, so the learner
+stage's locked steps never mount (and are never keyed by) what only the builder stage installs."""
+LOCKED_SOURCES_MOUNT = "/run/locked/sources"
+"""Where the locked_sources macro (learner_base/macros.j2) mounts `.locked-builder/sources/`: SHA256SUMS names the
+source distributions there."""
 
 
 def cache_root() -> Path:
@@ -84,6 +90,24 @@ def locked_context_files(lock: Lock, shared: Collection[str] = ()) -> list[Conte
     ]
     if first:
         files.append(ContextFile(stored_text(pip_requirements(first)), f"{LOCKED_SHARED_DIR}/requirements.txt"))
+    return files + (builder_context_files(lock, lock.builder) if lock.builder else [])
+
+
+def builder_context_files(lock: Lock, builder: BuilderLock) -> list[ContextFile]:
+    """The builder section's files under `.locked-builder/`, laid out as `.locked/` is (debs/, dpkg.txt, wheels/,
+    requirements.txt, python.txt) for the same macros, and its source distributions in sources/ with their
+    SHA256SUMS."""
+    folder = LOCKED_BUILDER_DIR
+    files = [ContextFile(cached_path(d.sha256), f"{folder}/debs/{d.filename}") for d in builder.debian]
+    files += [ContextFile(cached_path(w.sha256), f"{folder}/wheels/{w.filename}") for w in builder.python]
+    files += [ContextFile(cached_path(s.sha256), f"{folder}/sources/{s.filename}") for s in builder.sources]
+    sums = "".join(f"{s.sha256}  {LOCKED_SOURCES_MOUNT}/{s.filename}\n" for s in builder.sources)
+    files += [
+        ContextFile(stored_text(lock.builder_dpkg_list()), f"{folder}/dpkg.txt"),
+        ContextFile(stored_text(builder.python_list()), f"{folder}/python.txt"),
+        ContextFile(stored_text(pip_requirements(builder.python)), f"{folder}/requirements.txt"),
+        ContextFile(stored_text(sums), f"{folder}/sources/SHA256SUMS"),
+    ]
     return files
 
 

@@ -1,24 +1,40 @@
 """`learnerkit image lock`: where each lock file lives, computing it, and filling the cache from it.
 
 The lock of an image is every Debian package of its base plus what its runtime install step adds (the same
-package list the template installs), and every wheel its pinned requirements resolve to.
+package list the template installs), and every wheel its pinned requirements resolve to. An image compiled in a
+builder stage (framework.yaml's `builder`) adds what that stage installs on the same base: its .debs, its
+source distributions and the wheels of its venv.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from packaging.requirements import Requirement
 
-from learnerkit_build.lock.cache import LOCKED_SHARED_DIR, missing
+from learnerkit_build.lock.cache import LOCKED_BUILDER_DIR, LOCKED_SHARED_DIR, missing
 from learnerkit_build.lock.debian import download_debs, resolve_debs
-from learnerkit_build.lock.model import Lock, LockError, make_lock, normalise_name, read_lock, write_lock
-from learnerkit_build.lock.python import download_wheels, resolve_wheels
+from learnerkit_build.lock.model import (
+    BuilderLock,
+    Lock,
+    LockedDeb,
+    LockedWheel,
+    LockError,
+    make_builder,
+    make_lock,
+    normalise_name,
+    read_lock,
+    write_lock,
+)
+from learnerkit_build.lock.python import download_sources, download_wheels, resolve_sources, resolve_wheels
 from learnerkit_build.render import RUNTIME_APT, BuildInputs, render_dockerfile
-from learnerkit_build.spec import ImageSpec
+from learnerkit_build.spec import BuilderSpec, ImageSpec
 
 SIDECAR_LOCK = "controller_sidecar/image/lock.json"
+_File = TypeVar("_File", LockedDeb, LockedWheel)
 BASE_LOCK_DIR = "learner_base/lock"
 
 
@@ -35,6 +51,8 @@ class LockTarget:
     pip: tuple[str, ...]
     runtime: bool = True
     """Whether RUNTIME_APT is installed (not for the base itself)."""
+    builder: BuilderSpec | None = None
+    """What its builder stage installs (framework.yaml's `builder`)."""
 
 
 def image_lock_path(image: ImageSpec) -> Path:
@@ -71,6 +89,11 @@ def image_target(image: ImageSpec, base_ref: str) -> LockTarget:
             f"{image.name}: framework.yaml's pip.shared is set but its template never installs it with "
             "pip_install_shared (learner_base/macros.j2): a locked build would miss those wheels"
         )
+    if image.variant.builder and f"source={LOCKED_BUILDER_DIR}" not in locked:
+        raise LockError(
+            f"{image.name}: framework.yaml's builder is set but its template's locked render never installs from "
+            f"{LOCKED_BUILDER_DIR} (apt_install, pip_install with lock_dir, locked_sources: learner_base/macros.j2)"
+        )
     return LockTarget(
         name=image.name,
         path=image_lock_path(image),
@@ -78,6 +101,7 @@ def image_target(image: ImageSpec, base_ref: str) -> LockTarget:
         python=image.python,
         apt=tuple(image.variant.apt),
         pip=tuple(pip.packages),
+        builder=image.variant.builder,
     )
 
 
@@ -107,9 +131,20 @@ def shared_distributions(image: ImageSpec) -> frozenset[str]:
 def compute_lock(target: LockTarget, inputs: BuildInputs) -> Lock:
     """Resolve `target` now (apt in its base, pip from the build's indexes) and fill the cache."""
     debs = resolve_debs(target.base_ref, sorted(set((*RUNTIME_APT, *target.apt)) if target.runtime else set()))
-    lock = make_lock(target.name, debs, resolve_wheels(list(target.pip), target.python, inputs) if target.pip else [])
+    wheels = resolve_wheels(list(target.pip), target.python, inputs) if target.pip else []
+    builder = compute_builder(target.builder, target.base_ref, target.python, inputs) if target.builder else None
+    lock = make_lock(target.name, debs, wheels, builder)
     fill_cache(lock, target.base_ref, inputs)
     return lock
+
+
+def compute_builder(builder: BuilderSpec, base_ref: str, python: str, inputs: BuildInputs) -> BuilderLock:
+    """What a builder stage on `base_ref` installs: what `apt-get install` of its packages adds to the base (apt in
+    a container of it), the wheels its requirements resolve to, and its source distributions."""
+    added = [deb for deb in resolve_debs(base_ref, sorted(set(builder.apt))) if deb.origin == "image"]
+    wheels = resolve_wheels(builder.wheels, python, inputs) if builder.wheels else []
+    sources = resolve_sources(builder.sources, inputs) if builder.sources else []
+    return make_builder(added, wheels, sources)
 
 
 def lock_target(target: LockTarget, inputs: BuildInputs) -> tuple[Lock, bool]:
@@ -124,11 +159,19 @@ def lock_target(target: LockTarget, inputs: BuildInputs) -> tuple[Lock, bool]:
 def fill_cache(lock: Lock, base_ref: str, inputs: BuildInputs) -> None:
     """Download what the cache lacks of `lock` (a fresh machine fills it once from the committed lock)."""
     absent = set(missing(lock))
-    download_debs(base_ref, [d for d in lock.installed_debs() if d.filename in absent])
-    download_wheels([w for w in lock.python if w.filename in absent], inputs)
+    builder = lock.builder or make_builder([], [], [])
+    download_debs(base_ref, _unique([d for d in (*lock.installed_debs(), *builder.debian) if d.filename in absent]))
+    download_wheels(_unique([w for w in (*lock.python, *builder.python) if w.filename in absent]), inputs)
+    download_sources([s for s in builder.sources if s.filename in absent], inputs)
     still = missing(lock)
     if still:
         raise LockError(f"{lock.image}: could not fetch {', '.join(still)} into the lock cache")
+
+
+def _unique(files: list[_File]) -> list[_File]:
+    """`files` without repeats: the builder stage and the image may lock the same .deb or wheel (a runtime library,
+    the CUDA runtime), fetched once."""
+    return list(dict.fromkeys(files))
 
 
 def base_target(root: Path, base_name: str, base_ref: str, python: str) -> LockTarget:
@@ -149,16 +192,37 @@ def image_lock(image: ImageSpec) -> Lock | None:
     if lock is None:
         return None
     problems = [f"it is the lock of {lock.image}"] if lock.image != image.name else []
-    wheels = {wheel.name: wheel.version for wheel in lock.python}
-    for text in image.variant.pip.packages if image.variant.pip else []:
-        requirement = Requirement(text)
-        version = wheels.get(normalise_name(requirement.name))
-        if version is None or not requirement.specifier.contains(version, prereleases=True):
-            problems.append(f"framework.yaml pins {text}, the lock holds {version or 'none'}")
+    pins = image.variant.pip.packages if image.variant.pip else []
+    problems += _pin_problems("framework.yaml", pins, "the lock", lock.python)
     debs = {deb.package for deb in lock.debian}
     problems += [f"framework.yaml installs {name}, the lock has not" for name in image.variant.apt if name not in debs]
+    problems += _builder_problems(image.variant.builder, lock)
     if problems:
         raise LockError(
             f"{path}: not the lock of {image.name}: {'; '.join(problems)} (run `learnerkit image lock {image.name}`)"
         )
     return lock
+
+
+def _pin_problems(asks: str, pins: list[str], holds: str, locked: Iterable[LockedWheel]) -> list[str]:
+    versions = {wheel.name: wheel.version for wheel in locked}
+    problems = []
+    for text in pins:
+        requirement = Requirement(text)
+        version = versions.get(normalise_name(requirement.name))
+        if version is None or not requirement.specifier.contains(version, prereleases=True):
+            problems.append(f"{asks} pins {text}, {holds} holds {version or 'none'}")
+    return problems
+
+
+def _builder_problems(builder: BuilderSpec | None, lock: Lock) -> list[str]:
+    """Where the lock's builder section is not framework.yaml's `builder`: a pin or a package, or either missing."""
+    if builder is None:
+        return [] if lock.builder is None else ["the lock has a builder section, framework.yaml has none"]
+    if lock.builder is None:
+        return ["framework.yaml has a builder section, the lock has none"]
+    asks, holds = "framework.yaml's builder", "the lock's builder"
+    problems = _pin_problems(asks, builder.sources, holds, lock.builder.sources)
+    problems += _pin_problems(asks, builder.wheels, holds, lock.builder.python)
+    debs = {deb.package for deb in lock.debian if deb.origin == "base"} | {deb.package for deb in lock.builder.debian}
+    return problems + [f"{asks} installs {name}, {holds} has not" for name in builder.apt if name not in debs]

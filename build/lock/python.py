@@ -2,7 +2,8 @@
 
 `pip download` resolves every dependency exactly as an install into an empty venv would (wheels only, for
 this host's CPython, which must be the image's minor version on the same platform), from the same index,
-extra indexes and find-links the build would use; each downloaded wheel is hashed into the cache.
+extra indexes and find-links the build would use; each downloaded wheel is hashed into the cache. A builder
+stage's source distributions are downloaded the same way, as sources and without dependencies.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
 
 from learnerkit_build.lock.cache import admit
-from learnerkit_build.lock.model import LockedWheel, LockError, normalise_name
+from learnerkit_build.lock.model import LockedSource, LockedWheel, LockError, normalise_name, pip_requirements
 from learnerkit_build.render import BuildInputs
 
 
@@ -31,19 +33,35 @@ def resolve_wheels(requirements: list[str], python: str, inputs: BuildInputs) ->
         return [_admitted(path) for path in sorted(dest.iterdir())]
 
 
+def resolve_sources(requirements: list[str], inputs: BuildInputs) -> list[LockedSource]:
+    """The source distributions of `requirements` (no dependencies: a builder compiles them against its own
+    packages), each admitted to the cache."""
+    with tempfile.TemporaryDirectory(prefix="learnerkit-sources-") as scratch:
+        dest = Path(scratch) / "sources"
+        _pip(["download", "--no-binary=:all:", "--no-deps", "--dest", str(dest), *_where(inputs), *requirements])
+        return [_admitted_source(path) for path in sorted(dest.iterdir())]
+
+
 def download_wheels(wheels: list[LockedWheel], inputs: BuildInputs) -> None:
     """Fetch locked wheels (pip checks each against its hash) and admit each to the cache."""
-    if not wheels:
+    _download(wheels, "--only-binary=:all:", inputs)
+
+
+def download_sources(sources: list[LockedSource], inputs: BuildInputs) -> None:
+    """Fetch locked source distributions (pip checks each against its hash) and admit each to the cache."""
+    _download(sources, "--no-binary=:all:", inputs)
+
+
+def _download(files: Sequence[LockedWheel], kind: str, inputs: BuildInputs) -> None:
+    if not files:
         return
-    with tempfile.TemporaryDirectory(prefix="learnerkit-wheels-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="learnerkit-download-") as scratch:
         requirements = Path(scratch) / "requirements.txt"
-        requirements.write_text(
-            "".join(f"{w.name}=={w.version} --hash=sha256:{w.sha256}\n" for w in wheels), encoding="utf-8"
-        )
-        dest = Path(scratch) / "wheels"
-        fetch = ["download", "--only-binary=:all:", "--no-deps", "--require-hashes", "--dest", str(dest)]
+        requirements.write_text(pip_requirements(files), encoding="utf-8")
+        dest = Path(scratch) / "files"
+        fetch = ["download", kind, "--no-deps", "--require-hashes", "--dest", str(dest)]
         _pip([*fetch, *_where(inputs), "-r", str(requirements)])
-        expected = {w.filename: w.sha256 for w in wheels}
+        expected = {w.filename: w.sha256 for w in files}
         for path in sorted(dest.iterdir()):
             admit(path, expected.get(path.name))
 
@@ -54,6 +72,14 @@ def _admitted(path: Path) -> LockedWheel:
     except InvalidWheelFilename as e:
         raise LockError(f"pip resolved {path.name}, which is not a wheel: {e}") from e
     return LockedWheel(name=normalise_name(name), version=str(version), filename=path.name, sha256=admit(path))
+
+
+def _admitted_source(path: Path) -> LockedSource:
+    try:
+        name, version = parse_sdist_filename(path.name)
+    except InvalidSdistFilename as e:
+        raise LockError(f"pip downloaded {path.name}, which is not a source distribution: {e}") from e
+    return LockedSource(name=normalise_name(name), version=str(version), filename=path.name, sha256=admit(path))
 
 
 def _where(inputs: BuildInputs) -> list[str]:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from learnerkit_build.images import render_image
-from learnerkit_build.lock.cache import admit, cached_path, locked_context_files
+from learnerkit_build.lock import compute
+from learnerkit_build.lock import python as lockpython
+from learnerkit_build.lock.cache import admit, cached_path, locked_context_files, missing
 from learnerkit_build.lock.compute import (
     SIDECAR_LOCK,
     base_lock_path,
@@ -17,12 +19,15 @@ from learnerkit_build.lock.compute import (
     image_lock_path,
     image_target,
     shared_distributions,
+    unlocked_installs,
 )
 from learnerkit_build.lock.model import (
     LockedDeb,
+    LockedSource,
     LockedWheel,
     LockError,
     lock_json,
+    make_builder,
     make_lock,
     pip_requirements,
     read_lock,
@@ -30,8 +35,9 @@ from learnerkit_build.lock.model import (
 )
 from learnerkit_build.locking import lockable
 from learnerkit_build.matrix import load_matrix
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.render import BuildInputs, render_dockerfile
 from learnerkit_build.sidecarimage import render_sidecar
+from learnerkit_build.spec import BuilderSpec
 from tests.unit.conftest import VALID_YAML, MakeProject
 
 REPO = Path(__file__).resolve().parents[3]
@@ -43,18 +49,34 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "home"
 
 
-def a_lock(tmp_path: Path) -> Path:
-    """A lock of one .deb and one wheel whose files are in the (temporary) cache."""
-    deb, wheel = tmp_path / "tini_0.19.0-1_amd64.deb", tmp_path / "six-1.17.0-py2.py3-none-any.whl"
-    deb.write_bytes(b"a deb")
-    wheel.write_bytes(b"a wheel")
+def cached(tmp_path: Path, name: str) -> str:
+    """The sha256 of a small file `name`, admitted to the (temporary) cache."""
+    (tmp_path / name).write_bytes(f"the bytes of {name}".encode())
+    return admit(tmp_path / name)
+
+
+def a_lock(tmp_path: Path, *, builder: bool = False) -> Path:
+    """A lock of one .deb and one wheel whose files are in the (temporary) cache; `builder`: with a builder section
+    of two .debs (one upgrades the base's bash), a wheel and a source distribution."""
+    deb, wheel = "tini_0.19.0-1_amd64.deb", "six-1.17.0-py2.py3-none-any.whl"
+    section = make_builder(
+        [
+            LockedDeb(
+                "cmake", "3.25", "amd64", "cmake_3.25_amd64.deb", cached(tmp_path, "cmake_3.25_amd64.deb"), "image"
+            ),
+            LockedDeb("bash", "5.3", "amd64", "bash_5.3_amd64.deb", cached(tmp_path, "bash_5.3_amd64.deb"), "image"),
+        ],
+        [LockedWheel("nvcc", "13.0", "nvcc-13.0-py3-none-any.whl", cached(tmp_path, "nvcc-13.0-py3-none-any.whl"))],
+        [LockedSource("toy-src", "1.0", "toy-src-1.0.tar.gz", cached(tmp_path, "toy-src-1.0.tar.gz"))],
+    )
     lock = make_lock(
         "toy",
         [
-            LockedDeb("tini", "0.19.0-1", "amd64", deb.name, admit(deb), "image"),
+            LockedDeb("tini", "0.19.0-1", "amd64", deb, cached(tmp_path, deb), "image"),
             LockedDeb("bash", "5.2", "amd64", "bash_5.2_amd64.deb", "0" * 64, "base"),
         ],
-        [LockedWheel("six", "1.17.0", wheel.name, admit(wheel))],
+        [LockedWheel("six", "1.17.0", wheel, cached(tmp_path, wheel))],
+        section if builder else None,
     )
     path = tmp_path / "lock.json"
     write_lock(path, lock)
@@ -65,6 +87,7 @@ def test_a_lock_reads_back_equal_and_writes_the_same_bytes(home: Path, tmp_path:
     path = a_lock(tmp_path)
     lock = read_lock(path)
     assert lock_json(lock) == path.read_bytes()
+    assert "builder" not in json.loads(path.read_bytes()), "a lock without a builder keeps the bytes of before"
     assert lock.dpkg_list() == "bash=5.2\ntini=0.19.0-1\n"
     assert [name for name, _ in lock.files()] == ["tini_0.19.0-1_amd64.deb", "six-1.17.0-py2.py3-none-any.whl"]
     assert "six==1.17.0 --hash=sha256:" in pip_requirements(lock.python)
@@ -88,6 +111,59 @@ def test_a_malformed_lock_is_refused_naming_the_file_and_entry(home: Path, tmp_p
     path.write_text(json.dumps(payload), encoding="utf-8")
     with pytest.raises(LockError, match=rf"{path}: {message}"):
         read_lock(path)
+
+
+def test_a_builder_section_reads_back_equal_and_lists_what_the_builder_stage_must_hold(
+    home: Path, tmp_path: Path
+) -> None:
+    path = a_lock(tmp_path, builder=True)
+    lock = read_lock(path)
+    assert lock_json(lock) == path.read_bytes()
+    assert lock.builder is not None
+    assert sorted(json.loads(path.read_bytes())["builder"]) == ["debian", "python", "sources"]
+    assert [deb.package for deb in lock.builder.debian] == ["bash", "cmake"], "sorted, as every section"
+    assert isinstance(lock.builder.sources[0], LockedSource)
+    # The builder stage is the base and what it installs: its bash upgrades the base's, tini is the image's.
+    assert lock.builder_dpkg_list() == "bash=5.3\ncmake=3.25\n"
+    assert lock.builder.python_list() == "nvcc==13.0\n"
+    assert [name for name, _ in lock.files()][-4:] == [
+        "bash_5.3_amd64.deb",
+        "cmake_3.25_amd64.deb",
+        "nvcc-13.0-py3-none-any.whl",
+        "toy-src-1.0.tar.gz",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["builder"].pop("sources"), r"builder must have exactly the lists debian, python, sources"),
+        (lambda d: d.update(builder=[]), r"builder must have exactly the lists debian, python, sources"),
+        (lambda d: d["builder"]["debian"][0].update(origin="base"), r"builder.debian entry bash: origin must be image"),
+        (
+            lambda d: d["builder"]["sources"][0].update(sha256="x"),
+            r"builder.sources\[0\] \(toy-src-1\.0\.tar\.gz\): sha256",
+        ),
+        (lambda d: d["builder"]["python"][0].pop("name"), r"builder.python\[0\] must have exactly the string fields"),
+    ],
+)
+def test_a_malformed_builder_section_is_refused_naming_the_file_and_entry(
+    home: Path, tmp_path: Path, edit, message
+) -> None:  # type: ignore[no-untyped-def]
+    path = a_lock(tmp_path, builder=True)
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    edit(payload)
+    path.write_text(json.dumps(payload), encoding="utf-8")
+    with pytest.raises(LockError, match=rf"{path}: {message}"):
+        read_lock(path)
+
+
+def test_every_committed_lock_is_canonical() -> None:
+    """Reading and writing a committed lock gives its bytes: the builder section changed no lock made before it."""
+    paths = [REPO / SIDECAR_LOCK, base_lock_path(REPO, "debian-bookworm"), *REPO.glob("frameworks/*/lock/*.json")]
+    assert len(paths) >= 14
+    for path in paths:
+        assert lock_json(read_lock(path)) == path.read_bytes(), path
 
 
 def test_a_missing_lock_names_the_command_that_makes_it(tmp_path: Path) -> None:
@@ -135,21 +211,64 @@ def test_a_locked_image_installs_only_its_lock_and_its_venv_has_no_pip() -> None
     assert "python3 -m venv --without-pip /opt/sidecar/venv" in sidecar and "--require-hashes" in sidecar
 
 
-def test_only_images_that_install_through_the_locked_steps_are_lockable() -> None:
-    """The evaluator images are (their shared layer installs from the lock); caffe is not, naming each stage that
-    installs from mirrors or indexes: its builder compiles against unlocked packages."""
+BUILDER_TEMPLATE = """{% extends "learner_base/Dockerfile.j2" %}
+{% block builder_stages %}
+FROM {{ base_ref }} AS toy-builder
+RUN apt-get update && apt-get install -y --no-install-recommends cmake
+{% endblock %}
+"""
+
+
+def test_only_images_that_install_through_the_locked_steps_are_lockable(make_project: MakeProject) -> None:
+    """The evaluator images are (their shared layer installs from the lock), and caffe (its builder stage from the
+    lock's builder section); a template whose builder stage installs from a mirror is not, naming each stage that
+    does: what the builder compiles reaches the image."""
     matrix = load_matrix(REPO)
-    specs = ["mxnet:1.9.1-cpu", "robustness:1.20-cpu", "fairness:0.6-cpu", "caffe:1.0-cpu"]
+    specs = ["mxnet:1.9.1-cpu", "robustness:1.20-cpu", "fairness:0.6-cpu", "caffe:1.0-cpu", "caffe:1.0-cuda"]
     kept, refused = lockable(matrix.select(specs))
-    assert [image.name for image in kept] == ["mxnet:1.9.1-cpu", "robustness:1.20-cpu", "fairness:0.6-cpu"]
-    assert [r.name for r in refused] == ["caffe:1.0-cpu"]
+    assert [image.name for image in kept] == specs and refused == []
+    toy = load_matrix(make_project(template=BUILDER_TEMPLATE)).select(["toy:1.0-cpu"])
+    kept, refused = lockable(toy)
+    assert kept == [] and [r.name for r in refused] == ["toy:1.0-cpu"]
     assert refused[0].status == (
-        "refused: caffe:1.0-cpu: not lockable: its template installs outside the locked steps (stage caffe-builder: "
-        "apt-get from the mirrors, pip download from the indexes; stage learner: pip from the indexes), so what it "
-        "builds would not follow from a lock"
+        "refused: toy:1.0-cpu: not lockable: its template installs outside the locked steps (stage toy-builder: "
+        "apt-get from the mirrors), so what it builds would not follow from a lock"
     )
-    with pytest.raises(LockError, match=r"caffe:1\.0-cpu: not lockable"):
-        image_target(matrix.select(["caffe:1.0-cpu"])[0], "example/base:1")
+
+
+def test_caffe_installs_every_stage_from_its_lock_and_compiles_with_the_one_date() -> None:
+    """The builder's .debs (checked against dpkg as the learner's are), the source by its sha256 and, for cuda, the
+    toolkit's wheels come from `.locked-builder`; the learner stage never mounts it; the compile and the .pyc files
+    of pycaffe take SOURCE_DATE_EPOCH."""
+    for image in load_matrix(REPO).select(["caffe:1.0-cpu", "caffe:1.0-cuda"]):
+        target = image_target(image, "example/base:1")
+        assert target.builder == image.variant.builder and target.builder is not None
+        assert "build-essential" in target.builder.apt and target.builder.sources == ["brocolli-caffe==9.0.2"]
+        text = render_dockerfile(REPO, image, "example/base:1", BuildInputs(), locked=True)
+        assert unlocked_installs(text) == []
+        builder, learner = text[: text.rindex("\nFROM ")], text[text.rindex("\nFROM ") :]
+        for step in (
+            "RUN --mount=type=bind,source=.locked-builder/debs,target=/run/locked/debs",
+            "--mount=type=bind,source=.locked-builder/dpkg.txt,target=/run/locked/dpkg.txt",
+            "diff - /run/locked/dpkg.txt",
+            "RUN --mount=type=bind,source=.locked-builder/sources,target=/run/locked/sources",
+            "sha256sum --quiet --strict --check /run/locked/sources/SHA256SUMS",
+            "tar -xzf /run/locked/sources/*.tar.gz -C /src/caffe",
+            "RUN export SOURCE_DATE_EPOCH=1767225600",
+        ):
+            assert step in builder, (image.name, step)
+        cuda = image.variant.accelerator == "cuda"
+        assert ("python3 -m venv --without-pip /opt/cuda-toolkit" in builder) == cuda
+        assert ("RUN --mount=type=bind,source=.locked-builder,target=/run/locked" in builder) == cuda
+        assert ".locked-builder" not in learner and "RUN --mount=type=bind,source=.locked,target=/run/locked" in learner
+        assert "SOURCE_DATE_EPOCH=1767225600 /opt/learner/venv/bin/python -m compileall -q /opt/caffe/python" in learner
+
+
+def test_a_builder_its_template_never_installs_from_the_lock_is_refused(make_project: MakeProject) -> None:
+    yaml_text = VALID_YAML.replace("        pip:\n", "        builder:\n          apt: [cmake]\n        pip:\n", 1)
+    image = load_matrix(make_project(yaml_text)).select(["toy:1.0-cpu"])[0]
+    with pytest.raises(LockError, match=r"toy:1\.0-cpu: framework.yaml's builder is set but its template's locked"):
+        image_target(image, "example/base:1")
 
 
 def test_a_shared_requirement_its_template_never_installs_is_refused(make_project: MakeProject) -> None:
@@ -197,6 +316,41 @@ def test_the_shared_wheels_and_their_requirements_go_to_their_own_folder(home: P
     assert targets[".locked/requirements.txt"].read_text(encoding="utf-8") == ""
     assert targets[".locked/python.txt"].read_text(encoding="utf-8") == "six==1.17.0\n"
     assert ".locked/shared/requirements.txt" not in {item.target for item in locked_context_files(lock)}
+
+
+def test_the_builders_files_go_beside_the_images_and_the_sources_with_their_sums(home: Path, tmp_path: Path) -> None:
+    """`.locked-builder/` is laid out as `.locked/` is (the same macros install from it), never inside it: the
+    learner stage mounts `.locked` and must not be keyed by the builder's files."""
+    lock = read_lock(a_lock(tmp_path, builder=True))
+    assert lock.builder is not None
+    targets = {item.target: item.source for item in locked_context_files(lock)}
+    builder = {target for target in targets if target.startswith(".locked-builder/")}
+    assert builder == {
+        ".locked-builder/debs/bash_5.3_amd64.deb",
+        ".locked-builder/debs/cmake_3.25_amd64.deb",
+        ".locked-builder/wheels/nvcc-13.0-py3-none-any.whl",
+        ".locked-builder/sources/toy-src-1.0.tar.gz",
+        ".locked-builder/sources/SHA256SUMS",
+        ".locked-builder/dpkg.txt",
+        ".locked-builder/python.txt",
+        ".locked-builder/requirements.txt",
+    }
+    text = {
+        target: targets[target].read_text(encoding="utf-8")
+        for target in builder
+        if not target.endswith((".deb", ".whl", ".gz"))
+    }
+    source = lock.builder.sources[0]
+    assert text[".locked-builder/sources/SHA256SUMS"] == f"{source.sha256}  /run/locked/sources/toy-src-1.0.tar.gz\n"
+    assert text[".locked-builder/dpkg.txt"] == "bash=5.3\ncmake=3.25\n"
+    assert text[".locked-builder/python.txt"] == "nvcc==13.0\n"
+    assert text[".locked-builder/requirements.txt"].startswith("nvcc==13.0 --hash=sha256:")
+    assert targets[".locked/dpkg.txt"].read_text(encoding="utf-8") == "bash=5.2\ntini=0.19.0-1\n"
+    assert targets[".locked/python.txt"].read_text(encoding="utf-8") == "six==1.17.0\n"
+    cached_path(source.sha256).chmod(0o644)
+    cached_path(source.sha256).write_bytes(b"another source")
+    with pytest.raises(LockError, match=r"toy: the lock cache's toy-src-1\.0\.tar\.gz .* is not the locked"):
+        locked_context_files(lock)
 
 
 def test_every_committed_lock_starts_from_the_committed_base_lock() -> None:
@@ -251,3 +405,88 @@ def test_every_committed_lock_is_its_images_as_framework_yaml_pins_it() -> None:
     assert {"jax:0.10-cpu", "jax:0.9-cpu"} <= {image.name for image in locked}
     for image in locked:
         assert image_lock(image) is not None, image.name
+
+
+def test_a_builder_locks_what_apt_adds_to_the_base_the_wheels_and_the_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    """apt resolves in the base (its own packages come back as origin base: the lock's, not the builder's)."""
+    asked: list[tuple[str, list[str]]] = []
+
+    def resolve(base_ref: str, packages: list[str]) -> list[LockedDeb]:
+        asked.append((base_ref, packages))
+        return [
+            LockedDeb("bash", "5.2", "amd64", "bash_5.2_amd64.deb", "1" * 64, "base"),
+            LockedDeb("cmake", "3.25", "amd64", "cmake_3.25_amd64.deb", "2" * 64, "image"),
+        ]
+
+    nvcc = LockedWheel("nvcc", "13.0", "nvcc-13.0-py3-none-any.whl", "3" * 64)
+    source = LockedSource("toy-src", "1.0", "toy-src-1.0.tar.gz", "4" * 64)
+    monkeypatch.setattr(compute, "resolve_debs", resolve)
+    monkeypatch.setattr(compute, "resolve_wheels", lambda requirements, python, inputs: [nvcc])
+    monkeypatch.setattr(compute, "resolve_sources", lambda requirements, inputs: [source])
+    spec = BuilderSpec(apt=["cmake", "build-essential", "cmake"], sources=["toy-src==1.0"], wheels=["nvcc==13.0"])
+    builder = compute.compute_builder(spec, "example/base:1", "3.11", BuildInputs())
+    assert asked == [("example/base:1", ["build-essential", "cmake"])]
+    assert [deb.package for deb in builder.debian] == ["cmake"]
+    assert builder.python == (nvcc,) and builder.sources == (source,)
+
+
+def test_filling_the_cache_fetches_the_builders_files_once_each(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh machine fetches the builder's .debs, wheels and sources too; one the image locks as well (the CUDA
+    runtime, a runtime library) is fetched once."""
+    lock = read_lock(a_lock(tmp_path, builder=True))
+    assert lock.builder is not None
+    shared = lock.python[0]
+    lock = make_lock(
+        lock.image,
+        list(lock.debian),
+        list(lock.python),
+        make_builder(list(lock.builder.debian), [*lock.builder.python, shared], list(lock.builder.sources)),
+    )
+    shutil.rmtree(home / "lock-cache")
+    fetched: dict[str, list[str]] = {}
+
+    def fetch(kind: str):  # type: ignore[no-untyped-def]
+        def download(files, *_args) -> None:  # type: ignore[no-untyped-def]
+            fetched[kind] = [f.filename for f in files]
+            for f in files:
+                (tmp_path / f.filename).write_bytes(f"the bytes of {f.filename}".encode())
+                admit(tmp_path / f.filename, f.sha256)
+
+        return download
+
+    monkeypatch.setattr(compute, "download_debs", lambda base_ref, debs: fetch("debs")(debs))
+    monkeypatch.setattr(compute, "download_wheels", fetch("wheels"))
+    monkeypatch.setattr(compute, "download_sources", fetch("sources"))
+    compute.fill_cache(lock, "example/base:1", BuildInputs())
+    assert fetched == {
+        "debs": ["tini_0.19.0-1_amd64.deb", "bash_5.3_amd64.deb", "cmake_3.25_amd64.deb"],
+        "wheels": ["six-1.17.0-py2.py3-none-any.whl", "nvcc-13.0-py3-none-any.whl"],
+        "sources": ["toy-src-1.0.tar.gz"],
+    }
+    assert missing(lock) == []
+
+
+def test_a_source_distribution_is_locked_by_its_normalised_name_and_sha256(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def pip(args: list[str]) -> None:
+        assert args[:3] == ["download", "--no-binary=:all:", "--no-deps"]
+        dest = Path(args[args.index("--dest") + 1])
+        dest.mkdir()
+        (dest / "Brocolli_Caffe-9.0.2.tar.gz").write_bytes(b"the source")
+
+    monkeypatch.setattr(lockpython, "_pip", pip)
+    [source] = lockpython.resolve_sources(["brocolli-caffe==9.0.2"], BuildInputs())
+    assert (source.name, source.version, source.filename) == ("brocolli-caffe", "9.0.2", "Brocolli_Caffe-9.0.2.tar.gz")
+    assert cached_path(source.sha256).read_bytes() == b"the source"
+
+    def wheel(args: list[str]) -> None:
+        dest = Path(args[args.index("--dest") + 1])
+        dest.mkdir()
+        (dest / "six-1.17.0-py2.py3-none-any.whl").write_bytes(b"a wheel")
+
+    monkeypatch.setattr(lockpython, "_pip", wheel)
+    with pytest.raises(LockError, match=r"pip downloaded six-1\.17\.0-py2\.py3-none-any\.whl, which is not a source"):
+        lockpython.resolve_sources(["six==1.17.0"], BuildInputs())

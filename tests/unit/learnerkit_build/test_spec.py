@@ -35,7 +35,7 @@ def test_unknown_key_names_line_field_and_valid_keys(make_project: MakeProject) 
     assert "framework.yaml:12:" in message
     assert 'versions["1.0"].variants.cpu.colour' in message
     assert "unknown key 'colour'" in message
-    assert "accelerator, base, python, apt, pip, args, cuda" in message
+    assert "accelerator, base, python, apt, pip, builder, args, cuda" in message
 
 
 def test_bad_enum_value_names_field_and_choices(make_project: MakeProject) -> None:
@@ -96,6 +96,28 @@ def test_every_package_must_be_pinned_to_one_version(make_project: MakeProject) 
     message = error_for(make_project, VALID_YAML.replace('["six==1.17.0"]', '["six>=1.16"]', 1))
     assert "variants.cpu.pip.packages" in message and "'six>=1.16' is not pinned" in message
     load_framework(make_project(VALID_YAML.replace('["six==1.17.0"]', '["six===1.17.0"]', 1)) / "frameworks" / "toy")
+
+
+def test_a_builders_sources_and_wheels_are_pinned_and_its_packages_are_debian_names(make_project: MakeProject) -> None:
+    """A lock holds what the builder stage installs: its pins must name one version each, as pip.packages do."""
+    builder = "".join(
+        f"{line}\n"
+        for line in (
+            "        builder:",
+            "          apt: [cmake]",
+            '          sources: ["toy-src==1.0"]',
+            '          wheels: ["nvcc==13.0"]',
+        )
+    )
+    valid = VALID_YAML.replace("        pip:\n", builder + "        pip:\n", 1)
+    variant = load_framework(make_project(valid) / "frameworks" / "toy").versions["1.0"].variants["cpu"]
+    assert variant.builder is not None and variant.builder.sources == ["toy-src==1.0"]
+    message = error_for(make_project, valid.replace('"toy-src==1.0"', '"toy-src>=1"'))
+    assert "variants.cpu.builder.sources" in message and "'toy-src>=1' is not pinned" in message
+    message = error_for(make_project, valid.replace("[cmake]", "[CMake]"))
+    assert "variants.cpu.builder.apt[0]: String should match pattern" in message
+    message = error_for(make_project, valid.replace("          wheels:", "          wheel:"))
+    assert "unknown key 'wheel'; valid keys: apt, sources, wheels" in message
 
 
 @pytest.mark.parametrize("package", ["nvidia-cublas-cu12==12.9.3.13", "jax[cuda12]==0.10.2", "triton==3.7.1"])

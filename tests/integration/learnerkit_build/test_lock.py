@@ -74,8 +74,10 @@ def test_the_sidecar_sbom_is_its_lock(build_inputs: BuildInputs, tmp_path: Path)
         "tensorflow:2.21-cpu",
         "robustness:1.20-cpu",
         "fairness:0.6-cpu",
-        # One cuda variant (the smallest, 3.8 GB: the check saves the whole image); the others were checked by
-        # hand when their locks were committed (docs/supply-chain.md).
+        "caffe:1.0-cpu",
+        # Two cuda variants (the smallest, 1.6 and 3.8 GB: the check saves the whole image); the others were
+        # checked by hand when their locks were committed (docs/supply-chain.md).
+        "caffe:1.0-cuda",
         "mxnet:1.9.1-cuda",
     ],
 )

@@ -544,7 +544,7 @@ class LocalCluster:
                 f"--kubeconfig={kubeconfig}",
                 "--container-runtime=remote",
                 f"--container-runtime-endpoint=unix://{node.containerd_socket}",
-                f"--root-dir={kubelet / 'root'}",
+                f"--root-dir={node.kubelet_root}",
                 f"--cert-dir={kubelet / 'pki'}",
                 f"--hostname-override={node.name}",
                 f"--node-ip={node.address}",

@@ -65,6 +65,15 @@ class NodeSpec:
     def containerd_socket(self) -> Path:
         return self.folder / "containerd" / "containerd.sock"
 
+    @property
+    def kubelet_root(self) -> Path:
+        """The kubelet's ``--root-dir``: its pods' volumes are under ``pods/<uid>/volumes``."""
+        return self.folder / "kubelet" / "root"
+
+    def empty_dir(self, pod_uid: str, volume: str) -> Path:
+        """Where the pod's ``emptyDir`` volume ``volume`` (of the default medium) is on the node's disk."""
+        return self.kubelet_root / "pods" / pod_uid / "volumes" / "kubernetes.io~empty-dir" / volume
+
     def process(self, part: str) -> str:
         """The name the cluster keeps the node's ``kubelet`` or ``containerd`` process (and its log) under."""
         return part if self.first else f"{part}-{self.index}"

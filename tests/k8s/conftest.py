@@ -54,13 +54,19 @@ def k8s_binaries() -> Binaries:
 
 
 @pytest.fixture(scope="session")
-def k8s_cluster(k8s_binaries: Binaries, build_inputs: BuildInputs) -> Iterator[LocalCluster]:
-    """The running cluster with the learner and sidecar images on its node and the backend's namespace."""
+def sidecar_image(build_inputs: BuildInputs) -> str:
+    """The sidecar image's reference, as the node has it."""
     sidecar = build_sidecar(REPO, build_inputs, lambda line: None)
+    return sidecar.immutable_reference or sidecar.reference
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster(k8s_binaries: Binaries, sidecar_image: str) -> Iterator[LocalCluster]:
+    """The running cluster with the learner and sidecar images on its node and the backend's namespace."""
     cluster = LocalCluster(k8s_binaries, Path(tempfile.mkdtemp(prefix="lk-k8s-")))
     try:
         cluster.start()
-        cluster.import_images(LEARNER_IMAGE, sidecar.immutable_reference or sidecar.reference)
+        cluster.import_images(LEARNER_IMAGE, sidecar_image)
         cluster.kubectl("create", "namespace", NAMESPACE)
         yield cluster
     finally:
@@ -93,15 +99,11 @@ def pod_etcd_port(k8s_cluster: LocalCluster, etcd_server: Any) -> int:
 
 @pytest.fixture(scope="session")
 def k8s_options(
-    k8s_cluster: LocalCluster, pod_etcd_port: int, pod_s3: SimpleNamespace, build_inputs: BuildInputs
+    k8s_cluster: LocalCluster, pod_etcd_port: int, pod_s3: SimpleNamespace, sidecar_image: str
 ) -> SchedulerOptions:
     catalog = ImageCatalog(REPO)
-    sidecar = build_sidecar(REPO, build_inputs, lambda line: None)
     return SchedulerOptions(
-        platform=Platform(
-            etcd_endpoints=f"{k8s_cluster.gateway}:{pod_etcd_port}",
-            sidecar_image=sidecar.immutable_reference or sidecar.reference,
-        ),
+        platform=Platform(etcd_endpoints=f"{k8s_cluster.gateway}:{pod_etcd_port}", sidecar_image=sidecar_image),
         catalog=catalog.frameworks(),
         resolve_image=catalog.resolve,
         policy=AdmissionPolicy(ready_timeout_s=180),

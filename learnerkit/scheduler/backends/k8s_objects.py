@@ -37,6 +37,7 @@ INSTANCE_LABEL = "learnerkit.io/scheduler-instance"
 MANAGED_BY = "learnerkit-scheduler"
 LEARNER_CONTAINER = "learner"
 SIDECAR_CONTAINER = "sidecar"
+FOLDERS_CONTAINER = "job-folders"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """Set on every GPU node by NVIDIA GPU feature discovery (part of the GPU operator)."""
@@ -46,8 +47,13 @@ TMP_SIZE = "512Mi"
 STOP_MARGIN_S = 10
 """The pod's grace period exceeds the learner's halt grace plus the sidecar's deadline by this much."""
 SIDECAR_METRICS_PORT = 9102
-SIDECAR_DIRS_WAIT_S = 60
-"""Classic layout: how long the sidecar's start hook waits for the sidecar to have made the job's folders."""
+JOB_FOLDER_MODE = "0775"
+"""The learner contract's folders, as the learner image has them (Docker copies them into the job volume):
+writable by group 0, which the learner and the sidecar share."""
+FOLDERS_RESOURCES: dict[str, dict[str, str]] = {
+    "requests": {"cpu": "50m", "memory": "32Mi"},
+    "limits": {"cpu": "50m", "memory": "32Mi"},
+}
 SIDECAR_RESOURCES: dict[str, dict[str, str]] = {
     "requests": {"cpu": "100m", "memory": "256Mi"},
     "limits": {"cpu": f"{SIDECAR_CPUS:g}", "memory": f"{SIDECAR_MEMORY_BYTES >> 20}Mi"},
@@ -231,19 +237,22 @@ def sidecar_container(
     }
     if native:
         container["restartPolicy"] = "Always"
-    else:
-        container["lifecycle"] = {"postStart": {"exec": {"command": _dirs_made_command()}}}
     return container
 
 
-def _dirs_made_command() -> list[str]:
-    """The classic sidecar's start hook: the kubelet starts the next container (the learner) only once a
-    container's postStart hook has returned, so this holds the learner back until the sidecar has made the
-    job's folders group-writable (umask 002), as a native sidecar would. Otherwise ``learner-run`` may make
-    ``/job/control`` first, as its own user and 0755, and the sidecar could not write there."""
-    ready = " && ".join(f"[ -d {path} ]" for path in sorted(DIR_DEFAULTS.values()))
-    tries = SIDECAR_DIRS_WAIT_S * 10
-    return ["/bin/sh", "-c", f"i=0; until {ready} || [ $i -ge {tries} ]; do sleep 0.1; i=$((i+1)); done"]
+def folders_container(learner: PairSpec) -> dict[str, Any]:
+    """The first init container: it makes the job's folders group-writable before the sidecar or the learner
+    starts. Neither may make them: ``learner-run`` makes ``/job/control`` as its own user, mode 0755, where the
+    sidecar could then not write; and the kubelet goes on to the learner whenever the sidecar cannot start (a
+    Secret its cache has not synced yet), which no order of the two containers prevents."""
+    return {
+        "name": FOLDERS_CONTAINER,
+        "image": learner.sidecar_image,
+        "command": ["mkdir", "-p", "-m", JOB_FOLDER_MODE, *sorted(DIR_DEFAULTS.values())],
+        "securityContext": restricted_security_context(SIDECAR_UID),
+        "resources": FOLDERS_RESOURCES,
+        "volumeMounts": [{"name": "job", "mountPath": JOB_DIR}],
+    }
 
 
 def termination_grace_s(learner: PairSpec) -> int:
@@ -339,10 +348,11 @@ def shared_claim(job: JobDeployment) -> KubeObject:
 
 
 def _containers(job: JobDeployment, learner: PairSpec, layout: PodLayout) -> dict[str, list[dict[str, Any]]]:
-    sidecar, learner_part = sidecar_container(job, learner, layout), learner_container(job, learner)
+    folders, sidecar = folders_container(learner), sidecar_container(job, learner, layout)
+    learner_part = learner_container(job, learner)
     if layout is PodLayout.NATIVE_SIDECAR:
-        return {"initContainers": [sidecar], "containers": [learner_part]}
-    return {"containers": [sidecar, learner_part]}
+        return {"initContainers": [folders, sidecar], "containers": [learner_part]}
+    return {"initContainers": [folders], "containers": [sidecar, learner_part]}
 
 
 def sidecar_secret(job: JobDeployment) -> KubeObject:

@@ -104,7 +104,7 @@ async def test_deploy_creates_exactly_the_jobs_objects(kmock: KubernetesEmulator
     assert len(deployed.created) == 6
     assert deployed.existing == ()
     pod = kmock.objects["v1/pods", NAMESPACE, "lk-job-7-2"]
-    assert pod["spec"]["initContainers"][0]["restartPolicy"] == "Always"
+    assert [c.get("restartPolicy") for c in pod["spec"]["initContainers"]] == [None, "Always"]
     assert pod["metadata"]["labels"][ko.JOB_LABEL] == "job-7"
     posts = [str(request.url.path) for request in kmock if request.method == method.POST]
     assert posts == [
@@ -174,13 +174,21 @@ async def test_status_reads_pods_and_says_why_one_is_pending(
                 "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
                 "initContainerStatuses": [
                     {
+                        "name": ko.FOLDERS_CONTAINER,
+                        "ready": False,
+                        "restartCount": 0,
+                        "image": "s",
+                        "imageID": "",
+                        "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+                    },
+                    {
                         "name": "sidecar",
                         "ready": True,
                         "restartCount": 0,
                         "image": "s",
                         "imageID": "",
                         "state": {"running": {}},
-                    }
+                    },
                 ],
                 "containerStatuses": [
                     {
@@ -213,11 +221,15 @@ async def test_status_reads_pods_and_says_why_one_is_pending(
     status = await call(backend.status, "job-7")
     first, second = status.pods
     assert (first.name, first.learner_id, first.phase, first.ready) == ("lk-job-7-1", 1, "Running", True)
-    assert [(c.name, c.state) for c in first.containers] == [("sidecar", "running"), ("learner", "running")]
+    assert [(c.name, c.state) for c in first.containers] == [
+        (ko.FOLDERS_CONTAINER, "terminated"),
+        ("sidecar", "running"),
+        ("learner", "running"),
+    ]
     assert first.reason is None
     assert (second.phase, second.ready) == ("Pending", False)
     assert second.reason == "Unschedulable: 0/3 nodes are available: 3 Insufficient cpu."
-    assert [c.state for c in second.containers] == ["unknown", "unknown"]
+    assert [c.state for c in second.containers] == ["unknown", "unknown", "unknown"]
 
 
 async def test_status_reports_a_failed_learner(kmock: KubernetesEmulator, backend: KubernetesCluster) -> None:
@@ -240,7 +252,7 @@ async def test_status_reports_a_failed_learner(kmock: KubernetesEmulator, backen
         }
     )
     (pod,) = (await call(backend.status, "job-7")).pods
-    learner = pod.containers[1]
+    [learner] = [c for c in pod.containers if c.name == ko.LEARNER_CONTAINER]
     assert (learner.state, learner.exit_code, learner.reason) == ("terminated", 137, "OOMKilled")
 
 

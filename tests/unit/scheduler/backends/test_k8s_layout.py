@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from learnerkit.pair.spec import SIDECAR_UID
 from learnerkit.scheduler.backends import k8s_objects as ko
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import ContainerStatus, JobStatus, KubernetesCluster, PodStatus
@@ -48,31 +49,46 @@ def _config(container: dict[str, Any]) -> dict[str, Any]:
 
 def test_classic_layout_runs_two_ordinary_containers_and_the_sidecar_exits_when_done() -> None:
     spec = _pod(ko.PodLayout.CLASSIC)
-    assert "initContainers" not in spec
+    assert [c["name"] for c in spec["initContainers"]] == [ko.FOLDERS_CONTAINER]
     sidecar, learner = spec["containers"]
     assert (sidecar["name"], learner["name"]) == (ko.SIDECAR_CONTAINER, ko.LEARNER_CONTAINER)
-    assert "restartPolicy" not in sidecar
+    assert "restartPolicy" not in sidecar and "lifecycle" not in sidecar
     assert _config(sidecar)["exit_when_done"] is True
     assert spec["restartPolicy"] == "Never"
     assert {"name": "TINI_SUBREAPER", "value": "1"} in sidecar["env"]
-    # The kubelet starts the learner only after this hook: it waits for the sidecar's folders.
-    hook = " ".join(sidecar["lifecycle"]["postStart"]["exec"]["command"])
-    assert "[ -d /job/control ]" in hook and "[ -d /job/logs ]" in hook
 
 
 def test_native_layout_keeps_the_sidecar_up_as_an_init_container() -> None:
     spec = _pod(ko.PodLayout.NATIVE_SIDECAR)
-    [sidecar] = spec["initContainers"]
+    folders, sidecar = spec["initContainers"]
+    assert (folders["name"], sidecar["name"]) == (ko.FOLDERS_CONTAINER, ko.SIDECAR_CONTAINER)
     assert sidecar["restartPolicy"] == "Always"
     assert _config(sidecar)["exit_when_done"] is False
     assert "lifecycle" not in sidecar
     assert [c["name"] for c in spec["containers"]] == [ko.LEARNER_CONTAINER]
 
 
+@pytest.mark.parametrize("layout", list(ko.PodLayout))
+def test_the_job_folders_are_made_group_writable_before_either_container_starts(layout: ko.PodLayout) -> None:
+    """The learner contract's folders, by the sidecar's user, before the sidecar or the learner (whichever the
+    kubelet starts first) could make them its own; nothing else in the job volume, and no credentials."""
+    job = make_job()
+    [folders] = [c for c in _pod(layout)["initContainers"] if c["name"] == ko.FOLDERS_CONTAINER]
+    assert folders["image"] == job.learners[0].sidecar_image
+    assert folders["command"] == [
+        "mkdir", "-p", "-m", "0775",
+        "/job/checkpoints", "/job/control", "/job/data", "/job/logs", "/job/model", "/job/results",
+    ]  # fmt: skip
+    assert folders["securityContext"] == ko.restricted_security_context(SIDECAR_UID)
+    assert folders["volumeMounts"] == [{"name": "job", "mountPath": "/job"}]
+    assert "env" not in folders and "envFrom" not in folders
+
+
 def test_both_layouts_validate_and_differ_only_in_where_the_sidecar_runs() -> None:
     classic, native = _pod(ko.PodLayout.CLASSIC), _pod(ko.PodLayout.NATIVE_SIDECAR)
     ko.validate_objects(ko.job_objects(make_job(2), ko.PodLayout.CLASSIC))
-    assert {k: v for k, v in classic.items() if k != "containers"} == {
+    assert classic["initContainers"] == native["initContainers"][:1]
+    assert {k: v for k, v in classic.items() if k not in ("containers", "initContainers")} == {
         k: v for k, v in native.items() if k not in ("containers", "initContainers")
     }
 

@@ -114,8 +114,8 @@ def test_one_learner_job_has_pod_secret_and_policy_but_no_service() -> None:
 def test_pod_has_learner_and_native_sidecar_sharing_job_volume() -> None:
     pod = by_kind(ko.job_objects(make_job()), "Pod")[0]
     spec = pod["spec"]
-    assert [c["name"] for c in spec["initContainers"]] == ["sidecar"]
-    assert spec["initContainers"][0]["restartPolicy"] == "Always"
+    assert [c["name"] for c in spec["initContainers"]] == ["job-folders", "sidecar"]
+    assert spec["initContainers"][1]["restartPolicy"] == "Always"
     assert [c["name"] for c in spec["containers"]] == ["learner"]
     assert spec["restartPolicy"] == "Never"
     assert spec["shareProcessNamespace"] is True
@@ -127,7 +127,7 @@ def test_pod_has_learner_and_native_sidecar_sharing_job_volume() -> None:
     for container in containers(pod).values():
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
         assert mounts["/job"] == "job"
-        assert mounts["/tmp"].endswith("-tmp")
+        assert container["name"] == ko.FOLDERS_CONTAINER or mounts["/tmp"].endswith("-tmp")
     assert {m["mountPath"] for m in containers(pod)["learner"]["volumeMounts"]} >= {"/dev/shm"}
     labels = pod["metadata"]["labels"]
     assert labels[ko.LEARNER_LABEL] == "1"
@@ -154,7 +154,7 @@ def test_a_sidecar_that_dies_leaves_its_logs_end_in_its_status(layout: ko.PodLay
 def test_every_container_runs_restricted_and_the_sidecar_as_its_own_user() -> None:
     pod = by_kind(ko.job_objects(make_job(gpus=1)), "Pod")[0]
     users = {name: container["securityContext"]["runAsUser"] for name, container in containers(pod).items()}
-    assert users == {"learner": 1000, "sidecar": 1001}
+    assert users == {"learner": 1000, "sidecar": 1001, "job-folders": 1001}
     for container in containers(pod).values():
         context = container["securityContext"]
         assert context["runAsNonRoot"] is True

@@ -6,19 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import docker
+import docker.errors
 import pytest
 import requests
+
+from learnerkit.common.engine import EngineError, engine
 
 
 def engine_objects() -> set[str] | None:
     """Every container, volume and network of the engine, named by kind and id; None without an engine."""
     try:
-        client = docker.from_env(timeout=30)
+        client = engine()
         containers = {f"container {c.name} ({c.attrs['Config']['Image']})" for c in client.containers.list(all=True)}
         volumes = {f"volume {v.name}" for v in client.volumes.list()}
         networks = {f"network {n.name}" for n in client.networks.list()}
-    except (docker.errors.DockerException, requests.RequestException):
+    except (EngineError, docker.errors.DockerException, requests.RequestException):
         return None
     return containers | volumes | networks
 

@@ -13,26 +13,17 @@ from typing import Any
 import pytest
 from kubernetes.client import CoreV1Api
 
-from controller_sidecar.endpoints import Endpoints
 from learnerkit.dev.k8scluster import LocalCluster
 from learnerkit.pair.spec import SIDECAR_UID, PairSpec
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.backends.k8s_objects import LEARNER_CONTAINER, SIDECAR_CONTAINER, PodLayout, learner_pod
 from tests.k8s.conftest import LEARNER_IMAGE, NAMESPACE
+from tests.unit.scheduler.backends.test_k8s_objects import ENDPOINTS
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(300)]
 
 FOLDERS = ("control", "logs", "checkpoints", "results", "data", "model")
-NO_SECRET = Endpoints(
-    etcd_endpoints="etcd.invalid:2379",
-    etcd_username="nobody",
-    etcd_password="unused",
-    s3_endpoint_url="http://s3.invalid:8333",
-    s3_access_key="unused",
-    s3_secret_key="unused",
-)
-"""Never stored: the pod's sidecar names a Secret that does not exist, so the kubelet cannot start it."""
 
 
 def _job(sidecar_image: str) -> JobDeployment:
@@ -45,7 +36,7 @@ def _job(sidecar_image: str) -> JobDeployment:
         sidecar_image=sidecar_image,
         command=("python", "/opt/learner/smoke/train.py"),
         sidecar_config={},
-        endpoints=NO_SECRET,
+        endpoints=ENDPOINTS,  # never stored: the sidecar names a Secret that does not exist
         cpus=0.5,
         memory_bytes=512 << 20,
         namespace=NAMESPACE,

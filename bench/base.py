@@ -1,5 +1,5 @@
 """Base benchmark: the cold build of the local base, before (main's recipe: debootstrap, apt-get upgrade in
-the chroot, tar, `docker import`) and now (mmdebstrap from the lock, `learnerkit_build.baseimage`), alternating,
+the chroot, tar, `docker import`) and now (mmdebstrap from the lock, `learnerkit_build.builds.baseimage`), alternating,
 `--runs` times each, all in this run; prints the median seconds of each, the ratio now/before, and the image
 IDs of the builds made now side by side (one ID when the base is reproducible).
 
@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 from learnerkit.common import engine
-from learnerkit_build.baseimage import base_archive, recipe_for, source_lines
+from learnerkit_build.builds.baseimage import base_archive, recipe_for, source_lines
 from learnerkit_build.lock.hostapt import fetch_debs
 from learnerkit_build.lock.model import read_lock
-from learnerkit_build.reproducible import load_archive
+from learnerkit_build.repro.reproducible import load_archive
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from learnerkit_build.smokedata import write_smoke_dataset
+from learnerkit_build.imagetest.smokedata import write_smoke_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 LEARNERKIT = str(Path(sys.executable).parent / "learnerkit")

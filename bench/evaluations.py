@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from learner.evaluation.spec import EvaluationData, RobustnessSpec, spec_to_dict
-from learnerkit_build.containers import LearnerRun, make_job_folder, output_of
-from learnerkit_build.images import build_image
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.pipconfig import BuildOptions, pip_config, resolve_build_inputs
+from learnerkit_build.builds.images import build_image
+from learnerkit_build.imagetest.containers import LearnerRun, make_job_folder, output_of
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.pipconfig import BuildOptions, pip_config, resolve_build_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / "examples" / "digits-evaluated" / "model" / "train.py"

@@ -23,13 +23,13 @@ import time
 from pathlib import Path
 
 from learnerkit.common import engine
-from learnerkit_build.buildkit import BuildRequest, run_build
-from learnerkit_build.context import assemble_context, tree_files, wheelhouse_files
-from learnerkit_build.images import base_ref_for, build_image, build_secrets, render_image
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.pipconfig import BuildOptions, pip_config, resolve_build_inputs
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.spec import ImageSpec
+from learnerkit_build.builds.buildkit import BuildRequest, run_build
+from learnerkit_build.builds.images import base_ref_for, build_image, build_secrets, render_image
+from learnerkit_build.recipes.context import assemble_context, tree_files, wheelhouse_files
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.pipconfig import BuildOptions, pip_config, resolve_build_inputs
+from learnerkit_build.recipes.render import BuildInputs
+from learnerkit_build.recipes.spec import ImageSpec
 
 REPO = Path(__file__).resolve().parents[1]
 MB = 1_000_000

@@ -41,9 +41,9 @@ from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.jobs.state import JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
-from learnerkit_build.smokedata import write_smoke_dataset
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.imagetest.smokedata import write_smoke_dataset
+from learnerkit_build.recipes.render import BuildInputs
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"

@@ -4,7 +4,7 @@ For the sidecar and one learner image (default mxnet:1.9.1-cpu), each build with
 same base, alternating, `--runs` times each, all in this run:
 - unlocked: apt-get from the mirror and pip from the index, as an image without a lock builds;
 - locked: the lock's .debs and wheels from the content-addressed cache (filled), then the normalisation every
-  locked build gets (learnerkit_build.reproducible);
+  locked build gets (learnerkit_build.repro.reproducible);
 - locked, empty cache: the same after filling an empty cache from the committed lock (a fresh machine, once).
 Prints the median seconds of each and its ratio to unlocked (target: locked cold build <= 1.15).
 No tag is made; the images built are removed.
@@ -23,18 +23,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from learnerkit.common import engine
-from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
-from learnerkit_build.buildkit import BuildRequest, run_build
-from learnerkit_build.context import ContextFile, assemble_context, context_files
-from learnerkit_build.images import base_ref_for, build_secrets
+from learnerkit_build.builds.baseimage import base_reference, ensure_base, recipe_for
+from learnerkit_build.builds.buildkit import BuildRequest, run_build
+from learnerkit_build.builds.images import base_ref_for, build_secrets
+from learnerkit_build.builds.sidecarimage import SIDECAR_BASE, render_sidecar, sidecar_files
 from learnerkit_build.lock.cache import locked_context_files
 from learnerkit_build.lock.compute import SIDECAR_LOCK, fill_cache, image_lock_path, shared_distributions
 from learnerkit_build.lock.model import read_lock
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.pipconfig import BuildOptions, pip_config, resolve_build_inputs
-from learnerkit_build.render import SOURCE_DATE_EPOCH, BuildInputs, render_dockerfile
-from learnerkit_build.reproducible import normalise_image
-from learnerkit_build.sidecarimage import SIDECAR_BASE, render_sidecar, sidecar_files
+from learnerkit_build.recipes.context import ContextFile, assemble_context, context_files
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.pipconfig import BuildOptions, pip_config, resolve_build_inputs
+from learnerkit_build.recipes.render import SOURCE_DATE_EPOCH, BuildInputs, render_dockerfile
+from learnerkit_build.repro.reproducible import normalise_image
 
 REPO = Path(__file__).resolve().parents[1]
 Plan = Callable[[bool], tuple[str, list[ContextFile]]]

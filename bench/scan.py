@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from learnerkit.common import engine
-from learnerkit_build.matrix import load_matrix
+from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.scan.policy import load_allowlist, load_policy
 from learnerkit_build.scan.runner import ScanRequest, scan_image
 from learnerkit_build.scan.sbom import component_keys

@@ -42,8 +42,8 @@ from learnerkit.dev.etcd import EtcdServer
 from learnerkit.dev.s3 import SeaweedServer
 from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.client.http import SchedulerClient
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.recipes.render import BuildInputs
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"

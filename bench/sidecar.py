@@ -56,10 +56,10 @@ from learnerkit.dev.s3 import SeaweedServer
 from learnerkit.pair.docker import PairHandle, exit_code, remove_pair, start_pair
 from learnerkit.pair.etcd import job_history, learner_status, request_halt
 from learnerkit.pair.spec import PairSpec
-from learnerkit_build.containers import LearnerRun, make_job_folder, running, wait_exit
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
-from learnerkit_build.smokedata import write_smoke_dataset
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.imagetest.containers import LearnerRun, make_job_folder, running, wait_exit
+from learnerkit_build.imagetest.smokedata import write_smoke_dataset
+from learnerkit_build.recipes.render import BuildInputs
 
 REPO = Path(__file__).resolve().parents[1]
 LEARNER_IMAGE = "learnerkit/pytorch:2.13-cpu-py3.11"

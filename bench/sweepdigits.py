@@ -23,10 +23,10 @@ from pathlib import Path
 from sweeprun import REPO, Cluster, RealRun, cluster, run_sweep
 
 from learnerkit.dev.s3 import SeaweedServer
-from learnerkit_build.containers import LearnerRun, make_job_folder, output_of
-from learnerkit_build.images import build_image
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.pipconfig import BuildOptions, pip_config, resolve_build_inputs
+from learnerkit_build.builds.images import build_image
+from learnerkit_build.imagetest.containers import LearnerRun, make_job_folder, output_of
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.pipconfig import BuildOptions, pip_config, resolve_build_inputs
 
 BUCKET = "bench-digits"
 SECONDS_METRIC = "epoch_cpu_s"

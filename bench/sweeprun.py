@@ -31,10 +31,10 @@ from learnerkit.pair.docker import JOB_LABEL, ROLE_LABEL
 from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.facade import SweepView
-from learnerkit_build.images import build_image
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.pipconfig import BuildOptions, pip_config, resolve_build_inputs
-from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.builds.images import build_image
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.pipconfig import BuildOptions, pip_config, resolve_build_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"

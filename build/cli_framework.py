@@ -10,7 +10,7 @@ import click
 from learnerkit.common.output import emit, handles_errors, output_option
 from learnerkit.common.project import find_project_root, root_option
 from learnerkit_build import views
-from learnerkit_build.scaffold import scaffold_framework
+from learnerkit_build.recipes.scaffold import scaffold_framework
 
 
 @click.group("framework")

@@ -13,17 +13,17 @@ from learnerkit.common.errors import LearnerkitError
 from learnerkit.common.output import console, emit, handles_errors, output_option
 from learnerkit.common.project import find_project_root, root_option
 from learnerkit_build import views
-from learnerkit_build.baseimage import BASES, ensure_base, recipe_for
+from learnerkit_build.builds.baseimage import BASES, ensure_base, recipe_for
+from learnerkit_build.builds.images import build_image, render_image
+from learnerkit_build.builds.locking import lock_one, lock_targets, lockable
+from learnerkit_build.builds.prune import prune
 from learnerkit_build.cli_options import apply, build_inputs, inputs_options, run_builds, select_options, selected
-from learnerkit_build.images import build_image, render_image
-from learnerkit_build.lint import lint_dockerfile
-from learnerkit_build.locking import lock_one, lock_targets, lockable
-from learnerkit_build.matrix import load_matrix
 from learnerkit_build.progress import BuildProgress
-from learnerkit_build.prune import prune
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.render import BuildInputs
+from learnerkit_build.scan.command import ScanOptions, request_for_image, requests_for_specs, run_scans
+from learnerkit_build.scan.lint import lint_dockerfile
 from learnerkit_build.scan.reports import report_json, report_sarif, report_table
-from learnerkit_build.scanning import ScanOptions, request_for_image, requests_for_specs, run_scans
 
 
 @click.group("image")
@@ -222,7 +222,7 @@ def test_command(
     output: str,
 ) -> None:
     """Run the contract checks and the smoke training (halt and resume) against built images."""
-    from learnerkit_build.imagetest import CHECKS, run_image_tests
+    from learnerkit_build.imagetest.runner import CHECKS, run_image_tests
 
     if list_checks:
         rows = [{"check": name, "description": check.description} for name, check in CHECKS.items()]
@@ -334,7 +334,7 @@ def _split(reference: str) -> tuple[str, str]:
 @handles_errors
 def publish_command(spec: str, target: str, key: Path | None, root: Path | None, output: str) -> None:
     """Push an image whose test and scan passed for its exact ID, signed, with its attestations as referrers."""
-    from learnerkit_build.publish import publish
+    from learnerkit_build.publish.push import publish
 
     project = find_project_root(root)
     if "/" in spec:
@@ -377,8 +377,8 @@ def publish_command(spec: str, target: str, key: Path | None, root: Path | None,
 @handles_errors
 def verify_command(reference: str, public_key: Path | None, output: str) -> None:
     """Check a published image: its signature and every attestation (signature, subject digest, types present)."""
-    from learnerkit_build.signing import default_key_path, public_key_path
-    from learnerkit_build.verifying import verify
+    from learnerkit_build.attestations.key import default_key_path, public_key_path
+    from learnerkit_build.publish.verify import verify
 
     host, _, rest = reference.partition("/")
     repository, tag = _split(rest)
@@ -404,7 +404,7 @@ def outdated_command(
     specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...], root: Path | None, output: str
 ) -> None:
     """List built images with pending Debian security updates or a changed base (rebuild them)."""
-    from learnerkit_build.outdated import outdated_images
+    from learnerkit_build.scan.outdated import outdated_images
 
     _, images = selected(root, specs, select_all or not specs, variants)
     found = outdated_images(images)

@@ -12,10 +12,11 @@ from click.core import ParameterSource
 from learnerkit.common.output import console, emit
 from learnerkit.common.project import find_project_root
 from learnerkit_build import views
-from learnerkit_build.buildkit import LogSink
-from learnerkit_build.images import BuildResult
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.pipconfig import (
+from learnerkit_build.builds.buildkit import LogSink
+from learnerkit_build.builds.images import BuildResult
+from learnerkit_build.progress import BuildProgress
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.pipconfig import (
     DEFAULT_CA_BUNDLE,
     BuildOptions,
     Given,
@@ -24,8 +25,7 @@ from learnerkit_build.pipconfig import (
     pip_config,
     resolve_build_inputs,
 )
-from learnerkit_build.progress import BuildProgress
-from learnerkit_build.spec import ImageSpec
+from learnerkit_build.recipes.spec import ImageSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 Build = Callable[[LogSink], BuildResult]

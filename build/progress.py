@@ -16,7 +16,7 @@ from rich.progress import (
 )
 
 from learnerkit.common.output import console
-from learnerkit_build.buildkit import STEP_RE, LogSink
+from learnerkit_build.builds.buildkit import STEP_RE, LogSink
 
 
 class BuildProgress:

@@ -13,13 +13,13 @@ from rich.text import Text
 
 from learnerkit.common import engine
 from learnerkit.common.output import console, keep_whole
-from learnerkit_build.images import HASH_LABEL, BuildResult, base_ref_for
-from learnerkit_build.lint import LintReport
-from learnerkit_build.pipconfig import Setting
-from learnerkit_build.spec import ImageSpec
+from learnerkit_build.builds.images import HASH_LABEL, BuildResult, base_ref_for
+from learnerkit_build.recipes.pipconfig import Setting
+from learnerkit_build.recipes.spec import ImageSpec
+from learnerkit_build.scan.lint import LintReport
 
 if TYPE_CHECKING:  # `image ls` and the others need not load the Debian index code `outdated` brings
-    from learnerkit_build.outdated import OutdatedImage
+    from learnerkit_build.scan.outdated import OutdatedImage
 
 
 def image_rows(images: Sequence[ImageSpec]) -> list[dict[str, Any]]:

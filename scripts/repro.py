@@ -3,10 +3,10 @@ and by the registry's manifest digest.
 
 Each pair is built from two copies of the project in different folders, the second in a child process under a
 clock 30 days ahead (faketime), TZ=Asia/Tokyo, umask 077 (its files with umask-077 modes) and its own hostname
-(`learnerkit_build.elsewhere`); images without BuildKit's cache (`--rebuild`), the base with mmdebstrap from its
+(`learnerkit_build.builds.elsewhere`); images without BuildKit's cache (`--rebuild`), the base with mmdebstrap from its
 lock into two scratch folders. Each build is written by skopeo to a fresh layout (gzip, level 6) and pushed
 to its own repository of a docker-registry this script starts on 127.0.0.1. A pair that differs is saved and
-compared (diffoscope, or learnerkit_build.imagediff's listing), and the command exits 1. Prints, per image, the
+compared (diffoscope, or learnerkit_build.repro.imagediff's listing), and the command exits 1. Prints, per image, the
 two image IDs and manifest digests side by side, each build's seconds and what the second build saw. Not part
 of `make test`.
 Usage: python scripts/repro.py [base] [sidecar] [SPEC...]   (default: the base, the sidecar and every cpu variant
@@ -29,17 +29,17 @@ from pathlib import Path
 import requests
 
 from learnerkit.common import engine
-from learnerkit_build.baseimage import base_archive, recipe_for
-from learnerkit_build.dirlayout import archive_source, daemon_source, push_image
-from learnerkit_build.elsewhere import Environment, rebuild_elsewhere
-from learnerkit_build.elsewhere import days_ahead as elsewhere_days
-from learnerkit_build.imagediff import describe_difference
-from learnerkit_build.images import build_image
+from learnerkit_build.builds.baseimage import base_archive, recipe_for
+from learnerkit_build.builds.elsewhere import Environment, rebuild_elsewhere
+from learnerkit_build.builds.elsewhere import days_ahead as elsewhere_days
+from learnerkit_build.builds.images import build_image
+from learnerkit_build.builds.sidecarimage import build_sidecar
 from learnerkit_build.lock.compute import image_lock_path
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.pipconfig import BuildOptions, pip_config, resolve_build_inputs
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.publish.dirlayout import archive_source, daemon_source, push_image
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.pipconfig import BuildOptions, pip_config, resolve_build_inputs
+from learnerkit_build.recipes.render import BuildInputs
+from learnerkit_build.repro.imagediff import describe_difference
 
 REPO = Path(__file__).resolve().parents[1]
 ELSEWHERE = Environment()
@@ -117,7 +117,7 @@ def _answers(url: str) -> bool:
 
 
 def twice(name: str, folders: list[str], build: Build, work: Path, registry: str) -> bool:
-    """Build `name` twice apart, the second in a varied environment (`learnerkit_build.elsewhere`); push both
+    """Build `name` twice apart, the second in a varied environment (`learnerkit_build.builds.elsewhere`); push both
     through fresh layouts to two repositories; print both IDs and manifest digests; on a difference print
     what differs. True when identical."""
     folder = work / name.replace(":", "-")

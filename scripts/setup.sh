@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 #                the same on any machine given SOURCE_DATE_EPOCH (debootstrap cannot be made reproducible)
 #   diffoscope-minimal  says what differs when two builds of one image differ (the reproducibility tests)
 #   skopeo       writes a built image to a fresh layout with fixed gzip compression and pushes it unchanged, so two
-#                builds are compared by the registry's manifest digest (learnerkit_build.dirlayout)
+#                builds are compared by the registry's manifest digest (learnerkit_build.publish.dirlayout)
 #   faketime     runs the second build of a reproducibility check under a clock 30 days ahead
 #   iptables     dockerd's networking
 #   etcd-server  the job store and the sidecars' status (tests start their own members on free ports)

@@ -13,8 +13,8 @@ import tempfile
 from collections.abc import Collection
 from pathlib import Path
 
-from learnerkit_build.context import ContextFile, file_sha256
 from learnerkit_build.lock.model import BuilderLock, Lock, LockError, pip_requirements
+from learnerkit_build.recipes.context import ContextFile, file_sha256
 from learnerkit_build.state import state_home
 
 LOCKED_DIR = ".locked"

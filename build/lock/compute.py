@@ -30,8 +30,8 @@ from learnerkit_build.lock.model import (
     write_lock,
 )
 from learnerkit_build.lock.python import download_sources, download_wheels, resolve_sources, resolve_wheels
-from learnerkit_build.render import RUNTIME_APT, BuildInputs, render_dockerfile
-from learnerkit_build.spec import BuilderSpec, ImageSpec
+from learnerkit_build.recipes.render import RUNTIME_APT, BuildInputs, render_dockerfile
+from learnerkit_build.recipes.spec import BuilderSpec, ImageSpec
 
 SIDECAR_LOCK = "controller_sidecar/image/lock.json"
 _File = TypeVar("_File", LockedDeb, LockedWheel)

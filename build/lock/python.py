@@ -19,7 +19,7 @@ from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sd
 
 from learnerkit_build.lock.cache import admit
 from learnerkit_build.lock.model import LockedSource, LockedWheel, LockError, normalise_name, pip_requirements
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.recipes.render import BuildInputs
 
 
 def resolve_wheels(requirements: list[str], python: str, inputs: BuildInputs) -> list[LockedWheel]:
@@ -94,7 +94,8 @@ def _where(inputs: BuildInputs) -> list[str]:
 
 
 def _pip(args: list[str]) -> None:
-    # The inputs already hold what the host's pip configuration says (learnerkit_build.pipconfig): no second reading.
+    # The inputs already hold what the host's pip configuration says (learnerkit_build.recipes.pipconfig):
+    # no second reading.
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
     env = {k: v for k, v in env.items() if not k.startswith("PIP_") or k == "PIP_CONFIG_FILE"}
     command = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q", *args]

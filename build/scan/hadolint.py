@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from learnerkit.common.errors import LearnerkitError
-from learnerkit_build.lint import lint_dockerfile
+from learnerkit_build.scan.lint import lint_dockerfile
 from learnerkit_build.scan.model import CheckResult, Evidence, Severity, result, unknown
 
 HEALTHCHECK_RULE = "DL3057"

@@ -1,6 +1,6 @@
 """ECDSA P-256 signing keys (PEM) and DSSE envelopes of in-toto Statements v1: the one signer of the project.
 
-The image publisher (`learnerkit_build.publish`) and the scheduler's job provenance
+The image publisher (`learnerkit_build.publish.push`) and the scheduler's job provenance
 (`learnerkit.scheduler.provenance`) both sign with it. securesystemslib signs and verifies; the key id is
 securesystemslib's default id of the public key, so in-toto and securesystemslib accept an envelope given only the
 public key, and cosign (which ignores key ids) accepts it with `--key PUBLIC.pem`. Payloads are canonical JSON

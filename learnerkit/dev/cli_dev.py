@@ -17,7 +17,7 @@ from learnerkit.dev.credentials import ACCESS_KEY_VAR, SECRET_KEY_VAR
 from learnerkit.dev.environment import DEFAULT_FOLDER, FOLDER_ENV, DevServices, ServiceStatus
 from learnerkit.dev.errors import ServiceError
 from learnerkit.dev.upload import destination, files_under, upload_folder
-from learnerkit_build.smokedata import write_smoke_dataset
+from learnerkit_build.imagetest.smokedata import write_smoke_dataset
 
 
 def default_folder() -> Path:

@@ -18,8 +18,8 @@ from learnerkit.common.project import find_project_root, root_option
 from learnerkit.pair.docker import PairHandle, container
 from learnerkit.pair.etcd import etcd_settings, request_halt
 from learnerkit.pair.runlocal import LocalResult, LocalRun, new_job_id, run_local
+from learnerkit_build.builds.sidecarimage import build_sidecar, sidecar_reference
 from learnerkit_build.cli_options import apply, build_inputs, inputs_options, run_builds
-from learnerkit_build.sidecarimage import build_sidecar, sidecar_reference
 
 
 @click.group("sidecar")

@@ -535,7 +535,7 @@ def _checked_model(model: Path) -> ModelSummary:
 
 def framework_catalog(root: Path) -> FrameworkCatalog:
     """Each framework of the matrix with every way a manifest may name its versions."""
-    from learnerkit_build.matrix import load_matrix  # imported here: only `validate` pays for the build tool
+    from learnerkit_build.recipes.matrix import load_matrix  # imported here: only `validate` pays for the build tool
 
     catalog: dict[str, set[str]] = {}
     for image in load_matrix(root).training_images:

@@ -46,8 +46,8 @@ from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.preemption.rules import PreemptionRules
 from learnerkit.scheduler.provenance.facts import ImageFact
 from learnerkit.scheduler.provenance.writer import ProvenanceWriter
+from learnerkit_build.builds.sidecarimage import sidecar_reference
 from learnerkit_build.scan.records import load_record
-from learnerkit_build.sidecarimage import sidecar_reference
 
 LOGGER = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import pytest
 import requests
 
 from learnerkit.common import engine
-from learnerkit_build.pipconfig import BuildOptions, pip_config, resolve_build_inputs
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.recipes.pipconfig import BuildOptions, pip_config, resolve_build_inputs
+from learnerkit_build.recipes.render import BuildInputs
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]

@@ -24,8 +24,8 @@ from learnerkit.scheduler.config.policy import SubmitPolicy, origin
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.images.catalog import ImageCatalog
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO, build_inputs
 from tests.integration.scheduler.conftest import Harness, scheduler_buckets
 

@@ -12,7 +12,7 @@ import platform
 
 from learnerkit.common.engine import EngineError, image_id
 from learnerkit.scheduler.provenance.verify import ImageAnswer
-from learnerkit_build.registry import RegistryError, get_manifest
+from learnerkit_build.publish.registry import RegistryError, get_manifest
 
 ENGINE = "the engine"
 _INDEX_TYPES = frozenset(

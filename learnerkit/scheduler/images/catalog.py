@@ -9,7 +9,7 @@ from pathlib import Path
 from learnerkit.common.errors import ConfigError
 from learnerkit.scheduler.manifest.ffdlnames import means_newest, newest, version_key
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
-from learnerkit_build.matrix import load_matrix
+from learnerkit_build.recipes.matrix import load_matrix
 
 
 class ImageCatalog:

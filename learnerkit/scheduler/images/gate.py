@@ -16,7 +16,7 @@ from learnerkit.common.engine import EngineError
 from learnerkit.common.yamlfile import Problem
 from learnerkit.scheduler.errors import JobStateError, ManifestError
 from learnerkit.scheduler.manifest.model import JobManifest
-from learnerkit_build.publish import PublishRefused, check_gates
+from learnerkit_build.publish.push import PublishRefused, check_gates
 
 GateCheck = Callable[[str], object]
 """Raises `PublishRefused` naming the verdict unless the image passed its test and scan gates; returns the image

@@ -15,7 +15,7 @@ import re
 from learnerkit.common import engine
 from learnerkit.common.engine import EngineError
 from learnerkit.scheduler.errors import SettingsError
-from learnerkit_build.images import HASH_LABEL
+from learnerkit_build.builds.images import HASH_LABEL
 
 _IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 _DIGESTED = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")

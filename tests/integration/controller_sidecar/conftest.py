@@ -18,9 +18,9 @@ from learnerkit.dev.s3 import create_bucket
 from learnerkit.pair.docker import PairHandle, exit_code, remove_pair, start_pair
 from learnerkit.pair.etcd import job_history, learner_metrics, learner_status
 from learnerkit.pair.spec import PairSpec
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
-from learnerkit_build.smokedata import write_smoke_dataset
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.imagetest.smokedata import write_smoke_dataset
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
 from tests.waiting import wait_until
 

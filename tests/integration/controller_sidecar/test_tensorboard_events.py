@@ -15,7 +15,7 @@ from controller_sidecar.status import Phase
 from controller_sidecar.tensorboard import EventFolder
 from controller_sidecar.tfevents import HEADER_BYTES
 from learnerkit.pair.etcd import request_halt
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.controller_sidecar.conftest import DATA_BUCKET, Pairs
 from tests.integration.tbwriters import HERE, PYTORCH, TENSORFLOW, learner_image, write_events
 from tests.waiting import wait_until

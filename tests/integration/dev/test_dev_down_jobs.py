@@ -19,8 +19,8 @@ from learnerkit.dev.s3 import create_bucket, s3_client
 from learnerkit.pair.docker import pairs_of, remove_pair, start_pair
 from learnerkit.pair.etcd import etcd_settings, learner_status
 from learnerkit.pair.spec import PairSpec
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
 from tests.integration.dev.test_dev_services import dev, dev_json
 from tests.waiting import wait_until

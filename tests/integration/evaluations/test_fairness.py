@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from learner.evaluation.spec import Bound, EvaluationData, FairnessSpec, spec_to_dict
-from learnerkit_build.containers import LearnerRun, make_job_folder, output_of
-from learnerkit_build.images import build_image
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.builds.images import build_image
+from learnerkit_build.imagetest.containers import LearnerRun, make_job_folder, output_of
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
+from learnerkit_build.builds.baseimage import base_reference, ensure_base, recipe_for
 
 
 def test_base_is_cached_and_labelled(docker_client: Any) -> None:

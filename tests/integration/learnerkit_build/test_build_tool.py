@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from learnerkit.common import engine
+from learnerkit_build.builds.images import build_image
+from learnerkit_build.builds.prune import prune
 from learnerkit_build.errors import BuildError
-from learnerkit_build.images import build_image
-from learnerkit_build.imagetest import run_image_tests
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.prune import prune
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.scaffold import scaffold_framework
-from learnerkit_build.spec import ImageSpec
+from learnerkit_build.imagetest.runner import run_image_tests
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.render import BuildInputs
+from learnerkit_build.recipes.scaffold import scaffold_framework
+from learnerkit_build.recipes.spec import ImageSpec
 from tests.integration.conftest import CA_BUNDLE, REPO
 from tests.waiting import wait_until
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from learnerkit_build.images import build_image
-from learnerkit_build.imagetest import CHECKS, run_image_tests
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.builds.images import build_image
+from learnerkit_build.imagetest.runner import CHECKS, run_image_tests
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
 
 IMAGES = load_matrix(REPO).images

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 
 from learnerkit.common import engine
+from learnerkit_build.builds.images import build_image
+from learnerkit_build.builds.sidecarimage import build_sidecar
 from learnerkit_build.errors import BuildError
-from learnerkit_build.images import build_image
 from learnerkit_build.lock.compute import SIDECAR_LOCK, image_lock_path
 from learnerkit_build.lock.model import Lock, normalise_name, read_lock
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.render import BuildInputs
 from learnerkit_build.scan.layers import index_archive
 from learnerkit_build.scan.packages import deb_packages, python_dists, wanted
 from learnerkit_build.scan.sbom import build_sbom, validate_sbom
-from learnerkit_build.sidecarimage import build_sidecar
 from tests.integration.conftest import REPO
 
 

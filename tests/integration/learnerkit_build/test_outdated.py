@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from learnerkit.common import engine
-from learnerkit_build.baseimage import BASE_REPOSITORY
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.outdated import base_reasons, check_image
+from learnerkit_build.builds.baseimage import BASE_REPOSITORY
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.scan.outdated import base_reasons, check_image
 from learnerkit_build.scan.sbom import BASE_DIGEST_LABEL, BASE_LABEL
 from tests.integration.conftest import REPO
 

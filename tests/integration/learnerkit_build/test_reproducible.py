@@ -30,16 +30,16 @@ import docker.errors
 import pytest
 
 from learnerkit.common import engine
-from learnerkit_build.baseimage import base_archive, recipe_for
-from learnerkit_build.dirlayout import PushedImage, archive_source, daemon_source, push_image
-from learnerkit_build.elsewhere import Environment, Rebuilt, days_ahead, rebuild_elsewhere
-from learnerkit_build.imagediff import describe_difference
-from learnerkit_build.images import SOURCE_REVISION_ENV, BuildResult, build_image, source_revision
+from learnerkit_build.builds.baseimage import base_archive, recipe_for
+from learnerkit_build.builds.elsewhere import Environment, Rebuilt, days_ahead, rebuild_elsewhere
+from learnerkit_build.builds.images import SOURCE_REVISION_ENV, BuildResult, build_image, source_revision
+from learnerkit_build.builds.sidecarimage import build_sidecar
 from learnerkit_build.lock.model import read_lock
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.render import SOURCE_DATE_EPOCH, BuildInputs
-from learnerkit_build.reproducible import canonical_config, clamp_layer, normalise_image
-from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.publish.dirlayout import PushedImage, archive_source, daemon_source, push_image
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.render import SOURCE_DATE_EPOCH, BuildInputs
+from learnerkit_build.repro.imagediff import describe_difference
+from learnerkit_build.repro.reproducible import canonical_config, clamp_layer, normalise_image
 from tests.integration.conftest import REPO
 
 

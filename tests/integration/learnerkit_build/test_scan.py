@@ -14,10 +14,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 
 from learnerkit.cli import cli
-from learnerkit_build.baseimage import base_reference, ensure_base, recipe_for
-from learnerkit_build.images import render_image
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.builds.baseimage import base_reference, ensure_base, recipe_for
+from learnerkit_build.builds.images import render_image
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.render import BuildInputs
 from learnerkit_build.scan.model import Status
 from learnerkit_build.scan.policy import load_allowlist, load_policy
 from learnerkit_build.scan.runner import ScanRequest, scan_image

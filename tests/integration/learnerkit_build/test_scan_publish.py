@@ -27,20 +27,20 @@ from securesystemslib.dsse import Envelope
 from securesystemslib.signer import SSlibKey
 
 from learnerkit.cli import cli
-from learnerkit_build import dirlayout, referrers
-from learnerkit_build.attest import canonical
-from learnerkit_build.imagetest import CHECKS, image_test_record, run_image_tests
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.publish import PublishRefused, PublishResult, check_gates, publish
-from learnerkit_build.registry import get_blob, get_manifest
+from learnerkit_build.attestations.envelope import canonical
+from learnerkit_build.attestations.key import default_key_path, public_key_path
+from learnerkit_build.imagetest.runner import CHECKS, image_test_record, run_image_tests
+from learnerkit_build.publish import dirlayout, referrers
+from learnerkit_build.publish.push import PublishRefused, PublishResult, check_gates, publish
+from learnerkit_build.publish.registry import get_blob, get_manifest
+from learnerkit_build.publish.securityupdates import image_packages
+from learnerkit_build.publish.verify import VerifyFailed, verify
+from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.scan.debian_security import IndexEntry, SuiteIndex
 from learnerkit_build.scan.policy import Policy, load_allowlist, load_policy
 from learnerkit_build.scan.records import record_scan
 from learnerkit_build.scan.runner import ScanRequest, scan_image
-from learnerkit_build.securityupdates import image_packages
-from learnerkit_build.signing import default_key_path, public_key_path
 from learnerkit_build.state import read_json
-from learnerkit_build.verifying import VerifyFailed, verify
 from tests.integration.conftest import REPO
 
 REPOSITORY, TAG = "learnerkit-test/published", "1"

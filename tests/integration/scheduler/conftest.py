@@ -27,11 +27,11 @@ from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.facade import JobView
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.jobs.store import JobStore
-from learnerkit_build.images import build_image
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
-from learnerkit_build.smokedata import write_smoke_dataset
+from learnerkit_build.builds.images import build_image
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.imagetest.smokedata import write_smoke_dataset
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
 from tests.waiting import wait_until
 

@@ -17,8 +17,8 @@ from learnerkit.scheduler.core.liveness import LivenessTimes, lost_learners
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.manifest.parser import parse_manifest
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
 from tests.unit.scheduler.backends.test_k8s_evicted import MANIFEST
 from tests.waiting import wait_until

@@ -12,8 +12,8 @@ from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.backends import docker as docker_backend
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.backends.docker import DockerBackend
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import leftovers
 

@@ -15,9 +15,9 @@ import pytest
 
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.facade import JobView
-from learnerkit_build.images import build_image
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.builds.images import build_image
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, leftovers, manifest
 from tests.waiting import wait_until

@@ -18,8 +18,8 @@ from learnerkit.pair import docker as pair_docker
 from learnerkit.pair.jobdisk import BACKING_FILE_LABEL, JobDiskSettings, make_backing_file
 from learnerkit.scheduler.backends.docker import DockerBackend
 from learnerkit.scheduler.core.options import SchedulerOptions
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, leftovers, manifest
 from tests.integration.scheduler.test_docker_orphans import Crash, job_of

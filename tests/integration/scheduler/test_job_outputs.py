@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from learnerkit.cli import cli
 from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import add_token
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.scheduler.conftest import DATA_BUCKET, TERMINAL, Harness, manifest
 from tests.integration.tbwriters import HERE, PYTORCH, learner_image
 from tests.waiting import wait_until

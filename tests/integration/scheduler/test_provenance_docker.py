@@ -34,7 +34,7 @@ from learnerkit.scheduler.factory import describe_image
 from learnerkit.scheduler.images.gate import ImageGate
 from learnerkit.scheduler.preemption.rules import PreemptionRules
 from learnerkit.scheduler.provenance.writer import ProvenanceWriter
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, manifest
 from tests.integration.scheduler.test_evaluations_docker import EVALUATIONS, evaluation_data, settled_evaluations
 from tests.integration.scheduler.test_evaluations_docker import FOLDER as EVAL_FOLDER

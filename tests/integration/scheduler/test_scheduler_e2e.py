@@ -18,9 +18,9 @@ from typing import Any
 import boto3
 import pytest
 
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
-from learnerkit_build.smokedata import write_smoke_dataset
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.imagetest.smokedata import write_smoke_dataset
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
 from tests.waiting import wait_until
 

@@ -17,8 +17,8 @@ from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.factory import create_scheduler
 from learnerkit.scheduler.images.sidecar import pin_sidecar
-from learnerkit_build.render import BuildInputs
-from learnerkit_build.sidecarimage import build_sidecar
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]

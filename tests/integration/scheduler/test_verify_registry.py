@@ -11,7 +11,7 @@ from learnerkit.common.signing import load_public_key, public_key_path
 from learnerkit.scheduler.client.imagedigest import image_answer
 from learnerkit.scheduler.provenance.facts import ImageFact
 from learnerkit.scheduler.provenance.verify import Check, State, verify_folder
-from learnerkit_build.registry import put_blob, put_manifest
+from learnerkit_build.publish.registry import put_blob, put_manifest
 from tests.integration.conftest import free_port
 from tests.unit.scheduler.provenance.jobfolder import LEARNER_ID, data_copy, describe, download, finished_job
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from learnerkit.common import engine
-from learnerkit_build.images import build_image
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.render import BuildInputs
+from learnerkit_build.builds.images import build_image
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.render import BuildInputs
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]

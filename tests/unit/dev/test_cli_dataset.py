@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from learnerkit.dev.cli_dev import dev_group
-from learnerkit_build.smokedata import FEATURES
+from learnerkit_build.imagetest.smokedata import FEATURES
 
 
 def test_the_smoke_dataset_is_written_and_named_in_json(tmp_path: Path) -> None:

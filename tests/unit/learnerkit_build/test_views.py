@@ -9,11 +9,11 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from learnerkit.cli import cli
-from learnerkit_build import outdated
-from learnerkit_build.images import BuildResult
-from learnerkit_build.matrix import load_matrix
-from learnerkit_build.outdated import OutdatedImage
-from learnerkit_build.pipconfig import Setting
+from learnerkit_build.builds.images import BuildResult
+from learnerkit_build.recipes.matrix import load_matrix
+from learnerkit_build.recipes.pipconfig import Setting
+from learnerkit_build.scan import outdated
+from learnerkit_build.scan.outdated import OutdatedImage
 from learnerkit_build.views import build_table, image_rows, image_table, settings_table, simple_table
 from tests.unit.conftest import REPO
 

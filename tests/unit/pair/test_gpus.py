@@ -6,7 +6,7 @@ from controller_sidecar.endpoints import Endpoints
 from learnerkit.common.engine import ALL_GPUS, gpu_request
 from learnerkit.pair.docker import DockerPlacement, learner_options
 from learnerkit.pair.runlocal import LocalRun, pair_spec
-from learnerkit_build.containers import LearnerRun
+from learnerkit_build.imagetest.containers import LearnerRun
 
 
 def local_run(gpus: int) -> LocalRun:

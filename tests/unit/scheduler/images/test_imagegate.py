@@ -12,7 +12,7 @@ from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.images.gate import ImageGate
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
-from learnerkit_build.publish import PublishRefused
+from learnerkit_build.publish.push import PublishRefused
 from tests.unit.conftest import MakeProject
 
 MANIFEST = """\

@@ -1,0 +1,79 @@
+"""The statements of an image from its records: `fixed` from an earlier scan, identical records identical output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from learnerkit_build.attestations.documents import ImageRecords, fixed_by_updates, image_test_predicate, statements
+from learnerkit_build.scan.records import REPORT, SBOM, scans_home
+from learnerkit_build.state import write_json
+
+REFERENCE = "learnerkit/pytorch:2.13-cpu-py3.11"
+LABELS = {"org.opencontainers.image.created": "2026-01-01T00:00:00+00:00", "io.learnerkit.framework": "pytorch"}
+
+
+def report(image_id: str, cves: tuple[str, ...]) -> dict[str, Any]:
+    evidence = [{"message": "openssl", "ids": ["openssl", "src:openssl", *cves], "severity": None}] if cves else []
+    status = "FAIL" if cves else "PASS"
+    check = {"id": "vuln.debian-security", "title": "t", "status": status, "severity": "high", "evidence": evidence}
+    return {"reference": REFERENCE, "image_id": image_id, "passed": not cves, "checks": [check]}
+
+
+def sbom(version: str) -> dict[str, Any]:
+    purl = f"pkg:deb/debian/openssl@{version}?arch=amd64"
+    return {"components": [{"name": "openssl", "version": version, "purl": purl}]}
+
+
+def record(image_id: str, cves: tuple[str, ...], version: str) -> None:
+    name = image_id.replace(":", "_")
+    write_json(scans_home() / f"{name}.json", {"reference": REFERENCE, "image_id": image_id})
+    write_json(scans_home() / name / REPORT, report(image_id, cves))
+    write_json(scans_home() / name / SBOM, sbom(version))
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEARNERKIT_HOME", str(tmp_path))
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+
+
+def test_a_vulnerability_an_applied_update_removed_is_fixed() -> None:
+    record("sha256:old", ("CVE-2024-0001",), "3.0.1-1")
+    now = ImageRecords("sha256:new", LABELS, sbom("3.0.2-1"), report("sha256:new", ()), {"checks": []})
+    [fixed] = fixed_by_updates(now)
+    assert (fixed.vulnerability, fixed.package, fixed.before, fixed.after) == (
+        "CVE-2024-0001",
+        "openssl",
+        "3.0.1-1",
+        "3.0.2-1",
+    )
+    vex = statements(now, "127.0.0.1:5000/learnerkit/pytorch", "sha256:" + "a" * 64, Path("/nonexistent"))["vex"]
+    [statement] = vex["predicate"]["statements"]
+    assert statement["status"] == "fixed"
+    assert statement["products"][0]["subcomponents"] == [{"@id": "pkg:deb/debian/openssl@3.0.2-1?arch=amd64"}]
+
+
+def test_the_same_version_is_not_fixed() -> None:
+    record("sha256:old", ("CVE-2024-0001",), "3.0.1-1")
+    now = ImageRecords("sha256:new", LABELS, sbom("3.0.1-1"), report("sha256:new", ()), {"checks": []})
+    assert fixed_by_updates(now) == []
+
+
+def test_identical_records_give_identical_statements(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = ImageRecords("sha256:new", LABELS, sbom("3.0.1-1"), report("sha256:new", ("CVE-2024-0001",)), {})
+    made = [statements(now, "r/x", "sha256:" + "a" * 64, Path("/nonexistent")) for _ in range(2)]
+    assert made[0] == made[1]
+    assert made[0]["vex"]["predicate"]["timestamp"] == "2026-01-01T00:00:00Z"
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")
+    assert statements(now, "r/x", "sha256:" + "a" * 64, Path("/nonexistent"))["vex"]["predicate"]["timestamp"] == (
+        "1970-01-01T00:00:00Z"
+    )
+
+
+def test_a_skipped_check_is_a_warning_and_a_failure_fails() -> None:
+    checks = [{"name": "smoke", "status": "skip"}, {"name": "non-root", "status": "pass"}]
+    assert image_test_predicate({"checks": checks})["result"] == "WARNED"
+    assert image_test_predicate({"checks": [*checks, {"name": "halt", "status": "fail"}]})["failedTests"] == ["halt"]

@@ -15,15 +15,10 @@ from learnerkit.common.project import find_project_root, root_option
 from learnerkit_build import views
 from learnerkit_build.builds.baseimage import BASES, ensure_base, recipe_for
 from learnerkit_build.builds.images import build_image, render_image
-from learnerkit_build.builds.locking import lock_one, lock_targets, lockable
-from learnerkit_build.builds.prune import prune
 from learnerkit_build.cli_options import apply, build_inputs, inputs_options, run_builds, select_options, selected
 from learnerkit_build.progress import BuildProgress
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.render import BuildInputs
-from learnerkit_build.scan.command import ScanOptions, request_for_image, requests_for_specs, run_scans
-from learnerkit_build.scan.lint import lint_dockerfile
-from learnerkit_build.scan.reports import report_json, report_sarif, report_table
 
 
 @click.group("image")
@@ -85,6 +80,8 @@ def lint_command(
     specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...], root: Path | None, output: str
 ) -> None:
     """Render and lint Dockerfiles with hadolint and the project's .hadolint.yaml (no engine needed)."""
+    from learnerkit_build.scan.lint import lint_dockerfile
+
     project, images = selected(root, specs, select_all, variants)
     inputs = BuildInputs()  # lint what the templates say, whatever this host's pip configuration
     reports = [
@@ -106,6 +103,8 @@ def prune_command(
     specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...], dry_run: bool, root: Path | None, output: str
 ) -> None:
     """Remove content tags of superseded builds (all images when no spec is given)."""
+    from learnerkit_build.builds.prune import prune
+
     _, images = selected(root, specs, select_all or not specs, variants)
     results = prune(images, dry_run=dry_run)
     rows = [{"tag": result.tag, "status": result.status} for result in results]
@@ -150,6 +149,8 @@ def lock_command(
     output: str,
 ) -> None:
     """Write the lock of each image: every Debian package and Python wheel, by version and sha256."""
+    from learnerkit_build.builds.locking import lock_one, lock_targets, lockable
+
     if not (specs or select_all or sidecar or base):
         raise click.UsageError("name images (SPEC..., --all), --sidecar or --base")
     if specs or select_all:
@@ -191,7 +192,7 @@ def build_command(
 ) -> None:
     """Build images whose inputs changed; tag each by version and by inputs hash."""
     project, images = selected(root, specs, select_all, variants)
-    resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle)
+    resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle, project)
     builds = [
         (image.name, partial(build_image, project, image, resolved.inputs, rebuild=rebuild, record_size=record_size))
         for image in images
@@ -289,6 +290,9 @@ def scan_command(
     output: str,
 ) -> None:
     """Scan images: config, history, file system, secrets in every layer, hadolint, SBOM, vulnerabilities."""
+    from learnerkit_build.scan.command import ScanOptions, request_for_image, requests_for_specs, run_scans
+    from learnerkit_build.scan.reports import report_json, report_sarif, report_table
+
     options = ScanOptions(policy, allowlist, osv_db, sbom_version, not no_debian_security, report_dir)
     project = _project_or_none(root)
     requests = [request_for_image(ref, dockerfile, project, options, archive) for ref in images]

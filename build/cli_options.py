@@ -84,8 +84,10 @@ def build_inputs(
     find_links: tuple[str, ...],
     ca_bundle: Path | None,
     no_ca_bundle: bool,
+    project: Path | None = None,
 ) -> ResolvedInputs:
-    """The command's build inputs: its options and variables first, then the host's pip configuration."""
+    """The command's build inputs: its options and variables first, then the host's pip configuration
+    (remembered in `project`'s `.learnerkit/` where one is given: `pip_config`)."""
     options = BuildOptions(
         index_url=_given(index_url, "index_url", "--index-url"),
         extra_index_urls=tuple(
@@ -95,7 +97,7 @@ def build_inputs(
         ca_bundle=_given(str(ca_bundle) if ca_bundle else None, "ca_bundle", "--ca-bundle"),
         no_ca_bundle=no_ca_bundle,
     )
-    return resolve_build_inputs(options, pip_config())
+    return resolve_build_inputs(options, pip_config(project))
 
 
 def _given(value: str | None, param: str, flag: str) -> Given | None:

@@ -21,6 +21,7 @@ from learnerkit_build.errors import BuildError, SpecError
 from learnerkit_build.lock.cache import locked_context_files
 from learnerkit_build.lock.compute import fill_cache, image_lock, shared_distributions
 from learnerkit_build.recipes.context import ContextFile, assemble_context, context_files, inputs_hash
+from learnerkit_build.recipes.filehashes import remembering
 from learnerkit_build.recipes.render import SOURCE_DATE_EPOCH, BuildInputs, render_dockerfile
 from learnerkit_build.recipes.spec import ImageSpec
 from learnerkit_build.repro.reproducible import epoch_time, normalise_image
@@ -71,6 +72,13 @@ def build_image(
     *,
     rebuild: bool = False,
     record_size: bool = False,
+) -> BuildResult:
+    with remembering(root):
+        return _build_image(root, image, inputs, on_line, rebuild=rebuild, record_size=record_size)
+
+
+def _build_image(
+    root: Path, image: ImageSpec, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool, record_size: bool
 ) -> BuildResult:
     started = time.monotonic()
     reference = f"{image.repository()}:{image.tag}"

@@ -22,6 +22,7 @@ from learnerkit_build.lock.cache import locked_context_files
 from learnerkit_build.lock.compute import SIDECAR_LOCK, committed_lock, fill_cache
 from learnerkit_build.lock.model import Lock
 from learnerkit_build.recipes.context import ContextFile, tree_files, wheelhouse_files
+from learnerkit_build.recipes.filehashes import remembering
 from learnerkit_build.recipes.render import BuildInputs, build_context, lock_context, make_environment
 
 SIDECAR_REPOSITORY = "learnerkit/sidecar"
@@ -70,6 +71,13 @@ def sidecar_files(root: Path, inputs: BuildInputs, lock: Lock | None = None) -> 
 
 def build_sidecar(
     root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool = False, record_size: bool = False
+) -> BuildResult:
+    with remembering(root):
+        return _build_sidecar(root, inputs, on_line, rebuild=rebuild, record_size=record_size)
+
+
+def _build_sidecar(
+    root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool, record_size: bool
 ) -> BuildResult:
     started = time.monotonic()
     recipe = recipe_for(SIDECAR_BASE)

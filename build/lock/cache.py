@@ -14,7 +14,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 from learnerkit_build.lock.model import BuilderLock, Lock, LockError, pip_requirements
-from learnerkit_build.recipes.context import ContextFile, file_sha256
+from learnerkit_build.recipes.context import ContextFile
+from learnerkit_build.recipes.filehashes import file_sha256
 from learnerkit_build.state import state_home
 
 LOCKED_DIR = ".locked"
@@ -68,7 +69,7 @@ def missing(lock: Lock) -> list[str]:
 
 def locked_context_files(lock: Lock, shared: Collection[str] = ()) -> list[ContextFile]:
     """The lock's image debs and wheels, from the cache, under their own names in `.locked/`; each file is
-    hashed again (a build hashes its context anyway: context.file_sha256 caches it per run).
+    hashed again (a build hashes its context anyway: recipes.filehashes remembers it).
 
     `shared`: the distributions (normalised names) of the image's pip_install_shared layer: their wheels and a
     requirements file of their own go to `.locked/shared/`, the same bytes in every image that shares the layer;

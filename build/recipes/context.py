@@ -7,7 +7,6 @@ rebuilt.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import shutil
@@ -15,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from learnerkit_build.recipes.filehashes import file_sha256
 from learnerkit_build.recipes.render import BuildInputs, without_credentials
 from learnerkit_build.recipes.spec import ImageSpec
 
@@ -84,21 +84,6 @@ def inputs_hash(dockerfile: str, files: list[ContextFile], base_image_id: str, i
         field("path", item.target.encode())
         field("mode", oct(canonical_mode(item.source.stat().st_mode)).encode())
         field("content", file_sha256(item.source).encode())
-    return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """The file's sha256; computed once per process for an unchanged file (wheelhouses are shared by images)."""
-    stat = path.stat()
-    return _sha256_of(path.resolve(), stat.st_size, stat.st_mtime_ns, stat.st_ino)
-
-
-@functools.cache
-def _sha256_of(path: Path, size: int, mtime_ns: int, inode: int) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
     return digest.hexdigest()
 
 

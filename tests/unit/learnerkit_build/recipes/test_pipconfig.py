@@ -101,3 +101,55 @@ def test_a_missing_find_links_folder_or_ca_file_is_reported_not_used(tmp_path: P
         "no such folder on this host",
         "no such file on this host",
     }
+
+
+class FakePip:
+    """`pip config list|debug` as a pip that reads one configuration file, counting how often it is asked."""
+
+    def __init__(self, conf: Path) -> None:
+        self.conf = conf
+        self.asked: list[str] = []
+
+    def __call__(self, verb: str) -> str:
+        self.asked.append(verb)
+        if verb == "debug":
+            files = f"  {self.conf}, exists: {self.conf.exists()}\n  /nowhere/pip.conf, exists: False\n"
+            return f"env_var:\nenv:\nuser:\n{files}"
+        return f"global.find-links='{self.conf.read_text(encoding='utf-8').strip()}'\n"
+
+
+@pytest.fixture
+def fake_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakePip:
+    conf = tmp_path / "pip.conf"
+    conf.write_text("/opt/wheels\n", encoding="utf-8")
+    pip = FakePip(conf)
+    monkeypatch.setattr(pipconfig, "_ask_pip", pip)
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    return pip
+
+
+def test_pips_answer_is_remembered_until_a_file_it_reads_changes(fake_pip: FakePip, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    assert pipconfig.pip_config(project) == {"global.find-links": "/opt/wheels"}
+    assert fake_pip.asked == ["debug", "list"]
+    assert pipconfig.pip_config(project) == {"global.find-links": "/opt/wheels"}
+    assert fake_pip.asked == ["debug", "list"]
+    assert (project / pipconfig.PIP_MEMORY_FILE).stat().st_mode & 0o777 == 0o600
+    fake_pip.conf.write_text("/srv/wheels\n", encoding="utf-8")
+    assert pipconfig.pip_config(project) == {"global.find-links": "/srv/wheels"}
+    assert fake_pip.asked == ["debug", "list", "debug", "list"]
+
+
+def test_a_changed_pip_variable_asks_pip_again(
+    fake_pip: FakePip, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipconfig.pip_config(tmp_path)
+    monkeypatch.setenv("PIP_INDEX_URL", "https://example.invalid/simple")
+    pipconfig.pip_config(tmp_path)
+    assert fake_pip.asked == ["debug", "list", "debug", "list"]
+
+
+def test_without_a_project_pip_is_asked_each_time(fake_pip: FakePip) -> None:
+    pipconfig.pip_config()
+    pipconfig.pip_config()
+    assert fake_pip.asked == ["list", "list"]

@@ -10,7 +10,7 @@ from learnerkit_build.builds.images import base_ref_for, render_image
 from learnerkit_build.errors import SpecError, TemplateError
 from learnerkit_build.lock.compute import image_lock_path
 from learnerkit_build.recipes.matrix import load_matrix
-from learnerkit_build.recipes.render import BuildInputs
+from learnerkit_build.recipes.render import TEMPLATE_CACHE, BuildInputs, make_environment
 from learnerkit_build.scan.lint import lint_dockerfile
 from tests.unit.conftest import MakeProject
 
@@ -98,3 +98,14 @@ def test_every_variant_builds_on_the_debian_base_and_keeps_its_accelerator(image
         assert "a cpu variant holds CUDA distributions" not in text
     else:
         assert "a cpu variant holds CUDA distributions" in text and "ld.so.conf.d" not in text
+
+
+def test_compiled_templates_are_kept_in_the_project_and_an_edited_template_is_compiled_again(tmp_path: Path) -> None:
+    template = tmp_path / "t.j2"
+    template.write_text("FROM {{ base }}\n", encoding="utf-8")
+    assert make_environment(tmp_path).get_template("t.j2").render(base="a") == "FROM a\n"
+    kept = list((tmp_path / TEMPLATE_CACHE).iterdir())
+    assert kept
+    assert make_environment(tmp_path).get_template("t.j2").render(base="b") == "FROM b\n"
+    template.write_text("FROM {{ base }} AS learner\n", encoding="utf-8")
+    assert make_environment(tmp_path).get_template("t.j2").render(base="c") == "FROM c AS learner\n"

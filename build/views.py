@@ -16,9 +16,9 @@ from learnerkit.common.output import console, keep_whole
 from learnerkit_build.builds.images import HASH_LABEL, BuildResult, base_ref_for
 from learnerkit_build.recipes.pipconfig import Setting
 from learnerkit_build.recipes.spec import ImageSpec
-from learnerkit_build.scan.lint import LintReport
 
-if TYPE_CHECKING:  # `image ls` and the others need not load the Debian index code `outdated` brings
+if TYPE_CHECKING:  # `image ls`, `image build` and the others need not load the scanner's code
+    from learnerkit_build.scan.lint import LintReport
     from learnerkit_build.scan.outdated import OutdatedImage
 
 

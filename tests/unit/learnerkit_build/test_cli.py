@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -80,3 +82,19 @@ def test_framework_new_scaffolds_a_valid_framework(make_project: MakeProject) ->
 def test_framework_new_refuses_bad_names(make_project: MakeProject) -> None:
     code, out = run("framework", "new", "Bad_Name", "--root", str(make_project()))
     assert code == 1 and "lower-case letters" in out
+
+
+def test_the_build_command_imports_no_scanner_lock_writer_or_publisher() -> None:
+    """`image build` loads what a build needs: a no-op build answers at once (bench/noop_build.py)."""
+    probe = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from learnerkit.cli import cli\n"
+        "result = CliRunner().invoke(cli, ['image', 'build', '--help'])\n"
+        "assert result.exit_code == 0, result.output\n"
+        "rooms = ('scan', 'attestations', 'publish', 'imagetest')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[:2] in [['learnerkit_build', r] for r in rooms]))\n"
+        "print(sorted(m for m in ('learnerkit_build.builds.locking', 'cyclonedx', 'jsonschema') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["[]", "[]"]

@@ -64,7 +64,7 @@ def render_command(
 ) -> None:
     """Render Dockerfiles from the templates (no engine needed)."""
     project, images = selected(root, specs, select_all, variants)
-    inputs = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle).inputs
+    inputs = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle, project).inputs
     rendered = {image.name: render_image(project, image, inputs) for image in images}
     written = views.write_rendered(dest, images, rendered) if dest else {}
     data = [{"spec": name, "dockerfile": written.get(name) or text} for name, text in rendered.items()]
@@ -157,7 +157,7 @@ def lock_command(
         project, images = selected(root, specs, select_all, variants)
     else:
         project, images = find_project_root(root), []
-    resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle)
+    resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle, project)
     images, results = lockable(images)
     with BuildProgress(enabled=output != "json") as progress:
         for target in lock_targets(project, images, sidecar=sidecar, base=base):

@@ -228,7 +228,7 @@ def test_a_record_larger_than_an_etcd_request_goes_in_parts(etcd_server: Any) ->
         etcd = await EtcdStore.connect(etcd_server.settings())
         job_id = f"big-{uuid.uuid4().hex[:8]}"
         try:
-            with pytest.raises(SidecarError, match="too large|larger than max"):  # what one request of it would get
+            with pytest.raises(SidecarError, match=r"too large|larger than max"):  # what one request of it would get
                 await etcd.put(keys.provenance_record_prefix(job_id, 1, 1, ROOT) + "whole", record.to_json())
             await put_record(etcd, job_id, 1, record, ROOT)
             whole = assemble(await etcd.get_prefix(keys.provenance_prefix(job_id, ROOT)), job_id, ROOT)

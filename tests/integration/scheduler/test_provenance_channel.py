@@ -4,8 +4,8 @@ own upload and record code (`S3Store.upload_stream`, `put_record`), the schedule
 sidecar's steps are called as its runtime calls them, and the job's end as the loop reports it.
 
 - A tenant that rewrites a result and the bucket's copy of its record while the job is halted is caught.
-- A store outage at the job's end: the provenance is retried, left due when the scheduler stops, and written by
-  the next scheduler once the store is back.
+- An object store or etcd outage at the job's end: the provenance is retried, left due when the scheduler
+  stops, and written by the next scheduler once the store is back.
 - A record of 20,000 result files (2.9 MB: etcd refuses it in one request) goes through etcd in parts.
 """
 
@@ -16,6 +16,7 @@ import base64
 import hashlib
 import io
 import json
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -216,6 +217,44 @@ def test_a_store_outage_at_the_end_still_yields_the_provenance_after_a_restart(
     assert report["verified"] is True, report
     assert found["left"] == {}, "a COMPLETED job's records go once signed"
     assert [s["name"] for s in found["statement"]["subject"]] == ["attempt-1/learner-1/results/model.bin"]
+
+
+def test_an_etcd_outage_at_the_end_still_yields_the_provenance_after_a_restart(
+    etcd_server: Any, s3_server: Any, scheduler_buckets: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """etcd goes down just after the job's end was saved (its due mark with it): the records cannot be read, the
+    scheduler stops, etcd comes back, and the next scheduler writes the provenance."""
+    caplog.set_level(logging.WARNING, logger="learnerkit.scheduler.core.provenancing")
+
+    async def scenario() -> dict[str, Any]:
+        etcd = await EtcdStore.connect(etcd_server.settings())
+        try:
+            job = Job(s3_server, etcd, s3_server.endpoint_url, tmp_path)
+            await job.attempt(1, AttemptEnd.COMPLETED, {"results/model.bin": b"weights"})
+            tracked = job.tracked(JobStatus.COMPLETED)
+            first = job.provenancing(etcd, tracked)
+            await first.mark_due(tracked, JobStatus.COMPLETED)
+            etcd_server.stop()
+            try:
+                await first.job_ended(tracked)
+                await until(lambda: _true("its provenance is not written yet" in caplog.text), "a refused read")
+                await first.drain()
+            finally:
+                etcd_server.start()
+            assert await job.due(), "the due mark survived the outage"
+            second = job.provenancing(etcd, job.tracked(JobStatus.COMPLETED))
+            await second.resume()
+            await until(lambda: _not(job.due()), "the provenance stored by the next scheduler")
+            await second.drain()
+            return verify_folder(
+                job.download(tmp_path / "download"), load_public_key(public_key_path(job.key))
+            ).to_dict()
+        finally:
+            await etcd.close()
+
+    report = asyncio.run(scenario())
+    assert report["verified"] is True, report
+    assert "stopping with its provenance due; the next start writes it" in caplog.text
 
 
 def test_a_record_larger_than_an_etcd_request_goes_in_parts(etcd_server: Any) -> None:

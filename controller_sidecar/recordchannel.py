@@ -6,6 +6,10 @@ which only the platform's etcd users reach (docs/security.md). A record of many 
 request limit (1.5 MiB by default), so it goes in parts of at most :data:`PART_BYTES`, one request each, and a
 ``head`` naming their count and the whole record's SHA-256 is written last: a reader takes a record only when its
 head is there and the parts hash to it, so a sidecar killed half-way leaves no record, never a truncated one.
+
+Before anything else, once connected, the sidecar puts ``opened`` there: a learner whose sidecar opened its record
+and never finished it is named as missing, while one whose sidecar never started (a deploy that failed) stored
+nothing and is not (a sidecar uploads nothing before it is connected to etcd).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from controller_sidecar.provenancerecord import RecordError, SidecarRecord
 PART_BYTES = 512 * 1024
 """Well below etcd's default request limit (1.5 MiB) with the key and the request's framing."""
 HEAD = "head"
+OPENED = "opened"
 _PLACE = re.compile(r"attempt-(\d+)/learner-(\d+)/$")
 
 
@@ -41,6 +46,10 @@ def record_parts(record: SidecarRecord) -> tuple[list[bytes], bytes]:
     return parts, json.dumps(head, sort_keys=True).encode()
 
 
+async def open_record(etcd: EtcdStore, job_id: str, attempt: int, learner_id: int, root: str) -> None:
+    await etcd.put(keys.provenance_record_prefix(job_id, attempt, learner_id, root) + OPENED, b"")
+
+
 async def put_record(etcd: EtcdStore, job_id: str, attempt: int, record: SidecarRecord, root: str) -> None:
     """Parts first, then the head; a head of an earlier write is removed first, so no reader pairs it with new
     parts."""
@@ -57,7 +66,7 @@ class RecordsRead:
     records: dict[tuple[int, int], SidecarRecord]
     """By (attempt, learner)."""
     unreadable: dict[tuple[int, int], str]
-    """Records whose parts were there but not whole or not readable, and why."""
+    """Records opened but not finished, or not whole, or not readable, and why."""
 
 
 def assemble(found: Mapping[str, bytes], job_id: str, root: str) -> RecordsRead:
@@ -82,7 +91,7 @@ def assemble(found: Mapping[str, bytes], job_id: str, root: str) -> RecordsRead:
 
 def _record(leaves: Mapping[str, bytes], where: str) -> SidecarRecord:
     if HEAD not in leaves:
-        raise RecordError(f"{where}: its record was not finished (no head)")
+        raise RecordError(f"{where}: its sidecar started and put no record (it died, or etcd was out until it ended)")
     try:
         head = json.loads(leaves[HEAD])
         count, sha256 = int(head["parts"]), str(head["sha256"])

@@ -47,7 +47,7 @@ from controller_sidecar.processing import (
 from controller_sidecar.progress import ProgressFile
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, RecordError, SidecarRecord
-from controller_sidecar.recordchannel import attempt_of, put_record
+from controller_sidecar.recordchannel import attempt_of, open_record, put_record
 from controller_sidecar.resources import learner_alive
 from controller_sidecar.retry import Backoff, retry_async
 from controller_sidecar.s3objects import HashedObject
@@ -104,6 +104,9 @@ class Sidecar:
         if etcd is None:
             return None
         self._etcd = etcd
+        if not await self._open_record():
+            await etcd.close()
+            return None
         reporter = StatusReporter(
             self._deliver(etcd),
             learner_id=self.settings.learner_id,
@@ -343,6 +346,30 @@ class Sidecar:
         except (OSError, RecordError) as e:
             LOGGER.warning("the inputs' digests are lost (%s): the record names only the outputs", e)
             return SidecarRecord(self.settings.learner_id)
+
+    async def _open_record(self) -> bool:
+        """Say in etcd that this learner's record is due, before anything is downloaded or uploaded (retried while
+        etcd is out); False when the sidecar is stopped first."""
+        settings, attempt, etcd = self.settings, attempt_of(self.settings.locations.results.prefix), self._etcd
+        if etcd is None or attempt is None:
+            return True
+        backoff = Backoff(initial_s=0.2, maximum_s=5.0, max_attempts=None)
+        opening = asyncio.create_task(
+            retry_async(
+                lambda: open_record(etcd, settings.job_id, attempt, settings.learner_id, settings.etcd.root),
+                backoff,
+                what="open the provenance record",
+            )
+        )
+        stop = asyncio.create_task(self.terminate.wait())
+        await asyncio.wait({opening, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not opening.done():
+            opening.cancel()
+            await asyncio.gather(opening, return_exceptions=True)
+            return False
+        opening.result()
+        return True
 
     async def _put_record(self, record: SidecarRecord) -> None:
         """The record into the job's etcd records, the only copy the scheduler signs (docs/provenance.md), before

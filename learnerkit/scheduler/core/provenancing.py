@@ -116,7 +116,9 @@ class Provenancing:
         async def write_once() -> None:
             found = await etcd.get_prefix(keys.provenance_prefix(job_id, root) + "records/")
             await asyncio.to_thread(gather_and_write, assemble(found, job_id, root))
-            await etcd.delete(keys.provenance_due_key(job_id, root))
+            due = await etcd.get(keys.provenance_due_key(job_id, root))
+            if due is None or json.loads(due[0]).get("attempt") == state.attempt:  # not a later end's mark
+                await etcd.delete(keys.provenance_due_key(job_id, root))
             if not state.status.resumable:  # never written again: the records are signed and can go
                 await etcd.delete_prefix(keys.provenance_prefix(job_id, root) + "records/")
 

@@ -1,5 +1,5 @@
-"""The sidecars' records of a job's attempts as read from etcd (:mod:`controller_sidecar.recordchannel`), checked
-against the learners the job ran: a learner without a readable record is named, never dropped in silence."""
+"""The sidecars' records of a job's attempts as read from etcd (:mod:`controller_sidecar.recordchannel`): a learner
+whose sidecar opened its record and left none readable is named, never dropped in silence."""
 
 from __future__ import annotations
 
@@ -21,16 +21,14 @@ class MissingRecord:
         return {"attempt": self.attempt, "learner": self.learner, "reason": self.reason}
 
 
-def missing_records(read: RecordsRead, attempts: Iterable[int], learners: int) -> tuple[MissingRecord, ...]:
-    """Each learner of each attempt without a readable record, and why."""
-    missing = []
-    for attempt in sorted(set(attempts)):
-        for learner in range(1, learners + 1):
-            if (attempt, learner) in read.records:
-                continue
-            reason = read.unreadable.get((attempt, learner), "its sidecar put no record in etcd")
-            missing.append(MissingRecord(attempt, learner, reason))
-    return tuple(missing)
+def missing_records(read: RecordsRead, attempts: Iterable[int]) -> tuple[MissingRecord, ...]:
+    """Each learner of the attempts whose sidecar opened its record and left none readable, and why."""
+    wanted = set(attempts)
+    return tuple(
+        MissingRecord(attempt, learner, reason)
+        for (attempt, learner), reason in sorted(read.unreadable.items())
+        if attempt in wanted
+    )
 
 
 def result_digests(records: Mapping[tuple[int, int], SidecarRecord]) -> tuple[Digested, ...]:

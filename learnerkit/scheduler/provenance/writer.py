@@ -111,7 +111,7 @@ class ProvenanceWriter:
                 objects[obj.key] = obj
         read = job.records
         attempts = [a.number for a in job.attempts] or list(range(1, job.state.attempt + 1))
-        missing = missing_records(read, attempts, job.manifest.resources.learners)
+        missing = missing_records(read, attempts)
         records = {place: record for place, record in read.records.items() if place[0] in attempts}
         at = {(a, n): f"attempt-{a}/learner-{n}/" for a, n in records}
         data: dict[str, Digested] = {}

@@ -30,7 +30,7 @@ from controller_sidecar import keys
 from controller_sidecar.errors import SidecarError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, SidecarRecord
-from controller_sidecar.recordchannel import PART_BYTES, assemble, put_record
+from controller_sidecar.recordchannel import PART_BYTES, assemble, open_record, put_record
 from controller_sidecar.s3store import S3Store
 from controller_sidecar.settings import S3Settings
 from learnerkit.common.signing import create_signer, load_public_key, public_key_path
@@ -88,6 +88,7 @@ class Job:
 
     async def attempt(self, number: int, ended_by: AttemptEnd, results: dict[str, bytes]) -> None:
         learner = f"{self.prefix}attempt-{number}/learner-1/"
+        await open_record(self.etcd, self.job_id, number, 1, ROOT)  # as the sidecar does once connected
         stored = [
             await asyncio.to_thread(
                 self.sidecar.upload_stream, io.BytesIO(data), RESULTS_BUCKET, learner + name, source=name

@@ -87,4 +87,6 @@ def test_a_record_without_its_head_or_with_a_part_changed_is_not_taken() -> None
     read = assemble({prefix + "part-0000": body, prefix + HEAD: head}, "job-1", keys.ROOT)
     assert read.unreadable == {(1, 1): "attempt 1 learner 1: its record's parts do not hash to its head's sha256"}
     unfinished = assemble({prefix + "part-0000": body}, "job-1", keys.ROOT)
-    assert unfinished.unreadable == {(1, 1): "attempt 1 learner 1: its record was not finished (no head)"}
+    reason = "attempt 1 learner 1: its sidecar started and put no record (it died, or etcd was out until it ended)"
+    opened = assemble({prefix + "opened": b""}, "job-1", keys.ROOT)
+    assert (unfinished.unreadable, opened.unreadable) == ({(1, 1): reason}, {(1, 1): reason})

@@ -47,6 +47,8 @@ class MemoryStore:
     objects: dict[str, bytes] = field(default_factory=dict)
     records: dict[tuple[int, int], SidecarRecord] = field(default_factory=dict)
     """The sidecars' records as they put them in etcd (the bucket's copies are the tenant's)."""
+    unfinished: dict[tuple[int, int], str] = field(default_factory=dict)
+    """Records opened in etcd and never finished, and why."""
 
     def list(self, location: S3Location) -> list[RemoteObject]:
         return [RemoteObject(k, len(v), "e") for k, v in sorted(self.objects.items()) if k.startswith(location.prefix)]
@@ -84,7 +86,6 @@ def stored_attempt(store: MemoryStore, attempt: int, *, restored: int | None, re
     )
     store.objects[learner + RECORD_KEY] = record.to_json()
     store.records[(attempt, 1)] = record
-    store.records[(attempt, 2)] = SidecarRecord(2)  # the manifest's second learner, which wrote nothing
 
 
 def forge(store: MemoryStore, attempt: int) -> None:
@@ -139,7 +140,8 @@ def finished_job(
     for number in range(1, attempts + 1):
         stored_attempt(store, number, restored=None if number == 1 else 100 * (number - 1), results=results)
         if number == lose_record:
-            del store.records[(number, 1)]  # the other learner's is there
+            del store.records[(number, 1)]
+            store.unfinished[(number, 1)] = "its sidecar started and put no record"
         if number == tamper:
             forge(store, number)
         last = number == attempts
@@ -147,7 +149,7 @@ def finished_job(
         if last or earlier is AttemptEnd.HALTED:
             status = JobStatus.COMPLETED if last else JobStatus.HALTED
             state = JobState(JOB, "team-a", "mnist", 0.0, status=status, attempt=number)
-            records = RecordsRead(dict(store.records), {})
+            records = RecordsRead(dict(store.records), dict(store.unfinished))
             job = FinishedJob(
                 state, manifest, LEARNER_ID, tuple(history), "lk-test", ran_digest=ran_digest, records=records
             )

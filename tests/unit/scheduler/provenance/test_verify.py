@@ -304,7 +304,7 @@ def test_an_incomplete_statement_fails_naming_the_learner_unless_partial(tmp_pat
     folder = download(store, tmp_path / "download")
     strict = verify_folder(folder, load_public_key(public_key_path(key)))
     [gap] = [c for c in strict.checks if c.state is State.INCOMPLETE]
-    assert gap.item == "completeness" and "attempt 1 learner 1: its sidecar put no record in etcd" in gap.detail
+    assert gap.item == "completeness" and "attempt 1 learner 1: its sidecar started and put no record" in gap.detail
     assert not strict.ok and strict.to_dict()["complete"] is False
     assert "file attempt-1/learner-1/results/model.bin" in strict.to_dict()["unsigned"]
     assert verify_folder(folder, load_public_key(public_key_path(key)), partial=True).ok

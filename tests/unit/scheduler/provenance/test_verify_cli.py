@@ -47,5 +47,5 @@ def test_an_incomplete_statement_exits_1_naming_the_learner(tmp_path: Path) -> N
     code, out = verify(download(store, tmp_path / "job"), key)
     assert code == 1, out
     flat = " ".join(out.split())
-    assert "attempt 1 learner 1: its sidecar put no record in etcd" in flat
+    assert "attempt 1 learner 1: its sidecar started and put no record" in flat
     assert "not verified: the statement is incomplete" in flat

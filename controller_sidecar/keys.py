@@ -59,3 +59,25 @@ def history_prefix(job_id: str, root: str = ROOT) -> str:
 def history_key(job_id: str, sequence: str, root: str = ROOT) -> str:
     """One transition of the job's history. ``sequence`` sorts in time order as a string."""
     return history_prefix(job_id, root) + sequence
+
+
+def provenance_prefix(job_id: str, root: str = ROOT) -> str:
+    """The sidecars' provenance records of every attempt and the scheduler's due mark (docs/provenance.md): kept
+    apart from ``learners/``, which a requeue and a job's end clear."""
+    return job_prefix(job_id, root) + "provenance/"
+
+
+def provenance_record_prefix(job_id: str, attempt: int, learner_id: int, root: str = ROOT) -> str:
+    """One learner's record of one attempt, in parts (``part-<i>``) and a ``head`` written last."""
+    return f"{provenance_prefix(job_id, root)}records/attempt-{attempt}/learner-{learner_id}/"
+
+
+def provenance_due_prefix(root: str = ROOT) -> str:
+    """Beside the jobs' prefix (``/learnerkit/jobs.provenance-due/``): a restart reads every due mark at once."""
+    return f"{root.rstrip('/')}.provenance-due/"
+
+
+def provenance_due_key(job_id: str, root: str = ROOT) -> str:
+    """Set by the scheduler as a job ends, deleted once its provenance is stored: a restart writes what is due."""
+    job_prefix(job_id, root)  # the id's check
+    return provenance_due_prefix(root) + job_id

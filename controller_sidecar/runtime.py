@@ -47,6 +47,7 @@ from controller_sidecar.processing import (
 from controller_sidecar.progress import ProgressFile
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, RecordError, SidecarRecord
+from controller_sidecar.recordchannel import attempt_of, open_record, put_record
 from controller_sidecar.resources import learner_alive
 from controller_sidecar.retry import Backoff, retry_async
 from controller_sidecar.s3objects import HashedObject
@@ -89,6 +90,8 @@ class Sidecar:
         self._last_metrics: asyncio.Task[None] | None = None
         """Follows the learner's metrics; after PROCESSING it retries the last ones until etcd has them."""
         self._refused: UnsafeFileError | None = None
+        self._etcd: EtcdStore | None = None
+        """Set once connected: the provenance record goes there (:meth:`_put_record`)."""
 
     async def run(self) -> Phase | None:
         """Run the lifecycle; the terminal phase reported, or None when stopped before etcd answered."""
@@ -99,6 +102,10 @@ class Sidecar:
         server = self.metrics.serve(self.settings.metrics_port) if self.settings.metrics_port else None
         etcd = await self._connect()
         if etcd is None:
+            return None
+        self._etcd = etcd
+        if not await self._open_record():
+            await etcd.close()
             return None
         reporter = StatusReporter(
             self._deliver(etcd),
@@ -147,11 +154,13 @@ class Sidecar:
             outcome = await self._download()
             if outcome is not None:
                 signal_halt(control)  # learner-run then ends without running the command
+                await self._put_record(self._inputs_record())
                 return self._finish(reporter, outcome)
         if not self.progress.current.started and settings.held_attempt is not None:
             outcome = await self._await_release(etcd, settings.held_attempt)
             if outcome is not None:
                 signal_halt(control)
+                await self._put_record(self._inputs_record())
                 return self._finish(reporter, outcome)
         shipper = make_log_shipper(settings, self._log_sink, self.parser, self.metrics)
         try:
@@ -318,19 +327,68 @@ class Sidecar:
         """``provenance/sidecar.json`` beside the outputs: the inputs' digests and those of what was uploaded."""
         settings = self.settings
         prefix = settings.locations.results.prefix
-        path = settings.dirs.control / INPUTS_RECORD
-        try:
-            record = SidecarRecord.from_json(await asyncio.to_thread(path.read_bytes), str(path))
-        except (OSError, RecordError) as e:
-            LOGGER.warning("the inputs' digests are lost (%s): the record names only the outputs", e)
-            record = SidecarRecord(settings.learner_id)
         record = replace(
-            record,
+            await asyncio.to_thread(self._inputs_record),
             results=tuple(Digested(o.key.removeprefix(prefix), o.sha256, o.size) for o in results.stored),
             metrics=Digested(metrics.key.removeprefix(prefix), metrics.sha256, metrics.size) if metrics else None,
         )
+        await self._put_record(record)
         store, bucket = await self._s3(), settings.locations.results.bucket
         await asyncio.to_thread(store.put_bytes, bucket, settings.locations.results.key(RECORD_KEY), record.to_json())
+
+    def _inputs_record(self) -> SidecarRecord:
+        """The inputs' digests kept since DOWNLOADING (none where the download did not finish)."""
+        path = self.settings.dirs.control / INPUTS_RECORD
+        try:
+            return SidecarRecord.from_json(path.read_bytes(), str(path))
+        except FileNotFoundError:
+            return SidecarRecord(self.settings.learner_id)
+        except (OSError, RecordError) as e:
+            LOGGER.warning("the inputs' digests are lost (%s): the record names only the outputs", e)
+            return SidecarRecord(self.settings.learner_id)
+
+    async def _open_record(self) -> bool:
+        """Say in etcd that this learner's record is due, before anything is downloaded or uploaded (retried while
+        etcd is out); False when the sidecar is stopped first."""
+        settings, attempt, etcd = self.settings, attempt_of(self.settings.locations.results.prefix), self._etcd
+        if etcd is None or attempt is None:
+            return True
+        backoff = Backoff(initial_s=0.2, maximum_s=5.0, max_attempts=None)
+        opening = asyncio.create_task(
+            retry_async(
+                lambda: open_record(etcd, settings.job_id, attempt, settings.learner_id, settings.etcd.root),
+                backoff,
+                what="open the provenance record",
+            )
+        )
+        stop = asyncio.create_task(self.terminate.wait())
+        await asyncio.wait({opening, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not opening.done():
+            opening.cancel()
+            await asyncio.gather(opening, return_exceptions=True)
+            return False
+        opening.result()
+        return True
+
+    async def _put_record(self, record: SidecarRecord) -> None:
+        """The record into the job's etcd records, the only copy the scheduler signs (docs/provenance.md), before
+        the final status is queued: the scheduler, seeing the learner end, finds it there. Retried while etcd is
+        out, until the shutdown deadline; a record never written leaves the job's provenance marked incomplete,
+        naming this learner."""
+        settings, attempt = self.settings, attempt_of(self.settings.locations.results.prefix)
+        if self._etcd is None or attempt is None:
+            return
+        etcd = self._etcd
+        backoff = Backoff(initial_s=0.2, maximum_s=5.0, max_attempts=None, deadline_s=self._remaining(default=60.0))
+        try:
+            await retry_async(
+                lambda: put_record(etcd, settings.job_id, attempt, record, settings.etcd.root),
+                backoff,
+                what="put the provenance record",
+            )
+        except SidecarError:
+            LOGGER.exception("the provenance record of attempt %d is not in etcd", attempt)
 
     async def _fetch_inputs(self) -> InputsReady:
         return await fetch_inputs(self.settings, await self._s3(), self.metrics)

@@ -363,14 +363,27 @@ def _factsheet_table(sheet: dict[str, Any]) -> Table:
     help="a copy of the training data (the data prefix's layout), to hash its objects again",
 )
 @click.option("--to", "to", type=click.Path(path_type=Path, file_okay=False), default=None, help="where JOB goes")
+@click.option(
+    "--partial",
+    is_flag=True,
+    help="verify what is there: missing subjects and an incomplete statement are reported, not failed",
+)
 @connected
 def verify(
-    target: str, public_key: Path | None, data: Path | None, to: Path | None, client: SchedulerClient, output: str
+    target: str,
+    public_key: Path | None,
+    data: Path | None,
+    to: Path | None,
+    partial: bool,
+    client: SchedulerClient,
+    output: str,
 ) -> None:
     """Check a job's provenance: TARGET is a folder `job download --what all` wrote, or a job id (downloaded to
     --to, else a temporary folder). Checks the signatures, hashes the files again (a job id: its evaluation data
-    too, as the store holds it now) and asks for each image the registry its reference names, else the local
-    engine; names every item that changed and exits 1 then."""
+    too, as the store holds it now), renders the factsheet again and asks for each image the registry its
+    reference names, else the local engine. Exits 0 only when every signed subject is present and matches and the
+    statement is complete; else 1, naming each item changed or missing. Files no statement names are listed as
+    unsigned."""
     from learnerkit.common.signing import load_public_key, public_key_from_pem
     from learnerkit.scheduler.client.imagedigest import image_answer
     from learnerkit.scheduler.client.provenance import download_for_verify, evaluation_data_hasher
@@ -390,18 +403,35 @@ def verify(
             if failed:
                 raise SchedulerError("; ".join(f"{f.path}: {f.error}" for f in failed))
             evaluation_data = evaluation_data_hasher(client, target)
-        report = verify_folder(folder, key, data=data, image_digest=image_answer, evaluation_data=evaluation_data)
+        report = verify_folder(
+            folder, key, data=data, image_digest=image_answer, evaluation_data=evaluation_data, partial=partial
+        )
     emit(output, report.to_dict(), lambda: _show_report(report))
     if not report.ok:
         raise SystemExit(1)
 
 
 def _show_report(report: VerifyReport) -> None:
-    colours = {"ok": "green", "changed": "bold red", "not checked": "yellow"}
+    colours = {
+        "ok": "green",
+        "changed": "bold red",
+        "missing": "bold red",
+        "incomplete": "bold red",
+        "not checked": "yellow",
+        "unsigned": "yellow",
+    }
     for check in report.checks:
         detail = f": {escape(check.detail)}" if check.detail else ""
         console.print(f"[{colours[check.state.value]}]{check.state.value}[/] {escape(check.item)}{detail}")
-    verdict = "[green]verified[/]" if report.ok else f"[bold red]{len(report.changed)} item(s) changed[/]"
+    found = report.to_dict()
+    problems = [f"{len(found[k])} {k}" for k in ("changed", "missing") if found[k]]
+    problems += [] if found["complete"] else ["the statement is incomplete"]
+    if not problems:
+        verdict = "[green]verified[/]"
+    elif report.ok:
+        verdict = f"[yellow]verified in part (--partial): {', '.join(problems)}[/]"
+    else:
+        verdict = f"[bold red]not verified: {', '.join(problems)}[/]"
     console.print(f"{verdict} (key {report.key_id})")
 
 

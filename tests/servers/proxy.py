@@ -117,6 +117,12 @@ class FaultyProxy:
             self._request_holds.append(hold)
         return hold
 
+    def heal(self) -> None:
+        """Drop every failure rule: the outage is over."""
+        with self.lock:
+            self._fail_next = 0
+            self._failures.clear()
+
     def count(self, method: str, path_contains: str = "") -> int:
         with self.lock:
             return sum(1 for m, p in self.requests if m == method and path_contains in p)

@@ -14,8 +14,8 @@ from learnerkit.scheduler.client.download import FailedFile, download_all
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.errors import SchedulerError
 from learnerkit.scheduler.facade import JobView, StoredFile
+from learnerkit.scheduler.provenance.factsheet import FACTSHEET_JSON
 from learnerkit.scheduler.provenance.verify import DataAnswer, DataLookup, NoProvenanceError
-from learnerkit.scheduler.provenance.writer import FACTSHEET_JSON
 
 WRITTEN_WITHIN_S = 30.0
 """How long a job that ended may go without its provenance: the scheduler writes it just after the job's end."""

@@ -93,6 +93,7 @@ class ControlLoop:
         self.transitions.provenancing.instance = self.instance
         await restore(shared, self.instance)
         self.transitions.figures.resume()
+        await self.transitions.provenancing.resume()
         if self.driver is not None:
             await self.driver.rebuild()
 

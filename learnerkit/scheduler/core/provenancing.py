@@ -2,15 +2,24 @@
 (`learnerkit.scheduler.provenance.writer`), and each evaluation round's once its last evaluation settles
 (`learnerkit.scheduler.provenance.evaluationwriter`): the documents are gathered, signed and stored in a worker
 thread, so the loop and the API never wait on the object store. A job's writes run one after another, in the
-order they were asked for, so a round's statement finds the job's factsheet to list itself in."""
+order they were asked for, so a round's statement finds the job's factsheet to list itself in.
+
+A job's provenance is written at least once whatever fails: its end puts a due mark in etcd
+(``/learnerkit/jobs.provenance-due/<job>``) in the step that ends it, before its status is saved; the write (the
+sidecars' records read from etcd, the documents stored in the job's bucket) is retried with backoff while either
+store is out, and the mark is deleted only once the documents are stored. A scheduler stopped meanwhile leaves the
+mark, and the next one writes what is due as it starts (:meth:`Provenancing.resume`)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
+from controller_sidecar import keys
 from controller_sidecar.errors import SidecarError
+from controller_sidecar.recordchannel import RecordsRead, assemble
 from learner.evaluation.spec import spec_to_dict
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.backends.protocol import ReportsImageDigest
@@ -33,6 +42,9 @@ from learnerkit.scheduler.provenance.writer import FinishedJob
 
 LOGGER = logging.getLogger(__name__)
 PROVENANCE_OF = frozenset({JobStatus.COMPLETED, JobStatus.HALTED, JobStatus.FAILED})
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 60.0
+WRITE_ERRORS = (LearnerkitError, SidecarError, OSError, ValueError, KeyError)
 
 
 async def ran_digest(backend: object, job_id: str) -> str:
@@ -55,24 +67,80 @@ class Provenancing:
         self.clients = S3Clients()
         self._writes: dict[str, asyncio.Task[None]] = {}
         """Each job's latest write, while it runs: the next one of the job waits for it."""
+        self._stopping = asyncio.Event()
+        """Set by :meth:`drain`: retries end, leaving their due marks to the next start."""
+
+    async def mark_due(self, tracked: Tracked, status: JobStatus) -> None:
+        """Called under the shared lock before the job's end is saved: its provenance is due (a store outage
+        raises, and the step that ends the job is tried again)."""
+        if self.shared.options.provenance is None or status not in PROVENANCE_OF:
+            return
+        due = json.dumps({"attempt": tracked.state.attempt, "status": status.value})
+        await self.shared.store.etcd.put(keys.provenance_due_key(tracked.state.job_id, self.shared.store.root), due)
 
     async def job_ended(self, tracked: Tracked) -> None:
         """Called under the shared lock as the job ends, its last attempt closed."""
-        writer = self.shared.options.provenance
-        if writer is None or tracked.state.status not in PROVENANCE_OF:
+        if self.shared.options.provenance is None or tracked.state.status not in PROVENANCE_OF:
             return
+        self._queue_job(tracked)
+
+    async def resume(self) -> None:
+        """After a restart: write the provenance still due (the scheduler stopped before it was stored)."""
+        store = self.shared.store
+        if self.shared.options.provenance is None:
+            return
+        prefix = keys.provenance_due_prefix(store.root)
+        for key in await store.etcd.get_prefix(prefix):
+            tracked = self.shared.jobs.get(key.removeprefix(prefix))
+            if tracked is not None and tracked.state.status in PROVENANCE_OF:
+                LOGGER.info("job %s: its provenance is due; writing it", tracked.state.job_id)
+                self._queue_job(tracked)
+            else:  # deleted, or resumed since: its next end marks it again
+                await store.etcd.delete(key)
+
+    def _queue_job(self, tracked: Tracked) -> None:
+        writer = self.shared.options.provenance
+        assert writer is not None
         state, manifest, image, resolve = tracked.state, tracked.manifest, tracked.deployed_image, None
         attempts, digest = tuple(tracked.attempts), tracked.ran_digest
         if not image:  # ended before a deploy of this scheduler process: the gate resolves it again
             resolve = self.shared.options.resolve_image
         store = self.clients.of(endpoints_for(manifest, self.shared.options.platform))
+        etcd, root, job_id = self.shared.store.etcd, self.shared.store.root, state.job_id
 
-        def gather_and_write() -> None:
+        def gather_and_write(records: RecordsRead) -> None:
             deployed = resolve(manifest) if resolve else image
-            job = FinishedJob(state, manifest, deployed, attempts, self.instance, ran_digest=digest)
+            job = FinishedJob(state, manifest, deployed, attempts, self.instance, ran_digest=digest, records=records)
             writer.write(store, job)
 
-        self._queue(state.job_id, gather_and_write, "its provenance")
+        async def write_once() -> None:
+            found = await etcd.get_prefix(keys.provenance_prefix(job_id, root) + "records/")
+            await asyncio.to_thread(gather_and_write, assemble(found, job_id, root))
+            due = await etcd.get(keys.provenance_due_key(job_id, root))
+            if due is None or json.loads(due[0]).get("attempt") == state.attempt:  # not a later end's mark
+                await etcd.delete(keys.provenance_due_key(job_id, root))
+            if not state.status.resumable:  # never written again: the records are signed and can go
+                await etcd.delete_prefix(keys.provenance_prefix(job_id, root) + "records/")
+
+        self._chain(job_id, lambda: self._retrying(job_id, write_once))
+
+    async def _retrying(self, job_id: str, write_once: Callable[[], Awaitable[None]]) -> None:
+        """``write_once`` until it succeeds, with backoff, or until the scheduler stops (the due mark stays)."""
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                await write_once()
+            except WRITE_ERRORS as e:
+                LOGGER.warning("job %s: its provenance is not written yet (again in %.0f s): %s", job_id, delay, e)
+            else:
+                return
+            try:
+                await asyncio.wait_for(self._stopping.wait(), timeout=delay)
+            except TimeoutError:
+                delay = min(delay * 2, RETRY_MAX_S)
+            else:
+                LOGGER.warning("job %s: stopping with its provenance due; the next start writes it", job_id)
+                return
 
     async def evaluation_round_ended(self, job: EvaluatedJob, settled: EvaluationRound, signed: RoundSigned) -> None:
         """Called as the round's last evaluation is settled (and at a start, for a round whose statement was not
@@ -108,20 +176,28 @@ class Provenancing:
 
     def _queue(self, job_id: str, work: Callable[[], object], what: str, *, then: RoundSigned | None = None) -> None:
         """``work`` in a worker thread after the job's writes before it; ``then`` once it succeeded."""
-        before = self._writes.get(job_id)
 
         async def write() -> None:
-            if before is not None:
-                await asyncio.gather(before, return_exceptions=True)
             try:
                 await asyncio.to_thread(work)
-            except (LearnerkitError, SidecarError, OSError, ValueError, KeyError):
+            except WRITE_ERRORS:
                 LOGGER.exception("job %s: %s was not written", job_id, what)
                 return
             if then is not None:
                 await then()
 
-        task = asyncio.create_task(write(), name=f"provenance of {job_id}")
+        self._chain(job_id, write)
+
+    def _chain(self, job_id: str, write: Callable[[], Awaitable[None]]) -> None:
+        """Run ``write`` once the job's writes before it are done."""
+        before = self._writes.get(job_id)
+
+        async def chained() -> None:
+            if before is not None:
+                await asyncio.gather(before, return_exceptions=True)
+            await write()
+
+        task = asyncio.create_task(chained(), name=f"provenance of {job_id}")
         self._writes[job_id] = task
         task.add_done_callback(lambda done: self._done(job_id, done))
 
@@ -130,6 +206,7 @@ class Provenancing:
             del self._writes[job_id]
 
     async def drain(self) -> None:
-        """Wait for the writes in flight (the loop's shutdown)."""
+        """Wait for the writes in flight (the loop's shutdown); those retrying give up, their marks kept."""
+        self._stopping.set()
         while pending := [task for task in self._writes.values() if not task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)

@@ -40,6 +40,7 @@ class Transitions:
             self._teardowns.add(tracked.state.job_id)  # its held pairs, never released: the steps remove them
         # The attempt ends first: whoever reads the job's end sees how its attempt ended.
         await self.close_attempt(tracked, AttemptEnd(status.value), reason)
+        await self.provenancing.mark_due(tracked, status)
         tracked.state = await shared.store.save(
             tracked.state.evolve(
                 status=status,

@@ -1,9 +1,9 @@
 """Signs an evaluation round of a job's model once every evaluation of it has settled, stores the statement beside
 the job's provenance (``provenance/evaluation-round-<r>.intoto.json``) and lists the round in the factsheet.
 
-The digests are the sidecars': the model's from the job's attempts' records (those the model signature lists), the
-evaluation data's and the reports' from each evaluation's record
-(``evaluations/round-<r>/<name>/provenance/sidecar.json``), taken as the bytes streamed.
+The model is the subjects of the job's own statement, as the platform signed it (its signature checked with the
+platform's key: the bucket is the tenant's). The evaluation data's and the reports' digests are the sidecars', from
+each evaluation's record (``evaluations/round-<r>/<name>/provenance/sidecar.json``), taken as the bytes streamed.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from typing import Any
 
 from securesystemslib.signer import CryptoSigner
 
+from controller_sidecar.errors import SidecarError
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, RecordError, SidecarRecord
 from controller_sidecar.settings import S3Location
-from learnerkit.common.signing import canonical, sign_statement
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.common.signing import EnvelopeError, canonical, open_envelope, sign_statement
 from learnerkit.scheduler.provenance.evaluation import (
     ROUND_PREFIX,
     EvaluationFact,
@@ -30,11 +32,15 @@ from learnerkit.scheduler.provenance.evaluation import (
     round_summary,
 )
 from learnerkit.scheduler.provenance.facts import ImageFact
-from learnerkit.scheduler.provenance.factsheet import factsheet_markdown
-from learnerkit.scheduler.provenance.records import attempt_records, result_digests
-from learnerkit.scheduler.provenance.writer import FACTSHEET_JSON, FACTSHEET_MD, ProvenanceStore
+from learnerkit.scheduler.provenance.factsheet import FACTSHEET_JSON, FACTSHEET_MD, factsheet_markdown
+from learnerkit.scheduler.provenance.verify import PROVENANCE_FILE
+from learnerkit.scheduler.provenance.writer import ProvenanceStore
 
 LOGGER = logging.getLogger(__name__)
+
+
+class ProvenanceUnavailableError(LearnerkitError):
+    """The job's own statement cannot be read back: what the round names as its model is unknown."""
 
 
 @dataclass(frozen=True)
@@ -86,8 +92,7 @@ class EvaluationProvenanceWriter:
 
     def facts(self, store: ProvenanceStore, settled: SettledRound) -> RoundFacts:
         bucket, prefix = settled.bucket, settled.prefix
-        keys = [obj.key for obj in store.list(S3Location(bucket, f"{prefix}attempt-"))]
-        model = result_digests(attempt_records(store, bucket, prefix, keys, settled.job_id))
+        model = self._signed_model(store, settled)
         evaluations = []
         for evaluation in settled.evaluations:
             record = _evaluation_record(store, bucket, prefix + evaluation.folder, settled.job_id)
@@ -108,6 +113,16 @@ class EvaluationProvenanceWriter:
                 )
             )
         return RoundFacts(settled.job_id, settled.round, settled.attempt, model, tuple(evaluations), settled.instance)
+
+    def _signed_model(self, store: ProvenanceStore, settled: SettledRound) -> tuple[Digested, ...]:
+        """The subjects of the job's statement as the platform signed it; a statement missing or not the
+        platform's is an error (the round is signed at a later try, never about a model the platform did not see)."""
+        key = settled.prefix + PROVENANCE_FILE
+        try:
+            statement = open_envelope(store.get_bytes(settled.bucket, key), self.signer.public_key, key)
+        except (EnvelopeError, SidecarError) as e:
+            raise ProvenanceUnavailableError(f"job {settled.job_id}: the round's model is unknown: {e}") from e
+        return tuple(Digested(s["name"], s["digest"]["sha256"], 0) for s in statement["subject"])
 
 
 def _evaluation_record(store: ProvenanceStore, bucket: str, folder: str, job_id: str) -> SidecarRecord | None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from controller_sidecar.provenancerecord import Digested, InstalledPackage
 from learnerkit.scheduler.provenance.attempts import AttemptFact
+from learnerkit.scheduler.provenance.records import MissingRecord
 
 
 @dataclass(frozen=True)
@@ -47,3 +48,5 @@ class JobFacts:
     """Each learner's log, its parts taken in order as one stream."""
     attempts: tuple[AttemptFact, ...] = ()
     sweep_parameters: dict[str, Any] = field(default_factory=dict)
+    missing: tuple[MissingRecord, ...] = ()
+    """The learners of attempts whose sidecar record the platform does not hold: the statement is incomplete."""

@@ -10,6 +10,8 @@ from typing import Any
 
 from learnerkit.scheduler.provenance.statement import ATTEMPTS, LEARNER_IMAGE
 
+FACTSHEET_JSON = "provenance/factsheet.json"
+FACTSHEET_MD = "provenance/factsheet.md"
 LIMITS = (
     "Facts are what the platform observed; the training script's own claims (metric names, what a file holds) are "
     "the learner's.",

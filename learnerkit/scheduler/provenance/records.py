@@ -1,34 +1,34 @@
-"""The sidecars' records of a job's attempts (``attempt-<k>/learner-<n>/provenance/sidecar.json``), read back."""
+"""The sidecars' records of a job's attempts as read from etcd (:mod:`controller_sidecar.recordchannel`): a learner
+whose sidecar opened its record and left none readable is named, never dropped in silence."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any
 
-from controller_sidecar.provenancerecord import RECORD_KEY, Digested, RecordError, SidecarRecord
-
-LOGGER = logging.getLogger(__name__)
-
-
-class RecordStore(Protocol):
-    def get_bytes(self, bucket: str, key: str) -> bytes: ...
+from controller_sidecar.provenancerecord import Digested, SidecarRecord
+from controller_sidecar.recordchannel import RecordsRead
 
 
-def attempt_records(
-    store: RecordStore, bucket: str, prefix: str, keys: Iterable[str], job_id: str
-) -> dict[tuple[int, int], SidecarRecord]:
-    """Each readable record among ``keys`` by (attempt, learner); an unreadable one is logged and left out."""
-    records: dict[tuple[int, int], SidecarRecord] = {}
-    for key in sorted(keys):
-        parts = key[len(prefix) :].split("/", 2)
-        if len(parts) == 3 and parts[2] == RECORD_KEY and parts[0].startswith("attempt-"):
-            attempt, learner = int(parts[0].removeprefix("attempt-")), int(parts[1].removeprefix("learner-"))
-            try:
-                records[(attempt, learner)] = SidecarRecord.from_json(store.get_bytes(bucket, key), key)
-            except RecordError as e:
-                LOGGER.warning("job %s: %s", job_id, e)
-    return records
+@dataclass(frozen=True)
+class MissingRecord:
+    attempt: int
+    learner: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "learner": self.learner, "reason": self.reason}
+
+
+def missing_records(read: RecordsRead, attempts: Iterable[int]) -> tuple[MissingRecord, ...]:
+    """Each learner of the attempts whose sidecar opened its record and left none readable, and why."""
+    wanted = set(attempts)
+    return tuple(
+        MissingRecord(attempt, learner, reason)
+        for (attempt, learner), reason in sorted(read.unreadable.items())
+        if attempt in wanted
+    )
 
 
 def result_digests(records: Mapping[tuple[int, int], SidecarRecord]) -> tuple[Digested, ...]:

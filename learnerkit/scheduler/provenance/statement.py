@@ -1,15 +1,20 @@
 """A job's provenance as an in-toto Statement v1 with a SLSA provenance v1 predicate.
 
 Subjects: every result file and its SHA-256, named by its path below the job's prefix (as `job download` writes
-it). Resolved dependencies: the learner and sidecar images by digest (the learner image's SBOM and scan records by
-the digests of the build tool's files), each training data object, the model code archive and every installed
+it); a job without result files has the manifest document as its one subject (annotated ``kind: manifest``), so
+the statement still says what the platform ran and how it went, and a Statement never has an empty subject.
+Resolved dependencies: the learner and sidecar images by digest (the learner image's SBOM and scan records by the
+digests of the build tool's files), each training data object, the model code archive and every installed
 requirement. External parameters: the manifest without credentials, tenant, command. Run details: the scheduler
-instance, every attempt, and as byproducts the manifest document, the metric histories and the logs
+instance, every attempt (a byproduct whose ``content`` is the attempts' JSON, as a ResourceDescriptor must carry
+a uri, digest or content), and as byproducts the manifest document, the metric histories and the logs
 (evaluation rounds are signed later, each in a statement of its own: `provenance.evaluation`).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from typing import Any
 
 from learnerkit import __version__
@@ -33,15 +38,18 @@ def manifest_document(facts: JobFacts) -> bytes:
 
 
 def provenance_statement(facts: JobFacts, manifest_sha256: str) -> dict[str, Any]:
+    subject = [{"name": r.name, "digest": {"sha256": r.sha256}} for r in facts.results] or [
+        {"name": MANIFEST_FILE, "digest": {"sha256": manifest_sha256}, "annotations": {"kind": "manifest"}}
+    ]
     return {
         "_type": STATEMENT_TYPE,
-        "subject": [{"name": r.name, "digest": {"sha256": r.sha256}} for r in facts.results],
+        "subject": subject,
         "predicateType": PREDICATE_TYPE,
         "predicate": {
             "buildDefinition": {
                 "buildType": BUILD_TYPE,
                 "externalParameters": _external(facts),
-                "internalParameters": {"jobId": facts.job_id, "status": facts.status},
+                "internalParameters": _internal(facts),
                 "resolvedDependencies": _dependencies(facts),
             },
             "runDetails": {
@@ -58,6 +66,15 @@ def _external(facts: JobFacts) -> dict[str, Any]:
     if facts.sweep_parameters:
         external["sweepParameters"] = facts.sweep_parameters
     return external
+
+
+def _internal(facts: JobFacts) -> dict[str, Any]:
+    """Whether every learner of every attempt is accounted for: ``complete`` false names each one without a
+    record the platform holds (its results, if any, are not signed)."""
+    internal: dict[str, Any] = {"jobId": facts.job_id, "status": facts.status, "complete": not facts.missing}
+    if facts.missing:
+        internal["missingRecords"] = [gap.to_dict() for gap in facts.missing]
+    return internal
 
 
 def _image(name: str, image: ImageFact) -> dict[str, Any]:
@@ -118,11 +135,15 @@ def _byproducts(facts: JobFacts, manifest_sha256: str) -> list[dict[str, Any]]:
         for m in facts.metric_histories
     ]
     found += [{"name": log.name, "digest": {"sha256": log.sha256}, "mediaType": "text/plain"} for log in facts.logs]
+    attempts = [attempt.to_dict() for attempt in facts.attempts]
+    content = canonical(attempts)
     found.append(
         {
             "name": ATTEMPTS,
             "mediaType": "application/json",
-            "annotations": {"attempts": [attempt.to_dict() for attempt in facts.attempts]},
+            "content": base64.b64encode(content).decode(),
+            "digest": {"sha256": hashlib.sha256(content).hexdigest()},
+            "annotations": {"attempts": attempts},
         }
     )
     return found

@@ -5,8 +5,13 @@ holds is hashed again (results, the manifest document, the model code archive, m
 evaluations; training data from a local copy when one is given), the model signature must be the platform's and
 list the same results, and the images must still be what the engine (or registry) has under their references.
 Each evaluation round's statement (``provenance/evaluation-round-<r>.intoto.json``) must be the platform's, name
-the same model, and its reports and evaluator images are checked the same way.
-An item the folder does not hold is reported as not checked, not as changed.
+the same model, and its reports and evaluator images are checked the same way. The factsheet must be the one the
+signed statements render.
+
+Strict: a signed subject the folder does not hold is ``missing``, and a statement that says it is incomplete (a
+learner's record was not in the platform's hands) fails too, unless ``partial`` asks to verify what is there. Files
+no statement names (checkpoints, the tenant's own files) are listed as ``unsigned`` without failing; byproducts and
+dependencies the folder does not hold are ``not checked``.
 """
 
 from __future__ import annotations
@@ -14,8 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +28,24 @@ from securesystemslib.signer import Key
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.common.signing import EnvelopeError, open_envelope
 from learnerkit.scheduler.provenance.evaluation import PREDICATE_TYPE as EVALUATION_PREDICATE
-from learnerkit.scheduler.provenance.evaluation import ROUND_PREFIX, ROUND_SUFFIX, round_file, round_of
+from learnerkit.scheduler.provenance.evaluation import ROUND_PREFIX, ROUND_SUFFIX, round_file, round_of, round_summary
+from learnerkit.scheduler.provenance.factsheet import FACTSHEET_JSON, FACTSHEET_MD
+from learnerkit.scheduler.provenance.factsheetcheck import factsheet_checks
 from learnerkit.scheduler.provenance.modelsig import BUNDLE_MEDIA_TYPE, SIGNATURE_FILE
 from learnerkit.scheduler.provenance.modelsig import PREDICATE_TYPE as MODEL_PREDICATE
+from learnerkit.scheduler.provenance.report import Check, State, VerifyReport
 from learnerkit.scheduler.provenance.statement import (
     ATTEMPTS,
     LEARNER_IMAGE,
+    MANIFEST_FILE,
     PREDICATE_TYPE,
     SIDECAR_IMAGE,
 )
 
+__all__ = ["Check", "State", "VerifyReport", "verify_folder"]
+
 PROVENANCE_FILE = "provenance/provenance.intoto.json"
+PLATFORM_DOCUMENTS = (PROVENANCE_FILE, SIGNATURE_FILE, MANIFEST_FILE, FACTSHEET_JSON, FACTSHEET_MD)
 EVALUATOR_IMAGE = "evaluator-image"
 _CHUNK = 1 << 20
 
@@ -71,44 +82,6 @@ class NoProvenanceError(LearnerkitError):
     """The folder holds no provenance to verify."""
 
 
-class State(StrEnum):
-    OK = "ok"
-    CHANGED = "changed"
-    NOT_CHECKED = "not checked"
-
-
-@dataclass(frozen=True)
-class Check:
-    item: str
-    """What was checked: ``result attempt-1/learner-1/results/model.bin``, ``manifest``, ``learner image``, ..."""
-    state: State
-    detail: str = ""
-
-
-@dataclass
-class VerifyReport:
-    folder: str
-    key_id: str
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def changed(self) -> list[Check]:
-        return [check for check in self.checks if check.state is State.CHANGED]
-
-    @property
-    def ok(self) -> bool:
-        return not self.changed
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "folder": self.folder,
-            "key_id": self.key_id,
-            "verified": self.ok,
-            "changed": [c.item for c in self.changed],
-            "checks": [{"item": c.item, "state": c.state.value, "detail": c.detail} for c in self.checks],
-        }
-
-
 def sha256_of(paths: Iterable[Path]) -> str:
     digest = hashlib.sha256()
     for path in paths:
@@ -125,6 +98,7 @@ def verify_folder(
     data: Path | None = None,
     image_digest: ImageLookup | None = None,
     evaluation_data: DataLookup | None = None,
+    partial: bool = False,
 ) -> VerifyReport:
     envelope_path = folder / PROVENANCE_FILE
     if not envelope_path.is_file():
@@ -132,7 +106,7 @@ def verify_folder(
             f"{folder}: no provenance here ({PROVENANCE_FILE} is missing): "
             "`learnerkit job download JOB --what provenance` fetches it"
         )
-    report = VerifyReport(str(folder), key.keyid)
+    report = VerifyReport(str(folder), key.keyid, partial=partial)
     try:
         statement = open_envelope(envelope_path.read_bytes(), key, PROVENANCE_FILE)
     except EnvelopeError as e:
@@ -143,20 +117,64 @@ def verify_folder(
         return report
     report.checks.append(Check("provenance signature", State.OK, f"signed by {key.keyid}"))
     predicate = statement["predicate"]
-    subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
-    for name, sha256 in sorted(subjects.items()):
-        report.checks.append(_file_check(f"result {name}", [folder / name], sha256))
+    report.checks.append(_completeness_check(predicate))
+    signed = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+    subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"] if not _is_manifest(s)}
+    for name, sha256 in sorted(signed.items()):
+        kind = "result" if name in subjects else "subject"
+        report.checks.append(_file_check(f"{kind} {name}", [folder / name], sha256, absent=State.MISSING))
     report.checks.append(_model_signature_check(folder, key, subjects))
     for byproduct in predicate["runDetails"].get("byproducts", []):
         if byproduct.get("name") != ATTEMPTS and "digest" in byproduct:
             report.checks.append(_byproduct_check(folder, byproduct))
     for dependency in predicate["buildDefinition"]["resolvedDependencies"]:
         report.checks += _dependency_checks(folder, dependency, data, image_digest)
+    rounds: list[dict[str, Any]] = []
+    """Each round's summary, as the factsheet lists it."""
+    reports: set[str] = set()
+    """Every report file a round's statement names."""
     for path in sorted(folder.glob(f"{ROUND_PREFIX}*{ROUND_SUFFIX}"), key=lambda p: p.name):
         number = round_of(path.relative_to(folder).as_posix())
         if number is not None:
-            report.checks += _round_checks(folder, number, key, subjects, image_digest, evaluation_data)
+            found = _round_checks(folder, number, key, subjects, image_digest, evaluation_data, rounds, reports)
+            report.checks += found
+    report.checks += factsheet_checks(folder, statement, rounds)
+    report.checks += _unsigned(folder, statement, reports)
     return report
+
+
+def _is_manifest(subject: Mapping[str, Any]) -> bool:
+    """The subject of a statement without result files: the manifest document."""
+    return bool(subject.get("annotations", {}).get("kind") == "manifest")
+
+
+def _completeness_check(predicate: Mapping[str, Any]) -> Check:
+    internal = predicate["buildDefinition"].get("internalParameters", {})
+    if internal.get("complete", False) is True:
+        return Check("completeness", State.OK, "every learner of every attempt has its record")
+    gaps = internal.get("missingRecords", [])
+    named = "; ".join(f"attempt {g['attempt']} learner {g['learner']}: {g['reason']}" for g in gaps)
+    detail = f"the platform holds no record of {named}" if named else "the statement does not say it is complete"
+    return Check("completeness", State.INCOMPLETE, detail + ": what those learners stored is not signed")
+
+
+def _unsigned(folder: Path, statement: Mapping[str, Any], reports: set[str]) -> list[Check]:
+    """Every file of the folder that no statement names (nor is one of the platform's documents)."""
+    named = {s["name"] for s in statement["subject"]} | set(PLATFORM_DOCUMENTS)
+    run = statement["predicate"]["runDetails"]
+    for byproduct in run.get("byproducts", []):
+        named.add(str(byproduct["name"]))
+    for dependency in statement["predicate"]["buildDefinition"]["resolvedDependencies"]:
+        named.add(str(dependency["name"]))
+    named |= reports
+    checks = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = path.relative_to(folder).as_posix()
+        log = relative.partition(".part-")[0] if ".part-" in relative else None
+        if relative in named or (log is not None and log in named) or round_of(relative) is not None:
+            continue
+        checks.append(Check(f"file {relative}", State.UNSIGNED, "no statement names it (not verified)"))
+    return checks
 
 
 def _round_checks(
@@ -166,6 +184,8 @@ def _round_checks(
     subjects: Mapping[str, str],
     image_digest: ImageLookup | None,
     evaluation_data: DataLookup | None,
+    rounds: list[dict[str, Any]],
+    reports: set[str],
 ) -> list[Check]:
     """An evaluation round's statement: signed by the platform, about the provenance's model, each report as
     stored, each evaluator image as the engine has it, each evaluation data object as its store holds it."""
@@ -178,7 +198,9 @@ def _round_checks(
     if statement.get("predicateType") != EVALUATION_PREDICATE:
         return [Check(item, State.CHANGED, f"not a {EVALUATION_PREDICATE} statement")]
     checks = [Check(item, State.OK, f"signed by {key.keyid}")]
-    model = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+    reports.update(r["name"] for e in statement["predicate"]["evaluations"] for r in e["reports"])
+    rounds.append(round_summary(statement))
+    model = {s["name"]: s["digest"]["sha256"] for s in statement["subject"] if not _is_manifest(s)}
     if model != dict(subjects):
         checks.append(Check(f"evaluation round {number} model", State.CHANGED, "not the provenance's results"))
     for evaluation in statement["predicate"]["evaluations"]:
@@ -205,9 +227,9 @@ def _data_check(item: str, stored: Mapping[str, Any], evaluation_data: DataLooku
     return Check(item, State.OK)
 
 
-def _file_check(item: str, paths: list[Path], sha256: str) -> Check:
+def _file_check(item: str, paths: list[Path], sha256: str, *, absent: State = State.NOT_CHECKED) -> Check:
     if not paths or not all(path.is_file() for path in paths):
-        return Check(item, State.NOT_CHECKED, "not in the folder")
+        return Check(item, absent, "not in the folder")
     actual = sha256_of(paths)
     if actual != sha256:
         return Check(item, State.CHANGED, f"sha256 {actual}, the provenance says {sha256}")

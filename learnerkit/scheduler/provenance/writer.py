@@ -2,9 +2,11 @@
 job's results (``<job prefix>provenance/``): the provenance envelope, the manifest document, the model signature
 and the factsheet.
 
-The facts: each learner's sidecar record of each attempt (``attempt-<k>/learner-<n>/provenance/sidecar.json``,
-digests taken as the bytes streamed), the logs' digests (their stored parts, in order), the images as the
-platform describes them, the job's attempts history and the manifest without credentials.
+The facts: each learner's sidecar record of each attempt as the sidecar put it in etcd (digests taken as the bytes
+streamed; :mod:`controller_sidecar.recordchannel`), never the copy in the tenant's bucket; the logs' digests (their
+stored parts, in order); the images as the platform describes them, the job's attempts history and the manifest
+without credentials. A learner of an attempt without a record in etcd is named in the statement, which then says
+it is incomplete.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from securesystemslib.signer import CryptoSigner
 
 from controller_sidecar.metricrecords import parse_record
 from controller_sidecar.provenancerecord import Digested, InstalledPackage
+from controller_sidecar.recordchannel import RecordsRead
 from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
 from learnerkit.common.signing import canonical, sign_statement
@@ -29,15 +32,13 @@ from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.provenance.attempts import attempt_facts
 from learnerkit.scheduler.provenance.facts import ImageFact, JobFacts
-from learnerkit.scheduler.provenance.factsheet import factsheet, factsheet_markdown
+from learnerkit.scheduler.provenance.factsheet import FACTSHEET_JSON, FACTSHEET_MD, factsheet, factsheet_markdown
 from learnerkit.scheduler.provenance.modelsig import SIGNATURE_FILE, model_signature
-from learnerkit.scheduler.provenance.records import attempt_records, result_digests
+from learnerkit.scheduler.provenance.records import missing_records, result_digests
 from learnerkit.scheduler.provenance.statement import MANIFEST_FILE, manifest_document, provenance_statement
 from learnerkit.scheduler.provenance.verify import PROVENANCE_FILE
 
 LOGGER = logging.getLogger(__name__)
-FACTSHEET_JSON = "provenance/factsheet.json"
-FACTSHEET_MD = "provenance/factsheet.md"
 LOG_PARTS = "logs/learner.log.part-"
 
 
@@ -63,6 +64,8 @@ class FinishedJob:
     ran_digest: str = ""
     """The learner image's digest as the backend reported the last attempt ran it (Kubernetes' ``imageID``):
     the digest where the scheduler's engine has none of ``image``."""
+    records: RecordsRead = field(default_factory=lambda: RecordsRead({}, {}))
+    """The sidecars' records as read from etcd."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,14 @@ class ProvenanceWriter:
         for name, data in documents.items():
             store.put_bytes(bucket, prefix + name, data)
         LOGGER.info("job %s: provenance of %d result(s) stored", job.state.job_id, len(facts.results))
+        for gap in facts.missing:
+            LOGGER.warning(
+                "job %s: provenance incomplete: attempt %d learner %d: %s",
+                job.state.job_id,
+                gap.attempt,
+                gap.learner,
+                gap.reason,
+            )
         return [prefix + name for name in documents]
 
     def facts(
@@ -98,7 +109,10 @@ class ProvenanceWriter:
         for attempt in range(1, job.state.attempt + 1):
             for obj in store.list(S3Location(bucket, f"{prefix}attempt-{attempt}/")):
                 objects[obj.key] = obj
-        records = attempt_records(store, bucket, prefix, objects, job.state.job_id)
+        read = job.records
+        attempts = [a.number for a in job.attempts] or list(range(1, job.state.attempt + 1))
+        missing = missing_records(read, attempts)
+        records = {place: record for place, record in read.records.items() if place[0] in attempts}
         at = {(a, n): f"attempt-{a}/learner-{n}/" for a, n in records}
         data: dict[str, Digested] = {}
         requirements: dict[tuple[str, str], InstalledPackage] = {}
@@ -137,12 +151,14 @@ class ProvenanceWriter:
             metric_histories=histories,
             logs=tuple(log for log in logs if log is not None),
             attempts=tuple(attempt_facts(job.attempts, restored)),
+            missing=missing,
         )
         last = histories[-1] if histories else None
         metrics = []
         if last is not None:
-            lines = store.get_bytes(bucket, prefix + last.name).splitlines()
-            metrics = [parsed for line in lines if (parsed := parse_record(line)) is not None]
+            stored = store.get_bytes(bucket, prefix + last.name)
+            if hashlib.sha256(stored).hexdigest() == last.sha256:  # else changed in the bucket: not shown
+                metrics = [parsed for line in stored.splitlines() if (parsed := parse_record(line)) is not None]
         return facts, metrics
 
     def _learner_image(self, job: FinishedJob) -> ImageFact:

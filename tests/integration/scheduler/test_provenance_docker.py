@@ -24,6 +24,7 @@ import pytest
 import uvicorn
 from click.testing import CliRunner
 
+from controller_sidecar.provenancerecord import RECORD_KEY
 from learnerkit.cli import cli
 from learnerkit.common import engine
 from learnerkit.common.signing import create_signer, public_key_path, public_pem
@@ -354,3 +355,33 @@ def test_an_evaluated_jobs_rounds_are_signed_and_job_verify_names_a_changed_repo
     flip(folder / first)
     code, out = platform.job("verify", str(folder), "-o", "json")
     assert code == 1 and json.loads(out)["changed"] == [f"evaluation report {first}"], out
+
+
+def test_a_result_and_its_record_rewritten_while_halted_are_caught_after_the_job_completes(
+    platform: Platform, s3_server: Any, scheduler_buckets: Any, tagged_image: str, tmp_path: Path
+) -> None:
+    """The tenant holds its bucket's keys: while its job is halted it replaces the first attempt's result and the
+    sidecar's copy of the record beside it. The job resumes and completes; its statement is made from the records
+    the sidecars put in etcd, so `job verify` names the forged result and exits 1."""
+    harness, service = platform.harness, platform.harness.service
+    command = "echo weights > /job/results/model.bin && sleep 20"  # the first attempt is halted in its sleep
+    extra = "learnerkit:\n  halt_grace: 5\n"
+    job_id = harness.call(
+        service.submit("team-a", manifest(s3_server, command, extra=extra), image=tagged_image)
+    ).job_id
+    harness.wait_status("team-a", job_id, {"PROCESSING"})
+    harness.call(service.halt("team-a", job_id))
+    assert harness.wait_status("team-a", job_id, TERMINAL).status == "HALTED"
+    learner = f"{job_id}/attempt-1/learner-1/"
+    forged = b"a backdoored model"
+    scheduler_buckets.put_object(Bucket=RESULTS_BUCKET, Key=learner + "results/model.bin", Body=forged)
+    record = json.loads(scheduler_buckets.get_object(Bucket=RESULTS_BUCKET, Key=learner + RECORD_KEY)["Body"].read())
+    [item] = [item for item in record["results"] if item["name"] == "results/model.bin"]
+    item.update(sha256=hashlib.sha256(forged).hexdigest(), size=len(forged))
+    scheduler_buckets.put_object(Bucket=RESULTS_BUCKET, Key=learner + RECORD_KEY, Body=json.dumps(record).encode())
+    harness.call(service.resume("team-a", job_id))
+    assert harness.wait_status("team-a", job_id, TERMINAL).status == "COMPLETED"
+    code, out = platform.job("verify", job_id, "--to", str(tmp_path / "by-id"), "-o", "json")
+    report = json.loads(out)
+    assert code == 1 and report["changed"] == ["result attempt-1/learner-1/results/model.bin"], out
+    assert report["complete"] is True and report["missing"] == [], out

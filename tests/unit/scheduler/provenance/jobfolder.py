@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, InstalledPackage, SidecarRecord
+from controller_sidecar.recordchannel import RecordsRead
 from controller_sidecar.s3objects import RemoteObject
 from controller_sidecar.settings import S3Location
 from learnerkit.common.signing import create_signer, load_signer
@@ -44,6 +45,10 @@ def sha(data: bytes) -> str:
 @dataclass
 class MemoryStore:
     objects: dict[str, bytes] = field(default_factory=dict)
+    records: dict[tuple[int, int], SidecarRecord] = field(default_factory=dict)
+    """The sidecars' records as they put them in etcd (the bucket's copies are the tenant's)."""
+    unfinished: dict[tuple[int, int], str] = field(default_factory=dict)
+    """Records opened in etcd and never finished, and why."""
 
     def list(self, location: S3Location) -> list[RemoteObject]:
         return [RemoteObject(k, len(v), "e") for k, v in sorted(self.objects.items()) if k.startswith(location.prefix)]
@@ -61,10 +66,11 @@ def describe(image: str) -> ImageFact:
     return ImageFact("learnerkit/sidecar:0.1.0", SIDECAR_ID)
 
 
-def stored_attempt(store: MemoryStore, attempt: int, *, restored: int | None) -> None:
+def stored_attempt(store: MemoryStore, attempt: int, *, restored: int | None, results: bool = True) -> None:
     learner = f"{PREFIX}attempt-{attempt}/learner-1/"
     result = RESULT + str(attempt).encode()
-    store.objects[learner + "results/model.bin"] = result
+    if results:
+        store.objects[learner + "results/model.bin"] = result
     store.objects[learner + "logs/metrics.jsonl"] = METRICS
     for n, part in enumerate(LOG):
         store.objects[learner + f"logs/learner.log.part-{n:06d}"] = part
@@ -73,11 +79,22 @@ def stored_attempt(store: MemoryStore, attempt: int, *, restored: int | None) ->
         tuple(Digested(f"s3://data/{key}", sha(value), len(value)) for key, value in sorted(DATA.items())),
         Digested(f"s3://results/{PREFIX}model/model.zip", sha(MODEL_ZIP), len(MODEL_ZIP)),
         (InstalledPackage("lkgreet", "1.0", "c" * 64),),
-        (Digested("results/model.bin", sha(result), len(result)),),
+        (Digested("results/model.bin", sha(result), len(result)),) if results else (),
         Digested("logs/metrics.jsonl", sha(METRICS), len(METRICS)),
         restored,
         None if restored is None else marker_digest(attempt - 1),
     )
+    store.objects[learner + RECORD_KEY] = record.to_json()
+    store.records[(attempt, 1)] = record
+
+
+def forge(store: MemoryStore, attempt: int) -> None:
+    """What a tenant can do with its own keys: a result replaced, and the bucket's copy of the record to match."""
+    learner = f"{PREFIX}attempt-{attempt}/learner-1/"
+    forged = b"a backdoored model"
+    store.objects[learner + "results/model.bin"] = forged
+    record = SidecarRecord.from_json(store.objects[learner + RECORD_KEY], "forge")
+    record = replace(record, results=(Digested("results/model.bin", sha(forged), len(forged)),))
     store.objects[learner + RECORD_KEY] = record.to_json()
 
 
@@ -104,24 +121,38 @@ def finished_job(
     reason: str = "halted",
     images: Callable[[str], ImageFact] = describe,
     ran_digest: str = "",
+    *,
+    results: bool = True,
+    lose_record: int | None = None,
+    tamper: int | None = None,
 ) -> tuple[MemoryStore, Path]:
     """The job's objects with its provenance written at each end; the key's path. Every attempt but the last ends
     as ``earlier`` says (HALTED: the job ended and was resumed; PREEMPTED or RESTARTED: the scheduler requeued it),
     and the last completes. ``images`` describes the learner image (``LEARNER_ID``) and the sidecar's; ``ran_digest``
-    is the learner image's digest as the backend reported it ran."""
+    is the learner image's digest as the backend reported it ran; ``results``: whether the learner wrote any;
+    ``lose_record``: the attempt whose sidecar record never reached etcd (its bucket copy is there); ``tamper``:
+    the attempt whose result and bucket record the tenant rewrites while the job is halted after it."""
     store = MemoryStore({f"{PREFIX}model/model.zip": MODEL_ZIP})
     key = tmp / "platform.pem"
     writer = ProvenanceWriter(create_signer(key), images, "learnerkit/sidecar:0.1.0")
     manifest = parse_manifest(MANIFEST.format(gpus=1))
     history: list[Attempt] = []
     for number in range(1, attempts + 1):
-        stored_attempt(store, number, restored=None if number == 1 else 100 * (number - 1))
+        stored_attempt(store, number, restored=None if number == 1 else 100 * (number - 1), results=results)
+        if number == lose_record:
+            del store.records[(number, 1)]
+            store.unfinished[(number, 1)] = "its sidecar started and put no record"
+        if number == tamper:
+            forge(store, number)
         last = number == attempts
         history.append(attempt_of(number, AttemptEnd.COMPLETED if last else earlier, "" if last else reason))
         if last or earlier is AttemptEnd.HALTED:
             status = JobStatus.COMPLETED if last else JobStatus.HALTED
             state = JobState(JOB, "team-a", "mnist", 0.0, status=status, attempt=number)
-            job = FinishedJob(state, manifest, LEARNER_ID, tuple(history), "lk-test", ran_digest=ran_digest)
+            records = RecordsRead(dict(store.records), dict(store.unfinished))
+            job = FinishedJob(
+                state, manifest, LEARNER_ID, tuple(history), "lk-test", ran_digest=ran_digest, records=records
+            )
             writer.write(store, job)
     return store, key
 

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,8 @@ from tests.unit.scheduler.provenance.jobfolder import (
     finished_job,
 )
 
+RESULT_FILE = "attempt-1/learner-1/results/model.bin"
+
 
 def flip(path: Path) -> None:
     data = bytearray(path.read_bytes())
@@ -58,7 +61,7 @@ def job(tmp_path: Path) -> tuple[Path, Path, Path]:
 def verified(job: tuple[Path, Path, Path], lookup: ImageLookup | None = None) -> list[str]:
     folder, data, key = job
     report = verify_folder(folder, load_public_key(public_key_path(key)), data=data, image_digest=lookup or engine())
-    assert report.ok == (not report.changed)
+    assert report.ok == (not report.failed)
     return [check.item for check in report.changed]
 
 
@@ -188,7 +191,12 @@ def test_a_verdict_changed_in_a_round_statement_fails_its_signature(evaluated: t
     statement["predicate"]["evaluations"][0]["verdict"] = "passed"
     envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
     path.write_text(json.dumps(envelope))
-    assert verified(evaluated) == ["evaluation round 2 signature"]
+    # the factsheet lists the round as signed, which no statement that verifies confirms any more
+    assert verified(evaluated) == [
+        "evaluation round 2 signature",
+        "factsheet provenance/factsheet.json",
+        "factsheet provenance/factsheet.md",
+    ]
 
 
 def test_another_evaluator_image_under_its_reference_fails_naming_it(evaluated: tuple[Path, Path, Path]) -> None:
@@ -266,3 +274,58 @@ def test_evaluation_data_with_no_store_to_read_is_not_checked_saying_why(evaluat
     assert {(c.state, c.detail) for c in checks.values()} == {
         (State.NOT_CHECKED, "job job-7: its object store does not answer; try again shortly")
     }
+
+
+def report_of(folder: Path, key: Path, *, partial: bool = False) -> dict[str, Any]:
+    return verify_folder(folder, load_public_key(public_key_path(key)), partial=partial).to_dict()
+
+
+def test_a_deleted_result_fails_naming_it_and_partial_verifies_the_rest(job: tuple[Path, Path, Path]) -> None:
+    folder, _data, key = job
+    (folder / RESULT_FILE).unlink()
+    strict = report_of(folder, key)
+    assert (strict["verified"], strict["missing"], strict["changed"]) == (False, [f"result {RESULT_FILE}"], [])
+    partial = report_of(folder, key, partial=True)
+    assert (partial["verified"], partial["missing"]) == (True, [f"result {RESULT_FILE}"])
+
+
+def test_a_result_and_its_bucket_record_rewritten_before_the_signature_are_caught(tmp_path: Path) -> None:
+    """The tenant rewrites a result and the sidecar's copy of the record in its bucket while the job is halted; the
+    statement is made from the records in etcd, so the forged result does not match it."""
+    store, key = finished_job(tmp_path, attempts=2, tamper=1)
+    folder = download(store, tmp_path / "download")
+    found = report_of(folder, key)
+    assert found["verified"] is False
+    assert found["changed"] == ["result attempt-1/learner-1/results/model.bin"]
+
+
+def test_an_incomplete_statement_fails_naming_the_learner_unless_partial(tmp_path: Path) -> None:
+    store, key = finished_job(tmp_path, attempts=2, lose_record=1)
+    folder = download(store, tmp_path / "download")
+    strict = verify_folder(folder, load_public_key(public_key_path(key)))
+    [gap] = [c for c in strict.checks if c.state is State.INCOMPLETE]
+    assert gap.item == "completeness" and "attempt 1 learner 1: its sidecar started and put no record" in gap.detail
+    assert not strict.ok and strict.to_dict()["complete"] is False
+    assert "file attempt-1/learner-1/results/model.bin" in strict.to_dict()["unsigned"]
+    assert verify_folder(folder, load_public_key(public_key_path(key)), partial=True).ok
+
+
+def test_files_no_statement_names_are_listed_unsigned_without_failing(job: tuple[Path, Path, Path]) -> None:
+    folder, _data, key = job
+    (folder / "attempt-1/learner-1/checkpoints/ckpt-1").mkdir(parents=True)
+    (folder / "attempt-1/learner-1/checkpoints/ckpt-1/weights").write_bytes(b"w")
+    (folder / "attempt-1/learner-1/results/extra.txt").write_bytes(b"the tenant's own")
+    found = report_of(folder, key)
+    assert found["verified"] is True
+    assert found["unsigned"] == [
+        "file attempt-1/learner-1/checkpoints/ckpt-1/weights",
+        "file attempt-1/learner-1/results/extra.txt",
+    ]
+
+
+@pytest.mark.parametrize("name", ["provenance/factsheet.json", "provenance/factsheet.md"])
+def test_a_factsheet_not_rendered_from_the_signed_statement_fails(job: tuple[Path, Path, Path], name: str) -> None:
+    folder, _data, key = job
+    path = folder / name
+    path.write_text(path.read_text().replace("mnist", "imagenet"))
+    assert report_of(folder, key)["changed"] == [f"factsheet {name}"]

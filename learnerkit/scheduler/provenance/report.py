@@ -1,0 +1,65 @@
+"""What `job verify` found, item by item, and whether that verifies the job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class State(StrEnum):
+    OK = "ok"
+    CHANGED = "changed"
+    MISSING = "missing"
+    """A signed subject the folder does not hold."""
+    INCOMPLETE = "incomplete"
+    """The statement names learners whose records the platform does not hold."""
+    NOT_CHECKED = "not checked"
+    UNSIGNED = "unsigned"
+    """A file in the folder that no statement names."""
+
+
+@dataclass(frozen=True)
+class Check:
+    item: str
+    """What was checked: ``result attempt-1/learner-1/results/model.bin``, ``manifest``, ``learner image``, ..."""
+    state: State
+    detail: str = ""
+
+
+@dataclass
+class VerifyReport:
+    folder: str
+    key_id: str
+    checks: list[Check] = field(default_factory=list)
+    partial: bool = False
+    """Verify what is there: missing subjects and an incomplete statement are reported, not failed."""
+
+    def _in(self, *states: State) -> list[Check]:
+        return [check for check in self.checks if check.state in states]
+
+    @property
+    def changed(self) -> list[Check]:
+        return self._in(State.CHANGED)
+
+    @property
+    def failed(self) -> list[Check]:
+        """What makes the verification fail."""
+        return self._in(State.CHANGED) if self.partial else self._in(State.CHANGED, State.MISSING, State.INCOMPLETE)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "folder": self.folder,
+            "key_id": self.key_id,
+            "verified": self.ok,
+            "partial": self.partial,
+            "complete": not self._in(State.INCOMPLETE),
+            "changed": [c.item for c in self.changed],
+            "missing": [c.item for c in self._in(State.MISSING)],
+            "unsigned": [c.item for c in self._in(State.UNSIGNED)],
+            "checks": [{"item": c.item, "state": c.state.value, "detail": c.detail} for c in self.checks],
+        }

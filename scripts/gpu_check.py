@@ -103,9 +103,13 @@ class GpuSampler:
                 peaks.memory_mib[index] = max(peaks.memory_mib.get(index, 0.0), memory.used / 2**20)
 
 
+def smoke_script(framework: str) -> Path:
+    return ROOT / "frameworks" / framework / "smoke" / "train.py"
+
+
 def smoke(python: str, framework: str, scratch: Path) -> str:
     """The smoke run: halted after its first checkpoint, resumed to the end, on a GPU."""
-    training = Training(python, ROOT / "frameworks" / framework / "smoke" / "train.py", SMOKE_STEPS, SMOKE_EVERY)
+    training = Training(python, smoke_script(framework), SMOKE_STEPS, SMOKE_EVERY)
     run = gpu_measure.halt_and_resume(training, scratch, SMOKE_EVERY, SMOKE_PACE_S)
     gpu_measure.require_gpu(run.summary.device)
     gpu_measure.require_resumed(run, SMOKE_STEPS)
@@ -118,7 +122,7 @@ def smoke(python: str, framework: str, scratch: Path) -> str:
 
 def job_sized(python: str, framework: str, scratch: Path) -> list[str]:
     """The job-sized run: halted in the middle, resumed to the end, on a GPU; its lines."""
-    training = Training(python, ROOT / "frameworks" / framework / "smoke" / "train.py", JOB_STEPS, JOB_EVERY)
+    training = Training(python, smoke_script(framework), JOB_STEPS, JOB_EVERY)
     run = gpu_measure.halt_and_resume(training, scratch, JOB_HALT_AFTER, JOB_PACE_S)
     gpu_measure.require_gpu(run.summary.device)
     gpu_measure.require_resumed(run, JOB_STEPS)
@@ -127,7 +131,7 @@ def job_sized(python: str, framework: str, scratch: Path) -> list[str]:
 
 def overhead(python: str, framework: str, rounds: int, peaks: Peaks) -> str:
     """The overhead runs, alternated, with no sampler beside them but the one of the `+nvml` runs; its line."""
-    training = Training(python, ROOT / "frameworks" / framework / "smoke" / "train.py", JOB_STEPS, JOB_EVERY)
+    training = Training(python, smoke_script(framework), JOB_STEPS, JOB_EVERY)
     times = gpu_measure.alternate(rounds, lambda mode: gpu_measure.timed_run(training, mode, lambda: GpuSampler(peaks)))
     return gpu_measure.overhead_line(framework, JOB_STEPS, times)
 

@@ -296,7 +296,8 @@ def checkpoint_line(framework: str, run: HaltResume) -> str:
 def overhead_line(framework: str, steps: int, times: Mapping[str, Sequence[float]]) -> str:
     ratios = best_ratios(times)
     rounds = len(times[DIRECT])
+    plural = "round" if rounds == 1 else "rounds"
     return (
         f"overhead {framework}: {LEARNER_RUN} {ratios[LEARNER_RUN]:.2f}, {WITH_SAMPLER} {ratios[WITH_SAMPLER]:.2f} "
-        f"of direct (best of {rounds} alternated rounds of {steps} steps; direct best {min(times[DIRECT]):.2f} s)"
+        f"of direct (best of {rounds} alternated {plural} of {steps} steps; direct best {min(times[DIRECT]):.2f} s)"
     )

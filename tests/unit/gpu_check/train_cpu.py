@@ -1,11 +1,14 @@
 """A stand-in for a framework's smoke script, standard library only: counts steps on "cpu" under the learner
 contract (metrics, a checkpoint every K steps and on halt, resume from the latest, summary.json), so that
 scripts/gpu_measure.py's runs can be tested on a machine without a GPU or a framework. With STANDIN_HOLD_AT=N
-it waits at step N, after its checkpoint, until it is halted: the halt lands there whatever the machine's load."""
+it waits at step N, after its checkpoint, for learner-run's halt signal: the halt lands there whatever the
+machine's load. It waits for the signal, not the halt file: a command that sees the file and exits before
+learner-run's next poll (50 ms) is recorded in learner.exit as `completed`, not `halted`."""
 
 import argparse
 import json
 import os
+import signal
 import time
 
 import learner
@@ -26,13 +29,15 @@ def main() -> None:
         began = time.monotonic()
         learner.log_metrics(step, loss=1.0 / step)
         time.sleep(max(0.0, pace_s - (time.monotonic() - began)))
+        holding = step == hold_at
+        if holding:  # from here learner-run's halt signal waits for sigwait, never lost
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         halted = learner.halt_requested()
         if halted or step % args.checkpoint_every == 0:
             with learner.new_checkpoint(step) as folder:
                 (folder / "step").write_text(str(step))
-        if step == hold_at and not halted:
-            while not learner.halt_requested():  # bounded by the test's timeout and learner-run's
-                time.sleep(0.01)
+        if holding and not halted:
+            signal.sigwait({signal.SIGTERM})  # bounded by learner-run's halt grace and the test's timeout
             halted = True
         if halted:
             return

@@ -37,7 +37,8 @@ test: setup lint images
 repro: setup
 	$(BIN)/python scripts/repro.py
 
-# On a GPU machine, outside containers (docs/gpu.md): PYTHON=/path/to/python make gpu-check
+# On a GPU machine, outside containers (docs/gpu.md): PYTHON=/path/to/python make gpu-check. The smoke, job-sized
+# and overhead runs of every framework installed there, a few minutes per framework.
 gpu-check:
 	@scripts/gpu-check.sh
 

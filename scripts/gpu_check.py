@@ -1,35 +1,38 @@
 """The learner side on a GPU machine, outside containers (`scripts/gpu-check.sh`, `make gpu-check`).
 
-For every framework whose Python package is installed in this Python: `learner-run` runs the framework's smoke
-script (with the `learner` helper of this checkout) on a job folder of its own, halts it after the first
-checkpoint, resumes it to the end, and the script must report in summary.json that it trained on a GPU.
-Meanwhile the sidecar's NVML sampling (controller_sidecar.resources, over pynvml from nvidia-ml-py) reads the
-utilisation and memory of every GPU. Standard library only, besides the frameworks and pynvml. Exit status 1
-when a check fails; a framework that is not installed is skipped and said so.
+For every framework whose Python package is installed in this Python, through `learner-run` and the `learner`
+helper of this checkout, on job folders of its own (scripts/gpu_measure.py):
+- the smoke run: its smoke script for 60 steps, halted after the first checkpoint and resumed to the end;
+- the job-sized run: 3,000 steps, halted once a checkpoint at or past step 1,500 exists, resumed to the end,
+  with the halt's latency and the checkpoint's size and write time;
+- the overhead: the same training unpaced, directly, through `learner-run`, and through `learner-run` with the
+  NVML sampler beside it, alternated; each one's best time as a ratio of the direct run's.
+Every run must say in summary.json that it trained on a GPU. Meanwhile the sidecar's NVML sampling
+(controller_sidecar.resources, over pynvml from nvidia-ml-py) reads the utilisation and memory of every GPU.
+Standard library only, besides the frameworks and pynvml. Exit status 1 when a check fails; a framework that is
+not installed is skipped and said so.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
-import os
 import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, TracebackType
 
-ROOT = Path(__file__).resolve().parents[1]
+import gpu_measure
+from gpu_measure import ROOT, Training
+
 MODULES = {"caffe": "caffe", "jax": "jax", "mxnet": "mxnet", "pytorch": "torch", "tensorflow": "tensorflow"}
 """Framework folder -> the module its smoke script imports."""
-STEPS, CHECKPOINT_EVERY, PACE = 60, 10, "0.2"
-TIMEOUT = 900.0
-GPU_DEVICES = ("cuda", "gpu")
+SMOKE_STEPS, SMOKE_EVERY, SMOKE_PACE_S = 60, 10, 0.2
+JOB_STEPS, JOB_EVERY, JOB_HALT_AFTER, JOB_PACE_S = 3000, 500, 1500, 0.003
+"""The job-sized run: paced so that the halt lands in the middle; its resumed part and the overhead runs are not."""
 
 
 def load_module(name: str, path: Path) -> ModuleType:
@@ -43,112 +46,94 @@ def load_module(name: str, path: Path) -> ModuleType:
     return module
 
 
+NO_NVML = "no NVML: install nvidia-ml-py (the sidecar image's pin) on a host with the NVIDIA driver"
+
+
+def sidecar_resources() -> ModuleType:
+    """The sidecar's resource sampling (controller_sidecar/resources.py): its GPU part is NVML's only."""
+    return load_module("resources", ROOT / "controller_sidecar" / "resources.py")
+
+
 @dataclass
-class GpuSampler:
-    """The sidecar's NVML sampling, every half second: utilisation (its own function) and memory per GPU."""
+class Peaks:
+    """The highest utilisation and memory seen per GPU, over every sampler that ran."""
 
     utilisation: dict[int, float] = field(default_factory=dict)
     memory_mib: dict[int, float] = field(default_factory=dict)
     error: str | None = None
-    _stop: threading.Event = field(default_factory=threading.Event)
 
-    def run(self) -> None:
+
+@dataclass
+class GpuSampler:
+    """The sidecar's NVML sampling in a thread, every half second while open: utilisation (its own function)
+    and memory per GPU, into `peaks`."""
+
+    peaks: Peaks
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> GpuSampler:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
         try:
             self._sample()
         except Exception as e:  # noqa: BLE001 - a failing sampler is reported, not lost in its thread
-            self.error = f"sampling failed: {type(e).__name__}: {e}"
+            self.peaks.error = f"sampling failed: {type(e).__name__}: {e}"
 
     def _sample(self) -> None:
-        resources = load_module("resources", ROOT / "controller_sidecar" / "resources.py")
+        resources = sidecar_resources()
         if resources.gpu_utilisation() is None:
-            self.error = "no NVML: install nvidia-ml-py (the sidecar image's pin) on a host with the NVIDIA driver"
+            self.peaks.error = NO_NVML
             return
         import pynvml  # there: gpu_utilisation() answered through it
 
+        peaks = self.peaks
         while not self._stop.wait(0.5):
             for index, value in enumerate(resources.gpu_utilisation() or []):
-                self.utilisation[index] = max(self.utilisation.get(index, 0.0), value)
+                peaks.utilisation[index] = max(peaks.utilisation.get(index, 0.0), value)
                 memory = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index))
-                self.memory_mib[index] = max(self.memory_mib.get(index, 0.0), memory.used / 2**20)
-
-    def stop(self) -> None:
-        self._stop.set()
+                peaks.memory_mib[index] = max(peaks.memory_mib.get(index, 0.0), memory.used / 2**20)
 
 
-def job_folder(scratch: Path) -> dict[str, str]:
-    """A /job-like folder and the variables that point the learner helper at it."""
-    folders = {
-        "DATA_DIR": "data",
-        "MODEL_DIR": "model",
-        "RESULT_DIR": "results",
-        "CHECKPOINT_DIR": "checkpoints",
-        "LOG_DIR": "logs",
-        "JOB_STATE_DIR": "control",
-    }
-    env = {}
-    for variable, name in folders.items():
-        (scratch / name).mkdir(parents=True, exist_ok=True)
-        env[variable] = str(scratch / name)
-    return env
+def smoke_script(framework: str) -> Path:
+    return ROOT / "frameworks" / framework / "smoke" / "train.py"
 
 
-def learner_run(python: str, framework: str, env: dict[str, str], pace: bool) -> subprocess.Popen[bytes]:
-    command = [
-        python,
-        str(ROOT / "learner_base" / "bin" / "learner-run"),
-        python,
-        str(ROOT / "frameworks" / framework / "smoke" / "train.py"),
-        "--steps",
-        str(STEPS),
-        "--checkpoint-every",
-        str(CHECKPOINT_EVERY),
-    ]
-    extra = {"SMOKE_MIN_STEP_SECONDS": PACE} if pace else {}
-    full = {**os.environ, **env, **extra, "PYTHONPATH": str(ROOT / "learner_base"), "LEARNER_HALT_GRACE": "60"}
-    return subprocess.Popen(command, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
-
-
-def check_framework(python: str, framework: str, scratch: Path, smokedata: ModuleType) -> str:
-    """Train, halt after the first checkpoint, resume to the end; the detail, or RuntimeError with the evidence."""
-    env = job_folder(scratch)
-    smokedata.write_smoke_dataset(Path(env["DATA_DIR"]))
-    control, checkpoints = Path(env["JOB_STATE_DIR"]), Path(env["CHECKPOINT_DIR"])
-    (control / "start").write_text("")
-    first = learner_run(python, framework, env, pace=True)
-    reached = wait_for(lambda: any(checkpoints.glob("ckpt-*")), TIMEOUT)
-    (control / "halt").write_text("")
-    out = first.communicate(timeout=TIMEOUT)[0].decode("utf-8", "replace")
-    exit_record = json.loads((control / "learner.exit").read_text())
-    if not reached or exit_record.get("reason") != "halted":
-        raise RuntimeError(f"halt after the first checkpoint: {exit_record}\n{out[-1500:]}")
-    halted_at = max(int(p.name.split("-", 1)[1]) for p in checkpoints.glob("ckpt-*"))
-    for name in ("halt", "learner.exit"):
-        (control / name).unlink()
-    second = learner_run(python, framework, env, pace=False)
-    out = second.communicate(timeout=TIMEOUT)[0].decode("utf-8", "replace")
-    summary_path = Path(env["RESULT_DIR"]) / "summary.json"
-    if second.returncode != 0 or not summary_path.exists():
-        raise RuntimeError(f"resume: exit {second.returncode}\n{out[-1500:]}")
-    summary = json.loads(summary_path.read_text())
-    device = str(summary.get("device", ""))
-    if not device.lower().startswith(GPU_DEVICES):
-        raise RuntimeError(f"trained on {device or 'an unnamed device'}, not a GPU")
-    if summary.get("start_step") != halted_at + 1 or summary.get("final_step") != STEPS:
-        start, final = summary.get("start_step"), summary.get("final_step")
-        raise RuntimeError(f"resumed at {start} (want {halted_at + 1}), ended at {final} (want {STEPS})")
+def smoke(python: str, framework: str, scratch: Path) -> str:
+    """The smoke run: halted after its first checkpoint, resumed to the end, on a GPU."""
+    training = Training(python, smoke_script(framework), SMOKE_STEPS, SMOKE_EVERY)
+    run = gpu_measure.halt_and_resume(training, scratch, SMOKE_EVERY, SMOKE_PACE_S)
+    gpu_measure.require_gpu(run.summary.device)
+    gpu_measure.require_resumed(run, SMOKE_STEPS)
+    summary = run.summary
     return (
-        f"on {device}: halted at step {halted_at}, resumed at {halted_at + 1}, finished {STEPS}; "
-        f"loss {summary.get('loss'):.4f}, accuracy {summary.get('accuracy'):.3f}"
+        f"on {summary.device}: halted at step {run.halted_at}, resumed at {summary.start_step}, finished "
+        f"{summary.final_step}; loss {summary.loss:.4f}, accuracy {summary.accuracy:.3f}"
     )
+
+
+def job_sized(python: str, framework: str, scratch: Path) -> list[str]:
+    """The job-sized run: halted in the middle, resumed to the end, on a GPU; its lines."""
+    training = Training(python, smoke_script(framework), JOB_STEPS, JOB_EVERY)
+    run = gpu_measure.halt_and_resume(training, scratch, JOB_HALT_AFTER, JOB_PACE_S)
+    gpu_measure.require_gpu(run.summary.device)
+    gpu_measure.require_resumed(run, JOB_STEPS)
+    return [gpu_measure.halt_line(framework, JOB_STEPS, run), gpu_measure.checkpoint_line(framework, run)]
+
+
+def overhead(python: str, framework: str, rounds: int, peaks: Peaks) -> str:
+    """The overhead runs, alternated, with no sampler beside them but the one of the `+nvml` runs; its line."""
+    training = Training(python, smoke_script(framework), JOB_STEPS, JOB_EVERY)
+    times = gpu_measure.alternate(rounds, lambda mode: gpu_measure.timed_run(training, mode, lambda: GpuSampler(peaks)))
+    return gpu_measure.overhead_line(framework, JOB_STEPS, times)
 
 
 def installed(python: str, module: str) -> bool:
@@ -156,39 +141,49 @@ def installed(python: str, module: str) -> bool:
     return subprocess.run([python, "-c", probe], check=False).returncode == 0
 
 
+def check(python: str, framework: str, rounds: int, peaks: Peaks) -> bool:
+    """One framework's smoke, job-sized and overhead runs, printed as they end; whether all passed. The NVML
+    sampler runs beside the first two and the `+nvml` overhead runs, never beside the others."""
+    with tempfile.TemporaryDirectory(prefix=f"gpu-check-{framework}-") as scratch:
+        try:
+            with GpuSampler(peaks):
+                print(f"pass {framework}: {smoke(python, framework, Path(scratch) / 'smoke')}", flush=True)
+                for line in job_sized(python, framework, Path(scratch) / "job"):
+                    print(line, flush=True)
+            print(overhead(python, framework, rounds, peaks), flush=True)
+        except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+            print(f"FAIL {framework}: {e}", flush=True)
+            return False
+    return True
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("frameworks", nargs="*", help=f"only these (default: all of {', '.join(MODULES)})")
     parser.add_argument("--python", default=sys.executable, help="the Python whose frameworks to use")
+    parser.add_argument("--rounds", type=int, default=3, help="alternated rounds of the overhead runs (default 3)")
     args = parser.parse_args()
-    smokedata = load_module("smokedata", ROOT / "build" / "smokedata.py")
-    sampler = GpuSampler()
-    thread = threading.Thread(target=sampler.run, daemon=True)
-    thread.start()
+    unknown = sorted(set(args.frameworks) - set(MODULES))
+    if unknown:
+        parser.error(f"unknown framework {', '.join(unknown)}: choose from {', '.join(MODULES)}")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    peaks = Peaks(error=NO_NVML if sidecar_resources().gpu_utilisation() is None else None)
     failed = False
     for framework in args.frameworks or list(MODULES):
         if not installed(args.python, MODULES[framework]):
             print(f"skip {framework}: {MODULES[framework]} is not installed in {args.python}", flush=True)
             continue
-        with tempfile.TemporaryDirectory(prefix=f"gpu-check-{framework}-") as scratch:
-            try:
-                detail = check_framework(args.python, framework, Path(scratch), smokedata)
-                print(f"pass {framework}: {detail}", flush=True)
-            except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
-                failed = True
-                print(f"FAIL {framework}: {e}", flush=True)
-    sampler.stop()
-    thread.join(timeout=5)
-    if sampler.error:
-        failed = True
-        print(f"FAIL nvml: {sampler.error}")
-    else:
-        for index in sorted(sampler.memory_mib):
-            utilisation, memory = sampler.utilisation.get(index, 0.0), sampler.memory_mib[index]
-            print(f"nvml gpu {index}: peak utilisation {utilisation:.0%}, peak memory used {memory:.0f} MiB")
-        if not sampler.memory_mib:
-            failed = True
-            print("FAIL nvml: NVML answered but counted no GPU")
+        failed |= not check(args.python, framework, args.rounds, peaks)
+    if peaks.error:
+        print(f"FAIL nvml: {peaks.error}")
+        return 1
+    for index in sorted(peaks.memory_mib):
+        utilisation, memory = peaks.utilisation.get(index, 0.0), peaks.memory_mib[index]
+        print(f"nvml gpu {index}: peak utilisation {utilisation:.0%}, peak memory used {memory:.0f} MiB")
+    if not peaks.memory_mib:
+        print("FAIL nvml: NVML answered but counted no GPU")
+        return 1
     return 1 if failed else 0
 
 

@@ -64,14 +64,26 @@ def test_a_restored_sweep_parses_its_manifest_with_the_submit_s_image() -> None:
 
 
 class _History:
-    """The outputs reader's metric history, from lines given here."""
+    """The outputs reader's metric history of attempt 1, from lines given here; counts the bytes it serves."""
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
+        self.served = 0
+
+    def _data(self) -> bytes:
+        return "".join(line + "\n" for line in self.lines).encode()
 
     async def metrics_history(self, endpoints: object, manifest: object, state: object, learner: int) -> FileStream:
-        data = "".join(line + "\n" for line in self.lines).encode()
+        data = self._data()
+        self.served += len(data)
         return FileStream(iter([data]), len(data))
+
+    async def metrics_after(
+        self, endpoints: object, manifest: object, state: object, attempt: int, offset: int
+    ) -> tuple[bytes, int] | None:
+        data = self._data() if attempt == 1 else b""
+        self.served += len(data) - offset
+        return data[offset:], offset
 
 
 def test_a_rung_result_is_never_a_value_of_an_earlier_rung() -> None:
@@ -93,3 +105,25 @@ def test_a_rung_result_is_never_a_value_of_an_earlier_rung() -> None:
     )
     reader.lines.append('{"step": 3, "values": {"val_loss": 0.25}}')
     assert asyncio.run(driver._rung_result(sweep, trial, tracked)) == (3, 0.25, "")
+
+
+def test_a_running_trial_s_history_is_read_from_where_the_last_read_stopped() -> None:
+    """Every 5 s the driver reads a running trial's history: the bytes stored since the last read, never all again
+    (a last line stored without its newline yet is read again once complete)."""
+    spec = parse_search_file(SEARCH, Path("search.yml"))
+    manifest = parse_manifest(MANIFEST)
+    record = SweepSpecRecord("sweep-x", "team-a", 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml")
+    trial = StoredTrial(TrialRecord(0, TrialState.RUNNING, 0), "sweep-x-t0000", {"lr": "0.1"})
+    sweep = active_sweep(record, spec, manifest, SubmitOptions(), SweepState(), {0: trial})
+    shared = cast(Any, SimpleNamespace(options=SimpleNamespace(platform=Platform("http://127.0.0.1:2379", "s"))))
+    lines = [f'{{"step": {step}, "values": {{"val_loss": {1 / step}}}}}' for step in range(1, 1001)]
+    reader = _History(lines[:500])
+    driver = SweepDriver(shared, cast(Any, None), cast(Any, None), cast(Any, reader), cast(Any, None), cast(Any, None))
+    tracked = Tracked(JobState("sweep-x-t0000", "team-a", "job", 0.0), manifest, MANIFEST, "m.yml")
+    first = asyncio.run(driver._history(sweep, tracked))
+    assert [step for step, _ in first] == list(range(1, 501))
+    reader.lines += lines[500:]
+    second = asyncio.run(driver._history(sweep, tracked))
+    assert [step for step, _ in second] == list(range(1, 1001)) and second[-1] == (1000, 1 / 1000)
+    whole = len("".join(line + "\n" for line in lines))
+    assert reader.served == whole, f"{reader.served} bytes read for a history of {whole}"

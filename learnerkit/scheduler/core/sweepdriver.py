@@ -92,32 +92,47 @@ class ActiveSweep:
         return trial_config(self.spec.space, seed=self.spec.seed, index=index, grid=grid)
 
 
+OVERLAP_BYTES = 256
+"""How much of what was read last is read again and compared: the stored file is the learner's metrics.jsonl then
+the sidecar's TensorBoard records, so it grows at its end only while the learner alone writes it."""
+
+
 @dataclass
 class HistoryCursor:
-    """A trial job's metric history as read so far: per attempt, the bytes read, a last line not yet complete,
-    and the (step, objective) records found."""
+    """A trial job's metric history as read so far: per attempt, the bytes read, the last `OVERLAP_BYTES` of them,
+    a last line not yet complete, and the (step, objective) records found."""
 
     metric: str
     read: dict[int, int] = field(default_factory=dict)
+    tail: dict[int, bytes] = field(default_factory=dict)
     partial: dict[int, bytes] = field(default_factory=dict)
     found: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
 
     def offset(self, attempt: int) -> int:
-        return self.read.get(attempt, 0)
+        """Where the next read of `attempt`'s file starts: the bytes read, less the overlap read again."""
+        return self.read.get(attempt, 0) - len(self.tail.get(attempt, b""))
 
-    def add(self, attempt: int, data: bytes, start: int) -> None:
-        """The bytes of `attempt`'s file from `start` on (0 again: the file was stored anew, read from its start)."""
-        if start == 0:
+    def add(self, attempt: int, data: bytes, start: int) -> bool:
+        """The bytes of `attempt`'s file from `start` on; False (nothing taken) when what was read before changed
+        (the file was stored anew, not grown at its end): the caller reads it again from 0."""
+        if start:
+            tail = self.tail.get(attempt, b"")
+            if start != self.offset(attempt) or not data.startswith(tail):
+                return False
+            data = data[len(tail) :]
+        else:
             self.partial.pop(attempt, None)
             self.found[attempt] = []
         *lines, rest = (self.partial.get(attempt, b"") + data).split(b"\n")
         self.partial[attempt] = rest
-        self.read[attempt] = start + len(data)
+        self.read[attempt] = (start + len(self.tail.get(attempt, b"")) if start else 0) + len(data)
+        self.tail[attempt] = (self.tail.get(attempt, b"") + data)[-OVERLAP_BYTES:] if start else data[-OVERLAP_BYTES:]
         found = self.found.setdefault(attempt, [])
         for line in lines:
             record = _objective_record(line, self.metric)
             if record is not None:
                 found.append(record)
+        return True
 
     def values(self) -> list[tuple[int, float]]:
         """Every record found, attempts in order, then a last line of each not ended by a newline yet."""
@@ -406,11 +421,12 @@ class SweepDriver:
         # The sweep's manifest, not the job's: an ended job's store credentials are deleted (transitions.end).
         endpoints = endpoints_for(sweep.manifest, self.shared.options.platform)
         for attempt in range(1, tracked.state.attempt + 1):
-            read = await self.reader.metrics_after(
-                endpoints, sweep.manifest, tracked.state, attempt, cursor.offset(attempt)
-            )
-            if read is not None:
-                cursor.add(attempt, *read)
+            state, offset = tracked.state, cursor.offset(attempt)
+            read = await self.reader.metrics_after(endpoints, sweep.manifest, state, attempt, offset)
+            if read is not None and not cursor.add(attempt, *read):
+                read = await self.reader.metrics_after(endpoints, sweep.manifest, state, attempt, 0)
+                if read is not None:
+                    cursor.add(attempt, *read)
         return cursor.values()
 
     async def _rung_result(

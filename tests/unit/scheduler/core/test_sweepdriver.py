@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.core.sweepdriver import SweepDriver, active_sweep
+from learnerkit.scheduler.core.sweepdriver import OVERLAP_BYTES, SweepDriver, active_sweep
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.facade import FileStream
 from learnerkit.scheduler.jobs.state import JobState
@@ -68,10 +68,12 @@ class _History:
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
+        self.appended: list[str] = []
+        """What the sidecar stores after the learner's lines (its TensorBoard records)."""
         self.served = 0
 
     def _data(self) -> bytes:
-        return "".join(line + "\n" for line in self.lines).encode()
+        return "".join(line + "\n" for line in self.lines + self.appended).encode()
 
     async def metrics_history(self, endpoints: object, manifest: object, state: object, learner: int) -> FileStream:
         data = self._data()
@@ -108,8 +110,9 @@ def test_a_rung_result_is_never_a_value_of_an_earlier_rung() -> None:
 
 
 def test_a_running_trial_s_history_is_read_from_where_the_last_read_stopped() -> None:
-    """Every 5 s the driver reads a running trial's history: the bytes stored since the last read, never all again
-    (a last line stored without its newline yet is read again once complete)."""
+    """Every 5 s the driver reads a running trial's history: the bytes stored since the last read (and the last
+    `OVERLAP_BYTES` again, to see the file grew at its end), never all again. A file stored anew, the learner's
+    lines then the sidecar's TensorBoard records, is read whole again, and nothing is counted twice."""
     spec = parse_search_file(SEARCH, Path("search.yml"))
     manifest = parse_manifest(MANIFEST)
     record = SweepSpecRecord("sweep-x", "team-a", 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml")
@@ -126,4 +129,11 @@ def test_a_running_trial_s_history_is_read_from_where_the_last_read_stopped() ->
     second = asyncio.run(driver._history(sweep, tracked))
     assert [step for step, _ in second] == list(range(1, 1001)) and second[-1] == (1000, 1 / 1000)
     whole = len("".join(line + "\n" for line in lines))
-    assert reader.served == whole, f"{reader.served} bytes read for a history of {whole}"
+    assert reader.served == whole + OVERLAP_BYTES, f"{reader.served} bytes read for a history of {whole}"
+
+    reader.appended = ['{"step": 1000, "values": {"accuracy": 0.9}, "source": "tensorboard"}']
+    reader.lines.append('{"step": 1001, "values": {"val_loss": 0.0005}}')
+    asyncio.run(driver._history(sweep, tracked))  # grown at its end: read from the last offset
+    reader.lines.append('{"step": 1002, "values": {"val_loss": 0.0004}}')  # stored anew: lines moved
+    third = asyncio.run(driver._history(sweep, tracked))
+    assert [step for step, _ in third] == list(range(1, 1003)), [step for step, _ in third][-5:]

@@ -29,6 +29,22 @@ def log_tail(path: Path) -> str:
     return text[-LOG_TAIL_CHARS:] or "(empty log)"
 
 
+def exit_said(returncode: int) -> str:
+    """How a process ended, in words; for a signal, which one and what to do."""
+    if returncode >= 0:
+        return f"exited with {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    if -returncode == signal.SIGKILL:
+        return (
+            f"was killed by {name}, most likely by the kernel's out-of-memory killer (`journalctl -k | grep -i oom` "
+            "says; the log's last lines show what it was loading): free memory, or remove what it loads at start"
+        )
+    return f"was killed by {name} (something outside it stopped it: its log and the system's say what)"
+
+
 def clean_env() -> dict[str, str]:
     """Only what the servers need: none of the caller's ETCD_* or AWS_* variables reach them."""
     return {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "TZ") if key in os.environ}
@@ -62,7 +78,7 @@ def start_detached(service: Service, launch: Launch, log: Path) -> ServiceRecord
     ready = poll_until(lambda: process.poll() is not None or service.probe(launch), service.start_timeout_s, 0.1)
     if process.poll() is not None:
         raise ServiceError(
-            f"{service.name} exited with {process.returncode} while starting; {log} ends:\n{log_tail(log)}"
+            f"{service.name} {exit_said(process.returncode)} while starting; {log} ends:\n{log_tail(log)}"
         )
     if not ready:
         stop_detached(record, service.stop_timeout_s)

@@ -138,7 +138,7 @@ class SweepView:
     sweep_id: str
     tenant: str
     status: str
-    """running, halted, cancelled or done."""
+    """running, halted, cancelled, done or failed (`reason` says why)."""
     reason: str
     algorithm: str
     metric: str

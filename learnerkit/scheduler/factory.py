@@ -181,6 +181,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,
         provenance=ProvenanceWriter(signer, describe_image(gate), sidecar_image),
         node_lost_grace_s=settings.limits.node_lost_grace_s,
+        loop_stall_s=settings.limits.loop_stall_s,
         attempt_figures=True,
     )
     store = JobStore(root=settings.etcd.root)
@@ -222,5 +223,9 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             await etcd.close()
 
     return HostedScheduler(
-        facade=scheduler, registry=scheduler.shared.metrics.registry, lifespan=lifespan, public_key=public_pem(signer)
+        facade=scheduler,
+        registry=scheduler.shared.metrics.registry,
+        lifespan=lifespan,
+        public_key=public_pem(signer),
+        health=scheduler.loop.stalled,
     )

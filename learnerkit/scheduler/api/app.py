@@ -30,7 +30,7 @@ from learnerkit import __version__
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
-from learnerkit.scheduler.api.hosting import Lifespan
+from learnerkit.scheduler.api.hosting import HealthCheck, Lifespan
 from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large, model_too_large, receive_submission
 from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.api.sweeps import sweeps_router
@@ -105,6 +105,7 @@ class SubmitBody(BaseModel):
 
 class Health(BaseModel):
     status: str
+    reason: str | None = None
 
 
 _UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody, "description": "no or a bad token"}}
@@ -202,6 +203,7 @@ def create_app(
     registry: CollectorRegistry | None = None,
     lifespan: Lifespan | None = None,
     public_key: str | None = None,
+    health: HealthCheck | None = None,
 ) -> FastAPI:
     """The ASGI app; fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
     tokens = TokenStore(tokens_path)
@@ -228,7 +230,14 @@ def create_app(
     app.state.tokens = tokens
     app.include_router(_jobs_router(facade, limits))
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
-    app.add_api_route("/healthz", _healthz, methods=["GET"], response_model=Health, tags=["service"])
+    app.add_api_route(
+        "/healthz",
+        _healthz_endpoint(health),
+        methods=["GET"],
+        response_model=Health,
+        tags=["service"],
+        responses={503: {"model": Health, "description": "the control loop has stalled"}},
+    )
     if registry is not None:
         app.add_api_route("/metrics", _metrics_endpoint(registry), methods=["GET"], tags=["service"])
     if public_key is not None:
@@ -541,9 +550,15 @@ def _validation_error(_request: Request, error: Exception) -> JSONResponse:
     return JSONResponse({"error": "bad_request", "message": message, "detail": details}, status_code=422)
 
 
-async def _healthz() -> Health:
-    """The API answers; says nothing about etcd or the backend."""
-    return Health(status="ok")
+def _healthz_endpoint(health: HealthCheck | None) -> Callable[[], Awaitable[Response]]:
+    async def healthz() -> Response:
+        """The API answers and the control loop steps (503 with the reason once it has stalled)."""
+        why = health() if health is not None else None
+        if why is not None:
+            return JSONResponse(Health(status="unhealthy", reason=why).model_dump(), status_code=503)
+        return JSONResponse(Health(status="ok").model_dump(exclude_none=True))
+
+    return healthz
 
 
 def _public_key_endpoint(pem: str) -> Callable[[], Awaitable[Response]]:

@@ -17,6 +17,8 @@ from learnerkit.scheduler.facade import SchedulerFacade
 
 Lifespan = Callable[[], AbstractAsyncContextManager[None]]
 """Entered once the server's event loop runs (connect etcd, start the monitor), left on shutdown."""
+HealthCheck = Callable[[], str | None]
+"""Why the scheduler is unhealthy (its control loop stalled), or None: what ``/healthz`` answers."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class HostedScheduler:
     lifespan: Lifespan | None = None
     public_key: str | None = None
     """The platform's public signing key (PEM), served at ``/v1/signing-key``."""
+    health: HealthCheck | None = None
 
 
 SchedulerFactory = Callable[[SchedulerSettings], HostedScheduler]

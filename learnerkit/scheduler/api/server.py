@@ -33,6 +33,7 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
         limits=settings.limits,
         registry=hosted.registry,
         public_key=hosted.public_key,
+        health=hosted.health,
     )
     server = uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info"))
 

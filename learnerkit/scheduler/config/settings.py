@@ -132,6 +132,9 @@ class LimitSettings:
     """``$LEARNERKIT_PREEMPTION_MIN_RUN_S``: a job that has run for less (this attempt) is never preempted."""
     node_lost_grace_s: float = 60.0
     """``$LEARNERKIT_NODE_LOST_GRACE_S``: a node not Ready for this long has its jobs resumed elsewhere."""
+    loop_stall_s: float = 60.0
+    """``$LEARNERKIT_LOOP_STALL_S``: ``/healthz`` answers 503 once the control loop has completed no step for this
+    long."""
     pids: PidsLimits = field(default_factory=PidsLimits)
     """``$LEARNERKIT_LEARNER_PIDS_LIMIT`` (4096) and ``$LEARNERKIT_SIDECAR_PIDS_LIMIT`` (512): the processes and
     threads each learner and each sidecar may hold on the Docker backend (a fork past it fails); on Kubernetes the
@@ -244,6 +247,7 @@ class SchedulerSettings:
                     env, "LEARNERKIT_PREEMPTION_MIN_RUN_S", limits.preemption_min_run_s, float
                 ),
                 node_lost_grace_s=_positive(env, "LEARNERKIT_NODE_LOST_GRACE_S", limits.node_lost_grace_s, float),
+                loop_stall_s=_positive(env, "LEARNERKIT_LOOP_STALL_S", limits.loop_stall_s, float),
                 pids=pids_limits(env),
             ),
             trust=TrustSettings(

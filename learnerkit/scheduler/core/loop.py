@@ -83,6 +83,8 @@ class ControlLoop:
         """Monotonic time since which every step succeeded; None after a failed one (etcd or the backend did not
         answer). Graces measured on what the steps saw start no earlier: an outage during which a sidecar could
         not deliver its status does not count against it."""
+        self.stepped_at: float | None = None
+        """Monotonic time of the last step that completed (or of the loop's start); read by :meth:`stalled`."""
 
     async def rebuild(self) -> None:
         """Claim this scheduler's instance id in etcd, then restore its jobs (:func:`restore`)."""
@@ -99,6 +101,7 @@ class ControlLoop:
 
     async def run(self, stop: asyncio.Event) -> None:
         wake = self.shared.wake
+        self.stepped_at = self.shared.clock.monotonic()
         try:
             while not stop.is_set():
                 await self.guarded_step()
@@ -119,7 +122,8 @@ class ControlLoop:
             await asyncio.gather(*self._deploys, return_exceptions=True)
 
     async def guarded_step(self) -> None:
-        """One step; an error of etcd or the backend is logged, and the next step starts over."""
+        """One step; an error of etcd or the backend is logged, and the next step starts over. No error stops the
+        loop: one that is not expected is logged with its traceback, and `/healthz` tells once no step completes."""
         try:
             await self.step()
         except LearnerkitError as e:
@@ -127,6 +131,21 @@ class ControlLoop:
             # step starts over from what is recorded; nothing of the failed one was half-applied.
             LOGGER.warning("scheduling step failed (retrying next step): %s", e)
             self._watching_since = None
+        except Exception:
+            LOGGER.exception("scheduling step failed on an unexpected error (retrying next step)")
+            self._watching_since = None
+        else:
+            self.stepped_at = self.shared.clock.monotonic()
+
+    def stalled(self) -> str | None:
+        """Why the loop is unhealthy: no step completed for ``loop_stall_s``; None while it steps."""
+        limit = self.shared.options.loop_stall_s
+        if self.stepped_at is None:
+            return None  # not started yet: the API is not served before the loop starts
+        quiet = self.shared.clock.monotonic() - self.stepped_at
+        if quiet <= limit:
+            return None
+        return f"the control loop has completed no step for {quiet:.0f}s (more than {limit:g}s)"
 
     async def step(self) -> None:
         shared = self.shared

@@ -52,6 +52,9 @@ class SchedulerOptions:
     is a blip (etcd paused or out of reach): the sidecar renews it once etcd answers. A sidecar gone from the
     backend without a lease is lost after twice the lease's TTL instead."""
     interval_s: float = 0.5
+    loop_stall_s: float = 60.0
+    """``/healthz`` answers 503 once the control loop has completed no step for this long
+    (``$LEARNERKIT_LOOP_STALL_S``): stuck, or failing every step (etcd or the backend not answering)."""
     resolve_evaluator: EvaluatorResolver | None = None
     """The evaluator image of an evaluation's kind, through the image gate; None: evaluations end ``crashed``."""
     nodes_interval_s: float = 10.0

@@ -32,7 +32,7 @@ async def restore(shared: Shared, instance: str) -> None:
     """Load every job from etcd, re-reserve what admitted jobs hold, and remove the orphans of ``instance``.
 
     A stored job that can no longer be admitted (a manifest this scheduler refuses) is FAILED with the
-    reason instead of stopping the start.
+    reason instead of stopping the start; one whose records cannot be read is left out, with a warning.
     """
     nodes = await asyncio.to_thread(shared.backend.nodes)
     records: list[JobRecord] = []
@@ -42,7 +42,16 @@ async def restore(shared: Shared, instance: str) -> None:
             # Ended for good before its credentials were deleted (a crash between the two writes, an older scheduler).
             await shared.store.delete_credentials(stored.state.job_id, stored.manifest_text, stored.source)
             stored = replace(stored, manifest_text=redact_credentials(stored.manifest_text), credentials_deleted=True)
-        tracked = await _restore(shared, stored)
+        try:
+            tracked = await _restore(shared, stored)
+        except (KeyError, ValueError, TypeError, AttributeError) as e:  # one job's records never stop a start
+            LOGGER.warning(
+                "job %s: its stored spec cannot be used (%s: %s); it is left out",
+                stored.state.job_id,
+                type(e).__name__,
+                e,
+            )
+            continue
         if tracked is None:
             continue
         tracked.attempts = await load_attempts(shared.store, stored.state.job_id)

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from controller_sidecar.errors import TransientError
 from controller_sidecar.settings import S3Location
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.admission.stage import Stage
@@ -27,7 +28,7 @@ from learnerkit.scheduler.core.planning import endpoints_for
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
-from learnerkit.scheduler.errors import JobStateError, SchedulerError, UnknownSweepError
+from learnerkit.scheduler.errors import JobStateError, StoreUnavailableError, UnknownSweepError
 from learnerkit.scheduler.jobs.layout import job_location
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
@@ -37,7 +38,7 @@ from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.outputs.reader import OutputsReader
 from learnerkit.scheduler.sweeps.decisions import Action, Decision, TrialState
 from learnerkit.scheduler.sweeps.rungbook import Plan, RungBook
-from learnerkit.scheduler.sweeps.sampling import trial_configs
+from learnerkit.scheduler.sweeps.sampling import trial_config
 from learnerkit.scheduler.sweeps.searchfile import SearchFileError, parse_search_file
 from learnerkit.scheduler.sweeps.space import Config
 from learnerkit.scheduler.sweeps.spec import AlgorithmName, SweepSpec
@@ -72,7 +73,6 @@ class ActiveSweep:
     spec: SweepSpec
     manifest: JobManifest
     options: SubmitOptions
-    configs: list[Config]
     book: RungBook
     state: SweepState
     trials: dict[int, StoredTrial]
@@ -85,6 +85,75 @@ class ActiveSweep:
 
     def job_id(self, index: int) -> str:
         return trial_job_id(self.sweep_id, index)
+
+    def config(self, index: int) -> Config:
+        """Trial `index`'s parameters, computed when it starts: a grid is never enumerated."""
+        grid = self.spec.algorithm.name is AlgorithmName.GRID
+        return trial_config(self.spec.space, seed=self.spec.seed, index=index, grid=grid)
+
+
+OVERLAP_BYTES = 256
+"""How much of what was read last is read again and compared: the stored file is the learner's metrics.jsonl then
+the sidecar's TensorBoard records, so it grows at its end only while the learner alone writes it."""
+
+
+@dataclass
+class HistoryCursor:
+    """A trial job's metric history as read so far: per attempt, the bytes read, the last `OVERLAP_BYTES` of them,
+    a last line not yet complete, and the (step, objective) records found."""
+
+    metric: str
+    read: dict[int, int] = field(default_factory=dict)
+    tail: dict[int, bytes] = field(default_factory=dict)
+    partial: dict[int, bytes] = field(default_factory=dict)
+    found: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
+
+    def offset(self, attempt: int) -> int:
+        """Where the next read of `attempt`'s file starts: the bytes read, less the overlap read again."""
+        return self.read.get(attempt, 0) - len(self.tail.get(attempt, b""))
+
+    def add(self, attempt: int, data: bytes, start: int) -> bool:
+        """The bytes of `attempt`'s file from `start` on; False (nothing taken) when what was read before changed
+        (the file was stored anew, not grown at its end): the caller reads it again from 0."""
+        if start:
+            tail = self.tail.get(attempt, b"")
+            if start != self.offset(attempt) or not data.startswith(tail):
+                return False
+            data = data[len(tail) :]
+        else:
+            self.partial.pop(attempt, None)
+            self.found[attempt] = []
+        *lines, rest = (self.partial.get(attempt, b"") + data).split(b"\n")
+        self.partial[attempt] = rest
+        self.read[attempt] = (start + len(self.tail.get(attempt, b"")) if start else 0) + len(data)
+        self.tail[attempt] = (self.tail.get(attempt, b"") + data)[-OVERLAP_BYTES:] if start else data[-OVERLAP_BYTES:]
+        found = self.found.setdefault(attempt, [])
+        for line in lines:
+            record = _objective_record(line, self.metric)
+            if record is not None:
+                found.append(record)
+        return True
+
+    def values(self) -> list[tuple[int, float]]:
+        """Every record found, attempts in order, then a last line of each not ended by a newline yet."""
+        records: list[tuple[int, float]] = []
+        for attempt in sorted(self.found):
+            records += self.found[attempt]
+            last = _objective_record(self.partial.get(attempt, b""), self.metric)
+            if last is not None:
+                records.append(last)
+        return records
+
+
+def _objective_record(line: bytes, metric: str) -> tuple[int, float] | None:
+    try:
+        raw = json.loads(line)
+        step, value = int(raw["step"]), raw["values"][metric]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return step, float(value)
+    return None
 
 
 def plan_of(spec: SweepSpec) -> Plan:
@@ -111,6 +180,8 @@ class SweepDriver:
         self._store: SweepStore | None = None
         self._halting: set[str] = set()
         """Trial jobs halted at their budget by the driver, until they end."""
+        self._histories: dict[str, HistoryCursor] = {}
+        """What has been read of each running trial's metric history; dropped when its rung ends."""
         self._checked: dict[str, float] = {}
         """When each running trial's history was last read for its budget (the loop's monotonic clock)."""
         self._lock = asyncio.Lock()
@@ -175,15 +246,26 @@ class SweepDriver:
         return sweep
 
     async def rebuild(self) -> None:
-        """Every stored sweep, after the jobs were restored; a sweep that no longer parses is reported, kept."""
+        """Every stored sweep, after the jobs were restored. A sweep that cannot be restored (records that do not
+        read, a search file or manifest this scheduler refuses now) is failed with the reason; the others start."""
         self.sweeps.clear()
-        for stored in await self.store.load_all():
+        loaded = await self.store.load_all()
+        failed = dict(loaded.unreadable)
+        for stored in loaded.sweeps:
             try:
                 sweep = await self._restore(stored)
-            except LearnerkitError as e:  # a search file or manifest this scheduler refuses now
-                LOGGER.warning("sweep %s cannot be restored: %s", stored.spec.sweep_id, e)
+            except (StoreUnavailableError, TransientError):
+                raise  # etcd does not answer: the start fails, and is tried again
+            except Exception as e:  # noqa: BLE001 (one sweep's state never stops the start)
+                if not stored.state.status.terminal:
+                    failed[stored.spec.sweep_id] = f"not restored after a scheduler restart: {one_line(e)}"
+                else:
+                    LOGGER.warning("sweep %s cannot be restored: %s", stored.spec.sweep_id, one_line(e))
                 continue
             self.sweeps[sweep.sweep_id] = sweep
+        for sweep_id, reason in failed.items():
+            LOGGER.warning("sweep %s failed: %s", sweep_id, reason)
+            await self.store.fail(sweep_id, reason)
 
     async def _restore(self, stored: StoredSweep) -> ActiveSweep:
         record = stored.spec
@@ -200,10 +282,35 @@ class SweepDriver:
     # -- the loop's step ---------------------------------------------------------------------------------
 
     async def step(self) -> None:
+        """Each running sweep's step. One that raises is rolled back to its stored records: an outage of etcd or
+        of the store is retried by the next step, any other error fails that sweep with its reason; the other
+        sweeps and the loop go on."""
         for sweep in list(self.sweeps.values()):
             if not sweep.state.status.terminal:
                 async with self._lock:
-                    await self._step(sweep)
+                    try:
+                        await self._step(sweep)
+                    except (StoreUnavailableError, TransientError) as e:
+                        self._roll_back(sweep)
+                        LOGGER.warning("sweep %s: step failed (retrying next step): %s", sweep.sweep_id, one_line(e))
+                    except Exception as e:  # noqa: BLE001 (one sweep's error never stops the loop)
+                        self._roll_back(sweep)
+                        await self._fail(sweep, f"its step failed: {one_line(e)}")
+
+    def _roll_back(self, sweep: ActiveSweep) -> None:
+        """The book as the stored records leave it: the step's decisions were not all written."""
+        sweep.book = RungBook.restore(plan_of(sweep.spec), [t.record for t in sweep.trials.values()])
+        sweep.pending = sweep.book.review()
+
+    async def _fail(self, sweep: ActiveSweep, reason: str) -> None:
+        LOGGER.error("sweep %s failed: %s", sweep.sweep_id, reason)
+        failed = replace(sweep.state, status=SweepStatus.FAILED, reason=reason)
+        try:
+            sweep.state = await self.store.record(sweep.sweep_id, failed, [], [])
+            await self._ended(sweep)
+        except LearnerkitError as e:  # failed here; a restarted scheduler restores it from its records
+            LOGGER.warning("sweep %s: its failure was not stored: %s", sweep.sweep_id, one_line(e))
+            sweep.state = failed
 
     async def _step(self, sweep: ActiveSweep) -> None:
         if sweep.state.status is not SweepStatus.RUNNING:
@@ -230,6 +337,7 @@ class SweepDriver:
                 decisions += sweep.book.report(index, value, why_missing=why)
             else:
                 decisions += sweep.book.lost(index, f"its job ended {status.value}: {tracked.state.reason}")
+            self._histories.pop(trial.job_id, None)  # its rung ended: a promotion reads its history afresh
         decisions += sweep.book.fill()
         if not decisions and not sweep.book.finished:
             return
@@ -244,7 +352,7 @@ class SweepDriver:
             record = records[index]
             previous = changed.get(index) or sweep.trials.get(index)
             if previous is None:
-                trial = StoredTrial(record, sweep.job_id(index), sweep.configs[index], rung_attempt=1)
+                trial = StoredTrial(record, sweep.job_id(index), sweep.config(index), rung_attempt=1)
             else:
                 trial = replace(previous, record=record)
                 if decision.action in (Action.PROMOTE, Action.CONTINUE):
@@ -306,25 +414,20 @@ class SweepDriver:
         self.shared.wake.set()
 
     async def _history(self, sweep: ActiveSweep, tracked: Tracked) -> list[tuple[int, float]]:
-        """(step, objective) of every record of the job's stored metric history that has the objective."""
-        metric = sweep.spec.objective.metric
+        """(step, objective) of every record of the job's stored metric history that has the objective, every
+        attempt's in order; each attempt's file is read from where the last call stopped (`HistoryCursor`)."""
+        job_id = tracked.state.job_id
+        cursor = self._histories.setdefault(job_id, HistoryCursor(sweep.spec.objective.metric))
         # The sweep's manifest, not the job's: an ended job's store credentials are deleted (transitions.end).
         endpoints = endpoints_for(sweep.manifest, self.shared.options.platform)
-        try:
-            stream = await self.reader.metrics_history(endpoints, sweep.manifest, tracked.state, 1)
-            text = await asyncio.to_thread(stream.read)
-        except SchedulerError:  # nothing stored yet (UnknownFileError)
-            return []
-        found = []
-        for line in text.splitlines():
-            try:
-                raw = json.loads(line)
-                step, value = int(raw["step"]), raw["values"][metric]
-            except (ValueError, KeyError, TypeError):
-                continue
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                found.append((step, float(value)))
-        return found
+        for attempt in range(1, tracked.state.attempt + 1):
+            state, offset = tracked.state, cursor.offset(attempt)
+            read = await self.reader.metrics_after(endpoints, sweep.manifest, state, attempt, offset)
+            if read is not None and not cursor.add(attempt, *read):
+                read = await self.reader.metrics_after(endpoints, sweep.manifest, state, attempt, 0)
+                if read is not None:
+                    cursor.add(attempt, *read)
+        return cursor.values()
 
     async def _rung_result(
         self, sweep: ActiveSweep, trial: StoredTrial, tracked: Tracked
@@ -432,11 +535,18 @@ def active_sweep(
     state: SweepState,
     trials: dict[int, StoredTrial],
 ) -> ActiveSweep:
-    configs = trial_configs(
-        spec.space, seed=spec.seed, trials=spec.trials, grid=spec.algorithm.name is AlgorithmName.GRID
-    )
     book = RungBook.restore(plan_of(spec), [t.record for t in trials.values()])
-    return ActiveSweep(record, spec, manifest, options, configs, book, state, dict(trials), book.review())
+    return ActiveSweep(record, spec, manifest, options, book, state, dict(trials), book.review())
+
+
+ONE_LINE_CHARS = 300
+"""An error in a sweep's reason or the log: its first line, cut to this many characters."""
+
+
+def one_line(error: BaseException) -> str:
+    """The error as one readable line (an etcd error can list every key of its write)."""
+    text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return text if len(text) <= ONE_LINE_CHARS else f"{text[: ONE_LINE_CHARS - 3]}..."
 
 
 def _env_text(value: object) -> str:

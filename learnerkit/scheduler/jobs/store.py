@@ -10,6 +10,7 @@ scheduler needs it to redeploy the job after a restart; nothing else reads it. O
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from learnerkit.scheduler.errors import ManifestTooLargeError, SchedulerError, S
 from learnerkit.scheduler.jobs.state import JobState, now_iso
 from learnerkit.scheduler.manifest.redact import redact_credentials
 
+LOGGER = logging.getLogger(__name__)
 CREDENTIALS_ROOT = "/learnerkit/credentials"
 MAX_CREATE_BYTES = 1024 * 1024
 """A new job's keys in one transaction: below etcd's default request limit (1.5 MiB) with room to spare."""
@@ -152,11 +154,16 @@ class JobStore:
         for job_id, value in statuses.items():
             if job_id not in specs or job_id not in secrets:
                 continue
-            submitted = json.loads(secrets[job_id])
-            state = JobState.from_raw(json.loads(value))
-            spec = json.loads(specs[job_id])
-            deleted = submitted.get("credentials") == "deleted"
-            jobs.append(StoredJob(state, spec, submitted["manifest"], submitted["source"], deleted))
+            try:
+                submitted = json.loads(secrets[job_id])
+                state = JobState.from_raw(json.loads(value))
+                spec = json.loads(specs[job_id])
+                deleted = submitted.get("credentials") == "deleted"
+                jobs.append(StoredJob(state, spec, submitted["manifest"], submitted["source"], deleted))
+            except (KeyError, ValueError, TypeError, AttributeError) as e:  # one job's records never stop a start
+                LOGGER.warning(
+                    "job %s: its records in etcd cannot be read (%s: %s); it is left out", job_id, type(e).__name__, e
+                )
         return sorted(jobs, key=lambda job: job.state.submitted_at)
 
     async def states(self) -> list[JobState]:

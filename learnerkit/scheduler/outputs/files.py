@@ -100,6 +100,24 @@ def metrics_history(
     return FileStream(_concatenated(store, job.bucket, stored), sum(obj.size for obj in stored))
 
 
+def metrics_after(
+    store: ObjectStore, job: S3Location, attempt: int, learner_id: int, offset: int
+) -> tuple[bytes, int] | None:
+    """What one attempt's stored metrics.jsonl holds past ``offset``, and the offset those bytes start at: ``offset``,
+    or 0 when the object is now shorter (stored anew); None while none is stored. A reader that keeps its offset
+    reads each byte once however long the history grows."""
+    key = job.key(f"attempt-{attempt}/learner-{learner_id}/logs/{METRICS_FILE}")
+    found = [obj for obj in _listed(store, S3Location(job.bucket, key)) if obj.key == key]
+    if not found:
+        return None
+    size = found[0].size
+    start = offset if size >= offset else 0
+    if size == start:
+        return b"", start
+    chunks = retry_sync(lambda: store.read_range(job.bucket, key, start, size - 1), HOST_CALLS, what=key)
+    return b"".join(chunks), start
+
+
 def _listed(store: ObjectStore, location: S3Location) -> list[RemoteObject]:
     return retry_sync(lambda: store.list(location), HOST_CALLS, what=f"list {location}")
 

@@ -23,7 +23,7 @@ from learnerkit.scheduler.jobs.layout import job_location, outputs_prefix
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.manifest.model import JobManifest
-from learnerkit.scheduler.outputs.files import list_outputs, metrics_history, open_output, open_stored
+from learnerkit.scheduler.outputs.files import list_outputs, metrics_after, metrics_history, open_output, open_stored
 from learnerkit.scheduler.outputs.logs import ShippedLog, list_log
 
 LOGGER = logging.getLogger(__name__)
@@ -72,6 +72,14 @@ class OutputsReader:
         store, job = self.clients.of(endpoints), _job(manifest, state)
         with _store_outage(state.job_id):
             return await asyncio.to_thread(metrics_history, store, job, state.attempt, learner_id)
+
+    async def metrics_after(
+        self, endpoints: Endpoints, manifest: JobManifest, state: JobState, attempt: int, offset: int
+    ) -> tuple[bytes, int] | None:
+        """Learner 1's stored metrics.jsonl of ``attempt`` past ``offset`` (:func:`metrics_after`)."""
+        store, job = self.clients.of(endpoints), _job(manifest, state)
+        with _store_outage(state.job_id):
+            return await asyncio.to_thread(metrics_after, store, job, attempt, 1, offset)
 
     async def outputs(
         self, endpoints: Endpoints, manifest: JobManifest, state: JobState, what: str

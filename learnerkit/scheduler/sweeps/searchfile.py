@@ -46,6 +46,9 @@ TOP_KEYS = (
 )
 PARAMETER_KEYS = ("type", "min", "max", "values", "points")
 MAX_TRIALS = 10_000
+"""The most trials a sweep may ask for: each is an ordinary job the scheduler tracks."""
+MAX_CONCURRENCY = 1_000
+"""The most trials a sweep may train at once."""
 MAX_NODES = 20_000
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 RESERVED = frozenset(
@@ -92,7 +95,7 @@ def read_search_file(doc: LocatedYaml) -> SweepSpec:
     algorithm = _algorithm(reader, top.get("algorithm"))
     budget = _budget(reader, top.get("budget"), algorithm)
     trials = _trials(reader, top, algorithm, space)
-    concurrency = reader.integer(top, (), "concurrency", minimum=1, maximum=MAX_TRIALS) or 1
+    concurrency = reader.integer(top, (), "concurrency", minimum=1, maximum=MAX_CONCURRENCY) or 1
     seed = reader.integer(top, (), "seed", minimum=0, maximum=2**63 - 1) or 0
     keep = reader.boolean(top, (), "keep_checkpoints") or False
     # Every None below came with a problem; the test keeps mypy told.

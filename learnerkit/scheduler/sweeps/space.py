@@ -47,20 +47,6 @@ class Parameter:
             return math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
         return rng.uniform(self.low, self.high)
 
-    def grid(self) -> tuple[ParamValue, ...]:
-        """Every value a grid takes, in order."""
-        if self.type is ParamType.CHOICE:
-            return self.values
-        if self.type is ParamType.INTEGER:
-            return tuple(range(int(self.low), int(self.high) + 1))
-        count = self.points or 1
-        if count == 1:
-            return (self.low,)
-        if self.type is ParamType.LOG_UNIFORM:
-            lo, hi = math.log(self.low), math.log(self.high)
-            return tuple(math.exp(lo + (hi - lo) * i / (count - 1)) for i in range(count))
-        return tuple(self.low + (self.high - self.low) * i / (count - 1) for i in range(count))
-
     def grid_size(self) -> int:
         if self.type is ParamType.CHOICE:
             return len(self.values)

@@ -4,14 +4,17 @@ Layout, beside the jobs' root (``/learnerkit/sweeps`` for ``/learnerkit/jobs``):
 
 - ``<sweep_id>/spec``: the tenant, the search file and the manifest as submitted (credentials included, as
   ``/learnerkit/credentials/<job>`` keeps a job's), the submit's options; written once, and again without the
-  credentials when the sweep ends (done or cancelled; `SweepStore.delete_credentials`).
-- ``<sweep_id>/state``: running, halted, cancelled or done, and the count of decisions taken.
+  credentials when the sweep ends (done, cancelled or failed; `SweepStore.delete_credentials`).
+- ``<sweep_id>/state``: running, halted, cancelled, done or failed (with the reason), and the count of decisions taken.
 - ``<sweep_id>/trials/<index>``: each started trial's `TrialRecord`, its job and the attempt its rung began.
 - ``<sweep_id>/decisions/<n>``: every decision in order, with its reason (read by `sweep status`).
 
-A batch of decisions and the trial records they change are one transaction, written before the driver acts
-on them (creates a trial's job, resumes it): after a restart the records say what was decided, and the
-driver finishes what it had not done yet.
+A batch of decisions and the trial records they change are written before the driver acts on them (creates a
+trial's job, resumes it): after a restart the records say what was decided, and the driver finishes what it
+had not done yet. etcd takes at most `MAX_TXN_OPS` operations in a transaction (a sweep of concurrency 200
+starts 200 trials in one step: 401 keys), so a batch is written in transactions of that many: the decisions
+first, then the trial records in index order, the state last. The state counts the decisions: one numbered
+above its count was written by a batch not finished (`decisions` leaves it out, the next batch writes over it).
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ from enum import StrEnum
 from typing import Any
 
 from controller_sidecar import keys
-from controller_sidecar.errors import TransientError
+from controller_sidecar.errors import PermanentError, TransientError
 from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.scheduler.errors import SchedulerError, StoreUnavailableError
 from learnerkit.scheduler.manifest.redact import redact_credentials
 from learnerkit.scheduler.sweeps.decisions import Action, Decision, TrialRecord, TrialState
 from learnerkit.scheduler.sweeps.space import ParamValue
+
+MAX_TXN_OPS = 128
+"""etcd's default limit of operations in one transaction (its ``--max-txn-ops``)."""
 
 
 class SweepStatus(StrEnum):
@@ -37,10 +43,12 @@ class SweepStatus(StrEnum):
     """No trial starts or is promoted; running trials were halted onto their checkpoints."""
     CANCELLED = "cancelled"
     DONE = "done"
+    FAILED = "failed"
+    """Its step or its stored records failed in a way a retry cannot fix; the state's reason says how."""
 
     @property
     def terminal(self) -> bool:
-        return self in (SweepStatus.CANCELLED, SweepStatus.DONE)
+        return self in (SweepStatus.CANCELLED, SweepStatus.DONE, SweepStatus.FAILED)
 
 
 @dataclass(frozen=True)
@@ -204,33 +212,60 @@ class SweepStore:
     async def record(
         self, sweep_id: str, state: SweepState, decisions: Sequence[Decision], trials: Sequence[StoredTrial]
     ) -> SweepState:
-        """Decisions, the trial records they changed and the sweep's state, in one transaction."""
+        """Decisions, the trial records they changed and the sweep's state, in transactions of at most
+        `MAX_TXN_OPS` (the module's docstring says in what order); the new state once all are written."""
         prefix = self._prefix(sweep_id)
-        items: dict[str, str | bytes] = {}
+        items: list[tuple[str, str]] = []
         for n, decision in enumerate(decisions, start=state.decisions + 1):
-            items[f"{prefix}decisions/{n:010d}"] = _decision_raw(decision)
-        for trial in trials:
-            items[f"{prefix}trials/{trial.record.index:06d}"] = json.dumps(trial.to_raw(), sort_keys=True)
+            items.append((f"{prefix}decisions/{n:010d}", _decision_raw(decision)))
+        for trial in sorted(trials, key=lambda t: t.record.index):
+            items.append((f"{prefix}trials/{trial.record.index:06d}", json.dumps(trial.to_raw(), sort_keys=True)))
         new_state = SweepState(state.status, state.decisions + len(decisions), state.reason)
-        items[f"{prefix}state"] = json.dumps(new_state.to_raw(), sort_keys=True)
+        items.append((f"{prefix}state", json.dumps(new_state.to_raw(), sort_keys=True)))
         try:
-            await self.etcd.put_all(items)
+            for start in range(0, len(items), MAX_TXN_OPS):
+                await self.etcd.put_all(dict(items[start : start + MAX_TXN_OPS]))
         except TransientError as e:
             raise StoreUnavailableError(f"recording sweep {sweep_id}: etcd does not answer: {e}") from e
+        except PermanentError as e:  # its message lists every key: the reason alone is kept
+            why = str(e).rpartition(": etcd ")[2]
+            raise SchedulerError(f"recording sweep {sweep_id}: etcd refused {len(items)} writes: etcd {why}") from e
         return new_state
 
     async def decisions(self, sweep_id: str) -> list[Decision]:
-        found = await self.etcd.get_prefix(f"{self._prefix(sweep_id)}decisions/")
-        return [decision_from_raw(json.loads(found[key])) for key in sorted(found)]
+        """Every decision the state counts (one above its count belongs to a batch not finished)."""
+        prefix = self._prefix(sweep_id)
+        state = await self.etcd.get(f"{prefix}state")
+        counted = SweepState.from_raw(json.loads(state[0])).decisions if state is not None else 0
+        found = await self.etcd.get_prefix(f"{prefix}decisions/")
+        return [decision_from_raw(json.loads(found[key])) for key in sorted(found)[:counted]]
 
-    async def load_all(self) -> list[StoredSweep]:
-        """Every sweep, for a restarted scheduler; one whose spec is missing is skipped."""
+    async def fail(self, sweep_id: str, reason: str) -> None:
+        """Mark a sweep failed whose records cannot be restored (its state's count of decisions kept if it reads);
+        one failed already keeps its state."""
+        key = f"{self._prefix(sweep_id)}state"
+        try:
+            found = await self.etcd.get(key)
+            try:
+                stored = SweepState.from_raw(json.loads(found[0])) if found is not None else SweepState()
+            except (KeyError, ValueError, TypeError):
+                stored = SweepState()
+            if stored.status is SweepStatus.FAILED:
+                return  # failed at an earlier start: its first reason stays
+            state = SweepState(SweepStatus.FAILED, stored.decisions, reason)
+            await self.etcd.put(key, json.dumps(state.to_raw(), sort_keys=True))
+        except TransientError as e:
+            raise StoreUnavailableError(f"failing sweep {sweep_id}: etcd does not answer: {e}") from e
+
+    async def load_all(self) -> LoadedSweeps:
+        """Every sweep, for a restarted scheduler; one whose spec is missing is skipped, one whose records
+        cannot be read is named in `unreadable` with the reason (the others are restored all the same)."""
         by_sweep: dict[str, dict[str, bytes]] = {}
         async for key, value in self.etcd.iter_prefix(f"{self.root}/"):
             sweep_id, _, rest = key[len(self.root) + 1 :].partition("/")
             if not rest.startswith("decisions/"):
                 by_sweep.setdefault(sweep_id, {})[rest] = value
-        sweeps = []
+        loaded = LoadedSweeps()
         for sweep_id, found in sorted(by_sweep.items()):
             if "spec" not in found or "state" not in found:
                 continue
@@ -240,13 +275,20 @@ class SweepStore:
                     for rest, value in found.items()
                     if rest.startswith("trials/")
                 }
-                sweeps.append(
+                loaded.sweeps.append(
                     StoredSweep(
                         SweepSpecRecord.from_raw(json.loads(found["spec"])),
                         SweepState.from_raw(json.loads(found["state"])),
                         trials,
                     )
                 )
-            except (KeyError, ValueError, TypeError) as e:
-                raise SchedulerError(f"sweep {sweep_id}: its records in etcd cannot be read: {e}") from e
-        return sweeps
+            except (KeyError, ValueError, TypeError, AttributeError) as e:
+                loaded.unreadable[sweep_id] = f"its records in etcd cannot be read: {type(e).__name__}: {e}"
+        return loaded
+
+
+@dataclass
+class LoadedSweeps:
+    sweeps: list[StoredSweep] = field(default_factory=list)
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """The sweeps whose records cannot be read, and why."""

@@ -11,7 +11,7 @@ from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.jobs.state import JobStatus
 from learnerkit.scheduler.jobs.store import StoredJob
-from learnerkit.scheduler.sweeps.store import StoredSweep, SweepStore
+from learnerkit.scheduler.sweeps.store import LoadedSweeps, SweepStore
 from tests.unit.scheduler.core.test_preemption import Harness, MemoryStore
 from tests.unit.scheduler.memorymarks import MemoryMarks
 
@@ -38,8 +38,8 @@ class NoSweeps(SweepStore):
     def __init__(self) -> None:
         pass
 
-    async def load_all(self) -> list[StoredSweep]:
-        return []
+    async def load_all(self) -> LoadedSweeps:
+        return LoadedSweeps()
 
 
 async def test_a_job_running_on_a_cordoned_node_is_kept_by_a_restarted_scheduler() -> None:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.core.sweepdriver import SweepDriver, active_sweep
+from learnerkit.scheduler.core.sweepdriver import OVERLAP_BYTES, SweepDriver, active_sweep
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.facade import FileStream
 from learnerkit.scheduler.jobs.state import JobState
@@ -64,14 +64,28 @@ def test_a_restored_sweep_parses_its_manifest_with_the_submit_s_image() -> None:
 
 
 class _History:
-    """The outputs reader's metric history, from lines given here."""
+    """The outputs reader's metric history of attempt 1, from lines given here; counts the bytes it serves."""
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
+        self.appended: list[str] = []
+        """What the sidecar stores after the learner's lines (its TensorBoard records)."""
+        self.served = 0
+
+    def _data(self) -> bytes:
+        return "".join(line + "\n" for line in self.lines + self.appended).encode()
 
     async def metrics_history(self, endpoints: object, manifest: object, state: object, learner: int) -> FileStream:
-        data = "".join(line + "\n" for line in self.lines).encode()
+        data = self._data()
+        self.served += len(data)
         return FileStream(iter([data]), len(data))
+
+    async def metrics_after(
+        self, endpoints: object, manifest: object, state: object, attempt: int, offset: int
+    ) -> tuple[bytes, int] | None:
+        data = self._data() if attempt == 1 else b""
+        self.served += len(data) - offset
+        return data[offset:], offset
 
 
 def test_a_rung_result_is_never_a_value_of_an_earlier_rung() -> None:
@@ -93,3 +107,33 @@ def test_a_rung_result_is_never_a_value_of_an_earlier_rung() -> None:
     )
     reader.lines.append('{"step": 3, "values": {"val_loss": 0.25}}')
     assert asyncio.run(driver._rung_result(sweep, trial, tracked)) == (3, 0.25, "")
+
+
+def test_a_running_trial_s_history_is_read_from_where_the_last_read_stopped() -> None:
+    """Every 5 s the driver reads a running trial's history: the bytes stored since the last read (and the last
+    `OVERLAP_BYTES` again, to see the file grew at its end), never all again. A file stored anew, the learner's
+    lines then the sidecar's TensorBoard records, is read whole again, and nothing is counted twice."""
+    spec = parse_search_file(SEARCH, Path("search.yml"))
+    manifest = parse_manifest(MANIFEST)
+    record = SweepSpecRecord("sweep-x", "team-a", 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml")
+    trial = StoredTrial(TrialRecord(0, TrialState.RUNNING, 0), "sweep-x-t0000", {"lr": "0.1"})
+    sweep = active_sweep(record, spec, manifest, SubmitOptions(), SweepState(), {0: trial})
+    shared = cast(Any, SimpleNamespace(options=SimpleNamespace(platform=Platform("http://127.0.0.1:2379", "s"))))
+    lines = [f'{{"step": {step}, "values": {{"val_loss": {1 / step}}}}}' for step in range(1, 1001)]
+    reader = _History(lines[:500])
+    driver = SweepDriver(shared, cast(Any, None), cast(Any, None), cast(Any, reader), cast(Any, None), cast(Any, None))
+    tracked = Tracked(JobState("sweep-x-t0000", "team-a", "job", 0.0), manifest, MANIFEST, "m.yml")
+    first = asyncio.run(driver._history(sweep, tracked))
+    assert [step for step, _ in first] == list(range(1, 501))
+    reader.lines += lines[500:]
+    second = asyncio.run(driver._history(sweep, tracked))
+    assert [step for step, _ in second] == list(range(1, 1001)) and second[-1] == (1000, 1 / 1000)
+    whole = len("".join(line + "\n" for line in lines))
+    assert reader.served == whole + OVERLAP_BYTES, f"{reader.served} bytes read for a history of {whole}"
+
+    reader.appended = ['{"step": 1000, "values": {"accuracy": 0.9}, "source": "tensorboard"}']
+    reader.lines.append('{"step": 1001, "values": {"val_loss": 0.0005}}')
+    asyncio.run(driver._history(sweep, tracked))  # grown at its end: read from the last offset
+    reader.lines.append('{"step": 1002, "values": {"val_loss": 0.0004}}')  # stored anew: lines moved
+    third = asyncio.run(driver._history(sweep, tracked))
+    assert [step for step, _ in third] == list(range(1, 1003)), [step for step, _ in third][-5:]

@@ -37,7 +37,7 @@ def test_another_seed_gives_other_trials() -> None:
 
 
 def test_the_grid_is_every_point_once_ends_included() -> None:
-    grid = grid_configs(SPACE)
+    grid = list(grid_configs(SPACE))
     assert len(grid) == SPACE.grid_size() == 3 * 3 * 2 * 4
     assert len({tuple(sorted(c.items())) for c in grid}) == len(grid)
     lrs = sorted({float(c["lr"]) for c in grid})

@@ -1,42 +1,39 @@
-"""A real Kubernetes cluster on this machine, from the binaries ``scripts/k8s-binaries.sh`` built: the tier
-``tests/k8s`` and ``bench/k8s_start.py`` run on it (it needs root: the kubelet and containerd do). It starts with
-one node; ``add_node`` adds another, with a kubelet of its own in a network namespace of its own
-(``learnerkit/dev/k8snode.py``).
-
-etcd, kube-apiserver (token auth, RBAC + Node authorizer, service-account keys from ``openssl``),
-kube-scheduler and kube-controller-manager (only its volume binder) listen on 127.0.0.1; a private containerd
-(own root, state, socket and runc root) and the kubelet make the node. The node's address is the gateway of a
-bridge this code creates (a private /24, no route off the machine, no masquerade): the kubelet refuses a
-loopback node IP, and pods reach the host's etcd and S3 through forwarders on that gateway. The kubelet's pods
-live under a cgroup root of their own. Multi-learner jobs' ReadWriteMany claims bind to a pool of static
-hostPath volumes of the class ``SHARED_CLASS`` (one node: a host folder is shared storage), as a cluster's RWX
-storage would serve them.
-``stop()`` removes every pod, process, mount, cgroup, namespace, bridge and file the cluster made.
-"""
+"""The cluster: its control plane and first node started in order, nodes added, lost, restored and removed,
+and everything it made removed and checked gone (``stop``, ``leftovers``)."""
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
-import json
 import os
 import secrets
 import shutil
-import signal
-import socket
-import ssl
 import subprocess
-import threading
 import time
-import urllib.request
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from learnerkit.common.project import find_project_root
 from learnerkit.dev.etcd import EtcdServer, etcd_binary
+from learnerkit.dev.k8scluster.api import AdminApi, write_kubeconfig
+from learnerkit.dev.k8scluster.binaries import Binaries
+from learnerkit.dev.k8scluster.cgroups import cgroup_leftovers, make_cgroup_root, remove_cgroups
+from learnerkit.dev.k8scluster.containerd import ctr, import_saved, kill_tasks, sandboxes
+from learnerkit.dev.k8scluster.controlplane import (
+    NODE_NAME,
+    NODE_SLOTS,
+    apiserver_argv,
+    controllers_argv,
+    make_keys,
+    scheduler_argv,
+    token_users,
+)
+from learnerkit.dev.k8scluster.forwarder import Forwarder
+from learnerkit.dev.k8scluster.host import NETNS, NOT_YET, free_subnet, mounts, netns, run, terminate, unmount_below
+from learnerkit.dev.k8scluster.nodenet import connect, disconnect, network_leftovers
+from learnerkit.dev.k8scluster.poddns import PodDns
+from learnerkit.dev.k8scluster.volumes import make_shared_volumes
 from learnerkit.dev.k8snode import (
     KUBELET_PORT,
     NODE_ADDRESS_OFFSET,
@@ -49,153 +46,9 @@ from learnerkit.dev.k8snode import (
 from learnerkit.dev.polling import poll_until
 from learnerkit.dev.ports import free_ports
 
-BUILD_SCRIPT = "scripts/k8s-binaries.sh"
-NOT_YET = (OSError, RuntimeError, ValueError, LookupError)
-"""What a part not up yet (or gone already) answers: a refused connection, a failed tool, a short reply."""
-NODE_NAME = "lk-node-1"
-NODE_SLOTS = 3
-"""How many nodes the cluster can have: the API server reads the nodes' tokens once, when it starts."""
 START_TIMEOUT_S = 120.0
-CGROUP_FS = Path("/sys/fs/cgroup")
-NETNS = Path("/var/run/netns")
-SHARED_CLASS = "lk-shared"
-"""The storage class of the static volumes the jobs' shared claims bind to (``LEARNERKIT_K8S_SHARED_STORAGE_CLASS``)."""
-SHARED_VOLUMES = 4
-LEARNER_UID = 1000
 POD_PIDS_LIMIT = 4096
 """The kubelet caps each pod's processes and threads: Kubernetes has no per-container pids limit (docs/security.md)."""
-
-
-def _netns() -> set[str]:
-    return {p.name for p in NETNS.iterdir()} if NETNS.is_dir() else set()
-
-
-@dataclass(frozen=True)
-class Binaries:
-    """The cached build: ``bin/{kube-apiserver,kube-controller-manager,kubelet,kube-scheduler,kubectl}``,
-    ``pause.tar``."""
-
-    root: Path
-
-    def tool(self, name: str) -> str:
-        return str(self.root / "bin" / name)
-
-    @property
-    def pause_archive(self) -> Path:
-        return self.root / "pause.tar"
-
-    @property
-    def pause_ref(self) -> str:
-        return (self.root / "pause.ref").read_text().strip()
-
-
-def cached_binaries() -> Binaries | None:
-    """The cached build, or None when ``scripts/k8s-binaries.sh`` has not built it yet (nothing is built here)."""
-    script = find_project_root() / BUILD_SCRIPT
-    done = subprocess.run([str(script), "--print-dir"], capture_output=True, text=True, check=False)
-    return Binaries(Path(done.stdout.strip())) if done.returncode == 0 else None
-
-
-def _subnet() -> ipaddress.IPv4Network:
-    """A /24 in 10.222.0.0/16 that no interface or route of this machine uses yet."""
-    used = subprocess.run(["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True).stdout
-    for _ in range(200):
-        net = ipaddress.IPv4Network(f"10.222.{secrets.randbelow(256)}.0/24")
-        if str(net) not in used and f"{net.network_address + 1}" not in used:
-            return net
-    raise RuntimeError("no free /24 left in 10.222.0.0/16")
-
-
-class _Forwarder:
-    """TCP forwarding from ``listen`` (the bridge gateway) to a loopback port, so pods reach host servers."""
-
-    def __init__(self, host: str, target_port: int) -> None:
-        self.server = socket.create_server((host, 0))
-        self.port = int(self.server.getsockname()[1])
-        self.target_port = target_port
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                sink.shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        self._closed = True
-        self.server.close()
-
-
-class _PodDns:
-    """DNS on the gateway for what CoreDNS would answer here: ``<hostname>.<subdomain>.<namespace>.svc.cluster.local``
-    (a pod's record under its headless Service) from the pods' API objects; NXDOMAIN for everything else."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((cluster.gateway, 53))
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                query, peer = self.sock.recvfrom(512)
-            except OSError:
-                return
-            with contextlib.suppress(*NOT_YET):
-                self.sock.sendto(self._answer(query), peer)
-
-    def _answer(self, query: bytes) -> bytes:
-        ident = query[:2]
-        labels, pos = [], 12
-        while query[pos]:
-            labels.append(query[pos + 1 : pos + 1 + query[pos]].decode().lower())
-            pos += 1 + query[pos]
-        qtype = int.from_bytes(query[pos + 1 : pos + 3], "big")
-        question = query[12 : pos + 5]
-        address = self._lookup(labels)
-        if address is None:
-            return ident + b"\x81\x83\x00\x01\x00\x00\x00\x00\x00\x00" + question
-        if qtype != 1:
-            return ident + b"\x81\x80\x00\x01\x00\x00\x00\x00\x00\x00" + question
-        record = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x05\x00\x04" + socket.inet_aton(address)
-        return ident + b"\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00" + question + record
-
-    def _lookup(self, labels: list[str]) -> str | None:
-        if len(labels) != 6 or labels[3:] != ["svc", "cluster", "local"]:
-            return None
-        hostname, subdomain, namespace = labels[:3]
-        pods = self.cluster.get(f"/api/v1/namespaces/{namespace}/pods").get("items", [])
-        assert isinstance(pods, list)
-        for pod in pods:
-            spec, status = pod.get("spec", {}), pod.get("status", {})
-            if spec.get("hostname") == hostname and spec.get("subdomain") == subdomain and status.get("podIP"):
-                return str(status["podIP"])
-        return None
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @dataclass
@@ -206,19 +59,20 @@ class LocalCluster:
     workdir: Path
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    forwarders: list[_Forwarder] = field(default_factory=list)
+    forwarders: list[Forwarder] = field(default_factory=list)
     etcd: EtcdServer | None = None
-    dns: _PodDns | None = None
+    dns: PodDns | None = None
     started_s: float = 0.0
     _api_forward: int | None = None
 
     def __post_init__(self) -> None:
-        self.subnet = _subnet()
+        self.subnet = free_subnet()
         self.gateway = str(self.subnet.network_address + 1)
         self.bridge = f"lkk8s{self.suffix}"
         self.api_port, self.scheduler_port, kubelet_port, self.controllers_port = free_ports(4)
         nodes = [f"node-{n}" for n in range(2, NODE_SLOTS + 1)]
         self.tokens = {name: secrets.token_hex(16) for name in ("admin", "node", "scheduler", "controllers", *nodes)}
+        self.api = AdminApi(self.server, self.tokens["admin"])
         cgroup_root = f"/lk-k8s-{self.suffix}"
         first = NodeSpec(NODE_NAME, 1, self.workdir, self.gateway, self.subnet, cgroup_root, kubelet_port, self.subnet)
         self.nodes: dict[str, NodeSpec] = {NODE_NAME: first}
@@ -229,7 +83,7 @@ class LocalCluster:
         """What ``import_images`` imported: a node added later gets them too."""
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.pod_uids: set[str] = set()
-        self.netns_before = _netns()
+        self.netns_before = netns()
 
     @property
     def first(self) -> NodeSpec:
@@ -244,10 +98,12 @@ class LocalCluster:
         self.etcd = EtcdServer(etcd_binary(), self.workdir / "etcd" / "data")
         self.etcd.start()
         self._apiserver()
-        self._scheduler()
-        self._controllers()
-        self._shared_volumes()
-        self.dns = _PodDns(self)
+        self._spawn("kube-scheduler", scheduler_argv(self.binaries, self.workdir, self.scheduler_port))
+        # the node's not-ready taint, which the controller manager's node lifecycle controller would lift, is lifted
+        # by _node_up: it runs the volume binder alone
+        self._spawn("kube-controller-manager", controllers_argv(self.binaries, self.workdir, self.controllers_port))
+        make_shared_volumes(self.api, self.workdir / "shared", self.suffix)
+        self.dns = PodDns(self.gateway, self.get)
         self._node_up(self.first)
         self.started_s = time.monotonic() - began
 
@@ -255,62 +111,34 @@ class LocalCluster:
         """The node's containerd (with the pause image), cgroup root and kubelet, until the node is Ready."""
         self._containerd(node)
         self.import_archive(self.binaries.pause_archive, node)
-        self._cgroup_root(node)
+        make_cgroup_root(node)
         self._kubelet(node)
         self._wait(lambda: self.node_ready(node.name), f"node {node.name} to be Ready", node.process("kubelet"))
         # The node lifecycle controller (kube-controller-manager, not run here) would lift this taint.
         self.kubectl("taint", "nodes", node.name, "node.kubernetes.io/not-ready-")
 
-    def _run(self, *argv: str) -> str:
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip() or done.stdout.strip()}")
-        return done.stdout
-
     def _bridge_up(self) -> None:
-        self._run("ip", "link", "add", "name", self.bridge, "type", "bridge")
-        self._run("ip", "addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
-        self._run("ip", "link", "set", self.bridge, "up")
+        run("ip", "link", "add", "name", self.bridge, "type", "bridge")
+        run("ip", "addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
+        run("ip", "link", "set", self.bridge, "up")
         # Pod-to-pod traffic crosses the host's FORWARD chain (br_netfilter), whose policy Docker sets to DROP.
-        self._run("iptables", "-I", "FORWARD", "1", *self._forward_rule)
+        run("iptables", "-I", "FORWARD", "1", *self._forward_rule)
 
     @property
     def _forward_rule(self) -> tuple[str, ...]:
         return ("-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT")
 
     def _keys(self) -> None:
-        key, pub = self.workdir / "sa.key", self.workdir / "sa.pub"
-        self._run("openssl", "genrsa", "-out", str(key), "2048")
-        self._run("openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub))
-        users = {
-            "admin": ("admin", "system:masters"),
-            "node": (f"system:node:{NODE_NAME}", "system:nodes"),
-            "scheduler": ("system:kube-scheduler", ""),
-            "controllers": ("system:kube-controller-manager", ""),
-            **{f"node-{n}": (f"system:node:lk-node-{n}", "system:nodes") for n in range(2, NODE_SLOTS + 1)},
-        }
+        make_keys(self.workdir)
+        users = token_users()
         lines = [f'{self.tokens[who]},{user},{who},"{group}"' for who, (user, group) in users.items()]
         (self.workdir / "tokens.csv").write_text("\n".join(lines) + "\n")
         for who in users:
             self._write_kubeconfig(self.workdir / f"{who}.kubeconfig", self.tokens[who])
 
     def _write_kubeconfig(self, path: Path, token: str, server: str | None = None) -> None:
-        """A kubeconfig with ``token`` for ``server`` (the API server's own address unless given); once the API
-        server has made its self-signed certificate (the file holds its CA too), clients verify the server against
-        it."""
-        ca = self.workdir / "apiserver-certs" / "apiserver.crt"
-        trust: dict[str, object] = (
-            {"certificate-authority": str(ca)} if ca.exists() else {"insecure-skip-tls-verify": True}
-        )
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "lk", "cluster": {"server": server or self.server, **trust}}],
-            "users": [{"name": "lk", "user": {"token": token}}],
-            "contexts": [{"name": "lk", "context": {"cluster": "lk", "user": "lk"}}],
-            "current-context": "lk",
-        }
-        path.write_text(json.dumps(config))
+        """For the API server's own address unless ``server`` is given."""
+        write_kubeconfig(path, token, server or self.server, self.workdir / "apiserver-certs" / "apiserver.crt")
 
     @property
     def server(self) -> str:
@@ -343,7 +171,7 @@ class LocalCluster:
 
     def get(self, path: str) -> dict[str, object]:
         """GET an API path as the admin (JSON)."""
-        return self.request("GET", path)
+        return self.api.get(path)
 
     def request(
         self,
@@ -353,125 +181,17 @@ class LocalCluster:
         content_type: str = "application/merge-patch+json",
     ) -> dict[str, object]:
         """Call the API as the admin; a body goes as a JSON merge patch unless ``content_type`` says otherwise."""
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        headers = {"Authorization": f"Bearer {self.tokens['admin']}", "Content-Type": content_type}
-        data = json.dumps(body).encode() if body is not None else None
-        url = self.server + path  # https://127.0.0.1:<port>: this cluster's own API server
-        request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310 - https only
-        with urllib.request.urlopen(request, context=context, timeout=5) as answer:  # noqa: S310 - https only
-            text = answer.read()
-        try:
-            loaded = json.loads(text)
-        except ValueError:
-            return {"text": text.decode()}
-        return loaded if isinstance(loaded, dict) else {"value": loaded}
+        return self.api.request(method, path, body, content_type)
 
     def _apiserver(self) -> None:
         assert self.etcd is not None
         self._spawn(
             "kube-apiserver",
-            [
-                self.binaries.tool("kube-apiserver"),
-                f"--etcd-servers=http://{self.etcd.endpoint}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={self.api_port}",
-                "--insecure-port=0",
-                f"--advertise-address={self.gateway}",
-                "--endpoint-reconciler-type=none",
-                f"--cert-dir={self.workdir / 'apiserver-certs'}",
-                f"--token-auth-file={self.workdir / 'tokens.csv'}",
-                "--authorization-mode=Node,RBAC",
-                f"--service-account-key-file={self.workdir / 'sa.pub'}",
-                f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
-                "--service-account-issuer=https://kubernetes.default.svc",
-                "--disable-admission-plugins=ServiceAccount",
-                "--enable-admission-plugins=NodeRestriction",
-                f"--service-cluster-ip-range=10.223.{self.subnet.network_address.packed[2]}.0/24",
-                "--kubelet-preferred-address-types=InternalIP",
-                "--v=1",
-            ],
+            apiserver_argv(self.binaries, self.workdir, self.etcd.endpoint, self.api_port, self.gateway, self.subnet),
         )
         self._wait(lambda: self.get("/readyz").get("text") == "ok", "kube-apiserver /readyz", "kube-apiserver")
         for who, token in self.tokens.items():
             self._write_kubeconfig(self.workdir / f"{who}.kubeconfig", token)
-
-    def _scheduler(self) -> None:
-        self._spawn(
-            "kube-scheduler",
-            [
-                self.binaries.tool("kube-scheduler"),
-                f"--kubeconfig={self.workdir / 'scheduler.kubeconfig'}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={self.scheduler_port}",
-                "--port=0",
-                "--v=1",
-            ],
-        )
-
-    def _controllers(self) -> None:
-        """kube-controller-manager with the volume binder alone: it binds claims to volumes (the node's
-        taint, which its node lifecycle controller would lift, is lifted by ``start``)."""
-        self._spawn(
-            "kube-controller-manager",
-            [
-                self.binaries.tool("kube-controller-manager"),
-                f"--kubeconfig={self.workdir / 'controllers.kubeconfig'}",
-                "--controllers=persistentvolume-binder",
-                "--use-service-account-credentials=false",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={self.controllers_port}",
-                "--port=0",
-                "--v=1",
-            ],
-        )
-
-    def _shared_volumes(self) -> None:
-        """Static ReadWriteMany volumes of a class without a provisioner, folders the learner (uid 1000, group 0)
-        may write; kept, not recycled, when their claim goes (each binds once). The controller manager's user
-        gets the volume binder's role, and nothing more."""
-        binding = {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "lk-volume-binder"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "system:controller:persistent-volume-binder",
-            },
-            "subjects": [
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:kube-controller-manager"}
-            ],
-        }
-        self.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding, "application/json")
-        storage_class = {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": SHARED_CLASS},
-            "provisioner": "kubernetes.io/no-provisioner",
-        }
-        self.request("POST", "/apis/storage.k8s.io/v1/storageclasses", storage_class, "application/json")
-        for n in range(1, SHARED_VOLUMES + 1):
-            folder = self.workdir / "shared" / f"pv-{n}"
-            folder.mkdir(parents=True)
-            os.chown(folder, LEARNER_UID, 0)
-            folder.chmod(0o2775)
-            volume: dict[str, object] = {
-                "apiVersion": "v1",
-                "kind": "PersistentVolume",
-                "metadata": {"name": f"lk-shared-{self.suffix}-{n}"},
-                "spec": {
-                    "capacity": {"storage": "10Gi"},
-                    "accessModes": ["ReadWriteMany"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": SHARED_CLASS,
-                    "hostPath": {"path": str(folder), "type": "Directory"},
-                },
-            }
-            self.request("POST", "/api/v1/persistentvolumes", volume, content_type="application/json")
 
     def _containerd(self, node: NodeSpec) -> None:
         root = node.folder / "containerd"
@@ -486,7 +206,7 @@ class LocalCluster:
         self._wait(lambda: self._ctr("version", node=node) is not None, "containerd's socket", name)
 
     def _ctr(self, *args: str, node: NodeSpec | None = None) -> str:
-        return self._run("ctr", "--address", str((node or self.first).containerd_socket), "-n", "k8s.io", *args)
+        return ctr(node or self.first, *args)
 
     def import_archive(self, archive: Path, node: NodeSpec | None = None) -> None:
         self._ctr("images", "import", "--no-unpack", str(archive), node=node)
@@ -495,36 +215,8 @@ class LocalCluster:
         """``docker save`` of each image, imported into every node's containerd (no registry involved); a node
         added later gets them too."""
         for node in self.nodes.values():
-            self._import_into(node, refs)
+            import_saved(node, refs)
         self.images += [ref for ref in refs if ref not in self.images]
-
-    @staticmethod
-    def _import_into(node: NodeSpec, refs: Iterable[str]) -> None:
-        for ref in refs:
-            save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE)
-            done = subprocess.run(
-                ["ctr", "--address", str(node.containerd_socket), "-n", "k8s.io", "images", "import", "-"],
-                stdin=save.stdout,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            assert save.stdout is not None
-            save.stdout.close()
-            if save.wait() != 0 or done.returncode != 0:
-                raise RuntimeError(f"importing {ref} into node {node.name}: {done.stderr.strip()}")
-
-    @staticmethod
-    def _cgroup_root(node: NodeSpec) -> None:
-        """The kubelet's cgroup root in every v1 hierarchy (it must exist); cpuset needs its CPUs and nodes."""
-        for hierarchy in CGROUP_FS.iterdir():
-            if hierarchy.is_symlink() or not hierarchy.is_dir():
-                continue
-            top = hierarchy / node.cgroup_root.lstrip("/")
-            top.mkdir(exist_ok=True)
-            for name in ("cpuset.cpus", "cpuset.mems"):
-                if (hierarchy / name).exists():
-                    (top / name).write_text((hierarchy / name).read_text())
 
     def _kubelet(self, node: NodeSpec) -> None:
         kubelet = node.folder / "kubelet"
@@ -567,7 +259,7 @@ class LocalCluster:
 
     def forward(self, target_port: int) -> int:
         """A port on the gateway that pods can reach, forwarded to ``127.0.0.1:target_port``."""
-        forwarder = _Forwarder(self.gateway, target_port)
+        forwarder = Forwarder(self.gateway, target_port)
         self.forwarders.append(forwarder)
         return forwarder.port
 
@@ -576,7 +268,7 @@ class LocalCluster:
         self.request("PATCH", f"/api/v1/nodes/{name}/status", patch)
 
     def kubectl(self, *args: str) -> str:
-        return self._run(self.binaries.tool("kubectl"), f"--kubeconfig={self.kubeconfig}", *args)
+        return run(self.binaries.tool("kubectl"), f"--kubeconfig={self.kubeconfig}", *args)
 
     # --- node changes --------------------------------------------------------------------------------
     def add_node(self) -> str:
@@ -589,43 +281,16 @@ class LocalCluster:
         address = str(self.subnet.network_address + NODE_ADDRESS_OFFSET + index)
         folder = self.workdir / f"node-{index}"
         cgroup_root = f"/lk-k8s-{self.suffix}-{index}"
-        node = NodeSpec(f"lk-node-{index}", index, folder, address, _subnet(), cgroup_root, KUBELET_PORT, self.subnet)
+        pods = free_subnet()
+        node = NodeSpec(f"lk-node-{index}", index, folder, address, pods, cgroup_root, KUBELET_PORT, self.subnet)
         self.nodes[node.name] = self.made[node.name] = node
         self._network(node)
         self._node_up(node)
-        self._import_into(node, self.images)
+        import_saved(node, self.images)
         return node.name
 
     def _network(self, node: NodeSpec) -> None:
-        """The node's namespace, its veth into the cluster bridge with its address, and the host's route to its
-        pods (their replies from the gateway's forwarders and DNS go back that way)."""
-        assert node.netns is not None
-        veth = self._veth(node)
-        in_ns = ["ip", "-n", node.netns]
-        self._run("ip", "netns", "add", node.netns)
-        self._run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", node.netns)
-        self._run("ip", "link", "set", veth, "master", self.bridge, "up")
-        self._run(*in_ns, "addr", "add", f"{node.address}/{self.subnet.prefixlen}", "dev", "eth0")
-        self._run(*in_ns, "link", "set", "eth0", "up")
-        self._run(*in_ns, "link", "set", "lo", "up")
-        self._run("ip", "netns", "exec", node.netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
-        self._run("ip", "route", "add", str(node.pod_subnet), "via", node.address, "dev", self.bridge)
-        self._mount_namespace(node)
-
-    def _mount_namespace(self, node: NodeSpec) -> None:
-        """The node's mount namespace, kept by a file in a private mount (a namespace file may not sit in a shared
-        one), with the node's own pod log folders bound over the host's."""
-        keep = node.mount_namespace.parent
-        keep.mkdir(parents=True)
-        self._run("mount", "--bind", str(keep), str(keep))
-        self._run("mount", "--make-private", str(keep))
-        node.mount_namespace.touch()
-        self._run("unshare", f"--mount={node.mount_namespace}", "--propagation", "slave", "true")
-        for target in (Path("/var/log/pods"), Path("/var/log/containers")):
-            own = node.folder / "logs" / target.name
-            own.mkdir(parents=True)
-            target.mkdir(parents=True, exist_ok=True)
-            self._run("nsenter", f"--mount={node.mount_namespace}", "--", "mount", "--bind", str(own), str(target))
+        connect(node, self._veth(node), self.bridge, self.subnet)
 
     def _veth(self, node: NodeSpec) -> str:
         """The host's end of the node's veth (in the cluster bridge)."""
@@ -639,7 +304,7 @@ class LocalCluster:
             self._note_pods(name)
             self._force_delete_pods_on(name)
             if node.process("kubelet") in self.processes:  # it tears its pods' networks down
-                poll_until(lambda: not self._sandboxes(node), timeout=60, interval=0.5)
+                poll_until(lambda: not sandboxes(node), timeout=60, interval=0.5)
         self._stop_node(node)
         with contextlib.suppress(*NOT_YET):
             self.kubectl("delete", "node", name, "--ignore-not-found")
@@ -654,17 +319,11 @@ class LocalCluster:
     def _stop_node(self, node: NodeSpec) -> None:
         self._terminate(node.process("kubelet"))
         with contextlib.suppress(*NOT_YET):
-            self._kill_tasks(node)
+            kill_tasks(node)
         self._terminate(node.process("containerd"))
-        self._remove_cgroups(node)
+        remove_cgroups(node)
         if node.netns is not None:
-            # Its mounts (volumes, snapshots, pod namespaces, log folders) live in its mount namespace: they go
-            # with it once the file that keeps it is unmounted and its processes are gone.
-            self._unmount_below(node.mount_namespace.parent)
-            subprocess.run(["ip", "route", "delete", str(node.pod_subnet)], capture_output=True, check=False)
-            subprocess.run(["ip", "link", "delete", self._veth(node)], capture_output=True, check=False)
-            subprocess.run(["ip", "netns", "delete", node.netns], capture_output=True, check=False)
-            shutil.rmtree(node.folder, ignore_errors=True)
+            disconnect(node, self._veth(node))
 
     def lose_node(self, name: str = NODE_NAME) -> None:
         """The node as a machine that went down: its kubelet killed and its pods' processes with it, its Ready
@@ -675,7 +334,7 @@ class LocalCluster:
         proc = self.processes.pop(node.process("kubelet"))
         proc.kill()
         proc.wait(timeout=10)
-        self._kill_tasks(node)
+        kill_tasks(node)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         unknown = {
             "type": "Ready",
@@ -739,7 +398,7 @@ class LocalCluster:
         for name in ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-apiserver"):
             self._terminate(name)
         with contextlib.suppress(*NOT_YET):
-            self._kill_tasks(self.first)
+            kill_tasks(self.first)
         self._terminate("containerd")
         if self.etcd is not None:
             self.etcd.stop()
@@ -747,9 +406,9 @@ class LocalCluster:
             forwarder.close()
         if self.dns is not None:
             self.dns.close()
-        self._unmount_below(self.workdir)
-        self._remove_cgroups(self.first)
-        for name in _netns() - self.netns_before:
+        unmount_below(self.workdir)
+        remove_cgroups(self.first)
+        for name in netns() - self.netns_before:
             if name.startswith("cni-"):
                 subprocess.run(["umount", str(NETNS / name)], capture_output=True, check=False)
                 (NETNS / name).unlink(missing_ok=True)
@@ -767,51 +426,10 @@ class LocalCluster:
         self.kubectl("delete", "pods", "--all-namespaces", "--all", "--grace-period=0", "--force", "--wait=false")
         running = list(self.nodes.values())
         # What still runs is killed next.
-        poll_until(lambda: not any(self._sandboxes(node) for node in running), timeout=60, interval=0.5)
-
-    def _sandboxes(self, node: NodeSpec) -> list[str]:
-        """The node's containerd tasks (pod sandboxes and containers) still running."""
-        rows = [line.split() for line in self._ctr("tasks", "ls", node=node).splitlines()[1:]]
-        return [row[0] for row in rows if len(row) >= 3 and row[2] == "RUNNING"]
-
-    def _kill_tasks(self, node: NodeSpec) -> None:
-        ctr = ["ctr", "--address", str(node.containerd_socket), "-n", "k8s.io", "tasks"]
-        for task in self._sandboxes(node):
-            subprocess.run([*ctr, "kill", "-s", "SIGKILL", task], capture_output=True, check=False)
-        # One still running is deleted by force.
-        poll_until(lambda: not self._sandboxes(node), timeout=10, interval=0.2)
-        for task in self._sandboxes(node):
-            subprocess.run([*ctr, "delete", "-f", task], capture_output=True, check=False)
+        poll_until(lambda: not any(sandboxes(node) for node in running), timeout=60, interval=0.5)
 
     def _terminate(self, name: str) -> None:
-        proc = self.processes.pop(name, None)
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-    @staticmethod
-    def _unmount_below(folder: Path) -> None:
-        prefix = str(folder.resolve())
-        mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-        for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
-            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
-
-    @staticmethod
-    def _remove_cgroups(node: NodeSpec) -> None:
-        for hierarchy in CGROUP_FS.iterdir():
-            top = hierarchy / node.cgroup_root.lstrip("/")
-            if not top.is_dir():
-                continue
-            for folder in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
-            with contextlib.suppress(OSError):
-                top.rmdir()
+        terminate(self.processes.pop(name, None))
 
     def _remove_pod_logs(self) -> None:
         for uid in self.pod_uids:
@@ -832,7 +450,7 @@ class LocalCluster:
             found.append(f"iptables FORWARD rule for {self.bridge}")
         if self.workdir.exists():
             found.append(f"folder {self.workdir}")
-        found += [f"netns {name}" for name in _netns() - self.netns_before if name.startswith("cni-")]
+        found += [f"netns {name}" for name in netns() - self.netns_before if name.startswith("cni-")]
         found += [f"pod log {p}" for uid in self.pod_uids for p in Path("/var/log/pods").glob(f"*_{uid}")]
         for name in self.made:
             found += [item for item in self.node_leftovers(name) if item not in found]
@@ -843,18 +461,11 @@ class LocalCluster:
         node = self.made[name]
         parts = (node.process("kubelet"), node.process("containerd"))
         found = [f"process {part}" for part in parts if (proc := self.processes.get(part)) and proc.poll() is None]
-        top = node.cgroup_root.lstrip("/")
-        found += [f"cgroup {h.name}/{top}" for h in CGROUP_FS.iterdir() if (h / top).exists()]
+        found += cgroup_leftovers(node)
         if node.netns is None:
             return found
-        if node.netns in _netns():
-            found.append(f"netns {node.netns}")
-        links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
-        found += [f"veth {word}" for word in links.split() if word.startswith(self._veth(node))]
-        routes = subprocess.run(["ip", "route", "show"], capture_output=True, text=True, check=False).stdout
-        found += [f"route {line}" for line in routes.splitlines() if line.startswith(f"{node.pod_subnet} ")]
-        mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-        found += [f"mount {m}" for m in mounts if m.startswith(str(node.folder.resolve()))]
+        found += network_leftovers(node, self._veth(node))
+        found += [f"mount {m}" for m in mounts() if m.startswith(str(node.folder.resolve()))]
         if node.folder.exists():
             found.append(f"folder {node.folder}")
         return found

@@ -1,4 +1,4 @@
-"""Submit -> learner start on a real one-node Kubernetes cluster (learnerkit/dev/k8scluster.py), images present.
+"""Submit -> learner start on a real one-node Kubernetes cluster (learnerkit/dev/k8scluster/), images present.
 
 It starts the cluster from the binaries ``make k8s-binaries`` cached (reporting how long that took), the
 real etcd and SeaweedFS, and the scheduler with its Kubernetes backend, then submits one short FfDL job at a

@@ -9,7 +9,7 @@ from dataclasses import asdict, is_dataclass
 from enum import Enum, StrEnum
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from learnerkit.common.errors import LearnerkitError
+from learnerkit.common.yamlfile import YamlError, format_field_path
 
 console = Console(stderr=False, highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -70,6 +71,23 @@ def fail(output: str, error: LearnerkitError, exit_code: int = 1) -> None:
     else:
         err_console.print(f"[bold red]error:[/] {escape(str(error))}", markup=True, highlight=False, soft_wrap=True)
     raise SystemExit(exit_code)
+
+
+def fail_with_problems(output: str, error: YamlError, document: str) -> NoReturn:
+    """Report every problem of a YAML `document` (`manifest`, `sweep`), each with its file, line and field,
+    in the chosen format, and exit 1."""
+    if output == OutputFormat.JSON.value:
+        problems = [
+            {"file": str(p.path), "line": p.line, "field": format_field_path(p.loc), "message": p.message}
+            for p in error.problems
+        ]
+        sys.stdout.write(json.dumps({"valid": False, "problems": problems}, indent=2) + "\n")
+    else:
+        count = len(error.problems)
+        err_console.print(f"[bold red]error:[/] {count} problem{'s' if count != 1 else ''} in the {document}")
+        for problem in error.problems:
+            err_console.print(str(problem), markup=False, highlight=False, soft_wrap=True)
+    raise SystemExit(1)
 
 
 def handles_errors(func: F) -> F:

@@ -1,4 +1,4 @@
-"""One node of the local cluster (``learnerkit/dev/k8scluster.py``): its names, addresses and folders, and the
+"""One node of the local cluster (``learnerkit/dev/k8scluster/``): its names, addresses and folders, and the
 configuration files of its containerd, its CNI network and its kubelet.
 
 The first node lives in the host's network namespace: its address is the cluster bridge's gateway and its pods

@@ -30,12 +30,12 @@ from learnerkit.common.output import (
     emit,
     err_console,
     fail,
+    fail_with_problems,
     keep_whole,
     output_option,
     to_jsonable,
 )
 from learnerkit.common.project import find_project_root
-from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.client.terminal import (
     evaluation_reports,
@@ -518,7 +518,7 @@ def validate(
             check_tenant_settings(job, tenant or job.extensions.tenant, policy, str(manifest))
         summary = _checked_model(model) if model is not None else None
     except ManifestError as e:
-        _report_problems(output, e)
+        fail_with_problems(output, e, "manifest")
     except LearnerkitError as e:
         fail(output, e)
         return
@@ -572,21 +572,6 @@ def framework_catalog(root: Path) -> FrameworkCatalog:
         names = catalog.setdefault(image.framework.name, set())
         names.update({image.version, f"{image.version}-{image.variant_name}", image.tag})
     return catalog
-
-
-def _report_problems(output: str, error: ManifestError) -> NoReturn:
-    if output == OutputFormat.JSON.value:
-        problems = [
-            {"file": str(p.path), "line": p.line, "field": format_field_path(p.loc), "message": p.message}
-            for p in error.problems
-        ]
-        sys.stdout.write(json.dumps({"valid": False, "problems": problems}, indent=2) + "\n")
-    else:
-        count = len(error.problems)
-        err_console.print(f"[bold red]error:[/] {count} problem{'s' if count != 1 else ''} in the manifest")
-        for problem in error.problems:
-            err_console.print(str(problem), markup=False, highlight=False, soft_wrap=True)
-    raise SystemExit(1)
 
 
 def _show(path: Path, job: JobManifest, model: ModelSummary | None) -> None:

@@ -7,21 +7,18 @@ scheduler's REST API, as `job` does (``--url``, ``--token``).
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import tempfile
 from pathlib import Path
-from typing import NoReturn
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
 from learnerkit.common.errors import LearnerkitError
-from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, output_option
+from learnerkit.common.output import console, emit, fail, fail_with_problems, output_option
 from learnerkit.common.project import find_project_root
-from learnerkit.common.yamlfile import YamlError, format_field_path
+from learnerkit.common.yamlfile import YamlError
 from learnerkit.scheduler.cli_job import connected, framework_catalog, image_option, model_argument
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.client.sweeptables import parameters_text, rungs_table, sweeps_table, trials_table
@@ -53,7 +50,7 @@ def validate(sweep: Path, root: Path | None, output: str) -> None:
     try:
         checked = load_sweep(sweep, framework_catalog(find_project_root(root)), defaults=resource_defaults(os.environ))
     except YamlError as e:
-        _report_problems(output, e)
+        fail_with_problems(output, e, "sweep")
     except LearnerkitError as e:
         fail(output, e)
         return
@@ -89,21 +86,6 @@ def _show(sweep: Sweep, configs: list[Config]) -> None:
 
 def _format(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def _report_problems(output: str, error: YamlError) -> NoReturn:
-    if output == OutputFormat.JSON.value:
-        problems = [
-            {"file": str(p.path), "line": p.line, "field": format_field_path(p.loc), "message": p.message}
-            for p in error.problems
-        ]
-        sys.stdout.write(json.dumps({"valid": False, "problems": problems}, indent=2) + "\n")
-    else:
-        count = len(error.problems)
-        err_console.print(f"[bold red]error:[/] {count} problem{'s' if count != 1 else ''} in the sweep")
-        for problem in error.problems:
-            err_console.print(str(problem), markup=False, highlight=False, soft_wrap=True)
-    raise SystemExit(1)
 
 
 @sweep_group.command("submit")

@@ -1,5 +1,5 @@
 """FfDL manifests through the scheduler and its Kubernetes backend on a real kube-apiserver, kube-scheduler and
-kubelet (learnerkit/dev/k8scluster.py): the real etcd and S3 behind them, the project's own learner and sidecar
+kubelet (learnerkit/dev/k8scluster/): the real etcd and S3 behind them, the project's own learner and sidecar
 images."""
 
 from __future__ import annotations

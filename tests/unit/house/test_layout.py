@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
-import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
@@ -26,14 +25,27 @@ def test_the_readme_folder_table_lists_exactly_the_tracked_top_level_folders() -
     assert readme_folders() == tracked_top_level_folders()
 
 
+def package_roots() -> dict[str, str]:
+    """setup.py's ``ROOTS``: each shipped package's import name -> its folder (setup.py finds those below)."""
+    for node in ast.parse((REPO / "setup.py").read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["ROOTS"]:
+            roots = ast.literal_eval(node.value)
+            assert isinstance(roots, dict)
+            return roots
+    raise AssertionError("setup.py has no ROOTS")
+
+
 def test_every_package_folder_is_named_as_it_is_imported_except_build() -> None:
-    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
-    renamed = {name: folder for name, folder in setuptools["package-dir"].items() if Path(folder).name != name}
+    renamed = {name: folder for name, folder in package_roots().items() if Path(folder).name != name}
     assert renamed == {"learnerkit_build": "build"}
-    for package in setuptools["packages"]:
-        root, *rest = package.split(".")
-        folder = Path(setuptools["package-dir"].get(root, root), *rest)
-        assert (REPO / folder / "__init__.py").is_file(), f"{package} is not the folder {folder}"
+
+
+def test_every_top_level_package_folder_ships_but_the_tests() -> None:
+    """A new top-level package must be added to setup.py's ROOTS (the packages below a root ship by themselves:
+    tests/integration/packaging/test_wheel.py)."""
+    listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    top = {line.split("/")[0] for line in listed.splitlines() if line.count("/") == 1 and line.endswith("/__init__.py")}
+    assert top - {"tests"} == {folder for folder in package_roots().values() if "/" not in folder}
 
 
 def test_no_benchmark_imports_the_test_package() -> None:

@@ -24,6 +24,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from rich.table import Table
 
 from learnerkit.common.errors import LearnerkitError
+from learnerkit.common.instants import parse_instant
 from learnerkit.common.output import (
     OutputFormat,
     console,
@@ -50,7 +51,7 @@ from learnerkit.scheduler.config.policy import SubmitPolicy, check_tenant_settin
 from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.config.tenants import load_tenants
 from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError, SchedulerError
-from learnerkit.scheduler.facade import JobView
+from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_JOBS, JobQuery, JobView
 from learnerkit.scheduler.manifest.defaultresults import default_results
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest.parser import load_manifest
@@ -145,11 +146,65 @@ def _upload(client: SchedulerClient, text: str, source: str, image: str | None, 
 
 
 @job_group.command("list")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_PAGE_JOBS),
+    default=DEFAULT_PAGE_JOBS,
+    show_default=True,
+    help="jobs per page",
+)
+@click.option("--next", "next_token", default=None, metavar="TOKEN", help="the page after the one that printed TOKEN")
+@click.option(
+    "--sort",
+    type=click.Choice(["submitted", "-submitted", "name", "-name", "status", "-status"]),
+    default="submitted",
+    show_default=True,
+    help="order; a leading - reverses it",
+)
+@click.option("--status", "statuses", multiple=True, metavar="STATUS", help="only this status (repeat for more)")
+@click.option("--name", default=None, help="only jobs of this name")
+@click.option("--framework", default=None, help="only jobs of this framework (as the manifest names it)")
+@click.option("--since", default=None, metavar="TIME", help="submitted at or after (ISO-8601, UTC by default)")
+@click.option("--until", default=None, metavar="TIME", help="submitted before (ISO-8601, UTC by default)")
+@click.option("--search", default=None, metavar="TEXT", help="text in the job id, name or reason (any case)")
 @connected
-def list_jobs(client: SchedulerClient, output: str) -> None:
-    """The tenant's jobs."""
-    jobs = client.list_jobs()
-    emit(output, jobs, lambda: console.print(jobs_table(jobs)))
+def list_jobs(
+    limit: int,
+    next_token: str | None,
+    sort: str,
+    statuses: tuple[str, ...],
+    name: str | None,
+    framework: str | None,
+    since: str | None,
+    until: str | None,
+    search: str | None,
+    client: SchedulerClient,
+    output: str,
+) -> None:
+    """A page of the tenant's jobs; when more follow, the token of the next page is printed (to stderr, so
+    `--output json` stays the list of jobs): pass it with --next and the same filters."""
+    query = JobQuery(
+        limit=limit,
+        next=next_token,
+        sort=sort.removeprefix("-"),
+        descending=sort.startswith("-"),
+        statuses=frozenset(part.strip().upper() for item in statuses for part in item.split(",") if part.strip()),
+        name=name,
+        framework=framework,
+        since=parse_instant("--since", since),
+        until=parse_instant("--until", until),
+        search=search,
+    )
+    page = client.page_jobs(query)
+    jobs = list(page.jobs)
+    emit(output, jobs, lambda: console.print(jobs_table(jobs, width=console.width)))
+    if page.next is not None:
+        err_console.print(
+            f"{len(jobs)} of {page.total} jobs; next page: --next {page.next}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @job_group.command("status")

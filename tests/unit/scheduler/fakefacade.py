@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from learnerkit.scheduler.errors import JobNotFoundError, JobStateError, UnknownFileError
 from learnerkit.scheduler.facade import (
@@ -12,11 +13,14 @@ from learnerkit.scheduler.facade import (
     EvaluationReports,
     EvaluationView,
     FileStream,
+    JobPage,
+    JobQuery,
     JobView,
     LearnerView,
     LogStream,
     StoredFile,
 )
+from learnerkit.scheduler.jobs.listing import ListedJob, select
 from learnerkit.scheduler.manifest.evaluations import parse_evaluations_text
 from learnerkit.scheduler.manifest.parser import parse_manifest
 
@@ -79,6 +83,8 @@ class FakeFacade:
         self.submitted_models: list[bytes] = []
         """Each submit's model, as it arrived."""
         self.submitted_images: list[str | None] = []
+        self.frameworks: dict[str, str] = {}
+        """A job's framework for the list's filter, by job id; pytorch when not set."""
 
     async def submit(
         self,
@@ -115,6 +121,20 @@ class FakeFacade:
     async def list_jobs(self, tenant: str) -> list[JobView]:
         self.calls.append(("list", tenant))
         return [job.view for job in self.jobs.values() if job.view.tenant == tenant]
+
+    async def page_jobs(self, tenant: str, query: JobQuery) -> JobPage:
+        """The scheduler's own selection (`learnerkit.scheduler.jobs.listing`) over the fake's views."""
+        self.calls.append(("page", tenant))
+        listed = [
+            ListedJob(
+                v.job_id, v.name, v.status, self.frameworks.get(v.job_id, "pytorch"), _epoch(v.submitted_at), v.reason
+            )
+            for job in self.jobs.values()
+            if (v := job.view).tenant == tenant
+        ]
+        chosen = select(listed, query)
+        views = tuple(self.jobs[job_id].view for job_id in chosen.job_ids)
+        return JobPage(views, chosen.cursors, chosen.cursors[-1] if chosen.more else None, chosen.total)
 
     async def get(self, tenant: str, job_id: str) -> JobView:
         job = self._job(tenant, job_id)
@@ -233,3 +253,7 @@ def view(job_id: str, tenant: str, status: str = "PROCESSING", **changes: object
 
 def _kind(path: str) -> str:
     return "model" if path.startswith("model") else path.split("/")[2]
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp() if iso else 0.0

@@ -247,6 +247,12 @@ def evaluations(job_id: str, client: SchedulerClient, output: str) -> None:
 @click.option("--learner", type=click.IntRange(min=1), default=1, show_default=True, help="1-based learner id")
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="start with the last N lines only")
 @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="start at this byte")
+@click.option(
+    "--attempt",
+    type=click.IntRange(min=1),
+    default=None,
+    help="the log of this attempt (`job status` lists them) [default: the latest]",
+)
 @interval_option
 @connected
 def logs(
@@ -255,11 +261,13 @@ def logs(
     learner: int,
     tail: int | None,
     offset: int,
+    attempt: int | None,
     interval: float,
     client: SchedulerClient,
     output: str,
 ) -> None:
-    """A learner's log: what is there now, or with -f everything until the job has finished.
+    """A learner's log: what is there now, or with -f everything until the job has finished. Each attempt
+    (a resume, a restart after a preemption) has a log of its own: --attempt reads an earlier one.
 
     Printed as it arrives: the scheduler fetches only the parts of the log from the offset (or the last
     lines) on."""
@@ -268,15 +276,23 @@ def logs(
     pieces: list[bytes] = []
     while True:
         if as_json and follow:
-            chunk = client.logs(job_id, learner_id=learner, offset=offset, tail=tail)
+            chunk = client.logs(job_id, learner_id=learner, offset=offset, tail=tail, attempt=attempt)
             start = chunk.next_offset - len(chunk.data)
-            line = {"job_id": job_id, "learner": learner, "offset": start, **_chunk_json(chunk.data)}
+            line = {
+                "job_id": job_id,
+                "learner": learner,
+                **_attempt(attempt),
+                "offset": start,
+                **_chunk_json(chunk.data),
+            }
             sys.stdout.write(json.dumps(line | {"next_offset": chunk.next_offset, "finished": chunk.finished}) + "\n")
             sys.stdout.flush()
             next_offset, finished = chunk.next_offset, chunk.finished
         else:
             write = pieces.append if as_json else stdout.write
-            next_offset, finished = client.copy_logs(job_id, write, learner_id=learner, offset=offset, tail=tail)
+            next_offset, finished = client.copy_logs(
+                job_id, write, learner_id=learner, offset=offset, tail=tail, attempt=attempt
+            )
             if not as_json:
                 stdout.flush()
         tail = None  # the last lines once; then on from where they end
@@ -287,7 +303,7 @@ def logs(
         if caught_up:
             time.sleep(interval)
     if as_json and not follow:
-        body = {"job_id": job_id, "learner": learner, **_chunk_json(b"".join(pieces))}
+        body = {"job_id": job_id, "learner": learner, **_attempt(attempt), **_chunk_json(b"".join(pieces))}
         sys.stdout.write(json.dumps(body | {"next_offset": offset, "finished": finished}, indent=2) + "\n")
 
 
@@ -458,6 +474,11 @@ def _show_report(report: VerifyReport) -> None:
         console.print(f"[{colours[check.state.value]}]{check.state.value}[/] {escape(check.item)}{detail}")
     verdict = "[green]verified[/]" if report.ok else f"[bold red]{len(report.changed)} item(s) changed[/]"
     console.print(f"{verdict} (key {report.key_id})")
+
+
+def _attempt(attempt: int | None) -> dict[str, int]:
+    """The attempt asked for in `logs --output json`; none named: the latest, as before."""
+    return {} if attempt is None else {"attempt": attempt}
 
 
 def _chunk_json(data: bytes) -> dict[str, str]:

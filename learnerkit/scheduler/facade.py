@@ -210,7 +210,11 @@ class LogStream:
     """Where the bytes start: the asked offset, or where the asked last lines start."""
     next_offset: int
     finished: bool
-    """True when the job is terminal and everything up to ``next_offset`` is all there is."""
+    """True when the attempt is over and everything up to ``next_offset`` is all there is."""
+    attempt: int = 1
+    """The attempt whose log this is."""
+    log_size: int = 0
+    """The whole log's size so far (a range may stop before it)."""
 
     @property
     def size(self) -> int:
@@ -291,10 +295,19 @@ class SchedulerFacade(Protocol):
         last. ``JobStateError`` while it is queued or running."""
 
     async def logs(
-        self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
+        self,
+        tenant: str,
+        job_id: str,
+        *,
+        learner_id: int = 1,
+        offset: int = 0,
+        tail: int | None = None,
+        attempt: int | None = None,
+        length: int | None = None,
     ) -> LogStream:
-        """The learner's log (as shipped to the object store) from ``offset``, or its last ``tail`` lines when
-        they start later."""
+        """The learner's log of ``attempt`` (default: the latest; as shipped to the object store) from ``offset``,
+        or its last ``tail`` lines when they start later, and at most ``length`` bytes of it; `ConfigError` for
+        an attempt the job has not had."""
 
     async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:
         """The learner's stored ``metrics.jsonl`` of every attempt, oldest first: JSON lines

@@ -90,6 +90,8 @@ SORT_PATTERN = "^-?(submitted|name|status)$"
 _JOB_JSON = TypeAdapter(JobView)
 FINISHED_HEADER = "X-Finished"
 OFFSET_HEADER = "X-Offset"
+ATTEMPT_HEADER = "X-Attempt"
+LOG_SIZE_HEADER = "X-Log-Size"
 
 
 class ErrorBody(BaseModel):
@@ -160,6 +162,8 @@ _LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
             NEXT_OFFSET_HEADER: {"description": "the offset to ask for next", "schema": {"type": "integer"}},
             FINISHED_HEADER: {"description": "`true` when the log is complete", "schema": {"type": "string"}},
             OFFSET_HEADER: {"description": "where the bytes start in the log", "schema": {"type": "integer"}},
+            ATTEMPT_HEADER: {"description": "the attempt whose log this is", "schema": {"type": "integer"}},
+            LOG_SIZE_HEADER: {"description": "the whole log's size so far", "schema": {"type": "integer"}},
         },
     }
 }
@@ -393,14 +397,21 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
             int | None,
             Query(ge=0, le=MAX_TAIL_LINES, description="only the last N lines (from `offset` at most), within 8 MiB"),
         ] = None,
+        attempt: Annotated[int | None, Query(ge=1, description="1-based attempt; default: the latest")] = None,
+        length: Annotated[int | None, Query(ge=0, description="at most this many bytes from where it starts")] = None,
     ) -> Response:
-        """A learner's log from ``offset``; poll with the returned next offset until finished. Streamed: only
-        the log's parts from the offset on are fetched, and no more than a chunk of them is held at once."""
-        stream = await facade.logs(tenant, job_id, learner_id=learner, offset=offset, tail=tail)
+        """A learner's log of one attempt from ``offset``; poll with the returned next offset until finished.
+        Streamed: only the log's parts from the offset on are fetched, and no more than a chunk of them is held
+        at once."""
+        stream = await facade.logs(
+            tenant, job_id, learner_id=learner, offset=offset, tail=tail, attempt=attempt, length=length
+        )
         headers = {
             NEXT_OFFSET_HEADER: str(stream.next_offset),
             FINISHED_HEADER: str(stream.finished).lower(),
             OFFSET_HEADER: str(stream.offset),
+            ATTEMPT_HEADER: str(stream.attempt),
+            LOG_SIZE_HEADER: str(stream.log_size),
             "Content-Length": str(stream.size),
         }
         # A sync iterator: Starlette takes its chunks in a worker thread (they are fetched from the store).

@@ -237,10 +237,22 @@ class SchedulerClient:
     def delete(self, job_id: str) -> JobView:
         return job_view(self._request("DELETE", f"/v1/jobs/{_quoted(job_id)}").json())
 
-    def logs(self, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None) -> LogChunk:
-        """The log from ``offset`` (or its last ``tail`` lines), read whole."""
+    def logs(
+        self,
+        job_id: str,
+        *,
+        learner_id: int = 1,
+        offset: int = 0,
+        tail: int | None = None,
+        attempt: int | None = None,
+        length: int | None = None,
+    ) -> LogChunk:
+        """The log of ``attempt`` (default: the latest) from ``offset`` (or its last ``tail`` lines), at most
+        ``length`` bytes of it, read whole."""
         pieces: list[bytes] = []
-        next_offset, finished = self.copy_logs(job_id, pieces.append, learner_id=learner_id, offset=offset, tail=tail)
+        next_offset, finished = self.copy_logs(
+            job_id, pieces.append, learner_id=learner_id, offset=offset, tail=tail, attempt=attempt, length=length
+        )
         return LogChunk(data=b"".join(pieces), next_offset=next_offset, finished=finished)
 
     def copy_logs(
@@ -251,12 +263,16 @@ class SchedulerClient:
         learner_id: int = 1,
         offset: int = 0,
         tail: int | None = None,
+        attempt: int | None = None,
+        length: int | None = None,
     ) -> tuple[int, bool]:
-        """Hand the log from ``offset`` (or its last ``tail`` lines) to ``write`` as it arrives, a chunk at a
-        time; return the next offset to ask for and whether the log is finished."""
+        """Hand the log of ``attempt`` (default: the latest) from ``offset`` (or its last ``tail`` lines) to
+        ``write`` as it arrives, a chunk at a time; return the next offset to ask for and whether the log is
+        finished."""
         params: dict[str, int] = {"learner": learner_id, "offset": offset}
-        if tail is not None:
-            params["tail"] = tail
+        for name, value in (("tail", tail), ("attempt", attempt), ("length", length)):
+            if value is not None:
+                params[name] = value
         path = f"/v1/jobs/{_quoted(job_id)}/logs"
         response = self._send("GET", path, None, params)
         url = self.base_url + path

@@ -318,12 +318,30 @@ class Scheduler:
         return job_view(tracked)
 
     async def logs(
-        self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
+        self,
+        tenant: str,
+        job_id: str,
+        *,
+        learner_id: int = 1,
+        offset: int = 0,
+        tail: int | None = None,
+        attempt: int | None = None,
+        length: int | None = None,
     ) -> LogStream:
         tracked = self._owned(tenant, job_id)
         _check_learner(tracked, learner_id)
+        latest = tracked.state.attempt
+        if attempt is not None and not 1 <= attempt <= latest:
+            raise ConfigError(f"attempt: job {job_id} has attempts 1..{latest}; got {attempt}")
         return await self.reader.logs(
-            self._endpoints(tracked), tracked.manifest, tracked.state, learner_id, offset=offset, tail=tail
+            self._endpoints(tracked),
+            tracked.manifest,
+            tracked.state,
+            learner_id,
+            offset=offset,
+            tail=tail,
+            attempt=attempt,
+            length=length,
         )
 
     async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from learnerkit.common.errors import ConfigError
 from learnerkit.scheduler.errors import JobNotFoundError, JobStateError, UnknownFileError
 from learnerkit.scheduler.facade import (
     EvaluationReport,
@@ -59,6 +60,8 @@ class FakeJob:
     script: list[JobView] = field(default_factory=list)
     """Views that successive `get` calls move through, one per call (the last one stays)."""
     log: bytes = b""
+    past_logs: list[bytes] = field(default_factory=list)
+    """The logs of attempts before the latest (whose log is `log`), oldest first."""
     log_step: int = 8
     """Bytes each `logs` call releases, so a follower needs several polls."""
     metrics: bytes = b""
@@ -174,9 +177,27 @@ class FakeFacade:
         return job.view
 
     async def logs(
-        self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
+        self,
+        tenant: str,
+        job_id: str,
+        *,
+        learner_id: int = 1,
+        offset: int = 0,
+        tail: int | None = None,
+        attempt: int | None = None,
+        length: int | None = None,
     ) -> LogStream:
         job = self._job(tenant, job_id)
+        latest = len(job.past_logs) + 1
+        if attempt is not None and attempt != latest:
+            if not 1 <= attempt < latest:
+                raise ConfigError(f"attempt: job {job_id} has attempts 1..{latest}; got {attempt}")
+            past = job.past_logs[attempt - 1]
+            if tail is not None:
+                lines = past.splitlines(keepends=True)
+                offset = max(offset, len(past) - sum(map(len, lines[len(lines) - tail :] if tail else [])))
+            end = len(past) if length is None else min(len(past), offset + length)
+            return LogStream(iter([past[offset:end]]), offset, end, end >= len(past), attempt, len(past))
         if tail is not None:
             lines = job.log.splitlines(keepends=True)
             offset = max(offset, len(job.log) - sum(map(len, lines[len(lines) - tail :] if tail else [])))
@@ -185,9 +206,11 @@ class FakeFacade:
         if end >= len(job.log) and job.view.status not in TERMINAL:
             # The job ends once its whole log has been read: the next poll reports the log finished.
             job.view = replace(job.view, status="COMPLETED")
-            return LogStream(iter([data]), offset, end, finished=False)
+            return LogStream(iter([data]), offset, end, False, latest, len(job.log))
         finished = job.view.status in TERMINAL and end >= len(job.log)
-        return LogStream(iter([data[i : i + 3] for i in range(0, len(data), 3)]), offset, end, finished)
+        return LogStream(
+            iter([data[i : i + 3] for i in range(0, len(data), 3)]), offset, end, finished, latest, len(job.log)
+        )
 
     async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:
         job = self._job(tenant, job_id)

@@ -504,3 +504,25 @@ def test_a_bad_list_parameter_is_refused_naming_it(
     assert response.status_code in (400, 422)
     assert response.json()["error"] == "bad_request"
     assert field in response.json()["message"]
+
+
+def test_logs_of_an_earlier_attempt_by_range(client: TestClient, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a", status="PROCESSING"), log=b"resumed at step 40\n")
+    fake.jobs["a-1"].past_logs = [b"step 10\nstep 20\nhalted: preempted\n"]
+    headers = bearer(tenants.a)
+    first = client.get("/v1/jobs/a-1/logs", params={"attempt": 1}, headers=headers)
+    assert first.content == b"step 10\nstep 20\nhalted: preempted\n"
+    assert (first.headers["X-Attempt"], first.headers["X-Finished"]) == ("1", "true")
+    window = client.get("/v1/jobs/a-1/logs", params={"attempt": 1, "offset": 8, "length": 8}, headers=headers)
+    assert window.content == b"step 20\n"
+    assert (window.headers["X-Next-Offset"], window.headers["X-Log-Size"], window.headers["X-Finished"]) == (
+        "16",
+        "34",
+        "false",
+    )
+    latest = client.get("/v1/jobs/a-1/logs", params={"learner": 1}, headers=headers)
+    assert latest.headers["X-Attempt"] == "2"
+    missing = client.get("/v1/jobs/a-1/logs", params={"attempt": 3}, headers=headers)
+    assert (missing.status_code, missing.json()["error"]) == (400, "bad_request")
+    assert missing.json()["message"] == "attempt: job a-1 has attempts 1..2; got 3"
+    assert client.get("/v1/jobs/a-1/logs", params={"attempt": 0}, headers=headers).status_code == 422

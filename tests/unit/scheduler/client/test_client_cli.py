@@ -565,3 +565,21 @@ def test_the_demos_list_at_80_columns_in_a_pipe_keeps_names_whole(
     assert ("reason" in lines[1]) == bool(reason), "a column no job fills is left out"
     if reason:
         assert "".join(reason.split()) in "".join("".join(line[66:].split()) for line in lines[3:]), shown.stdout
+
+
+def test_logs_of_an_earlier_attempt(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a", status="PROCESSING"), log=b"resumed at step 40\n")
+    fake.jobs["a-1"].past_logs = [b"step 10\nhalted: preempted\n"]
+    code, out = run(url, tenants.a, "logs", "a-1", "--attempt", "1", "-f", *FAST)
+    assert (code, out) == (0, "step 10\nhalted: preempted\n"), "an earlier attempt's log is finished: -f ends"
+    code, out = run(url, tenants.a, "logs", "a-1", "--attempt", "1", "--tail", "1", "-o", "json")
+    assert json.loads(out) == {
+        "job_id": "a-1",
+        "learner": 1,
+        "attempt": 1,
+        "data": "halted: preempted\n",
+        "next_offset": 26,
+        "finished": True,
+    }
+    code, out = run(url, tenants.a, "logs", "a-1", "--attempt", "3", "-o", "json")
+    assert code == 1 and "400 attempt: job a-1 has attempts 1..2; got 3" in json.loads(out)["message"]

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -53,7 +54,7 @@ from learnerkit.scheduler.config.tenants import load_tenants
 from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError, SchedulerError
 from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_JOBS, JobQuery, JobView
 from learnerkit.scheduler.manifest.defaultresults import default_results
-from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
+from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest, ResourceDefaults
 from learnerkit.scheduler.manifest.parser import load_manifest
 from learnerkit.scheduler.manifest.units import format_size
 
@@ -544,6 +545,13 @@ def _report_rejected(output: str, error: ManifestRejectedError) -> NoReturn:
     help="check the priority and preemptible against this tenants file, as submit does [env LEARNERKIT_TENANTS]",
 )
 @click.option("--tenant", default=None, help="the tenant submitting [default: the manifest's learnerkit.tenant]")
+@click.option(
+    "--results-bucket",
+    default=None,
+    metavar="BUCKET",
+    help="the scheduler's default results bucket: where the results of a manifest without training_results go"
+    " [env LEARNERKIT_RESULTS_BUCKET]",
+)
 @output_option
 def validate(
     manifest: Path,
@@ -552,13 +560,22 @@ def validate(
     root: Path | None,
     tenants_file: Path | None,
     tenant: str | None,
+    results_bucket: str | None,
     output: str,
 ) -> None:
     """Check MANIFEST (an FfDL manifest.yml) and the model code MODEL (a folder or .zip) as `submit` would;
-    print a summary, or every problem and exit 1."""
+    print a summary, or every problem and exit 1.
+
+    The one check left to submit: a manifest without training_results runs only on a scheduler with a default
+    results store, and offline validate cannot know the scheduler's settings; it says so, and where the results
+    go on one that has it (--results-bucket)."""
     try:
-        defaults = resource_defaults(os.environ)
-        job = load_manifest(manifest, framework_catalog(find_project_root(root)), image=image, defaults=defaults)
+        defaults = _validate_defaults(results_bucket)
+        offline = defaults.results_bucket is None
+        if offline:
+            defaults = replace(defaults, results_bucket=OFFLINE_RESULTS_BUCKET)
+        catalog = framework_catalog(find_project_root(root))
+        job = load_manifest(manifest, catalog, image=image, defaults=defaults, tenant=tenant)
         if tenants_file is not None:
             policy = load_tenants(tenants_file).applied_to(SubmitPolicy())
             check_tenant_settings(job, tenant or job.extensions.tenant, policy, str(manifest))
@@ -569,9 +586,40 @@ def validate(
         fail(output, e)
         return
     data: dict[str, Any] = {"valid": True, "defaults_applied": defaults_applied(job), "manifest": job.to_dict()}
+    left = {"training_results": _left_to_submit(job)} if offline and default_results(job) is not None else {}
+    if left:
+        data["left_to_submit"] = left
     if summary is not None:
         data["model"] = {"files": summary.files, "bytes": summary.expanded_bytes, "requirements": summary.requirements}
-    emit(output, data, lambda: _show(manifest, job, summary))
+    results_source = "--results-bucket" if results_bucket else _defaults_source("training_results")
+    emit(output, data, lambda: _show(manifest, job, summary, results_source, left))
+
+
+OFFLINE_RESULTS_BUCKET = "<the scheduler's results bucket>"
+"""Stands for the bucket of a scheduler's default results store where validate knows of none (offline)."""
+
+
+def _validate_defaults(results_bucket: str | None) -> ResourceDefaults:
+    """The scheduler's defaults as this environment sets them, ``--results-bucket`` over its variable."""
+    defaults = resource_defaults(os.environ)
+    if not results_bucket:
+        return defaults
+    try:
+        checked = resource_defaults({"LEARNERKIT_RESULTS_BUCKET": results_bucket})
+    except SchedulerError as e:
+        raise SchedulerError(
+            f"--results-bucket {results_bucket!r}: expected an S3 bucket name (a-z, 0-9, '.', '-')"
+        ) from e
+    return replace(defaults, results_bucket=checked.results_bucket)
+
+
+def _left_to_submit(job: JobManifest) -> str:
+    folder = (default_results(job) or "").removeprefix(f"{OFFLINE_RESULTS_BUCKET}/")
+    return (
+        "the manifest names no training_results: a scheduler with a default results store "
+        f"({_DEFAULT_VARIABLES['training_results']}) keeps the results in its bucket under {folder}, on the training "
+        "data's object store; one without refuses the manifest at submit"
+    )
 
 
 _DEFAULT_VARIABLES = {
@@ -635,7 +683,7 @@ def _report_problems(output: str, error: ManifestError) -> NoReturn:
     raise SystemExit(1)
 
 
-def _show(path: Path, job: JobManifest, model: ModelSummary | None) -> None:
+def _show(path: Path, job: JobManifest, model: ModelSummary | None, results_source: str, left: dict[str, str]) -> None:
     r = job.resources
     table = Table(title=f"{path}: valid", show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -655,7 +703,8 @@ def _show(path: Path, job: JobManifest, model: ModelSummary | None) -> None:
     applied = [f"{shown[k]} ({_defaults_source(k)})" for k in r.defaulted]
     results = default_results(job)
     if results is not None:
-        applied.append(f"training_results {results} ({_DEFAULT_VARIABLES['training_results']})")
+        source = "on a scheduler with a default results store" if left else results_source
+        applied.append(f"training_results {results} ({source})")
     if applied:
         table.add_row("defaults", f"{', '.join(applied)}: not in the manifest")
     if job.framework.target != job.framework.name:
@@ -678,3 +727,10 @@ def _show(path: Path, job: JobManifest, model: ModelSummary | None) -> None:
         table.add_row("model code", f"{files}, {decimal(model.expanded_bytes)}")
         table.add_row("requirements", ", ".join(model.requirements) or "none")
     console.print(table)
+    for field, why in left.items():
+        console.print(
+            f"[yellow]left to submit[/]: {field}: {escape(why)}. The one check validate leaves to submit:"
+            " validate cannot know the scheduler's settings (--results-bucket BUCKET says where the results go on a"
+            " scheduler with that bucket).",
+            highlight=False,
+        )

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import bisect
 import hashlib
+import heapq
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,8 +19,10 @@ from typing import Any
 
 from learnerkit.scheduler.errors import InvalidRequestError
 from learnerkit.scheduler.facade import JobQuery
+from learnerkit.scheduler.jobs.state import JobStatus
 
 SORT_FIELDS = ("submitted", "name", "status")
+STATUSES = frozenset(status.value for status in JobStatus)
 
 SortKey = tuple[Any, float, str]
 
@@ -73,22 +75,23 @@ def select(jobs: Sequence[ListedJob], query: JobQuery) -> Selection:
     """The page of ``jobs`` that ``query`` asks for; `InvalidRequestError` for a token of another query."""
     if query.sort not in SORT_FIELDS:
         raise InvalidRequestError(f"sort: expected one of {', '.join(SORT_FIELDS)}; got {query.sort!r}")
-    matching = [job for job in jobs if job.matches(query)]
-    keys = sorted((job.key(query.sort) for job in matching), reverse=query.descending)
-    start = 0
+    unknown = sorted(query.statuses - STATUSES)
+    if unknown:
+        raise InvalidRequestError(f"status: expected any of {', '.join(sorted(STATUSES))}; got {', '.join(unknown)}")
+    digest = _query_digest(query)
+    keys = [job.key(query.sort) for job in jobs if job.matches(query)]
+    total = len(keys)
     if query.next is not None:
-        after = decode_token(query.next, query)
-        if query.descending:
-            # bisect wants ascending order: search the negated position in the reversed list.
-            start = len(keys) - bisect.bisect_left(keys[::-1], after)
-        else:
-            start = bisect.bisect_right(keys, after)
-    page = keys[start : start + query.limit]
+        after = decode_token(query.next, query, digest)
+        keys = [key for key in keys if (key < after if query.descending else key > after)]
+    # The page and one more row (is there a next page?), without sorting every row of the tenant.
+    pick = heapq.nlargest if query.descending else heapq.nsmallest
+    page = pick(query.limit + 1, keys)
     return Selection(
-        job_ids=tuple(key[2] for key in page),
-        cursors=tuple(encode_token(key, query) for key in page),
-        more=start + len(page) < len(keys),
-        total=len(keys),
+        job_ids=tuple(key[2] for key in page[: query.limit]),
+        cursors=tuple(encode_token(key, digest) for key in page[: query.limit]),
+        more=len(page) > query.limit,
+        total=total,
     )
 
 
@@ -106,20 +109,20 @@ def _query_digest(query: JobQuery) -> str:
     return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:12]
 
 
-def encode_token(key: SortKey, query: JobQuery) -> str:
-    raw = json.dumps({"k": list(key), "q": _query_digest(query)}, separators=(",", ":")).encode()
+def encode_token(key: SortKey, digest: str) -> str:
+    raw = json.dumps({"k": list(key), "q": digest}, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_token(token: str, query: JobQuery) -> SortKey:
+def decode_token(token: str, query: JobQuery, digest: str) -> SortKey:
     """The sort key a token continues after; refuses one that is not a token or belongs to another query."""
     try:
         raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         value, submitted, job_id = raw["k"]
-        digest = raw["q"]
+        raw_digest = raw["q"]
     except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
         raise InvalidRequestError(f"next: {token[:40]!r} is not a next token this scheduler gave") from e
-    if digest != _query_digest(query):
+    if raw_digest != digest:
         raise InvalidRequestError(
             "next: the token belongs to a query with other filters or another order: ask again from the first page"
         )

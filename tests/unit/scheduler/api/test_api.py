@@ -492,6 +492,7 @@ def test_a_page_stops_at_its_byte_bound_and_the_token_goes_on_from_there(
         ({"until": "2026-13-01"}, "until"),
         ({"next": "not-a-token"}, "next"),
         ({"sort": "age"}, "sort"),
+        ({"status": "FINISHED"}, "status"),
         ({"limit": "0"}, "limit"),
         ({"limit": str(MAX_PAGE_JOBS + 1)}, "limit"),
     ],

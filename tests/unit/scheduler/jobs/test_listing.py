@@ -89,6 +89,8 @@ def test_the_limit_may_change_between_pages() -> None:
 def test_a_bad_sort_or_time_names_its_field() -> None:
     with pytest.raises(InvalidRequestError, match=r"^sort:"):
         select(JOBS, JobQuery(sort="age"))
+    with pytest.raises(InvalidRequestError, match=r"^status: expected any of CANCELLED, COMPLETED, .*; got FINISHED$"):
+        select(JOBS, JobQuery(statuses=frozenset({"FINISHED", "FAILED"})))
     with pytest.raises(ConfigError, match=r"^since:"):
         parse_instant("since", "yesterday")
     assert parse_instant("until", "1970-01-01T00:01:00Z") == 60.0

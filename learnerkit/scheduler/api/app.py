@@ -333,7 +333,9 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
             next=next_token or None,
             sort=sort.removeprefix("-"),
             descending=sort.startswith("-"),
-            statuses=frozenset(part.strip().upper() for item in status or () for part in item.split(",") if part),
+            statuses=frozenset(
+                part.strip().upper() for item in status or () for part in item.split(",") if part.strip()
+            ),
             name=name,
             framework=framework,
             since=parse_instant("since", since),

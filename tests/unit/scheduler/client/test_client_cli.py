@@ -556,7 +556,7 @@ def test_the_demos_list_at_80_columns_in_a_pipe_keeps_names_whole(
     fake.add(view("job-3f2a9c1d7e41", "team-a", status="QUEUED", name="pytorch-smoke", reason=reason))
     env = {**os.environ, "LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": tenants.a, "COLUMNS": "80"}
     shown = subprocess.run(
-        [sys.executable, "-m", "learnerkit", "job", "list"], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-m", "learnerkit", "job", "list"], capture_output=True, text=True, env=env, timeout=180
     )
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -24,6 +25,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from rich.table import Table
 
 from learnerkit.common.errors import LearnerkitError
+from learnerkit.common.instants import parse_instant
 from learnerkit.common.output import (
     OutputFormat,
     console,
@@ -50,9 +52,9 @@ from learnerkit.scheduler.config.policy import SubmitPolicy, check_tenant_settin
 from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.config.tenants import load_tenants
 from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError, SchedulerError
-from learnerkit.scheduler.facade import JobView
+from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_JOBS, JobQuery, JobView
 from learnerkit.scheduler.manifest.defaultresults import default_results
-from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
+from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest, ResourceDefaults
 from learnerkit.scheduler.manifest.parser import load_manifest
 from learnerkit.scheduler.manifest.units import format_size
 
@@ -145,11 +147,65 @@ def _upload(client: SchedulerClient, text: str, source: str, image: str | None, 
 
 
 @job_group.command("list")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_PAGE_JOBS),
+    default=DEFAULT_PAGE_JOBS,
+    show_default=True,
+    help="jobs per page",
+)
+@click.option("--next", "next_token", default=None, metavar="TOKEN", help="the page after the one that printed TOKEN")
+@click.option(
+    "--sort",
+    type=click.Choice(["submitted", "-submitted", "name", "-name", "status", "-status"]),
+    default="submitted",
+    show_default=True,
+    help="order; a leading - reverses it",
+)
+@click.option("--status", "statuses", multiple=True, metavar="STATUS", help="only this status (repeat for more)")
+@click.option("--name", default=None, help="only jobs of this name")
+@click.option("--framework", default=None, help="only jobs of this framework (as the manifest names it)")
+@click.option("--since", default=None, metavar="TIME", help="submitted at or after (ISO-8601, UTC by default)")
+@click.option("--until", default=None, metavar="TIME", help="submitted before (ISO-8601, UTC by default)")
+@click.option("--search", default=None, metavar="TEXT", help="text in the job id, name or reason (any case)")
 @connected
-def list_jobs(client: SchedulerClient, output: str) -> None:
-    """The tenant's jobs."""
-    jobs = client.list_jobs()
-    emit(output, jobs, lambda: console.print(jobs_table(jobs)))
+def list_jobs(
+    limit: int,
+    next_token: str | None,
+    sort: str,
+    statuses: tuple[str, ...],
+    name: str | None,
+    framework: str | None,
+    since: str | None,
+    until: str | None,
+    search: str | None,
+    client: SchedulerClient,
+    output: str,
+) -> None:
+    """A page of the tenant's jobs; when more follow, the token of the next page is printed (to stderr, so
+    `--output json` stays the list of jobs): pass it with --next and the same filters."""
+    query = JobQuery(
+        limit=limit,
+        next=next_token,
+        sort=sort.removeprefix("-"),
+        descending=sort.startswith("-"),
+        statuses=frozenset(part.strip().upper() for item in statuses for part in item.split(",") if part.strip()),
+        name=name,
+        framework=framework,
+        since=parse_instant("--since", since),
+        until=parse_instant("--until", until),
+        search=search,
+    )
+    page = client.page_jobs(query)
+    jobs = list(page.jobs)
+    emit(output, jobs, lambda: console.print(jobs_table(jobs, width=console.width)))
+    if page.next is not None:
+        err_console.print(
+            f"{len(jobs)} of {page.total} jobs; next page: --next {page.next}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @job_group.command("status")
@@ -192,6 +248,12 @@ def evaluations(job_id: str, client: SchedulerClient, output: str) -> None:
 @click.option("--learner", type=click.IntRange(min=1), default=1, show_default=True, help="1-based learner id")
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="start with the last N lines only")
 @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="start at this byte")
+@click.option(
+    "--attempt",
+    type=click.IntRange(min=1),
+    default=None,
+    help="the log of this attempt (`job status` lists them) [default: the latest]",
+)
 @interval_option
 @connected
 def logs(
@@ -200,11 +262,13 @@ def logs(
     learner: int,
     tail: int | None,
     offset: int,
+    attempt: int | None,
     interval: float,
     client: SchedulerClient,
     output: str,
 ) -> None:
-    """A learner's log: what is there now, or with -f everything until the job has finished.
+    """A learner's log: what is there now, or with -f everything until the job has finished. Each attempt
+    (a resume, a restart after a preemption) has a log of its own: --attempt reads an earlier one.
 
     Printed as it arrives: the scheduler fetches only the parts of the log from the offset (or the last
     lines) on."""
@@ -213,15 +277,23 @@ def logs(
     pieces: list[bytes] = []
     while True:
         if as_json and follow:
-            chunk = client.logs(job_id, learner_id=learner, offset=offset, tail=tail)
+            chunk = client.logs(job_id, learner_id=learner, offset=offset, tail=tail, attempt=attempt)
             start = chunk.next_offset - len(chunk.data)
-            line = {"job_id": job_id, "learner": learner, "offset": start, **_chunk_json(chunk.data)}
+            line = {
+                "job_id": job_id,
+                "learner": learner,
+                **_attempt(attempt),
+                "offset": start,
+                **_chunk_json(chunk.data),
+            }
             sys.stdout.write(json.dumps(line | {"next_offset": chunk.next_offset, "finished": chunk.finished}) + "\n")
             sys.stdout.flush()
             next_offset, finished = chunk.next_offset, chunk.finished
         else:
             write = pieces.append if as_json else stdout.write
-            next_offset, finished = client.copy_logs(job_id, write, learner_id=learner, offset=offset, tail=tail)
+            next_offset, finished = client.copy_logs(
+                job_id, write, learner_id=learner, offset=offset, tail=tail, attempt=attempt
+            )
             if not as_json:
                 stdout.flush()
         tail = None  # the last lines once; then on from where they end
@@ -232,7 +304,7 @@ def logs(
         if caught_up:
             time.sleep(interval)
     if as_json and not follow:
-        body = {"job_id": job_id, "learner": learner, **_chunk_json(b"".join(pieces))}
+        body = {"job_id": job_id, "learner": learner, **_attempt(attempt), **_chunk_json(b"".join(pieces))}
         sys.stdout.write(json.dumps(body | {"next_offset": offset, "finished": finished}, indent=2) + "\n")
 
 
@@ -435,6 +507,11 @@ def _show_report(report: VerifyReport) -> None:
     console.print(f"{verdict} (key {report.key_id})")
 
 
+def _attempt(attempt: int | None) -> dict[str, int]:
+    """The attempt asked for in `logs --output json`; none named: the latest, as before."""
+    return {} if attempt is None else {"attempt": attempt}
+
+
 def _chunk_json(data: bytes) -> dict[str, str]:
     return {"data": data.decode("utf-8", errors="replace")}
 
@@ -498,6 +575,13 @@ def _report_rejected(output: str, error: ManifestRejectedError) -> NoReturn:
     help="check the priority and preemptible against this tenants file, as submit does [env LEARNERKIT_TENANTS]",
 )
 @click.option("--tenant", default=None, help="the tenant submitting [default: the manifest's learnerkit.tenant]")
+@click.option(
+    "--results-bucket",
+    default=None,
+    metavar="BUCKET",
+    help="the scheduler's default results bucket: where the results of a manifest without training_results go"
+    " [env LEARNERKIT_RESULTS_BUCKET]",
+)
 @output_option
 def validate(
     manifest: Path,
@@ -506,13 +590,22 @@ def validate(
     root: Path | None,
     tenants_file: Path | None,
     tenant: str | None,
+    results_bucket: str | None,
     output: str,
 ) -> None:
     """Check MANIFEST (an FfDL manifest.yml) and the model code MODEL (a folder or .zip) as `submit` would;
-    print a summary, or every problem and exit 1."""
+    print a summary, or every problem and exit 1.
+
+    The one check left to submit: a manifest without training_results runs only on a scheduler with a default
+    results store, and offline validate cannot know the scheduler's settings; it says so, and where the results
+    go on one that has it (--results-bucket)."""
     try:
-        defaults = resource_defaults(os.environ)
-        job = load_manifest(manifest, framework_catalog(find_project_root(root)), image=image, defaults=defaults)
+        defaults = _validate_defaults(results_bucket)
+        offline = defaults.results_bucket is None
+        if offline:
+            defaults = replace(defaults, results_bucket=OFFLINE_RESULTS_BUCKET)
+        catalog = framework_catalog(find_project_root(root))
+        job = load_manifest(manifest, catalog, image=image, defaults=defaults, tenant=tenant)
         if tenants_file is not None:
             policy = load_tenants(tenants_file).applied_to(SubmitPolicy())
             check_tenant_settings(job, tenant or job.extensions.tenant, policy, str(manifest))
@@ -523,9 +616,40 @@ def validate(
         fail(output, e)
         return
     data: dict[str, Any] = {"valid": True, "defaults_applied": defaults_applied(job), "manifest": job.to_dict()}
+    left = {"training_results": _left_to_submit(job)} if offline and default_results(job) is not None else {}
+    if left:
+        data["left_to_submit"] = left
     if summary is not None:
         data["model"] = {"files": summary.files, "bytes": summary.expanded_bytes, "requirements": summary.requirements}
-    emit(output, data, lambda: _show(manifest, job, summary))
+    results_source = "--results-bucket" if results_bucket else _defaults_source("training_results")
+    emit(output, data, lambda: _show(manifest, job, summary, results_source, left))
+
+
+OFFLINE_RESULTS_BUCKET = "<the scheduler's results bucket>"
+"""Stands for the bucket of a scheduler's default results store where validate knows of none (offline)."""
+
+
+def _validate_defaults(results_bucket: str | None) -> ResourceDefaults:
+    """The scheduler's defaults as this environment sets them, ``--results-bucket`` over its variable."""
+    defaults = resource_defaults(os.environ)
+    if not results_bucket:
+        return defaults
+    try:
+        checked = resource_defaults({"LEARNERKIT_RESULTS_BUCKET": results_bucket})
+    except SchedulerError as e:
+        raise SchedulerError(
+            f"--results-bucket {results_bucket!r}: expected an S3 bucket name (a-z, 0-9, '.', '-')"
+        ) from e
+    return replace(defaults, results_bucket=checked.results_bucket)
+
+
+def _left_to_submit(job: JobManifest) -> str:
+    folder = (default_results(job) or "").removeprefix(f"{OFFLINE_RESULTS_BUCKET}/")
+    return (
+        "the manifest names no training_results: a scheduler with a default results store "
+        f"({_DEFAULT_VARIABLES['training_results']}) keeps the results in its bucket under {folder}, on the training "
+        "data's object store; one without refuses the manifest at submit"
+    )
 
 
 _DEFAULT_VARIABLES = {
@@ -574,7 +698,7 @@ def framework_catalog(root: Path) -> FrameworkCatalog:
     return catalog
 
 
-def _show(path: Path, job: JobManifest, model: ModelSummary | None) -> None:
+def _show(path: Path, job: JobManifest, model: ModelSummary | None, results_source: str, left: dict[str, str]) -> None:
     r = job.resources
     table = Table(title=f"{path}: valid", show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -594,7 +718,8 @@ def _show(path: Path, job: JobManifest, model: ModelSummary | None) -> None:
     applied = [f"{shown[k]} ({_defaults_source(k)})" for k in r.defaulted]
     results = default_results(job)
     if results is not None:
-        applied.append(f"training_results {results} ({_DEFAULT_VARIABLES['training_results']})")
+        source = "on a scheduler with a default results store" if left else results_source
+        applied.append(f"training_results {results} ({source})")
     if applied:
         table.add_row("defaults", f"{', '.join(applied)}: not in the manifest")
     if job.framework.target != job.framework.name:
@@ -617,3 +742,10 @@ def _show(path: Path, job: JobManifest, model: ModelSummary | None) -> None:
         table.add_row("model code", f"{files}, {decimal(model.expanded_bytes)}")
         table.add_row("requirements", ", ".join(model.requirements) or "none")
     console.print(table)
+    for field, why in left.items():
+        console.print(
+            f"[yellow]left to submit[/]: {field}: {escape(why)}. The one check validate leaves to submit:"
+            " validate cannot know the scheduler's settings (--results-bucket BUCKET says where the results go on a"
+            " scheduler with that bucket).",
+            highlight=False,
+        )

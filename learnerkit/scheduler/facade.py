@@ -153,6 +153,45 @@ class SweepView:
     freed_bytes: int = 0
 
 
+DEFAULT_PAGE_JOBS = 50
+MAX_PAGE_JOBS = 500
+"""A page of the job list holds at most this many jobs (``limit``), and at most `MAX_PAGE_BYTES` of JSON."""
+MAX_PAGE_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """A page of a tenant's jobs (docs/api.md, "Listing jobs"): its filters, order and where it starts."""
+
+    limit: int = DEFAULT_PAGE_JOBS
+    next: str | None = None
+    """The opaque token the previous page ended with; None: the first page."""
+    sort: str = "submitted"
+    """submitted, name or status; ties go by submission time, then job id."""
+    descending: bool = False
+    statuses: frozenset[str] = frozenset()
+    """Only jobs in one of these statuses; empty: any."""
+    name: str | None = None
+    framework: str | None = None
+    since: float | None = None
+    """Epoch seconds: submitted at or after."""
+    until: float | None = None
+    """Epoch seconds: submitted before."""
+    search: str | None = None
+    """Case-insensitive text in the job id, name or reason."""
+
+
+@dataclass(frozen=True)
+class JobPage:
+    jobs: tuple[JobView, ...]
+    cursors: tuple[str, ...]
+    """The token that continues after each job, in order."""
+    next: str | None
+    """The token of the next page; None on the last."""
+    total: int
+    """Jobs matching the filters, over every page."""
+
+
 @dataclass(frozen=True)
 class LogChunk:
     data: bytes
@@ -171,7 +210,11 @@ class LogStream:
     """Where the bytes start: the asked offset, or where the asked last lines start."""
     next_offset: int
     finished: bool
-    """True when the job is terminal and everything up to ``next_offset`` is all there is."""
+    """True when the attempt is over and everything up to ``next_offset`` is all there is."""
+    attempt: int = 1
+    """The attempt whose log this is."""
+    log_size: int = 0
+    """The whole log's size so far (a range may stop before it)."""
 
     @property
     def size(self) -> int:
@@ -222,7 +265,11 @@ class SchedulerFacade(Protocol):
         replaces the framework's image; ``model``: the model code (a zip) as it arrives, read to its end and
         stored with the job."""
 
-    async def list_jobs(self, tenant: str) -> list[JobView]: ...
+    async def list_jobs(self, tenant: str) -> list[JobView]:
+        """Every job of the tenant, oldest first (the scheduler's own callers; the API pages with `page_jobs`)."""
+
+    async def page_jobs(self, tenant: str, query: JobQuery) -> JobPage:
+        """One page of the tenant's jobs; ``InvalidRequestError`` for a bad sort or a token of another query."""
 
     async def get(self, tenant: str, job_id: str) -> JobView:
         """Raises ``JobNotFoundError`` for unknown jobs and for other tenants' jobs alike."""
@@ -248,10 +295,19 @@ class SchedulerFacade(Protocol):
         last. ``JobStateError`` while it is queued or running."""
 
     async def logs(
-        self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
+        self,
+        tenant: str,
+        job_id: str,
+        *,
+        learner_id: int = 1,
+        offset: int = 0,
+        tail: int | None = None,
+        attempt: int | None = None,
+        length: int | None = None,
     ) -> LogStream:
-        """The learner's log (as shipped to the object store) from ``offset``, or its last ``tail`` lines when
-        they start later."""
+        """The learner's log of ``attempt`` (default: the latest; as shipped to the object store) from ``offset``,
+        or its last ``tail`` lines when they start later, and at most ``length`` bytes of it; `ConfigError` for
+        an attempt the job has not had."""
 
     async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:
         """The learner's stored ``metrics.jsonl`` of every attempt, oldest first: JSON lines

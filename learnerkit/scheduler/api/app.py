@@ -20,7 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException
@@ -28,6 +28,7 @@ from starlette.exceptions import HTTPException
 from controller_sidecar.metricrecords import serve_records
 from learnerkit import __version__
 from learnerkit.common.errors import ConfigError, LearnerkitError
+from learnerkit.common.instants import parse_instant
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
 from learnerkit.scheduler.api.hosting import HealthCheck, Lifespan
@@ -51,7 +52,17 @@ from learnerkit.scheduler.errors import (
     UnknownSweepError,
     UploadTimeoutError,
 )
-from learnerkit.scheduler.facade import EvaluationReports, JobView, SchedulerFacade, StoredFile
+from learnerkit.scheduler.facade import (
+    DEFAULT_PAGE_JOBS,
+    MAX_PAGE_BYTES,
+    MAX_PAGE_JOBS,
+    EvaluationReports,
+    JobPage,
+    JobQuery,
+    JobView,
+    SchedulerFacade,
+    StoredFile,
+)
 from learnerkit.scheduler.sweeps.searchfile import SearchFileError
 
 LOGGER = logging.getLogger(__name__)
@@ -73,8 +84,14 @@ JSON_OVERHEAD = 6
 STORE_RETRY_AFTER_S = 5
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain"})
 NEXT_OFFSET_HEADER = "X-Next-Offset"
+NEXT_TOKEN_HEADER = "X-Next-Token"  # noqa: S105 (a header name, not a token)
+TOTAL_HEADER = "X-Total-Count"
+SORT_PATTERN = "^-?(submitted|name|status)$"
+_JOB_JSON = TypeAdapter(JobView)
 FINISHED_HEADER = "X-Finished"
 OFFSET_HEADER = "X-Offset"
+ATTEMPT_HEADER = "X-Attempt"
+LOG_SIZE_HEADER = "X-Log-Size"
 
 
 class ErrorBody(BaseModel):
@@ -146,8 +163,22 @@ _LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
             NEXT_OFFSET_HEADER: {"description": "the offset to ask for next", "schema": {"type": "integer"}},
             FINISHED_HEADER: {"description": "`true` when the log is complete", "schema": {"type": "string"}},
             OFFSET_HEADER: {"description": "where the bytes start in the log", "schema": {"type": "integer"}},
+            ATTEMPT_HEADER: {"description": "the attempt whose log this is", "schema": {"type": "integer"}},
+            LOG_SIZE_HEADER: {"description": "the whole log's size so far", "schema": {"type": "integer"}},
         },
     }
+}
+
+_LIST_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "a page of the tenant's jobs",
+        "headers": {
+            NEXT_TOKEN_HEADER: {"description": "pass as `next` for the page after; absent on the last"},
+            TOTAL_HEADER: {"description": "jobs matching the filters, over every page", "schema": {"type": "integer"}},
+            "Link": {"description": '`<url>; rel="next"`: the next page, when there is one'},
+        },
+    },
+    400: {"model": ErrorBody, "description": "a bad time, or a next token of another query"},
 }
 
 
@@ -284,10 +315,44 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         text, source, image = await _manifest_of(request, limits.max_manifest_bytes)
         return await facade.submit(tenant, text, source=source, image=image)
 
-    @router.get("/jobs", response_model=list[JobView])
-    async def list_jobs(tenant: Tenant) -> list[JobView]:
-        """The tenant's jobs."""
-        return await facade.list_jobs(tenant)
+    @router.get("/jobs", response_model=list[JobView], responses=_LIST_RESPONSE)
+    async def list_jobs(
+        request: Request,
+        tenant: Tenant,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_PAGE_JOBS, description=f"jobs per page (at most {MAX_PAGE_BYTES} bytes)")
+        ] = DEFAULT_PAGE_JOBS,
+        next_token: Annotated[str | None, Query(alias="next", description="the previous page's X-Next-Token")] = None,
+        sort: Annotated[
+            str, Query(pattern=SORT_PATTERN, description="submitted, name or status; a leading `-`: descending")
+        ] = "submitted",
+        status: Annotated[
+            list[str] | None, Query(description="only these statuses (repeat, or comma-separate)")
+        ] = None,
+        name: Annotated[str | None, Query(description="only jobs of this name")] = None,
+        framework: Annotated[str | None, Query(description="only jobs of this framework (its manifest name)")] = None,
+        since: Annotated[str | None, Query(description="submitted at or after (ISO-8601)")] = None,
+        until: Annotated[str | None, Query(description="submitted before (ISO-8601)")] = None,
+        q: Annotated[str | None, Query(description="text in the job id, name or reason (any case)")] = None,
+    ) -> Response:
+        """A page of the tenant's jobs, oldest first unless ``sort`` says otherwise; ``X-Next-Token`` (and a
+        ``Link: rel="next"``) when more follow. Today's clients, which send no parameter, get the first page."""
+        query = JobQuery(
+            limit=limit,
+            next=next_token or None,
+            sort=sort.removeprefix("-"),
+            descending=sort.startswith("-"),
+            statuses=frozenset(
+                part.strip().upper() for item in status or () for part in item.split(",") if part.strip()
+            ),
+            name=name,
+            framework=framework,
+            since=parse_instant("since", since),
+            until=parse_instant("until", until),
+            search=q or None,
+        )
+        page = await facade.page_jobs(tenant, query)
+        return _page_response(request, page)
 
     @router.get("/jobs/{job_id}", response_model=JobView, responses=_NOT_FOUND)
     async def get_job(job_id: str, tenant: Tenant) -> JobView:
@@ -343,14 +408,21 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
             int | None,
             Query(ge=0, le=MAX_TAIL_LINES, description="only the last N lines (from `offset` at most), within 8 MiB"),
         ] = None,
+        attempt: Annotated[int | None, Query(ge=1, description="1-based attempt; default: the latest")] = None,
+        length: Annotated[int | None, Query(ge=0, description="at most this many bytes from where it starts")] = None,
     ) -> Response:
-        """A learner's log from ``offset``; poll with the returned next offset until finished. Streamed: only
-        the log's parts from the offset on are fetched, and no more than a chunk of them is held at once."""
-        stream = await facade.logs(tenant, job_id, learner_id=learner, offset=offset, tail=tail)
+        """A learner's log of one attempt from ``offset``; poll with the returned next offset until finished.
+        Streamed: only the log's parts from the offset on are fetched, and no more than a chunk of them is held
+        at once."""
+        stream = await facade.logs(
+            tenant, job_id, learner_id=learner, offset=offset, tail=tail, attempt=attempt, length=length
+        )
         headers = {
             NEXT_OFFSET_HEADER: str(stream.next_offset),
             FINISHED_HEADER: str(stream.finished).lower(),
             OFFSET_HEADER: str(stream.offset),
+            ATTEMPT_HEADER: str(stream.attempt),
+            LOG_SIZE_HEADER: str(stream.log_size),
             "Content-Length": str(stream.size),
         }
         # A sync iterator: Starlette takes its chunks in a worker thread (they are fetched from the store).
@@ -396,6 +468,25 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
         return StreamingResponse(stream.chunks, media_type="application/octet-stream", headers=headers)
 
     return router
+
+
+def _page_response(request: Request, page: JobPage) -> Response:
+    """The page as a JSON array (today's body), cut short where it would pass `MAX_PAGE_BYTES`: the next
+    token then continues after the last job sent."""
+    parts: list[bytes] = []
+    size = 2
+    for view in page.jobs:
+        encoded = _JOB_JSON.dump_json(view)
+        if parts and size + len(encoded) + 1 > MAX_PAGE_BYTES:
+            break
+        parts.append(encoded)
+        size += len(encoded) + (1 if len(parts) > 1 else 0)
+    next_token = page.next if len(parts) == len(page.jobs) else page.cursors[len(parts) - 1]
+    headers = {TOTAL_HEADER: str(page.total)}
+    if next_token is not None:
+        headers[NEXT_TOKEN_HEADER] = next_token
+        headers["Link"] = f'<{request.url.include_query_params(next=next_token)}>; rel="next"'
+    return Response(b"[" + b",".join(parts) + b"]", media_type="application/json", headers=headers)
 
 
 def _media_type(request: Request) -> str:

@@ -14,7 +14,8 @@ import select
 import socket
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,13 @@ from learnerkit.scheduler.errors import (
     SchedulerUnreachableError,
 )
 from learnerkit.scheduler.facade import (
+    MAX_PAGE_JOBS,
     AttemptView,
     EvaluationReport,
     EvaluationReports,
     EvaluationView,
+    JobPage,
+    JobQuery,
     JobView,
     LearnerView,
     LogChunk,
@@ -48,6 +52,8 @@ URL_ENV = "LEARNERKIT_SCHEDULER_URL"
 TOKEN_ENV = "LEARNERKIT_TOKEN"  # noqa: S105 (the variable's name, not a token)
 DEFAULT_URL = "http://127.0.0.1:8080"
 NEXT_OFFSET_HEADER = "X-Next-Offset"
+NEXT_TOKEN_HEADER = "X-Next-Token"  # noqa: S105 (a header name, not a token)
+TOTAL_HEADER = "X-Total-Count"
 FINISHED_HEADER = "X-Finished"
 LOG_CHUNK = 1 << 20
 UPLOAD_CHUNK = 1 << 20
@@ -161,7 +167,38 @@ class SchedulerClient:
         return sweep_view(self._request("POST", f"/v1/sweeps/{_quoted(sweep_id)}/{verb}").json())
 
     def list_jobs(self) -> list[JobView]:
-        return [job_view(item) for item in self._request("GET", "/v1/jobs").json()]
+        """Every job of the tenant, oldest first, page after page."""
+        jobs: list[JobView] = []
+        query = JobQuery(limit=MAX_PAGE_JOBS)
+        while True:
+            page = self.page_jobs(query)
+            jobs += page.jobs
+            if page.next is None:
+                return jobs
+            query = replace(query, next=page.next)
+
+    def page_jobs(self, query: JobQuery) -> JobPage:
+        """One page of the tenant's jobs (`GET /v1/jobs` with the query's filters, order and token)."""
+        params: list[tuple[str, str]] = [("limit", str(query.limit))]
+        params.append(("sort", f"{'-' if query.descending else ''}{query.sort}"))
+        params += [("status", status) for status in sorted(query.statuses)]
+        for name, value in (("name", query.name), ("framework", query.framework), ("q", query.search)):
+            if value is not None:
+                params.append((name, value))
+        for name, moment in (("since", query.since), ("until", query.until)):
+            if moment is not None:
+                params.append((name, datetime.fromtimestamp(moment, UTC).isoformat().replace("+00:00", "Z")))
+        if query.next is not None:
+            params.append(("next", query.next))
+        answer = self._request("GET", "/v1/jobs", params=params)
+        jobs = tuple(job_view(item) for item in answer.json())
+        total = answer.headers.get(TOTAL_HEADER.lower(), "")
+        return JobPage(
+            jobs=jobs,
+            cursors=(),
+            next=answer.headers.get(NEXT_TOKEN_HEADER.lower()) or None,
+            total=int(total) if total.isdigit() else len(jobs),
+        )
 
     def get(self, job_id: str) -> JobView:
         return job_view(self._request("GET", f"/v1/jobs/{_quoted(job_id)}").json())
@@ -200,10 +237,22 @@ class SchedulerClient:
     def delete(self, job_id: str) -> JobView:
         return job_view(self._request("DELETE", f"/v1/jobs/{_quoted(job_id)}").json())
 
-    def logs(self, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None) -> LogChunk:
-        """The log from ``offset`` (or its last ``tail`` lines), read whole."""
+    def logs(
+        self,
+        job_id: str,
+        *,
+        learner_id: int = 1,
+        offset: int = 0,
+        tail: int | None = None,
+        attempt: int | None = None,
+        length: int | None = None,
+    ) -> LogChunk:
+        """The log of ``attempt`` (default: the latest) from ``offset`` (or its last ``tail`` lines), at most
+        ``length`` bytes of it, read whole."""
         pieces: list[bytes] = []
-        next_offset, finished = self.copy_logs(job_id, pieces.append, learner_id=learner_id, offset=offset, tail=tail)
+        next_offset, finished = self.copy_logs(
+            job_id, pieces.append, learner_id=learner_id, offset=offset, tail=tail, attempt=attempt, length=length
+        )
         return LogChunk(data=b"".join(pieces), next_offset=next_offset, finished=finished)
 
     def copy_logs(
@@ -214,12 +263,16 @@ class SchedulerClient:
         learner_id: int = 1,
         offset: int = 0,
         tail: int | None = None,
+        attempt: int | None = None,
+        length: int | None = None,
     ) -> tuple[int, bool]:
-        """Hand the log from ``offset`` (or its last ``tail`` lines) to ``write`` as it arrives, a chunk at a
-        time; return the next offset to ask for and whether the log is finished."""
+        """Hand the log of ``attempt`` (default: the latest) from ``offset`` (or its last ``tail`` lines) to
+        ``write`` as it arrives, a chunk at a time; return the next offset to ask for and whether the log is
+        finished."""
         params: dict[str, int] = {"learner": learner_id, "offset": offset}
-        if tail is not None:
-            params["tail"] = tail
+        for name, value in (("tail", tail), ("attempt", attempt), ("length", length)):
+            if value is not None:
+                params[name] = value
         path = f"/v1/jobs/{_quoted(job_id)}/logs"
         response = self._send("GET", path, None, params)
         url = self.base_url + path
@@ -322,7 +375,12 @@ class SchedulerClient:
             self._connection = None
 
     def _request(
-        self, method: str, path: str, *, json_body: Any = None, params: Mapping[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, Any] | list[tuple[str, str]] | None = None,
     ) -> Answer:
         headers = dict(self._headers)
         data = None
@@ -340,7 +398,7 @@ class SchedulerClient:
         method: str,
         path: str,
         data: bytes | None,
-        params: Mapping[str, Any] | None,
+        params: Mapping[str, Any] | list[tuple[str, str]] | None,
         headers: Mapping[str, str] | None = None,
     ) -> http.client.HTTPResponse:
         """Send one request and return the answer with its headers read, its body not yet."""

@@ -40,23 +40,48 @@ def format_metrics(metrics: dict[str, float]) -> str:
     return ", ".join(f"{name}={value:.6g}" for name, value in sorted(metrics.items()))
 
 
-def jobs_table(jobs: list[JobView], now: datetime | None = None) -> Table:
-    """One row per job; the job id is never shortened, so it can be copied at any terminal width."""
+def jobs_table(jobs: list[JobView], now: datetime | None = None, width: int | None = None) -> Table:
+    """One row per job, fitted to what the rows hold: the job id is never shortened (it can be copied at any
+    terminal width), a name breaks only between words where ``width`` (the terminal's) leaves room for its
+    longest word, and a column no row fills (no job has a reason) is left out rather than taking that room."""
     now = now or datetime.now(UTC)
-    table = Table(title="jobs", title_justify="left")
-    for column in ("job", "name", "status", "learners", "gpus", "age", "reason"):
+    rows = [
+        {
+            "job": escape(job.job_id),
+            "name": escape(job.name),
+            "status": styled_status(job.status),
+            "learners": str(len(job.learners)),
+            "gpus": str(job.gpus),
+            "age": age(job.submitted_at, now),
+            "reason": escape(job.reason),
+        }
+        for job in jobs
+    ]
+    shown = [column for column in JOB_COLUMNS if column not in OPTIONAL_JOB_COLUMNS or any(row[column] for row in rows)]
+    # No rules: the borders take eight columns, the width a reason needs at 80.
+    table = Table(title="jobs", title_justify="left", box=None, header_style="bold underline")
+    for column in shown:
         table.add_column(column)
-    for job in jobs:
-        table.add_row(
-            escape(job.job_id),
-            escape(job.name),
-            styled_status(job.status),
-            str(len(job.learners)),
-            str(job.gpus),
-            age(job.submitted_at, now),
-            escape(job.reason),
-        )
-    return keep_whole(table, "job", "status", "learners", "gpus", "age")
+    for row in rows:
+        table.add_row(*(row[column] for column in shown))
+    keep_whole(table, "job", "status", "learners", "gpus", "age")
+    longest_word = max((len(word) for job in jobs for word in job.name.split()), default=0)
+    room = None
+    if width is not None:
+        kept = sum((column.min_width or 0) + 2 for column in table.columns if column.no_wrap)
+        room = width - kept - 2 - (REASON_ROOM + 2 if "reason" in shown else 0)
+    name_width = min(longest_word, MAX_NAME_WORD, longest_word if room is None else room)
+    table.columns[shown.index("name")].min_width = name_width if name_width > 0 else None
+    return table
+
+
+JOB_COLUMNS = ("job", "name", "status", "learners", "gpus", "age", "reason")
+OPTIONAL_JOB_COLUMNS = frozenset({"reason"})
+"""Shown only when a row has something in them."""
+REASON_ROOM = 12
+"""The reason keeps at least this much of the width (it wraps between words) when the name's words would take it."""
+MAX_NAME_WORD = 32
+"""A name's word up to this long is never broken; a longer one folds (the job id is what a user copies)."""
 
 
 def metrics_table(job_id: str, learner: int, records: list[dict[str, Any]]) -> Table:

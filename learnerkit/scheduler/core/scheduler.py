@@ -33,8 +33,18 @@ from learnerkit.scheduler.core.uploads import abort_abandoned_uploads
 from learnerkit.scheduler.core.views import job_view
 from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
 from learnerkit.scheduler.evaluations.runner import EvaluationRunner
-from learnerkit.scheduler.facade import EvaluationReports, FileStream, JobView, LogStream, StoredFile, SweepView
+from learnerkit.scheduler.facade import (
+    EvaluationReports,
+    FileStream,
+    JobPage,
+    JobQuery,
+    JobView,
+    LogStream,
+    StoredFile,
+    SweepView,
+)
 from learnerkit.scheduler.jobs.layout import results_store
+from learnerkit.scheduler.jobs.listing import ListedJob, select
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
@@ -210,6 +220,26 @@ class Scheduler:
             if t.state.tenant == tenant
         ]
 
+    async def page_jobs(self, tenant: str, query: JobQuery) -> JobPage:
+        """Filters and sorts light rows of every job of the tenant; only the page's jobs get a full view."""
+        jobs = self.shared.jobs
+        listed = [
+            ListedJob(
+                job_id=t.state.job_id,
+                name=t.state.name,
+                status=t.state.status.value,
+                framework=t.manifest.framework.name,
+                submitted_at=t.state.submitted_at,
+                reason=t.state.reason,
+            )
+            for t in jobs.values()
+            if t.state.tenant == tenant
+        ]
+        chosen = select(listed, query)
+        views = tuple(job_view(jobs[job_id]) for job_id in chosen.job_ids)
+        next_token = chosen.cursors[-1] if chosen.more and chosen.cursors else None
+        return JobPage(views, chosen.cursors, next_token, chosen.total)
+
     async def get(self, tenant: str, job_id: str) -> JobView:
         return job_view(self._owned(tenant, job_id), self.shared.evaluations.rounds.get(job_id))
 
@@ -288,12 +318,30 @@ class Scheduler:
         return job_view(tracked)
 
     async def logs(
-        self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
+        self,
+        tenant: str,
+        job_id: str,
+        *,
+        learner_id: int = 1,
+        offset: int = 0,
+        tail: int | None = None,
+        attempt: int | None = None,
+        length: int | None = None,
     ) -> LogStream:
         tracked = self._owned(tenant, job_id)
         _check_learner(tracked, learner_id)
+        latest = tracked.state.attempt
+        if attempt is not None and not 1 <= attempt <= latest:
+            raise ConfigError(f"attempt: job {job_id} has attempts 1..{latest}; got {attempt}")
         return await self.reader.logs(
-            self._endpoints(tracked), tracked.manifest, tracked.state, learner_id, offset=offset, tail=tail
+            self._endpoints(tracked),
+            tracked.manifest,
+            tracked.state,
+            learner_id,
+            offset=offset,
+            tail=tail,
+            attempt=attempt,
+            length=length,
         )
 
     async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:

@@ -53,17 +53,21 @@ class OutputsReader:
         *,
         offset: int = 0,
         tail: int | None = None,
+        attempt: int | None = None,
+        length: int | None = None,
     ) -> LogStream:
-        """Lists the log's parts now (and, for ``tail``, reads back from the end until the lines are found);
-        the bytes are fetched only as the stream's chunks are taken, from the parts they lie in."""
-        finished = state.status.terminal and state.stage is Stage.DONE
+        """Lists the log's parts of ``attempt`` (default: the job's latest) now (and, for ``tail``, reads back
+        from the end until the lines are found); the bytes are fetched only as the stream's chunks are taken,
+        from the parts they lie in. An earlier attempt's log is finished: nothing is added to it any more."""
+        number = state.attempt if attempt is None else attempt
+        finished = number < state.attempt or (state.status.terminal and state.stage is Stage.DONE)
         with _store_outage(state.job_id):
-            log = await asyncio.to_thread(self._list_log, endpoints, manifest, state, learner_id)
+            log = await asyncio.to_thread(self._list_log, endpoints, manifest, state, number, learner_id)
             start = offset
             if tail is not None:
                 start = max(start, await asyncio.to_thread(log.tail_start, tail))
-        end = max(start, log.size)
-        return LogStream(log.chunks(start, end), start, end, finished)
+        end = max(start, log.size if length is None else min(log.size, start + length))
+        return LogStream(log.chunks(start, end), start, end, finished and end >= log.size, number, log.size)
 
     async def metrics_history(
         self, endpoints: Endpoints, manifest: JobManifest, state: JobState, learner_id: int
@@ -111,9 +115,11 @@ class OutputsReader:
             raise UnknownFileError(f"job {state.job_id}: the store no longer has s3://{bucket}/{key}")
         return stream
 
-    def _list_log(self, endpoints: Endpoints, manifest: JobManifest, state: JobState, learner_id: int) -> ShippedLog:
+    def _list_log(
+        self, endpoints: Endpoints, manifest: JobManifest, state: JobState, attempt: int, learner_id: int
+    ) -> ShippedLog:
         store = self.clients.of(endpoints)
-        bucket, prefix = outputs_prefix(manifest, state.job_id, state.attempt, learner_id)
+        bucket, prefix = outputs_prefix(manifest, state.job_id, attempt, learner_id)
         try:
             return list_log(store, S3Location(bucket, f"{prefix}logs/learner.log.part-"))
         except ValueError as e:

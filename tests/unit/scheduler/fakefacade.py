@@ -5,18 +5,23 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
+from learnerkit.common.errors import ConfigError
 from learnerkit.scheduler.errors import JobNotFoundError, JobStateError, UnknownFileError
 from learnerkit.scheduler.facade import (
     EvaluationReport,
     EvaluationReports,
     EvaluationView,
     FileStream,
+    JobPage,
+    JobQuery,
     JobView,
     LearnerView,
     LogStream,
     StoredFile,
 )
+from learnerkit.scheduler.jobs.listing import ListedJob, select
 from learnerkit.scheduler.manifest.evaluations import parse_evaluations_text
 from learnerkit.scheduler.manifest.parser import parse_manifest
 
@@ -55,6 +60,8 @@ class FakeJob:
     script: list[JobView] = field(default_factory=list)
     """Views that successive `get` calls move through, one per call (the last one stays)."""
     log: bytes = b""
+    past_logs: list[bytes] = field(default_factory=list)
+    """The logs of attempts before the latest (whose log is `log`), oldest first."""
     log_step: int = 8
     """Bytes each `logs` call releases, so a follower needs several polls."""
     metrics: bytes = b""
@@ -79,6 +86,8 @@ class FakeFacade:
         self.submitted_models: list[bytes] = []
         """Each submit's model, as it arrived."""
         self.submitted_images: list[str | None] = []
+        self.frameworks: dict[str, str] = {}
+        """A job's framework for the list's filter, by job id; pytorch when not set."""
 
     async def submit(
         self,
@@ -115,6 +124,20 @@ class FakeFacade:
     async def list_jobs(self, tenant: str) -> list[JobView]:
         self.calls.append(("list", tenant))
         return [job.view for job in self.jobs.values() if job.view.tenant == tenant]
+
+    async def page_jobs(self, tenant: str, query: JobQuery) -> JobPage:
+        """The scheduler's own selection (`learnerkit.scheduler.jobs.listing`) over the fake's views."""
+        self.calls.append(("page", tenant))
+        listed = [
+            ListedJob(
+                v.job_id, v.name, v.status, self.frameworks.get(v.job_id, "pytorch"), _epoch(v.submitted_at), v.reason
+            )
+            for job in self.jobs.values()
+            if (v := job.view).tenant == tenant
+        ]
+        chosen = select(listed, query)
+        views = tuple(self.jobs[job_id].view for job_id in chosen.job_ids)
+        return JobPage(views, chosen.cursors, chosen.cursors[-1] if chosen.more else None, chosen.total)
 
     async def get(self, tenant: str, job_id: str) -> JobView:
         job = self._job(tenant, job_id)
@@ -154,9 +177,27 @@ class FakeFacade:
         return job.view
 
     async def logs(
-        self, tenant: str, job_id: str, *, learner_id: int = 1, offset: int = 0, tail: int | None = None
+        self,
+        tenant: str,
+        job_id: str,
+        *,
+        learner_id: int = 1,
+        offset: int = 0,
+        tail: int | None = None,
+        attempt: int | None = None,
+        length: int | None = None,
     ) -> LogStream:
         job = self._job(tenant, job_id)
+        latest = len(job.past_logs) + 1
+        if attempt is not None and attempt != latest:
+            if not 1 <= attempt < latest:
+                raise ConfigError(f"attempt: job {job_id} has attempts 1..{latest}; got {attempt}")
+            past = job.past_logs[attempt - 1]
+            if tail is not None:
+                lines = past.splitlines(keepends=True)
+                offset = max(offset, len(past) - sum(map(len, lines[len(lines) - tail :] if tail else [])))
+            end = len(past) if length is None else min(len(past), offset + length)
+            return LogStream(iter([past[offset:end]]), offset, end, end >= len(past), attempt, len(past))
         if tail is not None:
             lines = job.log.splitlines(keepends=True)
             offset = max(offset, len(job.log) - sum(map(len, lines[len(lines) - tail :] if tail else [])))
@@ -165,9 +206,11 @@ class FakeFacade:
         if end >= len(job.log) and job.view.status not in TERMINAL:
             # The job ends once its whole log has been read: the next poll reports the log finished.
             job.view = replace(job.view, status="COMPLETED")
-            return LogStream(iter([data]), offset, end, finished=False)
+            return LogStream(iter([data]), offset, end, False, latest, len(job.log))
         finished = job.view.status in TERMINAL and end >= len(job.log)
-        return LogStream(iter([data[i : i + 3] for i in range(0, len(data), 3)]), offset, end, finished)
+        return LogStream(
+            iter([data[i : i + 3] for i in range(0, len(data), 3)]), offset, end, finished, latest, len(job.log)
+        )
 
     async def metrics_history(self, tenant: str, job_id: str, *, learner_id: int = 1) -> FileStream:
         job = self._job(tenant, job_id)
@@ -233,3 +276,7 @@ def view(job_id: str, tenant: str, status: str = "PROCESSING", **changes: object
 
 def _kind(path: str) -> str:
     return "model" if path.startswith("model") else path.split("/")[2]
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp() if iso else 0.0

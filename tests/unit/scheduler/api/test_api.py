@@ -15,6 +15,7 @@ from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.api.app import MAX_TAIL_LINES, create_app
 from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.errors import ManifestTooLargeError, StoreUnavailableError
+from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_BYTES, MAX_PAGE_JOBS
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, FakeFacade, view
 
@@ -409,3 +410,120 @@ def test_an_internal_failure_names_no_internal_address(
     assert "127.0.0.1" not in answer.text and "HTTPConnection" not in answer.text
     assert "the scheduler's log" in answer.json()["message"]
     assert any("127.0.0.1" in r.getMessage() for r in caplog.records), "the detail is in the log"
+
+
+def test_list_pages_with_a_next_token_and_a_link_keeping_the_array_body(
+    client: TestClient, tenants: Tenants, fake: FakeFacade
+) -> None:
+    for n in range(7):
+        fake.add(view(f"a-{n}", "team-a", submitted_at=f"2026-11-22T12:00:0{n}+00:00"))
+    fake.add(view("b-1", "team-b"))
+    seen: list[str] = []
+    params: dict[str, str] = {"limit": "3", "sort": "-submitted"}
+    while True:
+        response = client.get("/v1/jobs", params=params, headers=bearer(tenants.a))
+        assert response.status_code == 200
+        assert isinstance(response.json(), list)
+        assert response.headers["X-Total-Count"] == "7"
+        seen += [job["job_id"] for job in response.json()]
+        token = response.headers.get("X-Next-Token")
+        if token is None:
+            assert "Link" not in response.headers
+            break
+        assert response.headers["Link"].endswith('>; rel="next"') and f"next={token}" in response.headers["Link"]
+        params = params | {"next": token}
+    assert seen == [f"a-{n}" for n in reversed(range(7))]
+
+
+def test_list_without_parameters_is_todays_oldest_first_first_page(
+    client: TestClient, tenants: Tenants, fake: FakeFacade
+) -> None:
+    for n in range(DEFAULT_PAGE_JOBS + 2):
+        fake.add(view(f"a-{n:03d}", "team-a"))
+    response = client.get("/v1/jobs", headers=bearer(tenants.a))
+    assert [job["job_id"] for job in response.json()] == [f"a-{n:03d}" for n in range(DEFAULT_PAGE_JOBS)]
+    assert "X-Next-Token" in response.headers
+
+
+def test_list_filters_by_status_name_framework_time_and_text(
+    client: TestClient, tenants: Tenants, fake: FakeFacade
+) -> None:
+    fake.add(view("a-1", "team-a", status="FAILED", submitted_at="2026-11-20T00:00:00+00:00"))
+    fake.add(view("a-2", "team-a", status="QUEUED", name="resnet", reason="waiting for 2 GPU(s)"))
+    fake.add(view("a-3", "team-a", status="COMPLETED"))
+    fake.frameworks["a-3"] = "tensorflow"
+    headers = bearer(tenants.a)
+
+    def listed(params: dict[str, str] | list[tuple[str, str]]) -> list[str]:
+        response = client.get("/v1/jobs", params=params, headers=headers)
+        assert response.status_code == 200, response.text
+        return [job["job_id"] for job in response.json()]
+
+    assert listed([("status", "failed,queued")]) == ["a-1", "a-2"]
+    assert listed([("status", "FAILED"), ("status", "COMPLETED")]) == ["a-1", "a-3"]
+    assert listed({"name": "resnet"}) == ["a-2"]
+    assert listed({"framework": "tensorflow"}) == ["a-3"]
+    assert listed({"since": "2026-11-21T00:00:00Z"}) == ["a-2", "a-3"]
+    assert listed({"until": "2026-11-21T00:00:00Z"}) == ["a-1"]
+    assert listed({"q": "gpu"}) == ["a-2"]
+
+
+def test_a_page_stops_at_its_byte_bound_and_the_token_goes_on_from_there(
+    client: TestClient, tenants: Tenants, fake: FakeFacade
+) -> None:
+    for n in range(40):
+        fake.add(view(f"a-{n:02d}", "team-a", reason="x" * 20_000))
+    seen: list[str] = []
+    params = {"limit": "40"}
+    while True:
+        response = client.get("/v1/jobs", params=params, headers=bearer(tenants.a))
+        assert len(response.content) <= MAX_PAGE_BYTES
+        seen += [job["job_id"] for job in response.json()]
+        if "X-Next-Token" not in response.headers:
+            break
+        params = params | {"next": response.headers["X-Next-Token"]}
+    assert seen == [f"a-{n:02d}" for n in range(40)]
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"since": "last tuesday"}, "since"),
+        ({"until": "2026-13-01"}, "until"),
+        ({"next": "not-a-token"}, "next"),
+        ({"sort": "age"}, "sort"),
+        ({"status": "FINISHED"}, "status"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": str(MAX_PAGE_JOBS + 1)}, "limit"),
+    ],
+)
+def test_a_bad_list_parameter_is_refused_naming_it(
+    client: TestClient, tenants: Tenants, fake: FakeFacade, params: dict[str, str], field: str
+) -> None:
+    fake.add(view("a-1", "team-a"))
+    response = client.get("/v1/jobs", params=params, headers=bearer(tenants.a))
+    assert response.status_code in (400, 422)
+    assert response.json()["error"] == "bad_request"
+    assert field in response.json()["message"]
+
+
+def test_logs_of_an_earlier_attempt_by_range(client: TestClient, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a", status="PROCESSING"), log=b"resumed at step 40\n")
+    fake.jobs["a-1"].past_logs = [b"step 10\nstep 20\nhalted: preempted\n"]
+    headers = bearer(tenants.a)
+    first = client.get("/v1/jobs/a-1/logs", params={"attempt": 1}, headers=headers)
+    assert first.content == b"step 10\nstep 20\nhalted: preempted\n"
+    assert (first.headers["X-Attempt"], first.headers["X-Finished"]) == ("1", "true")
+    window = client.get("/v1/jobs/a-1/logs", params={"attempt": 1, "offset": 8, "length": 8}, headers=headers)
+    assert window.content == b"step 20\n"
+    assert (window.headers["X-Next-Offset"], window.headers["X-Log-Size"], window.headers["X-Finished"]) == (
+        "16",
+        "34",
+        "false",
+    )
+    latest = client.get("/v1/jobs/a-1/logs", params={"learner": 1}, headers=headers)
+    assert latest.headers["X-Attempt"] == "2"
+    missing = client.get("/v1/jobs/a-1/logs", params={"attempt": 3}, headers=headers)
+    assert (missing.status_code, missing.json()["error"]) == (400, "bad_request")
+    assert missing.json()["message"] == "attempt: job a-1 has attempts 1..2; got 3"
+    assert client.get("/v1/jobs/a-1/logs", params={"attempt": 0}, headers=headers).status_code == 422

@@ -25,6 +25,7 @@ from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.client.provenance import evaluation_data_hasher
 from learnerkit.scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
 from learnerkit.scheduler.facade import (
+    MAX_PAGE_JOBS,
     AttemptView,
     EvaluationReport,
     EvaluationReports,
@@ -513,3 +514,72 @@ def test_verify_hashes_evaluation_data_as_the_scheduler_streams_it(
         "",
         "job a-1: no evaluation round statement of it lists 's3://data/other.csv'",
     )
+
+
+def test_list_pages_with_limit_and_next_printing_the_token_aside(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    for n in range(5):
+        fake.add(view(f"a-{n}", "team-a", status="FAILED" if n % 2 else "COMPLETED"))
+    env = {"LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": tenants.a}
+    first = CliRunner().invoke(cli, ["job", "list", "--limit", "2", "-o", "json"], env=env)
+    assert first.exit_code == 0, first.output
+    assert [job["job_id"] for job in json.loads(first.stdout)] == ["a-0", "a-1"]
+    hint = first.stderr.strip()
+    assert hint.startswith("2 of 5 jobs; next page: --next ")
+    token = hint.rsplit(" ", 1)[1]
+    rest = CliRunner().invoke(cli, ["job", "list", "--limit", "5", "--next", token, "-o", "json"], env=env)
+    assert [job["job_id"] for job in json.loads(rest.stdout)] == ["a-2", "a-3", "a-4"]
+    assert rest.stderr == "", "the last page has no next token"
+    failed = CliRunner().invoke(
+        cli, ["job", "list", "--status", "failed", "--sort", "-submitted", "-o", "json"], env=env
+    )
+    assert [job["job_id"] for job in json.loads(failed.stdout)] == ["a-3", "a-1"]
+    other = CliRunner().invoke(cli, ["job", "list", "--status", "failed", "--next", token], env=env)
+    assert other.exit_code == 1
+    assert "next: the token belongs to a query with other filters" in other.stderr
+    bad = CliRunner().invoke(cli, ["job", "list", "--since", "yesterday"], env=env)
+    assert bad.exit_code == 1 and "--since: expected an ISO-8601 time" in bad.stderr
+
+
+def test_the_client_lists_every_job_page_after_page(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    for n in range(MAX_PAGE_JOBS + 3):
+        fake.add(view(f"a-{n:04d}", "team-a"))
+    listed = SchedulerClient(url, tenants.a).list_jobs()
+    assert [job.job_id for job in listed] == [f"a-{n:04d}" for n in range(MAX_PAGE_JOBS + 3)]
+
+
+@pytest.mark.parametrize("reason", ["", "waiting for 2 GPU(s) of type nvidia-a100: 1 free"])
+def test_the_demos_list_at_80_columns_in_a_pipe_keeps_names_whole(
+    url: str, tenants: Tenants, fake: FakeFacade, reason: str
+) -> None:
+    """`make demo`'s job at 80 columns: `pytorch-smoke` was folded mid-word beside an empty reason column."""
+    fake.add(view("job-3f2a9c1d7e40", "team-a", status="COMPLETED", name="pytorch-smoke"))
+    fake.add(view("job-3f2a9c1d7e41", "team-a", status="QUEUED", name="pytorch-smoke", reason=reason))
+    env = {**os.environ, "LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": tenants.a, "COLUMNS": "80"}
+    shown = subprocess.run(
+        [sys.executable, "-m", "learnerkit", "job", "list"], capture_output=True, text=True, env=env, timeout=180
+    )
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, shown.stdout
+    assert sum("pytorch-smoke" in line for line in lines) == 2, shown.stdout
+    assert ("reason" in lines[1]) == bool(reason), "a column no job fills is left out"
+    if reason:
+        assert "".join(reason.split()) in "".join("".join(line[66:].split()) for line in lines[3:]), shown.stdout
+
+
+def test_logs_of_an_earlier_attempt(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    fake.add(view("a-1", "team-a", status="PROCESSING"), log=b"resumed at step 40\n")
+    fake.jobs["a-1"].past_logs = [b"step 10\nhalted: preempted\n"]
+    code, out = run(url, tenants.a, "logs", "a-1", "--attempt", "1", "-f", *FAST)
+    assert (code, out) == (0, "step 10\nhalted: preempted\n"), "an earlier attempt's log is finished: -f ends"
+    code, out = run(url, tenants.a, "logs", "a-1", "--attempt", "1", "--tail", "1", "-o", "json")
+    assert json.loads(out) == {
+        "job_id": "a-1",
+        "learner": 1,
+        "attempt": 1,
+        "data": "halted: preempted\n",
+        "next_offset": 26,
+        "finished": True,
+    }
+    code, out = run(url, tenants.a, "logs", "a-1", "--attempt", "3", "-o", "json")
+    assert code == 1 and "400 attempt: job a-1 has attempts 1..2; got 3" in json.loads(out)["message"]

@@ -171,3 +171,53 @@ def test_validate_says_which_defaults_it_applied_and_where_they_came_from(tmp_pa
     )
     assert applied in text.output, text.output
     assert "training_results lk-results/tenants/default (LEARNERKIT_RESULTS_BUCKET)" in text.output, text.output
+
+
+def _validate(path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(
+        cli, ["job", "validate", str(path), "--root", str(REPO), *args], env={"COLUMNS": "300"} | (env or {})
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_offline_validate_accepts_a_manifest_without_training_results_and_says_submit_decides(tmp_path: Path) -> None:
+    """FfDL accepted it, and a scheduler with a default results store runs it: offline, validate cannot know
+    whether the scheduler has one, so it says where the results go on one that has, and that submit decides."""
+    path = tmp_path / "manifest.yml"
+    path.write_text(NO_RESULTS.replace("version: latest", 'version: "2.21"'), encoding="utf-8")
+    code, out, _ = _validate(path, "--output", "json", env={"LEARNERKIT_RESULTS_BUCKET": ""})
+    assert code == 0, out
+    body = json.loads(out)
+    assert body["valid"] is True
+    assert body["defaults_applied"]["training_results"] == "<the scheduler's results bucket>/tenants/default"
+    assert body["left_to_submit"] == {
+        "training_results": "the manifest names no training_results: a scheduler with a default results store "
+        "(LEARNERKIT_RESULTS_BUCKET) keeps the results in its bucket under tenants/default, on the training data's "
+        "object store; one without refuses the manifest at submit"
+    }
+    code, out, _ = _validate(path)
+    assert code == 0, out
+    flat = " ".join(out.split())
+    assert "one without refuses the manifest at submit" in flat, out
+    assert "validate cannot know the scheduler's settings" in flat, out
+
+    code, out, _ = _validate(path, "--results-bucket", "lk-results", "--output", "json")
+    body = json.loads(out)
+    assert body["defaults_applied"]["training_results"] == "lk-results/tenants/default"
+    assert "left_to_submit" not in body
+    code, out, _ = _validate(path, "--results-bucket", "lk-results", "--tenant", "team-a")
+    assert "training_results lk-results/tenants/team-a (--results-bucket)" in out, out
+    code, _, err = _validate(path, "--results-bucket", "Not_A_Bucket")
+    assert code == 1 and "--results-bucket 'Not_A_Bucket': expected an S3 bucket name" in err
+
+
+def test_offline_validate_still_refuses_results_nowhere_an_object_store_could_hold_them(tmp_path: Path) -> None:
+    hosted = NO_RESULTS.replace("type: mount_cos", "type: mount_volume").replace(
+        "      auth_url: http://s3.default.svc.cluster.local\n      user_name: test\n      password: tenant-secret-1\n",
+        "      type: host_mount\n      path: /data\n",
+    )
+    path = tmp_path / "manifest.yml"
+    path.write_text(hosted.replace("version: latest", 'version: "2.21"'), encoding="utf-8")
+    code, _, err = _validate(path)
+    assert code == 1
+    assert "no data store has training_results" in err, err

@@ -678,12 +678,21 @@ def test_validate_says_which_defaults_it_applied(tmp_path: Path) -> None:
     assert "defaults" in text.output and "cpus 0.5 (LEARNERKIT_DEFAULT_CPUS): not in the manifest" in text.output
 
 
-def test_validate_refuses_what_submit_refuses(tmp_path: Path) -> None:
+def test_validate_leaves_only_training_results_to_submit(tmp_path: Path) -> None:
+    """The one intended difference: offline, a manifest without training_results is accepted with the check left
+    to submit, which a scheduler without a default results store refuses (the same parser, its settings)."""
+    text = edit("    training_results:\n      container: results\n", "")
     path = tmp_path / "manifest.yml"
-    path.write_text(edit("    training_results:\n      container: results\n", ""), encoding="utf-8")
-    result = CliRunner().invoke(cli, ["job", "validate", str(path), "--root", str(REPO), "--output", "json"])
-    assert result.exit_code == 1
-    assert json.loads(result.output)["problems"][0]["message"].startswith("no data store has training_results")
+    path.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(
+        cli,
+        ["job", "validate", str(path), "--root", str(REPO), "--output", "json"],
+        env={"LEARNERKIT_RESULTS_BUCKET": ""},
+    )
+    assert result.exit_code == 0, result.output
+    assert list(json.loads(result.output)["left_to_submit"]) == ["training_results"]
+    with pytest.raises(ManifestError, match="no data store has training_results"):
+        parse_manifest(text, catalog=CATALOG)
 
 
 def test_validate_checks_the_tenants_file_as_submit_does(tmp_path: Path) -> None:

@@ -88,10 +88,10 @@ def job_folder(scratch: Path) -> dict[str, str]:
 
 @functools.cache
 def _load_smokedata() -> ModuleType:
-    """build/smokedata.py by its file: the learnerkit_build package needs more than this Python may have."""
-    spec = importlib.util.spec_from_file_location("smokedata", ROOT / "build" / "smokedata.py")
+    """build/imagetest/smokedata.py by its file: the learnerkit_build package needs more than this Python may have."""
+    spec = importlib.util.spec_from_file_location("smokedata", ROOT / "build" / "imagetest" / "smokedata.py")
     if spec is None or spec.loader is None:
-        raise ImportError("cannot load build/smokedata.py")
+        raise ImportError("cannot load build/imagetest/smokedata.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,18 +1,21 @@
-# The two commands of the README: `make demo` (the main job) and `make test` (the whole suite).
+# The two commands of the README: `make demo` (the main job) and `make test` (the whole suite on the `test` tier
+# of image-tiers.yaml: every cpu image and one cuda image); `make test-full` adds every other cuda image.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 LEARNERKIT := $(BIN)/learnerkit
 # Builds take their index, find-links and CA bundle from the host's pip configuration, as the plain
 # `learnerkit image build` does: make passes nothing the command would not find by itself.
+# TIER: the images `images` builds and the suite tests (image-tiers.yaml; docs/build-tool.md, "Tiers").
+TIER ?= test
 
-.PHONY: setup images demo lint typecheck test unit bench gpu-check clean k8s-binaries test-k8s repro
+.PHONY: setup images demo lint typecheck test test-full unit bench gpu-check clean k8s-binaries test-k8s repro
 
 setup:
 	@scripts/setup.sh
 
 images: setup
-	$(LEARNERKIT) image build --all --quiet-log
+	$(LEARNERKIT) image build --tier $(TIER) --quiet-log
 	$(LEARNERKIT) sidecar build --quiet-log
 	$(LEARNERKIT) image prune --all
 
@@ -30,7 +33,11 @@ unit: setup
 	$(BIN)/pytest tests/unit
 
 test: setup lint images
-	$(BIN)/pytest
+	LEARNERKIT_IMAGE_TIER=$(TIER) $(BIN)/pytest
+
+# Every image of the matrix, cuda included, built and tested (about an hour more than `make test` from cold).
+test-full:
+	$(MAKE) test TIER=full
 
 # Every locked cpu image, the sidecar and the base built twice from scratch, apart, compared by image ID
 # (docs/supply-chain.md); not part of `make test`: about 2 minutes per image on 2 cores, more for large ones.

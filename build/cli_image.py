@@ -53,6 +53,7 @@ def render_command(
     specs: tuple[str, ...],
     select_all: bool,
     variants: tuple[str, ...],
+    tier: str | None,
     index_url: str | None,
     extra_index_urls: tuple[str, ...],
     find_links: tuple[str, ...],
@@ -63,7 +64,7 @@ def render_command(
     output: str,
 ) -> None:
     """Render Dockerfiles from the templates (no engine needed)."""
-    project, images = selected(root, specs, select_all, variants)
+    project, images = selected(root, specs, select_all, variants, tier)
     inputs = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle, project).inputs
     rendered = {image.name: render_image(project, image, inputs) for image in images}
     written = views.write_rendered(dest, images, rendered) if dest else {}
@@ -77,12 +78,17 @@ def render_command(
 @output_option
 @handles_errors
 def lint_command(
-    specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...], root: Path | None, output: str
+    specs: tuple[str, ...],
+    select_all: bool,
+    variants: tuple[str, ...],
+    tier: str | None,
+    root: Path | None,
+    output: str,
 ) -> None:
     """Render and lint Dockerfiles with hadolint and the project's .hadolint.yaml (no engine needed)."""
     from learnerkit_build.scan.lint import lint_dockerfile
 
-    project, images = selected(root, specs, select_all, variants)
+    project, images = selected(root, specs, select_all, variants, tier)
     inputs = BuildInputs()  # lint what the templates say, whatever this host's pip configuration
     reports = [
         lint_dockerfile(image.name, render_image(project, image, inputs), project / ".hadolint.yaml")
@@ -100,12 +106,18 @@ def lint_command(
 @output_option
 @handles_errors
 def prune_command(
-    specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...], dry_run: bool, root: Path | None, output: str
+    specs: tuple[str, ...],
+    select_all: bool,
+    variants: tuple[str, ...],
+    tier: str | None,
+    dry_run: bool,
+    root: Path | None,
+    output: str,
 ) -> None:
     """Remove content tags of superseded builds (all images when no spec is given)."""
     from learnerkit_build.builds.prune import prune
 
-    _, images = selected(root, specs, select_all or not specs, variants)
+    _, images = selected(root, specs, select_all or not (specs or tier), variants, tier)
     results = prune(images, dry_run=dry_run)
     rows = [{"tag": result.tag, "status": result.status} for result in results]
     emit(output, results, lambda: console.print(views.simple_table(rows, "tag") if rows else "nothing to prune"))
@@ -138,6 +150,7 @@ def lock_command(
     specs: tuple[str, ...],
     select_all: bool,
     variants: tuple[str, ...],
+    tier: str | None,
     index_url: str | None,
     extra_index_urls: tuple[str, ...],
     find_links: tuple[str, ...],
@@ -154,7 +167,7 @@ def lock_command(
     if not (specs or select_all or sidecar or base):
         raise click.UsageError("name images (SPEC..., --all), --sidecar or --base")
     if specs or select_all:
-        project, images = selected(root, specs, select_all, variants)
+        project, images = selected(root, specs, select_all, variants, tier)
     else:
         project, images = find_project_root(root), []
     resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle, project)
@@ -179,6 +192,7 @@ def build_command(
     specs: tuple[str, ...],
     select_all: bool,
     variants: tuple[str, ...],
+    tier: str | None,
     index_url: str | None,
     extra_index_urls: tuple[str, ...],
     find_links: tuple[str, ...],
@@ -191,7 +205,7 @@ def build_command(
     output: str,
 ) -> None:
     """Build images whose inputs changed; tag each by version and by inputs hash."""
-    project, images = selected(root, specs, select_all, variants)
+    project, images = selected(root, specs, select_all, variants, tier)
     resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle, project)
     builds = [
         (image.name, partial(build_image, project, image, resolved.inputs, rebuild=rebuild, record_size=record_size))
@@ -216,6 +230,7 @@ def test_command(
     specs: tuple[str, ...],
     select_all: bool,
     variants: tuple[str, ...],
+    tier: str | None,
     checks: tuple[str, ...],
     list_checks: bool,
     gpus: bool,
@@ -229,7 +244,7 @@ def test_command(
         rows = [{"check": name, "description": check.description} for name, check in CHECKS.items()]
         emit(output, rows, lambda: console.print(views.simple_table(rows, "check")))
         return
-    project, images = selected(root, specs, select_all, variants)
+    project, images = selected(root, specs, select_all, variants, tier)
     reports = run_image_tests(project, images, list(checks), verbose=output != "json", gpus=gpus)
     emit(output, reports, lambda: console.print(views.test_table(reports)))
     if not all(report.passed for report in reports):
@@ -276,6 +291,7 @@ def scan_command(
     specs: tuple[str, ...],
     select_all: bool,
     variants: tuple[str, ...],
+    tier: str | None,
     images: tuple[str, ...],
     archive: Path | None,
     dockerfile: Path | None,
@@ -298,7 +314,7 @@ def scan_command(
     requests = [request_for_image(ref, dockerfile, project, options, archive) for ref in images]
     skipped: list[str] = []
     if specs or select_all:
-        project, selection = selected(root, specs, select_all, variants)
+        project, selection = selected(root, specs, select_all, variants, tier)
         from_specs, skipped = requests_for_specs(project, selection, options)
         requests += from_specs
     if not requests and not skipped:
@@ -345,7 +361,7 @@ def publish_command(spec: str, target: str, key: Path | None, root: Path | None,
         reference = spec
         repository, tag = _split(spec)
     else:
-        _, images = selected(project, (spec,), False, ())
+        _, images = selected(project, (spec,), False, (), None)
         if len(images) != 1:
             raise click.UsageError(f"{spec} selects {len(images)} images; name one")
         repository, tag = images[0].repository(), images[0].tag
@@ -405,12 +421,17 @@ def verify_command(reference: str, public_key: Path | None, output: str) -> None
 @output_option
 @handles_errors
 def outdated_command(
-    specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...], root: Path | None, output: str
+    specs: tuple[str, ...],
+    select_all: bool,
+    variants: tuple[str, ...],
+    tier: str | None,
+    root: Path | None,
+    output: str,
 ) -> None:
     """List built images with pending Debian security updates or a changed base (rebuild them)."""
     from learnerkit_build.scan.outdated import outdated_images
 
-    _, images = selected(root, specs, select_all or not specs, variants)
+    _, images = selected(root, specs, select_all or not (specs or tier), variants, tier)
     found = outdated_images(images)
     emit(output, found, lambda: console.print(views.outdated_table(found) if found else "no built images"))
     if any(f.outdated for f in found):

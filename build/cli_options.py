@@ -26,6 +26,7 @@ from learnerkit_build.recipes.pipconfig import (
     resolve_build_inputs,
 )
 from learnerkit_build.recipes.spec import ImageSpec
+from learnerkit_build.recipes.tiers import load_tier
 
 F = TypeVar("F", bound=Callable[..., Any])
 Build = Callable[[LogSink], BuildResult]
@@ -36,6 +37,7 @@ select_options = [
     click.argument("specs", nargs=-1),
     click.option("--all", "select_all", is_flag=True, help="every image of the matrix"),
     click.option("--variant", "variants", multiple=True, help="only these variants (e.g. cpu); repeatable"),
+    click.option("--tier", default=None, help="the images of this tier of image-tiers.yaml (test, full)"),
 ]
 inputs_options = [
     click.option(
@@ -114,10 +116,15 @@ def _source(param: str, flag: str) -> str:
 
 
 def selected(
-    root: Path | None, specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...]
+    root: Path | None, specs: tuple[str, ...], select_all: bool, variants: tuple[str, ...], tier: str | None
 ) -> tuple[Path, list[ImageSpec]]:
     project = find_project_root(root)
-    images = load_matrix(project).select(list(specs), select_all=select_all, variants=list(variants) or None)
+    images = load_matrix(project).select(
+        list(specs),
+        select_all=select_all,
+        variants=list(variants) or None,
+        tier=load_tier(project, tier) if tier else None,
+    )
     return project, images
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from learnerkit_build.errors import SpecError
 from learnerkit_build.recipes.spec import ImageSpec, iter_images, load_framework, parse_image_selector
+from learnerkit_build.recipes.tiers import Tier
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,18 @@ class Matrix:
         return tuple(image for image in self.images if image.framework.smoke.kind == "training")
 
     def select(
-        self, selectors: list[str], *, select_all: bool = False, variants: list[str] | None = None
+        self,
+        selectors: list[str],
+        *,
+        select_all: bool = False,
+        variants: list[str] | None = None,
+        tier: Tier | None = None,
     ) -> list[ImageSpec]:
-        """Images matching any selector (`pytorch`, `pytorch:2.13`, `pytorch:2.13-cpu`, full tag)."""
-        if not selectors and not select_all:
-            raise SpecError("name at least one image spec (e.g. pytorch:2.13-cpu) or pass --all")
-        chosen = list(self.images) if select_all else []
+        """Images matching any selector (`pytorch`, `pytorch:2.13`, `pytorch:2.13-cpu`, full tag), or held by
+        `tier`."""
+        if not selectors and not select_all and tier is None:
+            raise SpecError("name at least one image spec (e.g. pytorch:2.13-cpu), a --tier, or pass --all")
+        chosen = list(self.images) if select_all else self.in_tier(tier) if tier else []
         for selector in selectors:
             matched = [image for image in self.images if _matches(image, selector)]
             if not matched:
@@ -37,6 +44,16 @@ class Matrix:
         if variants:
             chosen = [image for image in chosen if image.variant_name in variants]
         return chosen
+
+    def in_tier(self, tier: Tier) -> list[ImageSpec]:
+        """The images `tier` holds; an image it names that the matrix lacks is an error."""
+        names = {image.name for image in self.images}
+        for spec in tier.images:
+            if spec not in names:
+                raise SpecError(
+                    f"tier {tier.name!r} names {spec!r}, which is not in the matrix; images: {', '.join(sorted(names))}"
+                )
+        return [image for image in self.images if tier.holds(image)]
 
     def _no_match_message(self, selector: str) -> str:
         framework, _ = parse_image_selector(selector)

@@ -1,7 +1,8 @@
-"""Every learner image of the matrix, cpu and cuda: built (cached by `make test`), then every contract check,
-the content checks (no CUDA in cpu images; the CUDA build of cuda images up to the driver; every library of the
-framework resolving) and the smoke training with a halt in the middle and a resume to the end. Without GPUs, a
-cuda image's training is a skip that says why; `image test --gpus` on such a host skips it too, never passes."""
+"""Every learner image of the run's tier (tests/tiers.py), cpu and cuda: built (cached by `make test`), then
+every contract check, the content checks (no CUDA in cpu images; the CUDA build of cuda images up to the driver;
+every library of the framework resolving) and the smoke training with a halt in the middle and a resume to the
+end. Without GPUs, a cuda image's training is a skip that says why; `image test --gpus` on such a host skips it
+too, never passes."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from learnerkit_build.imagetest.runner import CHECKS, run_image_tests
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
+from tests.tiers import current_tier, tiered
 
 IMAGES = load_matrix(REPO).images
 
 
 @pytest.mark.timeout(3600)
-@pytest.mark.parametrize("image", IMAGES, ids=lambda image: image.name)
+@pytest.mark.parametrize("image", tiered(IMAGES))
 def test_image_passes_contract_and_smoke_training(image: Any, docker_client: Any, build_inputs: BuildInputs) -> None:
     result = build_image(REPO, image, build_inputs, lambda line: None)
     assert result.status in ("built", "cached")
@@ -45,7 +47,7 @@ def test_image_passes_contract_and_smoke_training(image: Any, docker_client: Any
 def test_gpus_on_a_host_without_gpus_is_a_clear_skip_never_a_pass(docker_client: Any) -> None:
     if docker_client.info().get("Runtimes", {}).get("nvidia"):
         pytest.skip("this engine has the NVIDIA runtime: the skip is for hosts without GPUs")
-    image = load_matrix(REPO).select(["pytorch:2.13-cuda"])[0]
+    image = next(image for image in IMAGES if image.variant.cuda and current_tier().holds(image))
     [report] = run_image_tests(REPO, [image], ["smoke"], verbose=False, gpus=True)
     [smoke] = report.checks
     assert smoke.status == "skip", smoke

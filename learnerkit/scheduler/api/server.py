@@ -14,7 +14,7 @@ import uvloop
 from fastapi import FastAPI
 
 from learnerkit.scheduler.api.app import create_app
-from learnerkit.scheduler.api.headers import BoundedHeadProtocol
+from learnerkit.scheduler.api.connections import ConnectionLimits, guarded_protocol
 from learnerkit.scheduler.api.hosting import SchedulerFactory
 from learnerkit.scheduler.config.settings import SchedulerSettings
 
@@ -34,7 +34,8 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
         registry=hosted.registry,
         public_key=hosted.public_key,
     )
-    server = uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info"))
+    limits = ConnectionLimits.from_settings(settings)
+    server = uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info", limits))
 
     async def run() -> None:
         if hosted.lifespan is None:
@@ -68,9 +69,14 @@ def _signals_after_shutdown(server: uvicorn.Server) -> Iterator[None]:
         signal.raise_signal(number)
 
 
-def uvicorn_config(app: FastAPI, host: str, port: int, log_level: str) -> uvicorn.Config:
+def uvicorn_config(
+    app: FastAPI, host: str, port: int, log_level: str, limits: ConnectionLimits | None = None
+) -> uvicorn.Config:
     """uvicorn with its C parts named, not left to whatever is installed: httptools parses HTTP and uvloop runs
     the event loop. A submit relays its model code (100 MB and more) through the API; h11 and asyncio's own
     loop cost that relay a tenth of its throughput (bench/model_upload.py, docs/dependencies.md). The protocol bounds
-    each request's head (431 past `MAX_HEAD_BYTES` or `MAX_HEADERS`, `learnerkit.scheduler.api.headers`)."""
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, http=BoundedHeadProtocol, loop="uvloop")
+    each request's head (431 past `MAX_HEAD_BYTES` or `MAX_HEADERS`, `learnerkit.scheduler.api.headers`), the time
+    a request may take to arrive and the connections open at once (``limits``, default `ConnectionLimits()`,
+    `learnerkit.scheduler.api.connections`)."""
+    protocol = guarded_protocol(limits or ConnectionLimits())
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, http=protocol, loop="uvloop")

@@ -62,6 +62,21 @@ class ApiSettings:
     """``$LEARNERKIT_API_MAX_CONNECTIONS``: connections open at once, in all (503 past it)."""
     max_connections_per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
     """``$LEARNERKIT_API_MAX_CONNECTIONS_PER_ADDRESS``: connections open at once from one client address (429)."""
+    tls_cert: Path | None = None
+    """``$LEARNERKIT_SCHEDULER_TLS_CERT``: the server's certificate (PEM, its chain after it); with `tls_key` the
+    API is served over HTTPS only (`learnerkit scheduler cert create` makes both). None: plain HTTP."""
+    tls_key: Path | None = None
+    """``$LEARNERKIT_SCHEDULER_TLS_KEY``: its private key (PEM, unencrypted)."""
+
+    def tls(self) -> tuple[Path, Path] | None:
+        """The certificate and key, or None for plain HTTP; `SettingsError` when only one is given."""
+        if self.tls_cert is None and self.tls_key is None:
+            return None
+        if self.tls_cert is None or self.tls_key is None:
+            raise SettingsError(
+                "LEARNERKIT_SCHEDULER_TLS_CERT and LEARNERKIT_SCHEDULER_TLS_KEY (--tls-cert, --tls-key): give both"
+            )
+        return self.tls_cert, self.tls_key
 
 
 @dataclass(frozen=True)
@@ -223,6 +238,8 @@ class SchedulerSettings:
                 max_connections_per_address=_positive(
                     env, "LEARNERKIT_API_MAX_CONNECTIONS_PER_ADDRESS", api.max_connections_per_address, int
                 ),
+                tls_cert=Path(env["LEARNERKIT_SCHEDULER_TLS_CERT"]) if "LEARNERKIT_SCHEDULER_TLS_CERT" in env else None,
+                tls_key=Path(env["LEARNERKIT_SCHEDULER_TLS_KEY"]) if "LEARNERKIT_SCHEDULER_TLS_KEY" in env else None,
             ),
             etcd=EtcdSettings(
                 endpoints=parse_endpoints(env["ETCD_ENDPOINTS"]) if "ETCD_ENDPOINTS" in env else etcd.endpoints,

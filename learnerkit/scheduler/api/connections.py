@@ -10,7 +10,8 @@ client sending a byte every few seconds on many connections held the API's file 
 - a body that sends nothing for `body_idle_s`, or is not complete `body_total_s` after its head, likewise (408 if
   no response has started, else just closed). Time the application leaves the body unread does not count as idle:
   it is the server that waits then, not the client. A request answered before its body has all come (a refusal)
-  has its connection closed rather than the rest of the body read;
+  has the rest read and dropped for `head_timeout_s` at most, then its connection closed (closing at once could
+  reset the connection before the client has read the answer);
 - a connection past `max_per_address` open from its client address is answered 429, one past `max_total` open in
   all 503, naming the setting, and closed before anything is read.
 """
@@ -93,6 +94,7 @@ class GuardedProtocol(BoundedHeadProtocol):
     _deadline: asyncio.TimerHandle | None = None
     _body_deadline: asyncio.TimerHandle | None = None
     _in_body = False
+    _draining = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -113,7 +115,7 @@ class GuardedProtocol(BoundedHeadProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._body_deadline is not None:  # reading a body: its bytes came, the idle wait starts again
+        if self._in_body and not self._draining:  # reading a body: its bytes came, the idle wait starts again
             self._arm(self.limits.body_idle_s, self._body_idle)
         super().data_received(data)
 
@@ -132,15 +134,24 @@ class GuardedProtocol(BoundedHeadProtocol):
 
     def on_message_complete(self) -> None:
         self._cancel()
-        self._in_body = False
+        drained, self._in_body, self._draining = self._draining, False, False
         super().on_message_complete()
+        if drained and not self._refused:  # answered already: the next request's head may start now
+            self._arm(self.limits.head_timeout_s, self._head_timed_out)
 
     def on_response_complete(self) -> None:
-        if self._in_body and not self.transport.is_closing():  # answered without its body: the rest is not read
-            self.transport.close()
+        if self._in_body and not self.transport.is_closing():
+            # Answered before its body had all come (a refusal). Closing now could reset the connection before
+            # the client reads the answer; the rest is read and dropped for the head timeout at most instead.
+            self._draining = True
+            self._arm(self.limits.head_timeout_s, self._close)
         super().on_response_complete()
         if not self.transport.is_closing() and self._reading_head and not self._refused:
             self._arm(self.limits.head_timeout_s, self._head_timed_out)
+
+    def _close(self) -> None:
+        self._cancel()
+        self.transport.close()
 
     def _head_timed_out(self) -> None:
         self._timed_out(f"the request head was not complete within {self.limits.head_timeout_s:g} s")
@@ -155,7 +166,8 @@ class GuardedProtocol(BoundedHeadProtocol):
         self._cancel()
         if self.transport.is_closing():
             return
-        if self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete:
+        answering = self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete
+        if answering or self._draining:
             self.logger.warning("closed the connection of %s: %s", self.client, why)
             self._refused = True
             self.transport.close()

@@ -140,3 +140,28 @@ def test_connections_past_the_cap_in_all_are_refused_with_503(port: int) -> None
         timeout=10,
         message="a new connection to be served once the others closed",
     )
+
+
+def test_the_rest_of_a_refused_body_is_read_for_the_head_timeout_at_most(port: int, tenants: Tenants) -> None:
+    """A manifest declared over the limit is answered 413 unread; the rest of its body is then read and dropped
+    (closing at once could reset the connection before the client reads the 413), for the head timeout at most."""
+    head = (
+        b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/yaml\r\n"
+        b"Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n" % (tenants.a.encode(), 1 << 30)
+    )
+    with connect(port, "127.0.0.22") as conn:
+        conn.sendall(head)
+        assert conn.recv(65536).startswith(b"HTTP/1.1 413")
+        started = time.monotonic()
+        conn.settimeout(0.2)
+        closed = False
+        while not closed and time.monotonic() - started < 10:
+            try:
+                conn.sendall(b"#")  # the body, slowly
+                closed = conn.recv(65536) == b""
+            except TimeoutError:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+    assert closed, "the connection was closed"
+    assert time.monotonic() - started >= LIMITS.head_timeout_s * 0.9, "the rest of the body had its time"

@@ -2,7 +2,8 @@
 
 It serves on loopback against the dev etcd; the first start makes a token for the tenant ``demo`` (kept,
 mode 0600, beside the tokens file) so that ``eval "$(learnerkit dev env)"`` is all a shell needs to submit, and
-a tenants file that lets ``demo`` raise its jobs' priority, and the platform's signing key.
+a tenants file that lets ``demo`` raise its jobs' priority, the platform's signing key, and a local CA with the
+API's certificate: the dev scheduler serves HTTPS, and ``dev env`` exports the CA for the CLI.
 
 FfDL's defaults (5 CPUs, 12 GiB a learner) would leave a manifest without ``cpus`` unschedulable on a small
 machine, so the dev scheduler's defaults fit this host (the local engine's one node), and manifests without
@@ -13,6 +14,7 @@ exports the same values, so ``job validate`` in that shell applies what the sche
 from __future__ import annotations
 
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -23,6 +25,8 @@ from learnerkit.common.signing import load_or_create_signer
 from learnerkit.dev.ports import LOOPBACK
 from learnerkit.dev.service import Launch, Service
 from learnerkit.scheduler.api.auth import add_token
+from learnerkit.scheduler.api.certificates import CertificateFiles, create_certificates
+from learnerkit.scheduler.client.http import CA_ENV
 from learnerkit.scheduler.manifest.model import FFDL_DEFAULTS
 
 DEMO_TENANT = "demo"
@@ -67,9 +71,16 @@ def signing_key(launch: Launch) -> Path:
     return launch.folder / "signing-key.pem"
 
 
+def certificates(launch: Launch) -> CertificateFiles:
+    """The dev CA and the API's certificate (``localhost``, ``127.0.0.1``), made on the first start."""
+    return CertificateFiles.in_folder(launch.folder / "tls")
+
+
 def _prepare(launch: Launch) -> None:
     launch.folder.mkdir(parents=True, exist_ok=True)
     load_or_create_signer(signing_key(launch))
+    if not certificates(launch).cert.exists():
+        create_certificates(launch.folder / "tls")
     if not _tenants(launch).exists():
         write_atomic(_tenants(launch), TENANTS.encode(), mode=0o600)
     if not _demo_token(launch).exists():
@@ -91,6 +102,10 @@ def _argv(launch: Launch) -> list[str]:
         str(_tokens(launch)),
         "--signing-key",
         str(signing_key(launch)),
+        "--tls-cert",
+        str(certificates(launch).cert),
+        "--tls-key",
+        str(certificates(launch).key),
         "--tenants",
         str(_tenants(launch)),
         "--etcd-endpoints",
@@ -114,18 +129,27 @@ def _default_options() -> list[str]:
     ]
 
 
+def _url(launch: Launch) -> str:
+    return f"https://{LOOPBACK}:{launch.ports['api']}"
+
+
 def _probe(launch: Launch) -> bool:
     try:
-        with urllib.request.urlopen(f"http://{LOOPBACK}:{launch.ports['api']}/healthz", timeout=2) as answer:
+        context = ssl.create_default_context(cafile=certificates(launch).ca)
+        with urllib.request.urlopen(f"{_url(launch)}/healthz", timeout=2, context=context) as answer:  # noqa: S310
             return bool(answer.status == 200)
-    except (urllib.error.URLError, OSError):
+    except (urllib.error.URLError, OSError, ssl.SSLError):
         return False
 
 
 def _exports(launch: Launch) -> dict[str, str]:
     token = _demo_token(launch).read_text(encoding="utf-8").strip()
-    url = f"http://{LOOPBACK}:{launch.ports['api']}"
-    return {"LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": token, **host_defaults()}
+    return {
+        "LEARNERKIT_SCHEDULER_URL": _url(launch),
+        CA_ENV: str(certificates(launch).ca),
+        "LEARNERKIT_TOKEN": token,
+        **host_defaults(),
+    }
 
 
 SCHEDULER_SERVICE = Service(
@@ -139,4 +163,5 @@ SCHEDULER_SERVICE = Service(
     metrics_path="/metrics",
     optional=True,
     start_timeout_s=60.0,
+    scheme="https",
 )

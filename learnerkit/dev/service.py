@@ -24,7 +24,8 @@ class Launch:
     env: Mapping[str, str] = field(default_factory=dict)
     """The environment's shared variables (the S3 credentials) as ``learnerkit dev env`` prints them."""
     scrape_targets: tuple[str, ...] = ()
-    """``host:port/path`` of every running service that serves Prometheus metrics."""
+    """``host:port/path`` of every running service that serves Prometheus metrics (``https://host:port/path``
+    where it serves them over TLS)."""
 
 
 ArgvBuilder = Callable[[Launch], list[str]]
@@ -61,13 +62,16 @@ class Service:
     """Where the main port serves Prometheus metrics; such services become Prometheus' scrape targets."""
     optional: bool = False
     """Started only when asked for (``--with-NAME``), then kept on later ``up`` calls."""
+    scheme: str = "http"
+    """``https`` for a service that serves its main port over TLS."""
     start_timeout_s: float = 30.0
     stop_timeout_s: float = 10.0
 
     def endpoint(self, ports: Mapping[str, int]) -> str:
-        return f"http://{LOOPBACK}:{ports[self.main_port]}"
+        return f"{self.scheme}://{LOOPBACK}:{ports[self.main_port]}"
 
     def scrape_target(self, ports: Mapping[str, int]) -> str | None:
         if self.metrics_path is None:
             return None
-        return f"{LOOPBACK}:{ports[self.main_port]}{self.metrics_path}"
+        target = f"{LOOPBACK}:{ports[self.main_port]}{self.metrics_path}"
+        return target if self.scheme == "http" else f"{self.scheme}://{target}"

@@ -74,6 +74,8 @@ def connected(command: F) -> F:
     @wraps(command)
     def wrapper(*args: Any, url: str | None, token: str | None, output: str, **kwargs: Any) -> Any:
         client = SchedulerClient.from_env(url, token)
+        if (warning := client.plain_http_warning()) is not None:
+            err_console.print(warning, markup=False, highlight=False)
         try:
             return command(*args, client=client, output=output, **kwargs)
         except ManifestRejectedError as e:

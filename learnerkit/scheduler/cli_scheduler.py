@@ -1,4 +1,5 @@
-"""`learnerkit scheduler serve`, `nodes`, `drain|undrain NODE` and `token add|revoke|list`.
+"""`learnerkit scheduler serve`, `nodes`, `drain|undrain NODE`, `token add|revoke|list`, `key create` and
+`cert create`.
 
 Options override the environment (`SchedulerSettings.from_env`); secrets (etcd password, S3 keys) are read from
 the environment only, so they never show in a process list.
@@ -59,6 +60,18 @@ def scheduler_group() -> None:
     default=None,
     help=f"the platform's signing key (`scheduler key create`) [env {SIGNING_KEY_SETTING}; {DEFAULT_SIGNING_KEY}]",
 )
+@click.option(
+    "--tls-cert",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="serve HTTPS with this certificate (PEM) [env LEARNERKIT_SCHEDULER_TLS_CERT; plain HTTP]",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="the certificate's private key (PEM) [env LEARNERKIT_SCHEDULER_TLS_KEY]",
+)
 @click.option("--etcd-endpoints", default=None, help="comma-separated host:port [env ETCD_ENDPOINTS]")
 @click.option("--s3-endpoint", default=None, help="S3 endpoint URL [env S3_ENDPOINT_URL; AWS]")
 @click.option("--s3-bucket", default=None, help="bucket for logs, checkpoints, results [env LEARNERKIT_S3_BUCKET]")
@@ -98,6 +111,8 @@ def serve_command(
     port: int | None,
     tokens: Path | None,
     signing_key: Path | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
     etcd_endpoints: str | None,
     s3_endpoint: str | None,
     s3_bucket: str | None,
@@ -119,7 +134,7 @@ def serve_command(
         }
         defaults = resource_defaults({**os.environ, **{k: v for k, v in given.items() if v is not None}})
         settings = SchedulerSettings.from_env(os.environ).with_overrides(
-            api={"host": host, "port": port, "tokens": tokens},
+            api={"host": host, "port": port, "tokens": tokens, "tls_cert": tls_cert, "tls_key": tls_key},
             etcd={"endpoints": parse_endpoints(etcd_endpoints) if etcd_endpoints is not None else None},
             s3={"endpoint_url": s3_endpoint, "bucket": s3_bucket},
             backend={"kind": BackendKind(backend) if backend else None},
@@ -178,6 +193,47 @@ def key_create(key: Path, output: str) -> None:
     )
 
 
+@scheduler_group.group("cert")
+def cert_group() -> None:
+    """The API's TLS certificate, from a local CA made here (docs/security.md)."""
+
+
+@cert_group.command("create")
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="where ca.pem, ca-key.pem, server.pem and server-key.pem go (none may be there)",
+)
+@click.option(
+    "--host",
+    "hosts",
+    multiple=True,
+    help="a name or IP address the scheduler is reached at, repeatable [localhost and 127.0.0.1]",
+)
+@output_option
+def cert_create(folder: Path, hosts: tuple[str, ...], output: str) -> None:
+    """Make a local CA and a server certificate signed by it: `serve --tls-cert server.pem --tls-key server-key.pem`,
+    and the CLI trusts the CA with LEARNERKIT_SCHEDULER_CA=ca.pem."""
+    # Imported here: only this command pays for the cryptography stack.
+    from learnerkit.scheduler.api.certificates import DEFAULT_HOSTS, create_certificates
+
+    try:
+        files = create_certificates(folder, hosts or DEFAULT_HOSTS)
+    except (LearnerkitError, OSError) as e:
+        fail(output, e if isinstance(e, LearnerkitError) else ConfigError(f"{folder}: cannot write there: {e}"))
+        return
+    made = {"ca": str(files.ca), "ca_key": str(files.ca_key), "cert": str(files.cert), "key": str(files.key)}
+
+    def show() -> None:
+        click.echo(f"serve with:  --tls-cert {files.cert} --tls-key {files.key}")
+        click.echo(f"the CLI:     export LEARNERKIT_SCHEDULER_CA={files.ca}")
+        click.echo(f"keep {files.ca_key} private (it can sign certificates the CLI trusts); it serves nothing")
+
+    emit(output, made | {"hosts": list(hosts or DEFAULT_HOSTS)}, show)
+
+
 @scheduler_group.command("public-key")
 @click.option("--url", default=None, help="the scheduler [env LEARNERKIT_SCHEDULER_URL; http://127.0.0.1:8080]")
 @output_option
@@ -186,6 +242,8 @@ def public_key(url: str | None, output: str) -> None:
     from learnerkit.scheduler.client.http import SchedulerClient
 
     client = SchedulerClient.from_env(url, None)
+    if (warning := client.plain_http_warning()) is not None:
+        err_console.print(warning, markup=False, highlight=False)
     try:
         pem = client.public_key()
     except LearnerkitError as e:

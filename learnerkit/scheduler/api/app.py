@@ -32,6 +32,7 @@ from learnerkit.common.instants import parse_instant
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
 from learnerkit.scheduler.api.hosting import HealthCheck, Lifespan
+from learnerkit.scheduler.api.hsts import StrictTransportSecurity
 from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large, model_too_large, receive_submission
 from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.api.sweeps import sweeps_router
@@ -258,6 +259,7 @@ def create_app(
     app.add_exception_handler(LearnerkitError, _learnerkit_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_middleware(StrictTransportSecurity)
     app.state.tokens = tokens
     app.include_router(_jobs_router(facade, limits))
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))

@@ -5,12 +5,21 @@ one scrypt, and an unknown id costs none. A verified token is remembered in memo
 (with a key that never leaves the process), so later requests pay one SHA-256. The file is re-read when it
 changes on disk, which makes ``token revoke`` take effect in a running server without a restart.
 
-Failed checks are bounded per token id and client address together, and per client address
-(`FAILURES_PER_MINUTE`): past them a request is refused (`RateLimitedError`, the API's 429) before any scrypt,
-and at most `SCRYPTS_AT_ONCE` run at a time, so a flood of wrong secrets neither burns the CPU nor slows the
-tenants whose tokens are verified already. Each check reserves its failure before its scrypt and gets it back
-when the secret matches, so parallel wrong secrets cost no more scrypts than the limit; and since a token id's
-failures count per address, wrong secrets from elsewhere never lock its owner out.
+A token is checked in two steps. Its entry keeps, beside the scrypt hash, a quick check: 4 bytes of a SHA-256
+of the salt and the token (`QUICK_CHECK_BYTES`). A token that fails it is wrong, known in a microsecond and
+without a scrypt; a token that passes it (the right one, or one wrong guess in 2**32) is proven by the scrypt.
+
+The login rule (docs/security.md): **a valid token is always accepted; limits count failures only.** A failed
+check is counted per token id and client address together and per client address (`FAILURES_PER_MINUTE`);
+past either it is answered 429 (`RateLimitedError`) instead of 401. Since no rule can refuse a client without
+first reading its token, this is the only rule under which strangers behind one address (a NAT, a proxy) or a
+stranger who knows a token's id never lock its owner out: the owner's token passes the quick check and the
+scrypt whatever the address has failed. What it costs a guesser is unchanged in what matters: a token holds
+256 random bits, and wrong guesses cost the scheduler no scrypt, so neither guessing nor a flood of guesses
+burns its CPU; at most `SCRYPTS_AT_ONCE` scrypts run at a time.
+
+An entry written before the quick check existed (no ``quick_check`` in the file) keeps the earlier rule: its
+failure is counted before its scrypt and the check refused past the limits; `token add` writes entries with one.
 """
 
 from __future__ import annotations
@@ -43,9 +52,12 @@ SCRYPT_N = 2**14
 SCRYPT_R = 8
 SCRYPT_P = 1
 FAILURES_PER_MINUTE = {"token_at_client": 5, "client": 20}
-"""Failed checks a token id from one client address, and a client address, may cost per minute (and at once)
-before they are refused."""
+"""Failed checks a token id from one client address, and a client address, may have per minute (and at once)
+before further failures are answered 429 instead of 401."""
 SCRYPTS_AT_ONCE = 2
+QUICK_CHECK_BYTES = 4
+"""The quick check's length: a wrong token passes it once in 2**32, and the file tells 32 of a token's 256 bits."""
+_QUICK_CHECK_LABEL = b"learnerkit token quick check\0"
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TOKEN = re.compile(r"^lkt_([0-9a-f]{12})_([A-Za-z0-9_-]{20,})$")
 
@@ -60,23 +72,36 @@ class TokenEntry:
     n: int = SCRYPT_N
     r: int = SCRYPT_R
     p: int = SCRYPT_P
+    quick_check: bytes | None = None
+    """None in entries written before it existed."""
 
     def matches(self, token: str) -> bool:
         candidate = _scrypt(token, self.salt, self.n, self.r, self.p)
         return hmac.compare_digest(candidate, self.digest)
 
+    def passes_quick_check(self, token: str) -> bool:
+        """False: the token is wrong. True: it may be right, and only `matches` says."""
+        return self.quick_check is None or hmac.compare_digest(_quick_check(token, self.salt), self.quick_check)
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "tenant": self.tenant,
             "created_at": self.created_at,
             "salt": self.salt.hex(),
             "scrypt": {"n": self.n, "r": self.r, "p": self.p},
             "hash": self.digest.hex(),
         }
+        if self.quick_check is not None:
+            doc["quick_check"] = self.quick_check.hex()
+        return doc
 
 
 def _scrypt(token: str, salt: bytes, n: int, r: int, p: int) -> bytes:
     return hashlib.scrypt(token.encode(), salt=salt, n=n, r=r, p=p, maxmem=256 * n * r, dklen=32)
+
+
+def _quick_check(token: str, salt: bytes) -> bytes:
+    return hashlib.sha256(_QUICK_CHECK_LABEL + salt + token.encode()).digest()[:QUICK_CHECK_BYTES]
 
 
 def add_token(path: Path, tenant: str) -> str:
@@ -92,6 +117,7 @@ def add_token(path: Path, tenant: str) -> str:
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         salt=salt,
         digest=_scrypt(token, salt, SCRYPT_N, SCRYPT_R, SCRYPT_P),
+        quick_check=_quick_check(token, salt),
     )
     with _locked(path):
         entries = read_tokens(path) if path.exists() else {}
@@ -138,6 +164,7 @@ def read_tokens(path: Path) -> dict[str, TokenEntry]:
                 n=int(item["scrypt"]["n"]),
                 r=int(item["scrypt"]["r"]),
                 p=int(item["scrypt"]["p"]),
+                quick_check=bytes.fromhex(item["quick_check"]) if "quick_check" in item else None,
             )
             for token_id, item in raw["tokens"].items()
         }
@@ -216,7 +243,8 @@ class TokenStore:
 
     def authenticate(self, header: str | None, client: str = "") -> str:
         """The tenant of an ``Authorization: Bearer <token>`` header from ``client`` (its address); raises
-        `AuthError`, or `RateLimitedError` while the token id or the client has failed too often."""
+        `AuthError`, or `RateLimitedError` when the check failed and the token id or the client has failed too
+        often. A valid token is accepted whatever others have failed (the module's rule)."""
         token, token_id = _parse(header)
         fingerprint = self._fingerprint(token)
         with self._lock:
@@ -228,8 +256,11 @@ class TokenStore:
             return known.tenant
         if entry is None:
             raise AuthError("unknown or revoked token")
+        failure_keys = {"token_at_client": f"{token_id} {client}", "client": client}
+        if not entry.passes_quick_check(token):
+            raise self._failed(failure_keys)
         # One check per token and address at a time: the same token sent in parallel (a client's first requests)
-        # waits for that check instead of reserving failures of its own.
+        # waits for that check instead of running a scrypt of its own.
         flight = (fingerprint, client)
         with self._lock:
             pending = self._checking.get(flight)
@@ -239,7 +270,7 @@ class TokenStore:
         if not leader:
             return pending.result()
         try:
-            tenant = self._check(entry, token, f"{token_id} {client}", client)
+            tenant = self._check(entry, token, failure_keys)
         except (AuthError, RateLimitedError) as e:
             pending.set_exception(e)
             raise
@@ -253,16 +284,27 @@ class TokenStore:
             with self._lock:
                 del self._checking[flight]
 
-    def _check(self, entry: TokenEntry, token: str, token_at_client: str, client: str) -> str:
-        """One scrypt, its failure counted before it runs and given back when the secret matches."""
-        reserved = self._reserve_failure({"token_at_client": token_at_client, "client": client})
+    def _check(self, entry: TokenEntry, token: str, failure_keys: dict[str, str]) -> str:
+        """One scrypt. An entry without a quick check has its failure counted before the scrypt (refused past the
+        limits) and given back when the secret matches: the rule from before the quick check."""
+        reserved = self._reserve_failure(failure_keys) if entry.quick_check is None else None
         with self._scrypts:
             matches = entry.matches(token)
-        if not matches:
-            raise AuthError("unknown or revoked token")
-        for kind, key in reserved.items():
-            self._failures[kind].refund(key)
+        if reserved is not None:
+            if not matches:
+                raise AuthError("unknown or revoked token")
+            for kind, key in reserved.items():
+                self._failures[kind].refund(key)
+        elif not matches:
+            raise self._failed(failure_keys)
         return entry.tenant
+
+    def _failed(self, keys: dict[str, str]) -> AuthError | RateLimitedError:
+        """Count a failed check under each key: the 401 to answer, or the 429 where a key had no failures left."""
+        wait = max(self._failures[kind].take(key) for kind, key in keys.items())
+        if wait:
+            return RateLimitedError("too many failed token checks for this token id or address", wait)
+        return AuthError("unknown or revoked token")
 
     def _reserve_failure(self, keys: dict[str, str]) -> dict[str, str]:
         """Count the check as failed under each key before it runs (refunded when it matches); `RateLimitedError`,

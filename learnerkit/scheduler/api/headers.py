@@ -68,10 +68,13 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         # The next request on this connection starts its own head.
         self._reading_head, self._head_bytes, self._header_count = True, 0, 0
 
-    def _refuse(self, why: str) -> None:
+    def _refuse(self, why: str, status: int = 431, *, retry_after_s: int | None = None, log: bool = True) -> None:
+        """Answer ``status`` with ``why`` as its text and close the connection; nothing more is parsed."""
         self._refused = True
-        self.logger.warning("refused a request from %s: %s", self.client, why)
+        if log:
+            self.logger.warning("refused a request from %s: %s", self.client, why)
         body = why.encode("ascii")
-        head = b"content-type: text/plain; charset=utf-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n"
-        self.transport.write(STATUS_LINE[431] + head % len(body) + body)
+        retry = b"" if retry_after_s is None else b"retry-after: %d\r\n" % retry_after_s
+        head = b"content-type: text/plain; charset=utf-8\r\nconnection: close\r\n%scontent-length: %d\r\n\r\n"
+        self.transport.write(STATUS_LINE[status] + head % (retry, len(body)) + body)
         self.transport.close()

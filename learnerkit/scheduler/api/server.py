@@ -4,9 +4,13 @@ uvicorn."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import logging
 import signal
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
@@ -14,9 +18,12 @@ import uvloop
 from fastapi import FastAPI
 
 from learnerkit.scheduler.api.app import create_app
-from learnerkit.scheduler.api.headers import BoundedHeadProtocol
+from learnerkit.scheduler.api.connections import ConnectionLimits, guarded_protocol
 from learnerkit.scheduler.api.hosting import SchedulerFactory
 from learnerkit.scheduler.config.settings import SchedulerSettings
+from learnerkit.scheduler.errors import SettingsError
+
+LOGGER = logging.getLogger(__name__)
 
 
 def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
@@ -26,6 +33,15 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
     The scheduler's lifespan (the etcd lock, the rebuild, the loop) is entered here around uvicorn, not as the app's
     lifespan: a start it refuses (another scheduler holds the etcd root, the sidecar image is missing) reaches the
     caller as the `LearnerkitError` it is, one line and exit code 1, instead of uvicorn's traceback and exit 3."""
+    tls = settings.api.tls()
+    if tls is not None:
+        check_tls_files(*tls)
+    elif not is_loopback(settings.api.host):
+        LOGGER.warning(
+            "serving plain HTTP on %s: tokens and model code cross the network in clear; "
+            "give --tls-cert and --tls-key (`learnerkit scheduler cert create` makes them)",
+            settings.api.host,
+        )
     hosted = factory(settings)
     app = create_app(
         hosted.facade,
@@ -35,7 +51,8 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
         public_key=hosted.public_key,
         health=hosted.health,
     )
-    server = uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info"))
+    limits = ConnectionLimits.from_settings(settings)
+    server = uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info", limits, tls))
 
     async def run() -> None:
         if hosted.lifespan is None:
@@ -69,9 +86,40 @@ def _signals_after_shutdown(server: uvicorn.Server) -> Iterator[None]:
         signal.raise_signal(number)
 
 
-def uvicorn_config(app: FastAPI, host: str, port: int, log_level: str) -> uvicorn.Config:
+def check_tls_files(cert: Path, key: Path) -> None:
+    """Load the pair as the server will, so a missing file or a key that is not the certificate's stops the start
+    with one line naming them, not uvicorn's traceback."""
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as e:
+        raise SettingsError(f"--tls-cert {cert}, --tls-key {key}: cannot serve HTTPS with them: {e}") from e
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def uvicorn_config(
+    app: FastAPI,
+    host: str,
+    port: int,
+    log_level: str,
+    limits: ConnectionLimits | None = None,
+    tls: tuple[Path, Path] | None = None,
+) -> uvicorn.Config:
     """uvicorn with its C parts named, not left to whatever is installed: httptools parses HTTP and uvloop runs
     the event loop. A submit relays its model code (100 MB and more) through the API; h11 and asyncio's own
     loop cost that relay a tenth of its throughput (bench/model_upload.py, docs/dependencies.md). The protocol bounds
-    each request's head (431 past `MAX_HEAD_BYTES` or `MAX_HEADERS`, `learnerkit.scheduler.api.headers`)."""
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, http=BoundedHeadProtocol, loop="uvloop")
+    each request's head (431 past `MAX_HEAD_BYTES` or `MAX_HEADERS`, `learnerkit.scheduler.api.headers`), the time
+    a request may take to arrive and the connections open at once (``limits``, default `ConnectionLimits()`,
+    `learnerkit.scheduler.api.connections`). With ``tls`` (certificate, key) it serves HTTPS only."""
+    protocol = guarded_protocol(limits or ConnectionLimits())
+    cert, key = tls if tls is not None else (None, None)
+    return uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, http=protocol, loop="uvloop", ssl_certfile=cert, ssl_keyfile=key
+    )

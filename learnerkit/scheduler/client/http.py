@@ -1,6 +1,8 @@
 """An HTTP client of the scheduler's REST API for the CLI; errors come back as learnerkit errors.
 
-The base URL and token come from arguments or ``$LEARNERKIT_SCHEDULER_URL`` / ``$LEARNERKIT_TOKEN``. Every
+The base URL and token come from arguments or ``$LEARNERKIT_SCHEDULER_URL`` / ``$LEARNERKIT_TOKEN``. An ``https``
+URL is verified against the CA file ``$LEARNERKIT_SCHEDULER_CA`` (else the system's CAs), and a certificate that
+fails is an error, never a retry over plain HTTP. Every
 answer the server refuses becomes the error type its status means (401 `AuthError`, 404 `JobNotFoundError`,
 409 `JobStateError`, 422 `ManifestRejectedError`), carrying the server's message.
 """
@@ -8,10 +10,12 @@ answer the server refuses becomes the error type its status means (401 `AuthErro
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import os
 import select
 import socket
+import ssl
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -50,6 +54,7 @@ from learnerkit.scheduler.facade import (
 
 URL_ENV = "LEARNERKIT_SCHEDULER_URL"
 TOKEN_ENV = "LEARNERKIT_TOKEN"  # noqa: S105 (the variable's name, not a token)
+CA_ENV = "LEARNERKIT_SCHEDULER_CA"
 DEFAULT_URL = "http://127.0.0.1:8080"
 NEXT_OFFSET_HEADER = "X-Next-Offset"
 NEXT_TOKEN_HEADER = "X-Next-Token"  # noqa: S105 (a header name, not a token)
@@ -89,13 +94,22 @@ class SchedulerClient:
     """Speaks HTTP with the standard library's ``http.client`` over one kept-alive connection: the `job` verbs
     start in a fraction of the time a third-party HTTP stack takes to import (bench/cli.py)."""
 
-    def __init__(self, base_url: str, token: str | None, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, token: str | None, *, timeout_s: float = 30.0, ca_file: Path | None = None
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.ca_file = ca_file
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise SchedulerError(f"scheduler URL {base_url!r}: expected http://HOST[:PORT] or https://HOST[:PORT]")
         self._parts = parts
+        self._tls: ssl.SSLContext | None = None
+        if parts.scheme == "https":
+            try:
+                self._tls = ssl.create_default_context(cafile=ca_file)
+            except (OSError, ssl.SSLError) as e:
+                raise SchedulerError(f"{CA_ENV}={ca_file}: not a CA file this client can read: {e}") from e
         self._headers = {"Accept": "application/json"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
@@ -104,7 +118,7 @@ class SchedulerClient:
     def copy(self) -> SchedulerClient:
         """A client of the same server and token with a connection of its own (one per thread)."""
         token = self._headers.get("Authorization", "").removeprefix("Bearer ") or None
-        return SchedulerClient(self.base_url, token, timeout_s=self.timeout_s)
+        return SchedulerClient(self.base_url, token, timeout_s=self.timeout_s, ca_file=self.ca_file)
 
     @classmethod
     def from_env(
@@ -112,7 +126,19 @@ class SchedulerClient:
     ) -> SchedulerClient:
         """Arguments first, then the environment; the URL defaults to the local scheduler."""
         env = os.environ if environ is None else environ
-        return cls(url or env.get(URL_ENV) or DEFAULT_URL, token or env.get(TOKEN_ENV))
+        ca_file = Path(env[CA_ENV]) if env.get(CA_ENV) else None
+        return cls(url or env.get(URL_ENV) or DEFAULT_URL, token or env.get(TOKEN_ENV), ca_file=ca_file)
+
+    def plain_http_warning(self) -> str | None:
+        """What to tell the user when the token would cross a network in clear: an ``http`` URL to a host that
+        is not this machine's loopback."""
+        host = self._parts.hostname or ""
+        if self._parts.scheme != "http" or host == "localhost" or _is_loopback_address(host):
+            return None
+        return (
+            f"warning: {self.base_url} is plain HTTP: the token and model code cross the network in clear; "
+            f"use the scheduler's https:// URL (and {CA_ENV} for its CA file)"
+        )
 
     def submit(
         self,
@@ -325,7 +351,7 @@ class SchedulerClient:
             response = connection.getresponse()
         except (OSError, http.client.HTTPException) as e:
             self.close()
-            raise SchedulerUnreachableError(f"sending the model to the scheduler at {self.base_url} failed: {e}") from e
+            raise self._unreachable(f"sending the model to the scheduler at {self.base_url} failed", e) from e
         answer = self._answer("POST", url, response, self._read(response, response.read))
         if not answer.ok:
             self.close()  # the body may not have been sent: the connection cannot carry another request
@@ -409,7 +435,7 @@ class SchedulerClient:
             return connection.getresponse()
         except (OSError, http.client.HTTPException) as e:
             self.close()
-            raise SchedulerUnreachableError(f"cannot reach the scheduler at {self.base_url}: {e}") from e
+            raise self._unreachable(f"cannot reach the scheduler at {self.base_url}", e) from e
 
     def _read(self, response: http.client.HTTPResponse, read: Callable[[], bytes]) -> bytes:
         try:
@@ -436,13 +462,28 @@ class SchedulerClient:
             return None
         return connection
 
+    def _unreachable(self, doing: str, error: Exception) -> SchedulerUnreachableError:
+        if isinstance(error, ssl.SSLCertVerificationError):
+            trusted = f"the CA in {CA_ENV} ({self.ca_file})" if self.ca_file else f"the system's CAs ({CA_ENV} unset)"
+            return SchedulerUnreachableError(
+                f"{doing}: its certificate is not trusted: {error.verify_message}; this client trusts {trusted}"
+            )
+        return SchedulerUnreachableError(f"{doing}: {error}")
+
     def _connect(self) -> http.client.HTTPConnection:
         host, port = self._parts.hostname or "", self._parts.port
-        if self._parts.scheme == "https":
-            self._connection = http.client.HTTPSConnection(host, port, timeout=self.timeout_s)
+        if self._tls is not None:
+            self._connection = http.client.HTTPSConnection(host, port, timeout=self.timeout_s, context=self._tls)
         else:
             self._connection = http.client.HTTPConnection(host, port, timeout=self.timeout_s)
         return self._connection
+
+
+def _is_loopback_address(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def error_from_response(response: Answer) -> SchedulerError:

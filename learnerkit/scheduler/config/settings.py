@@ -29,6 +29,14 @@ from learnerkit.scheduler.manifest.units import parse_size
 from learnerkit.scheduler.preemption.rules import DEFAULT_MIN_RUN_S
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
+DEFAULT_HEAD_TIMEOUT_S = 30.0
+DEFAULT_MAX_CONNECTIONS = 512
+"""In all; keep it under the process's open-file limit (often 1024), which etcd, S3 and the engine share."""
+DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 64
+"""One CLI command holds one connection; an office behind one NAT rarely runs 64 at once."""
+BODY_GRACE_S = 5.0
+"""The HTTP protocol cuts a stalled body this long after the submit's own timeouts, which answer first and abort
+the model's upload."""
 DEFAULT_SIGNING_KEY = Path("/etc/learnerkit/signing-key.pem")
 SIGNING_KEY_SETTING = "LEARNERKIT_SIGNING_KEY"
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -48,6 +56,27 @@ class ApiSettings:
     """``$LEARNERKIT_SCHEDULER_PORT``."""
     tokens: Path = DEFAULT_TOKENS
     """``$LEARNERKIT_SCHEDULER_TOKENS``: the tokens file (`learnerkit scheduler token add`)."""
+    head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S
+    """``$LEARNERKIT_API_HEAD_TIMEOUT_S``: a request's line and headers must arrive within this (408 past it)."""
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    """``$LEARNERKIT_API_MAX_CONNECTIONS``: connections open at once, in all (503 past it)."""
+    max_connections_per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
+    """``$LEARNERKIT_API_MAX_CONNECTIONS_PER_ADDRESS``: connections open at once from one client address (429)."""
+    tls_cert: Path | None = None
+    """``$LEARNERKIT_SCHEDULER_TLS_CERT``: the server's certificate (PEM, its chain after it); with `tls_key` the
+    API is served over HTTPS only (`learnerkit scheduler cert create` makes both). None: plain HTTP."""
+    tls_key: Path | None = None
+    """``$LEARNERKIT_SCHEDULER_TLS_KEY``: its private key (PEM, unencrypted)."""
+
+    def tls(self) -> tuple[Path, Path] | None:
+        """The certificate and key, or None for plain HTTP; `SettingsError` when only one is given."""
+        if self.tls_cert is None and self.tls_key is None:
+            return None
+        if self.tls_cert is None or self.tls_key is None:
+            raise SettingsError(
+                "LEARNERKIT_SCHEDULER_TLS_CERT and LEARNERKIT_SCHEDULER_TLS_KEY (--tls-cert, --tls-key): give both"
+            )
+        return self.tls_cert, self.tls_key
 
 
 @dataclass(frozen=True)
@@ -125,9 +154,10 @@ class LimitSettings:
     """``$LEARNERKIT_MAX_MODEL_BYTES``: a larger model upload is refused (413) as soon as it is known to be."""
     upload_idle_s: float = 60.0
     """``$LEARNERKIT_UPLOAD_IDLE_S``: a submit's body that sends nothing for this long is refused (408), and the
-    model's multipart upload aborted."""
+    model's multipart upload aborted; any other request's body is cut 5 s later (`BODY_GRACE_S`)."""
     upload_total_s: float = 3600.0
-    """``$LEARNERKIT_UPLOAD_TOTAL_S``: a submit's body may take this long in all (408 past it)."""
+    """``$LEARNERKIT_UPLOAD_TOTAL_S``: a submit's body may take this long in all (408 past it); any other request's
+    body likewise, 5 s later."""
     preemption_min_run_s: float = DEFAULT_MIN_RUN_S
     """``$LEARNERKIT_PREEMPTION_MIN_RUN_S``: a job that has run for less (this attempt) is never preempted."""
     node_lost_grace_s: float = 60.0
@@ -206,6 +236,13 @@ class SchedulerSettings:
                 host=env.get("LEARNERKIT_SCHEDULER_HOST", api.host),
                 port=_port(env.get("LEARNERKIT_SCHEDULER_PORT"), api.port),
                 tokens=Path(env.get("LEARNERKIT_SCHEDULER_TOKENS", str(api.tokens))),
+                head_timeout_s=_positive(env, "LEARNERKIT_API_HEAD_TIMEOUT_S", api.head_timeout_s, float),
+                max_connections=_positive(env, "LEARNERKIT_API_MAX_CONNECTIONS", api.max_connections, int),
+                max_connections_per_address=_positive(
+                    env, "LEARNERKIT_API_MAX_CONNECTIONS_PER_ADDRESS", api.max_connections_per_address, int
+                ),
+                tls_cert=Path(env["LEARNERKIT_SCHEDULER_TLS_CERT"]) if "LEARNERKIT_SCHEDULER_TLS_CERT" in env else None,
+                tls_key=Path(env["LEARNERKIT_SCHEDULER_TLS_KEY"]) if "LEARNERKIT_SCHEDULER_TLS_KEY" in env else None,
             ),
             etcd=EtcdSettings(
                 endpoints=parse_endpoints(env["ETCD_ENDPOINTS"]) if "ETCD_ENDPOINTS" in env else etcd.endpoints,

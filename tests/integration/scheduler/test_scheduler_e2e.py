@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import ssl
 import string
 import subprocess
 import sys
@@ -112,8 +113,11 @@ def test_a_manifest_submitted_over_http_is_followed_to_completed(shell: dict[str
     assert refused.returncode != 0 and "no job" in refused.stdout + refused.stderr
     assert json.loads(learnerkit(stranger, "job", "list", "--output", "json").stdout) == []
 
-    with urllib.request.urlopen(f"{shell['LEARNERKIT_SCHEDULER_URL']}/metrics", timeout=10) as answer:
+    assert shell["LEARNERKIT_SCHEDULER_URL"].startswith("https://"), "dev up serves the API over TLS"
+    tls = ssl.create_default_context(cafile=shell["LEARNERKIT_SCHEDULER_CA"])
+    with urllib.request.urlopen(f"{shell['LEARNERKIT_SCHEDULER_URL']}/metrics", timeout=10, context=tls) as answer:
         metrics = answer.read().decode()
+        assert answer.headers["Strict-Transport-Security"] == "max-age=31536000"
     assert 'learnerkit_scheduler_jobs{status="COMPLETED"} 1.0' in metrics
     query = urllib.parse.urlencode({"query": 'learnerkit_scheduler_jobs{status="COMPLETED"}'})
 

@@ -171,7 +171,7 @@ def test_failures_are_bounded_per_token_id_and_address_and_verified_tenants_stay
         except AuthError:
             outcomes.append("401")
     assert outcomes == ["401"] * 5 + ["429 after 12 s"] * 7
-    assert len(calls) == 5, "a refused attempt costs no scrypt"
+    assert calls == [], "a wrong secret fails the quick check: no scrypt"
     assert store.cached(f"Bearer {token}") == "team-a", "the verified tenant still pays one HMAC"
     assert store.authenticate(f"Bearer {other}", client="10.0.0.66") == "team-b", "other token ids are not affected"
     with pytest.raises(AuthError):  # the same token id from another address has its own budget
@@ -195,10 +195,73 @@ def test_wrong_secrets_never_lock_the_owner_out(tmp_path: Path) -> None:
     assert store.authenticate(f"Bearer {token}", client="10.0.0.1") == "team-a"
 
 
-def test_parallel_wrong_secrets_cost_no_more_scrypts_than_the_limit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """D6: the limit is checked and the failure counted before the scrypt, so 40 at once cost 5 scrypts."""
+def test_strangers_behind_the_owners_address_never_lock_the_owner_out(tmp_path: Path) -> None:
+    """The NAT case: 50 wrong tokens from one address, half with the owner's token id, then the owner's token, sent
+    for the first time since the start, from that address: accepted."""
+    path = tmp_path / "tokens.json"
+    token, other = add_token(path, "team-a"), add_token(path, "team-b")
+    store = TokenStore(path, clock=Clock())
+    answers = []
+    for n in range(50):
+        wrong = guess(token, n) if n % 2 else guess(other, n)
+        try:
+            store.authenticate(f"Bearer {wrong}", client="192.0.2.1")
+        except RateLimitedError:
+            answers.append("429")
+        except AuthError:
+            answers.append("401")
+    assert answers.count("429") >= 30, "the address is limited"
+    assert store.cached(f"Bearer {token}") is None, "the owner's token was not verified before"
+    assert store.authenticate(f"Bearer {token}", client="192.0.2.1") == "team-a"
+    assert store.authenticate(f"Bearer {other}", client="192.0.2.1") == "team-b"
+
+
+def test_guessing_is_still_throttled_and_costs_no_scrypt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """100 wrong secrets for one token id from one address: 5 answered 401, the rest 429 with Retry-After, none of
+    them a scrypt; the budget comes back with time. (Guesses over many ids: the address's own budget, below.)"""
+    path = tmp_path / "tokens.json"
+    tokens = [add_token(path, "team-a")]
+    clock = Clock()
+    store = TokenStore(path, clock=clock)
+    calls: list[int] = []
+    real = auth._scrypt
+    monkeypatch.setattr(auth, "_scrypt", lambda *args: calls.append(1) or real(*args))
+    answers = []
+    for n in range(100):
+        try:
+            store.authenticate(f"Bearer {guess(tokens[0], n)}", client="198.51.100.9")
+        except RateLimitedError as e:
+            answers.append(f"429 after {e.retry_after_s:.0f} s")
+        except AuthError:
+            answers.append("401")
+    assert answers == ["401"] * 5 + ["429 after 12 s"] * 95
+    assert calls == []
+    clock.now += 12
+    with pytest.raises(AuthError) as one_more:
+        store.authenticate(f"Bearer {guess(tokens[0], 100)}", client="198.51.100.9")
+    assert not isinstance(one_more.value, RateLimitedError), "one failure's worth came back in 12 s"
+
+
+def test_an_entry_without_a_quick_check_keeps_the_earlier_rule(tmp_path: Path) -> None:
+    """A tokens file written before the quick check: failures are refused past the limits before the scrypt."""
+    path = tmp_path / "tokens.json"
+    token = add_token(path, "team-a")
+    doc = json.loads(path.read_text())
+    for entry in doc["tokens"].values():
+        del entry["quick_check"]
+    path.write_text(json.dumps(doc))
+    store = TokenStore(path, clock=Clock())
+    assert store._entries[token.split("_")[1]].quick_check is None
+    for n in range(auth.FAILURES_PER_MINUTE["token_at_client"]):
+        with pytest.raises(AuthError):
+            store.authenticate(f"Bearer {guess(token, n)}", client="192.0.2.7")
+    with pytest.raises(RateLimitedError):
+        store.authenticate(f"Bearer {token}", client="192.0.2.7")
+    assert store.authenticate(f"Bearer {token}", client="192.0.2.8") == "team-a"
+
+
+def test_parallel_wrong_secrets_are_counted_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 wrong secrets at once: exactly the limit's 5 answered 401, and none costs a scrypt."""
     path = tmp_path / "tokens.json"
     token = add_token(path, "team-a")
     store = TokenStore(path, clock=Clock())
@@ -208,7 +271,24 @@ def test_parallel_wrong_secrets_cost_no_more_scrypts_than_the_limit(
     headers = [f"Bearer {guess(token, n)}" for n in range(40)]
     outcomes = in_parallel([partial(store.authenticate, header, client="198.51.100.1") for header in headers])
     assert sorted(outcomes) == ["401"] * 5 + ["429"] * 35
-    assert len(calls) == 5
+    assert calls == []
+
+
+def test_a_wrong_secret_that_passes_the_quick_check_is_counted_after_its_scrypt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One wrong guess in 2**32 passes the quick check: its scrypt runs, then it counts as a failure."""
+    path = tmp_path / "tokens.json"
+    token = add_token(path, "team-a")
+    store = TokenStore(path, clock=Clock())
+    monkeypatch.setattr(auth.TokenEntry, "passes_quick_check", lambda _self, _token: True)
+    for n in range(auth.FAILURES_PER_MINUTE["token_at_client"]):
+        with pytest.raises(AuthError) as failed:
+            store.authenticate(f"Bearer {guess(token, n)}", client="192.0.2.9")
+        assert not isinstance(failed.value, RateLimitedError)
+    with pytest.raises(RateLimitedError):
+        store.authenticate(f"Bearer {guess(token, 99)}", client="192.0.2.9")
+    assert store.authenticate(f"Bearer {token}", client="192.0.2.9") == "team-a"
 
 
 def test_a_correct_token_sent_in_parallel_is_checked_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -260,7 +340,12 @@ def test_failures_are_bounded_per_client_address(tmp_path: Path) -> None:
         with pytest.raises(AuthError):
             store.authenticate(f"Bearer {forge(token)}", client="10.0.0.9")
     with pytest.raises(RateLimitedError):
-        store.authenticate(f"Bearer {tokens[20]}", client="10.0.0.9")
-    assert store.authenticate(f"Bearer {tokens[20]}", client="10.0.0.10") == "team-20"
+        store.authenticate(f"Bearer {forge(tokens[20])}", client="10.0.0.9")
+    with pytest.raises(AuthError) as elsewhere:
+        store.authenticate(f"Bearer {forge(tokens[20])}", client="10.0.0.10")
+    assert not isinstance(elsewhere.value, RateLimitedError)
+    assert store.authenticate(f"Bearer {tokens[20]}", client="10.0.0.9") == "team-20", "valid: always accepted"
     clock.now += 3
-    assert store.authenticate(f"Bearer {tokens[20]}", client="10.0.0.9") == "team-20"
+    with pytest.raises(AuthError) as later:
+        store.authenticate(f"Bearer {forge(tokens[19])}", client="10.0.0.9")
+    assert not isinstance(later.value, RateLimitedError), "one failure's worth came back in 3 s"

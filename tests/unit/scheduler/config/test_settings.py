@@ -15,6 +15,7 @@ from learnerkit.pair.jobdisk import JobDiskSettings
 from learnerkit.pair.spec import PidsLimits
 from learnerkit.scheduler import cli_scheduler
 from learnerkit.scheduler.api import server
+from learnerkit.scheduler.api.connections import ConnectionLimits
 from learnerkit.scheduler.api.hosting import SchedulerFactory
 from learnerkit.scheduler.config.settings import BackendKind, SchedulerSettings
 from learnerkit.scheduler.errors import SchedulerError, SettingsError
@@ -49,6 +50,26 @@ def test_from_env_reads_each_group() -> None:
     assert settings.s3.endpoint_url == "http://127.0.0.1:8333"
     assert settings.backend.kind is BackendKind.KUBERNETES
     assert "secret" not in repr(settings)
+
+
+def test_the_connection_limits_have_defaults_and_come_from_the_environment() -> None:
+    default = ConnectionLimits.from_settings(SchedulerSettings.from_env({}))
+    assert (default.head_timeout_s, default.max_per_address, default.max_total) == (30.0, 64, 512)
+    assert (default.body_idle_s, default.body_total_s) == (65.0, 3605.0), "5 s after the submit's own timeouts"
+    limits = ConnectionLimits.from_settings(
+        SchedulerSettings.from_env(
+            {
+                "LEARNERKIT_API_HEAD_TIMEOUT_S": "7.5",
+                "LEARNERKIT_API_MAX_CONNECTIONS": "100",
+                "LEARNERKIT_API_MAX_CONNECTIONS_PER_ADDRESS": "10",
+                "LEARNERKIT_UPLOAD_IDLE_S": "20",
+                "LEARNERKIT_UPLOAD_TOTAL_S": "600",
+            }
+        )
+    )
+    assert limits == ConnectionLimits(
+        head_timeout_s=7.5, body_idle_s=25.0, body_total_s=605.0, max_per_address=10, max_total=100
+    )
 
 
 def test_limits_and_trust_come_from_the_environment() -> None:
@@ -119,6 +140,8 @@ def test_resource_defaults_and_the_shared_claim_come_from_the_environment() -> N
         ({"LEARNERKIT_SIDECAR_PIDS_LIMIT": "8"}, "LEARNERKIT_SIDECAR_PIDS_LIMIT='8': expected at least 16"),
         ({"LEARNERKIT_JOB_DISK_UNBOUNDED": "yes"}, "LEARNERKIT_JOB_DISK_UNBOUNDED='yes': expected 0 or 1"),
         ({"LEARNERKIT_NODE_LOST_GRACE_S": "0"}, "LEARNERKIT_NODE_LOST_GRACE_S='0': expected a number above 0"),
+        ({"LEARNERKIT_API_HEAD_TIMEOUT_S": "0"}, "LEARNERKIT_API_HEAD_TIMEOUT_S='0': expected a number above 0"),
+        ({"LEARNERKIT_API_MAX_CONNECTIONS": "all"}, "LEARNERKIT_API_MAX_CONNECTIONS='all'"),
     ],
 )
 def test_bad_values_are_named(environ: dict[str, str], named: str) -> None:

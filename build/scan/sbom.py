@@ -81,15 +81,16 @@ def pypi_purl(dist: PythonDist) -> str:
     return f"pkg:pypi/{name}@{quote(dist.version, safe='')}"
 
 
-def document_time(created: Any) -> str:
-    """SOURCE_DATE_EPOCH when set, else the image's creation time, else now: identical images, identical SBOMs."""
+def document_time(created: Any) -> str | None:
+    """SOURCE_DATE_EPOCH when set, else the image's creation time, else none (never the clock): identical images,
+    identical SBOMs."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     if epoch:
         return datetime.fromtimestamp(int(epoch), UTC).isoformat(timespec="seconds")
     if isinstance(created, str) and created:
         # The engine writes UTC with nanoseconds (`2024-05-01T10:00:00.123456789Z`): seconds are enough.
         return datetime.fromisoformat(created[:19] + "+00:00").isoformat(timespec="seconds")
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return None
 
 
 def build_sbom(
@@ -153,7 +154,7 @@ def build_sbom(
         "serialNumber": f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'learnerkit:sbom:{spec_version}:{image_id}')}",
         "version": 1,
         "metadata": {
-            "timestamp": document_time(index.config.get("created")),
+            **({"timestamp": time} if (time := document_time(index.config.get("created"))) else {}),
             "tools": {
                 "components": [{"type": "application", "name": "learnerkit", "version": dist_version("learnerkit")}]
             },

@@ -9,6 +9,7 @@ The SPDX list and expression parser are cyclonedx-python-lib's (`cyclonedx.spdx`
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from cyclonedx.spdx import fixup_id, is_expression
@@ -46,7 +47,11 @@ def licence_choices(names: list[str]) -> list[dict[str, Any]]:
 
 
 def deb_licences(index: ImageIndex, package: str) -> list[dict[str, Any]]:
-    text = index.text(f"{DEB_DOCS}{package}/copyright")
+    folder = f"{DEB_DOCS}{package}"
+    entry = index.files.get(folder)
+    if entry is not None and entry.kind == "symlink":  # python3.11-venv's docs are python3.11's
+        folder = posixpath.normpath(posixpath.join(DEB_DOCS, entry.linkname))
+    text = index.text(f"{folder}/copyright")
     if text is None:
         return []
     paragraphs = list(Deb822.iter_paragraphs(text.splitlines()))

@@ -45,6 +45,7 @@ PACKAGES = LayerSpec(
     [
         F("/var/lib/dpkg/status", STATUS),
         F("/usr/share/doc/libssl3/copyright", DEP5),
+        F("/usr/share/doc/libc6", kind="symlink", linkname="libssl3"),  # its docs are another package's
         F("/usr/share/doc/tini/copyright", "tini, by Thomas Orozco. MIT licence, see /usr/share/common-licenses.\n"),
         F(
             f"{SITE}/requests-2.31.0.dist-info/METADATA",
@@ -128,7 +129,7 @@ def test_licences_are_what_each_package_states_and_nothing_is_guessed(make_index
     components = by_name(sbom_of(make_index, tmp_path))
     licences = {name: c.get("licenses") for name, c in components.items() if "purl" in c}
     assert licences == {
-        "libc6": None,  # no copyright file
+        "libc6": [{"license": {"id": "Apache-2.0"}}, {"license": {"name": "GPL-2+"}}],  # through the link
         "libssl3": [{"license": {"id": "Apache-2.0"}}, {"license": {"name": "GPL-2+"}}],
         "tini": None,  # a copyright file not in the machine-readable format
         "requests": [{"license": {"name": "Apache 2.0"}}],

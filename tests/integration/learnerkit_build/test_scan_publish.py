@@ -40,8 +40,10 @@ from learnerkit_build.scan.debian_security import IndexEntry, SuiteIndex
 from learnerkit_build.scan.policy import Policy, load_allowlist, load_policy
 from learnerkit_build.scan.records import record_scan
 from learnerkit_build.scan.runner import ScanRequest, scan_image
+from learnerkit_build.scan.sbom import validate_sbom
 from learnerkit_build.state import read_json
 from tests.integration.conftest import REPO
+from tests.schemas import assert_valid_openvex
 
 REPOSITORY, TAG = "learnerkit-test/published", "1"
 KINDS = {
@@ -59,7 +61,8 @@ def smallest_cpu_image(docker_client: Any) -> Any:
 
 
 def scan_and_record(reference: str, policy: Policy) -> bool:
-    report = scan_image(ScanRequest(reference=reference), policy, load_allowlist(REPO / "scan-allowlist.yaml"))
+    request = ScanRequest(reference=reference, project=REPO)  # the image's committed lock: the SBOM's hashes
+    report = scan_image(request, policy, load_allowlist(REPO / "scan-allowlist.yaml"))
     record_scan(report)
     return report.passed
 
@@ -194,6 +197,16 @@ def test_publish_gates_attest_and_verify(
         assert any(d.get("uri", "").startswith("pkg:deb/debian/libc6@") for d in dependencies)
         base = labels["org.opencontainers.image.base.digest"].removeprefix("sha256:")
         assert {"sha256": base} in [d.get("digest") for d in dependencies]
+        packages = [d for d in dependencies if d.get("uri", "").startswith("pkg:")]
+        assert packages and all("sha256" in d.get("digest", {}) for d in packages), "every package by digest"
+        sbom = statements["https://cyclonedx.org/bom"]["predicate"]
+        validate_sbom(sbom)  # cyclonedx-python-lib's validator, its bundled CycloneDX 1.6 schema
+        assert all(c.get("hashes") for c in sbom["components"] if "purl" in c)
+        assert sbom["dependencies"]
+        vex = statements["https://openvex.dev/ns"]["predicate"]
+        assert vex["@id"].startswith(f"https://learnerkit.dev/vex/{done.digest}/advisories/sha256:")
+        if vex["statements"]:  # OpenVEX requires one at least: see test_vex.py's xfail
+            assert_valid_openvex(vex)
         test = statements["https://in-toto.io/attestation/test-result/v0.1"]["predicate"]
         json_format.ParseDict(test, test_result_pb2.TestResult())
         assert set(test["passedTests"]) | set(test["warnedTests"]) == set(CHECKS)

@@ -25,7 +25,7 @@ from learnerkit_build.scan.packages import deb_packages, python_dists, wanted
 from learnerkit_build.scan.records import REPORT, SBOM, scans_home
 from learnerkit_build.scan.sbom import build_sbom, read_image_lock, validate_sbom
 from learnerkit_build.state import write_json
-from tests.unit.learnerkit_build.attestations.test_vex import assert_valid_openvex
+from tests.schemas import assert_valid_openvex
 from tests.unit.learnerkit_build.scan.conftest import ImageSpecT, base_layer, write_archive
 from tests.unit.learnerkit_build.scan.test_sbom import PACKAGES, lock_file
 

@@ -3,30 +3,20 @@ OpenVEX 0.2.0 by its published JSON schema."""
 
 from __future__ import annotations
 
-import json
 from datetime import date
-from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 
 from learnerkit_build.attestations.vex import apply_vex, build_vex, disagreements
 from learnerkit_build.scan.model import CheckResult, Evidence, Severity, Status
 from learnerkit_build.scan.policy import AllowEntry, Policy, apply_allowlist, decide
+from tests.schemas import assert_valid_openvex
 
 TODAY = date(2026, 1, 1)
 PURLS = {"openssl": "pkg:deb/debian/openssl@3.0.1?arch=amd64", "jinja2": "pkg:pypi/jinja2@2.10"}
 PRODUCT = "pkg:oci/published@sha256%3Aabc?repository_url=127.0.0.1/learnerkit/published"
-OPENVEX_SCHEMA = Path(__file__).parents[3] / "schemas" / "openvex_json_schema_0.2.0.json"
-
-
-def assert_valid_openvex(document: dict[str, Any]) -> None:
-    validator = Draft202012Validator(json.loads(OPENVEX_SCHEMA.read_text(encoding="utf-8")))
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]
-    assert errors == []
 
 
 def debian(package: str, cves: tuple[str, ...]) -> Evidence:

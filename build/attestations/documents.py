@@ -88,7 +88,8 @@ def vex_document(records: ImageRecords, remote: str, digest: str) -> dict[str, A
 
 
 def statements(records: ImageRecords, remote: str, digest: str, root: Path) -> dict[str, dict[str, Any]]:
-    """Kind (provenance, sbom, vex, test, scan) to its statement about `remote@digest`."""
+    """Kind (provenance, sbom, vex, test, scan) to its statement about `remote@digest`; no vex when the scan saw no
+    vulnerability (an OpenVEX document holds one statement at least)."""
     framework = records.labels.get("io.learnerkit.framework", "")
     commit = records.labels.get(provenance.REVISION_LABEL, "").removesuffix("-dirty")
     folders = ["learner_base"] + ([f"frameworks/{framework}"] if framework else [])
@@ -101,4 +102,6 @@ def statements(records: ImageRecords, remote: str, digest: str, root: Path) -> d
         "test": image_test_predicate(records.test),
         "scan": records.report,
     }
-    return {kind: statement(remote, digest, PREDICATE_TYPES[kind], predicates[kind]) for kind in PREDICATE_TYPES}
+    if not predicates["vex"]["statements"]:
+        del predicates["vex"]  # OpenVEX needs one statement at least: no finding, nothing to say, no document
+    return {kind: statement(remote, digest, PREDICATE_TYPES[kind], predicates[kind]) for kind in predicates}

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from learnerkit_build.attestations import vex
 from learnerkit_build.attestations.documents import ImageRecords, image_test_predicate, statements
 from learnerkit_build.scan.records import REPORT, SBOM, scans_home
 from learnerkit_build.state import write_json
+from tests.schemas import assert_valid_openvex
 
 REFERENCE = "learnerkit/pytorch:2.13-cpu-py3.11"
 LABELS = {"org.opencontainers.image.created": "2026-01-01T00:00:00+00:00", "io.learnerkit.framework": "pytorch"}
@@ -41,14 +43,24 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_vex_is_a_function_of_the_image_and_its_advisory_data_not_of_this_machines_scan_history() -> None:
-    now = ImageRecords("sha256:new", LABELS, sbom("3.0.2-1"), report("sha256:new", ()), {"checks": []})
+    now = ImageRecords("sha256:new", LABELS, sbom("3.0.2-1"), report("sha256:new", ("CVE-2024-0009",)), {})
     digest = "sha256:" + "a" * 64
     fresh = statements(now, "127.0.0.1:5000/learnerkit/pytorch", digest, Path("/nonexistent"))["vex"]
     record("sha256:old", ("CVE-2024-0001",), "3.0.1-1")  # an earlier scan of the same reference, here only
     after = statements(now, "127.0.0.1:5000/learnerkit/pytorch", digest, Path("/nonexistent"))["vex"]
     assert after == fresh
-    assert after["predicate"]["statements"] == []
+    assert [s["vulnerability"]["name"] for s in after["predicate"]["statements"]] == ["CVE-2024-0009"]
     assert after["predicate"]["@id"].startswith(f"https://learnerkit.dev/vex/{digest}/advisories/sha256:")
+    assert_valid_openvex(after["predicate"])
+
+
+def test_an_image_whose_scan_saw_no_vulnerability_gets_no_vex_which_would_be_invalid_openvex() -> None:
+    clean = ImageRecords("sha256:new", LABELS, sbom("3.0.2-1"), report("sha256:new", ()), {"checks": []})
+    made = statements(clean, "r/x", "sha256:" + "a" * 64, Path("/nonexistent"))
+    assert set(made) == {"provenance", "sbom", "test", "scan"}
+    empty = vex.build_vex([], "pkg:oci/x", "sha256:" + "a" * 64, {}, "2026-01-01T00:00:00Z")
+    with pytest.raises(AssertionError, match="should be non-empty"):
+        assert_valid_openvex(empty)  # why: OpenVEX's schema wants one statement at least
 
 
 def test_the_vex_id_records_the_advisory_data_it_was_made_from() -> None:

@@ -53,8 +53,8 @@ def read_image_lock(path: Path) -> ImageLock:
     return ImageLock(read_lock(path), hashlib.sha256(path.read_bytes()).hexdigest())
 
 
-def _digest(alg_hex: str) -> list[dict[str, str]]:
-    return [{"alg": "SHA-256", "content": alg_hex}]
+def _digest(sha256: str) -> list[dict[str, str]]:
+    return [{"alg": "SHA-256", "content": sha256}]
 
 
 def deb_ref(package: DebPackage) -> str:

@@ -14,15 +14,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from debian.debian_support import Version
-
 from learnerkit_build.attestations import slsa as provenance
 from learnerkit_build.attestations import vex
 from learnerkit_build.attestations.envelope import statement
-from learnerkit_build.scan.records import REPORT, SBOM, scans_home
 from learnerkit_build.scan.reports import checks_from_json
 from learnerkit_build.scan.sbom import all_components
-from learnerkit_build.state import read_json
 
 TEST_RESULT_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
 SCAN_REPORT_TYPE = "https://learnerkit.dev/attestations/scan-report/v1"
@@ -84,47 +80,16 @@ def image_test_predicate(test: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def fixed_by_updates(records: ImageRecords) -> list[vex.Fixed]:
-    """Vulnerabilities an earlier scan of the same reference saw open, whose package this image has at a newer
-    version without them: the Debian updates applied by a rebuild."""
-    reference = records.report.get("reference")
-    now_versions = {str(c["name"]): str(c.get("version", "")) for c in all_components(records.sbom)}
-    current = {(f.vulnerability, f.package) for f in vex.findings(checks_from_json(records.report))}
-    fixed: dict[tuple[str, str], vex.Fixed] = {}
-    for path in sorted(scans_home().glob("*.json")):
-        earlier: Any = read_json(path)
-        if not earlier or earlier.get("reference") != reference or earlier.get("image_id") == records.image_id:
-            continue
-        folder = path.with_suffix("")
-        report, sbom = read_json(folder / REPORT), read_json(folder / SBOM)
-        if report is None or sbom is None:
-            continue
-        then_versions = {str(c["name"]): str(c.get("version", "")) for c in all_components(sbom)}
-        for finding in vex.findings(checks_from_json(report)):
-            key = (finding.vulnerability, finding.package)
-            before, after = then_versions.get(finding.package), now_versions.get(finding.package)
-            if finding.allowed_by or key in current or not before or not after or not _newer(after, before):
-                continue
-            fixed[key] = vex.Fixed(finding.vulnerability, finding.package, before, after)
-    return list(fixed.values())
-
-
-def _newer(after: str, before: str) -> bool:
-    try:
-        return Version(after) > Version(before)
-    except ValueError:
-        return False
-
-
 def vex_document(records: ImageRecords, remote: str, digest: str) -> dict[str, Any]:
     checks = checks_from_json(records.report)
     product = image_purl(remote, digest)
     time = document_time(records.labels)
-    return vex.build_vex(checks, product, sbom_purls(records.sbom), time, fixed_by_updates(records))
+    return vex.build_vex(checks, product, digest, sbom_purls(records.sbom), time)
 
 
 def statements(records: ImageRecords, remote: str, digest: str, root: Path) -> dict[str, dict[str, Any]]:
-    """Kind (provenance, sbom, vex, test, scan) to its statement about `remote@digest`."""
+    """Kind (provenance, sbom, vex, test, scan) to its statement about `remote@digest`; no vex when the scan saw no
+    vulnerability (an OpenVEX document holds one statement at least)."""
     framework = records.labels.get("io.learnerkit.framework", "")
     commit = records.labels.get(provenance.REVISION_LABEL, "").removesuffix("-dirty")
     folders = ["learner_base"] + ([f"frameworks/{framework}"] if framework else [])
@@ -137,4 +102,6 @@ def statements(records: ImageRecords, remote: str, digest: str, root: Path) -> d
         "test": image_test_predicate(records.test),
         "scan": records.report,
     }
-    return {kind: statement(remote, digest, PREDICATE_TYPES[kind], predicates[kind]) for kind in PREDICATE_TYPES}
+    if not predicates["vex"]["statements"]:
+        del predicates["vex"]  # OpenVEX needs one statement at least: no finding, nothing to say, no document
+    return {kind: statement(remote, digest, PREDICATE_TYPES[kind], predicates[kind]) for kind in predicates}

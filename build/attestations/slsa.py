@@ -2,7 +2,8 @@
 
 Resolved dependencies: the project's source commit (`gitCommit`), every file of `learner_base/` and the
 framework's folder at that commit (`gitBlob`), the local Debian base image (its image ID and recipe), and every
-Debian package and Python distribution of the SBOM (by purl: the build keeps no .deb or wheel digests).
+Debian package and Python distribution of the SBOM: by purl, and by the sha256 of its .deb or wheel where the
+SBOM has it from the image's lock (every package of a locked image but those vendored inside another's wheel).
 """
 
 from __future__ import annotations
@@ -88,12 +89,16 @@ def resolved_dependencies(labels: dict[str, str], sources: list[SourceFile], sbo
         if annotations:
             base["annotations"] = annotations
         found.append(base)
-    packages = sorted(
-        {(str(c["name"]), str(c["purl"])) for c in all_components(sbom) if c.get("purl")},
-        key=lambda item: item[1],
-    )
-    found += [{"name": name, "uri": purl} for name, purl in packages]
-    return found
+    packages: dict[str, dict[str, Any]] = {}
+    for component in all_components(sbom):
+        if not component.get("purl"):
+            continue
+        entry: dict[str, Any] = {"name": str(component["name"]), "uri": str(component["purl"])}
+        sha256 = [h["content"] for h in component.get("hashes", []) if h.get("alg") == "SHA-256"]
+        if sha256:
+            entry["digest"] = {"sha256": sha256[0]}
+        packages.setdefault(entry["uri"], entry)
+    return found + [packages[uri] for uri in sorted(packages)]
 
 
 def provenance(labels: dict[str, str], sources: list[SourceFile], sbom: dict[str, Any]) -> dict[str, Any]:

@@ -2,10 +2,12 @@
 
 Every piece of vulnerability evidence the gate saw (checks `vuln.*` that FAILed or WARNed) becomes one
 statement per (vulnerability, package): `not_affected` when an allowlist entry accepted it (its reason, review
-date and justification), `fixed` when the caller knows an applied Debian update removed it, `affected` when a
-CVE or advisory id names it, `under_investigation` when the evidence names no id (a pending update whose
-changelog was not read). `apply_vex` marks the same evidence from the VEX alone, so `decide` over it gives the
-gate's verdict; publish refuses an image where it would not.
+date and justification), `affected` when a CVE or advisory id names it, `under_investigation` when the evidence
+names no id (a pending update whose changelog was not read). `apply_vex` marks the same evidence from the VEX
+alone, so `decide` over it gives the gate's verdict; publish refuses an image where it would not.
+
+The document is a function of the image and of the advisory data given (the scan's vulnerability findings, with
+the allowlist's markings) and nothing else: no scan history, clock or host. Its `@id` records both digests.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -37,16 +39,6 @@ class Finding:
     message: str
     allowed_by: str | None
     justification: str | None
-
-
-@dataclass(frozen=True)
-class Fixed:
-    """A vulnerability an applied Debian update removed: seen in `package` at `before`, gone at `after`."""
-
-    vulnerability: str
-    package: str
-    before: str
-    after: str
 
 
 def _vulnerability_check(check: CheckResult) -> bool:
@@ -87,12 +79,20 @@ def _status(group: list[Finding]) -> dict[str, str]:
     return {"status": "affected", "action_statement": action, "status_notes": notes}
 
 
+def advisory_digest(found: list[Finding]) -> str:
+    """sha256 of the advisory data a VEX is made from: every finding, canonical and in order."""
+    rows = sorted(canonical(asdict(finding)) for finding in found)
+    return hashlib.sha256(b"\n".join(rows)).hexdigest()
+
+
 def build_vex(
-    checks: list[CheckResult], product: str, purls: dict[str, str], timestamp: str, fixed: Iterable[Fixed] = ()
+    checks: list[CheckResult], product: str, image_digest: str, purls: dict[str, str], timestamp: str
 ) -> dict[str, Any]:
-    """The OpenVEX document of one image (`product`, a purl); `purls` maps package names to SBOM purls."""
+    """The OpenVEX document of one image (`product`, a purl, of `image_digest`); `purls` maps package names to
+    SBOM purls. Its `@id` is `https://learnerkit.dev/vex/sha256:<image>/advisories/sha256:<advisory data>`."""
+    found = findings(checks)
     groups: dict[tuple[str, str], list[Finding]] = {}
-    for finding in findings(checks):
+    for finding in found:
         groups.setdefault((finding.vulnerability, finding.package), []).append(finding)
     statements = [
         {
@@ -102,20 +102,10 @@ def build_vex(
         }
         for (name, package), group in sorted(groups.items())
     ]
-    statements += [
-        {
-            "vulnerability": {"name": item.vulnerability},
-            "products": [{"@id": product, "subcomponents": [{"@id": package_purl(item.package, purls)}]}],
-            "status": "fixed",
-            "status_notes": f"applied Debian update: {item.package} {item.before} -> {item.after}",
-        }
-        for item in sorted(fixed, key=lambda f: (f.vulnerability, f.package))
-        if (item.vulnerability, item.package) not in groups
-    ]
-    body = {"product": product, "statements": statements}
+    image = image_digest if image_digest.startswith("sha256:") else f"sha256:{image_digest}"
     return {
         "@context": CONTEXT,
-        "@id": f"https://learnerkit.dev/vex/{hashlib.sha256(canonical(body)).hexdigest()}",
+        "@id": f"https://learnerkit.dev/vex/{image}/advisories/sha256:{advisory_digest(found)}",
         "author": AUTHOR,
         "timestamp": timestamp,
         "version": 1,

@@ -99,7 +99,7 @@ def check_gates(reference: str) -> ImageRecords:
 def check_vex(records: ImageRecords) -> None:
     """Refuse when the VEX of the scan would accept other evidence than the gate did."""
     checks, purls = checks_from_json(records.report), sbom_purls(records.sbom)
-    document = vex.build_vex(checks, records.image_id, purls, document_time(records.labels))
+    document = vex.build_vex(checks, records.image_id, records.image_id, purls, document_time(records.labels))
     if differ := vex.disagreements(checks, document, purls):
         raise PublishRefused(
             f"VEX gate: the VEX of {records.image_id} would not give the scan gate's verdict: {'; '.join(differ)}"

@@ -69,7 +69,7 @@ def verify(target_registry: str, repository: str, tag: str, public_key: Path) ->
         kind = kinds.get(str(statement.get("predicateType")))
         if kind is not None:
             statements[kind] = (statement, referrer.digest)
-    if missing := sorted(set(PREDICATE_TYPES) - set(statements)):
+    if missing := sorted(set(PREDICATE_TYPES) - set(statements) - _optional(statements)):
         why = f" ({'; '.join(unverified)})" if unverified else ""
         raise VerifyFailed(
             f"{where} ({digest}): no verified {', '.join(missing)} attestation among {len(listed)} referrers "
@@ -85,6 +85,13 @@ def verify(target_registry: str, repository: str, tag: str, public_key: Path) ->
         [VerifiedAttestation(kind, PREDICATE_TYPES[kind], manifest) for kind, (_, manifest) in statements.items()],
         unverified,
     )
+
+
+def _optional(statements: dict[str, tuple[dict[str, Any], str]]) -> set[str]:
+    """The kinds an image may lack: the VEX, where the signed scan report holds no vulnerability finding (publish
+    writes none then: OpenVEX needs one statement at least)."""
+    scan = statements.get("scan")
+    return {"vex"} if scan is not None and not vex.findings(checks_from_json(scan[0]["predicate"])) else set()
 
 
 def _check_signature(host: str, repository: str, digest: str, key: Any, where: str) -> None:
@@ -136,6 +143,8 @@ def _check_documents(statements: dict[str, dict[str, Any]], where: str) -> str:
     if sbom.get("metadata", {}).get("component", {}).get("version") != image_id:
         raise VerifyFailed(f"{where}: the signed SBOM is not of the scanned image {image_id}")
     checks, purls = checks_from_json(report), sbom_purls(sbom)
+    if "vex" not in statements:  # only where the scan saw no vulnerability (`_optional`)
+        return image_id
     if differ := vex.disagreements(checks, statements["vex"]["predicate"], purls):
         raise VerifyFailed(f"{where}: the signed VEX does not give the scan gate's verdict: {'; '.join(differ)}")
     return image_id

@@ -68,6 +68,7 @@ def requests_for_specs(
             osv_db=options.osv_db,
             sbom_version=options.sbom_version,
             debian_security=options.debian_security,
+            project=project,
         )
         for image in built
     ]
@@ -85,6 +86,7 @@ def request_for_image(
         sbom_version=options.sbom_version,
         debian_security=options.debian_security,
         archive=archive,
+        project=project,
     )
 
 

@@ -8,12 +8,13 @@ import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from debian.deb822 import Deb822
+from debian.deb822 import Deb822, PkgRelation
 
 from learnerkit_build.scan.layers import ImageIndex
 
 DPKG_STATUS = "/var/lib/dpkg/status"
 DPKG_INFO = "/var/lib/dpkg/info/"
+DEB_DOCS = "/usr/share/doc/"
 OS_RELEASE = ("/etc/os-release", "/usr/lib/os-release")
 ACCOUNT_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow")
 
@@ -25,6 +26,10 @@ class DebPackage:
     architecture: str
     source: str
     source_version: str
+    depends: tuple[tuple[str, ...], ...] = ()
+    """`Pre-Depends` and `Depends`: each relation's alternatives, by package name."""
+    provides: tuple[str, ...] = ()
+    """The virtual packages it provides."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,11 @@ class PythonDist:
     version: str
     path: str
     """The dist-info folder that records it."""
+    requires: tuple[str, ...] = ()
+    """Its `Requires-Dist` lines as written (markers included)."""
+    licence_expression: str = ""
+    licence: str = ""
+    classifiers: tuple[str, ...] = ()
     vendored_by: str | None = None
     """The dist-info folder of the distribution whose installed files include this one (``setuptools`` vendors
     ``packaging`` under ``setuptools/_vendor/``): its bytes came with that distribution's wheel."""
@@ -45,6 +55,7 @@ def wanted(path: str) -> bool:
         or path in OS_RELEASE
         or path in ACCOUNT_FILES
         or (path.startswith(DPKG_INFO) and path.endswith(".list"))
+        or (path.startswith(DEB_DOCS) and path.endswith("/copyright") and path.count("/") == 5)
         or path.endswith((".dist-info/METADATA", ".dist-info/RECORD", ".egg-info/PKG-INFO"))
     )
 
@@ -65,8 +76,26 @@ def parse_dpkg_status(text: str) -> list[DebPackage]:
         if raw := para.get("Source"):
             source, _, rest = raw.partition(" ")
             source_version = rest.strip("() ") or version
-        packages.append(DebPackage(name, version, para.get("Architecture", ""), source, source_version))
+        depends = tuple(
+            tuple(alternative["name"] for alternative in relation)
+            for field in ("Pre-Depends", "Depends")
+            for relation in _relations(para.get(field, ""))
+        )
+        provides = tuple(
+            sorted({alternative["name"] for p in _relations(para.get("Provides", "")) for alternative in p})
+        )
+        architecture = para.get("Architecture", "")
+        packages.append(DebPackage(name, version, architecture, source, source_version, depends, provides))
     return sorted(packages, key=lambda p: p.name)
+
+
+def _relations(field: str) -> list[list[PkgRelation.ParsedRelation]]:
+    """A relationship field's relations, each its alternatives; empty for an empty field."""
+    return (
+        [relation for relation in PkgRelation.parse_relations(field) if all(a["name"] for a in relation)]
+        if field.strip()
+        else []
+    )
 
 
 def python_dists(index: ImageIndex) -> list[PythonDist]:
@@ -78,7 +107,15 @@ def python_dists(index: ImageIndex) -> list[PythonDist]:
         meta = parser.parsestr(data.decode("utf-8", errors="replace"))
         name, version = meta.get("Name"), meta.get("Version")
         if name and version:
-            dists[(name.lower(), version, path)] = PythonDist(name, version, posixpath.dirname(path))
+            dists[(name.lower(), version, path)] = PythonDist(
+                name,
+                version,
+                posixpath.dirname(path),
+                tuple(meta.get_all("Requires-Dist") or ()),
+                str(meta.get("License-Expression") or "").strip(),
+                str(meta.get("License") or "").strip(),
+                tuple(meta.get_all("Classifier") or ()),
+            )
     found = _with_vendors(list(dists.values()), index)
     return sorted(found, key=lambda d: (d.name.lower(), d.path))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from learnerkit.common import engine
+from learnerkit_build.lock.compute import SIDECAR_LOCK
 from learnerkit_build.scan import debian_security
 from learnerkit_build.scan.checks_config import config_checks
 from learnerkit_build.scan.checks_fs import fs_checks
@@ -22,7 +23,7 @@ from learnerkit_build.scan.model import CheckResult
 from learnerkit_build.scan.osv import check_osv
 from learnerkit_build.scan.packages import deb_packages, os_release, python_dists, wanted
 from learnerkit_build.scan.policy import AllowEntry, GateDecision, Policy, apply_allowlist, decide
-from learnerkit_build.scan.sbom import BASE_DIGEST_LABEL, build_sbom, validate_sbom
+from learnerkit_build.scan.sbom import BASE_DIGEST_LABEL, ImageLock, build_sbom, read_image_lock, validate_sbom
 from learnerkit_build.scan.secrets import SecretScanner, secret_checks
 
 
@@ -38,6 +39,8 @@ class ScanRequest:
     debian_security: bool = True
     archive: Path | None = None
     """A `docker save` tar to scan instead of asking the engine (the image ID comes from its config)."""
+    project: Path | None = None
+    """The checkout whose committed lock of the image (found by its labels) gives the SBOM its file hashes."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ def scan_image(
     image_id = index.config_digest
     checks = run_checks(index, request, policy, scanner, _base_layers(index, request))
     debs, dists = deb_packages(index) or [], python_dists(index)
-    sbom = build_sbom(index, image_id, debs, dists, request.sbom_version)
+    sbom = build_sbom(index, image_id, debs, dists, request.sbom_version, image_lock(request.project, index))
     validate_sbom(sbom)
     marked, expired = apply_allowlist(checks, allowlist, request.reference, today or datetime.now(UTC).date())
     return ScanReport(
@@ -94,6 +97,23 @@ def scan_image(
         gate=decide(marked, expired, policy),
         sbom=sbom,
     )
+
+
+def image_lock(project: Path | None, index: ImageIndex) -> ImageLock | None:
+    """The lock `project` commits for the image its labels name (a learner image's framework, version and variant,
+    or the sidecar), if there is one."""
+    if project is None:
+        return None
+    labels = index.container_config.get("Labels") or {}
+    framework, version = labels.get("io.learnerkit.framework"), labels.get("io.learnerkit.framework.version")
+    variant = labels.get("io.learnerkit.variant")
+    if labels.get("io.learnerkit.component") == "sidecar":
+        path = project / SIDECAR_LOCK
+    elif framework and version and variant:
+        path = project / "frameworks" / str(framework) / "lock" / f"{version}-{variant}.json"
+    else:
+        return None
+    return read_image_lock(path) if path.is_file() else None
 
 
 def run_checks(

@@ -20,7 +20,8 @@ from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.render import BuildInputs
 from learnerkit_build.scan.layers import index_archive
 from learnerkit_build.scan.packages import deb_packages, python_dists, wanted
-from learnerkit_build.scan.sbom import build_sbom, validate_sbom
+from learnerkit_build.scan.runner import image_lock
+from learnerkit_build.scan.sbom import all_components, build_sbom, validate_sbom
 from tests.integration.conftest import REPO
 from tests.tiers import tiered_specs
 
@@ -32,7 +33,9 @@ def sbom_of(reference: str, tmp_path: Path) -> dict[str, Any]:
         index = index_archive(archive, reference, wanted=wanted)
     finally:
         archive.unlink()  # up to 3.8 GB a variant, and pytest keeps the last three runs' folders
-    sbom = build_sbom(index, index.config_digest, deb_packages(index) or [], python_dists(index))
+    lock = image_lock(REPO, index)  # found by the image's labels, as `image scan` finds it
+    assert lock is not None, f"no committed lock found for {reference}"
+    sbom = build_sbom(index, index.config_digest, deb_packages(index) or [], python_dists(index), lock=lock)
     validate_sbom(sbom)
     return sbom
 
@@ -53,6 +56,14 @@ def assert_sbom_is_the_lock(sbom: dict[str, Any], lock: Lock) -> None:
     assert dists - locked_dists == set(), "in the image, not in the lock"
     assert locked_dists - dists == set(), "in the lock, not in the image"
     assert ("pip", "23.0.1") not in dists
+    locked_files = {d.sha256 for d in lock.debian} | {w.sha256 for w in lock.python}
+    for component in sbom["components"]:  # every package by the sha256 of its locked .deb or wheel
+        if "purl" in component:
+            [digest] = component["hashes"]
+            assert digest["alg"] == "SHA-256" and digest["content"] in locked_files, component["name"]
+    refs = {c["bom-ref"] for c in all_components(sbom)} | {sbom["metadata"]["component"]["bom-ref"]}
+    assert {d["ref"] for d in sbom["dependencies"]} == refs
+    assert all(set(d["dependsOn"]) <= refs for d in sbom["dependencies"])
     for component in sbom["components"]:
         for vendored in component.get("components", []):  # setuptools' _vendor: in its locked wheel's bytes
             assert vendored["purl"].startswith("pkg:pypi/"), vendored

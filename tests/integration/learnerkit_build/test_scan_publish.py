@@ -29,6 +29,7 @@ from securesystemslib.signer import SSlibKey
 from learnerkit.cli import cli
 from learnerkit_build.attestations.envelope import canonical
 from learnerkit_build.attestations.key import default_key_path, public_key_path
+from learnerkit_build.attestations.vex import findings as vex_findings
 from learnerkit_build.imagetest.runner import CHECKS, image_test_record, run_image_tests
 from learnerkit_build.publish import dirlayout, referrers
 from learnerkit_build.publish.push import PublishRefused, PublishResult, check_gates, publish
@@ -39,17 +40,22 @@ from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.scan.debian_security import IndexEntry, SuiteIndex
 from learnerkit_build.scan.policy import Policy, load_allowlist, load_policy
 from learnerkit_build.scan.records import record_scan
+from learnerkit_build.scan.reports import checks_from_json
 from learnerkit_build.scan.runner import ScanRequest, scan_image
+from learnerkit_build.scan.sbom import validate_sbom
 from learnerkit_build.state import read_json
 from tests.integration.conftest import REPO
+from tests.schemas import assert_valid_openvex
 
 REPOSITORY, TAG = "learnerkit-test/published", "1"
+OPENVEX, CYCLONEDX = "https://openvex.dev/ns", "https://cyclonedx.org/bom"
+SCAN_REPORT = "https://learnerkit.dev/attestations/scan-report/v1"
 KINDS = {
     "https://slsa.dev/provenance/v1",
-    "https://cyclonedx.org/bom",
-    "https://openvex.dev/ns",
+    CYCLONEDX,
+    OPENVEX,
     "https://in-toto.io/attestation/test-result/v0.1",
-    "https://learnerkit.dev/attestations/scan-report/v1",
+    SCAN_REPORT,
 }
 
 
@@ -59,7 +65,8 @@ def smallest_cpu_image(docker_client: Any) -> Any:
 
 
 def scan_and_record(reference: str, policy: Policy) -> bool:
-    report = scan_image(ScanRequest(reference=reference), policy, load_allowlist(REPO / "scan-allowlist.yaml"))
+    request = ScanRequest(reference=reference, project=REPO)  # the image's committed lock: the SBOM's hashes
+    report = scan_image(request, policy, load_allowlist(REPO / "scan-allowlist.yaml"))
     record_scan(report)
     return report.passed
 
@@ -180,10 +187,13 @@ def test_publish_gates_attest_and_verify(
         assert api.status_code == 404
         assert done.discovery == "tag-schema"
         envelopes = referred_envelopes(registry, done.digest)
-        assert set(envelopes) == KINDS
         statements = {
             kind: check_with_standard_tools(env, public_pem, done.digest) for kind, (_, env) in envelopes.items()
         }
+        # A VEX exactly where the scan saw a vulnerability: OpenVEX needs one statement at least.
+        found = vex_findings(checks_from_json(statements[SCAN_REPORT]["predicate"]))
+        expected = KINDS if found else KINDS - {OPENVEX}
+        assert set(envelopes) == expected
         provenance = statements["https://slsa.dev/provenance/v1"]["predicate"]
         json_format.ParseDict(provenance, provenance_pb2.Provenance())
         dependencies = provenance["buildDefinition"]["resolvedDependencies"]
@@ -194,18 +204,28 @@ def test_publish_gates_attest_and_verify(
         assert any(d.get("uri", "").startswith("pkg:deb/debian/libc6@") for d in dependencies)
         base = labels["org.opencontainers.image.base.digest"].removeprefix("sha256:")
         assert {"sha256": base} in [d.get("digest") for d in dependencies]
+        packages = [d for d in dependencies if d.get("uri", "").startswith("pkg:")]
+        assert packages and all("sha256" in d.get("digest", {}) for d in packages), "every package by digest"
+        sbom = statements[CYCLONEDX]["predicate"]
+        validate_sbom(sbom)  # cyclonedx-python-lib's validator, its bundled CycloneDX 1.6 schema
+        assert all(c.get("hashes") for c in sbom["components"] if "purl" in c)
+        assert sbom["dependencies"]
+        if found:
+            vex = statements[OPENVEX]["predicate"]
+            assert vex["@id"].startswith(f"https://learnerkit.dev/vex/{done.digest}/advisories/sha256:")
+            assert_valid_openvex(vex)
         test = statements["https://in-toto.io/attestation/test-result/v0.1"]["predicate"]
         json_format.ParseDict(test, test_result_pb2.TestResult())
         assert set(test["passedTests"]) | set(test["warnedTests"]) == set(CHECKS)
 
         verified = verify(registry, REPOSITORY, TAG, public_key)
         assert (verified.digest, verified.image_id, verified.discovery) == (done.digest, image_id, "tag-schema")
-        assert {a.predicate_type for a in verified.attestations} == KINDS
+        assert {a.predicate_type for a in verified.attestations} == expected
         shown = CliRunner().invoke(cli, ["image", "verify", f"{registry}/{REPOSITORY}:{TAG}", "--output", "json"])
         assert shown.exit_code == 0, shown.output
         as_json = json.loads(shown.output)
         assert (as_json["digest"], as_json["discovery"]) == (done.digest, "tag-schema")
-        assert {a["predicate_type"] for a in as_json["attestations"]} == KINDS
+        assert {a["predicate_type"] for a in as_json["attestations"]} == expected
 
         # cosign's layout: a simple-signing signature that the public key verifies over the payload it names,
         # and one DSSE layer per statement under `.att`.
@@ -223,7 +243,7 @@ def test_publish_gates_attest_and_verify(
         )
         att = json.loads(get_manifest(registry, REPOSITORY, done.digest.replace(":", "-") + ".att")[0])
         assert {entry["mediaType"] for entry in att["layers"]} == {"application/vnd.dsse.envelope.v1+json"}
-        assert {entry["annotations"]["predicateType"] for entry in att["layers"]} == KINDS
+        assert {entry["annotations"]["predicateType"] for entry in att["layers"]} == expected
 
         # Identical image and records: identical statements on a second publish (signatures differ: ECDSA).
         again = publish(local, REPOSITORY, TAG, registry, None, REPO)
@@ -234,21 +254,17 @@ def test_publish_gates_attest_and_verify(
         }
         assert second == statements
 
-        # A tampered VEX: its manifest in the tag schema now holds a changed payload under the old signature.
-        manifest_digest, envelope = referred_envelopes(registry, done.digest)["https://openvex.dev/ns"]
+        # A tampered SBOM: its manifest in the tag schema now holds a changed payload under the old signature.
+        manifest_digest, envelope = referred_envelopes(registry, done.digest)[CYCLONEDX]
         forged = json.loads(envelope)
-        vex = json.loads(base64.b64decode(forged["payload"]))
-        vex["predicate"]["statements"].append(
-            {"vulnerability": {"name": "CVE-2024-0001"}, "products": [{"@id": "x"}], "status": "not_affected"}
-        )
-        forged["payload"] = base64.b64encode(canonical(vex)).decode()
+        bom = json.loads(base64.b64decode(forged["payload"]))
+        bom["predicate"]["components"].append({"type": "library", "name": "backdoor", "version": "1"})
+        forged["payload"] = base64.b64encode(canonical(bom)).decode()
         subject = referrers.subject_descriptor(*get_manifest(registry, REPOSITORY, done.digest))
-        referrer, _ = referrers.push_attestation(
-            registry, REPOSITORY, subject, canonical(forged), "https://openvex.dev/ns"
-        )
+        referrer, _ = referrers.push_attestation(registry, REPOSITORY, subject, canonical(forged), CYCLONEDX)
         referrers.update_tag_schema(registry, REPOSITORY, done.digest, [referrer])
         assert referrer.digest != manifest_digest
-        with pytest.raises(VerifyFailed, match=r"no verified vex attestation .* tag-schema"):
+        with pytest.raises(VerifyFailed, match=r"no verified sbom attestation .* tag-schema"):
             verify(registry, REPOSITORY, TAG, public_key)
 
         # A re-tagged image: another image pushed under the published tag has no signature.

@@ -1,4 +1,4 @@
-"""The statements of an image from its records: `fixed` from an earlier scan, identical records identical output."""
+"""The statements of an image from its records: identical records identical output, whatever else this machine holds."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from learnerkit_build.attestations.documents import ImageRecords, fixed_by_updates, image_test_predicate, statements
+from learnerkit_build.attestations import vex
+from learnerkit_build.attestations.documents import ImageRecords, image_test_predicate, statements
 from learnerkit_build.scan.records import REPORT, SBOM, scans_home
 from learnerkit_build.state import write_json
+from tests.schemas import assert_valid_openvex
 
 REFERENCE = "learnerkit/pytorch:2.13-cpu-py3.11"
 LABELS = {"org.opencontainers.image.created": "2026-01-01T00:00:00+00:00", "io.learnerkit.framework": "pytorch"}
@@ -40,26 +42,34 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
 
 
-def test_a_vulnerability_an_applied_update_removed_is_fixed() -> None:
-    record("sha256:old", ("CVE-2024-0001",), "3.0.1-1")
-    now = ImageRecords("sha256:new", LABELS, sbom("3.0.2-1"), report("sha256:new", ()), {"checks": []})
-    [fixed] = fixed_by_updates(now)
-    assert (fixed.vulnerability, fixed.package, fixed.before, fixed.after) == (
-        "CVE-2024-0001",
-        "openssl",
-        "3.0.1-1",
-        "3.0.2-1",
-    )
-    vex = statements(now, "127.0.0.1:5000/learnerkit/pytorch", "sha256:" + "a" * 64, Path("/nonexistent"))["vex"]
-    [statement] = vex["predicate"]["statements"]
-    assert statement["status"] == "fixed"
-    assert statement["products"][0]["subcomponents"] == [{"@id": "pkg:deb/debian/openssl@3.0.2-1?arch=amd64"}]
+def test_the_vex_is_a_function_of_the_image_and_its_advisory_data_not_of_this_machines_scan_history() -> None:
+    now = ImageRecords("sha256:new", LABELS, sbom("3.0.2-1"), report("sha256:new", ("CVE-2024-0009",)), {})
+    digest = "sha256:" + "a" * 64
+    fresh = statements(now, "127.0.0.1:5000/learnerkit/pytorch", digest, Path("/nonexistent"))["vex"]
+    record("sha256:old", ("CVE-2024-0001",), "3.0.1-1")  # an earlier scan of the same reference, here only
+    after = statements(now, "127.0.0.1:5000/learnerkit/pytorch", digest, Path("/nonexistent"))["vex"]
+    assert after == fresh
+    assert [s["vulnerability"]["name"] for s in after["predicate"]["statements"]] == ["CVE-2024-0009"]
+    assert after["predicate"]["@id"].startswith(f"https://learnerkit.dev/vex/{digest}/advisories/sha256:")
+    assert_valid_openvex(after["predicate"])
 
 
-def test_the_same_version_is_not_fixed() -> None:
-    record("sha256:old", ("CVE-2024-0001",), "3.0.1-1")
-    now = ImageRecords("sha256:new", LABELS, sbom("3.0.1-1"), report("sha256:new", ()), {"checks": []})
-    assert fixed_by_updates(now) == []
+def test_an_image_whose_scan_saw_no_vulnerability_gets_no_vex_which_would_be_invalid_openvex() -> None:
+    clean = ImageRecords("sha256:new", LABELS, sbom("3.0.2-1"), report("sha256:new", ()), {"checks": []})
+    made = statements(clean, "r/x", "sha256:" + "a" * 64, Path("/nonexistent"))
+    assert set(made) == {"provenance", "sbom", "test", "scan"}
+    empty = vex.build_vex([], "pkg:oci/x", "sha256:" + "a" * 64, {}, "2026-01-01T00:00:00Z")
+    with pytest.raises(AssertionError, match="should be non-empty"):
+        assert_valid_openvex(empty)  # why: OpenVEX's schema wants one statement at least
+
+
+def test_the_vex_id_records_the_advisory_data_it_was_made_from() -> None:
+    digest = "sha256:" + "a" * 64
+    one = ImageRecords("sha256:x", LABELS, sbom("3.0.1-1"), report("sha256:x", ("CVE-2024-0001",)), {})
+    two = ImageRecords("sha256:x", LABELS, sbom("3.0.1-1"), report("sha256:x", ("CVE-2024-0002",)), {})
+    ids = [statements(r, "r/x", digest, Path("/nonexistent"))["vex"]["predicate"]["@id"] for r in (one, two)]
+    assert ids[0] != ids[1]
+    assert all(i.startswith(f"https://learnerkit.dev/vex/{digest}/advisories/sha256:") for i in ids)
 
 
 def test_identical_records_give_identical_statements(monkeypatch: pytest.MonkeyPatch) -> None:

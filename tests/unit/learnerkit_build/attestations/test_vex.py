@@ -1,4 +1,5 @@
-"""The VEX made from the gate's data gives the gate's verdict when applied to the same scan data."""
+"""The VEX made from the gate's data gives the gate's verdict when applied to the same scan data, and is valid
+OpenVEX 0.2.0 by its published JSON schema."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 from learnerkit_build.attestations.vex import apply_vex, build_vex, disagreements
 from learnerkit_build.scan.model import CheckResult, Evidence, Severity, Status
 from learnerkit_build.scan.policy import AllowEntry, Policy, apply_allowlist, decide
+from tests.schemas import assert_valid_openvex
 
 TODAY = date(2026, 1, 1)
 PURLS = {"openssl": "pkg:deb/debian/openssl@3.0.1?arch=amd64", "jinja2": "pkg:pypi/jinja2@2.10"}
@@ -33,7 +35,9 @@ def checks(security: list[Evidence], osv: list[Evidence], root: bool = False) ->
 def gate_and_vex(raw: list[CheckResult], allow: list[AllowEntry], policy: Policy) -> tuple[bool, bool, dict]:
     marked, expired = apply_allowlist(raw, allow, "learnerkit/pytorch:1", TODAY)
     gate = decide(marked, expired, policy)
-    vex = build_vex(marked, PRODUCT, PURLS, "2026-01-01T00:00:00Z")
+    vex = build_vex(marked, PRODUCT, "sha256:" + "e" * 64, PURLS, "2026-01-01T00:00:00Z")
+    if vex["statements"]:  # none: publish writes no VEX (test_documents.py)
+        assert_valid_openvex(vex)
     # Only the VEX decides here: apply_vex drops the allowlist's markings before reading the statements.
     from_vex = decide(apply_vex(marked, vex, PURLS), expired, policy)
     return gate.passed, from_vex.passed, vex
@@ -68,7 +72,7 @@ def test_the_vex_gives_the_gates_verdict_wherever_publish_accepts_it(
 ) -> None:
     raw = checks(security, osv, root)
     marked, _ = apply_allowlist(raw, allow, "learnerkit/pytorch:1", TODAY)
-    vex = build_vex(marked, PRODUCT, PURLS, "2026-01-01T00:00:00Z")
+    vex = build_vex(marked, PRODUCT, "sha256:" + "e" * 64, PURLS, "2026-01-01T00:00:00Z")
     gate, from_vex, _ = gate_and_vex(raw, allow, Policy(severity_threshold=threshold, errors=("config.root-user",)))
     assume(not disagreements(marked, vex, PURLS))
     assert from_vex == gate

@@ -33,7 +33,6 @@ from learnerkit.common.output import (
     err_console,
     fail,
     fail_with_problems,
-    keep_whole,
     output_option,
     to_jsonable,
 )
@@ -385,6 +384,7 @@ def provenance(job_id: str, to: Path | None, client: SchedulerClient, output: st
     """The signed provenance of JOB_ID (docs/provenance.md): its factsheet, or with --to its documents (the DSSE
     envelope, the model signature, the manifest and the factsheet) downloaded under --to/provenance/."""
     from learnerkit.scheduler.client.download import download_all
+    from learnerkit.scheduler.client.factsheetview import show_factsheet
     from learnerkit.scheduler.client.provenance import job_factsheet, provenance_files
 
     if to is not None:
@@ -396,30 +396,7 @@ def provenance(job_id: str, to: Path | None, client: SchedulerClient, output: st
         emit(output, listed, lambda: console.print(f"{len(files)} provenance file(s) in [bold]{escape(str(to))}[/]"))
         return
     sheet = job_factsheet(client, job_id)
-    emit(output, sheet, lambda: console.print(_factsheet_table(sheet)))
-
-
-def _factsheet_table(sheet: dict[str, Any]) -> Table:
-    table = Table(title=f"job {sheet['job']}: {sheet['status']}", title_justify="left", show_header=False)
-    table.add_column("fact")
-    table.add_column("value")
-    image = sheet["image"]
-    table.add_row("image", escape(f"{image['reference']} {json.dumps(image['digest'])} scan: {image['scan']}"))
-    for model in sheet["model"]:
-        table.add_row("result", escape(f"{model['file']} sha256:{model['sha256']}"))
-    for data in sheet["data"]:
-        table.add_row("data", escape(f"{data['object']} sha256:{data['sha256']}"))
-    for code in sheet["code"]:
-        table.add_row("code", escape(f"{code['name']} sha256:{code['sha256']}"))
-    for name, metric in sheet["metrics"].items():
-        table.add_row("metric", escape(f"{name}: final {metric['final']:g}, best {metric['best']:g}"))
-    for attempt in sheet["lineage"]["attempts"]:
-        table.add_row("attempt", escape(f"{attempt['number']}: {attempt['endedBy'] or 'running'} {attempt['reason']}"))
-    for round_ in sheet.get("evaluations", []):
-        for evaluation in round_["evaluations"]:
-            verdict = f"round {round_['round']}: {evaluation['name']} {evaluation['verdict']} {evaluation['message']}"
-            table.add_row("evaluation", escape(verdict.rstrip()))
-    return keep_whole(table, "value")
+    emit(output, sheet, lambda: show_factsheet(sheet, console))
 
 
 @job_group.command("verify")

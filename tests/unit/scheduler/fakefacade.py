@@ -275,6 +275,8 @@ def view(job_id: str, tenant: str, status: str = "PROCESSING", **changes: object
 
 
 def _kind(path: str) -> str:
+    if path.startswith("provenance/"):
+        return "provenance"
     return "model" if path.startswith("model") else path.split("/")[2]
 
 

@@ -403,9 +403,10 @@ def provenance(job_id: str, to: Path | None, client: SchedulerClient, output: st
 @click.argument("target")
 @click.option(
     "--public-key",
+    "public_keys",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    default=None,
-    help="the platform's public key (PEM) [the scheduler's, as `scheduler public-key` prints it]",
+    multiple=True,
+    help="a platform public key (PEM), repeatable: each verifies what it signed [every key the scheduler serves]",
 )
 @click.option(
     "--data",
@@ -422,7 +423,7 @@ def provenance(job_id: str, to: Path | None, client: SchedulerClient, output: st
 @connected
 def verify(
     target: str,
-    public_key: Path | None,
+    public_keys: tuple[Path, ...],
     data: Path | None,
     to: Path | None,
     partial: bool,
@@ -432,19 +433,19 @@ def verify(
     """Check a job's provenance: TARGET is a folder `job download --what all` wrote, or a job id (downloaded to
     --to, else a temporary folder). Checks the signatures, hashes the files again (a job id: its evaluation data
     too, as the store holds it now), renders the factsheet again and asks for each image the registry its
-    reference names, else the local engine. Exits 0 only when every signed subject is present and matches and the
-    statement is complete; else 1, naming each item changed or missing. Files no statement names are listed as
-    unsigned."""
+    reference names, else the local engine. Each document is checked with the key its signature names, among every
+    key the platform published (`GET /v1/keys`: the keys rotated out too). Exits 0 only when every signed subject is
+    present and matches and the statement is complete; else 1, naming each item changed or missing. Files no
+    statement names are listed as unsigned."""
     from learnerkit.common.signing import load_public_key, public_key_from_pem
     from learnerkit.scheduler.client.imagedigest import image_answer
     from learnerkit.scheduler.client.provenance import download_for_verify, evaluation_data_hasher
     from learnerkit.scheduler.provenance.verify import verify_folder
 
-    key = (
-        load_public_key(public_key)
-        if public_key
-        else public_key_from_pem(client.public_key().encode(), client.base_url)
-    )
+    if public_keys:
+        keys = [load_public_key(path) for path in public_keys]
+    else:
+        keys = [public_key_from_pem(pem.encode(), f"{client.base_url}/v1/keys") for pem in client.public_keys()]
     folder = Path(target)
     evaluation_data = None
     with tempfile.TemporaryDirectory(prefix="learnerkit-verify-") as temporary:
@@ -455,7 +456,7 @@ def verify(
                 raise SchedulerError("; ".join(f"{f.path}: {f.error}" for f in failed))
             evaluation_data = evaluation_data_hasher(client, target)
         report = verify_folder(
-            folder, key, data=data, image_digest=image_answer, evaluation_data=evaluation_data, partial=partial
+            folder, keys, data=data, image_digest=image_answer, evaluation_data=evaluation_data, partial=partial
         )
     emit(output, report.to_dict(), lambda: _show_report(report))
     if not report.ok:

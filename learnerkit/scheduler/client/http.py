@@ -370,6 +370,14 @@ class SchedulerClient:
         """The platform's public signing key (PEM), as the API serves it."""
         return self._request("GET", "/v1/signing-key").body.decode()
 
+    def public_keys(self) -> list[str]:
+        """Every public key (PEM) the platform signed with, the current one first (``GET /v1/keys``)."""
+        items = self._request("GET", "/v1/keys").json()
+        try:
+            return [str(item["pem"]) for item in items["keys"]]
+        except (KeyError, TypeError) as e:
+            raise SchedulerError(f"the scheduler sent a key list this client cannot read ({e})") from e
+
     def list_files(self, job_id: str, *, what: str = "all") -> list[StoredFile]:
         items = self._request("GET", f"/v1/jobs/{_quoted(job_id)}/files", params={"what": what}).json()
         try:

@@ -51,7 +51,7 @@ from learnerkit.scheduler.config.policy import SubmitPolicy, check_tenant_settin
 from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.config.tenants import load_tenants
 from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError, SchedulerError
-from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_JOBS, JobQuery, JobView
+from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_JOBS, MODEL_REJECTED, JobQuery, JobView
 from learnerkit.scheduler.manifest.defaultresults import default_results
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest, ResourceDefaults
 from learnerkit.scheduler.manifest.parser import load_manifest
@@ -92,7 +92,16 @@ def job_group() -> None:
     """Check and run training jobs described by FfDL manifests."""
 
 
-follow_option = click.option("--follow", "-f", is_flag=True, help="show the job live until it ends")
+FAILED_EXIT = 1
+REJECTED_EXIT = 3
+"""`--follow`'s exit status when the job COMPLETED and its evaluations rejected its model (docs/evaluations.md)."""
+follow_option = click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help=f"show the job live until it ends and its model has a verdict; exit {FAILED_EXIT} if it FAILED, "
+    f"{REJECTED_EXIT} if its model was rejected",
+)
 interval_option = click.option("--interval", type=float, default=2.0, hidden=True, help="seconds between polls")
 
 
@@ -516,13 +525,20 @@ delete = _verb(
 
 
 def _follow(client: SchedulerClient, job: JobView, interval: float, output: str) -> None:
+    """Until the job ends and, when it completes, its model has a verdict; exits `FAILED_EXIT` for a FAILED job,
+    `REJECTED_EXIT` for a model its evaluations rejected."""
     as_json = output == OutputFormat.JSON.value
     final = watch_job(lambda: client.get(job.job_id), interval_s=interval, as_json=as_json, console=console, first=job)
     if final.status == "FAILED":
         if not as_json:
             reason = escape(final.reason)
             err_console.print(f"[bold red]job {escape(final.job_id)} FAILED[/]: {reason}", highlight=False)
-        raise SystemExit(1)
+        raise SystemExit(FAILED_EXIT)
+    if final.model.startswith(MODEL_REJECTED):
+        if not as_json:
+            verdict = escape(final.model)
+            err_console.print(f"[bold red]job {escape(final.job_id)}'s model {verdict}[/]", highlight=False)
+        raise SystemExit(REJECTED_EXIT)
 
 
 def _report_rejected(output: str, error: ManifestRejectedError) -> NoReturn:

@@ -37,7 +37,9 @@ from learnerkit.scheduler.errors import (
     SchedulerUnreachableError,
 )
 from learnerkit.scheduler.facade import (
+    JUDGES_MODEL,
     MAX_PAGE_JOBS,
+    MODEL_NOT_EVALUATED,
     AttemptView,
     EvaluationReport,
     EvaluationReports,
@@ -544,6 +546,7 @@ def job_view(data: Mapping[str, Any]) -> JobView:
             restarts=int(data.get("restarts", 0)),
             results=str(data.get("results", "")),
             evaluations=tuple(_evaluation_view(item) for item in data.get("evaluations", ())),
+            model=str(data.get("model", MODEL_NOT_EVALUATED)),
             attempts=attempts,
             sweep=SweepOfJob(str(sweep["sweep_id"]), int(sweep["trial"])) if (sweep := data.get("sweep")) else None,
         )
@@ -558,6 +561,7 @@ def _evaluation_view(item: Mapping[str, Any]) -> EvaluationView:
         outcome=str(item["outcome"]),
         message=str(item.get("message", "")),
         report=str(item.get("report", "")),
+        judges=str(item.get("judges", JUDGES_MODEL)),
     )
 
 

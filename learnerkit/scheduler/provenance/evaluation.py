@@ -100,6 +100,7 @@ def _evaluation(fact: EvaluationFact) -> dict[str, Any]:
         "verdict": fact.verdict,
         "message": fact.message,
         "failures": [dict(f) for f in fact.failures],
+        "judges": "model" if fact.spec.get("prediction") is None else "tenant-predictions",
         "spec": dict(fact.spec),
         "data": [{"uri": d.name, "digest": {"sha256": d.sha256}, "annotations": {"size": d.size}} for d in fact.data],
         "reports": [

@@ -44,7 +44,9 @@ def factsheet_rows(sheet: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows.append(("attempt", f"{attempt['number']}: {ended} {attempt['reason']}".rstrip()))
     for round_ in sheet.get("evaluations", []):
         for evaluation in round_["evaluations"]:
-            verdict = f"round {round_['round']}: {evaluation['name']} {evaluation['verdict']} {evaluation['message']}"
+            judged = " (of the tenant's predictions)" if evaluation.get("judges") == "tenant-predictions" else ""
+            name = evaluation["name"] + judged
+            verdict = f"round {round_['round']}: {name} {evaluation['verdict']} {evaluation['message']}"
             rows.append(("evaluation", verdict.rstrip()))
     return rows
 

@@ -10,17 +10,24 @@ public key, and cosign (which ignores key ids) accepts it with `--key PUBLIC.pem
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, EllipticCurvePrivateKey, EllipticCurvePublicKey
+from cryptography.hazmat.primitives.asymmetric.ec import (
+    SECP256R1,
+    EllipticCurvePrivateKey,
+    EllipticCurvePublicKey,
+    generate_private_key,
+)
 from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import CryptoSigner, Key, Signer, SSlibKey
 
 from controller_sidecar.atomicfile import write_atomic
 from learnerkit.common.errors import ConfigError, LearnerkitError
+from learnerkit.common.passphrase import PASSPHRASE_FILE_SETTING, PASSPHRASE_SETTING
 
 SCHEME = "ecdsa-sha2-nistp256"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -35,24 +42,39 @@ def public_key_path(private: Path) -> Path:
     return private.with_suffix(".pub")
 
 
-def load_signer(path: Path, setting: str | None = None) -> CryptoSigner:
-    """The signer of the PEM key at ``path``; the error names ``setting`` (the variable that gave the path)."""
+def load_signer(path: Path, setting: str | None = None, passphrase: bytes | None = None) -> CryptoSigner:
+    """The signer of the PEM key at ``path``, decrypted with ``passphrase`` where it is encrypted; the error names
+    ``setting`` (the variable that gave the path) and, for a passphrase missing or wrong, where one is read from."""
     named = f"{setting}={path}" if setting else str(path)
     try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        pem = path.read_bytes()
     except FileNotFoundError as e:
         raise ConfigError(f"{named}: no signing key there (create one: `learnerkit scheduler key create`)") from e
-    except (OSError, ValueError, TypeError) as e:
-        raise ConfigError(f"{named}: not a readable unencrypted PEM private key: {e}") from e
+    except OSError as e:
+        raise ConfigError(f"{named}: cannot read the signing key: {e}") from e
+    encrypted = b"ENCRYPTED" in pem.split(b"\n", 1)[0]
+    settings = f"{PASSPHRASE_SETTING} or {PASSPHRASE_FILE_SETTING}"
+    if encrypted and passphrase is None:
+        raise ConfigError(f"{named}: the signing key is encrypted and no passphrase is given (set {settings})")
+    try:
+        key = serialization.load_pem_private_key(pem, password=passphrase if encrypted else None)
+    except (ValueError, TypeError) as e:
+        if encrypted:
+            raise ConfigError(f"{named}: the passphrase ({settings}) does not decrypt the signing key") from e
+        raise ConfigError(f"{named}: not a readable PEM private key: {e}") from e
     if not isinstance(key, EllipticCurvePrivateKey) or not isinstance(key.curve, SECP256R1):
         raise ConfigError(f"{named} is not an ECDSA P-256 private key")
     return CryptoSigner(key)
 
 
-def create_signer(path: Path) -> CryptoSigner:
-    """A new key at ``path`` (mode 0600) with its public key beside it (``.pub``), both written atomically."""
-    signer = CryptoSigner.generate_ecdsa()
-    write_atomic(path, signer.private_bytes, mode=0o600)
+def create_signer(path: Path, passphrase: bytes | None = None) -> CryptoSigner:
+    """A new key at ``path`` (mode 0600; encrypted with ``passphrase`` where one is given) with its public key
+    beside it (``.pub``), both written atomically."""
+    key = generate_private_key(SECP256R1())
+    encryption = serialization.BestAvailableEncryption(passphrase) if passphrase else serialization.NoEncryption()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+    signer = CryptoSigner(key)
+    write_atomic(path, pem, mode=0o600)
     write_atomic(public_key_path(path), public_pem(signer).encode())
     return signer
 
@@ -97,8 +119,15 @@ def sign_statement(payload: dict[str, Any], signer: Signer) -> dict[str, Any]:
     return result
 
 
-def open_envelope(raw: bytes, key: Key, where: str) -> dict[str, Any]:
-    """The statement of a DSSE envelope that ``key`` signed; raises EnvelopeError naming ``where`` otherwise."""
+def open_envelope(raw: bytes, keys: Key | Sequence[Key], where: str) -> dict[str, Any]:
+    """The statement of a DSSE envelope one of ``keys`` signed; raises EnvelopeError naming ``where`` otherwise."""
+    return open_signed(raw, keys, where)[0]
+
+
+def open_signed(raw: bytes, keys: Key | Sequence[Key], where: str) -> tuple[dict[str, Any], Key]:
+    """The statement of a DSSE envelope and the key of ``keys`` that signed it (matched by the signature's key id:
+    the platform's keys before and after a rotation verify the documents each signed)."""
+    ring = [keys] if isinstance(keys, Key) else list(keys)
     try:
         envelope = Envelope.from_dict(json.loads(raw))
     except (KeyError, TypeError, ValueError) as e:
@@ -106,13 +135,15 @@ def open_envelope(raw: bytes, key: Key, where: str) -> dict[str, Any]:
     if envelope.payload_type != PAYLOAD_TYPE:
         raise EnvelopeError(f"{where}: payloadType is {envelope.payload_type!r}, not {PAYLOAD_TYPE}")
     try:
-        envelope.verify([key], 1)
-    except VerificationError as e:
-        raise EnvelopeError(f"{where}: no signature verifies with key {key.keyid}: {e}") from e
+        accepted = envelope.verify(ring, 1)
+    except (VerificationError, ValueError) as e:
+        ids = ", ".join(key.keyid for key in ring) or "none"
+        signed_by = ", ".join(sorted(envelope.signatures)) or "no key id"
+        raise EnvelopeError(f"{where}: no signature verifies with key {ids} (signed by {signed_by}): {e}") from e
     try:
         parsed: Any = json.loads(envelope.payload)
     except ValueError as e:
         raise EnvelopeError(f"{where}: the signed payload is not JSON: {e}") from e
     if not isinstance(parsed, dict) or parsed.get("_type") != STATEMENT_TYPE:
         raise EnvelopeError(f"{where}: the signed payload is not an in-toto Statement v1")
-    return parsed
+    return parsed, next(iter(accepted.values()))

@@ -33,7 +33,6 @@ from learnerkit.common.output import (
     err_console,
     fail,
     fail_with_problems,
-    keep_whole,
     output_option,
     to_jsonable,
 )
@@ -52,7 +51,7 @@ from learnerkit.scheduler.config.policy import SubmitPolicy, check_tenant_settin
 from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.config.tenants import load_tenants
 from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError, SchedulerError
-from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_JOBS, JobQuery, JobView
+from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_JOBS, MODEL_REJECTED, JobQuery, JobView
 from learnerkit.scheduler.manifest.defaultresults import default_results
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest, ResourceDefaults
 from learnerkit.scheduler.manifest.parser import load_manifest
@@ -93,7 +92,16 @@ def job_group() -> None:
     """Check and run training jobs described by FfDL manifests."""
 
 
-follow_option = click.option("--follow", "-f", is_flag=True, help="show the job live until it ends")
+FAILED_EXIT = 1
+REJECTED_EXIT = 3
+"""`--follow`'s exit status when the job COMPLETED and its evaluations rejected its model (docs/evaluations.md)."""
+follow_option = click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help=f"show the job live until it ends and its model has a verdict; exit {FAILED_EXIT} if it FAILED, "
+    f"{REJECTED_EXIT} if its model was rejected",
+)
 interval_option = click.option("--interval", type=float, default=2.0, hidden=True, help="seconds between polls")
 
 
@@ -385,6 +393,7 @@ def provenance(job_id: str, to: Path | None, client: SchedulerClient, output: st
     """The signed provenance of JOB_ID (docs/provenance.md): its factsheet, or with --to its documents (the DSSE
     envelope, the model signature, the manifest and the factsheet) downloaded under --to/provenance/."""
     from learnerkit.scheduler.client.download import download_all
+    from learnerkit.scheduler.client.factsheetview import show_factsheet
     from learnerkit.scheduler.client.provenance import job_factsheet, provenance_files
 
     if to is not None:
@@ -396,39 +405,17 @@ def provenance(job_id: str, to: Path | None, client: SchedulerClient, output: st
         emit(output, listed, lambda: console.print(f"{len(files)} provenance file(s) in [bold]{escape(str(to))}[/]"))
         return
     sheet = job_factsheet(client, job_id)
-    emit(output, sheet, lambda: console.print(_factsheet_table(sheet)))
-
-
-def _factsheet_table(sheet: dict[str, Any]) -> Table:
-    table = Table(title=f"job {sheet['job']}: {sheet['status']}", title_justify="left", show_header=False)
-    table.add_column("fact")
-    table.add_column("value")
-    image = sheet["image"]
-    table.add_row("image", escape(f"{image['reference']} {json.dumps(image['digest'])} scan: {image['scan']}"))
-    for model in sheet["model"]:
-        table.add_row("result", escape(f"{model['file']} sha256:{model['sha256']}"))
-    for data in sheet["data"]:
-        table.add_row("data", escape(f"{data['object']} sha256:{data['sha256']}"))
-    for code in sheet["code"]:
-        table.add_row("code", escape(f"{code['name']} sha256:{code['sha256']}"))
-    for name, metric in sheet["metrics"].items():
-        table.add_row("metric", escape(f"{name}: final {metric['final']:g}, best {metric['best']:g}"))
-    for attempt in sheet["lineage"]["attempts"]:
-        table.add_row("attempt", escape(f"{attempt['number']}: {attempt['endedBy'] or 'running'} {attempt['reason']}"))
-    for round_ in sheet.get("evaluations", []):
-        for evaluation in round_["evaluations"]:
-            verdict = f"round {round_['round']}: {evaluation['name']} {evaluation['verdict']} {evaluation['message']}"
-            table.add_row("evaluation", escape(verdict.rstrip()))
-    return keep_whole(table, "value")
+    emit(output, sheet, lambda: show_factsheet(sheet, console))
 
 
 @job_group.command("verify")
 @click.argument("target")
 @click.option(
     "--public-key",
+    "public_keys",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    default=None,
-    help="the platform's public key (PEM) [the scheduler's, as `scheduler public-key` prints it]",
+    multiple=True,
+    help="a platform public key (PEM), repeatable: each verifies what it signed [every key the scheduler serves]",
 )
 @click.option(
     "--data",
@@ -445,7 +432,7 @@ def _factsheet_table(sheet: dict[str, Any]) -> Table:
 @connected
 def verify(
     target: str,
-    public_key: Path | None,
+    public_keys: tuple[Path, ...],
     data: Path | None,
     to: Path | None,
     partial: bool,
@@ -455,19 +442,19 @@ def verify(
     """Check a job's provenance: TARGET is a folder `job download --what all` wrote, or a job id (downloaded to
     --to, else a temporary folder). Checks the signatures, hashes the files again (a job id: its evaluation data
     too, as the store holds it now), renders the factsheet again and asks for each image the registry its
-    reference names, else the local engine. Exits 0 only when every signed subject is present and matches and the
-    statement is complete; else 1, naming each item changed or missing. Files no statement names are listed as
-    unsigned."""
+    reference names, else the local engine. Each document is checked with the key its signature names, among every
+    key the platform published (`GET /v1/keys`: the keys rotated out too). Exits 0 only when every signed subject is
+    present and matches and the statement is complete; else 1, naming each item changed or missing. Files no
+    statement names are listed as unsigned."""
     from learnerkit.common.signing import load_public_key, public_key_from_pem
     from learnerkit.scheduler.client.imagedigest import image_answer
     from learnerkit.scheduler.client.provenance import download_for_verify, evaluation_data_hasher
     from learnerkit.scheduler.provenance.verify import verify_folder
 
-    key = (
-        load_public_key(public_key)
-        if public_key
-        else public_key_from_pem(client.public_key().encode(), client.base_url)
-    )
+    if public_keys:
+        keys = [load_public_key(path) for path in public_keys]
+    else:
+        keys = [public_key_from_pem(pem.encode(), f"{client.base_url}/v1/keys") for pem in client.public_keys()]
     folder = Path(target)
     evaluation_data = None
     with tempfile.TemporaryDirectory(prefix="learnerkit-verify-") as temporary:
@@ -478,7 +465,7 @@ def verify(
                 raise SchedulerError("; ".join(f"{f.path}: {f.error}" for f in failed))
             evaluation_data = evaluation_data_hasher(client, target)
         report = verify_folder(
-            folder, key, data=data, image_digest=image_answer, evaluation_data=evaluation_data, partial=partial
+            folder, keys, data=data, image_digest=image_answer, evaluation_data=evaluation_data, partial=partial
         )
     emit(output, report.to_dict(), lambda: _show_report(report))
     if not report.ok:
@@ -538,13 +525,20 @@ delete = _verb(
 
 
 def _follow(client: SchedulerClient, job: JobView, interval: float, output: str) -> None:
+    """Until the job ends and, when it completes, its model has a verdict; exits `FAILED_EXIT` for a FAILED job,
+    `REJECTED_EXIT` for a model its evaluations rejected."""
     as_json = output == OutputFormat.JSON.value
     final = watch_job(lambda: client.get(job.job_id), interval_s=interval, as_json=as_json, console=console, first=job)
     if final.status == "FAILED":
         if not as_json:
             reason = escape(final.reason)
             err_console.print(f"[bold red]job {escape(final.job_id)} FAILED[/]: {reason}", highlight=False)
-        raise SystemExit(1)
+        raise SystemExit(FAILED_EXIT)
+    if final.model.startswith(MODEL_REJECTED):
+        if not as_json:
+            verdict = escape(final.model)
+            err_console.print(f"[bold red]job {escape(final.job_id)}'s model {verdict}[/]", highlight=False)
+        raise SystemExit(REJECTED_EXIT)
 
 
 def _report_rejected(output: str, error: ManifestRejectedError) -> NoReturn:

@@ -1,5 +1,5 @@
-"""`learnerkit scheduler serve`, `nodes`, `drain|undrain NODE`, `token add|revoke|list`, `key create` and
-`cert create`.
+"""`learnerkit scheduler serve`, `nodes`, `drain|undrain NODE`, `token add|revoke|list`, `key create|rotate`
+and `cert create`.
 
 Options override the environment (`SchedulerSettings.from_env`); secrets (etcd password, S3 keys) are read from
 the environment only, so they never show in a process list.
@@ -164,33 +164,75 @@ def key_group() -> None:
     """The platform's signing key: it signs every job's provenance (docs/provenance.md)."""
 
 
-@key_group.command("create")
-@click.option(
+key_path_option = click.option(
     "--key",
     type=click.Path(path_type=Path, dir_okay=False),
     envvar=SIGNING_KEY_SETTING,
     default=DEFAULT_SIGNING_KEY,
     show_default=True,
-    help=f"where the private key goes (its .pub beside it) [env {SIGNING_KEY_SETTING}]",
+    help=f"the private key (its .pub beside it) [env {SIGNING_KEY_SETTING}]",
 )
+ENCRYPTION_NOTE = (
+    "The key is encrypted with the passphrase in LEARNERKIT_SIGNING_KEY_PASSPHRASE or in the file "
+    "LEARNERKIT_SIGNING_KEY_PASSPHRASE_FILE names, where one is set (serve reads it from there too)."
+)
+
+
+@key_group.command("create", epilog=ENCRYPTION_NOTE)
+@key_path_option
 @output_option
 def key_create(key: Path, output: str) -> None:
     """Create an ECDSA P-256 key for `serve` and print its public key; an existing key is kept, never replaced."""
     # Imported here: only this command pays for the cryptography stack.
+    from learnerkit.common.passphrase import key_passphrase
     from learnerkit.common.signing import create_signer, public_key_path, public_pem
 
     try:
         if key.exists():
-            raise ConfigError(f"{key}: a key is there already; it is kept (remove it first to replace it)")
-        pem = public_pem(create_signer(key))
+            raise ConfigError(f"{key}: a key is there already; it is kept (`scheduler key rotate` replaces it)")
+        passphrase = key_passphrase(os.environ)
+        signer = create_signer(key, passphrase)
     except (LearnerkitError, OSError) as e:
         fail(output, e if isinstance(e, LearnerkitError) else ConfigError(f"{key}: cannot write the key: {e}"))
         return
+    pem = public_pem(signer)
     emit(
         output,
-        {"key": str(key), "public_key": str(public_key_path(key)), "pem": pem},
+        {
+            "key": str(key),
+            "public_key": str(public_key_path(key)),
+            "keyid": signer.public_key.keyid,
+            "encrypted": passphrase is not None,
+            "pem": pem,
+        },
         lambda: click.echo(pem, nl=False),
     )
+
+
+@key_group.command("rotate", epilog=ENCRYPTION_NOTE)
+@key_path_option
+@output_option
+def key_rotate(key: Path, output: str) -> None:
+    """Replace the signing key with a new one, keeping the old public key (in KEY's folder, `<name>.retired/<key
+    id>.pub`) so the scheduler keeps publishing it (GET /v1/keys) and jobs it signed still verify. Restart `serve`
+    to sign with the new key."""
+    from learnerkit.common.keyring import retired_folder, rotate
+    from learnerkit.common.passphrase import key_passphrase
+    from learnerkit.common.signing import public_pem
+
+    try:
+        rotation = rotate(key, key_passphrase(os.environ))
+    except (LearnerkitError, OSError) as e:
+        fail(output, e if isinstance(e, LearnerkitError) else ConfigError(f"{key}: cannot write the keys: {e}"))
+        return
+    new = rotation.current.public_key.keyid
+    done = {"key": str(key), "keyid": new, "retired": rotation.retired, "retired_folder": str(retired_folder(key))}
+
+    def show() -> None:
+        click.echo(f"signing key {key} is now {new}; {rotation.retired} kept in {retired_folder(key)}")
+        click.echo("restart `learnerkit scheduler serve` to sign with it")
+
+    emit(output, done | {"pem": public_pem(rotation.current)}, show)
 
 
 @scheduler_group.group("cert")

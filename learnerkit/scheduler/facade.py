@@ -50,6 +50,9 @@ class AttemptView:
     steps_lost: int | None = None
 
 
+JUDGES_MODEL = "the model"
+
+
 @dataclass(frozen=True)
 class EvaluationView:
     """One evaluation of the job's model (docs/evaluations.md)."""
@@ -62,6 +65,9 @@ class EvaluationView:
     """failed: each threshold missed (metric, value, threshold); crashed: why there is no verdict."""
     report: str = ""
     """``s3://`` of the JSON report."""
+    judges: str = JUDGES_MODEL
+    """What it judged: ``the model``, or ``the tenant's predictions (column <c>)`` for a fairness evaluation over
+    a supplied ``prediction`` column (then its verdict is not the model's)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,13 @@ class EvaluationReports:
     round: int
     """0: the job was never evaluated."""
     evaluations: tuple[EvaluationReport, ...] = ()
+
+
+MODEL_ACCEPTED = "accepted"
+MODEL_REJECTED = "rejected"
+MODEL_PENDING = "pending"
+MODEL_NOT_EVALUATED = "not evaluated"
+"""A job's model verdict starts with one of these; ``rejected`` and ``not evaluated`` may add why in brackets."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,9 @@ class JobView:
     """``s3://bucket/prefix`` of the job's outputs."""
     evaluations: tuple[EvaluationView, ...] = ()
     """The latest round of evaluations of the job's model (``job status`` only; empty elsewhere)."""
+    model: str = MODEL_NOT_EVALUATED
+    """The model's verdict from the latest evaluation round: ``accepted``, ``rejected (fairness: disparate_impact
+    0.31, wants >= 0.8)``, ``pending`` or ``not evaluated`` (docs/evaluations.md, "Verdicts")."""
     attempts: tuple[AttemptView, ...] = ()
     """Each deploy of the job, oldest first."""
     sweep: SweepOfJob | None = None

@@ -22,6 +22,7 @@ from controller_sidecar.etcdstore import EtcdStore, LockHeldError
 from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
 from learnerkit.common.engine import EngineError, image_id
+from learnerkit.common.keyring import published_keys
 from learnerkit.common.project import find_project_root
 from learnerkit.common.signing import load_signer, public_pem
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
@@ -143,7 +144,8 @@ async def sole_scheduler(etcd: EtcdStore, settings: SchedulerSettings) -> AsyncI
 
 def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
     """Refuses (ConfigError naming ``$LEARNERKIT_SIGNING_KEY``) without a readable platform signing key."""
-    signer = load_signer(settings.signing.key, SIGNING_KEY_SETTING)
+    signer = load_signer(settings.signing.key, SIGNING_KEY_SETTING, settings.signing.passphrase)
+    keys = published_keys(settings.signing.key, signer)
     catalog = ImageCatalog(find_project_root(), settings.backend.registry)
     backend, metrics_port = backend_for(settings)
     gate = ImageGate(
@@ -227,5 +229,6 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         registry=scheduler.shared.metrics.registry,
         lifespan=lifespan,
         public_key=public_pem(signer),
+        keys=tuple(keys),
         health=scheduler.loop.stalled,
     )

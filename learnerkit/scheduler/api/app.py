@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, cast
@@ -29,6 +29,7 @@ from controller_sidecar.metricrecords import serve_records
 from learnerkit import __version__
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.instants import parse_instant
+from learnerkit.common.keyring import PublishedKey
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
 from learnerkit.scheduler.api.hosting import HealthCheck, Lifespan
@@ -121,6 +122,18 @@ class SubmitBody(BaseModel):
     """The learner image instead of the framework's (``job submit --image``)."""
 
 
+class SigningKeyBody(BaseModel):
+    keyid: str
+    """securesystemslib's id of the public key: the ``keyid`` a DSSE envelope's signature names."""
+    pem: str
+    current: bool
+    """The key that signs now; the others signed before a rotation (`scheduler key rotate`)."""
+
+
+class SigningKeys(BaseModel):
+    keys: list[SigningKeyBody]
+
+
 class Health(BaseModel):
     status: str
     reason: str | None = None
@@ -203,6 +216,8 @@ _PUBLIC_KEY_RESPONSE: dict[int | str, dict[str, Any]] = {
     }
 }
 SIGNING_KEY_PATH = "/v1/signing-key"
+KEYS_PATH = "/v1/keys"
+"""Every public key the platform signed with, by id; no token, like ``SIGNING_KEY_PATH``."""
 """Needs no token: the public key is public, and verifiers fetch it before they hold one."""
 WHAT_PATTERN = "^(results|logs|checkpoints|model|provenance|evaluations|all)$"
 
@@ -235,6 +250,7 @@ def create_app(
     registry: CollectorRegistry | None = None,
     lifespan: Lifespan | None = None,
     public_key: str | None = None,
+    keys: Sequence[PublishedKey] = (),
     health: HealthCheck | None = None,
 ) -> FastAPI:
     """The ASGI app; fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
@@ -280,6 +296,11 @@ def create_app(
             methods=["GET"],
             tags=["service"],
             responses=_PUBLIC_KEY_RESPONSE,
+        )
+    if keys:
+        body = SigningKeys(keys=[SigningKeyBody(keyid=k.keyid, pem=k.pem, current=k.current) for k in keys])
+        app.add_api_route(
+            KEYS_PATH, _keys_endpoint(body), methods=["GET"], tags=["service"], response_model=SigningKeys
         )
     return app
 
@@ -652,6 +673,14 @@ def _healthz_endpoint(health: HealthCheck | None) -> Callable[[], Awaitable[Resp
         return JSONResponse(Health(status="ok").model_dump(exclude_none=True))
 
     return healthz
+
+
+def _keys_endpoint(body: SigningKeys) -> Callable[[], Awaitable[SigningKeys]]:
+    async def keys() -> SigningKeys:
+        """Every public key the platform signed with: the current one first, then those rotated out."""
+        return body
+
+    return keys
 
 
 def _public_key_endpoint(pem: str) -> Callable[[], Awaitable[Response]]:

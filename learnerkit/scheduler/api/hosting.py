@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
+from learnerkit.common.keyring import PublishedKey
 from learnerkit.scheduler.config.settings import SchedulerSettings
 from learnerkit.scheduler.facade import SchedulerFacade
 
@@ -29,6 +30,8 @@ class HostedScheduler:
     lifespan: Lifespan | None = None
     public_key: str | None = None
     """The platform's public signing key (PEM), served at ``/v1/signing-key``."""
+    keys: tuple[PublishedKey, ...] = ()
+    """Every public key the platform signed with, the current one first, served at ``/v1/keys``."""
     health: HealthCheck | None = None
 
 

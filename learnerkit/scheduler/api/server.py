@@ -49,6 +49,7 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
         limits=settings.limits,
         registry=hosted.registry,
         public_key=hosted.public_key,
+        keys=hosted.keys,
         health=hosted.health,
     )
     limits = ConnectionLimits.from_settings(settings)

@@ -37,7 +37,9 @@ from learnerkit.scheduler.errors import (
     SchedulerUnreachableError,
 )
 from learnerkit.scheduler.facade import (
+    JUDGES_MODEL,
     MAX_PAGE_JOBS,
+    MODEL_NOT_EVALUATED,
     AttemptView,
     EvaluationReport,
     EvaluationReports,
@@ -370,6 +372,18 @@ class SchedulerClient:
         """The platform's public signing key (PEM), as the API serves it."""
         return self._request("GET", "/v1/signing-key").body.decode()
 
+    def public_keys(self) -> list[str]:
+        """Every public key (PEM) the platform signed with, the current one first (``GET /v1/keys``); a scheduler
+        from before key rotation serves its one key at ``/v1/signing-key`` only."""
+        try:
+            items = self._request("GET", "/v1/keys").json()
+        except JobNotFoundError:  # the API answers any unknown path 404 not_found
+            return [self.public_key()]
+        try:
+            return [str(item["pem"]) for item in items["keys"]]
+        except (KeyError, TypeError) as e:
+            raise SchedulerError(f"the scheduler sent a key list this client cannot read ({e})") from e
+
     def list_files(self, job_id: str, *, what: str = "all") -> list[StoredFile]:
         items = self._request("GET", f"/v1/jobs/{_quoted(job_id)}/files", params={"what": what}).json()
         try:
@@ -536,6 +550,7 @@ def job_view(data: Mapping[str, Any]) -> JobView:
             restarts=int(data.get("restarts", 0)),
             results=str(data.get("results", "")),
             evaluations=tuple(_evaluation_view(item) for item in data.get("evaluations", ())),
+            model=str(data.get("model", MODEL_NOT_EVALUATED)),
             attempts=attempts,
             sweep=SweepOfJob(str(sweep["sweep_id"]), int(sweep["trial"])) if (sweep := data.get("sweep")) else None,
         )
@@ -550,6 +565,7 @@ def _evaluation_view(item: Mapping[str, Any]) -> EvaluationView:
         outcome=str(item["outcome"]),
         message=str(item.get("message", "")),
         report=str(item.get("report", "")),
+        judges=str(item.get("judges", JUDGES_MODEL)),
     )
 
 

@@ -16,7 +16,18 @@ from rich.table import Table
 from rich.text import Text
 
 from learnerkit.common.output import keep_whole, to_jsonable
-from learnerkit.scheduler.facade import AttemptView, EvaluationReports, EvaluationView, JobView, LearnerView
+from learnerkit.scheduler.facade import (
+    JUDGES_MODEL,
+    MODEL_ACCEPTED,
+    MODEL_NOT_EVALUATED,
+    MODEL_PENDING,
+    MODEL_REJECTED,
+    AttemptView,
+    EvaluationReports,
+    EvaluationView,
+    JobView,
+    LearnerView,
+)
 
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "HALTED", "CANCELLED"})
 _STYLES = {
@@ -53,6 +64,7 @@ def jobs_table(jobs: list[JobView], now: datetime | None = None, width: int | No
             "learners": str(len(job.learners)),
             "gpus": str(job.gpus),
             "age": age(job.submitted_at, now),
+            "model": styled_verdict(job.model.partition(" (")[0]) if job.model != MODEL_NOT_EVALUATED else "",
             "reason": escape(job.reason),
         }
         for job in jobs
@@ -64,7 +76,7 @@ def jobs_table(jobs: list[JobView], now: datetime | None = None, width: int | No
         table.add_column(column)
     for row in rows:
         table.add_row(*(row[column] for column in shown))
-    keep_whole(table, "job", "status", "learners", "gpus", "age")
+    keep_whole(table, "job", "status", "learners", "gpus", "age", "model")
     longest_word = max((len(word) for job in jobs for word in job.name.split()), default=0)
     room = None
     if width is not None:
@@ -75,8 +87,8 @@ def jobs_table(jobs: list[JobView], now: datetime | None = None, width: int | No
     return table
 
 
-JOB_COLUMNS = ("job", "name", "status", "learners", "gpus", "age", "reason")
-OPTIONAL_JOB_COLUMNS = frozenset({"reason"})
+JOB_COLUMNS = ("job", "name", "status", "learners", "gpus", "age", "model", "reason")
+OPTIONAL_JOB_COLUMNS = frozenset({"model", "reason"})
 """Shown only when a row has something in them."""
 REASON_ROOM = 12
 """The reason keeps at least this much of the width (it wraps between words) when the name's words would take it."""
@@ -115,6 +127,19 @@ def age(timestamp: str, now: datetime) -> str:
     return f"{seconds}s"
 
 
+VERDICT_STYLES = {MODEL_ACCEPTED: "green", MODEL_REJECTED: "bold red", MODEL_PENDING: "yellow"}
+
+
+def styled_verdict(verdict: str) -> str:
+    style = VERDICT_STYLES.get(verdict.partition(" (")[0])
+    return f"[{style}]{escape(verdict)}[/]" if style else escape(verdict)
+
+
+def settled(job: JobView) -> bool:
+    """The job ended and, when it COMPLETED, its model has a verdict (its evaluations run after it completes)."""
+    return job.status in TERMINAL_STATES and not (job.status == "COMPLETED" and job.model == MODEL_PENDING)
+
+
 def job_details(job: JobView) -> RenderableType:
     """The job's status, the reason it waits or ended, and one row per learner."""
     summary = Table(title=f"job {escape(job.job_id)}", show_header=False, title_justify="left")
@@ -122,6 +147,7 @@ def job_details(job: JobView) -> RenderableType:
     summary.add_column()
     summary.add_row("name", escape(job.name))
     summary.add_row("status", styled_status(job.status))
+    summary.add_row("model", styled_verdict(job.model))
     if job.reason:
         summary.add_row("reason", escape(job.reason))
     summary.add_row("priority / gpus", f"{job.priority} / {job.gpus}")
@@ -193,7 +219,8 @@ def _evaluations_table(evaluations: tuple[EvaluationView, ...], title: str = "ev
     for evaluation in evaluations:
         table.add_row(escape(evaluation.name), evaluation.kind, styled_status(evaluation.outcome))
     keep_whole(table, "evaluation", "kind", "outcome")
-    messages = [Text(f"{e.name}: {e.message}") for e in evaluations if e.message]
+    messages = [Text(f"{e.name} judged {e.judges}, not the model") for e in evaluations if e.judges != JUDGES_MODEL]
+    messages += [Text(f"{e.name}: {e.message}") for e in evaluations if e.message]
     return Group(table, *messages) if messages else table
 
 
@@ -210,7 +237,7 @@ def evaluation_reports(reports: EvaluationReports) -> RenderableType:
 def watch_job(
     fetch: Callable[[], JobView], *, interval_s: float, as_json: bool, console: Console, first: JobView | None = None
 ) -> JobView:
-    """Poll ``fetch`` until the job is terminal and return it, showing each change: a live rich view for
+    """Poll ``fetch`` until the job is `settled` and return it, showing each change: a live rich view for
     people, one JSON line per change for machines."""
     job = first or fetch()
     if as_json:
@@ -221,12 +248,12 @@ def watch_job(
                 sys.stdout.write(line + "\n")
                 sys.stdout.flush()
                 last = line
-            if job.status in TERMINAL_STATES:
+            if settled(job):
                 return job
             time.sleep(interval_s)
             job = fetch()
     with Live(job_details(job), console=console, refresh_per_second=4) as live:
-        while job.status not in TERMINAL_STATES:
+        while not settled(job):
             time.sleep(interval_s)
             job = fetch()
             live.update(job_details(job))

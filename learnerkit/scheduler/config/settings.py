@@ -14,6 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from learnerkit.common.passphrase import key_passphrase
 from learnerkit.pair.jobdisk import JobDiskError, JobDiskSettings
 from learnerkit.pair.spec import MIN_PIDS_LIMIT, PidsLimits
 from learnerkit.scheduler.backends.deployment import DEFAULT_SHARED_SIZE
@@ -211,8 +212,10 @@ class SigningSettings:
     """The platform's key: it signs every job's provenance and model signature (docs/provenance.md)."""
 
     key: Path = DEFAULT_SIGNING_KEY
-    """``$LEARNERKIT_SIGNING_KEY``: an ECDSA P-256 private key (PEM, unencrypted); `learnerkit scheduler key create`
-    makes one. The scheduler does not start without it."""
+    """``$LEARNERKIT_SIGNING_KEY``: an ECDSA P-256 private key (PEM, encrypted or not); `learnerkit scheduler key
+    create` makes one. The scheduler does not start without it."""
+    passphrase: bytes | None = field(default=None, repr=False)
+    """What decrypts it: ``$LEARNERKIT_SIGNING_KEY_PASSPHRASE`` or the file ``$..._PASSPHRASE_FILE`` names."""
 
 
 @dataclass(frozen=True)
@@ -299,7 +302,9 @@ class SchedulerSettings:
                 extra_index_urls=_urls(env, "LEARNERKIT_PIP_EXTRA_INDEX_URLS"),
                 trusted_hosts=_list(env, "LEARNERKIT_PIP_TRUSTED_HOSTS"),
             ),
-            signing=SigningSettings(key=Path(env.get(SIGNING_KEY_SETTING, str(DEFAULT_SIGNING_KEY)))),
+            signing=SigningSettings(
+                key=Path(env.get(SIGNING_KEY_SETTING, str(DEFAULT_SIGNING_KEY))), passphrase=key_passphrase(env)
+            ),
         )
 
     def with_overrides(self, **groups: Mapping[str, Any]) -> SchedulerSettings:

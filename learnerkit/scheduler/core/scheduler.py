@@ -214,8 +214,9 @@ class Scheduler:
                 await self.transitions.end(tracked, JobStatus.FAILED, rejected.message, release=True)
 
     async def list_jobs(self, tenant: str) -> list[JobView]:
+        rounds = self.shared.evaluations.rounds
         return [
-            job_view(t)
+            job_view(t, rounds.get(t.state.job_id), listing=True)
             for t in sorted(self.shared.jobs.values(), key=lambda t: t.state.submitted_at)
             if t.state.tenant == tenant
         ]
@@ -236,7 +237,8 @@ class Scheduler:
             if t.state.tenant == tenant
         ]
         chosen = select(listed, query)
-        views = tuple(job_view(jobs[job_id]) for job_id in chosen.job_ids)
+        rounds = self.shared.evaluations.rounds
+        views = tuple(job_view(jobs[job_id], rounds.get(job_id), listing=True) for job_id in chosen.job_ids)
         next_token = chosen.cursors[-1] if chosen.more and chosen.cursors else None
         return JobPage(views, chosen.cursors, next_token, chosen.total)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from controller_sidecar.status import Phase
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.core.verdicts import model_verdict
 from learnerkit.scheduler.evaluations.record import EvaluationRound
 from learnerkit.scheduler.facade import AttemptView, EvaluationView, JobView, LearnerView, SweepOfJob
 from learnerkit.scheduler.jobs.attempts import Attempt
@@ -12,7 +13,9 @@ from learnerkit.scheduler.jobs.layout import outputs_prefix
 from learnerkit.scheduler.sweeps.trialids import trial_of
 
 
-def job_view(tracked: Tracked, evaluated: EvaluationRound | None = None) -> JobView:
+def job_view(tracked: Tracked, evaluated: EvaluationRound | None = None, *, listing: bool = False) -> JobView:
+    """``evaluated``: the job's latest evaluation round, for the model's verdict and (unless ``listing``) each
+    evaluation's outcome."""
     state, manifest = tracked.state, tracked.manifest
     ended = state.status.terminal and state.stage is Stage.DONE
     learners = []
@@ -48,12 +51,17 @@ def job_view(tracked: Tracked, evaluated: EvaluationRound | None = None) -> JobV
         learners=tuple(learners),
         restarts=state.restarts,
         results=f"s3://{bucket}/{prefix.rsplit('learner-1/', 1)[0]}",
-        evaluations=tuple(
-            EvaluationView(o.name, o.kind, o.outcome, o.message, o.report)
-            for o in (evaluated.outcomes if evaluated else ())
-        ),
+        evaluations=() if evaluated is None or listing else evaluation_views(evaluated),
+        model=model_verdict(state.status, bool(manifest.evaluations), evaluated),
         attempts=tuple(attempt_view(a) for a in tracked.attempts),
         sweep=SweepOfJob(of.sweep_id, of.trial) if (of := trial_of(state.job_id)) is not None else None,
+    )
+
+
+def evaluation_views(evaluated: EvaluationRound) -> tuple[EvaluationView, ...]:
+    return tuple(
+        EvaluationView(o.name, o.kind, o.outcome, o.message, o.report, evaluated.judges(o.name))
+        for o in evaluated.outcomes
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from controller_sidecar import keys
 from learner.evaluation.spec import EvaluationSpec, spec_from_dict, spec_to_dict
+from learnerkit.scheduler.facade import JUDGES_MODEL
 
 Outcome = Literal["running", "passed", "failed", "crashed"]
 """``failed``: a threshold missed (the failures name it); ``crashed``: no verdict (the evaluator or its pair
@@ -80,6 +81,13 @@ class EvaluationRound:
     @classmethod
     def start(cls, job_id: str, round_: int, attempt: int, specs: tuple[EvaluationSpec, ...]) -> EvaluationRound:
         return cls(job_id, round_, attempt, specs, tuple(EvaluationOutcome(s.name, s.kind) for s in specs))
+
+    def judges(self, name: str) -> str:
+        """What the evaluation ``name`` judged: the model, or the tenant's predictions (a fairness evaluation over
+        a supplied ``prediction`` column runs no model)."""
+        spec = next((s for s in self.specs if s.name == name), None)
+        prediction = getattr(spec, "prediction", None)
+        return JUDGES_MODEL if prediction is None else f"the tenant's predictions (column {prediction})"
 
     @property
     def in_flight(self) -> bool:

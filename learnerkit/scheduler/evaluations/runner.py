@@ -158,7 +158,8 @@ class EvaluationRunner:
         s3 = self.clients.of(endpoints)
         found: list[EvaluationReport] = []
         for outcome in current.outcomes:
-            view = EvaluationView(outcome.name, outcome.kind, outcome.outcome, outcome.message, outcome.report)
+            judges = current.judges(outcome.name)
+            view = EvaluationView(outcome.name, outcome.kind, outcome.outcome, outcome.message, outcome.report, judges)
             if not outcome.report:
                 found.append(EvaluationReport(view))
                 continue

@@ -100,6 +100,7 @@ def _evaluation(fact: EvaluationFact) -> dict[str, Any]:
         "verdict": fact.verdict,
         "message": fact.message,
         "failures": [dict(f) for f in fact.failures],
+        "judges": "model" if fact.spec.get("prediction") is None else "tenant-predictions",
         "spec": dict(fact.spec),
         "data": [{"uri": d.name, "digest": {"sha256": d.sha256}, "annotations": {"size": d.size}} for d in fact.data],
         "reports": [
@@ -116,7 +117,8 @@ def _evaluation(fact: EvaluationFact) -> dict[str, Any]:
 
 
 def round_summary(statement: Mapping[str, Any]) -> dict[str, Any]:
-    """What the factsheet lists of a round: its number, the attempt evaluated and each verdict."""
+    """What the factsheet lists of a round: its number, the attempt evaluated and each verdict (with what it
+    judged, where the statement says: statements from before ``judges`` render as they did)."""
     predicate = statement["predicate"]
     return {
         "round": predicate["round"],
@@ -124,6 +126,7 @@ def round_summary(statement: Mapping[str, Any]) -> dict[str, Any]:
         "verdict": predicate["verdict"],
         "evaluations": [
             {"name": e["name"], "kind": e["kind"], "verdict": e["verdict"], "message": e["message"]}
+            | ({"judges": e["judges"]} if "judges" in e else {})
             for e in predicate["evaluations"]
         ],
     }

@@ -83,6 +83,10 @@ def _metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return found
 
 
+def _judged(evaluation: Mapping[str, Any]) -> str:
+    return ", of the tenant's predictions" if evaluation.get("judges") == "tenant-predictions" else ""
+
+
 def factsheet_markdown(sheet: Mapping[str, Any]) -> str:
     purpose = sheet["purpose"]
     lines = [
@@ -120,7 +124,8 @@ def factsheet_markdown(sheet: Mapping[str, Any]) -> str:
         *(
             f"- round {r['round']} (the model of attempt {r['attempt']}): {r['verdict']}"
             + "".join(
-                f"\n  - {e['name']} ({e['kind']}): {e['verdict']}" + (f": {e['message']}" if e["message"] else "")
+                f"\n  - {e['name']} ({e['kind']}{_judged(e)}): {e['verdict']}"
+                + (f": {e['message']}" if e["message"] else "")
                 for e in r["evaluations"]
             )
             for r in sheet["evaluations"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 from securesystemslib.signer import Key
 
 from learnerkit.common.errors import LearnerkitError
-from learnerkit.common.signing import EnvelopeError, open_envelope
+from learnerkit.common.signing import EnvelopeError, open_envelope, open_signed
 from learnerkit.scheduler.provenance.evaluation import PREDICATE_TYPE as EVALUATION_PREDICATE
 from learnerkit.scheduler.provenance.evaluation import ROUND_PREFIX, ROUND_SUFFIX, round_file, round_of, round_summary
 from learnerkit.scheduler.provenance.factsheet import FACTSHEET_JSON, FACTSHEET_MD
@@ -93,7 +93,7 @@ def sha256_of(paths: Iterable[Path]) -> str:
 
 def verify_folder(
     folder: Path,
-    key: Key,
+    keys: Key | Sequence[Key],
     *,
     data: Path | None = None,
     image_digest: ImageLookup | None = None,
@@ -106,12 +106,14 @@ def verify_folder(
             f"{folder}: no provenance here ({PROVENANCE_FILE} is missing): "
             "`learnerkit job download JOB --what provenance` fetches it"
         )
-    report = VerifyReport(str(folder), key.keyid, partial=partial)
+    ring = [keys] if isinstance(keys, Key) else list(keys)
+    report = VerifyReport(str(folder), ring[0].keyid if ring else "", partial=partial)
     try:
-        statement = open_envelope(envelope_path.read_bytes(), key, PROVENANCE_FILE)
+        statement, key = open_signed(envelope_path.read_bytes(), ring, PROVENANCE_FILE)
     except EnvelopeError as e:
         report.checks.append(Check("provenance signature", State.CHANGED, str(e)))
         return report
+    report.key_id = key.keyid
     if statement.get("predicateType") != PREDICATE_TYPE:
         report.checks.append(Check("provenance signature", State.CHANGED, "not a SLSA provenance v1 statement"))
         return report
@@ -123,7 +125,7 @@ def verify_folder(
     for name, sha256 in sorted(signed.items()):
         kind = "result" if name in subjects else "subject"
         report.checks.append(_file_check(f"{kind} {name}", [folder / name], sha256, absent=State.MISSING))
-    report.checks.append(_model_signature_check(folder, key, subjects))
+    report.checks.append(_model_signature_check(folder, ring, subjects))
     for byproduct in predicate["runDetails"].get("byproducts", []):
         if byproduct.get("name") != ATTEMPTS and "digest" in byproduct:
             report.checks.append(_byproduct_check(folder, byproduct))
@@ -136,7 +138,7 @@ def verify_folder(
     for path in sorted(folder.glob(f"{ROUND_PREFIX}*{ROUND_SUFFIX}"), key=lambda p: p.name):
         number = round_of(path.relative_to(folder).as_posix())
         if number is not None:
-            found = _round_checks(folder, number, key, subjects, image_digest, evaluation_data, rounds, reports)
+            found = _round_checks(folder, number, ring, subjects, image_digest, evaluation_data, rounds, reports)
             report.checks += found
     report.checks += factsheet_checks(folder, statement, rounds)
     report.checks += _unsigned(folder, statement, reports)
@@ -180,7 +182,7 @@ def _unsigned(folder: Path, statement: Mapping[str, Any], reports: set[str]) -> 
 def _round_checks(
     folder: Path,
     number: int,
-    key: Key,
+    ring: Sequence[Key],
     subjects: Mapping[str, str],
     image_digest: ImageLookup | None,
     evaluation_data: DataLookup | None,
@@ -192,7 +194,7 @@ def _round_checks(
     name = round_file(number)
     item = f"evaluation round {number} signature"
     try:
-        statement = open_envelope((folder / name).read_bytes(), key, name)
+        statement, key = open_signed((folder / name).read_bytes(), ring, name)
     except EnvelopeError as e:
         return [Check(item, State.CHANGED, str(e))]
     if statement.get("predicateType") != EVALUATION_PREDICATE:
@@ -284,7 +286,7 @@ def _image_check(name: str, dependency: Mapping[str, Any], image_digest: ImageLo
     return Check(item, State.OK, f"as {answer.source} has it")
 
 
-def _model_signature_check(folder: Path, key: Key, subjects: Mapping[str, str]) -> Check:
+def _model_signature_check(folder: Path, ring: Sequence[Key], subjects: Mapping[str, str]) -> Check:
     path = folder / SIGNATURE_FILE
     item = f"model signature {SIGNATURE_FILE}"
     if not path.is_file():
@@ -295,13 +297,18 @@ def _model_signature_check(folder: Path, key: Key, subjects: Mapping[str, str]) 
         return Check(item, State.CHANGED, f"not JSON: {e}")
     if not isinstance(bundle, dict) or bundle.get("mediaType") != BUNDLE_MEDIA_TYPE:
         return Check(item, State.CHANGED, f"not a {BUNDLE_MEDIA_TYPE} bundle")
-    try:
-        envelope = {**bundle["dsseEnvelope"]}
-        envelope["signatures"] = [{**s, "keyid": key.keyid} for s in envelope["signatures"]]
-        signed = open_envelope(json.dumps(envelope).encode(), key, item)
-    except (EnvelopeError, KeyError, TypeError, ValueError) as e:
-        return Check(item, State.CHANGED, str(e))
+    signed, problem = None, "no key to check it with"
+    for key in ring:  # the bundle names no key id (model-signing's key mode): each of the platform's keys is tried
+        try:
+            envelope = {**bundle["dsseEnvelope"]}
+            envelope["signatures"] = [{**s, "keyid": key.keyid} for s in envelope["signatures"]]
+            signed = open_envelope(json.dumps(envelope).encode(), key, item)
+            break
+        except (EnvelopeError, KeyError, TypeError, ValueError) as e:
+            problem = str(e)
+    if signed is None:
+        return Check(item, State.CHANGED, problem)
     listed = {r["name"]: r["digest"] for r in signed.get("predicate", {}).get("resources", [])}
     if signed.get("predicateType") != MODEL_PREDICATE or listed != dict(subjects):
         return Check(item, State.CHANGED, "it does not list the provenance's results")
-    return Check(item, State.OK)
+    return Check(item, State.OK, f"signed by {key.keyid}")

@@ -134,9 +134,14 @@ def test_a_job_with_evaluations_ends_with_their_verdicts(
 ) -> None:
     text = manifest(s3_server, "python /job/data/train.py", data=FOLDER, extra=EVALUATIONS)
     view = evaluating.call(evaluating.service.submit("team-a", text, image=learner_image))
+    assert view.model == "pending", view
     final = evaluating.wait_status("team-a", view.job_id, TERMINAL)
     assert final.status == "COMPLETED", final
     settled = settled_evaluations(evaluating, view.job_id, {"gentle", "harsh"})
+    assert settled.model.startswith("rejected (harsh: adversarial_accuracy "), settled.model
+    assert "wants >= 1" in settled.model, settled.model
+    [listed] = [j for j in evaluating.call(evaluating.service.list_jobs("team-a")) if j.job_id == view.job_id]
+    assert listed.model == settled.model and listed.evaluations == ()
     outcomes = {e.name: e for e in settled.evaluations}
     assert outcomes["gentle"].outcome == "passed", outcomes["gentle"]
     harsh = outcomes["harsh"]
@@ -178,7 +183,8 @@ def test_job_evaluate_evaluates_the_model_again_without_retraining(
     text = manifest(s3_server, "python /job/data/train.py", data=FOLDER)
     view = evaluating.call(evaluating.service.submit("team-a", text, image=learner_image))
     assert evaluating.wait_status("team-a", view.job_id, TERMINAL).status == "COMPLETED"
-    assert evaluating.call(evaluating.service.get("team-a", view.job_id)).evaluations == ()
+    trained = evaluating.call(evaluating.service.get("team-a", view.job_id))
+    assert trained.evaluations == () and trained.model == "not evaluated", trained
     harsh_only = EVALUATIONS.split("  - name: harsh\n")[1]
     evaluated = evaluating.call(
         evaluating.service.evaluate("team-a", view.job_id, "evaluations:\n  - name: harsh\n" + harsh_only)
@@ -214,6 +220,8 @@ def test_an_evaluation_in_flight_at_a_restart_is_finished_by_the_next_scheduler(
             e.name: e.outcome for e in settled_evaluations(restarted, view.job_id, {"gentle", "harsh"}).evaluations
         }
         assert outcomes == {"gentle": "passed", "harsh": "failed"}
+        verdict = restarted.call(restarted.service.get("team-a", view.job_id)).model
+        assert verdict.startswith("rejected (harsh: "), verdict
         assert leftovers(f"{view.job_id}-ev1-1") == [] and leftovers(f"{view.job_id}-ev1-2") == []
     finally:
         restarted.kill()
@@ -241,4 +249,9 @@ def test_a_fairness_evaluation_of_planted_bias_fails_naming_disparate_impact(
     assert evaluating.wait_status("team-a", view.job_id, TERMINAL).status == "COMPLETED"
     [loans] = settled_evaluations(evaluating, view.job_id, {"loans"}).evaluations
     assert loans.outcome == "failed", loans
+    assert loans.judges == "the tenant's predictions (column granted)", loans
+    verdict = evaluating.call(evaluating.service.get("team-a", view.job_id)).model
+    assert verdict.startswith("rejected (loans on the tenant's predictions (granted): disparate_impact 0.6, wants"), (
+        verdict
+    )
     assert loans.message == "missed: disparate_impact = 0.6000, threshold >= 0.8 and <= 1.25", loans.message

@@ -79,8 +79,8 @@ class FakeFacade:
         self.jobs: dict[str, FakeJob] = {}
         self._ids = itertools.count(1)
         self.calls: list[tuple[str, str]] = []
-        self.after_submit: list[str] = []
-        """Statuses a submitted job then goes through, one per `get`."""
+        self.after_submit: list[str | tuple[str, str]] = []
+        """Statuses a submitted job then goes through, one per `get`; (status, model verdict) sets both."""
         self.submit_error: Exception | None = None
         """Raised by `submit` when set (the scheduler's own failures)."""
         self.submitted_models: list[bytes] = []
@@ -118,7 +118,8 @@ class FakeFacade:
             gpus=manifest.resources.gpus * manifest.resources.learners,
             learners=learners,
         )
-        self.jobs[job_id] = FakeJob(view, [replace(view, status=s, reason="") for s in self.after_submit])
+        steps = [(s, view.model) if isinstance(s, str) else s for s in self.after_submit]
+        self.jobs[job_id] = FakeJob(view, [replace(view, status=s, model=m, reason="") for s, m in steps])
         return view
 
     async def list_jobs(self, tenant: str) -> list[JobView]:
@@ -275,6 +276,8 @@ def view(job_id: str, tenant: str, status: str = "PROCESSING", **changes: object
 
 
 def _kind(path: str) -> str:
+    if path.startswith("provenance/"):
+        return "provenance"
     return "model" if path.startswith("model") else path.split("/")[2]
 
 

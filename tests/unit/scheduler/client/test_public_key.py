@@ -58,3 +58,14 @@ def test_a_scheduler_without_a_key_answers_not_found(fake: FakeFacade, tenants: 
         shown = CliRunner().invoke(cli, ["scheduler", "public-key", "--url", url, "-o", "json"])
         assert shown.exit_code == 1
         assert json.loads(shown.output)["error"]
+
+
+def test_a_scheduler_without_a_key_list_gives_its_one_key(url: str, pem: str) -> None:
+    """A scheduler from before `key rotate` serves no ``/v1/keys``: `job verify` takes its one key."""
+    from learnerkit.scheduler.client.http import SchedulerClient
+
+    client = SchedulerClient.from_env(url, None)
+    try:
+        assert client.public_keys() == [pem]
+    finally:
+        client.close()

@@ -125,16 +125,19 @@ def finished_job(
     results: bool = True,
     lose_record: int | None = None,
     tamper: int | None = None,
+    signing_key: Path | None = None,
 ) -> tuple[MemoryStore, Path]:
     """The job's objects with its provenance written at each end; the key's path. Every attempt but the last ends
     as ``earlier`` says (HALTED: the job ended and was resumed; PREEMPTED or RESTARTED: the scheduler requeued it),
     and the last completes. ``images`` describes the learner image (``LEARNER_ID``) and the sidecar's; ``ran_digest``
     is the learner image's digest as the backend reported it ran; ``results``: whether the learner wrote any;
     ``lose_record``: the attempt whose sidecar record never reached etcd (its bucket copy is there); ``tamper``:
-    the attempt whose result and bucket record the tenant rewrites while the job is halted after it."""
+    the attempt whose result and bucket record the tenant rewrites while the job is halted after it;
+    ``signing_key``: an existing key to sign with (else a new one)."""
     store = MemoryStore({f"{PREFIX}model/model.zip": MODEL_ZIP})
-    key = tmp / "platform.pem"
-    writer = ProvenanceWriter(create_signer(key), images, "learnerkit/sidecar:0.1.0")
+    key = signing_key or tmp / "platform.pem"
+    signer = load_signer(key) if signing_key else create_signer(key)
+    writer = ProvenanceWriter(signer, images, "learnerkit/sidecar:0.1.0")
     manifest = parse_manifest(MANIFEST.format(gpus=1))
     history: list[Attempt] = []
     for number in range(1, attempts + 1):

@@ -251,10 +251,12 @@ async def test_a_preempted_job_halts_queues_in_its_old_place_and_resumes_by_itse
     assert (low.state.attempt, low.state.resume_from_attempt) == (2, 1)
     assert urgent.state.stage is Stage.DEPLOYED and "job-urgent" in h.backend.deployed
     first = (await load_attempts(h.store, "job-low"))[0]
+    # Its figures unread here: recorded at its bound, everything since its admission (two steps and the minimum
+    # run time before the decision) and its halt grace, as it has no periodic checkpoint.
     assert (first.ended_by, first.reason, first.work_lost_s) == (
         AttemptEnd.PREEMPTED,
         "preempted by job job-urgent",
-        0.0,
+        MIN_RUN_S + 2 + 30,
     )
     assert low.state.submitted_at < other.state.submitted_at  # its old place in the queue
 

@@ -50,6 +50,16 @@ def status_table(rows: list[ServiceStatus]) -> Table:
     return keep_whole(table, "service", "state", "pid", "endpoint")
 
 
+def print_status(rows: list[ServiceStatus]) -> None:
+    """The table, then each service's settings from the caller's environment (whole: a value may be copied)."""
+    console.print(status_table(rows))
+    for row in rows:
+        if row.settings:
+            console.print(f"{row.name} settings:", highlight=False)
+            for name, value in sorted(row.settings.items()):
+                console.print(f"  {name}={value}", highlight=False, soft_wrap=True)
+
+
 @dev_group.command("up")
 @click.option("--with-prometheus", is_flag=True, help="also start Prometheus, scraping the services' /metrics")
 @click.option("--with-scheduler", is_flag=True, help="also start the scheduler (Docker backend, tenant 'demo')")
@@ -61,7 +71,7 @@ def up_command(services: DevServices, with_prometheus: bool, with_scheduler: boo
     """Start the services that do not run (detached; they outlive this command)."""
     optional = [name for name, wanted in (("prometheus", with_prometheus), ("scheduler", with_scheduler)) if wanted]
     rows = services.up(with_optional=optional, any_port=any_port)
-    emit(output, rows, lambda: console.print(status_table(rows)))
+    emit(output, rows, lambda: print_status(rows))
 
 
 @dev_group.command("status")
@@ -71,7 +81,7 @@ def up_command(services: DevServices, with_prometheus: bool, with_scheduler: boo
 def status_command(services: DevServices, output: str) -> None:
     """Each service: pid, endpoint, and whether it answers a real request now."""
     rows = services.status()
-    emit(output, rows, lambda: console.print(status_table(rows)))
+    emit(output, rows, lambda: print_status(rows))
 
 
 @dev_group.command("env")

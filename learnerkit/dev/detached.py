@@ -63,7 +63,7 @@ def start_detached(service: Service, launch: Launch, log: Path) -> ServiceRecord
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=launch.folder,
-            env=clean_env(),
+            env={**clean_env(), **launch.settings},
             start_new_session=True,
         )
     record = ServiceRecord(
@@ -74,6 +74,7 @@ def start_detached(service: Service, launch: Launch, log: Path) -> ServiceRecord
         endpoint=service.endpoint(launch.ports),
         log=str(log),
         scrape_target=service.scrape_target(launch.ports),
+        settings=dict(launch.settings),
     )
     ready = poll_until(lambda: process.poll() is not None or service.probe(launch), service.start_timeout_s, 0.1)
     if process.poll() is not None:

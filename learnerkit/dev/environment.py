@@ -8,10 +8,11 @@ A lock file serialises concurrent ``up`` and ``down`` calls.
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from learnerkit.dev.catalog import DEV_SERVICES
@@ -39,16 +40,24 @@ class ServiceStatus:
     log: str | None = None
     action: str | None = None
     """What ``up`` or ``down`` did: started, restarted, already running, stopped, was not running."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """The caller's variables it runs with (the scheduler's ``LEARNERKIT_*`` settings)."""
 
 
 def _status(record: ServiceRecord, *, healthy: bool, action: str | None = None) -> ServiceStatus:
-    return ServiceStatus(record.name, "running", healthy, record.pid, record.endpoint, record.log, action)
+    return ServiceStatus(
+        record.name, "running", healthy, record.pid, record.endpoint, record.log, action, dict(record.settings)
+    )
 
 
 class DevServices:
-    def __init__(self, folder: Path, services: tuple[Service, ...] = DEV_SERVICES) -> None:
+    def __init__(
+        self, folder: Path, services: tuple[Service, ...] = DEV_SERVICES, caller: Mapping[str, str] | None = None
+    ) -> None:
         self.folder = folder
         self.services = services
+        self.caller = dict(os.environ) if caller is None else dict(caller)
+        """The caller's environment, whose settings a service takes (:attr:`Service.settings`)."""
         self.state_path = folder / "state.json"
         self.credentials_path = folder / "credentials.env"
 
@@ -71,7 +80,8 @@ class DevServices:
                 shared.update(
                     other.exports(Launch(other.name, self.folder / other.name, dict(record.ports), dict(env)))
                 )
-        return Launch(service.name, self.folder / service.name, dict(ports), shared, targets)
+        settings = service.settings(self.caller)
+        return Launch(service.name, self.folder / service.name, dict(ports), shared, targets, settings)
 
     def _service(self, name: str) -> Service | None:
         return next((s for s in self.services if s.name == name), None)
@@ -88,7 +98,10 @@ class DevServices:
                     continue
                 if record is not None and running(record):
                     self._check_running(service, record, env, state)
-                    results.append(_status(record, healthy=True, action="already running"))
+                    action = "already running"
+                    if service.settings(self.caller) != record.settings:
+                        action = "already running, with other settings: `learnerkit dev down`, then up, applies these"
+                    results.append(_status(record, healthy=True, action=action))
                     continue
                 # A restarted service keeps its recorded ports where they are free, --any-port or not.
                 ports = choose_ports(service.ports, any_port=any_port) if record is None else choose_ports(record.ports)

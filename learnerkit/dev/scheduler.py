@@ -5,6 +5,12 @@ mode 0600, beside the tokens file) so that ``eval "$(learnerkit dev env)"`` is a
 a tenants file that lets ``demo`` raise its jobs' priority, the platform's signing key, and a local CA with the
 API's certificate: the dev scheduler serves HTTPS, and ``dev env`` exports the CA for the CLI.
 
+Its settings are the caller's ``LEARNERKIT_*`` variables (:func:`scheduler_settings`), so that
+``LEARNERKIT_PREEMPTION_MIN_RUN_S=30 learnerkit dev up --with-scheduler`` tries preemption locally; ``dev status``
+shows them. The dev files (tokens,
+signing key, certificates, etcd and S3) always win; the defaults below and the demo tenants file only where the
+caller sets no variable of its own.
+
 FfDL's defaults (5 CPUs, 12 GiB a learner) would leave a manifest without ``cpus`` unschedulable on a small
 machine, so the dev scheduler's defaults fit this host (the local engine's one node), and manifests without
 ``training_results`` keep results in the dev store's results bucket, a folder per tenant. ``learnerkit dev env``
@@ -18,6 +24,7 @@ import ssl
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from controller_sidecar.atomicfile import write_atomic
@@ -35,6 +42,17 @@ RESULTS_BUCKET = "training-results"
 _MIB = 2**20
 TENANTS = f"tenants:\n  {DEMO_TENANT}:\n    priority: [-1000, 100]\n"
 """The demo tenant may raise its jobs' priority (the example manifest asks for 10); others keep -1000..0."""
+
+
+CLIENT_VARIABLES = frozenset({"LEARNERKIT_TOKEN", "LEARNERKIT_SCHEDULER_URL", CA_ENV, "LEARNERKIT_SERVICES_DIR"})
+"""The CLI's own variables (and where the dev services live): never a scheduler setting, a token never passed on."""
+
+
+def scheduler_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """The caller's ``LEARNERKIT_*`` variables but the CLI's: the settings the dev scheduler takes."""
+    return {
+        key: value for key, value in environ.items() if key.startswith("LEARNERKIT_") and key not in CLIENT_VARIABLES
+    }
 
 
 def fitting_defaults(cpus: int, memory_bytes: int) -> dict[str, str]:
@@ -106,27 +124,28 @@ def _argv(launch: Launch) -> list[str]:
         str(certificates(launch).cert),
         "--tls-key",
         str(certificates(launch).key),
-        "--tenants",
-        str(_tenants(launch)),
+        *([] if "LEARNERKIT_TENANTS" in launch.settings else ["--tenants", str(_tenants(launch))]),
         "--etcd-endpoints",
         launch.env["ETCD_ENDPOINTS"],
         "--s3-endpoint",
         launch.env["S3_ENDPOINT_URL"],
-        *_default_options(),
+        *_default_options(launch.settings),
         "--trust-project-images",  # the dev environment runs the images built here, scanned or not (docs/security.md)
     ]
 
 
-def _default_options() -> list[str]:
+OPTIONS = {
+    "LEARNERKIT_DEFAULT_CPUS": "--default-cpus",
+    "LEARNERKIT_DEFAULT_MEMORY": "--default-memory",
+    "LEARNERKIT_RESULTS_BUCKET": "--results-bucket",
+}
+"""The host's defaults as ``serve`` options (an option wins over its variable): given only where the caller sets
+no such variable."""
+
+
+def _default_options(settings: Mapping[str, str]) -> list[str]:
     defaults = host_defaults()
-    return [
-        "--default-cpus",
-        defaults["LEARNERKIT_DEFAULT_CPUS"],
-        "--default-memory",
-        defaults["LEARNERKIT_DEFAULT_MEMORY"],
-        "--results-bucket",
-        defaults["LEARNERKIT_RESULTS_BUCKET"],
-    ]
+    return [part for name, option in OPTIONS.items() if name not in settings for part in (option, defaults[name])]
 
 
 def _url(launch: Launch) -> str:
@@ -149,6 +168,7 @@ def _exports(launch: Launch) -> dict[str, str]:
         CA_ENV: str(certificates(launch).ca),
         "LEARNERKIT_TOKEN": token,
         **host_defaults(),
+        **{name: value for name, value in launch.settings.items() if name in OPTIONS},
     }
 
 
@@ -160,6 +180,7 @@ SCHEDULER_SERVICE = Service(
     probe=_probe,
     prepare=_prepare,
     exports=_exports,
+    settings=scheduler_settings,
     metrics_path="/metrics",
     optional=True,
     start_timeout_s=60.0,

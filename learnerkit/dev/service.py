@@ -26,6 +26,8 @@ class Launch:
     scrape_targets: tuple[str, ...] = ()
     """``host:port/path`` of every running service that serves Prometheus metrics (``https://host:port/path``
     where it serves them over TLS)."""
+    settings: Mapping[str, str] = field(default_factory=dict)
+    """The caller's variables the service's process gets beside the clean environment (:attr:`Service.settings`)."""
 
 
 ArgvBuilder = Callable[[Launch], list[str]]
@@ -33,6 +35,8 @@ Probe = Callable[[Launch], bool]
 """True when the service answers a real request (never just an open port); must not raise when it is down."""
 Hook = Callable[[Launch], None]
 Exports = Callable[[Launch], dict[str, str]]
+Settings = Callable[[Mapping[str, str]], dict[str, str]]
+"""The caller's environment -> the variables a service's process takes from it (its settings)."""
 
 
 def _nothing(launch: Launch) -> None:
@@ -40,6 +44,10 @@ def _nothing(launch: Launch) -> None:
 
 
 def _no_exports(launch: Launch) -> dict[str, str]:
+    return {}
+
+
+def _no_settings(environ: Mapping[str, str]) -> dict[str, str]:
     return {}
 
 
@@ -58,6 +66,9 @@ class Service:
     """Runs after the probe passed and on every ``up`` (create buckets, say); idempotent."""
     exports: Exports = _no_exports
     """Variables for ``learnerkit dev env``."""
+    settings: Settings = _no_settings
+    """Which of the caller's variables reach the process (every other one is left out: none of the caller's
+    ETCD_* or AWS_* variables reach a server)."""
     metrics_path: str | None = None
     """Where the main port serves Prometheus metrics; such services become Prometheus' scrape targets."""
     optional: bool = False

@@ -26,6 +26,8 @@ class ServiceRecord:
     endpoint: str
     log: str
     scrape_target: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    """The caller's variables it was started with (:attr:`learnerkit.dev.service.Service.settings`)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class DevState:
                     endpoint=str(raw["endpoint"]),
                     log=str(raw["log"]),
                     scrape_target=raw.get("scrape_target"),
+                    settings={str(k): str(v) for k, v in raw.get("settings", {}).items()},
                 )
                 for name, raw in document["services"].items()
             }

@@ -164,9 +164,10 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         ),
         catalog=catalog.frameworks(),
         resolve_image=gate.gated(catalog.resolve),
-        policy=AdmissionPolicy(quotas=tenants.quotas(), default_quota=tenants.default.quota),
+        policy=AdmissionPolicy(quotas=tenants.quotas(), default_quota=tenants.default.quota, weights=tenants.weights()),
         preemption=PreemptionRules(
             min_run_s=settings.limits.preemption_min_run_s,
+            max_preemptions=settings.limits.preemption_max_per_job,
             may_preempt=tenants.may_preempt(),
             default_may_preempt=tenants.default.preempt_others,
         ),

@@ -1,7 +1,8 @@
 """Admission: which queued jobs get the cluster's capacity now, and why the others wait.
 
-One scheduling pass (:meth:`AdmissionState.schedule`) walks the queue in order (higher priority first,
-then earlier submission) and, for each job whose backoff has passed:
+One scheduling pass (:meth:`AdmissionState.schedule`) walks the queue in order (higher priority first; within a
+priority, the tenant furthest below its weighted fair share first, :mod:`~learnerkit.scheduler.admission.fairshare`;
+within a tenant, earlier submission first) and, for each job whose backoff has passed:
 
 1. **Quota.** A tenant's admitted and running GPUs, CPUs, memory and jobs never exceed its quota. What the
    tenant's jobs still waiting ahead need is *held*: a later job of the same tenant is admitted only if it
@@ -29,6 +30,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from learnerkit.scheduler.admission.capacity import ANY_GPU, GIB, Cluster, Node, PoolKey, gpu_kind, millicores
+from learnerkit.scheduler.admission.fairshare import Totals, Usage, Weights, fair_order
 from learnerkit.scheduler.admission.placement import Placed, place_gang, release_gang
 from learnerkit.scheduler.admission.queue import Job, JobQueue
 from learnerkit.scheduler.admission.reasons import (
@@ -70,6 +72,8 @@ class AdmissionPolicy:
     """The wait after the first ready timeout; each further timeout multiplies it."""
     backoff_multiplier: float = 2.0
     backoff_max_s: float = 1800.0
+    weights: Weights = field(default_factory=Weights)
+    """Each tenant's weight in the fair share between tenants of equal priority."""
 
     def quota(self, tenant: str) -> Quota:
         return self.quotas.get(tenant, self.default_quota)
@@ -204,6 +208,7 @@ class AdmissionState:
         self._starting: dict[str, _Entry] = {}
         """Admitted jobs not yet reported running: what :meth:`tick` times out."""
         self._in_use: dict[str, _Usage] = {}
+        self._totals = Totals.of(self._nodes)
 
     @classmethod
     def rebuild(
@@ -270,7 +275,7 @@ class AdmissionState:
         admitted: list[Admitted] = []
         rejected: dict[str, Unschedulable] = {}
         waiting: dict[str, Reason] = {}
-        for job in self._queue:
+        for job in fair_order(self._queue, self._usage_of, self._totals, policy.weights):
             entry = self._entries[job.job_id]
             reason: Reason
             if entry.not_before > now:
@@ -356,6 +361,10 @@ class AdmissionState:
     def gpus_in_use(self, tenant: str) -> int:
         """The tenant's GPUs in admitted and running jobs."""
         return self._in_use.get(tenant, _NOTHING).gpus
+
+    def _usage_of(self, tenant: str) -> Usage:
+        held = self._in_use.get(tenant, _NOTHING)
+        return Usage(held.gpus, held.millicpus, held.memory_bytes)
 
     def _entry(self, job_id: str) -> _Entry:
         try:

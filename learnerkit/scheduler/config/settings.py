@@ -27,7 +27,7 @@ from learnerkit.scheduler.config.policy import (
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.manifest.model import FFDL_DEFAULTS, ResourceDefaults
 from learnerkit.scheduler.manifest.units import parse_size
-from learnerkit.scheduler.preemption.rules import DEFAULT_MIN_RUN_S
+from learnerkit.scheduler.preemption.rules import DEFAULT_MAX_PREEMPTIONS, DEFAULT_MIN_RUN_S
 
 DEFAULT_TOKENS = Path("/etc/learnerkit/tokens.json")
 DEFAULT_HEAD_TIMEOUT_S = 30.0
@@ -161,6 +161,9 @@ class LimitSettings:
     body likewise, 5 s later."""
     preemption_min_run_s: float = DEFAULT_MIN_RUN_S
     """``$LEARNERKIT_PREEMPTION_MIN_RUN_S``: a job that has run for less (this attempt) is never preempted."""
+    preemption_max_per_job: int = DEFAULT_MAX_PREEMPTIONS
+    """``$LEARNERKIT_PREEMPTION_MAX_PER_JOB``: a job preempted this many times is not preempted again until it
+    ends."""
     node_lost_grace_s: float = 60.0
     """``$LEARNERKIT_NODE_LOST_GRACE_S``: a node not Ready for this long has its jobs resumed elsewhere."""
     loop_stall_s: float = 60.0
@@ -285,6 +288,9 @@ class SchedulerSettings:
                 upload_total_s=_positive(env, "LEARNERKIT_UPLOAD_TOTAL_S", limits.upload_total_s, float),
                 preemption_min_run_s=_positive(
                     env, "LEARNERKIT_PREEMPTION_MIN_RUN_S", limits.preemption_min_run_s, float
+                ),
+                preemption_max_per_job=_positive(
+                    env, "LEARNERKIT_PREEMPTION_MAX_PER_JOB", limits.preemption_max_per_job, int
                 ),
                 node_lost_grace_s=_positive(env, "LEARNERKIT_NODE_LOST_GRACE_S", limits.node_lost_grace_s, float),
                 loop_stall_s=_positive(env, "LEARNERKIT_LOOP_STALL_S", limits.loop_stall_s, float),

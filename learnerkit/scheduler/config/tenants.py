@@ -9,13 +9,14 @@ default:                  # every tenant not listed under tenants
   running_jobs: 20
   preempt_others: true    # its jobs may halt running jobs of lower priority to take their room
   opt_out: false          # its jobs may say `learnerkit.preemptible: false`
+  weight: 1               # its fair share beside other tenants' jobs of equal priority
 tenants:
-  team-a: {priority: [-1000, 100], gpus: 16}
+  team-a: {priority: [-1000, 100], gpus: 16, weight: 3}
 ```
 
 Every key is optional; a quota left out is unlimited, a range left out is the default's (-1000..0 without a
-file); ``preempt_others`` is true and ``opt_out`` false without a file. A tenant's entry replaces the default's
-keys it names and keeps the others.
+file); ``preempt_others`` is true, ``opt_out`` false and ``weight`` 1 without a file. A tenant's entry replaces the
+default's keys it names and keeps the others.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ from typing import Any
 from learnerkit.common.errors import ConfigError
 from learnerkit.common.yamlfile import FieldPath, YamlError, load_located_yaml
 from learnerkit.scheduler.admission.admit import Quota
+from learnerkit.scheduler.admission.fairshare import Weights
 from learnerkit.scheduler.config.policy import DEFAULT_PRIORITY, PriorityRange, SubmitPolicy
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.manifest.fields import FieldReader, describe
 from learnerkit.scheduler.manifest.units import parse_size
 
 TOP_KEYS = ("default", "tenants")
-TENANT_KEYS = ("priority", "gpus", "cpus", "memory", "running_jobs", "preempt_others", "opt_out")
+TENANT_KEYS = ("priority", "gpus", "cpus", "memory", "running_jobs", "preempt_others", "opt_out", "weight")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class TenantLimits:
     """Its jobs may preempt running jobs of lower priority."""
     opt_out: bool = False
     """Its jobs may opt out of preemption (``learnerkit.preemptible: false``)."""
+    weight: float = 1.0
+    """Its fair share beside other tenants of equal priority (:mod:`learnerkit.scheduler.admission.fairshare`)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,9 @@ class Tenants:
 
     def may_preempt(self) -> dict[str, bool]:
         return {name: limits.preempt_others for name, limits in self.tenants.items()}
+
+    def weights(self) -> Weights:
+        return Weights({name: limits.weight for name, limits in self.tenants.items()}, self.default.weight)
 
     def applied_to(self, policy: SubmitPolicy) -> SubmitPolicy:
         """``policy`` with this file's priority ranges and opt-outs (what a submit checks per tenant)."""
@@ -117,11 +124,13 @@ def _limits(reader: FieldReader, value: Any, loc: FieldPath, base: TenantLimits)
     priority = _priority(reader, section.get("priority"), (*loc, "priority")) if "priority" in section else None
     preempt_others = reader.boolean(section, loc, "preempt_others")
     opt_out = reader.boolean(section, loc, "opt_out")
+    weight = reader.positive_number(section, loc, "weight", required=False)
     return TenantLimits(
         quota,
         priority or base.priority,
         base.preempt_others if preempt_others is None else preempt_others,
         base.opt_out if opt_out is None else opt_out,
+        base.weight if weight is None else weight,
     )
 
 

@@ -64,13 +64,20 @@ class Preempting:
             tracked = shared.jobs[job_id]
             if not isinstance(reason, WaitingForGpus | WaitingForRoom) or not rules.allows(tracked.state.tenant):
                 continue
-            choice = choose_victims(nodes, holders, tracked.admission_job(), min_run_s=rules.min_run_s)
+            choice = choose_victims(
+                nodes,
+                holders,
+                tracked.admission_job(),
+                min_run_s=rules.min_run_s,
+                max_preemptions=rules.max_preemptions,
+            )
             if choice is None:
                 continue
             for victim in choice.victims:
                 await self._halt(shared.jobs[victim], job_id, now)
             shared.metrics.preemptions.inc(len(choice.victims))
-            LOGGER.info("job %s preempts %s", job_id, ", ".join(choice.victims))
+            victims = ", ".join(choice.victims)
+            LOGGER.info("job %s preempts %s (at most %.0f s of work lost)", job_id, victims, choice.work_lost_s)
             return job_id
         return None
 
@@ -87,7 +94,9 @@ class Preempting:
                 f"preempted by job {preemptor}: killed after the {grace}s halt grace; resumes from its last checkpoint"
             )
         else:
-            lost, why = 0.0, f"preempted by job {preemptor}"
+            # Stopped in time: recorded at its bound, as above, until measured from what it stored (its figures, read
+            # once requeued): 0 where it checkpointed at its halt; without a checkpoint, the bound stands.
+            lost, why = _lost_at_most(tracked), f"preempted by job {preemptor}"
         await self.transitions.requeue(
             tracked, why, restart=False, ended_by=AttemptEnd.PREEMPTED, work_lost_s=lost, status=JobStatus.PREEMPTED
         )
@@ -100,6 +109,7 @@ class Preempting:
                 continue
             tracked = jobs[record.job.job_id]
             running = record.stage is Stage.RUNNING and record.admitted_at is not None
+            running_for = now - record.admitted_at if running and record.admitted_at is not None else None
             holders.append(
                 Holder(
                     record.job,
@@ -108,7 +118,9 @@ class Preempting:
                     and tracked.state.preempted_by is None
                     and tracked.state.drained_from is None
                     and not tracked.state.halted_by_user,
-                    running_for_s=now - record.admitted_at if running and record.admitted_at is not None else None,
+                    running_for_s=running_for,
+                    since_checkpoint_s=_since_checkpoint(tracked, running_for),
+                    preemptions=sum(a.ended_by is AttemptEnd.PREEMPTED for a in tracked.attempts),
                 )
             )
         return holders
@@ -119,6 +131,16 @@ class Preempting:
             victim.state.evolve(preempted_by=preemptor, preempted_at=now, reason=f"preempted by job {preemptor}")
         )
         await store.request_halt(victim.state.job_id)
+
+
+def _since_checkpoint(tracked: Tracked, running_for_s: float | None) -> float | None:
+    """The seconds since the job's last periodic checkpoint, as its ``checkpoint_interval`` paces them from its
+    attempt's start; None without periodic checkpoints (a halt then loses the whole attempt unless the learner
+    checkpoints at its halt)."""
+    interval = tracked.manifest.extensions.checkpoint_interval
+    if interval is None or running_for_s is None:
+        return None
+    return running_for_s % interval
 
 
 def _lost_at_most(tracked: Tracked) -> float | None:

@@ -62,3 +62,15 @@ def test_preemption_settings_must_be_true_or_false(tmp_path: Path) -> None:
     with pytest.raises(SettingsError) as caught:
         load_tenants(path)
     assert "tenants.yaml:2: tenants.batch.preempt_others: expected true or false" in str(caught.value)
+
+
+def test_fair_share_weights_default_to_one_and_must_be_above_zero(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.yaml"
+    path.write_text("default: {weight: 2}\ntenants:\n  heavy: {weight: 3.5}\n  team-a: {gpus: 2}\n")
+    weights = load_tenants(path).weights()
+    assert (weights.of("heavy"), weights.of("team-a"), weights.of("unlisted")) == (3.5, 2.0, 2.0)
+    assert load_tenants(None).weights().of("anyone") == 1.0
+    path.write_text("tenants:\n  heavy: {weight: 0}\n")
+    with pytest.raises(SettingsError) as caught:
+        load_tenants(path)
+    assert "tenants.yaml:2: tenants.heavy.weight: must be more than 0" in str(caught.value)

@@ -29,7 +29,7 @@ from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, load_attempt
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import StoredJob
 from learnerkit.scheduler.manifest.parser import parse_manifest
-from tests.unit.scheduler.core.test_preemption import TENANT, Harness, manifest
+from tests.unit.scheduler.core.test_preemption import MIN_RUN_S, TENANT, Harness, manifest
 from tests.unit.scheduler.core.test_restart_cordoned import NoSweeps, Reloading
 from tests.unit.scheduler.memorymarks import MemoryMarks
 
@@ -135,6 +135,29 @@ async def test_a_halt_honoured_counts_nothing_lost_whatever_the_history_says() -
     first = (await load_attempts(h.store, "job-low"))[0]
     assert (first.steps_lost, first.work_lost_s) == (0, 0.0)
     assert h.lost_seconds(AttemptEnd.PREEMPTED) == 0.0
+
+
+async def test_a_prompt_halt_without_a_checkpoint_counts_all_it_did() -> None:
+    """Its learner stopped in time but stored no checkpoint: the next attempt starts from scratch, and its whole
+    attempt is lost (not 0 s, as for a halt honoured with a checkpoint): at least the minimum run time it ran."""
+    results = ResultsStore()
+    results.objects["job-low/attempt-1/learner-1/logs/metrics.jsonl"] = b"".join(
+        json.dumps({"step": step, "values": {"loss": 1.0}, "time": 100.0 + step}).encode() + b"\n"
+        for step in range(1, 6)
+    )
+    h = Harness(attempt_figures=True)
+    h.scheduler.transitions.figures.clients = results  # type: ignore[assignment]
+    low = h.submit("job-low", 0)
+    await h.running(low)
+    h.submit("job-urgent", 10)
+    await h.step()
+    h.report(low, Phase.HALTED)
+    await h.step()
+    await h.scheduler.transitions.figures.drain()
+    first = (await load_attempts(h.store, "job-low"))[0]
+    assert (first.ended_by, first.steps_lost) == (AttemptEnd.PREEMPTED, 5)
+    assert first.work_lost_s is not None and first.work_lost_s >= MIN_RUN_S
+    assert h.lost_seconds(AttemptEnd.PREEMPTED) == first.work_lost_s
 
 
 async def restarted(h: Harness, attempts: dict[str, dict[int, bytes]], results: ResultsStore) -> Scheduler:

@@ -251,10 +251,12 @@ async def test_a_preempted_job_halts_queues_in_its_old_place_and_resumes_by_itse
     assert (low.state.attempt, low.state.resume_from_attempt) == (2, 1)
     assert urgent.state.stage is Stage.DEPLOYED and "job-urgent" in h.backend.deployed
     first = (await load_attempts(h.store, "job-low"))[0]
+    # Its figures unread here: recorded at its bound, everything since its admission (two steps and the minimum
+    # run time before the decision) and its halt grace, as it has no periodic checkpoint.
     assert (first.ended_by, first.reason, first.work_lost_s) == (
         AttemptEnd.PREEMPTED,
         "preempted by job job-urgent",
-        0.0,
+        MIN_RUN_S + 2 + 30,
     )
     assert low.state.submitted_at < other.state.submitted_at  # its old place in the queue
 
@@ -462,3 +464,26 @@ async def test_a_restarted_scheduler_asks_the_halts_of_a_preemption_under_way_ag
     h.store.halts.clear()
     await resume_preemptions(h.scheduler.shared)
     assert h.store.halts == [] and low.state.status is JobStatus.PREEMPTED
+
+
+async def test_a_job_preempted_as_often_as_the_bound_allows_runs_on_past_urgent_jobs() -> None:
+    """Aging: with at most 2 preemptions a job, the third urgent job waits for job-low to end instead."""
+    h = Harness(PreemptionRules(min_run_s=MIN_RUN_S, max_preemptions=2))
+    low = h.submit("job-low", 0)
+    await h.running(low)
+    for n in range(2):
+        urgent = h.submit(f"job-urgent-{n}", 10)
+        await h.step()
+        assert h.store.halts == ["job-low"] * (n + 1)
+        h.report(low, Phase.HALTED)
+        await h.step()
+        assert urgent.state.stage is Stage.DEPLOYED
+        h.report(urgent, Phase.COMPLETED)
+        await h.running(low)
+    last = h.submit("job-urgent-2", 10)
+    await h.step(MIN_RUN_S)
+    await h.step()
+    assert h.store.halts == ["job-low", "job-low"] and low.state.preempted_by is None
+    assert (last.state.stage, low.state.stage) == (Stage.QUEUED, Stage.RUNNING)
+    attempts = await load_attempts(h.store, "job-low")
+    assert [a.ended_by for a in attempts] == [AttemptEnd.PREEMPTED, AttemptEnd.PREEMPTED, None]

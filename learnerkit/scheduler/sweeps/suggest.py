@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from learnerkit.scheduler.sweeps.books import SweepBook
 from learnerkit.scheduler.sweeps.decisions import TrialState
 from learnerkit.scheduler.sweeps.pbt import perturbed
-from learnerkit.scheduler.sweeps.sampling import grid_config, sampled_config
+from learnerkit.scheduler.sweeps.sampling import grid_config, sampled_config, trial_configs
 from learnerkit.scheduler.sweeps.space import Config, ParamValue
 from learnerkit.scheduler.sweeps.spec import AlgorithmName, SamplerName, SweepSpec
 from learnerkit.scheduler.sweeps.tpe import Observation, tpe_config
@@ -50,3 +50,12 @@ def new_config(
             spec.space, spec.objective.goal, seed=spec.seed, index=index, startup=algorithm.startup, seen=seen
         )
     return sampled_config(spec.space, spec.seed, index)
+
+
+def known_configs(spec: SweepSpec) -> list[Config]:
+    """The trials' parameters that the search file alone fixes, in trial order: every trial's for random and grid
+    search, PBT's first generation, none where TPE samples (it chooses from the results)."""
+    if spec.algorithm.sampler is SamplerName.TPE:
+        return []
+    trials = spec.algorithm.population if spec.algorithm.name is AlgorithmName.PBT else spec.trials
+    return trial_configs(spec.space, seed=spec.seed, trials=trials, grid=spec.algorithm.name is AlgorithmName.GRID)

@@ -37,9 +37,8 @@ from learnerkit.scheduler.jobs.store import credentials_key
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.outputs.reader import OutputsReader
-from learnerkit.scheduler.sweeps.books import SweepBook, restore_book
+from learnerkit.scheduler.sweeps.books import SweepBook, plan_of, restore_book
 from learnerkit.scheduler.sweeps.decisions import Action, Decision, TrialState
-from learnerkit.scheduler.sweeps.rungbook import Plan
 from learnerkit.scheduler.sweeps.searchfile import SearchFileError, parse_search_file
 from learnerkit.scheduler.sweeps.space import Config
 from learnerkit.scheduler.sweeps.spec import SweepSpec
@@ -159,21 +158,6 @@ def _objective_record(line: bytes, metric: str) -> tuple[int, float] | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return step, float(value)
     return None
-
-
-def plan_of(spec: SweepSpec) -> Plan:
-    algorithm = spec.algorithm
-    return Plan(
-        algorithm.name,
-        spec.objective,
-        spec.rungs,
-        spec.trials,
-        spec.concurrency,
-        eta=algorithm.eta,
-        seed=spec.seed,
-        population=algorithm.population,
-        truncation=algorithm.truncation,
-    )
 
 
 class SweepDriver:

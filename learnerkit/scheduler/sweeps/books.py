@@ -9,7 +9,7 @@ from learnerkit.scheduler.sweeps.decisions import Decision, TrialRecord
 from learnerkit.scheduler.sweeps.hyperband import HyperbandBook
 from learnerkit.scheduler.sweeps.pbt import PbtBook
 from learnerkit.scheduler.sweeps.rungbook import Origin, Plan, RungBook
-from learnerkit.scheduler.sweeps.spec import AlgorithmName
+from learnerkit.scheduler.sweeps.spec import AlgorithmName, SweepSpec
 
 
 class SweepBook(Protocol):
@@ -25,6 +25,22 @@ class SweepBook(Protocol):
     def origin(self, index: int) -> Origin | None: ...
     @property
     def finished(self) -> bool: ...
+
+
+def plan_of(spec: SweepSpec) -> Plan:
+    """What the decision core needs of a search file."""
+    algorithm = spec.algorithm
+    return Plan(
+        algorithm.name,
+        spec.objective,
+        spec.rungs,
+        spec.trials,
+        spec.concurrency,
+        eta=algorithm.eta,
+        seed=spec.seed,
+        population=algorithm.population,
+        truncation=algorithm.truncation,
+    )
 
 
 def restore_book(plan: Plan, records: Iterable[TrialRecord] = ()) -> SweepBook:

@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learnerkit.scheduler.sweeps.books import restore_book
+from learnerkit.scheduler.sweeps.books import plan_of, restore_book
 from learnerkit.scheduler.sweeps.decisions import Action, Decision, TrialState
 from learnerkit.scheduler.sweeps.hyperband import brackets
 from learnerkit.scheduler.sweeps.pbt import perturbed
 from learnerkit.scheduler.sweeps.rungbook import Plan
 from learnerkit.scheduler.sweeps.simulate import simulate
 from learnerkit.scheduler.sweeps.space import Parameter, ParamType, SearchSpace
-from learnerkit.scheduler.sweeps.spec import AlgorithmName, Goal, Objective
+from learnerkit.scheduler.sweeps.spec import (
+    Algorithm,
+    AlgorithmName,
+    Budget,
+    BudgetUnit,
+    Goal,
+    Objective,
+    SamplerName,
+    SweepSpec,
+)
+from learnerkit.scheduler.sweeps.suggest import new_config
 from learnerkit.scheduler.sweeps.tpe import Observation, tpe_config
 
 LOSS = Objective("loss", Goal.MINIMIZE)
@@ -233,3 +244,36 @@ def test_tpe_takes_pruned_trials_with_their_rung_results() -> None:
 
 def test_decisions_are_plain() -> None:
     assert Decision(Action.START, 0, 0, 1, "started") == Decision(Action.START, 0, 0, 1, "started")
+
+
+def asha_tpe_spec(seed: int) -> SweepSpec:
+    algorithm = Algorithm(AlgorithmName.ASHA, eta=3, sampler=SamplerName.TPE, startup=4)
+    budget = Budget(BudgetUnit.STEP, 1, 9)
+    return SweepSpec(Path("manifest.yml"), SPACE, LOSS, budget, algorithm, trials=12, concurrency=2, seed=seed)
+
+
+def asha_tpe_run(seed: int) -> tuple[dict[int, dict[str, object]], list[Decision]]:
+    """ASHA's rungs with TPE suggesting each new trial (Optuna's TPE + pruner), through the driver's `new_config`."""
+    spec = asha_tpe_spec(seed)
+    book = restore_book(plan_of(spec))
+    parameters: dict[int, dict[str, object]] = {}
+    decisions = book.fill()
+    done: list[Decision] = []
+    while decisions:
+        decision = decisions.pop(0)
+        done.append(decision)
+        if decision.action is Action.START:
+            parameters[decision.trial] = dict(new_config(spec, book, decision.trial, parameters))  # type: ignore[arg-type]
+        if decision.action in (Action.START, Action.PROMOTE):
+            value = quadratic(parameters[decision.trial]) + 1 / decision.budget
+            decisions += book.report(decision.trial, value) + book.fill()
+    assert book.finished
+    return parameters, done
+
+
+def test_asha_with_a_tpe_sampler_runs_its_rungs_and_is_deterministic() -> None:
+    parameters, decisions = asha_tpe_run(5)
+    assert len(parameters) == 12
+    assert any(d.action is Action.PROMOTE for d in decisions)
+    assert any(d.action is Action.STOP for d in decisions)
+    assert asha_tpe_run(5) == (parameters, decisions)

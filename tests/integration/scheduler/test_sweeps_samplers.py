@@ -182,7 +182,11 @@ def test_pbt_copies_the_better_checkpoint_and_records_the_lineage(
     own, copier = final.trials[2 + better.index], final.trials[2 + worse.index]
     assert own.lineage == (better.index,) and own.parameters == better.parameters
     assert copier.lineage == (better.index,), "the worse trial's next one starts from the better's checkpoint"
-    assert "copies trial" in copier.reason and "perturbed" in copier.reason, copier
+    driver = harness.service.loop.driver
+    assert driver is not None
+    decisions = harness.call(driver.store.decisions(final.sweep_id))
+    [started] = [d for d in decisions if d.action is Action.START and d.trial == copier.index]
+    assert f"copies trial {better.index} (1st of 2), perturbed" in started.reason, started
     for parent, child in ((better, own), (better, copier)):
         records = history(scheduler_buckets, child.job_id)
         assert [r["step"] for r in records] == [3, 4], "it went on from its parent's checkpoint at step 2"

@@ -87,9 +87,12 @@ def _show(sweep: Sweep, configs: list[Config]) -> None:
         f"{', '.join(str(r) for r in spec.rungs)}; {spec.concurrency} at once",
         highlight=False,
     )
+    if not configs:
+        console.print("each trial's parameters are chosen from the results before it (tpe)", highlight=False)
+        return
     if len(configs) < spec.trials:
         console.print(
-            f"the first {len(configs)} trials' parameters are known now; the others' are chosen from the results",
+            f"the first {len(configs)} trials' parameters are known now; the others' come from the results",
             highlight=False,
         )
     table = Table("trial", *spec.space.names, box=None, pad_edge=False)

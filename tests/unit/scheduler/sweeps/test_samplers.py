@@ -277,3 +277,20 @@ def test_asha_with_a_tpe_sampler_runs_its_rungs_and_is_deterministic() -> None:
     assert any(d.action is Action.PROMOTE for d in decisions)
     assert any(d.action is Action.STOP for d in decisions)
     assert asha_tpe_run(5) == (parameters, decisions)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    seed=st.integers(min_value=0, max_value=2**40),
+    values=st.lists(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False), min_size=0, max_size=12),
+)
+def test_tpe_suggests_within_the_space_whatever_the_results(seed: int, values: list[float]) -> None:
+    configs = tpe_run(seed % 97, len(values))
+    seen = [
+        Observation(c, ((9, v),), completed=True)  # type: ignore[arg-type]
+        for c, v in zip(configs, values, strict=True)
+    ]
+    config = tpe_config(SPACE, Goal.MAXIMIZE, seed=seed, index=len(values), startup=3, seen=seen)
+    assert 1e-4 <= float(config["lr"]) <= 1.0
+    assert isinstance(config["layers"], int) and 1 <= config["layers"] <= 8
+    assert config["act"] in ("relu", "tanh", "gelu")

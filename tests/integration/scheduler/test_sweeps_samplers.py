@@ -1,23 +1,27 @@
 """The samplers end to end on the Docker backend: real etcd, SeaweedFS, learner pairs and sidecars.
 
 - `tpe`: one trial at a time, so each trial's parameters follow from the results of the trials before it; the
-  test asks Optuna's TPE again with those results (in trial order, the sweep's seed) and gets each trial's.
+  test asks Optuna's TPE again with those results (in trial order, the sweep's seed) and gets each trial's, the
+  scheduler having been killed after the third trial started and another having finished the sweep.
 - `hyperband`: a bracket of four trials from rung 1 (the top half go on, then the top one), and a bracket of
   one from rung 2, trained from scratch to that rung's budget; every step trained once.
 - `pbt`: two generations of two; the worse trial of the first copies the better one's checkpoint (its learner
-  restores it and goes on from its step), and `sweep status` shows the lineage.
+  restores it and goes on from its step), and `sweep status` shows the lineage; the scheduler is killed once the
+  second generation has started, and another finishes the sweep.
 """
 
 from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.facade import SweepView
 from learnerkit.scheduler.sweeps.decisions import Action
 from learnerkit.scheduler.sweeps.searchfile import parse_search_file
@@ -70,24 +74,52 @@ def history(client: Any, job_id: str) -> list[dict[str, Any]]:
     return records
 
 
-def run_sweep(harness: Harness, search: str, s3_server: Any, image: str, tmp_path: Path) -> SweepView:
+def run_sweep(
+    harness: Harness,
+    search: str,
+    s3_server: Any,
+    image: str,
+    tmp_path: Path,
+    *,
+    restart_after: int | None = None,
+    restarted: Callable[[], Harness] | None = None,
+) -> tuple[Harness, SweepView]:
+    """Run the sweep to its end; with `restart_after`, the scheduler is killed once that many trials have started
+    and one made by `restarted` finishes the sweep from etcd alone. The scheduler that finished, and the sweep."""
     text = manifest(s3_server, "python3 train.py")
     view = harness.call(
         harness.service.submit_sweep("team-a", search, text, image=image, model=chunks(model_zip(tmp_path)))
     )
+    if restart_after is not None and restarted is not None:
+        first = harness
+        try:
+            wait_until(
+                lambda: len(first.call(first.service.get_sweep("team-a", view.sweep_id)).trials) >= restart_after,
+                timeout=300,
+                interval=0.1,
+                message=f"{restart_after} trials to start",
+            )
+        finally:
+            first.kill()  # mid-sweep: trials may be running, queued or about to start
+        harness = restarted()
 
     def done() -> SweepView | None:
         sweep = harness.call(harness.service.get_sweep("team-a", view.sweep_id))
         return sweep if sweep.status in ("done", "failed") else None
 
-    final = wait_until(
-        done,
-        timeout=600,
-        interval=0.2,
-        message=lambda: f"the sweep to end: {harness.call(harness.service.get_sweep('team-a', view.sweep_id))}",
-    )
+    try:
+        final = wait_until(
+            done,
+            timeout=600,
+            interval=0.2,
+            message=lambda: f"the sweep to end: {harness.call(harness.service.get_sweep('team-a', view.sweep_id))}",
+        )
+    except BaseException:
+        if restarted is not None:  # the fixture's harness is the fixture's to kill; this one is ours
+            harness.kill()
+        raise
     assert final.status == "done", final
-    return final
+    return harness, final
 
 
 TPE = """\
@@ -103,10 +135,25 @@ seed: 11
 """
 
 
-def test_tpe_suggests_each_trial_from_the_results_before_it(
-    harness: Harness, s3_server: Any, scheduler_buckets: Any, learner_image: str, tmp_path: Path
+def test_tpe_suggests_each_trial_from_the_results_before_it_across_a_restart(
+    etcd_server: Any,
+    service_options: SchedulerOptions,
+    s3_server: Any,
+    scheduler_buckets: Any,
+    learner_image: str,
+    tmp_path: Path,
 ) -> None:
-    final = run_sweep(harness, TPE, s3_server, learner_image, tmp_path)
+    first = Harness(etcd_server, service_options)
+    last, final = run_sweep(
+        first,
+        TPE,
+        s3_server,
+        learner_image,
+        tmp_path,
+        restart_after=3,
+        restarted=lambda: Harness(etcd_server, service_options),
+    )
+    last.kill()
     assert [t.state for t in final.trials] == ["completed"] * 4
     spec = parse_search_file(TPE, Path("search.yml"))
     seen: list[Observation] = []
@@ -136,7 +183,7 @@ seed: 2
 def test_hyperband_runs_brackets_of_successive_halving_on_checkpoints(
     harness: Harness, s3_server: Any, scheduler_buckets: Any, learner_image: str, tmp_path: Path
 ) -> None:
-    final = run_sweep(harness, HYPERBAND, s3_server, learner_image, tmp_path)
+    _, final = run_sweep(harness, HYPERBAND, s3_server, learner_image, tmp_path)
     driver = harness.service.loop.driver
     assert driver is not None
     decisions = harness.call(driver.store.decisions(final.sweep_id))
@@ -172,19 +219,39 @@ seed: 4
 """
 
 
-def test_pbt_copies_the_better_checkpoint_and_records_the_lineage(
-    harness: Harness, s3_server: Any, scheduler_buckets: Any, learner_image: str, tmp_path: Path
+def test_pbt_copies_the_better_checkpoint_and_records_the_lineage_across_a_restart(
+    etcd_server: Any,
+    service_options: SchedulerOptions,
+    s3_server: Any,
+    scheduler_buckets: Any,
+    learner_image: str,
+    tmp_path: Path,
 ) -> None:
-    final = run_sweep(harness, PBT, s3_server, learner_image, tmp_path)
+    """The scheduler is killed once the second generation has started (its parents chosen, their checkpoints being
+    copied or copied): the next one restores the same lineage and starts no trial twice."""
+    first = Harness(etcd_server, service_options)
+    harness, final = run_sweep(
+        first,
+        PBT,
+        s3_server,
+        learner_image,
+        tmp_path,
+        restart_after=3,
+        restarted=lambda: Harness(etcd_server, service_options),
+    )
+    try:
+        driver = harness.service.loop.driver
+        assert driver is not None
+        decisions = harness.call(driver.store.decisions(final.sweep_id))
+    finally:
+        harness.kill()
     assert [t.state for t in final.trials] == ["completed"] * 4
-    first = sorted(final.trials[:2], key=lambda t: (t.results[0], t.index))
-    better, worse = first[0], first[1]
+    generation = sorted(final.trials[:2], key=lambda t: (t.results[0], t.index))
+    better, worse = generation[0], generation[1]
     own, copier = final.trials[2 + better.index], final.trials[2 + worse.index]
     assert own.lineage == (better.index,) and own.parameters == better.parameters
     assert copier.lineage == (better.index,), "the worse trial's next one starts from the better's checkpoint"
-    driver = harness.service.loop.driver
-    assert driver is not None
-    decisions = harness.call(driver.store.decisions(final.sweep_id))
+    assert Counter(d.trial for d in decisions if d.action is Action.START) == {0: 1, 1: 1, 2: 1, 3: 1}
     [started] = [d for d in decisions if d.action is Action.START and d.trial == copier.index]
     assert f"copies trial {better.index} (1st of 2), perturbed" in started.reason, started
     for parent, child in ((better, own), (better, copier)):

@@ -5,6 +5,7 @@
   scheduler having been killed after the third trial started and another having finished the sweep.
 - `hyperband`: a bracket of four trials from rung 1 (the top half go on, then the top one), and a bracket of
   one from rung 2, trained from scratch to that rung's budget; every step trained once.
+- `asha` with `sampler: tpe`: the decisions and suggestions of the pure core and TPE on the same values.
 - `pbt`: two generations of two; the worse trial of the first copies the better one's checkpoint (its learner
   restores it and goes on from its step), and `sweep status` shows the lineage; the scheduler is killed once the
   second generation has started, and another finishes the sweep.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import zipfile
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,11 @@ import pytest
 
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.facade import SweepView
-from learnerkit.scheduler.sweeps.decisions import Action
+from learnerkit.scheduler.sweeps.books import plan_of, restore_book
+from learnerkit.scheduler.sweeps.decisions import Action, Decision
 from learnerkit.scheduler.sweeps.searchfile import parse_search_file
 from learnerkit.scheduler.sweeps.spec import Goal
+from learnerkit.scheduler.sweeps.suggest import new_config
 from learnerkit.scheduler.sweeps.tpe import Observation, tpe_config
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, Harness, leftovers, manifest
 from tests.waiting import wait_until
@@ -260,3 +263,46 @@ def test_pbt_copies_the_better_checkpoint_and_records_the_lineage_across_a_resta
         assert {r["values"]["first_lr"] for r in records} == {float(parent.parameters["lr"])}
     for trial in final.trials:
         assert leftovers(trial.job_id) == []
+
+
+ASHA_TPE = """\
+manifest: manifest.yml
+parameters:
+  lr: {type: uniform, min: 0.0, max: 1.0}
+objective: {metric: val_loss, goal: minimize}
+budget: {unit: step, min: 1, max: 2}
+algorithm: {name: asha, eta: 2, sampler: tpe, startup: 2}
+trials: 4
+concurrency: 1
+seed: 5
+"""
+
+
+def test_asha_s_rungs_with_a_tpe_sampler_decide_as_the_pure_core_does(
+    harness: Harness, s3_server: Any, scheduler_buckets: Any, learner_image: str, tmp_path: Path
+) -> None:
+    """One trial at a time, so the sweep in containers takes the decisions and suggestions of the decision core
+    and TPE run on the same learner's values (TPE told the paused and stopped trials as pruned)."""
+    _, final = run_sweep(harness, ASHA_TPE, s3_server, learner_image, tmp_path)
+    driver = harness.service.loop.driver
+    assert driver is not None
+    decisions = harness.call(driver.store.decisions(final.sweep_id))
+    spec = parse_search_file(ASHA_TPE, Path("search.yml"))
+    book = restore_book(plan_of(spec))
+    parameters: dict[int, Mapping[str, Any]] = {}
+    expected: list[Decision] = []
+    queue = book.fill()
+    while queue:
+        decision = queue.pop(0)
+        expected.append(decision)
+        if decision.action is Action.START:
+            parameters[decision.trial] = new_config(spec, book, decision.trial, parameters)
+        if decision.action in (Action.START, Action.PROMOTE):
+            value = abs(float(parameters[decision.trial]["lr"]) - 0.2) + 0.1 + 1.0 / decision.budget
+            queue += book.report(decision.trial, value) + book.fill()
+    assert decisions == expected
+    assert any(d.action is Action.PROMOTE for d in decisions) and any(d.action is Action.STOP for d in decisions)
+    assert {t.index: dict(t.parameters) for t in final.trials} == {i: dict(p) for i, p in parameters.items()}
+    for trial in final.trials:
+        steps = [r["step"] for r in history(scheduler_buckets, trial.job_id)]
+        assert steps == list(range(1, trial.budget + 1)), (trial, steps)

@@ -8,7 +8,9 @@ at a budget follows from its sampled parameters, with the same sampled configura
   the same decisions, the units each costs;
 - the arrival-order case: the best configuration enters its first rung behind two better-looking ones;
   this ASHA finds it, the stop-only rule loses it;
-- the decision core: 10,000 simulated trials, the time of every decision (report + fill), against 1 ms.
+- the decision core: 10,000 simulated trials, the time of every decision (report + fill), against 1 ms;
+- the samplers (bench/sweepsamplers.py): TPE against random search over 10 seeds, PBT against the best
+  fixed-parameter trial on an objective whose best learning rate changes during training.
 
 With --real (bench/sweeprun.py): ASHA and random search with full training on the same synthetic learner in
 learner containers with the real sidecar, under `learnerkit scheduler serve`: best results, steps trained
@@ -35,6 +37,7 @@ import sys
 import time
 
 from sweepcurves import synthetic_loss
+from sweepsamplers import pbt_against_fixed, tpe_against_random
 
 from learnerkit.scheduler.sweeps.decisions import Action
 from learnerkit.scheduler.sweeps.rungbook import Plan, RungBook
@@ -139,11 +142,16 @@ def main() -> None:
     parser.add_argument("--digits-trials", type=int, default=9)
     parser.add_argument("--digits-rungs", default="3,27", help="the digits runs' budget min,max in epochs")
     parser.add_argument("--digits-widths", default="16,32,64", help="the digits network's hidden widths to choose from")
+    parser.add_argument("--sampler-trials", type=int, default=40, help="TPE and random search's trials per seed")
+    parser.add_argument("--sampler-seeds", type=int, default=10)
+    parser.add_argument("--population", type=int, default=8, help="PBT's population")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its servers and containers
     comparison(args.trials, args.seed, args.concurrency)
     arrival_order()
     decision_speed(args.speed_trials, args.seed)
+    tpe_against_random(args.sampler_trials, args.sampler_seeds)
+    pbt_against_fixed(args.population, 5)
     if args.real:
         from sweeprun import real_comparison, report  # imported only here: the engine, etcd, the images
 

@@ -1,13 +1,15 @@
 """`learnerkit sweep ...`: argument parsing and printing only; the work is in the `sweeps` room.
 
 `validate` works offline: the search file, the manifest it names, and the two together, as a submit checks
-them; it shows the rungs and every trial's parameters (the seed fixes them). The other verbs talk to the
+them; it shows the rungs and the trials' parameters the seed fixes (all of them for random and grid search, PBT's first
+generation, none for TPE, which chooses from the results). The other verbs talk to the
 scheduler's REST API, as `job` does (``--url``, ``--token``).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -15,8 +17,17 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from controller_sidecar.atomicfile import write_atomic
 from learnerkit.common.errors import LearnerkitError
-from learnerkit.common.output import console, emit, fail, fail_with_problems, output_option
+from learnerkit.common.output import (
+    OutputFormat,
+    console,
+    emit,
+    err_console,
+    fail,
+    fail_with_problems,
+    output_option,
+)
 from learnerkit.common.project import find_project_root
 from learnerkit.common.yamlfile import YamlError
 from learnerkit.scheduler.cli_job import connected, framework_catalog, image_option, model_argument
@@ -24,10 +35,10 @@ from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.client.sweeptables import parameters_text, rungs_table, sweeps_table, trials_table
 from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.sweeps.best import best_trial
+from learnerkit.scheduler.sweeps.katib import import_katib
 from learnerkit.scheduler.sweeps.load import Sweep, load_sweep
-from learnerkit.scheduler.sweeps.sampling import trial_configs
 from learnerkit.scheduler.sweeps.space import Config
-from learnerkit.scheduler.sweeps.spec import AlgorithmName
+from learnerkit.scheduler.sweeps.suggest import known_configs
 
 
 @click.group("sweep")
@@ -55,9 +66,7 @@ def validate(sweep: Path, root: Path | None, output: str) -> None:
         fail(output, e)
         return
     spec = checked.spec
-    configs = trial_configs(
-        spec.space, seed=spec.seed, trials=spec.trials, grid=spec.algorithm.name is AlgorithmName.GRID
-    )
+    configs = known_configs(spec)
     data = {
         "valid": True,
         "manifest": str(spec.manifest),
@@ -78,6 +87,14 @@ def _show(sweep: Sweep, configs: list[Config]) -> None:
         f"{', '.join(str(r) for r in spec.rungs)}; {spec.concurrency} at once",
         highlight=False,
     )
+    if not configs:
+        console.print("each trial's parameters are chosen from the results before it (tpe)", highlight=False)
+        return
+    if len(configs) < spec.trials:
+        console.print(
+            f"the first {len(configs)} trials' parameters are known now; the others' come from the results",
+            highlight=False,
+        )
     table = Table("trial", *spec.space.names, box=None, pad_edge=False)
     for index, config in enumerate(configs):
         table.add_row(str(index), *(_format(config[name]) for name in spec.space.names))
@@ -179,3 +196,52 @@ def best(sweep_id: str, client: SchedulerClient, output: str) -> None:
         console.print(f"outputs: {escape(trial.results_location)}", highlight=False, soft_wrap=True)
 
     emit(output, {"sweep_id": view.sweep_id, "metric": view.metric, "goal": view.goal, "trial": trial}, show)
+
+
+@sweep_group.group("import")
+def import_group() -> None:
+    """Turn another tool's experiment into a search file."""
+
+
+@import_group.command("katib")
+@click.argument("experiment", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="write the search file here (atomically) instead of standard output",
+)
+@click.option("--manifest", default="manifest.yml", show_default=True, help="the manifest the search file names")
+@click.option(
+    "--output",
+    "output",
+    type=click.Choice([f.value for f in OutputFormat]),
+    default=OutputFormat.TABLE.value,
+    show_default=True,
+    help="table: the search file itself; json: it and what was not mapped (here -o names the file to write)",
+)
+def import_katib_command(experiment: Path, out: Path | None, manifest: str, output: str) -> None:
+    """Print a search file equivalent to EXPERIMENT, a Katib v1beta1 Experiment; what it could not map goes to
+    standard error, one line each."""
+    try:
+        imported = import_katib(experiment.read_text(encoding="utf-8"), experiment, manifest=manifest)
+    except YamlError as e:
+        fail_with_problems(output, e, "experiment")
+    except (OSError, UnicodeDecodeError) as e:
+        fail(output, LearnerkitError(f"{experiment}: cannot be read: {e}"))
+        return
+    if out is not None:
+        write_atomic(out, imported.search_file.encode())
+    data = {"search_file": imported.search_file, "unmapped": imported.unmapped, "written": str(out) if out else None}
+
+    def show() -> None:
+        if out is None:
+            sys.stdout.write(imported.search_file)
+        else:
+            err_console.print(f"wrote {escape(str(out))}", highlight=False)
+        for line in imported.unmapped:
+            err_console.print(f"not mapped: {escape(line)}", highlight=False, soft_wrap=True)
+
+    emit(output, data, show)

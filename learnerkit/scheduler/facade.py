@@ -147,6 +147,10 @@ class TrialView:
     """Object-store bytes its removed checkpoints held."""
     results_location: str = ""
     """``s3://bucket/prefix`` of the trial job's outputs."""
+    first_rung: int = 1
+    """1-based: the rung its first result is of (Hyperband's later brackets, PBT's later generations start higher)."""
+    lineage: tuple[int, ...] = ()
+    """PBT: the trials whose checkpoints it descends from, its parent first."""
 
 
 @dataclass(frozen=True)

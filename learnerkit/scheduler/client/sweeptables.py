@@ -32,7 +32,9 @@ def rungs_table(sweep: SweepView) -> Table:
         table.add_column(column, justify="right")
     sign = 1.0 if sweep.goal == "minimize" else -1.0
     for rung, budget in enumerate(sweep.rungs):
-        values = [t.results[rung] for t in sweep.trials if len(t.results) > rung]
+        values = [
+            t.results[rung + 1 - t.first_rung] for t in sweep.trials if 0 <= rung + 1 - t.first_rung < len(t.results)
+        ]
         training = sum(1 for t in sweep.trials if t.state == "running" and t.rung == rung + 1)
         paused = sum(1 for t in sweep.trials if t.state == "paused" and t.rung == rung + 1)
         best = f"{min(values, key=lambda v: sign * v):.6g}" if values else ""
@@ -42,14 +44,18 @@ def rungs_table(sweep: SweepView) -> Table:
 
 def trials_table(sweep: SweepView) -> Table:
     table = Table(title=f"trials of {escape(sweep.sweep_id)}", title_justify="left")
-    for column in ("trial", "job", "state", "rung", sweep.metric, "why"):
+    lineages = any(trial.lineage for trial in sweep.trials)
+    columns = ("trial", "job", "state", "rung", *(("from",) if lineages else ()), sweep.metric, "why")
+    for column in columns:
         table.add_column(column)
     for trial in sweep.trials:
+        parents = (str(trial.lineage[0]) if trial.lineage else "",) if lineages else ()  # the parent; JSON: all
         table.add_row(
             str(trial.index),
             escape(trial.job_id),
             escape(trial.state),
             str(trial.rung),
+            *parents,
             f"{trial.results[-1]:.6g}" if trial.results else "",
             escape(trial.reason),
         )

@@ -22,6 +22,8 @@ def trial_view(data: Mapping[str, Any]) -> TrialView:
         job_status=str(data.get("job_status", "")),
         freed_bytes=int(data.get("freed_bytes", 0)),
         results_location=str(data.get("results_location", "")),
+        first_rung=int(data.get("first_rung", 1)),
+        lineage=tuple(int(i) for i in data.get("lineage", ())),
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -36,12 +37,11 @@ from learnerkit.scheduler.jobs.store import credentials_key
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.outputs.reader import OutputsReader
+from learnerkit.scheduler.sweeps.books import SweepBook, plan_of, restore_book
 from learnerkit.scheduler.sweeps.decisions import Action, Decision, TrialState
-from learnerkit.scheduler.sweeps.rungbook import Plan, RungBook
-from learnerkit.scheduler.sweeps.sampling import trial_config
 from learnerkit.scheduler.sweeps.searchfile import SearchFileError, parse_search_file
 from learnerkit.scheduler.sweeps.space import Config
-from learnerkit.scheduler.sweeps.spec import AlgorithmName, SweepSpec
+from learnerkit.scheduler.sweeps.spec import SweepSpec
 from learnerkit.scheduler.sweeps.store import (
     StoredSweep,
     StoredTrial,
@@ -50,10 +50,13 @@ from learnerkit.scheduler.sweeps.store import (
     SweepStatus,
     SweepStore,
 )
+from learnerkit.scheduler.sweeps.suggest import new_config
 from learnerkit.scheduler.sweeps.sweepcheck import sweep_problems
 from learnerkit.scheduler.sweeps.trialids import SWEEP_ID_PREFIX, trial_job_id, trial_of
 
 LOGGER = logging.getLogger(__name__)
+PARENT_ATTEMPT = 0
+"""A PBT trial's parent's checkpoints are copied to its `attempt-0/`, the attempt its first attempt resumes."""
 BUDGET_ENV = "LEARNER_BUDGET"
 UNIT_ENV = "LEARNER_BUDGET_UNIT"
 BUDGET_CHECK_S = 5.0
@@ -73,7 +76,7 @@ class ActiveSweep:
     spec: SweepSpec
     manifest: JobManifest
     options: SubmitOptions
-    book: RungBook
+    book: SweepBook
     state: SweepState
     trials: dict[int, StoredTrial]
     pending: list[Decision] = field(default_factory=list)
@@ -87,9 +90,10 @@ class ActiveSweep:
         return trial_job_id(self.sweep_id, index)
 
     def config(self, index: int) -> Config:
-        """Trial `index`'s parameters, computed when it starts: a grid is never enumerated."""
-        grid = self.spec.algorithm.name is AlgorithmName.GRID
-        return trial_config(self.spec.space, seed=self.spec.seed, index=index, grid=grid)
+        """Trial `index`'s parameters, computed when it starts (a grid is never enumerated; TPE is told the
+        results so far; a PBT trial takes its parent's)."""
+        parameters = {i: t.parameters for i, t in self.trials.items()}
+        return new_config(self.spec, self.book, index, parameters)
 
 
 OVERLAP_BYTES = 256
@@ -154,10 +158,6 @@ def _objective_record(line: bytes, metric: str) -> tuple[int, float] | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return step, float(value)
     return None
-
-
-def plan_of(spec: SweepSpec) -> Plan:
-    return Plan(spec.algorithm.name, spec.objective, spec.rungs, spec.trials, spec.concurrency, eta=spec.algorithm.eta)
 
 
 class SweepDriver:
@@ -299,7 +299,7 @@ class SweepDriver:
 
     def _roll_back(self, sweep: ActiveSweep) -> None:
         """The book as the stored records leave it: the step's decisions were not all written."""
-        sweep.book = RungBook.restore(plan_of(sweep.spec), [t.record for t in sweep.trials.values()])
+        sweep.book = restore_book(plan_of(sweep.spec), [t.record for t in sweep.trials.values()])
         sweep.pending = sweep.book.review()
 
     async def _fail(self, sweep: ActiveSweep, reason: str) -> None:
@@ -352,7 +352,10 @@ class SweepDriver:
             record = records[index]
             previous = changed.get(index) or sweep.trials.get(index)
             if previous is None:
-                trial = StoredTrial(record, sweep.job_id(index), sweep.config(index), rung_attempt=1)
+                origin = sweep.book.origin(index)
+                parameters = await asyncio.to_thread(sweep.config, index)  # TPE takes a while on a long history
+                parent = origin.parent if origin is not None else None
+                trial = StoredTrial(record, sweep.job_id(index), parameters, rung_attempt=1, parent=parent)
             else:
                 trial = replace(previous, record=record)
                 if decision.action in (Action.PROMOTE, Action.CONTINUE):
@@ -406,6 +409,9 @@ class SweepDriver:
     async def _create_job(self, sweep: ActiveSweep, trial: StoredTrial) -> None:
         manifest = sweep.manifest
         state = JobState(trial.job_id, sweep.record.tenant, manifest.name, time.time())
+        if trial.parent is not None:
+            await self._copy_parent_checkpoints(sweep, trial, trial.parent)
+            state = replace(state, resume_from_attempt=PARENT_ATTEMPT)
         tracked = Tracked(state, manifest, sweep.record.manifest_text, sweep.record.manifest_source, sweep.options)
         try:
             await self.record_job(tracked)
@@ -464,6 +470,30 @@ class SweepDriver:
             reason = f"sweep {sweep.sweep_id}: {sweep.spec.budget.unit.value} {max(steps)} reached rung budget {budget}"
             tracked.state = await self.shared.store.save(tracked.state.evolve(reason=reason))
         self._halting.add(trial.job_id)
+
+    async def _copy_parent_checkpoints(self, sweep: ActiveSweep, trial: StoredTrial, parent: int) -> None:
+        """A PBT trial starts from its parent's checkpoints: those of the parent job's last attempt are copied into
+        the trial's own `attempt-0/`, which its first attempt restores (again after a restart: a copy overwrites)."""
+        parent_job = self.shared.jobs.get(sweep.job_id(parent))
+        if parent_job is None:
+            raise JobStateError(f"trial {trial.record.index}'s parent trial {parent} has no job")
+        endpoints = endpoints_for(sweep.manifest, self.shared.options.platform)
+        store = self.clients.of(endpoints)
+        bucket, source = job_location(sweep.manifest, parent_job.state.job_id)
+        _, target = job_location(sweep.manifest, trial.job_id)
+        last = f"{source}attempt-{parent_job.state.attempt}/"
+
+        def copy() -> None:
+            with tempfile.TemporaryDirectory(prefix="learnerkit-pbt-") as folder:
+                for obj in store.list(S3Location(bucket, last)):
+                    rest = obj.key[len(last) :]
+                    if "/checkpoints/" not in f"/{rest}":
+                        continue
+                    local = Path(folder) / "object"
+                    store.download(bucket, obj, local)
+                    store.upload_file(local, bucket, f"{target}attempt-{PARENT_ATTEMPT}/{rest}")
+
+        await asyncio.to_thread(copy)
 
     async def _remove_checkpoints(self, sweep: ActiveSweep, trial: StoredTrial) -> int:
         """Delete the trial's stored checkpoints (every attempt); the bytes freed."""
@@ -535,7 +565,7 @@ def active_sweep(
     state: SweepState,
     trials: dict[int, StoredTrial],
 ) -> ActiveSweep:
-    book = RungBook.restore(plan_of(spec), [t.record for t in trials.values()])
+    book = restore_book(plan_of(spec), [t.record for t in trials.values()])
     return ActiveSweep(record, spec, manifest, options, book, state, dict(trials), book.review())
 
 

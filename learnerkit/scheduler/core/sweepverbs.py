@@ -79,6 +79,7 @@ class SweepVerbs:
         return self.view(sweep)
 
     def view(self, sweep: ActiveSweep) -> SweepView:
+        """The sweep as `sweep status` shows it."""
         spec = sweep.spec
         trials = []
         for index, trial in sorted(sweep.trials.items()):
@@ -98,6 +99,8 @@ class SweepVerbs:
                     job_status=tracked.state.status.value if tracked is not None else "",
                     freed_bytes=trial.freed_bytes,
                     results_location=f"s3://{bucket}/{prefix}",
+                    first_rung=sweep.book.first_rung(index) + 1,
+                    lineage=lineage(sweep, index),
                 )
             )
         return SweepView(
@@ -116,3 +119,13 @@ class SweepVerbs:
             trials=tuple(trials),
             freed_bytes=sum(t.freed_bytes for t in sweep.trials.values()),
         )
+
+
+def lineage(sweep: ActiveSweep, index: int) -> tuple[int, ...]:
+    """The trials whose checkpoints trial `index` descends from, its parent first (PBT; empty otherwise)."""
+    chain: list[int] = []
+    parent = sweep.trials[index].parent
+    while parent is not None and parent in sweep.trials and parent not in chain:
+        chain.append(parent)
+        parent = sweep.trials[parent].parent
+    return tuple(chain)

@@ -45,6 +45,19 @@ class Plan:
     concurrency: int
     eta: int = 3
     stop_only: bool = False
+    seed: int = 0
+    population: int = 4
+    """PBT: the trials of one generation."""
+    truncation: float = 0.25
+    """PBT: the fraction of a generation, worst first, that copies one of the same fraction, best first."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a PBT trial starts: `parent`'s checkpoint, its parameters copied (`exploit`: and perturbed)."""
+
+    parent: int
+    exploit: bool
 
 
 @dataclass
@@ -170,6 +183,14 @@ class RungBook:
     @property
     def finished(self) -> bool:
         return all(t.state.terminal for t in self.trials)
+
+    def first_rung(self, index: int) -> int:
+        """The rung trial `index` starts towards: its results are those of the rungs from this one on."""
+        return 0
+
+    def origin(self, index: int) -> Origin | None:
+        """The trial whose checkpoint trial `index` starts from (PBT); None: it starts from scratch."""
+        return None
 
     # -- ASHA -------------------------------------------------------------------------------------------
 

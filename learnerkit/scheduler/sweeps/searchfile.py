@@ -30,6 +30,7 @@ from learnerkit.scheduler.sweeps.spec import (
     BudgetUnit,
     Goal,
     Objective,
+    SamplerName,
     SweepSpec,
 )
 
@@ -230,12 +231,25 @@ def _objective(reader: FieldReader, raw: Any) -> Objective | None:
     return Objective(metric, Goal(goal))
 
 
+ALGORITHM_KEYS: dict[AlgorithmName, tuple[str, ...]] = {
+    AlgorithmName.RANDOM: (),
+    AlgorithmName.GRID: (),
+    AlgorithmName.ASHA: ("eta", "sampler", "startup"),
+    AlgorithmName.MEDIAN_STOP: ("eta",),
+    AlgorithmName.TPE: ("startup",),
+    AlgorithmName.HYPERBAND: ("eta", "sampler", "startup"),
+    AlgorithmName.PBT: ("population", "truncation", "resample"),
+}
+"""The options each algorithm takes beside its name."""
+
+
 def _algorithm(reader: FieldReader, raw: Any) -> Algorithm | None:
     loc: FieldPath = ("algorithm",)
     if raw is None:
         reader.fail(loc, f"required: {{name: {' | '.join(a.value for a in AlgorithmName)}}}")
         return None
-    body = reader.mapping(raw, loc, ("name", "eta"))
+    every = sorted({key for keys in ALGORITHM_KEYS.values() for key in keys})
+    body = reader.mapping(raw, loc, ("name", *every))
     if body is None:
         return None
     name = reader.choice(body, loc, "name", [a.value for a in AlgorithmName])
@@ -244,13 +258,47 @@ def _algorithm(reader: FieldReader, raw: Any) -> Algorithm | None:
     if name is None:
         return None
     algorithm = AlgorithmName(name)
-    if "eta" in body and algorithm not in (AlgorithmName.ASHA, AlgorithmName.MEDIAN_STOP):
-        reader.fail((*loc, "eta"), f"only asha and median_stop have rungs; {name} runs each trial to budget.max")
+    allowed = ALGORITHM_KEYS[algorithm]
+    wrong = [key for key in body if key in every and key not in allowed]
+    for key in wrong:
+        takes = f"takes {', '.join(allowed)}" if allowed else "takes no option"
+        reader.fail((*loc, key), f"{name} {takes}; {key} belongs to {_owners(key)}")
+    if wrong:
         return None
+    before = len(reader.problems)
     eta = reader.integer(body, loc, "eta", minimum=2, maximum=100)
-    if "eta" in body and eta is None:
+    sampler = reader.choice(body, loc, "sampler", [s.value for s in SamplerName])
+    startup = reader.integer(body, loc, "startup", minimum=1, maximum=MAX_TRIALS)
+    population = reader.integer(body, loc, "population", minimum=2, maximum=MAX_CONCURRENCY)
+    truncation = _fraction(reader, body, loc, "truncation", high=0.5)
+    resample = _fraction(reader, body, loc, "resample", high=1.0)
+    if "startup" in body and algorithm is not AlgorithmName.TPE and sampler != SamplerName.TPE.value:
+        reader.fail((*loc, "startup"), "only a TPE sampler has startup trials; add sampler: tpe")
+    if len(reader.problems) > before:
         return None
-    return Algorithm(algorithm, eta=eta or 3)
+    return Algorithm(
+        algorithm,
+        eta=eta or 3,
+        sampler=SamplerName.TPE if algorithm is AlgorithmName.TPE else SamplerName(sampler or "random"),
+        startup=startup or 10,
+        population=population or 4,
+        truncation=0.25 if truncation is None else truncation,
+        resample=0.25 if resample is None else resample,
+    )
+
+
+def _owners(key: str) -> str:
+    return ", ".join(a.value for a, keys in ALGORITHM_KEYS.items() if key in keys)
+
+
+def _fraction(reader: FieldReader, body: dict[str, Any], loc: FieldPath, key: str, *, high: float) -> float | None:
+    if key not in body:
+        return None
+    value = _number(reader, body, loc, key)
+    if value is not None and not 0.0 < value <= high:
+        reader.fail((*loc, key), f"a fraction above 0, at most {high:g}; got {value:g}")
+        return None
+    return value
 
 
 def _budget(reader: FieldReader, raw: Any, algorithm: Algorithm | None) -> Budget | None:
@@ -290,6 +338,8 @@ def _budget(reader: FieldReader, raw: Any, algorithm: Algorithm | None) -> Budge
 def _trials(
     reader: FieldReader, top: dict[str, Any], algorithm: Algorithm | None, space: SearchSpace | None
 ) -> int | None:
+    if algorithm is not None and algorithm.name is AlgorithmName.PBT:
+        return _pbt_trials(reader, top, algorithm)
     grid = algorithm is not None and algorithm.name is AlgorithmName.GRID
     if grid and space is not None:
         for p in space.parameters:
@@ -308,5 +358,30 @@ def _trials(
     trials = reader.integer(top, (), "trials", minimum=1, maximum=MAX_TRIALS)
     if trials is not None and size is not None and trials > size:
         reader.fail(("trials",), f"the grid has {size} points; got {trials} trials")
+        return None
+    return trials
+
+
+def _pbt_trials(reader: FieldReader, top: dict[str, Any], algorithm: Algorithm) -> int | None:
+    """PBT's trials are its population times its generations (one per interval of `budget.min`)."""
+    budget = top.get("budget")
+    low, high = (budget.get("min"), budget.get("max")) if isinstance(budget, dict) else (None, None)
+    if not (isinstance(low, int) and isinstance(high, int)) or isinstance(low, bool) or low < 1 or high < low:
+        return None  # the budget's own problems are reported by `_budget`
+    generations = -(-high // low)
+    trials = algorithm.population * generations
+    if trials > MAX_TRIALS:
+        reader.fail(
+            ("budget", "min"),
+            f"pbt runs a generation per interval of budget.min: {generations} generations of "
+            f"{algorithm.population} make {trials} trials, at most {MAX_TRIALS}",
+        )
+        return None
+    given = reader.integer(top, (), "trials", minimum=1, maximum=MAX_TRIALS)
+    if given is not None and given != trials:
+        reader.fail(
+            ("trials",),
+            f"pbt runs algorithm.population x generations (budget.max / budget.min): {trials}; got {given}",
+        )
         return None
     return trials

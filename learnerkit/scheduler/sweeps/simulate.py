@@ -11,8 +11,9 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from learnerkit.scheduler.sweeps.books import SweepBook, restore_book
 from learnerkit.scheduler.sweeps.decisions import Action, Decision
-from learnerkit.scheduler.sweeps.rungbook import Plan, RungBook
+from learnerkit.scheduler.sweeps.rungbook import Plan
 
 Curve = Callable[[int, int], float | None]
 """(trial, budget) -> the objective there; None: the trial never reports it."""
@@ -20,7 +21,7 @@ Curve = Callable[[int, int], float | None]
 
 @dataclass
 class Simulation:
-    book: RungBook
+    book: SweepBook
     decisions: list[Decision] = field(default_factory=list)
     trained: dict[int, int] = field(default_factory=dict)
     """Units of budget each trial trained (a resumed trial trains only what its checkpoint lacks)."""
@@ -34,10 +35,10 @@ def simulate(
     curve: Curve,
     *,
     seconds_per_unit: float | Callable[[int], float] = 1.0,
-    book: RungBook | None = None,
+    book: SweepBook | None = None,
 ) -> Simulation:
-    """Run the sweep to its end; `book`: a fresh `RungBook` of `plan` (or of a subclass) to run it with."""
-    book = book or RungBook(plan)
+    """Run the sweep to its end; `book`: a fresh decision core of `plan` to run it with (default: the plan's)."""
+    book = book or restore_book(plan)
     sim = Simulation(book)
     events: list[tuple[float, int]] = []
 

@@ -25,6 +25,16 @@ class AlgorithmName(StrEnum):
     GRID = "grid"
     ASHA = "asha"
     MEDIAN_STOP = "median_stop"
+    TPE = "tpe"
+    HYPERBAND = "hyperband"
+    PBT = "pbt"
+
+
+class SamplerName(StrEnum):
+    """Where a new trial's parameters come from: a seeded sample, or Optuna's TPE given the results so far."""
+
+    RANDOM = "random"
+    TPE = "tpe"
 
 
 @dataclass(frozen=True)
@@ -54,11 +64,27 @@ class Budget:
 class Algorithm:
     name: AlgorithmName
     eta: int = 3
-    """ASHA's reduction factor: a rung keeps the top 1/eta; rung k's budget is min x eta^k (the last: max)."""
+    """ASHA's and Hyperband's reduction factor: a rung keeps the top 1/eta; rung k's budget is min x eta^k (the
+    last: max)."""
+    sampler: SamplerName = SamplerName.RANDOM
+    """How new trials are sampled (`tpe` is the algorithm `tpe`, or `asha`/`hyperband` with `sampler: tpe`)."""
+    startup: int = 10
+    """TPE: how many trials are sampled at random before the model is used (Optuna's ``n_startup_trials``)."""
+    population: int = 4
+    """PBT: the trials of one generation."""
+    truncation: float = 0.25
+    """PBT: the fraction of a generation, worst first, that copies one of the same fraction, best first."""
+    resample: float = 0.25
+    """PBT: the probability that a copied parameter is sampled anew rather than perturbed (x0.8 or x1.2)."""
 
     @property
     def uses_rungs(self) -> bool:
-        return self.name in (AlgorithmName.ASHA, AlgorithmName.MEDIAN_STOP)
+        return self.name in (
+            AlgorithmName.ASHA,
+            AlgorithmName.MEDIAN_STOP,
+            AlgorithmName.HYPERBAND,
+            AlgorithmName.PBT,
+        )
 
 
 @dataclass(frozen=True)
@@ -84,8 +110,12 @@ class SweepSpec:
 
 
 def rung_budgets(budget: Budget, algorithm: Algorithm) -> tuple[int, ...]:
+    """Geometric for ASHA, the median rule and Hyperband (min x eta^k); PBT's are its intervals (min, 2 x min, ...),
+    one per generation."""
     if not algorithm.uses_rungs:
         return (budget.max,)
+    if algorithm.name is AlgorithmName.PBT:
+        return (*range(budget.min, budget.max, budget.min), budget.max)
     rungs: list[int] = []
     resource = budget.min
     while resource < budget.max:

@@ -101,6 +101,8 @@ class StoredTrial:
     """The job attempt that trains towards `record.target`: an older attempt's end is not this rung's end."""
     freed_bytes: int = 0
     """What removing its checkpoints freed in the object store (a stopped trial's)."""
+    parent: int | None = None
+    """PBT: the trial whose checkpoint this one started from (its lineage, followed back)."""
 
     def to_raw(self) -> dict[str, Any]:
         r = self.record
@@ -114,6 +116,7 @@ class StoredTrial:
             "parameters": dict(self.parameters),
             "rung_attempt": self.rung_attempt,
             "freed_bytes": self.freed_bytes,
+            **({"parent": self.parent} if self.parent is not None else {}),
         }
 
     @classmethod
@@ -131,6 +134,7 @@ class StoredTrial:
             dict(raw["parameters"]),
             int(raw.get("rung_attempt", 1)),
             int(raw.get("freed_bytes", 0)),
+            int(raw["parent"]) if raw.get("parent") is not None else None,
         )
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from learnerkit.scheduler.sweeps.searchfile import SearchFileError, load_search_file, parse_search_file
 from learnerkit.scheduler.sweeps.space import ParamType
-from learnerkit.scheduler.sweeps.spec import AlgorithmName, BudgetUnit, Goal
+from learnerkit.scheduler.sweeps.spec import AlgorithmName, BudgetUnit, Goal, SamplerName
 
 GOOD = """\
 manifest: manifest.yml
@@ -127,4 +127,45 @@ def test_a_grid_needs_points_for_continuous_parameters_and_takes_its_size_as_tri
 
 def test_eta_belongs_to_the_rung_algorithms_only() -> None:
     found = problems(GOOD.replace("asha, eta: 3", "random, eta: 3"))
-    assert any("algorithm.eta: only asha and median_stop have rungs" in p for p in found), found
+    assert any("algorithm.eta: random takes no option; eta belongs to asha, median_stop, hyperband" in p for p in found)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "expected"),
+    [
+        ("{name: tpe, eta: 3}", "algorithm.eta: tpe takes startup; eta belongs to asha, median_stop, hyperband"),
+        ("{name: asha, startup: 5}", "algorithm.startup: only a TPE sampler has startup trials; add sampler: tpe"),
+        ("{name: asha, sampler: cmaes}", "algorithm.sampler: unknown value 'cmaes'; valid: random, tpe"),
+        ("{name: pbt, population: 1}", "algorithm.population: "),
+        ("{name: pbt, truncation: 0.9}", "algorithm.truncation: a fraction above 0, at most 0.5; got 0.9"),
+        ("{name: pbt, resample: -1}", "algorithm.resample: a fraction above 0, at most 1; got -1"),
+        ("{name: pbt, population: 4}", "trials: pbt runs algorithm.population x generations"),
+        ("{name: hyperband, population: 4}", "algorithm.population: hyperband takes eta, sampler, startup"),
+    ],
+)
+def test_each_algorithm_takes_its_own_options(algorithm: str, expected: str) -> None:
+    found = problems(GOOD.replace("{name: asha, eta: 3}", algorithm))
+    assert any(expected in p for p in found), found
+    assert all(":" in p.split(" ")[0] for p in found), "each problem names its line"
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "name", "sampler"),
+    [
+        ("{name: tpe, startup: 5}", AlgorithmName.TPE, SamplerName.TPE),
+        ("{name: asha, eta: 3, sampler: tpe, startup: 4}", AlgorithmName.ASHA, SamplerName.TPE),
+        ("{name: hyperband, eta: 3}", AlgorithmName.HYPERBAND, SamplerName.RANDOM),
+    ],
+)
+def test_samplers_read(algorithm: str, name: AlgorithmName, sampler: SamplerName) -> None:
+    spec = parse_search_file(GOOD.replace("{name: asha, eta: 3}", algorithm), Path("s.yml"))
+    assert (spec.algorithm.name, spec.algorithm.sampler) == (name, sampler)
+    assert spec.rungs == ((270,) if name is AlgorithmName.TPE else (10, 30, 90, 270))
+
+
+def test_pbt_runs_a_generation_per_interval() -> None:
+    text = GOOD.replace("{name: asha, eta: 3}", "{name: pbt, population: 3, truncation: 0.34}")
+    text = text.replace("trials: 27", "trials: 81")
+    spec = parse_search_file(text, Path("s.yml"))
+    assert spec.rungs == tuple(range(10, 271, 10)) and spec.trials == 3 * 27
+    assert (spec.algorithm.population, spec.algorithm.truncation) == (3, 0.34)

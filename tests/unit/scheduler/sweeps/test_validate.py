@@ -90,3 +90,25 @@ def test_a_missing_manifest_is_named_with_the_search_file_s_line(sweep: Path) ->
 def test_command_references_skip_platform_variables_and_the_command_s_own() -> None:
     command = "for f in a b; do echo $f; done; x=1; python t.py --lr ${lr} --d $DATA_DIR --w $width --x $x"
     assert command_references(command) == {"lr", "width"}
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "known"),
+    [("{name: tpe, startup: 3}", 0), ("{name: asha, eta: 3, sampler: tpe}", 0), ("{name: hyperband, eta: 3}", 9)],
+)
+def test_only_the_parameters_the_search_file_fixes_are_shown(sweep: Path, algorithm: str, known: int) -> None:
+    sweep.write_text(SEARCH.replace("{name: asha, eta: 3}", algorithm))
+    code, data = validate(sweep)
+    assert code == 0, data
+    assert isinstance(data["trials"], list) and len(data["trials"]) == known
+    people = CliRunner().invoke(cli, ["sweep", "validate", str(sweep), "--root", str(REPO)])
+    said = "each trial's parameters are chosen from the results before it (tpe)"
+    assert people.exit_code == 0 and (said in " ".join(people.output.split())) == (known == 0), people.output
+
+
+def test_pbt_shows_its_first_generation(sweep: Path) -> None:
+    sweep.write_text(SEARCH.replace("{name: asha, eta: 3}", "{name: pbt, population: 3}").replace("trials: 9\n", ""))
+    code, data = validate(sweep)
+    assert code == 0, data
+    assert data["rungs"] == list(range(10, 91, 10))
+    assert isinstance(data["trials"], list) and len(data["trials"]) == 3

@@ -24,6 +24,7 @@ from learnerkit.scheduler.facade import (
 from learnerkit.scheduler.jobs.listing import ListedJob, select
 from learnerkit.scheduler.manifest.evaluations import parse_evaluations_text
 from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.manifest.redact import redact_credentials
 
 TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
 RUNNING = {"PENDING", "DOWNLOADING", "PROCESSING", "STORING"}
@@ -72,6 +73,8 @@ class FakeJob:
     """The evaluation data objects its round statements list, by ``s3://bucket/key``."""
     reports: EvaluationReports | None = None
     """The latest round of evaluations (`evaluate` starts one)."""
+    manifest: str = ""
+    """The manifest as submitted."""
 
 
 class FakeFacade:
@@ -118,7 +121,9 @@ class FakeFacade:
             gpus=manifest.resources.gpus * manifest.resources.learners,
             learners=learners,
         )
-        self.jobs[job_id] = FakeJob(view, [replace(view, status=s, reason="") for s in self.after_submit])
+        self.jobs[job_id] = FakeJob(
+            view, [replace(view, status=s, reason="") for s in self.after_submit], manifest=manifest_text
+        )
         return view
 
     async def list_jobs(self, tenant: str) -> list[JobView]:
@@ -144,6 +149,9 @@ class FakeFacade:
         if job.script:
             job.view = job.script.pop(0)
         return job.view
+
+    async def manifest(self, tenant: str, job_id: str) -> str:
+        return redact_credentials(self._job(tenant, job_id).manifest)
 
     async def evaluate(self, tenant: str, job_id: str, text: str, *, source: str = "evaluations.yml") -> JobView:
         job = self._job(tenant, job_id)

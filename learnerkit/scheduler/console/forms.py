@@ -15,8 +15,8 @@ class FormError(Exception):
 
 
 async def read_form(request: Request) -> dict[str, str]:
-    """Each field's last value (none for an empty body); `FormError` for another content type, a body over `MAX_FORM_BYTES` or one
-    that is not UTF-8."""
+    """Each field's last value (none for an empty body); `FormError` for another content type, a body over
+    `MAX_FORM_BYTES` or one that is not UTF-8."""
     media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if not media_type and request.headers.get("content-length", "0") == "0":
         return {}  # no form at all: a change without it is then refused for its missing CSRF token

@@ -240,6 +240,7 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
             reason=views.status_reason(job),
             timeline=views.timeline(job),
             manifest=manifest,
+            resources=views.resources(manifest),
             attempt=log.attempt if log else chosen,
             learner=learner,
             log=log,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import yaml
+
 from learnerkit.scheduler.facade import AttemptView, JobView
 
 STATUSES = (
@@ -86,6 +88,24 @@ def _ended(attempt: AttemptView) -> TimelineEntry:
         parts.append(f"{attempt.work_lost_s:.0f} s of training lost")
     label = f"attempt {attempt.number} {(attempt.ended_by or '').lower()}"
     return TimelineEntry(label, readable_time(attempt.ended_at or ""), "; ".join(parts))
+
+
+RESOURCE_FIELDS = (
+    ("learners", "Learners"),
+    ("cpus", "CPUs"),
+    ("gpus", "GPUs"),
+    ("gpu_type", "GPU type"),
+    ("memory", "Memory"),
+)
+"""What each learner asks for, by the manifest's own field names (docs/manifests.md)."""
+
+
+def resources(manifest_text: str) -> list[tuple[str, str]]:
+    """The manifest's resource fields it sets, as (label, value); the text is one the parser accepted."""
+    doc = yaml.safe_load(manifest_text)
+    if not isinstance(doc, dict):
+        return []
+    return [(label, str(doc[key])) for key, label in RESOURCE_FIELDS if doc.get(key) not in (None, "")]
 
 
 def human_size(size: int) -> str:

@@ -40,7 +40,7 @@ from tests.waiting import wait_until
 
 # Playwright must never fetch a browser of its own: the tests drive Debian's chromium.
 os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
-from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -52,7 +52,10 @@ CHROMIUM_ARGS = [
 ]
 BUCKET = "console-tests"
 JOBS_A = 30
-FIRST_LOG = [b"".join(b"step %d loss 0.%03d\n" % (n, 999 - n) for n in range(1, 4001)), b"preempted: checkpoint at step 4000\n"]
+FIRST_LOG = [
+    b"".join(b"step %d loss 0.%03d\n" % (n, 999 - n) for n in range(1, 4001)),
+    b"preempted: checkpoint at step 4000\n",
+]
 SECOND_LOG = [b"restored step 4000\nstep 4001 loss 0.101\ntraining done\n"]
 RESULT = b"accuracy 0.97\n"
 
@@ -111,13 +114,13 @@ async def _create(store: JobStore, text: str, tenant: str, submitted: float, n: 
         await save_attempt(
             store,
             job_id,
-            Attempt(1, ("node-1",), "2027-01-15T08:00:00+00:00").ended(
-                AttemptEnd.PREEMPTED, "preempted by job job-urgent", "2027-01-15T08:20:00+00:00", steps_lost=12
+            Attempt(1, ("node-1",), "2027-01-15T09:00:00+00:00").ended(
+                AttemptEnd.PREEMPTED, "preempted by job job-urgent", "2027-01-15T09:20:00+00:00", steps_lost=12
             ),
         )
-        second = Attempt(2, ("node-2",), "2027-01-15T08:25:00+00:00", resumed_from=1)
+        second = Attempt(2, ("node-2",), "2027-01-15T09:25:00+00:00", resumed_from=1)
         await save_attempt(
-            store, job_id, second.ended(AttemptEnd.HALTED, "halted by its user", "2027-01-15T08:40:00+00:00")
+            store, job_id, second.ended(AttemptEnd.HALTED, "halted by its user", "2027-01-15T09:40:00+00:00")
         )
         # HALTED, not COMPLETED: a job that can resume keeps its store's credentials over the restart, so the
         # scheduler reads its log and files.

@@ -77,6 +77,9 @@ def test_the_job_page_shows_why_the_timeline_the_log_and_the_files(console: Cons
     assert "preempted by job job-urgent; 12 step(s) lost" in timeline[2]
     assert "resumed from attempt 1's checkpoint" in timeline[3]
     expect(page.locator("pre.log")).to_have_text(SECOND_LOG[0].decode())
+    expect(page.locator("section", has=page.locator("#h-resources")).locator("dl")).to_have_text(
+        "Learners1CPUs0.01Memory16Mb"
+    )
     expect(page.locator("pre.manifest")).to_contain_text("password: (deleted)")
     expect(page.locator("pre.manifest")).not_to_contain_text("secret")
     pages.shot(page, "job-1280")
@@ -183,7 +186,9 @@ def test_a_revoked_token_ends_its_sessions_and_the_login_keeps_the_page(console:
     expect(page.locator("pre.log")).to_be_visible()
     assert revoke(console.tokens, token_id=token.split("_")[1]) == [token.split("_")[1]]
     page.reload()
-    expect(page).to_have_url(re.compile(r"/ui/login\?next=%2Fui%2Fjobs%2F" + console.job_id + r"%3Fattempt%3D1&ended=1$"))
+    expect(page).to_have_url(
+        re.compile(r"/ui/login\?next=%2Fui%2Fjobs%2F" + console.job_id + r"%3Fattempt%3D1&ended=1$")
+    )
     expect(page.get_by_role("status")).to_have_text("Your session has ended; log in again.")
     log_in(page, console, token=token, path=page.url.removeprefix(console.url))
     expect(page.get_by_role("alert")).to_have_text("That token is unknown or revoked.")

@@ -204,9 +204,12 @@ class Pages:
         self.left: list[str] = []
         self.contexts: list[BrowserContext] = []
 
-    def open(self, *, width: int = 1280, javascript: bool = True) -> Page:
+    def open(self, *, width: int = 1280, javascript: bool = True, dark: bool = False) -> Page:
         context = self.browser.new_context(
-            viewport={"width": width, "height": 900}, java_script_enabled=javascript, service_workers="block"
+            viewport={"width": width, "height": 900},
+            java_script_enabled=javascript,
+            service_workers="block",
+            color_scheme="dark" if dark else "light",
         )
         context.route("**/*", self._stay_local)
         self.contexts.append(context)
@@ -219,9 +222,9 @@ class Pages:
             self.left.append(route.request.url)
             route.abort()
 
-    def shot(self, page: Page, name: str) -> Path:
+    def shot(self, page: Page, name: str, *, full_page: bool = True) -> Path:
         path = self.folder / f"{name}.png"
-        page.screenshot(path=path, full_page=True)
+        page.screenshot(path=path, full_page=full_page)
         return path
 
     def close(self) -> None:

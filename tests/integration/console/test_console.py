@@ -83,6 +83,7 @@ def test_the_job_page_shows_why_the_timeline_the_log_and_the_files(console: Cons
     expect(page.locator("pre.manifest")).to_contain_text("password: (deleted)")
     expect(page.locator("pre.manifest")).not_to_contain_text("secret")
     pages.shot(page, "job-1280")
+    pages.shot(page, "job-1280-top", full_page=False)
     page.get_by_role("navigation", name="Attempt").get_by_role("link", name="1").click()
     first = b"".join(FIRST_LOG).decode()
     tail = page.locator("pre.log").inner_text()
@@ -111,8 +112,8 @@ def test_another_tenants_job_and_an_unknown_one_are_the_same_404_page(console: C
     pages.shot(page, "not-found-1280")
 
 
-def test_pages_read_without_javascript_and_at_375_px(console: Console, pages: Pages) -> None:
-    page = pages.open(width=375, javascript=False)
+def test_pages_read_without_javascript_at_375_px_in_the_dark(console: Console, pages: Pages) -> None:
+    page = pages.open(width=375, javascript=False, dark=True)
     log_in(page, console)
     expect(page.locator("table.jobs tbody tr")).to_have_count(JOBS_A + 1)
     pages.shot(page, "jobs-375")
@@ -126,6 +127,7 @@ def test_pages_read_without_javascript_and_at_375_px(console: Console, pages: Pa
 def test_at_375_px_no_page_scrolls_sideways(console: Console, pages: Pages) -> None:
     page = pages.open(width=375)
     log_in(page, console)
+    pages.shot(page, "jobs-375-top", full_page=False)
     for path in ("/ui/jobs", f"/ui/jobs/{console.job_id}", f"/ui/jobs/{console.job_id}/log?attempt=1&end=200000"):
         page.goto(console.url + path)
         assert page.evaluate("document.documentElement.scrollWidth") <= 375, path

@@ -314,6 +314,10 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
             raise PageError(403, "Refused", "The form's CSRF token is missing or wrong; reload the page and retry.")
         return form
 
+    @router.get("/{unknown:path}")
+    async def no_such_page(unknown: str) -> Response:
+        raise PageError(404, "Not found", f"The console has no page {unknown!r}.")
+
     root.include_router(router)
     return root
 
@@ -370,8 +374,10 @@ def _job_query(shown: dict[str, Any], statuses: frozenset[str], next_token: str)
 
 
 def _local(next_page: str) -> str:
-    """Where to go after log-in: the page asked for when it is one of the console's, else the job list."""
-    if next_page.startswith(f"{PREFIX}/") and not next_page.startswith(("//", f"{PREFIX}//")) and "\\" not in next_page:
+    """Where to go after log-in: the page asked for when it is one of the console's to read (not the log-in or
+    log-out), else the job list."""
+    own = next_page.startswith(f"{PREFIX}/") and not next_page.startswith((f"{PREFIX}//", f"{PREFIX}/log"))
+    if own and "\\" not in next_page:
         return next_page
     return f"{PREFIX}/jobs"
 

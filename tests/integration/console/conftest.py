@@ -107,7 +107,11 @@ async def _write(store: JobStore, s3: Any) -> tuple[str, str]:
 
 async def _create(store: JobStore, text: str, tenant: str, submitted: float, n: int) -> str:
     job_id = f"job-{uuid.uuid4().hex[:12]}"
-    spec = {"manifest": parse_manifest(text, "manifest.yml", None).to_dict(), "tenant": tenant, "job_id": job_id}
+    spec: dict[str, Any] = {
+        "manifest": parse_manifest(text, "manifest.yml", None).to_dict(),
+        "tenant": tenant,
+        "job_id": job_id,
+    }
     state = JobState(job_id, tenant, spec["manifest"]["name"], submitted)
     await store.create(state, spec, text, "manifest.yml")
     if n == -1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -82,15 +82,16 @@ def mount_console(app: FastAPI, facade: SchedulerFacade, tokens: Tokens, setting
     app.mount(f"{PREFIX}/static", StaticFiles(packages=[("learnerkit.scheduler.console", "static")]), name="static")
     app.include_router(_router(facade, sessions, render, settings), include_in_schema=False)
 
-    async def page_error(request: Request, error: Exception) -> Response:
-        assert isinstance(error, PageError)
-        session = sessions.find(request.cookies.get(SESSION_COOKIE))
+    async def page_error(request: Request, exc: Exception) -> Response:
+        error = cast(PageError, exc)
+        # A refusal (a foreign Host, no CSRF token) shows nothing of the session, not even its tenant.
+        session = None if error.status == 403 else sessions.find(request.cookies.get(SESSION_COOKIE))
         return render.page(
             "error.html.j2", status=error.status, title=error.title, message=error.message, session=session
         )
 
-    async def login_required(_request: Request, error: Exception) -> Response:
-        assert isinstance(error, LoginRequired)
+    async def login_required(_request: Request, exc: Exception) -> Response:
+        error = cast(LoginRequired, exc)
         query = {"next": error.wanted} | ({"ended": "1"} if error.ended else {})
         return RedirectResponse(f"{PREFIX}/login?{urlencode(query)}", status_code=303)
 
@@ -106,7 +107,7 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
             raise PageError(403, "Refused", "This address is not the scheduler's own: open the console at its own.")
 
     root = APIRouter(dependencies=[Depends(guard)])
-    router = APIRouter(prefix=PREFIX, dependencies=[Depends(guard)])
+    router = APIRouter(prefix=PREFIX)  # guarded as a part of `root`
 
     @root.get("/")
     async def home() -> Response:

@@ -18,6 +18,11 @@ def test_the_root_leads_to_the_login_and_a_token_to_the_tenants_jobs(console: Co
     page = pages.open()
     page.goto(console.url + "/")
     expect(page).to_have_url(re.compile(r"/ui/login\?next=%2Fui%2Fjobs$"))
+    expect(page.get_by_label("Tenant token")).to_be_focused()
+    page.keyboard.press("Shift+Tab")
+    expect(page.get_by_role("link", name="learnerkit")).to_be_focused()
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") == "solid", "focus is visible"
+    page.keyboard.press("Tab")
     pages.shot(page, "login-1280")
     log_in(page, console, path="/")
     expect(page).to_have_url(console.url + "/ui/jobs")

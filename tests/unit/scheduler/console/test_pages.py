@@ -66,6 +66,14 @@ def test_the_list_walks_ten_thousand_jobs_once_each_in_small_pages(browser: Test
     assert f"{JOBS} jobs" in browser.get("/ui/jobs").text
 
 
+def test_a_list_page_holds_the_jobs_the_apis_page_holds(browser: TestClient, tenants: Tenants) -> None:
+    query = "sort=-name&status=HALTED&limit=50"
+    html = browser.get(f"/ui/jobs?{query}").text
+    api = browser.get(f"/v1/jobs?{query}", headers={"Authorization": f"Bearer {tenants.a}"})
+    assert re.findall(r'<td class="id"><a href="/ui/jobs/([^"]+)">', html) == [job["job_id"] for job in api.json()]
+    assert f"{api.headers['X-Total-Count']} jobs" in html
+
+
 def test_filters_narrow_the_list_and_a_bad_one_is_named(browser: TestClient) -> None:
     page = browser.get("/ui/jobs?status=HALTED&q=model-3&limit=200")
     ids = re.findall(r'<td class="id"><a href="/ui/jobs/a-(\d+)">', page.text)

@@ -93,3 +93,17 @@ def test_the_root_redirects_to_the_console(browser: TestClient) -> None:
     assert browser.get("/", follow_redirects=False).headers["location"] == "/ui/"
     assert browser.get("/ui/", follow_redirects=False).headers["location"] == "/ui/jobs"
     assert browser.get("/ui/jobs").headers["content-security-policy"].startswith("default-src 'none'")
+
+
+def test_cookies_are_secure_when_served_over_tls(fake: FakeFacade, tenants: Tenants) -> None:
+    settings = ConsoleSettings(own_names("127.0.0.1", ("testserver",)), secure=True)
+    with TestClient(create_app(fake, tenants.path, console=settings), base_url="https://testserver") as client:
+        form = client.get("/ui/login")
+        assert "; secure" in form.headers["set-cookie"].lower()
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert csrf is not None
+        answer = client.post("/ui/login", data={"csrf": csrf.group(1), "token": tenants.a}, follow_redirects=False)
+        session = next(c for c in answer.headers.get_list("set-cookie") if c.startswith("learnerkit_session="))
+        assert {"httponly", "secure", "samesite=strict", "path=/", "max-age=28800"} <= {
+            part.strip().lower() for part in session.split(";")
+        }

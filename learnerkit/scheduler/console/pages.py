@@ -203,6 +203,10 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
         except ConfigError as e:
             error = str(e)
         params = {k: v for k, v in shown.items() if v not in ("", [])}
+        flips = {column: column if sort != column else f"-{column}" for column in ("name", "status", "submitted")}
+        sort_links = {
+            column: f"{PREFIX}/jobs?{urlencode(params | {'sort': to}, doseq=True)}" for column, to in flips.items()
+        }
         return render.page(
             "jobs.html.j2",
             status=400 if error else 200,
@@ -214,6 +218,7 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
             statuses=views.STATUSES,
             sorts=views.SORTS,
             page_sizes=PAGE_SIZES,
+            sort_links=sort_links,
             first_link=f"{PREFIX}/jobs?{urlencode(params, doseq=True)}" if next_token else "",
             next_link=(
                 f"{PREFIX}/jobs?{urlencode(params | {'next': page.next}, doseq=True)}" if page and page.next else ""

@@ -53,6 +53,10 @@ def test_the_list_pages_filters_sorts_and_searches_on_the_server(console: Consol
     page.get_by_role("link", name="Next page").click()
     expect(page.locator("table.jobs tbody tr")).to_have_count(JOBS_A + 1 - 25)
     expect(page.get_by_role("link", name="Next page")).to_have_count(0)
+    page.get_by_role("link", name="Name ▲").click()
+    expect(page.get_by_role("columnheader", name="Name ▼")).to_have_attribute("aria-sort", "descending")
+    names = page.locator("table.jobs tbody tr td:nth-child(2)").all_inner_texts()
+    assert names == sorted(names, reverse=True) and len(names) == 25
     page.get_by_label("Status").select_option("HALTED")
     page.get_by_label("Search").fill("RESNET")
     page.get_by_role("button", name="Show").click()

@@ -265,9 +265,10 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
         session: Current,
         attempt: Annotated[int, Query(ge=1)],
         learner: Annotated[int, Query(ge=1)] = 1,
-        end: Annotated[int, Query(ge=0)] = 0,
+        end: Annotated[int | None, Query(ge=0, description="where the range ends; none: the log's start")] = None,
     ) -> Response:
         job = await _job(facade, session, job_id)
+        end = views.LOG_RANGE_BYTES if end is None else end
         offset = max(0, end - views.LOG_RANGE_BYTES)
         log, log_error = await _log(
             facade, session, job_id, learner=learner, attempt=attempt, offset=offset, length=end - offset

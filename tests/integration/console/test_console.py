@@ -101,6 +101,10 @@ def test_the_job_page_shows_why_the_timeline_the_log_and_the_files(console: Cons
     expect(page.get_by_role("heading", level=1)).to_contain_text("log of attempt 1, learner 1")
     earlier = page.locator("pre.log").inner_text()
     assert first.endswith(earlier + tail) or earlier in first
+    page.go_back()
+    page.get_by_role("link", name="The log's start").click()
+    expect(page.locator("pre.log")).to_contain_text("step 1 loss 0.998\nstep 2 loss 0.997\n")
+    expect(page.get_by_role("link", name="Earlier")).to_have_count(0)
     with page.expect_download() as download:
         page.get_by_role("link", name="Download").click()
     assert download.value.path().read_bytes() == b"".join(FIRST_LOG)

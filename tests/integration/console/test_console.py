@@ -6,6 +6,7 @@ import re
 
 import pytest
 import requests
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
 from learnerkit.scheduler.api.auth import add_token, revoke
@@ -210,3 +211,11 @@ def test_a_revoked_token_ends_its_sessions_and_the_login_keeps_the_page(console:
     page.get_by_label("Tenant token").fill(console.token)
     page.get_by_role("button", name="Log in").click()
     expect(page).to_have_url(console.url + wanted)
+
+
+def test_the_guard_stops_and_reports_a_request_leaving_127_0_0_1(pages: Pages) -> None:
+    page = pages.open()
+    with pytest.raises(PlaywrightError, match="net::ERR_FAILED"):
+        page.goto("http://198.51.100.7/asset.css")  # TEST-NET-2: nothing there, and never reached
+    assert pages.left == ["http://198.51.100.7/asset.css"]
+    pages.left.clear()  # reported: this test's own request, not the console's

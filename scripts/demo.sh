@@ -64,4 +64,6 @@ say "the download checked against it (signatures, every file hashed again, the d
 "$LK" job verify "$DEMO/download" --data "$DEMO/data"
 results=$("$LK" job status "$job" --output json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["results"])')
 say "results, logs and checkpoints are in $results; the job was downloaded into $DEMO/download"
+say "its page in the web console: ${LEARNERKIT_SCHEDULER_URL}/ui/jobs/$job (log in as tenant demo with the token"
+say "  that \`eval \"\$($LK dev env)\"\` puts in \$LEARNERKIT_TOKEN; docs/console.md)"
 say "stop the services with: $LK dev down"

@@ -22,7 +22,10 @@ cd "$(dirname "$0")/.."
 #                storage (learnerkit/pair/jobdisk.py)
 #   git, make, ca-certificates, tar  the build itself
 APT_PACKAGES=(docker.io mmdebstrap diffoscope-minimal skopeo faketime iptables etcd-server docker-registry gpgv debian-archive-keyring prometheus
-              e2fsprogs util-linux git make ca-certificates tar)
+              e2fsprogs util-linux git make ca-certificates tar
+              chromium)
+# chromium: the browser the console's tests drive through Playwright (executable_path=/usr/bin/chromium); Playwright
+# never downloads one of its own (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1, set for the venv's install below).
 STATE_DIR=.learnerkit
 LOG_DIR="$STATE_DIR/logs"
 VENV=.venv
@@ -83,7 +86,7 @@ want=$(sha256sum pyproject.toml setup.cfg | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing learnerkit and its dev tools into $VENV"
   "$VENV/bin/pip" install -q --upgrade 'pip>=24'
-  "$VENV/bin/pip" install -q -e '.[dev]'
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "$VENV/bin/pip" install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
 # Test data for the fairness evaluator (docs/evaluations.md): the German Credit data set (UCI Statlog, CC BY 4.0)

@@ -16,6 +16,7 @@ from learnerkit.common.project import find_project_root
 from learnerkit.dev.credentials import ACCESS_KEY_VAR, SECRET_KEY_VAR
 from learnerkit.dev.environment import DEFAULT_FOLDER, FOLDER_ENV, DevServices, ServiceStatus
 from learnerkit.dev.errors import ServiceError
+from learnerkit.dev.scheduler import SCHEDULER_SERVICE, console_note
 from learnerkit.dev.upload import destination, files_under, upload_folder
 from learnerkit_build.imagetest.smokedata import write_smoke_dataset
 
@@ -71,7 +72,14 @@ def up_command(services: DevServices, with_prometheus: bool, with_scheduler: boo
     """Start the services that do not run (detached; they outlive this command)."""
     optional = [name for name, wanted in (("prometheus", with_prometheus), ("scheduler", with_scheduler)) if wanted]
     rows = services.up(with_optional=optional, any_port=any_port)
-    emit(output, rows, lambda: print_status(rows))
+    notes = [console_note(row.endpoint) for row in rows if row.name == SCHEDULER_SERVICE.name and row.endpoint]
+
+    def show() -> None:
+        print_status(rows)
+        for note in notes:
+            console.print(note, soft_wrap=True)
+
+    emit(output, rows, show)
 
 
 @dev_group.command("status")

@@ -72,6 +72,14 @@ def host_defaults() -> dict[str, str]:
     return fitting_defaults(os.cpu_count() or 1, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
+def console_note(endpoint: str) -> str:
+    """Where the scheduler's web console is, and how to log in to it (docs/console.md)."""
+    return (
+        f"console: {endpoint.rstrip('/')}/ui/ (log in with tenant {DEMO_TENANT}'s token, $LEARNERKIT_TOKEN after "
+        f'eval "$(learnerkit dev env)"; the browser trusts the page once it trusts the dev CA, ${CA_ENV})'
+    )
+
+
 def _tokens(launch: Launch) -> Path:
     return launch.folder / "tokens.json"
 

@@ -294,6 +294,9 @@ class SchedulerFacade(Protocol):
     async def get(self, tenant: str, job_id: str) -> JobView:
         """Raises ``JobNotFoundError`` for unknown jobs and for other tenants' jobs alike."""
 
+    async def manifest(self, tenant: str, job_id: str) -> str:
+        """The job's manifest as submitted, its stores' credentials replaced (comments and layout not kept)."""
+
     async def evaluate(self, tenant: str, job_id: str, text: str, *, source: str = "evaluations.yml") -> JobView:
         """Evaluate a COMPLETED job's model again with the evaluations of ``text`` (a file of ``evaluations:``),
         without retraining; `ManifestError` lists every problem, `JobStateError` while a round still runs."""

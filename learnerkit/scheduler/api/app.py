@@ -38,6 +38,8 @@ from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large,
 from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.api.sweeps import sweeps_router
 from learnerkit.scheduler.config.settings import LimitSettings
+from learnerkit.scheduler.console.origin import own_names
+from learnerkit.scheduler.console.pages import ConsoleSettings, mount_console
 from learnerkit.scheduler.errors import (
     AuthError,
     ClientGoneError,
@@ -252,8 +254,10 @@ def create_app(
     public_key: str | None = None,
     keys: Sequence[PublishedKey] = (),
     health: HealthCheck | None = None,
+    console: ConsoleSettings | None = None,
 ) -> FastAPI:
-    """The ASGI app; fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
+    """The ASGI app, the console at ``/ui/`` included (``console``: the names it answers to; default: the
+    loopback ones); fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
     tokens = TokenStore(tokens_path)
     limits = limits or LimitSettings()
 
@@ -287,6 +291,7 @@ def create_app(
         tags=["service"],
         responses={503: {"model": Health, "description": "the control loop has stalled"}},
     )
+    mount_console(app, facade, tokens, console or ConsoleSettings(own_names("127.0.0.1")))
     if registry is not None:
         app.add_api_route("/metrics", _metrics_endpoint(registry), methods=["GET"], tags=["service"])
     if public_key is not None:
@@ -381,6 +386,15 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
     async def get_job(job_id: str, tenant: Tenant) -> JobView:
         """One job: its status, why it waits, and each learner's status, message and metrics."""
         return await facade.get(tenant, job_id)
+
+    @router.get(
+        "/jobs/{job_id}/manifest",
+        response_class=Response,
+        responses=_NOT_FOUND | {200: {"content": {"application/yaml": {"schema": {"type": "string"}}}}},
+    )
+    async def job_manifest(job_id: str, tenant: Tenant) -> Response:
+        """The job's manifest as submitted, its stores' user names and passwords replaced by ``(deleted)``."""
+        return Response(await facade.manifest(tenant, job_id), media_type="application/yaml")
 
     @router.post("/jobs/{job_id}/halt", response_model=JobView, responses=_NOT_FOUND | _CONFLICT)
     async def halt_job(job_id: str, tenant: Tenant) -> JobView:

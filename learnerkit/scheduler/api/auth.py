@@ -284,6 +284,21 @@ class TokenStore:
             with self._lock:
                 del self._checking[flight]
 
+    def login(self, token: str, client: str) -> tuple[str, str]:
+        """The tenant and the token id of a token typed into the console's login form: `authenticate`'s check,
+        with its failure limits."""
+        header = f"Bearer {token.strip()}"
+        tenant = self.authenticate(header, client)
+        return tenant, _parse(header)[1]
+
+    def tenant_of_id(self, token_id: str) -> str | None:
+        """The tenant of the token with this id while the file still holds it; None once it is revoked (a
+        console session keeps the id it logged in with, never the token, and ends with it)."""
+        with self._lock:
+            self.reload_if_changed()
+            entry = self._entries.get(token_id)
+        return None if entry is None else entry.tenant
+
     def _check(self, entry: TokenEntry, token: str, failure_keys: dict[str, str]) -> str:
         """One scrypt. An entry without a quick check has its failure counted before the scrypt (refused past the
         limits) and given back when the secret matches: the rule from before the quick check."""

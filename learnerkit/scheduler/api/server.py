@@ -7,6 +7,7 @@ import asyncio
 import ipaddress
 import logging
 import signal
+import socket
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,8 @@ from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.connections import ConnectionLimits, guarded_protocol
 from learnerkit.scheduler.api.hosting import SchedulerFactory
 from learnerkit.scheduler.config.settings import SchedulerSettings
+from learnerkit.scheduler.console.origin import own_names
+from learnerkit.scheduler.console.pages import ConsoleSettings
 from learnerkit.scheduler.errors import SettingsError
 
 LOGGER = logging.getLogger(__name__)
@@ -51,6 +54,9 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
         public_key=hosted.public_key,
         keys=hosted.keys,
         health=hosted.health,
+        console=ConsoleSettings(
+            own_names(settings.api.host, (socket.gethostname(), socket.getfqdn())), secure=tls is not None
+        ),
     )
     limits = ConnectionLimits.from_settings(settings)
     server = uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info", limits, tls))

@@ -52,6 +52,7 @@ from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.evaluations import parse_evaluations_text
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.manifest.redact import redact_credentials
 from learnerkit.scheduler.modelcode.receive import delete_quietly, receive_model
 from learnerkit.scheduler.outputs.reader import OutputsReader
 
@@ -244,6 +245,9 @@ class Scheduler:
 
     async def get(self, tenant: str, job_id: str) -> JobView:
         return job_view(self._owned(tenant, job_id), self.shared.evaluations.rounds.get(job_id))
+
+    async def manifest(self, tenant: str, job_id: str) -> str:
+        return await asyncio.to_thread(redact_credentials, self._owned(tenant, job_id).manifest_text)
 
     async def evaluate(self, tenant: str, job_id: str, text: str, *, source: str = "evaluations.yml") -> JobView:
         shared, tracked = self.shared, self._owned(tenant, job_id)

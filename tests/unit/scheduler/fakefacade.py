@@ -24,6 +24,7 @@ from learnerkit.scheduler.facade import (
 from learnerkit.scheduler.jobs.listing import ListedJob, select
 from learnerkit.scheduler.manifest.evaluations import parse_evaluations_text
 from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.manifest.redact import redact_credentials
 
 TERMINAL = {"COMPLETED", "FAILED", "HALTED", "CANCELLED"}
 RUNNING = {"PENDING", "DOWNLOADING", "PROCESSING", "STORING"}
@@ -72,6 +73,8 @@ class FakeJob:
     """The evaluation data objects its round statements list, by ``s3://bucket/key``."""
     reports: EvaluationReports | None = None
     """The latest round of evaluations (`evaluate` starts one)."""
+    manifest: str = ""
+    """The manifest as submitted."""
 
 
 class FakeFacade:
@@ -119,7 +122,9 @@ class FakeFacade:
             learners=learners,
         )
         steps = [(s, view.model) if isinstance(s, str) else s for s in self.after_submit]
-        self.jobs[job_id] = FakeJob(view, [replace(view, status=s, model=m, reason="") for s, m in steps])
+        self.jobs[job_id] = FakeJob(
+            view, [replace(view, status=s, model=m, reason="") for s, m in steps], manifest=manifest_text
+        )
         return view
 
     async def list_jobs(self, tenant: str) -> list[JobView]:
@@ -145,6 +150,9 @@ class FakeFacade:
         if job.script:
             job.view = job.script.pop(0)
         return job.view
+
+    async def manifest(self, tenant: str, job_id: str) -> str:
+        return redact_credentials(self._job(tenant, job_id).manifest)
 
     async def evaluate(self, tenant: str, job_id: str, text: str, *, source: str = "evaluations.yml") -> JobView:
         job = self._job(tenant, job_id)

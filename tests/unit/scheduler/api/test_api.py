@@ -30,6 +30,7 @@ JOB_ENDPOINTS = [
     ("GET", "/v1/jobs/{id}/metrics"),
     ("GET", "/v1/jobs/{id}/files"),
     ("GET", "/v1/jobs/{id}/files/attempt-1/learner-1/results/out.txt"),
+    ("GET", "/v1/jobs/{id}/manifest"),
 ]
 ALL_V1 = [("POST", "/v1/jobs"), ("GET", "/v1/jobs"), *JOB_ENDPOINTS]
 
@@ -220,6 +221,14 @@ def test_another_tenants_job_is_not_found_on_every_verb(
     assert fake.jobs["a-1"].view.status == "PROCESSING"
 
 
+def test_the_manifest_reads_back_without_the_stores_credentials(client: TestClient, tenants: Tenants) -> None:
+    job = client.post("/v1/jobs", content=MANIFEST.format(gpus=1), headers=bearer(tenants.a) | YAML).json()
+    response = client.get(f"/v1/jobs/{job['job_id']}/manifest", headers=bearer(tenants.a))
+    assert response.status_code == 200 and response.headers["content-type"] == "application/yaml"
+    assert "user_name: (deleted)\n    password: (deleted)" in response.text
+    assert "secret" not in response.text and "command: python train.py" in response.text
+
+
 def test_halt_resume_cancel(client: TestClient, tenants: Tenants, fake: FakeFacade) -> None:
     fake.add(view("a-1", "team-a"))
     headers = bearer(tenants.a)
@@ -339,6 +348,7 @@ def test_openapi_lists_every_endpoint(client: TestClient) -> None:
         ("GET", "/v1/jobs/{job_id}/metrics"),
         ("GET", "/v1/jobs/{job_id}/files"),
         ("GET", "/v1/jobs/{job_id}/files/{path}"),
+        ("GET", "/v1/jobs/{job_id}/manifest"),
         ("GET", "/v1/jobs/{job_id}/evaluation-data"),
         ("POST", "/v1/sweeps"),
         ("GET", "/v1/sweeps"),

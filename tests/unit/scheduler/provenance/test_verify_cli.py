@@ -6,13 +6,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from learnerkit.cli import cli
 from learnerkit.common.signing import public_key_path
+from learnerkit.scheduler.client import imagedigest
+from learnerkit.scheduler.provenance.verify import ImageAnswer
 from tests.unit.scheduler.provenance.jobfolder import download, finished_job
 
 RESULT = "attempt-1/learner-1/results/model.bin"
+
+
+@pytest.fixture(autouse=True)
+def no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The jobs name made-up image IDs: this host's engine (which may hold a real sidecar:0.1.0) is not asked."""
+    monkeypatch.setattr(imagedigest, "image_answer", lambda reference: ImageAnswer("no engine", problem="not asked"))
 
 
 def verify(folder: Path, key: Path, *args: str) -> tuple[int, str]:

@@ -78,6 +78,12 @@ class Provenancing:
         due = json.dumps({"attempt": tracked.state.attempt, "status": status.value})
         await self.shared.store.etcd.put(keys.provenance_due_key(tracked.state.job_id, self.shared.store.root), due)
 
+    def keeps_records(self, tracked: Tracked) -> bool:
+        """Whether the job's provenance records must stay after its trim: a statement is still to be made of them
+        (its writer deletes them once signed), or the job may be resumed and signed at its later end."""
+        status = tracked.state.status
+        return status.resumable or (self.shared.options.provenance is not None and status in PROVENANCE_OF)
+
     async def job_ended(self, tracked: Tracked) -> None:
         """Called under the shared lock as the job ends, its last attempt closed."""
         if self.shared.options.provenance is None or tracked.state.status not in PROVENANCE_OF:

@@ -55,7 +55,7 @@ class Transitions:
             )
         )
         await self.provenancing.job_ended(tracked)
-        await shared.store.trim(tracked.state.job_id)
+        await shared.store.trim(tracked.state.job_id, provenance_records=not self.provenancing.keeps_records(tracked))
         if status is JobStatus.COMPLETED and tracked.manifest.evaluations:
             # Its evaluations run with the credentials; they are deleted when the round ends.
             await shared.evaluations.begin(

@@ -176,12 +176,16 @@ class JobStore:
                 if key[len(root) + 1 :].partition("/")[2] == "status"
             ]
 
-    async def trim(self, job_id: str) -> None:
+    async def trim(self, job_id: str, *, provenance_records: bool = False) -> None:
         """Drop a finished job's history and its learners' records: its spec, final status and credentials stay
-        (the results' location follows from them), so stored jobs cost little however long they ran."""
+        (the results' location follows from them), so stored jobs cost little however long they ran. With
+        `provenance_records`, its sidecars' provenance records go too (no statement will be made of them)."""
         prefix = keys.job_prefix(job_id, self.root)
+        parts = ["history/", "learners/"]
+        if provenance_records:
+            parts.append(keys.provenance_prefix(job_id, self.root)[len(prefix) :] + "records/")
         with _answering(f"trimming job {job_id}"):
-            for part in ("history/", "learners/"):
+            for part in parts:
                 await self.etcd.delete_prefix(f"{prefix}{part}")
             await self.etcd.delete(keys.halt_key(job_id, self.root))
             await self.etcd.delete(keys.release_key(job_id, self.root))

@@ -65,7 +65,7 @@ class MemoryStore(JobStore):
         self.saved.append(state)
         return state
 
-    async def trim(self, job_id: str) -> None:
+    async def trim(self, job_id: str, *, provenance_records: bool = False) -> None:
         pass
 
     async def delete_credentials(self, job_id: str, manifest_text: str, source: str) -> None:

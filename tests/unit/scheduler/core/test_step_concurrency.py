@@ -57,7 +57,7 @@ class MemoryStore(JobStore):
     async def save(self, state: JobState, *, clear_learners: bool = False, clear_halt: bool = False) -> JobState:
         return state
 
-    async def trim(self, job_id: str) -> None:
+    async def trim(self, job_id: str, *, provenance_records: bool = False) -> None:
         pass
 
     async def delete_credentials(self, job_id: str, manifest_text: str, source: str) -> None:

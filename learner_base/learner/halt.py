@@ -3,16 +3,26 @@
 ``learner-run`` signals the command's process group (SIGTERM unless ``LEARNER_HALT_SIGNAL`` says
 otherwise) when the sidecar writes ``$JOB_STATE_DIR/halt``. :func:`install_halt_handler` turns SIGTERM and
 SIGINT into a flag instead of an immediate exit, so the script can finish its step and save.
+
+A sweep trial is also halted at its rung's budget by the helper itself (:func:`halt_at_budget`, called by
+``log_metrics``): a script that honours halts but never reads ``learner.budget()`` still stops at that step.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import signal
 from types import FrameType
 
-from learner.paths import HALT_FILE, state_dir
+from learner.atomicfile import write_text
+from learner.paths import BUDGET_REACHED_FILE, HALT_FILE, state_dir
+
+HALT_SIGNAL_ENV = "LEARNER_HALT_SIGNAL"
 
 _halt_signal: int | None = None
+_budget_reached = False
 
 
 def _on_halt_signal(signum: int, _frame: FrameType | None) -> None:
@@ -27,5 +37,50 @@ def install_halt_handler() -> None:
 
 
 def halt_requested() -> bool:
-    """True after a halt signal (see :func:`install_halt_handler`) or when ``$JOB_STATE_DIR/halt`` exists."""
-    return _halt_signal is not None or (state_dir() / HALT_FILE).exists()
+    """True after a halt signal (see :func:`install_halt_handler`), once ``log_metrics`` has logged the rung
+    budget's step, or when ``$JOB_STATE_DIR/halt`` (or ``budget.reached``) exists."""
+    if _halt_signal is not None or _budget_reached:
+        return True
+    folder = state_dir()
+    return (folder / HALT_FILE).exists() or (folder / BUDGET_REACHED_FILE).exists()
+
+
+def signal_named(raw: str | None) -> signal.Signals:
+    """A signal from a name (``SIGTERM``, ``TERM``, ``sigint``) or a number; unset or blank gives SIGTERM.
+    Raises ``ValueError`` for anything else."""
+    if raw is None or not raw.strip():
+        return signal.SIGTERM
+    text = raw.strip()
+    try:
+        if text.isdigit():
+            return signal.Signals(int(text))
+        name = text.upper()
+        return signal.Signals[name if name.startswith("SIG") else "SIG" + name]
+    except (KeyError, ValueError):
+        raise ValueError(f"not a signal: {raw!r}") from None
+
+
+def halt_at_budget(step: int, limit: int) -> None:
+    """The rung's budget is reached at ``step``: halt as the sidecar's halt would, once per process.
+
+    ``halt_requested()`` turns true; ``$JOB_STATE_DIR/budget.reached`` tells ``learner-run`` (and the
+    script's other processes) so; then the halt signal is raised in this process where the script has a
+    handler for it (``install_halt_handler``'s or its own), which runs as on a real halt. Without one the
+    signal is not raised: it would end the process before it could checkpoint.
+    """
+    global _budget_reached
+    if _budget_reached:
+        return
+    _budget_reached = True
+    folder = state_dir()
+    if folder.is_dir():  # outside learner-run (a script run by hand) there may be no control folder
+        record = {"step": step, "budget": limit}
+        with contextlib.suppress(OSError):  # training goes on; the halt in this process still holds
+            write_text(folder / BUDGET_REACHED_FILE, json.dumps(record, sort_keys=True) + "\n")
+    try:
+        signum = signal_named(os.environ.get(HALT_SIGNAL_ENV))
+    except ValueError:
+        return  # learner-run refuses a bad value before the command starts: only a script run by hand gets here
+    handler = signal.getsignal(signum)
+    if callable(handler) and handler is not signal.default_int_handler:
+        signal.raise_signal(signum)

@@ -3,6 +3,9 @@
 Each call appends exactly one line, ``{"step": 40, "time": 1718000000.5, "values": {"loss": 0.25}}``,
 with a single ``write`` on a file opened with ``O_APPEND``: concurrent writers never interleave within a
 line and a reader never sees half a line from this writer.
+
+In a sweep trial, logging the rung budget's step (``LEARNER_BUDGET``; in epochs, the epoch the script logs
+as its step) halts the trial there (:func:`learner.halt.halt_at_budget`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import numbers
 import os
 import time
 
+from learner.budget import budget
+from learner.halt import halt_at_budget
 from learner.paths import log_dir
 
 METRICS_FILE = "metrics.jsonl"
@@ -37,7 +42,8 @@ def log_metrics(step: int, **values: float) -> None:
     """Append one metrics line for ``step``.
 
     Raises ``ValueError`` (naming the key) for a value that is not a finite real number, for a step that
-    is not a non-negative int, or when no values are given. Prints nothing.
+    is not a non-negative int, or when no values are given. Prints nothing. A step at or past a sweep trial's
+    budget halts the trial once the line is written (``halt_requested()`` turns true).
 
     >>> log_metrics(40, loss=0.25, accuracy=0.91)  # doctest: +SKIP
     """
@@ -46,6 +52,7 @@ def log_metrics(step: int, **values: float) -> None:
     if not values:
         raise ValueError("log_metrics needs at least one value, e.g. log_metrics(step, loss=0.5)")
     record = {"step": step, "time": time.time(), "values": {k: _checked(k, v) for k, v in values.items()}}
+    limit = budget()  # a bad LEARNER_BUDGET raises before anything is written
     line = (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
     directory = log_dir()
     directory.mkdir(parents=True, exist_ok=True)
@@ -57,3 +64,5 @@ def log_metrics(step: int, **values: float) -> None:
             written += os.write(fd, line[written:])
     finally:
         os.close(fd)
+    if limit is not None and limit.reached(step):
+        halt_at_budget(step, limit.limit)

@@ -11,7 +11,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TypedDict
 
-from learner.paths import EXIT_FILE
+from learner.paths import BUDGET_REACHED_FILE, EXIT_FILE
 from learner.run.errors import SetupError
 
 
@@ -24,6 +24,9 @@ class Reason(str, Enum):  # noqa: UP042 (StrEnum needs Python 3.11; images may r
     """Non-zero exit status (or the command could not be started), no halt requested."""
     HALTED = "halted"
     """A halt was requested and the command exited within the grace period."""
+    BUDGET_REACHED = "budget_reached"
+    """The script logged its sweep rung's budget step (``$JOB_STATE_DIR/budget.reached``), so the helper halted
+    it there, and it ended however it ended (a halt by the helper: ``halt_requested`` is true)."""
     HALT_TIMEOUT = "halt_timeout"
     """A halt was requested and the command was killed with SIGKILL after the grace period."""
     TERMINATED = "terminated"
@@ -119,8 +122,10 @@ def write_exit_file(state_dir: Path, record: ExitRecord) -> Path:
 
 
 def remove_stale_exit_file(state_dir: Path) -> None:
-    """Remove a ``learner.exit`` left by an earlier run of this container, so the file describes this run."""
-    try:
-        (state_dir / EXIT_FILE).unlink(missing_ok=True)
-    except OSError as e:
-        raise SetupError(f"cannot remove stale {state_dir / EXIT_FILE}: {e.strerror or e}") from e
+    """Remove a ``learner.exit`` (and a ``budget.reached``) left by an earlier run of this container, so the
+    files describe this run."""
+    for name in (EXIT_FILE, BUDGET_REACHED_FILE):
+        try:
+            (state_dir / name).unlink(missing_ok=True)
+        except OSError as e:
+            raise SetupError(f"cannot remove stale {state_dir / name}: {e.strerror or e}") from e

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from learner.halt import HALT_SIGNAL_ENV, signal_named
 from learner.paths import env_path
 from learner.run.errors import ConfigError
 
@@ -55,15 +56,9 @@ def parse_seconds(variable: str, raw: str | None, *, positive: bool = False) -> 
 
 def parse_signal(variable: str, raw: str | None) -> signal.Signals:
     """A signal from a name (``SIGTERM``, ``TERM``, ``sigint``) or a number; unset gives SIGTERM."""
-    if raw is None or not raw.strip():
-        return signal.SIGTERM
-    text = raw.strip()
     try:
-        if text.isdigit():
-            return signal.Signals(int(text))
-        name = text.upper()
-        return signal.Signals[name if name.startswith("SIG") else "SIG" + name]
-    except (KeyError, ValueError):
+        return signal_named(raw)
+    except ValueError:
         raise ConfigError(f"{variable} must be a signal name like SIGTERM or a number, got {raw!r}") from None
 
 
@@ -89,7 +84,7 @@ def settings_from(argv: Sequence[str], environ: Mapping[str, str]) -> RunSetting
         state_dir=env_path("JOB_STATE_DIR", environ),
         log_dir=env_path("LOG_DIR", environ),
         start_timeout_s=start_timeout,
-        halt_signal=parse_signal("LEARNER_HALT_SIGNAL", environ.get("LEARNER_HALT_SIGNAL")),
+        halt_signal=parse_signal(HALT_SIGNAL_ENV, environ.get(HALT_SIGNAL_ENV)),
         halt_grace_s=DEFAULT_HALT_GRACE_S if grace is None else grace,
         poll_interval_s=DEFAULT_POLL_INTERVAL_S if poll is None else poll,
         scrub=scrub,

@@ -239,3 +239,110 @@ def test_parameters_come_as_one_json_object(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("LEARNER_PARAMETERS", "[1]")
     with pytest.raises(ValueError, match="LEARNER_PARAMETERS must be a JSON object, got list"):
         learner.parameters()
+
+
+# --- a halt at the rung's budget ------------------------------------------------------------------------
+
+HALT_ONLY = """
+import json, sys
+import learner
+
+learner.install_halt_handler()
+ckpt = learner.latest_checkpoint()
+step = ckpt.step if ckpt else 0
+while step < 1000 and not learner.halt_requested():  # honours halts; never reads learner.budget()
+    step += 1
+    learner.log_metrics(step, loss=1.0 / step)
+with learner.new_checkpoint(step) as path:
+    (path / "step").write_text(str(step))
+print(step)
+"""
+
+
+def run_trial(job_dirs: Path, code: str, budget: str | None, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PYTHONPATH": str(REPO / "learner_base"),
+        **{
+            v: str(job_dirs / n)
+            for v, n in [("LOG_DIR", "logs"), ("CHECKPOINT_DIR", "ckpt"), ("JOB_STATE_DIR", "control")]
+        },
+        **({"LEARNER_BUDGET": budget} if budget else {}),
+        **extra,
+    }
+    (job_dirs / "control").mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=20, check=False
+    )
+
+
+def logged_steps(job_dirs: Path) -> list[int]:
+    lines = (job_dirs / "logs" / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line)["step"] for line in lines]
+
+
+def test_a_halt_only_script_stops_and_checkpoints_at_each_rung_s_budget_exactly(job_dirs: Path) -> None:
+    first = run_trial(job_dirs, HALT_ONLY, "10")
+    assert (first.returncode, first.stdout, first.stderr) == (0, "10\n", "")
+    assert json.loads((job_dirs / "control" / "budget.reached").read_text()) == {"budget": 10, "step": 10}
+    (job_dirs / "control" / "budget.reached").unlink()  # learner-run removes it before the next run starts
+    promoted = run_trial(job_dirs, HALT_ONLY, "30")  # resumed from its checkpoint with the next rung's budget
+    assert (promoted.returncode, promoted.stdout) == (0, "30\n")
+    assert logged_steps(job_dirs) == list(range(1, 31))  # each step once, none past a rung
+    assert [c.step for c in [learner.latest_checkpoint()] if c] == [30]
+
+
+def test_outside_a_sweep_logging_never_halts(job_dirs: Path) -> None:
+    done = run_trial(job_dirs, HALT_ONLY, None)
+    assert (done.returncode, done.stdout) == (0, "1000\n")
+    assert not (job_dirs / "control" / "budget.reached").exists()
+
+
+OWN_HANDLER = """
+import signal, sys
+import learner
+
+def on_halt(signum, frame):
+    print(f"halt {signal.Signals(signum).name} after step {step}", flush=True)
+    sys.exit(0)
+
+signal.signal(signal.SIGUSR1, on_halt)  # the script's own handler; it never calls halt_requested()
+step = 0
+while step < 1000:
+    step += 1
+    learner.log_metrics(step, loss=1.0)
+sys.exit(5)
+"""
+
+
+def test_the_script_s_own_handler_for_the_halt_signal_fires_at_the_budget(job_dirs: Path) -> None:
+    done = run_trial(job_dirs, OWN_HANDLER, "7", LEARNER_HALT_SIGNAL="usr1")
+    assert (done.returncode, done.stdout) == (0, "halt SIGUSR1 after step 7\n")
+    assert logged_steps(job_dirs) == list(range(1, 8))
+
+
+NO_HANDLER = """
+import learner
+for step in range(1, 21):
+    learner.log_metrics(step, loss=1.0)
+print(learner.halt_requested())
+"""
+
+
+def test_without_a_handler_the_halt_signal_is_not_raised_and_the_script_goes_on(job_dirs: Path) -> None:
+    done = run_trial(job_dirs, NO_HANDLER, "5")  # SIGTERM's default would end it before any checkpoint
+    assert (done.returncode, done.stdout) == (0, "True\n")
+    assert logged_steps(job_dirs) == list(range(1, 21))
+    assert json.loads((job_dirs / "control" / "budget.reached").read_text()) == {"budget": 5, "step": 5}
+
+
+def test_another_process_of_the_command_sees_the_budget_halt(job_dirs: Path) -> None:
+    assert not learner.halt_requested()
+    run_trial(job_dirs, NO_HANDLER, "5")  # the process that logs; this one (a worker, say) only polls
+    assert learner.halt_requested()
+
+
+def test_a_bad_budget_refuses_the_line_before_writing_it(job_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEARNER_BUDGET", "ten")
+    with pytest.raises(ValueError, match="LEARNER_BUDGET must be a whole number of at least 1, got 'ten'"):
+        learner.log_metrics(1, loss=0.5)
+    assert not (job_dirs / "logs" / "metrics.jsonl").exists()

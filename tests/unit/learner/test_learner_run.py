@@ -8,16 +8,20 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from learner.run import supervise
 from learner.run.errors import ConfigError
+from learner.run.exitfile import Reason
 from learner.run.scrub import scrub_env
-from learner.run.settings import SHELL, parse_signal, settings_from
+from learner.run.settings import SHELL, RunSettings, parse_signal, settings_from
 from tests.waiting import stays_true, wait_until
 
 pytestmark = pytest.mark.timeout(30)
@@ -474,3 +478,67 @@ def test_no_parameters_file_outside_a_sweep_and_a_bad_one_names_the_variable(job
     rc = job.run(["--", PY, "-c", "pass"], {"LEARNER_PARAMETERS": "[1, 2]"})
     assert rc == 2
     assert job.stderr_text().startswith("learner-run: LEARNER_PARAMETERS must be a JSON object, got list")
+
+
+# --- a halt at the rung's budget, and a halt that comes as the command ends -------------------------------
+
+AT_BUDGET = """
+import sys
+import learner
+learner.install_halt_handler()
+step = 0
+while not learner.halt_requested():
+    step += 1
+    learner.log_metrics(step, loss=1.0)
+print("stopped at", step, flush=True)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("code", [0, 143])
+def test_a_command_halted_at_its_budget_by_the_helper_ends_budget_reached(job: Job, code: int) -> None:
+    job.state.mkdir(parents=True)
+    (job.state / "budget.reached").write_text("{}")  # a stale one, from an earlier run: removed before start
+    rc = job.run(["--", PY, "-c", AT_BUDGET, str(code)], {"LEARNER_BUDGET": "4"})
+    record = assert_exit(job, rc, "budget_reached", code)
+    assert record["halt_requested"] is True  # the sidecar ends it HALTED, whatever the exit status, as a halt
+    assert job.log.read_bytes() == b"stopped at 4\n"
+
+
+def test_a_stale_budget_file_is_removed_before_the_command_starts(job: Job) -> None:
+    job.state.mkdir(parents=True)
+    (job.state / "budget.reached").write_text("{}")
+    rc = job.run(["--", PY, "-c", "import learner; print(learner.halt_requested())"])
+    assert assert_exit(job, rc, "completed", 0)["halt_requested"] is False
+    assert job.log.read_bytes() == b"False\n"
+
+
+def test_a_halt_that_came_within_the_last_poll_before_the_exit_is_recorded(
+    job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command exits between learner-run's last look at `halt` and its next look at the command: the
+    fake sleep writes `halt`, lets the command (blocked on a FIFO) exit, and waits for that exit, unreaped."""
+    fifo = job.root / "release"
+    os.mkfifo(fifo)
+    job.state.mkdir(parents=True)
+    started: list[subprocess.Popen[bytes]] = []
+
+    class Recorded(subprocess.Popen[bytes]):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    def racing_sleep(_seconds: float) -> None:
+        if (job.state / "halt").exists():
+            return
+        (job.state / "halt").touch()
+        with fifo.open("wb"):  # the command's `cat` reads end of file and exits 0
+            pass
+        os.waitid(os.P_PID, started[0].pid, os.WEXITED | os.WNOWAIT)
+
+    monkeypatch.setattr(supervise.subprocess, "Popen", Recorded)
+    monkeypatch.setattr(supervise, "time", SimpleNamespace(sleep=racing_sleep, monotonic=time.monotonic))
+    settings = RunSettings(command=("cat", str(fifo)), state_dir=job.state, log_dir=job.logs, halt_grace_s=5)
+    supervise.prepare_dirs(settings)
+    record = supervise.run_command(settings, supervise.StopSignals())
+    assert (record.reason, record.exit_code, record.halt_requested) == (Reason.HALTED, 0, True)

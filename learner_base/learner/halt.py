@@ -63,10 +63,11 @@ def signal_named(raw: str | None) -> signal.Signals:
 def halt_at_budget(step: int, limit: int) -> None:
     """The rung's budget is reached at ``step``: halt as the sidecar's halt would, once per process.
 
-    ``halt_requested()`` turns true; ``$JOB_STATE_DIR/budget.reached`` tells ``learner-run`` (and the
-    script's other processes) so; then the halt signal is raised in this process where the script has a
-    handler for it (``install_halt_handler``'s or its own), which runs as on a real halt. Without one the
-    signal is not raised: it would end the process before it could checkpoint.
+    ``halt_requested()`` turns true, here and (through ``$JOB_STATE_DIR/budget.reached``) in the command's
+    other processes; then the halt signal is raised in this process where the script has a handler for it
+    (``install_halt_handler``'s or its own), which runs as on a real halt. Without one the signal is not
+    raised: it would end the process before it could checkpoint. The script then checkpoints and exits 0:
+    its job ends COMPLETED, which the sweep takes as the rung's result (no halt was asked of the platform).
     """
     global _budget_reached
     if _budget_reached:

@@ -33,8 +33,8 @@ HALT_FILE = "halt"
 EXIT_FILE = "learner.exit"
 """In ``$JOB_STATE_DIR``: ``learner-run`` writes how the command ended; the sidecar reads it."""
 BUDGET_REACHED_FILE = "budget.reached"
-"""In ``$JOB_STATE_DIR``: the helper writes it once ``log_metrics`` has logged the rung budget's step; ``learner-run``
-then records the command's end as a halt at the budget."""
+"""In ``$JOB_STATE_DIR``: the helper writes it once ``log_metrics`` has logged the rung budget's step, for the
+command's other processes (``halt_requested``); ``learner-run`` removes one left by an earlier run."""
 
 
 def env_path(variable: str, environ: Mapping[str, str] | None = None) -> Path:

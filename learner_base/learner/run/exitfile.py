@@ -24,9 +24,6 @@ class Reason(str, Enum):  # noqa: UP042 (StrEnum needs Python 3.11; images may r
     """Non-zero exit status (or the command could not be started), no halt requested."""
     HALTED = "halted"
     """A halt was requested and the command exited within the grace period."""
-    BUDGET_REACHED = "budget_reached"
-    """The script logged its sweep rung's budget step (``$JOB_STATE_DIR/budget.reached``), so the helper halted
-    it there, and it ended however it ended (a halt by the helper: ``halt_requested`` is true)."""
     HALT_TIMEOUT = "halt_timeout"
     """A halt was requested and the command was killed with SIGKILL after the grace period."""
     TERMINATED = "terminated"

@@ -5,8 +5,7 @@ sends the halt signal to the command's whole process group, then SIGKILL after t
 SIGTERM/SIGINT to learner-run sends SIGKILL at once. The main thread only polls (control files, signal
 flags, the child's status) every ``poll_interval_s``; output is copied on a separate thread, so a stalled
 stdout can never delay a halt. A halt file seen only after the command ended (it came within the last poll)
-still makes the end a halt. A command whose helper halted it at its sweep rung's budget (the file
-``budget.reached``) ends ``budget_reached``, a halt too.
+still makes the end a halt.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from datetime import datetime
 from enum import Enum
 from types import FrameType
 
-from learner.paths import BUDGET_REACHED_FILE, HALT_FILE, START_FILE
+from learner.paths import HALT_FILE, START_FILE
 from learner.run.errors import SetupError
 from learner.run.exitfile import ExitRecord, Reason, remove_stale_exit_file, utc_now
 from learner.run.scrub import scrub_env
@@ -55,8 +54,6 @@ class StopSignals:
 class _Stop(Enum):
     HALT = "halt"
     TERMINATE = "terminate"
-    BUDGET = "budget"
-    """The helper halted the command at its rung's budget; learner-run sent nothing."""
 
 
 def signal_exit_code(signum: int) -> int:
@@ -159,8 +156,6 @@ def run_command(settings: RunSettings, stop: StopSignals) -> ExitRecord:
         time.sleep(settings.poll_interval_s)
     if cause is None and halt.exists():
         cause = _Stop.HALT  # asked for before the end was seen, within the last poll: the command never saw it
-    if cause is None and (settings.state_dir / BUDGET_REACHED_FILE).exists():
-        cause = _Stop.BUDGET
 
     if not pump.join(DRAIN_S):
         # Background processes of the command still hold the pipe; the command is over, so are they.
@@ -181,8 +176,6 @@ def _record(returncode: int, cause: _Stop | None, killed_by_us: bool, started_at
         reason = Reason.TERMINATED
     elif cause is _Stop.HALT:
         reason = Reason.HALT_TIMEOUT if killed_by_us and died_of == signal.SIGKILL else Reason.HALTED
-    elif cause is _Stop.BUDGET:
-        reason = Reason.BUDGET_REACHED
     elif died_of == signal.SIGKILL:
         reason = Reason.KILLED
     else:
@@ -192,7 +185,7 @@ def _record(returncode: int, cause: _Stop | None, killed_by_us: bool, started_at
         reason,
         signal=signal_name,
         started_at=started_at,
-        halt_requested=cause in (_Stop.HALT, _Stop.BUDGET),
+        halt_requested=cause is _Stop.HALT,
     )
 
 

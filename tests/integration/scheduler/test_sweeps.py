@@ -3,7 +3,8 @@
 Four trials of a deterministic learner (its model code), promotion-based ASHA with eta 2 over the budgets
 2, 4 and 8 steps, two at once. Each trial stops at its rung's budget by itself (`learner.budget()`), is
 paused on its checkpoint, and a promoted one resumes from it; the scheduler is killed once the first trial
-has paused and a new one finishes the sweep from etcd alone.
+has paused and a new one finishes the sweep from etcd alone. A trial that only honours halts stops at each
+rung's step too (the `learner` helper halts it there); one that ignores both is halted by the driver.
 """
 
 from __future__ import annotations
@@ -181,27 +182,84 @@ def test_a_trial_that_never_reports_the_objective_fails_its_rung_with_the_reason
     ] * 2
 
 
-IGNORES_BUDGET = """\
+HALT_ONLY = """\
 import time
 import learner
 
 learner.install_halt_handler()
-step = 0
-while step < 2000 and not learner.halt_requested():
-    time.sleep(0.05)
+ckpt = learner.latest_checkpoint()
+step = ckpt.step if ckpt else 0
+lr = float(learner.parameters()["lr"])
+while step < 2000 and not learner.halt_requested():  # honours halts; never reads learner.budget()
+    time.sleep(0.02)  # 50 steps a second
     step += 1
-    learner.log_metrics(step, val_loss=1.0 / step)
+    learner.log_metrics(step, val_loss=lr + 1.0 / step)
 with learner.new_checkpoint(step) as path:
     (path / "state.txt").write_text(str(step))
 """
 
+HALT_ONLY_SEARCH = """\
+manifest: manifest.yml
+parameters:
+  lr: {type: uniform, min: 0.0, max: 1.0}
+objective: {metric: val_loss, goal: minimize}
+budget: {unit: step, min: 10, max: 90}
+algorithm: {name: asha, eta: 3}
+trials: 9
+concurrency: 3
+seed: 5
+"""
 
-def test_a_learner_that_ignores_its_budget_is_halted_once_its_history_shows_it_reached(
+
+def test_a_halt_aware_trial_that_never_reads_its_budget_stops_at_each_rung_s_step_exactly(
+    harness: Harness, s3_server: Any, scheduler_buckets: Any, learner_image: str, tmp_path: Path
+) -> None:
+    """Issue 41's case: before the helper halted at the budget, each of the 9 trials trained to the last rung
+    (810 of 810 steps) while the driver's own halt caught up with the stored history."""
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr("train.py", HALT_ONLY)
+    text = manifest(s3_server, "python3 train.py")
+    view = harness.call(
+        harness.service.submit_sweep("team-a", HALT_ONLY_SEARCH, text, image=learner_image, model=chunks(archive))
+    )
+
+    def done() -> SweepView | None:
+        sweep = harness.call(harness.service.get_sweep("team-a", view.sweep_id))
+        return sweep if sweep.status == "done" else None
+
+    final = wait_until(done, timeout=600, interval=0.2, message=f"{view.sweep_id} to end")
+    trained = 0
+    for trial in final.trials:
+        steps = history_steps(scheduler_buckets, trial.job_id)
+        # Each rung ended at its budget's step, and a promotion resumed from that step's checkpoint.
+        assert steps == list(range(1, trial.budget + 1)), (trial, steps)
+        assert trial.state in ("completed", "stopped", "paused"), trial
+        job = harness.call(harness.service.get("team-a", trial.job_id))
+        assert job.status == "COMPLETED", job  # exit 0 at the budget: no halt asked of the platform, none resumed
+        trained += len(steps)
+    assert trained == sum(t.budget for t in final.trials) < 9 * 90
+    assert sorted(t.budget for t in final.trials)[:6] == [10] * 6  # at most 9 // 3 = 3 promoted past rung 1
+
+
+NEITHER = """\
+import time
+import learner
+
+step = 0
+while step < 2000:  # reads no budget, never polls the halt, has no handler: SIGTERM ends it
+    time.sleep(0.05)
+    step += 1
+    learner.log_metrics(step, val_loss=1.0 / step)
+"""
+
+
+def test_a_learner_that_ignores_budget_and_halt_is_halted_once_its_history_shows_the_budget(
     harness: Harness, s3_server: Any, scheduler_buckets: Any, learner_image: str, tmp_path: Path
 ) -> None:
     archive = tmp_path / "model.zip"
     with zipfile.ZipFile(archive, "w") as out:
-        out.writestr("train.py", IGNORES_BUDGET)
+        out.writestr("train.py", NEITHER)
     search = (
         SEARCH.replace("asha, eta: 2", "random").replace("min: 2, max: 8", "max: 2").replace("trials: 4", "trials: 1")
     )
@@ -218,6 +276,6 @@ def test_a_learner_that_ignores_its_budget_is_halted_once_its_history_shows_it_r
     (trial,) = final.trials
     assert (trial.state, trial.results) == ("completed", (0.5,))  # the objective at step 2, its budget
     job = harness.call(harness.service.get("team-a", trial.job_id))
-    assert job.status == "HALTED", job
+    assert job.status == "HALTED", job  # the driver's own halt: a HALTED job nobody halted would be resumed
     steps = history_steps(scheduler_buckets, trial.job_id)
     assert steps[:2] == [1, 2] and len(steps) < 2000  # trained past its budget until the halt, not to its end

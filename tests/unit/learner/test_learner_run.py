@@ -495,14 +495,14 @@ sys.exit(int(sys.argv[1]))
 """
 
 
-@pytest.mark.parametrize("code", [0, 143])
-def test_a_command_halted_at_its_budget_by_the_helper_ends_budget_reached(job: Job, code: int) -> None:
-    job.state.mkdir(parents=True)
-    (job.state / "budget.reached").write_text("{}")  # a stale one, from an earlier run: removed before start
+@pytest.mark.parametrize(("code", "reason"), [(0, "completed"), (3, "failed")])
+def test_a_command_halted_at_its_budget_by_the_helper_ends_as_it_exits(job: Job, code: int, reason: str) -> None:
+    """No halt was asked of the platform: a HALTED job nobody halted would be resumed at once as stopped
+    from outside. Exit 0 ends the job COMPLETED, which a sweep takes as its rung's result."""
     rc = job.run(["--", PY, "-c", AT_BUDGET, str(code)], {"LEARNER_BUDGET": "4"})
-    record = assert_exit(job, rc, "budget_reached", code)
-    assert record["halt_requested"] is True  # the sidecar ends it HALTED, whatever the exit status, as a halt
+    assert assert_exit(job, rc, reason, code)["halt_requested"] is False
     assert job.log.read_bytes() == b"stopped at 4\n"
+    assert json.loads((job.state / "budget.reached").read_text()) == {"budget": 4, "step": 4}
 
 
 def test_a_stale_budget_file_is_removed_before_the_command_starts(job: Job) -> None:

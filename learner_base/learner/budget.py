@@ -2,7 +2,8 @@
 
 The scheduler sets ``LEARNER_BUDGET`` (a whole number) and ``LEARNER_BUDGET_UNIT`` (``step`` or ``epoch``)
 for a sweep's trials. A script that stops, checkpoints and exits 0 once it has trained that far ends its
-rung without a halt; a promoted trial starts again from its own checkpoint with the next rung's budget.
+rung without a halt; one that never reads its budget is halted there by ``log_metrics`` (``learner.halt``).
+A promoted trial starts again from its own checkpoint with the next rung's budget.
 Outside a sweep neither variable is set and :func:`budget` returns None. The trial's parameters come as
 variables of their own names and, all together, as the JSON object ``LEARNER_PARAMETERS``
 (:func:`parameters`). docs/sweeps.md.

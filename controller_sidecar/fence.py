@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import PermanentError, TransientError
@@ -37,13 +38,21 @@ class LeaseLapsedError(TransientError):
 
 
 class Fence:
-    def __init__(self, attempt: int | None, ttl_s: float, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        attempt: int | None,
+        ttl_s: float,
+        on_lost: Callable[[], None] = lambda: None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.attempt = attempt
         """This sidecar's attempt; None where it has none (``sidecar run-local``): then nothing is fenced."""
         self.ttl_s = ttl_s
         self._clock = clock
         self._held_until: float | None = None
         self._fenced = threading.Event()
+        self._on_lost = on_lost
+        """Called once, on the event loop, as the fence is lost."""
         self.reason = ""
 
     @property
@@ -69,6 +78,7 @@ class Fence:
             self.reason = reason
             self._held_until = None
             self._fenced.set()
+            self._on_lost()
 
     def check(self, what: str) -> None:
         """Raise unless this sidecar may write ``what`` now: `FencedError` for good, `LeaseLapsedError` for now."""

@@ -321,13 +321,13 @@ class EtcdStore:
 
     async def _give_up_lease(self, lease: _LeaseState, what: str) -> None:
         """Revoke a fenced sidecar's lease at once, so the scheduler waiting for it goes on (it expires otherwise)."""
-        if lease.lease_id is None:
+        lease_id, lease.lease_id = lease.lease_id, None  # first: a cancel during the call must not revoke it again
+        if lease_id is None:
             return
         try:
-            await self._gateway.call("lease/revoke", {"ID": lease.lease_id}, f"give up {what}")
+            await self._gateway.call("lease/revoke", {"ID": lease_id}, f"give up {what}")
         except TransientError as e:
             LOGGER.warning("%s; the lease expires by itself", e)
-        lease.lease_id = None
 
     @asynccontextmanager
     async def hold_lock(self, key: str, value: str, ttl_s: int) -> AsyncIterator[None]:

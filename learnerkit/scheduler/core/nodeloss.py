@@ -18,6 +18,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 
+from controller_sidecar.errors import TransientError
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.protocol import DeletesLostPods, NodeHealth
 from learnerkit.scheduler.core.shared import Shared
@@ -25,6 +26,7 @@ from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
 from learnerkit.scheduler.errors import StoreUnavailableError
 from learnerkit.scheduler.jobs.attempts import AttemptEnd
+from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.nodes.listing import NodeState
 
 LOGGER = logging.getLogger(__name__)
@@ -46,6 +48,12 @@ def fence_holds(on: Iterable[str], health: Mapping[str, NodeHealth], leases: set
     """Whether a job fenced off the lost nodes ``on`` must still wait: some learner of the old attempt holds its
     lease (``leases``), and some of those nodes still exists (one deleted from the cluster runs nothing)."""
     return bool(leases) and any(name in health for name in on)
+
+
+async def old_attempt_writes(store: JobStore, job_id: str, on: Iterable[str], health: Mapping[str, NodeHealth]) -> bool:
+    """Whether the job's attempt on the lost nodes ``on`` may still write, as etcd says now (:func:`fence_holds`)."""
+    _, leases, _ = await store.learner_records(job_id)
+    return fence_holds(on, health, leases)
 
 
 def node_states(health: Mapping[str, NodeHealth], names: Iterable[str], now: float, grace_s: float) -> dict[str, str]:
@@ -92,12 +100,11 @@ class NodeLoss:
                 await shared.store.fence(job_id, attempt)
                 self._fenced[job_id] = attempt
                 LOGGER.warning("job %s: node %s lost; fenced to attempt %d", job_id, ", ".join(on), attempt)
-            _, leases, _ = await shared.store.learner_records(job_id)
-        except StoreUnavailableError as e:
+            if await old_attempt_writes(shared.store, job_id, on, health):
+                LOGGER.info("job %s: waiting for its learners' leases to end", job_id)
+                return False
+        except (StoreUnavailableError, TransientError) as e:
             LOGGER.warning("job %s: not moved off %s yet: %s", job_id, ", ".join(on), e)
-            return False
-        if fence_holds(on, health, leases):
-            LOGGER.info("job %s: waiting for the leases of learners %s to end", job_id, sorted(leases))
             return False
         self._fenced.pop(job_id, None)
         return True

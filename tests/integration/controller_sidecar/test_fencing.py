@@ -21,6 +21,8 @@ from controller_sidecar.etcdgateway import Json
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.fence import Fence, FencedError, LeaseLapsedError
 from controller_sidecar.status import Phase, StatusRecord
+from learnerkit.scheduler.backends.protocol import NodeHealth
+from learnerkit.scheduler.core.nodeloss import old_attempt_writes
 from learnerkit.scheduler.jobs.store import JobStore
 from tests.servers.etcd import EtcdServer
 from tests.waiting import await_until
@@ -116,6 +118,40 @@ def test_a_partitioned_sidecar_stops_writing_before_its_lease_expires_and_is_fen
     asyncio.run(scenario())
 
 
+def test_the_scheduler_moves_a_job_off_a_cut_off_node_only_once_its_old_learner_can_no_longer_write(
+    etcd_server: EtcdServer, job_id: str
+) -> None:
+    """The node-loss step's question against real leases: the new attempt may start only once the old sidecar's
+    lease is gone from etcd, and by then that sidecar refuses to write; a deleted node is not waited for."""
+    lost_node = {"n1": NodeHealth(not_ready_since=0.0), "n2": NodeHealth()}
+    deleted = {"n2": NodeHealth()}
+
+    async def scenario() -> None:
+        etcd = await EtcdStore.connect(etcd_server.settings())
+        sidecar = await EtcdStore.connect(etcd_server.settings())
+        fence, store = Fence(1, TTL_S), JobStore(etcd)
+        partition = Partition(sidecar)
+        try:
+            async with sidecar.hold_alive(job_id, 1, TTL_S, fence=fence):
+                await await_until(lambda: _writing(fence), timeout=5, message="writes allowed")
+                partition.cut = True
+                await store.fence(job_id, 2)
+                assert await old_attempt_writes(store, job_id, ["n1"], lost_node), "its lease is held: wait"
+                assert not await old_attempt_writes(store, job_id, ["n1"], deleted), "a deleted node runs nothing"
+                await await_until(
+                    lambda: _negated(old_attempt_writes(store, job_id, ["n1"], lost_node)),
+                    timeout=5 * TTL_S,
+                    interval=0.05,
+                    message="the old attempt's lease to go",
+                )
+                assert not writes(fence), "the old sidecar had stopped writing when the scheduler may move on"
+        finally:
+            await sidecar.close()
+            await etcd.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_reachable_sidecar_sees_the_fence_at_its_next_refresh_and_gives_its_lease_up(
     etcd_server: EtcdServer, job_id: str
 ) -> None:
@@ -182,3 +218,7 @@ async def _writing(fence: Fence) -> bool:
 
 async def _refusing(fence: Fence) -> bool:
     return not writes(fence)
+
+
+async def _negated(answer: Awaitable[bool]) -> bool:
+    return not await answer

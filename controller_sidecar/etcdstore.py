@@ -12,6 +12,10 @@ zero-padded decimal, so etcd's byte-wise value comparison is a numeric one. :met
 one transaction that writes status, status_seq and the history entry when no status_seq exists yet or the
 stored one is smaller; otherwise it writes only the history entry, whose key is derived from the record, so a
 redelivered record overwrites its own entry and an older record never replaces a newer status.
+
+Fencing: with a guarded :class:`~controller_sidecar.fence.Fence`, the writes under ``learners/`` and ``history/``
+(status, metrics, the alive key) are nested in a transaction that compares the job's ``fence`` key with the fence's
+attempt, and the lease keeper reads that key at every refresh (docs/security.md, "Fencing").
 """
 
 from __future__ import annotations

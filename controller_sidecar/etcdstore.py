@@ -12,6 +12,10 @@ zero-padded decimal, so etcd's byte-wise value comparison is a numeric one. :met
 one transaction that writes status, status_seq and the history entry when no status_seq exists yet or the
 stored one is smaller; otherwise it writes only the history entry, whose key is derived from the record, so a
 redelivered record overwrites its own entry and an older record never replaces a newer status.
+
+Fencing: with a guarded :class:`~controller_sidecar.fence.Fence`, the writes under ``learners/`` and ``history/``
+(status, metrics, the alive key) are nested in a transaction that compares the job's ``fence`` key with the fence's
+attempt, and the lease keeper reads that key at every refresh (docs/security.md, "Fencing").
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from controller_sidecar import keys
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import PermanentError, SidecarConfigError, TransientError
 from controller_sidecar.etcdgateway import Gateway, Json, RevisionCompacted, b64, unb64
+from controller_sidecar.fence import UNGUARDED, Fence, FencedError
 from controller_sidecar.retry import Backoff, Outage, retry_async
 from controller_sidecar.settings import EtcdSettings
 from controller_sidecar.status import StatusRecord
@@ -172,8 +177,11 @@ class EtcdStore:
         """Drop the history below ``revision`` (maintenance; watches from older revisions must re-read)."""
         await self._gateway.call("kv/compaction", {"revision": revision}, f"compact to revision {revision}")
 
-    async def put_status(self, job_id: str, record: StatusRecord, root: str = keys.ROOT) -> None:
-        """Write the learner's status and its history entry in one transaction, never over a newer status."""
+    async def put_status(
+        self, job_id: str, record: StatusRecord, root: str = keys.ROOT, fence: Fence = UNGUARDED
+    ) -> None:
+        """Write the learner's status and its history entry in one transaction, never over a newer status, and
+        only while the job's fence allows ``fence.attempt`` (`FencedError` otherwise)."""
         body = record.to_json()
         seq_key = status_seq_key(job_id, record.learner_id, root)
         history = _put(status_history_key(job_id, record, root), body)
@@ -187,7 +195,7 @@ class EtcdStore:
         }
         txn = {"compare": [_version_is_zero(seq_key)], "success": write_all, "failure": [{"request_txn": if_newer}]}
         what = f"put status {record.phase} #{record.sequence} of {job_id}/{record.learner_id}"
-        answer = await self._gateway.call("kv/txn", txn, what)
+        answer = await self._fenced_txn(txn, keys.fence_key(job_id, root), fence, what)
         if not answer.get("succeeded") and not answer["responses"][0]["response_txn"].get("succeeded"):
             LOGGER.info(
                 "status #%d of %s/%d is not newer than the stored one; written to history only",
@@ -197,21 +205,61 @@ class EtcdStore:
             )
 
     async def put_metrics(
-        self, job_id: str, learner_id: int, values: Mapping[str, object], root: str = keys.ROOT
+        self,
+        job_id: str,
+        learner_id: int,
+        values: Mapping[str, object],
+        root: str = keys.ROOT,
+        fence: Fence = UNGUARDED,
     ) -> None:
         text = json.dumps(dict(values), sort_keys=True, default=str)
-        await self.put(keys.learner_metrics_key(job_id, learner_id, root), text)
+        txn = {"success": [_put(keys.learner_metrics_key(job_id, learner_id, root), text)]}
+        await self._fenced_txn(txn, keys.fence_key(job_id, root), fence, f"put the metrics of {job_id}/{learner_id}")
+
+    async def _fenced_txn(self, txn: Json, fence_key: str, fence: Fence, what: str) -> Json:
+        """Run ``txn`` (its answer returned) only while ``fence_key`` is absent or reads ``fence.attempt``, in one
+        transaction: a write of an attempt the scheduler moved on from is refused by etcd itself, whatever the
+        clocks say. `FencedError` (and ``fence`` lost) when refused."""
+        if fence.fenced:
+            fence.check(what)
+        if not fence.guarded:
+            return await self._gateway.call("kv/txn", txn, what)
+        mine = {"key": b64(fence_key), "target": "VALUE", "result": "EQUAL", "value": b64(str(fence.attempt))}
+        if_mine = {
+            "compare": [mine],
+            "success": [{"request_txn": txn}],
+            "failure": [{"request_range": {"key": b64(fence_key)}}],
+        }
+        guarded = {
+            "compare": [_version_is_zero(fence_key)],
+            "success": [{"request_txn": txn}],
+            "failure": [{"request_txn": if_mine}],
+        }
+        answer = await self._gateway.call("kv/txn", guarded, what)
+        if answer.get("succeeded"):
+            return dict(answer["responses"][0]["response_txn"])
+        inner = answer["responses"][0]["response_txn"]
+        if inner.get("succeeded"):
+            return dict(inner["responses"][0]["response_txn"])
+        kvs = inner["responses"][0]["response_range"].get("kvs", [])
+        current = _value(kvs[0]).decode(errors="replace") if kvs else "?"
+        fence.lose(f"the job's fence names attempt {current}, not {fence.attempt}")
+        raise FencedError(f"{what}: refused by etcd, the job's fence names attempt {current}, not {fence.attempt}")
 
     def hold_alive(
-        self, job_id: str, learner_id: int, ttl_s: int, root: str = keys.ROOT
+        self, job_id: str, learner_id: int, ttl_s: int, root: str = keys.ROOT, fence: Fence = UNGUARDED
     ) -> AbstractAsyncContextManager[None]:
-        """Keep ``learners/<n>/alive`` on a lease while the block runs; revoke the lease on exit."""
-        return self._holding_alive(keys.learner_alive_key(job_id, learner_id, root), ttl_s)
+        """Keep ``learners/<n>/alive`` on a lease while the block runs; revoke the lease on exit. With a guarded
+        ``fence``, tell it when the lease is held and when the job's fence names another attempt (then the lease is
+        revoked and never taken again)."""
+        alive = keys.learner_alive_key(job_id, learner_id, root)
+        return self._holding_alive(alive, ttl_s, keys.fence_key(job_id, root), fence)
 
     @asynccontextmanager
-    async def _holding_alive(self, key: str, ttl_s: int) -> AsyncIterator[None]:
+    async def _holding_alive(self, key: str, ttl_s: int, fence_key: str, fence: Fence) -> AsyncIterator[None]:
         lease = _LeaseState()
-        task = asyncio.get_running_loop().create_task(self._keep_alive(key, ttl_s, lease), name=f"alive {key}")
+        keeper = self._keep_alive(key, ttl_s, lease, fence_key, fence)
+        task = asyncio.get_running_loop().create_task(keeper, name=f"alive {key}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         try:
@@ -226,34 +274,64 @@ class EtcdStore:
                 except TransientError as e:
                     LOGGER.warning("%s; the key expires after %ds", e, ttl_s)
 
-    async def _keep_alive(self, key: str, ttl_s: int, lease: _LeaseState) -> None:
-        """Grant, put and refresh until cancelled; after a failure refresh again, and re-grant if it expired."""
+    async def _keep_alive(self, key: str, ttl_s: int, lease: _LeaseState, fence_key: str, fence: Fence) -> None:
+        """Grant, put and refresh until cancelled; after a failure refresh again, and re-grant if it expired, unless
+        the job's fence names another attempt: then revoke the lease, lose the fence and stop."""
         value = json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat()})
         what = f"keep {key} alive"
         needs_put = True
         outage = Outage(what, self._clock.monotonic)
         while True:
             try:
+                sent = self._clock.monotonic()
                 if lease.lease_id is not None:
                     reply = await self._gateway.call("lease/keepalive", {"ID": lease.lease_id}, what)
                     if int(reply.get("result", {}).get("TTL", 0)) <= 0:
                         LOGGER.warning("the lease of %s expired; granting a new one", key)
+                        fence.lapsed()
                         lease.lease_id = None
                 if lease.lease_id is None:
                     granted = await self._gateway.call("lease/grant", {"TTL": ttl_s}, what)
                     lease.lease_id = int(granted["ID"])
                     needs_put = True
-                if needs_put:
-                    body = {"key": b64(key), "value": b64(value), "lease": lease.lease_id}
-                    await self._gateway.call("kv/put", body, what)
+                if needs_put:  # the put compares the fence: a grant that races a new fence puts nothing
+                    put = {"request_put": {"key": b64(key), "value": b64(value), "lease": lease.lease_id}}
+                    await self._fenced_txn({"success": [put]}, fence_key, fence, what)
                     needs_put = False
+                else:
+                    await self._check_fence(fence_key, fence, what)
+            except FencedError:
+                await self._give_up_lease(lease, what)
+                return
             except TransientError as e:
                 outage.failed(e)
                 needs_put = True
                 await self._clock.sleep(self._backoff.delay(outage.failures, self._rng))
                 continue
             outage.ended()
+            fence.refreshed(sent)
             await self._clock.sleep(ttl_s / 3)
+
+    async def _check_fence(self, fence_key: str, fence: Fence, what: str) -> None:
+        """`FencedError` (and ``fence`` lost) where the job's fence names another attempt than ``fence``'s."""
+        if not fence.guarded:
+            return
+        found = await self._gateway.call("kv/range", {"key": b64(fence_key)}, what)
+        kvs = found.get("kvs", [])
+        current = _value(kvs[0]).decode(errors="replace") if kvs else None
+        if current is not None and current != str(fence.attempt):
+            fence.lose(f"the job's fence names attempt {current}, not {fence.attempt}: the job moved on")
+            raise FencedError(f"{what}: {fence.reason}")
+
+    async def _give_up_lease(self, lease: _LeaseState, what: str) -> None:
+        """Revoke a fenced sidecar's lease at once, so the scheduler waiting for it goes on (it expires otherwise)."""
+        lease_id, lease.lease_id = lease.lease_id, None  # first: a cancel during the call must not revoke it again
+        if lease_id is None:
+            return
+        try:
+            await self._gateway.call("lease/revoke", {"ID": lease_id}, f"give up {what}")
+        except TransientError as e:
+            LOGGER.warning("%s; the lease expires by itself", e)
 
     @asynccontextmanager
     async def hold_lock(self, key: str, value: str, ttl_s: int) -> AsyncIterator[None]:

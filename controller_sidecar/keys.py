@@ -35,6 +35,13 @@ def release_key(job_id: str, root: str = ROOT) -> str:
     return job_prefix(job_id, root) + "release"
 
 
+def fence_key(job_id: str, root: str = ROOT) -> str:
+    """The number of the one attempt whose sidecars may write the job's shared keys (``learners/``, ``history/``);
+    written by the scheduler as a job is queued again or moved off a lost node, so an older attempt's writes are
+    refused by etcd (docs/security.md, "Fencing"). Absent: any attempt may (a job not moved yet)."""
+    return job_prefix(job_id, root) + "fence"
+
+
 def learner_prefix(job_id: str, learner_id: int, root: str = ROOT) -> str:
     return f"{job_prefix(job_id, root)}learners/{learner_id}/"
 

@@ -27,6 +27,7 @@ from controller_sidecar.control import EXIT_FILE, LearnerExit, read_exit, signal
 from controller_sidecar.errors import SidecarError, UnsafeFileError, UnsafePathError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
+from controller_sidecar.fence import Fence
 from controller_sidecar.health import HEARTBEAT_FILE
 from controller_sidecar.inputs import InputsReady, fetch_inputs
 from controller_sidecar.jobspace import full_note
@@ -92,6 +93,8 @@ class Sidecar:
         self._refused: UnsafeFileError | None = None
         self._etcd: EtcdStore | None = None
         """Set once connected: the provenance record goes there (:meth:`_put_record`)."""
+        self.fence = Fence(attempt_of(settings.locations.results.prefix), settings.etcd.lease_ttl_s, self._fenced)
+        """This attempt's right to write: lost when the scheduler moved the job on (the learner is then halted)."""
 
     async def run(self) -> Phase | None:
         """Run the lifecycle; the terminal phase reported, or None when stopped before etcd answered."""
@@ -117,8 +120,9 @@ class Sidecar:
         watcher = asyncio.create_task(self._watch_halt(etcd))
         heartbeat = asyncio.create_task(self._heartbeat())
         try:
+            settings = self.settings
             async with etcd.hold_alive(
-                self.settings.job_id, self.settings.learner_id, self.settings.etcd.lease_ttl_s, self.settings.etcd.root
+                settings.job_id, settings.learner_id, settings.etcd.lease_ttl_s, settings.etcd.root, self.fence
             ):
                 phase = await self._lifecycle(reporter, etcd)
                 await self._flush(reporter, self._remaining(default=60.0))
@@ -216,6 +220,8 @@ class Sidecar:
         )
         if exit_record.reason == "lost":
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
+        if self.fence.fenced:  # another attempt may run: nothing of this one is stored (nor its status accepted)
+            return self._finish(reporter, Outcome(Phase.HALTED, ErrorCode.NONE, f"fenced: {self.fence.reason}", None))
         try:
             results = await self._store_outputs()
         except UnsafeFileError as e:
@@ -377,7 +383,7 @@ class Sidecar:
         out, until the shutdown deadline; a record never written leaves the job's provenance marked incomplete,
         naming this learner."""
         settings, attempt = self.settings, attempt_of(self.settings.locations.results.prefix)
-        if self._etcd is None or attempt is None:
+        if self._etcd is None or attempt is None or self.fence.fenced:
             return
         etcd = self._etcd
         backoff = Backoff(initial_s=0.2, maximum_s=5.0, max_attempts=None, deadline_s=self._remaining(default=60.0))
@@ -540,18 +546,19 @@ class Sidecar:
     async def _s3(self) -> S3Store:
         """The S3 client, made on first use on a worker thread (the event loop keeps delivering statuses)."""
         if self._store is None:
-            self._store = asyncio.create_task(asyncio.to_thread(_open_store, self.settings.s3))
+            self._store = asyncio.create_task(asyncio.to_thread(_open_store, self.settings.s3, self.fence))
         return await asyncio.shield(self._store)
 
     def _publisher(self, etcd: EtcdStore) -> PublishMetrics:
         async def publish(values: Mapping[str, float]) -> None:
-            await etcd.put_metrics(self.settings.job_id, self.settings.learner_id, values, self.settings.etcd.root)
+            settings = self.settings
+            await etcd.put_metrics(settings.job_id, settings.learner_id, values, settings.etcd.root, self.fence)
 
         return publish
 
     def _deliver(self, etcd: EtcdStore) -> Deliver:
         async def deliver(record: StatusRecord) -> None:
-            await etcd.put_status(self.settings.job_id, record, self.settings.etcd.root)
+            await etcd.put_status(self.settings.job_id, record, self.settings.etcd.root, self.fence)
             self.metrics.status_delivered.inc()
 
         return deliver
@@ -573,6 +580,10 @@ class Sidecar:
         LOGGER.info("halt requested (%s)", key)
         self.halted.set()
 
+    def _fenced(self) -> None:
+        """The job moved on to another attempt: halt the learner as a halt key would."""
+        self.halted.set()
+
     async def _connect(self) -> EtcdStore | None:
         backoff = Backoff(initial_s=0.2, maximum_s=5.0, max_attempts=None)
         connect = asyncio.create_task(
@@ -589,11 +600,14 @@ class Sidecar:
         return connect.result()
 
 
-def _open_store(settings: S3Settings) -> S3Store:
-    """Import boto3 and make the client: the sidecar's largest start cost, deferred until S3 is needed."""
+def _open_store(settings: S3Settings, fence: Fence) -> S3Store:
+    """Import boto3 and make the client: the sidecar's largest start cost, deferred until S3 is needed. Its
+    writes go only while ``fence`` allows them."""
     from controller_sidecar.s3store import S3Store  # here, not at the top: deferred on purpose
 
-    return S3Store(settings)
+    store = S3Store(settings)
+    store.write_gate = fence.check
+    return store
 
 
 def make_shared_folder(folder: Path) -> None:

@@ -28,7 +28,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -266,6 +266,9 @@ class S3Store:
 
     def __init__(self, settings: S3Settings) -> None:
         self.settings = settings
+        self.write_gate: Callable[[str], None] = _always_open
+        """Called with ``s3://bucket/key`` before every write; raises where the write must not go (the sidecar's
+        :class:`~controller_sidecar.fence.Fence`: a lapsed lease waits, a fenced attempt stores nothing)."""
         session = boto3.session.Session()
         self._client: Any = session.client(
             "s3",
@@ -441,6 +444,7 @@ class S3Store:
         self, what: str | IO[bytes], bucket: str, key: str, size: int, expected: str, *, source: str
     ) -> RemoteObject:
         where = _url(bucket, key)
+        self.write_gate(where)
         with _translated(where), TransferManager(self._client, self._transfer_config) as manager:
             manager.upload(what, bucket, key).result()
         stored = self.head(bucket, key)
@@ -453,6 +457,7 @@ class S3Store:
 
     def start_multipart(self, bucket: str, key: str) -> str:
         """A new multipart upload's id: the parts are sent with :meth:`upload_part` as they come."""
+        self.write_gate(_url(bucket, key))
         with _translated(_url(bucket, key)):
             return str(self._client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"])
 
@@ -461,12 +466,14 @@ class S3Store:
         (sent as they are, never joined); its ETag. The store checks the bytes it got against the CRC32 the
         client computed from them and sent along, and refuses a part that differs (BadDigest): a local MD5 of
         each part would only repeat that check, at the cost of a core for a fifth of a second per 100 MB."""
+        self.write_gate(_url(bucket, key))
         body = PiecesReader(pieces)
         with _translated(_url(bucket, key)):
             answer = self._client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body)
         return str(answer["ETag"]).strip('"')
 
     def complete_multipart(self, bucket: str, key: str, upload_id: str, etags: Sequence[str]) -> None:
+        self.write_gate(_url(bucket, key))
         parts = [{"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, start=1)]
         with _translated(_url(bucket, key)):
             self._client.complete_multipart_upload(
@@ -508,11 +515,13 @@ class S3Store:
 
     def delete(self, bucket: str, key: str) -> None:
         """Remove one object; one that is not there is no error."""
+        self.write_gate(_url(bucket, key))
         with _translated(_url(bucket, key)):
             self._client.delete_object(Bucket=bucket, Key=key)
 
     def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
         """A small object in one request, with ``Content-MD5`` (the server refuses a mismatch: BadDigest)."""
+        self.write_gate(_url(bucket, key))
         md5 = base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode("ascii")
         with _translated(_url(bucket, key)):
             self._client.put_object(Bucket=bucket, Key=key, Body=data, ContentMD5=md5)
@@ -559,3 +568,7 @@ def _chunks(body: Any, where: str, length: int) -> Iterator[bytes]:
         body.close()
     if received < length:
         raise TransientError(f"{where}: the connection ended after {received} of {length} bytes")
+
+
+def _always_open(_where: str) -> None:
+    """The write gate of a store no fence guards."""

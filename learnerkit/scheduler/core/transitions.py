@@ -85,6 +85,7 @@ class Transitions:
             due = shared.options.attempt_figures
             await self.close_attempt(tracked, ended_by, reason, work_lost_s=work_lost_s, figures_due=due)
         await self.figures.read_after(tracked, tracked.state.attempt)
+        await shared.store.fence(job_id, tracked.state.attempt + 1)  # before learners/ is cleared: none comes back
         tracked.new_attempt()
         tracked.state = await shared.store.save(
             tracked.state.evolve(

@@ -227,6 +227,13 @@ class JobStore:
             found = await self.etcd.get_prefix(prefix)
         return {int(key[len(prefix) :]): value for key, value in found.items() if key[len(prefix) :].isdigit()}
 
+    async def fence(self, job_id: str, attempt: int) -> None:
+        """From now on only ``attempt``'s sidecars may write the job's learner records: an older attempt's writes
+        are refused by etcd (the sidecar's transactions compare this key), and its sidecars halt their learners
+        as they read it (docs/security.md, "Fencing")."""
+        with _answering(f"fencing job {job_id} to attempt {attempt}"):
+            await self.etcd.put(keys.fence_key(job_id, self.root), str(attempt))
+
     async def release(self, job_id: str, attempt: int) -> None:
         """Let the held learners of this attempt start (their sidecars wait for it)."""
         with _answering(f"releasing job {job_id}"):

@@ -60,6 +60,10 @@ class MemoryStore(JobStore):
         self.alive: set[int] = {1, 2}
         self.saved: list[JobState] = []
         self.down = False
+        self.fences: dict[str, int] = {}
+
+    async def fence(self, job_id: str, attempt: int) -> None:
+        self.fences[job_id] = attempt
 
     async def save(self, state: JobState, *, clear_learners: bool = False, clear_halt: bool = False) -> JobState:
         self.saved.append(state)

@@ -9,6 +9,7 @@ import pytest
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.backends.protocol import NodeHealth
+from learnerkit.scheduler.core.nodeloss import fence_holds
 from learnerkit.scheduler.jobs.attempts import AttemptEnd, load_attempts
 from tests.unit.scheduler.core.test_preemption import GpuNodes, Harness
 
@@ -24,7 +25,9 @@ async def running_on_n1(h: Harness) -> None:
     assert job.state.nodes == ("n1",)
 
 
-async def test_a_node_not_ready_past_the_grace_has_its_job_resumed_elsewhere() -> None:
+async def test_a_node_not_ready_past_the_grace_has_its_job_resumed_elsewhere_once_its_lease_is_gone() -> None:
+    """A node NotReady may only be cut off, its learner still running: the job is fenced to its next attempt at
+    once, and redeployed only once the old learner's lease is gone (before this, at once: two learners wrote)."""
     h = Harness(nodes=2)
     await running_on_n1(h)
     job = h.scheduler.shared.jobs["job-1"]
@@ -33,18 +36,37 @@ async def test_a_node_not_ready_past_the_grace_has_its_job_resumed_elsewhere() -
     await h.step(NODES_INTERVAL_S)
     await h.step(GRACE_S / 2)
     assert job.state.stage is Stage.RUNNING and h.backend.torn_down == []  # within the grace
+    assert "job-1" not in h.store.fences
 
     await h.step(GRACE_S)
+    for _ in range(3):  # the old learner still holds its lease: fenced, not moved
+        await h.step(NODES_INTERVAL_S)
+        assert h.store.fences["job-1"] == 2
+        assert (job.state.stage, job.state.nodes, h.backend.deployed.count("job-1")) == (Stage.RUNNING, ("n1",), 1)
+        assert h.backend.torn_down == []
+
+    h.store.leases_gone.add("job-1")  # its sidecar revoked it (fenced) or it expired
+    await h.step(NODES_INTERVAL_S)
     await h.step()
     assert h.backend.torn_down == ["job-1"]
     assert (job.state.nodes, job.state.resume_from_attempt, h.backend.deployed.count("job-1")) == (("n2",), 1, 2)
+    assert h.store.fences["job-1"] == 2, "the new attempt is the one the fence names"
     first = (await load_attempts(h.store, "job-1"))[0]
     assert first.ended_by is AttemptEnd.NODE_LOST and first.work_lost_s == 30.0
     assert (h.lost_seconds(AttemptEnd.NODE_LOST), h.lost_seconds(AttemptEnd.PREEMPTED)) == (30.0, 0.0)
     assert first.reason == "node n1 went NotReady (over the 60s grace); resumes from its last checkpoint"
 
 
+def test_a_fenced_job_waits_only_while_an_old_lease_is_held_on_a_node_that_still_exists() -> None:
+    health = {"n1": NodeHealth(not_ready_since=0.0), "n2": NodeHealth()}
+    assert fence_holds(["n1"], health, {1})
+    assert not fence_holds(["n1"], health, set()), "no lease left: the old attempt can no longer write"
+    assert not fence_holds(["n3"], health, {1}), "its node deleted: nothing runs there"
+    assert fence_holds(["n1", "n3"], health, {2}), "one of its nodes still exists"
+
+
 async def test_a_deleted_node_has_its_job_resumed_elsewhere_at_once() -> None:
+    """Deleted from the cluster: confirmed gone, so its learner's lease (held still) is not waited for."""
     h = Harness(nodes=2)
     await running_on_n1(h)
     job = h.scheduler.shared.jobs["job-1"]

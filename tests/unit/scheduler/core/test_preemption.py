@@ -69,6 +69,10 @@ class MemoryStore(JobStore):
         self.attempts: dict[str, dict[int, bytes]] = {}
         self.open_at_end: list[str] = []
         """Jobs whose end was saved while their attempt's record still read as running."""
+        self.fences: dict[str, int] = {}
+        """The attempt each job's fence names."""
+        self.leases_gone: set[str] = set()
+        """Jobs whose learners hold no lease though they have records (a lost node's, expired)."""
 
     async def save(self, state: JobState, *, clear_learners: bool = False, clear_halt: bool = False) -> JobState:
         stored = self.attempts.get(state.job_id, {}).get(state.attempt)
@@ -96,6 +100,9 @@ class MemoryStore(JobStore):
     async def release(self, job_id: str, attempt: int) -> None:
         self.releases.append((job_id, attempt))
 
+    async def fence(self, job_id: str, attempt: int) -> None:
+        self.fences[job_id] = attempt
+
     async def put_attempt(self, job_id: str, number: int, record: str) -> None:
         self.attempts.setdefault(job_id, {})[number] = record.encode()
 
@@ -106,7 +113,7 @@ class MemoryStore(JobStore):
         self, job_id: str
     ) -> tuple[dict[int, StatusRecord], set[int], dict[int, dict[str, float]]]:
         records = self.records.get(job_id, {})
-        return dict(records), set(records), {}
+        return dict(records), set() if job_id in self.leases_gone else set(records), {}
 
 
 class GpuNodes:

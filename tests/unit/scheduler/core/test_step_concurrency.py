@@ -53,6 +53,10 @@ class MemoryStore(JobStore):
     def __init__(self) -> None:
         super().__init__()
         self.records: dict[str, dict[int, StatusRecord]] = {}
+        self.fences: dict[str, int] = {}
+
+    async def fence(self, job_id: str, attempt: int) -> None:
+        self.fences[job_id] = attempt
 
     async def save(self, state: JobState, *, clear_learners: bool = False, clear_halt: bool = False) -> JobState:
         return state

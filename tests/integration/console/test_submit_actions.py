@@ -172,3 +172,14 @@ def test_another_tenants_job_is_refused_and_a_state_that_forbids_it_is_named(con
     other = pages.open()
     log_in(other, console, token=console.other_token, path=f"/ui/jobs/{console.other_job_id}")
     expect(other.get_by_role("heading", level=1)).to_have_text("secret-of-b QUEUED")
+
+
+def test_the_submit_and_confirmation_pages_fit_375_px_in_dark_mode(console: Console, pages: Pages) -> None:
+    page = pages.open(width=375, javascript=False, dark=True)
+    log_in(page, console, path="/ui/submit")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.goto(f"{console.url}/ui/jobs/{console.job_id}")
+    page.get_by_role("region", name="Actions").get_by_role("button", name="Evaluate again").click()
+    expect(page.get_by_label("Evaluations")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    pages.shot(page, "confirm-evaluate-375-dark")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, cast
@@ -34,12 +34,19 @@ from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
 from learnerkit.scheduler.api.hosting import HealthCheck, Lifespan
 from learnerkit.scheduler.api.hsts import StrictTransportSecurity
-from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large, model_too_large, receive_submission
+from learnerkit.scheduler.api.multipart import (
+    BodyTimeouts,
+    Submission,
+    declared_too_large,
+    model_too_large,
+    receive_submission,
+)
 from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.api.sweeps import sweeps_router
 from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.console.origin import own_names
 from learnerkit.scheduler.console.pages import ConsoleSettings, mount_console
+from learnerkit.scheduler.console.submitting import Intake
 from learnerkit.scheduler.errors import (
     AuthError,
     ClientGoneError,
@@ -281,7 +288,8 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_middleware(StrictTransportSecurity)
     app.state.tokens = tokens
-    app.include_router(_jobs_router(facade, limits))
+    submits = RateLimiter(limits.submits_per_minute, burst=limits.submits_per_minute)
+    app.include_router(_jobs_router(facade, limits, submits))
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.add_api_route(
         "/healthz",
@@ -291,7 +299,13 @@ def create_app(
         tags=["service"],
         responses={503: {"model": Health, "description": "the control loop has stalled"}},
     )
-    mount_console(app, facade, tokens, console or ConsoleSettings(own_names("127.0.0.1")))
+    intake = Intake(
+        lambda request, extra: _receive(request, limits, extra),
+        submits.take,
+        limits.submits_per_minute,
+        limits.max_manifest_bytes,
+    )
+    mount_console(app, facade, tokens, console or ConsoleSettings(own_names("127.0.0.1")), intake)
     if registry is not None:
         app.add_api_route("/metrics", _metrics_endpoint(registry), methods=["GET"], tags=["service"])
     if public_key is not None:
@@ -310,9 +324,8 @@ def create_app(
     return app
 
 
-def _jobs_router(facade: SchedulerFacade, limits: LimitSettings) -> APIRouter:
+def _jobs_router(facade: SchedulerFacade, limits: LimitSettings, submits: RateLimiter) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["jobs"], responses=_UNAUTHORIZED)
-    submits = RateLimiter(limits.submits_per_minute, burst=limits.submits_per_minute)
 
     @router.post(
         "/jobs",
@@ -532,16 +545,8 @@ def _media_type(request: Request) -> str:
 
 async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Request, limits: LimitSettings) -> JobView:
     """A manifest with its model code, the model handed on as it arrives."""
-    if declared_too_large(request.headers.get("content-length", ""), limits.max_manifest_bytes, limits.max_model_bytes):
-        raise model_too_large(limits.max_model_bytes)
     try:
-        received = await receive_submission(
-            request.headers.get("content-type", ""),
-            request.stream(),
-            max_manifest_bytes=limits.max_manifest_bytes,
-            max_model_bytes=limits.max_model_bytes,
-            timeouts=BodyTimeouts(limits.upload_idle_s, limits.upload_total_s),
-        )
+        received = await _receive(request, limits)
         try:
             if received.search is not None:
                 raise InvalidRequestError("a search file makes a sweep: send it to /v1/sweeps")
@@ -555,6 +560,20 @@ async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Reque
         # Nobody is left to answer: one line, not a traceback per client that went away.
         LOGGER.warning("%s: the client disconnected during the upload; its model upload is aborted", tenant)
         raise
+
+
+async def _receive(request: Request, limits: LimitSettings, extra: Mapping[str, int] | None = None) -> Submission:
+    """A multipart submit's text parts, its model to read on; one over the limits refused before it is stored."""
+    if declared_too_large(request.headers.get("content-length", ""), limits.max_manifest_bytes, limits.max_model_bytes):
+        raise model_too_large(limits.max_model_bytes)
+    return await receive_submission(
+        request.headers.get("content-type", ""),
+        request.stream(),
+        max_manifest_bytes=limits.max_manifest_bytes,
+        max_model_bytes=limits.max_model_bytes,
+        timeouts=BodyTimeouts(limits.upload_idle_s, limits.upload_total_s),
+        extra=extra,
+    )
 
 
 async def _drain(model: AsyncIterator[bytes]) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -53,6 +53,10 @@ class Submission:
     search: str | None = None
     """A sweep's search file."""
     search_source: str = "search.yml"
+    texts: Mapping[str, str] = field(default_factory=dict)
+    """Every text part by name, ``extra`` ones included."""
+    filenames: Mapping[str, str] = field(default_factory=dict)
+    """The file name a part was sent with (a browser's file input), by part name."""
 
 
 def declared_too_large(content_length: str, max_manifest_bytes: int, max_model_bytes: int) -> bool:
@@ -68,10 +72,12 @@ def model_too_large(max_model_bytes: int) -> ModelTooLargeError:
 class _Receiver:
     """Callbacks of the streaming parser: text parts into memory (capped), the model's bytes into a queue."""
 
-    def __init__(self, max_manifest_bytes: int, max_model_bytes: int) -> None:
+    def __init__(self, max_manifest_bytes: int, max_model_bytes: int, extra: Mapping[str, int]) -> None:
         self.max_manifest_bytes = max_manifest_bytes
         self.max_model_bytes = max_model_bytes
+        self.extra = extra
         self.texts: dict[str, bytearray] = {}
+        self.filenames: dict[str, str] = {}
         self.model: deque[bytes] = deque()
         self.model_started = False
         self.model_done = False
@@ -108,12 +114,15 @@ class _Receiver:
         name = params.get(b"name", b"").decode("utf-8", "replace")
         if name == "model":
             self.model_started = True
-        elif name in TEXT_FIELDS:
+        elif name in TEXT_FIELDS or name in self.extra:
             if name in self.texts:
                 raise InvalidRequestError(f"the request has two {name!r} parts")
             self.texts[name] = bytearray()
         else:
-            raise InvalidRequestError(f"unknown part {name!r}: expected {', '.join(TEXT_FIELDS)} or model")
+            expected = ", ".join((*TEXT_FIELDS, *self.extra))
+            raise InvalidRequestError(f"unknown part {name!r}: expected {expected} or model")
+        if b"filename" in params:
+            self.filenames[name] = params[b"filename"].decode("utf-8", "replace")
         self._field = name
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
@@ -125,9 +134,10 @@ class _Receiver:
             return
         text = self.texts[self._field]
         text.extend(data[start:end])
-        cap = self.max_manifest_bytes if self._field in ("manifest", "search") else MAX_SHORT_FIELD
+        documents = ("manifest", "search")
+        cap = self.max_manifest_bytes if self._field in documents else self.extra.get(self._field, MAX_SHORT_FIELD)
         if len(text) > cap:
-            if self._field in ("manifest", "search"):
+            if self._field in documents:
                 raise ManifestTooLargeError(f"the {self._field} is over {cap} bytes, the most this scheduler reads")
             raise InvalidRequestError(f"the {self._field!r} part is over {cap} bytes")
 
@@ -202,13 +212,15 @@ async def receive_submission(
     max_manifest_bytes: int,
     max_model_bytes: int,
     timeouts: BodyTimeouts | None = None,
+    extra: Mapping[str, int] | None = None,
 ) -> Submission:
-    """The text parts of a multipart submission, read now, and its model part as a stream to read on."""
+    """The text parts of a multipart submission, read now, and its model part as a stream to read on; ``extra``:
+    more text parts to take (the console's form), each with its most bytes."""
     _, params = parse_options_header(content_type)
     boundary = params.get(b"boundary")
     if not boundary:
         raise InvalidRequestError("multipart/form-data without a boundary")
-    receiver = _Receiver(max_manifest_bytes, max_model_bytes)
+    receiver = _Receiver(max_manifest_bytes, max_model_bytes, extra or {})
     reader = _Body(MultipartParser(boundary, receiver.callbacks()), body, timeouts or BodyTimeouts())  # type: ignore[arg-type]
     while not receiver.model_started and not reader.ended:
         await reader.feed()
@@ -221,4 +233,6 @@ async def receive_submission(
         model,
         texts.get("search"),
         texts.get("search_source") or "search.yml",
+        texts,
+        receiver.filenames,
     )

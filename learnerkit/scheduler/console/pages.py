@@ -17,10 +17,21 @@ from starlette.concurrency import run_in_threadpool
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.instants import parse_instant
 from learnerkit.scheduler.console import views
+from learnerkit.scheduler.console.access import (
+    PREFIX,
+    SESSION_COOKIE,
+    Current,
+    LoginRequired,
+    PageError,
+    changing_form,
+    not_found,
+)
+from learnerkit.scheduler.console.actions import ACTIONS, add_action_routes, done_notice
 from learnerkit.scheduler.console.forms import FormError, read_form
 from learnerkit.scheduler.console.origin import refusal
 from learnerkit.scheduler.console.rendering import Renderer
 from learnerkit.scheduler.console.sessions import Session, SessionStore, Tokens, csrf_matches
+from learnerkit.scheduler.console.submitting import Intake, add_submit_routes
 from learnerkit.scheduler.errors import (
     AuthError,
     JobStateError,
@@ -31,8 +42,6 @@ from learnerkit.scheduler.errors import (
 from learnerkit.scheduler.facade import MAX_PAGE_JOBS, JobQuery, JobView, LogStream, SchedulerFacade, StoredFile
 
 LOGGER = logging.getLogger(__name__)
-PREFIX = "/ui"
-SESSION_COOKIE = "learnerkit_session"
 LOGIN_COOKIE = "learnerkit_login"
 PAGE_SIZES = (25, 50, 100, 200)
 
@@ -45,42 +54,15 @@ class ConsoleSettings:
     """Served over TLS: cookies are marked Secure."""
 
 
-def _session_of(request: Request) -> Session:
-    """The request's live session; `LoginRequired` (a redirect to the login, keeping the page) without one."""
-    sessions: SessionStore = request.app.state.console_sessions
-    cookie = request.cookies.get(SESSION_COOKIE)
-    session = sessions.find(cookie)
-    if session is None:
-        wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        raise LoginRequired(wanted, ended=cookie is not None)
-    return session
-
-
-Current = Annotated[Session, Depends(_session_of)]
-
-
-class LoginRequired(Exception):
-    def __init__(self, wanted: str, ended: bool) -> None:
-        super().__init__(wanted)
-        self.wanted = wanted
-        self.ended = ended
-        """The browser sent a session cookie that is no longer a session (expired, revoked)."""
-
-
-class PageError(Exception):
-    def __init__(self, status: int, title: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.title = title
-        self.message = message
-
-
-def mount_console(app: FastAPI, facade: SchedulerFacade, tokens: Tokens, settings: ConsoleSettings) -> None:
-    """Serve the console at ``/ui/`` on ``app`` (``/`` redirects there)."""
+def mount_console(
+    app: FastAPI, facade: SchedulerFacade, tokens: Tokens, settings: ConsoleSettings, intake: Intake
+) -> None:
+    """Serve the console at ``/ui/`` on ``app`` (``/`` redirects there); ``intake``: the API's reading of a submit."""
     sessions = app.state.console_sessions = SessionStore(tokens)
     render = Renderer()
+    render.env.globals["job_actions"] = tuple(ACTIONS.values())
     app.mount(f"{PREFIX}/static", StaticFiles(packages=[("learnerkit.scheduler.console", "static")]), name="static")
-    app.include_router(_router(facade, sessions, render, settings), include_in_schema=False)
+    app.include_router(_router(facade, sessions, render, settings, intake), include_in_schema=False)
 
     async def page_error(request: Request, exc: Exception) -> Response:
         error = cast(PageError, exc)
@@ -99,7 +81,9 @@ def mount_console(app: FastAPI, facade: SchedulerFacade, tokens: Tokens, setting
     app.add_exception_handler(LoginRequired, login_required)
 
 
-def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, settings: ConsoleSettings) -> APIRouter:
+def _router(
+    facade: SchedulerFacade, sessions: SessionStore, render: Renderer, settings: ConsoleSettings, intake: Intake
+) -> APIRouter:
     def guard(request: Request) -> None:
         why = refusal(settings.names, request.headers.get("host"), request.headers.get("origin"))
         if why is not None:
@@ -164,7 +148,7 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
 
     @router.post("/logout")
     async def logout(request: Request, session: Current) -> Response:
-        await _changing_form(request, session)
+        await changing_form(request, session)
         sessions.close(session.session_id)
         response = RedirectResponse(f"{PREFIX}/login", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/", secure=settings.secure, httponly=True, samesite="strict")
@@ -232,6 +216,7 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
         session: Current,
         attempt: Annotated[int | None, Query(ge=1)] = None,
         learner: Annotated[int, Query(ge=1)] = 1,
+        done: str = "",
     ) -> Response:
         job = await _job(facade, session, job_id)
         manifest = await facade.manifest(session.tenant, job_id)
@@ -243,6 +228,7 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
             session=session,
             title=f"{job.name} ({job.job_id})",
             job=job,
+            done=done_notice(done),
             reason=views.status_reason(job),
             timeline=views.timeline(job),
             manifest=manifest,
@@ -295,7 +281,7 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
         try:
             stream = await facade.logs(session.tenant, job_id, learner_id=learner, attempt=attempt)
         except UnknownJobError as e:
-            raise _not_found(job_id) from e
+            raise not_found(job_id) from e
         except ConfigError as e:
             raise PageError(400, "No such log", str(e)) from e
         name = f"{job_id}-attempt-{attempt}-learner-{learner}.log"
@@ -306,20 +292,13 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
         try:
             stream = await facade.open_output(session.tenant, job_id, path)
         except UnknownJobError as e:
-            raise _not_found(job_id) from e
+            raise not_found(job_id) from e
         except UnknownFileError as e:
             raise PageError(404, "Not found", f"Job {job_id} stored no file {path!r}.") from e
         return _download(stream.chunks, stream.size, path.rsplit("/", 1)[-1], "application/octet-stream")
 
-    async def _changing_form(request: Request, session: Session) -> dict[str, str]:
-        """The form of a request that changes something, refused (403) without the session's CSRF token."""
-        try:
-            form = await read_form(request)
-        except FormError as e:
-            raise PageError(400, "Bad request", str(e)) from e
-        if not csrf_matches(session.csrf, form.get("csrf")):
-            raise PageError(403, "Refused", "The form's CSRF token is missing or wrong; reload the page and retry.")
-        return form
+    add_submit_routes(router, facade, render, intake)
+    add_action_routes(router, facade, render)
 
     @router.get("/{unknown:path}")
     async def no_such_page(unknown: str) -> Response:
@@ -393,12 +372,7 @@ async def _job(facade: SchedulerFacade, session: Session, job_id: str) -> JobVie
     try:
         return await facade.get(session.tenant, job_id)
     except UnknownJobError as e:
-        raise _not_found(job_id) from e
-
-
-def _not_found(job_id: str) -> PageError:
-    # The same words for another tenant's job and for none: a tenant cannot learn that it exists.
-    return PageError(404, "Not found", f"There is no job {job_id!r}.")
+        raise not_found(job_id) from e
 
 
 @dataclass(frozen=True)
@@ -431,7 +405,7 @@ async def _log(
         )
         data = await run_in_threadpool(stream.read)
     except UnknownJobError as e:
-        raise _not_found(job_id) from e
+        raise not_found(job_id) from e
     except (ConfigError, JobStateError) as e:
         return None, str(e)
     except LearnerkitError as e:
@@ -445,7 +419,7 @@ async def _files(facade: SchedulerFacade, session: Session, job_id: str) -> tupl
     try:
         return await facade.outputs(session.tenant, job_id), ""
     except UnknownJobError as e:
-        raise _not_found(job_id) from e
+        raise not_found(job_id) from e
     except JobStateError as e:
         return [], str(e)
     except LearnerkitError as e:

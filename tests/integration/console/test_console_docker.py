@@ -1,0 +1,131 @@
+"""End to end: a job submitted through the console runs in real learner containers on the Docker backend (the
+scheduler's loop running, the sidecar and the PyTorch learner image of the `test` tier), is halted and resumed
+from its page and completes; the page is reloaded to see it move (the live stream is another part of issue 38)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+from playwright.sync_api import Page, expect
+
+from learnerkit.dev.s3 import create_bucket
+from learnerkit.scheduler.admission.admit import AdmissionPolicy
+from learnerkit.scheduler.api.app import create_app
+from learnerkit.scheduler.api.auth import add_token
+from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+from learnerkit.scheduler.core.options import SchedulerOptions
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.images.catalog import ImageCatalog
+from learnerkit_build.builds.sidecarimage import build_sidecar
+from learnerkit_build.imagetest.smokedata import write_smoke_dataset
+from learnerkit_build.recipes.render import BuildInputs
+from tests.integration.conftest import REPO
+from tests.integration.console.conftest import Pages
+from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, leftovers, manifest
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
+
+SMOKE = "SMOKE_MIN_STEP_SECONDS=0.1 python /opt/learner/smoke/train.py --steps 80 --checkpoint-every 10"
+
+
+@pytest.fixture(scope="module")
+def served(
+    etcd_server: Any, s3_server: Any, build_inputs: BuildInputs, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str, Harness]]:
+    """The console's address, team-a's token and the scheduler, whose loop runs jobs on Docker."""
+    client = s3_server.client()
+    for bucket in (DATA_BUCKET, RESULTS_BUCKET):
+        create_bucket(client, bucket)
+    folder = tmp_path_factory.mktemp("console-docker")
+    client.upload_file(str(write_smoke_dataset(folder)), DATA_BUCKET, "smoke/train.csv")
+    catalog = ImageCatalog(REPO)
+    sidecar = build_sidecar(REPO, build_inputs, lambda line: None)  # built already: an unchanged sidecar is kept
+    options = SchedulerOptions(
+        platform=Platform(
+            etcd_endpoints=etcd_server.endpoint, sidecar_image=sidecar.immutable_reference or sidecar.reference
+        ),
+        catalog=catalog.frameworks(),
+        resolve_image=catalog.resolve,
+        policy=AdmissionPolicy(ready_timeout_s=120),
+        submit_policy=SubmitPolicy(object_stores=(str(origin(s3_server.endpoint_url)),)),
+        interval_s=0.1,
+    )
+    harness = Harness(etcd_server, options)
+    tokens = folder / "tokens.json"
+    token = add_token(tokens, "team-a")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(harness.service, tokens), log_level="warning"))
+    serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), harness.loop)
+    try:
+        wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", token, harness
+    finally:
+        server.should_exit = True
+        serving.result(timeout=30)
+        sock.close()
+        harness.kill()
+
+
+def _status_becomes(page: Page, wanted: str, timeout: float) -> None:
+    """Reload the job page until its status is ``wanted``."""
+
+    def shown() -> bool:
+        page.reload()
+        return page.locator("h1 .status").inner_text() == wanted
+
+    wait_until(
+        shown,
+        timeout=timeout,
+        interval=1.0,
+        message=lambda: f"the page to show {wanted}: {page.locator('main').inner_text()[:2000]}",
+    )
+
+
+def _act(page: Page, label: str) -> None:
+    page.get_by_role("region", name="Actions").get_by_role("button", name=label).click()
+    page.locator("form.confirm").get_by_role("button", name=label).click()
+
+
+def test_submitted_from_the_page_halted_and_resumed_from_it_then_completed(
+    served: tuple[str, str, Harness], pages: Pages, s3_server: Any
+) -> None:
+    url, token, harness = served
+    page = pages.open()
+    page.goto(url + "/ui/submit")
+    page.get_by_label("Tenant token").fill(token)
+    page.get_by_role("button", name="Log in").click()
+    text = manifest(s3_server, SMOKE, extra="learnerkit:\n  halt_grace: 20\n")
+    page.get_by_label("Manifest", exact=True).fill(text)
+    page.get_by_role("button", name="Submit").click()
+    expect(page).to_have_url(re.compile(r"/ui/jobs/job-[0-9a-f]+$"))
+    job_id = page.url.rsplit("/", 1)[-1]
+    try:
+        _run_halt_resume(page, pages)
+    finally:
+        if harness.call(harness.service.get("team-a", job_id)).status not in TERMINAL:
+            harness.call(harness.service.cancel("team-a", job_id))
+    assert leftovers(job_id) == []
+
+
+def _run_halt_resume(page: Page, pages: Pages) -> None:
+    _status_becomes(page, "PROCESSING", timeout=240)
+    wait_until(
+        lambda: page.reload() and "loss=" in page.locator("table.stack").inner_text(),
+        timeout=120,
+        interval=1.0,
+        message="the learner's metrics on the page",
+    )
+    _act(page, "Halt")
+    _status_becomes(page, "HALTED", timeout=120)
+    _act(page, "Resume")
+    _status_becomes(page, "COMPLETED", timeout=300)
+    expect(page.locator(".timeline")).to_contain_text("resumed from attempt 1's checkpoint")
+    pages.shot(page, "job-completed-after-resume")

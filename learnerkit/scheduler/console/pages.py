@@ -20,6 +20,7 @@ from learnerkit.scheduler.console import views
 from learnerkit.scheduler.console.forms import FormError, read_form
 from learnerkit.scheduler.console.origin import refusal
 from learnerkit.scheduler.console.rendering import Renderer
+from learnerkit.scheduler.console.series import series_routes
 from learnerkit.scheduler.console.sessions import Session, SessionStore, Tokens, csrf_matches
 from learnerkit.scheduler.errors import (
     AuthError,
@@ -320,6 +321,8 @@ def _router(facade: SchedulerFacade, sessions: SessionStore, render: Renderer, s
         if not csrf_matches(session.csrf, form.get("csrf")):
             raise PageError(403, "Refused", "The form's CSRF token is missing or wrong; reload the page and retry.")
         return form
+
+    router.include_router(series_routes(_session_of))
 
     @router.get("/{unknown:path}")
     async def no_such_page(unknown: str) -> Response:

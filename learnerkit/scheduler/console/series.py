@@ -1,7 +1,8 @@
 """The charts' data on the console: the REST API's metric series (docs/api.md, "Metric series") under ``/ui/``,
-with the session cookie instead of a token, and errors as JSON for `static/charts.js` to show."""
+with the session cookie instead of a token, and errors as JSON for `static/charts.js` to show.
 
-from __future__ import annotations
+No ``from __future__ import annotations``: the routes' parameters name ``session_of``, a local, which FastAPI could
+not find when it resolves annotations as strings."""
 
 from collections.abc import Callable
 from dataclasses import asdict

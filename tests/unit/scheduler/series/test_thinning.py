@@ -21,7 +21,7 @@ def test_the_points_kept_are_few_ordered_and_include_both_ends_and_extremes(n: i
     assert np.all(np.diff(kept) > 0), "indices ascending, none twice"
     if n:
         assert kept[0] == 0 and kept[-1] == n - 1
-        assert 0 <= kept.min() and kept.max() < n
+        assert kept.min() >= 0 and kept.max() < n
         assert y[kept].min() == y.min() and y[kept].max() == y.max()
 
 

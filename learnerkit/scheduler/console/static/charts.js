@@ -80,14 +80,17 @@
       return Math.min(MAX_POINTS, Math.max(100, Math.round(plot.clientWidth * 2)));
     }
 
+    // The smoothed line only while smoothing is on: a hidden series' legend entry would be greyed out, unreadable.
     function data() {
       const ys = log.checked ? shown.y.map((y) => (y > 0 ? y : null)) : shown.y;
-      return [shown.x, ys, smooth(ys, Number(smoothing.value))];
+      const weight = Number(smoothing.value);
+      return weight > 0 ? [shown.x, ys, smooth(ys, weight)] : [shown.x, ys];
     }
 
     function draw() {
       if (u) u.destroy();
       const line = colour("--accent");
+      const smoothed = Number(smoothing.value) > 0;
       const opts = {
         width: plot.clientWidth,
         height: 240,
@@ -95,8 +98,8 @@
         axes: [{ stroke: colour("--fg") }, { stroke: colour("--fg") }],
         series: [
           { label: axis.value },
-          { label: entry.name, stroke: line, width: 1, alpha: Number(smoothing.value) > 0 ? 0.3 : 1 },
-          { label: "smoothed", stroke: line, width: 2, show: Number(smoothing.value) > 0 },
+          { label: entry.name, stroke: line, width: 1, alpha: smoothed ? 0.35 : 1 },
+          ...(smoothed ? [{ label: "smoothed", stroke: line, width: 2 }] : []),
         ],
         cursor: { drag: { x: true, y: false, setScale: false } },
         hooks: {

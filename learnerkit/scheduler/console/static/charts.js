@@ -91,6 +91,7 @@
       if (u) u.destroy();
       const line = colour("--accent");
       const smoothed = Number(smoothing.value) > 0;
+      let first = true;
       const opts = {
         width: plot.clientWidth,
         height: 240,
@@ -112,6 +113,8 @@
           }],
           draw: [() => {
             figure.dataset.drawn = String(Number(figure.dataset.drawn || 0) + 1);
+            if (first) figure.dataset.drawnAt = String(performance.now()); // for bench/console_series.py
+            first = false;
           }],
         },
       };

@@ -41,7 +41,7 @@ def test_the_chart_is_drawn_from_the_history_and_a_zoom_fetches_its_range(consol
     assert 100 <= sent < METRIC_STEPS and sent <= 5000, "thinned on the server to what the chart draws"
     expect(figure.get_by_role("status")).to_contain_text(f"{sent} of {METRIC_STEPS} points")
     figure.scroll_into_view_if_needed()
-    pages.shot(page, "job-charts")
+    pages.shot(page, "job-charts", full_page=False)
 
     with page.expect_request(lambda r: _is_range(r, "loss")) as zoom:
         _drag(page, chart, 0.30, 0.35)
@@ -57,6 +57,7 @@ def test_the_chart_is_drawn_from_the_history_and_a_zoom_fetches_its_range(consol
     figure.get_by_label("Log scale").check()
     figure.get_by_label("Axis").select_option("time")
     expect(figure).to_have_attribute("data-in-range", str(METRIC_STEPS))
+    pages.shot(page, "job-charts-log-time", full_page=False)  # docs/console.md
     figure.get_by_role("button", name="Whole series").click()
     expect(figure.get_by_role("status")).to_contain_text("the whole series")
     assert all("127.0.0.1" in url for url in asked)

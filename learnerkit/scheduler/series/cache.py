@@ -25,19 +25,23 @@ class SeriesCache:
         self.facade = facade
         self.max_points = max_points
         self._kept: OrderedDict[tuple[str, str, int, int], History] = OrderedDict()
-        self._reading = asyncio.Lock()
+        self._reading: dict[tuple[str, str, int], asyncio.Lock] = {}
 
     async def history(self, tenant: str, job_id: str, learner: int) -> History:
         """The learner's history; the facade's errors (an unknown job, a store that does not answer) as they are."""
         stream = await self.facade.metrics_history(tenant, job_id, learner_id=learner)
         key = (tenant, job_id, learner, stream.size)
-        async with self._reading:  # one read at a time: two charts of a page must not parse one history twice
+        # One read of a history at a time (two charts of a page must not parse it twice); others' go on meanwhile.
+        reading = self._reading.setdefault(key[:3], asyncio.Lock())
+        async with reading:
             found = self._kept.get(key)
             if found is None:
                 found = await asyncio.to_thread(read_history, stream.chunks)
                 self._keep(key, found)
             self._kept.move_to_end(key)
-            return found
+        if not reading.locked():
+            self._reading.pop(key[:3], None)
+        return found
 
     async def series(self, tenant: str, job_id: str, learner: int, name: str) -> Series:
         history = await self.history(tenant, job_id, learner)

@@ -66,6 +66,8 @@
     controls.append(axisWrap, logWrap, smoothWrap, reset);
     const plot = document.createElement("div");
     plot.className = "plot";
+    plot.setAttribute("role", "img");
+    plot.setAttribute("aria-label", "Chart of " + entry.name + "; the line below says what it shows");
     const note = document.createElement("p");
     note.className = "hint chart-note";
     note.setAttribute("role", "status");

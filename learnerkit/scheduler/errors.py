@@ -55,6 +55,10 @@ class UnknownFileError(SchedulerError):
     """The job stored no such file (404)."""
 
 
+class UnknownMetricError(SchedulerError):
+    """The learner's stored metric history has no series of that name (404)."""
+
+
 class JobNotFoundError(UnknownJobError):
     """The tenant has no job with this id: a job of another tenant is reported the same way, never as forbidden."""
 

@@ -42,6 +42,7 @@ from learnerkit.scheduler.api.multipart import (
     receive_submission,
 )
 from learnerkit.scheduler.api.ratelimit import RateLimiter
+from learnerkit.scheduler.api.series import series_router
 from learnerkit.scheduler.api.sweeps import sweeps_router
 from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.console.origin import own_names
@@ -60,6 +61,7 @@ from learnerkit.scheduler.errors import (
     TokensFileError,
     UnknownFileError,
     UnknownJobError,
+    UnknownMetricError,
     UnknownSweepError,
     UploadTimeoutError,
 )
@@ -74,6 +76,7 @@ from learnerkit.scheduler.facade import (
     SchedulerFacade,
     StoredFile,
 )
+from learnerkit.scheduler.series.cache import SeriesCache
 from learnerkit.scheduler.sweeps.searchfile import SearchFileError
 
 LOGGER = logging.getLogger(__name__)
@@ -291,6 +294,8 @@ def create_app(
     submits = RateLimiter(limits.submits_per_minute, burst=limits.submits_per_minute)
     app.include_router(_jobs_router(facade, limits, submits))
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
+    app.state.series = SeriesCache(facade)  # shared with the console's charts
+    app.include_router(series_router(app.state.series, _tenant, _UNAUTHORIZED | _NOT_FOUND))
     app.add_api_route(
         "/healthz",
         _healthz_endpoint(health),
@@ -661,7 +666,7 @@ def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
         # The API's own words: the facade's message must not tell whether another tenant has this job.
         job_id = request.path_params.get("job_id", "")
         return 404, "not_found", f"no job {job_id!r}"
-    if isinstance(exc, UnknownFileError):
+    if isinstance(exc, UnknownFileError | UnknownMetricError):
         return 404, "not_found", str(exc)
     if isinstance(exc, JobStateError):
         return 409, "conflict", str(exc)

@@ -30,6 +30,7 @@ from learnerkit.scheduler.console.actions import ACTIONS, add_action_routes, don
 from learnerkit.scheduler.console.forms import FormError, read_form
 from learnerkit.scheduler.console.origin import refusal
 from learnerkit.scheduler.console.rendering import Renderer
+from learnerkit.scheduler.console.series import series_routes
 from learnerkit.scheduler.console.sessions import Session, SessionStore, Tokens, csrf_matches
 from learnerkit.scheduler.console.submitting import Intake, add_submit_routes
 from learnerkit.scheduler.errors import (
@@ -299,6 +300,8 @@ def _router(
 
     add_submit_routes(router, facade, render, intake)
     add_action_routes(router, facade, render)
+
+    router.include_router(series_routes(_session_of))
 
     @router.get("/{unknown:path}")
     async def no_such_page(unknown: str) -> Response:

@@ -11,9 +11,10 @@ from fastapi.responses import HTMLResponse
 from learnerkit import __version__
 
 SECURITY_HEADERS = {
-    # No script at all in this first slice; nothing from elsewhere, no framing, forms post only here.
+    # Scripts, style sheets and data only from the scheduler itself; no framing, forms post only here.
     "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; "
+        "form-action 'self'; "
         "frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Content-Type-Options": "nosniff",

@@ -58,6 +58,18 @@ FIRST_LOG = [
 ]
 SECOND_LOG = [b"restored step 4000\nstep 4001 loss 0.101\ntraining done\n"]
 RESULT = b"accuracy 0.97\n"
+METRIC_STEPS = 20_000
+"""The featured job's metric history: attempt 1's steps, then attempt 2's from its checkpoint (test_charts.py)."""
+METRICS = [
+    b"".join(
+        b'{"step": %d, "time": %d, "values": {"loss": %.6f}}\n' % (s, 1_800_000_000 + s, 2 / (s + 1))
+        for s in range(1, 12_001)
+    ),
+    b"".join(
+        b'{"step": %d, "time": %d, "values": {"loss": %.6f}}\n' % (s, 1_800_100_000 + s, 2 / (s + 1))
+        for s in range(12_001, METRIC_STEPS + 1)
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -168,6 +180,8 @@ def console(etcd_server: Any, s3_server: Any, tmp_path_factory: pytest.TempPathF
         for n, data in enumerate(parts, start=1):
             s3.put_object(Bucket=BUCKET, Key=f"{job_id}/attempt-{attempt}/learner-1/logs/{part_name(n)}", Body=data)
     s3.put_object(Bucket=BUCKET, Key=f"{job_id}/attempt-2/learner-1/results/scores.txt", Body=RESULT)
+    for attempt, history in enumerate(METRICS, start=1):
+        s3.put_object(Bucket=BUCKET, Key=f"{job_id}/attempt-{attempt}/learner-1/logs/metrics.jsonl", Body=history)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(create_app(scheduler, tokens), log_level="warning"))

@@ -1,0 +1,228 @@
+"""The console's "series" case (issue 38): a metric series of 1,000,000 points drawn on a job's page in Debian's
+chromium within 500 ms, at most a few thousand points sent.
+
+A real scheduler (the real `Scheduler` restored from a job written to a real etcd, its API and console under uvicorn
+on 127.0.0.1), the job's learner-1 history a real ``metrics.jsonl`` of N records in a real SeaweedFS. The page is
+opened `--runs` times; each time, from the navigation's start to the chart's draw (the ``data-drawn-at`` its draw hook
+sets). The first opening reads and parses the history on the server (cold); the scheduler then keeps its columns
+(`learnerkit.scheduler.series.cache`), so the next ones only cut and thin. Baseline, in the same run and browser: the
+same uPlot drawing the whole series, its N points already in the page (no transfer, no parse: the least drawing
+everything can cost). Ratios: the page's draw over the baseline's.
+
+`bench/console.py` calls :func:`series_case` with its own scheduler, browser and logged-in page.
+Usage: PYTHONPATH=. python bench/console_series.py [--points 1000000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_MS = 500.0
+TARGET_SENT = 5000
+UPLOT = REPO / "learnerkit/scheduler/console/static/vendor/uPlot.iife.min.js"
+
+
+@dataclass(frozen=True)
+class SeriesFigures:
+    points: int
+    cold_ms: float
+    warm_ms: list[float]
+    """From the navigation's start: the page, the index of the series, the series, the draw."""
+    fetch_ms: list[float]
+    """From the series' request to its draw (warm)."""
+    sent: int
+    """Points the server sent for the whole series."""
+    payload_bytes: int
+    baseline_ms: list[float]
+
+    def lines(self) -> list[str]:
+        warm, fetch = statistics.median(self.warm_ms), statistics.median(self.fetch_ms)
+        p95 = sorted(self.warm_ms)[max(0, round(0.95 * len(self.warm_ms)) - 1)]
+        fetch_p95 = sorted(self.fetch_ms)[max(0, round(0.95 * len(self.fetch_ms)) - 1)]
+        base = statistics.median(self.baseline_ms)
+        return [
+            f"series of {self.points:,} points: {self.sent} sent ({self.payload_bytes / 1024:.0f} KiB JSON), "
+            f"target <= {TARGET_SENT}: {'met' if self.sent <= TARGET_SENT else 'MISSED'}",
+            f"series asked for to chart drawn, warm: median {fetch:.0f} ms, p95 {fetch_p95:.0f} ms over "
+            f"{len(self.fetch_ms)}; target {TARGET_MS:.0f} ms: {'met' if fetch_p95 <= TARGET_MS else 'MISSED'}",
+            f"page opened to chart drawn (the job page, the series' index, the series), warm: median {warm:.0f} ms, "
+            f"p95 {p95:.0f} ms",
+            f"page opened to chart drawn, cold (the server reads and parses the history once): {self.cold_ms:.0f} ms",
+            f"baseline, uPlot drawing all {self.points:,} points already in the page: median {base:.0f} ms; "
+            f"series asked for to drawn / baseline = {fetch / base:.2f}",
+        ]
+
+
+def write_history(s3: Any, bucket: str, job_id: str, points: int) -> None:
+    """Learner 1's ``metrics.jsonl`` of attempt 1: ``points`` records of one scalar, ``loss``, noisy and decaying."""
+    rows = (
+        b'{"step": %d, "time": %.3f, "values": {"loss": %.6f}}\n'
+        % (s, 1_800_000_000 + s * 0.05, 2 / (1 + s / 1000) + 0.1 * ((s * 7919) % 101) / 101)
+        for s in range(points)
+    )
+    s3.put_object(Bucket=bucket, Key=f"{job_id}/attempt-1/learner-1/logs/metrics.jsonl", Body=b"".join(rows))
+
+
+def series_case(page: Any, console_url: str, job_id: str, points: int, runs: int) -> SeriesFigures:
+    """Figures of the series case on ``page`` (logged in to the console at ``console_url``), for a job whose
+    learner-1 history holds ``points`` records of ``loss`` (:func:`write_history`)."""
+    sent: list[int] = []
+    sizes: list[int] = []
+
+    def answered(response: Any) -> None:
+        if "/series/loss?" in response.url and "from=" not in response.url:
+            body = response.body()
+            sizes.append(len(body))
+            sent.append(len(json.loads(body)["x"]))
+
+    page.on("response", answered)
+    times = [_open(page, f"{console_url}/ui/jobs/{job_id}", points) for _ in range(runs + 1)]
+    page.remove_listener("response", answered)
+    baseline = [_draw_all(page, points) for _ in range(max(3, runs // 2))]
+    opened = [t[0] for t in times]
+    return SeriesFigures(points, opened[0], opened[1:], [t[1] for t in times[1:]], max(sent), max(sizes), baseline)
+
+
+def _open(page: Any, url: str, points: int) -> tuple[float, float]:
+    """ms from the navigation's start to the chart's first draw, and from the series' request to it."""
+    page.goto(url)
+    figure = page.locator('figure.chart[data-series="loss"]')
+    figure.locator("canvas").wait_for(timeout=120_000)
+    page.wait_for_function(
+        "n => { const d = document.querySelector('figure.chart')?.dataset; "
+        "return d?.inRange === String(n) && d.drawnAt; }",
+        arg=points,
+        timeout=120_000,
+    )
+    drawn = float(figure.get_attribute("data-drawn-at") or "nan")
+    asked = page.evaluate(
+        "() => performance.getEntriesByType('resource').find(e => e.name.includes('/series/loss?')).startTime"
+    )
+    return drawn, drawn - float(asked)
+
+
+def _draw_all(page: Any, points: int) -> float:
+    """ms for uPlot to draw ``points`` points given to it whole, in a blank page of the same browser."""
+    page.goto("about:blank")
+    page.evaluate(UPLOT.read_text() + "\n;0")
+    return float(
+        page.evaluate(
+            """n => {
+                const x = new Float64Array(n), y = new Float64Array(n);
+                for (let s = 0; s < n; s++) { x[s] = s; y[s] = 2 / (1 + s / 1000) + 0.1 * ((s * 7919) % 101) / 101; }
+                const host = document.createElement('div'); document.body.append(host);
+                return new Promise(done => {
+                    const started = performance.now();
+                    const drawn = u => { done(performance.now() - started); setTimeout(() => u.destroy()); };
+                    new uPlot({width: 1200, height: 240, series: [{}, {stroke: 'blue'}], hooks: {draw: [drawn]}},
+                              [x, y], host);
+                });
+            }""",
+            points,
+        )
+    )
+
+
+@contextmanager
+def _console(points: int) -> Iterator[tuple[str, str, str]]:
+    """A real scheduler with one job of team-a whose history holds ``points`` records: (url, token, job id)."""
+    from learnerkit.dev.etcd import EtcdServer
+    from learnerkit.dev.s3 import SeaweedServer, create_bucket
+    from learnerkit.scheduler.api.app import create_app
+    from learnerkit.scheduler.api.auth import add_token
+    from learnerkit.scheduler.backends.docker import DockerBackend
+    from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+    from learnerkit.scheduler.core.options import SchedulerOptions
+    from learnerkit.scheduler.core.planning import Platform
+    from learnerkit.scheduler.core.scheduler import Scheduler
+    from learnerkit.scheduler.images.catalog import ImageCatalog
+    from learnerkit.scheduler.jobs.store import JobStore
+    from tests.integration.console.conftest import BUCKET, _create, _manifest
+
+    with tempfile.TemporaryDirectory(prefix="lk-bench-series-") as tmp:
+        scratch = Path(tmp)
+        etcd, s3 = EtcdServer("/usr/bin/etcd", scratch / "etcd"), SeaweedServer(scratch / "s3")
+        etcd.start()
+        s3.start()
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        try:
+            create_bucket(s3.client(), BUCKET)
+            token = add_token(scratch / "tokens.json", "team-a")
+            options = SchedulerOptions(
+                platform=Platform(etcd_endpoints=etcd.endpoint, sidecar_image="unused"),
+                catalog=ImageCatalog(REPO).frameworks(),
+                resolve_image=lambda _manifest: "unused",
+                submit_policy=SubmitPolicy(object_stores=(str(origin(s3.endpoint_url)),)),
+            )
+
+            async def start() -> tuple[Scheduler, str]:
+                from controller_sidecar.etcdstore import EtcdStore
+
+                store = JobStore(await EtcdStore.connect(etcd.settings()), "/lk-bench-series/jobs")
+                job_id = await _create(store, _manifest(s3, "million-points"), "team-a", 1_800_000_000.0, -1)
+                scheduler = Scheduler(store, DockerBackend(), options)
+                await scheduler.loop.rebuild()
+                return scheduler, job_id
+
+            scheduler, job_id = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
+            write_history(s3.client(), BUCKET, job_id, points)
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            server = uvicorn.Server(uvicorn.Config(create_app(scheduler, scratch / "tokens.json"), log_level="warning"))
+            serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), loop)
+            deadline = time.monotonic() + 30
+            while not server.started and time.monotonic() < deadline:
+                time.sleep(0.05)
+            try:
+                yield f"http://127.0.0.1:{sock.getsockname()[1]}", token, job_id
+            finally:
+                server.should_exit = True
+                serving.result(timeout=30)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=30)
+            etcd.stop()
+            s3.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--points", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    from tests.integration.console.conftest import CHROMIUM, CHROMIUM_ARGS
+
+    with _console(args.points) as (url, token, job_id), sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{url}/ui/login")
+        page.get_by_label("Tenant token").fill(token)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(f"{url}/ui/jobs")
+        for line in series_case(page, url, job_id, args.points, args.runs).lines():
+            print(line)
+        browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

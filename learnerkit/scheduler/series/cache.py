@@ -1,0 +1,98 @@
+"""Histories read once and kept: a chart's every zoom asks for a range of the same series, and reading a
+million-record history back from the object store and parsing it takes seconds where cutting a range of the kept
+columns and thinning it takes milliseconds."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from learnerkit.scheduler.errors import UnknownMetricError
+from learnerkit.scheduler.facade import SchedulerFacade
+from learnerkit.scheduler.series.history import Axis, History, Series, read_history
+from learnerkit.scheduler.series.window import SeriesWindow, window
+
+MAX_KEPT_POINTS = 20_000_000
+"""About 320 MB of columns (two axes, x and y, 8 bytes each); the least recently used history goes first."""
+
+
+class SeriesCache:
+    """The histories of the learners charts were asked for, by tenant, job, learner and stored size: a history that
+    grows (the sidecar stores it every 30 s while its learner runs) is read again; an ended job's is kept."""
+
+    def __init__(self, facade: SchedulerFacade, *, max_points: int = MAX_KEPT_POINTS) -> None:
+        self.facade = facade
+        self.max_points = max_points
+        self._kept: OrderedDict[tuple[str, str, int, int], History] = OrderedDict()
+        self._reading: dict[tuple[str, str, int], asyncio.Lock] = {}
+
+    async def history(self, tenant: str, job_id: str, learner: int) -> History:
+        """The learner's history; the facade's errors (an unknown job, a store that does not answer) as they are."""
+        stream = await self.facade.metrics_history(tenant, job_id, learner_id=learner)
+        key = (tenant, job_id, learner, stream.size)
+        # One read of a history at a time (two charts of a page must not parse it twice); others' go on meanwhile.
+        reading = self._reading.setdefault(key[:3], asyncio.Lock())
+        async with reading:
+            found = self._kept.get(key)
+            if found is None:
+                found = await asyncio.to_thread(read_history, stream.chunks)
+                self._keep(key, found)
+            self._kept.move_to_end(key)
+        if not reading.locked():
+            self._reading.pop(key[:3], None)
+        return found
+
+    async def series(self, tenant: str, job_id: str, learner: int, name: str) -> Series:
+        history = await self.history(tenant, job_id, learner)
+        found = history.series.get(name)
+        if found is None:
+            has = ", ".join(history.series) or "none"
+            raise UnknownMetricError(f"job {job_id!r} learner {learner} has no metric {name!r} (it has: {has})")
+        return found
+
+    def _keep(self, key: tuple[str, str, int, int], history: History) -> None:
+        for old in [k for k in self._kept if k[:3] == key[:3]]:
+            del self._kept[old]  # an older size of the same history
+        self._kept[key] = history
+        while len(self._kept) > 1 and sum(h.points for h in self._kept.values()) > self.max_points:
+            self._kept.popitem(last=False)
+
+    async def window(
+        self,
+        tenant: str,
+        job_id: str,
+        learner: int,
+        name: str,
+        *,
+        axis: Axis,
+        start: float | None,
+        end: float | None,
+        points: int,
+    ) -> SeriesWindow:
+        """The range asked for of a series, thinned (`window`)."""
+        series = await self.series(tenant, job_id, learner, name)
+        return await asyncio.to_thread(window, series, axis, start=start, end=end, points=points)
+
+    async def index(self, tenant: str, job_id: str, learner: int) -> SeriesIndex:
+        history = await self.history(tenant, job_id, learner)
+        entries = tuple(SeriesEntry(s.name, len(s.by_step.x), len(s.by_time.x)) for s in history.series.values())
+        return SeriesIndex(job_id, learner, entries)
+
+
+@dataclass(frozen=True)
+class SeriesEntry:
+    name: str
+    steps: int
+    """Its points that have a step (the step axis' length)."""
+    times: int
+    """Its points that have a time."""
+
+
+@dataclass(frozen=True)
+class SeriesIndex:
+    """The series of a learner's history."""
+
+    job_id: str
+    learner: int
+    series: tuple[SeriesEntry, ...]

@@ -25,6 +25,7 @@ from learnerkit.scheduler.console.access import (
     PageError,
     changing_form,
     not_found,
+    session_of,
 )
 from learnerkit.scheduler.console.actions import ACTIONS, add_action_routes, done_notice
 from learnerkit.scheduler.console.forms import FormError, read_form
@@ -301,7 +302,7 @@ def _router(
     add_submit_routes(router, facade, render, intake)
     add_action_routes(router, facade, render)
 
-    router.include_router(series_routes(_session_of))
+    router.include_router(series_routes(session_of))
 
     @router.get("/{unknown:path}")
     async def no_such_page(unknown: str) -> Response:

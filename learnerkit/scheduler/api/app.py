@@ -34,6 +34,7 @@ from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
 from learnerkit.scheduler.api.hosting import HealthCheck, Lifespan
 from learnerkit.scheduler.api.hsts import StrictTransportSecurity
+from learnerkit.scheduler.api.models import models_router
 from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large, model_too_large, receive_submission
 from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.api.sweeps import sweeps_router
@@ -255,9 +256,11 @@ def create_app(
     keys: Sequence[PublishedKey] = (),
     health: HealthCheck | None = None,
     console: ConsoleSettings | None = None,
+    catalog: str | None = None,
 ) -> FastAPI:
     """The ASGI app, the console at ``/ui/`` included (``console``: the names it answers to; default: the
-    loopback ones); fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
+    loopback ones), the model catalog at ``/v1/models`` (``catalog``: its registry); fails now
+    (`TokensFileError`) when the tokens file is missing or others can read it."""
     tokens = TokenStore(tokens_path)
     limits = limits or LimitSettings()
 
@@ -283,6 +286,7 @@ def create_app(
     app.state.tokens = tokens
     app.include_router(_jobs_router(facade, limits))
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
+    app.include_router(models_router(catalog, keys, _tenant, _UNAUTHORIZED | _NOT_FOUND))
     app.add_api_route(
         "/healthz",
         _healthz_endpoint(health),

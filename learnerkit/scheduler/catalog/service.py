@@ -53,8 +53,8 @@ class Verified:
 
 def check_version(store: Store, name: str, digest: str, keys: Sequence[Key]) -> Proof:
     with _scratch() as folder:
-        version, _, broken = materialize(store, name, digest, folder)
-        return prove(folder, version, keys, broken)
+        version, _, broken = materialize(store, name, digest, folder, weights=False)
+        return prove(folder, version, keys, broken, weights_streamed=True)
 
 
 def move_alias(

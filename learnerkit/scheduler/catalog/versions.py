@@ -115,9 +115,13 @@ def _push(
 ) -> Version:
     repo = store.repo(name)
 
+    signed = {s["name"]: "sha256:" + s["digest"]["sha256"] for s in statement["subject"]}
+
     def blob(path: str) -> Blob:
+        # A result was hashed as the folder verified: its signed digest is its digest (the registry checks it
+        # again on upload, so a file changed since is refused, never stored under the signed digest).
         source = card_path if path == CARD_FILE else folder / path
-        digest = oci.file_digest(source)
+        digest = signed.get(path) or oci.file_digest(source)
         oci.put_blob_file(store.host, repo, source, digest)
         return Blob(path, digest, source.stat().st_size)
 
@@ -229,17 +233,27 @@ def referrers(store: Store, name: str, digest: str) -> dict[str, tuple[str, list
     return docs
 
 
-def materialize(store: Store, name: str, digest: str, folder: Path) -> tuple[Version, dict[str, list[Blob]], list[str]]:
+def materialize(
+    store: Store, name: str, digest: str, folder: Path, *, weights: bool = True
+) -> tuple[Version, dict[str, list[Blob]], list[str]]:
     """The version's files and documents written into ``folder`` as a `job download` folder holds them;
-    (the version, its documents, each blob that did not come back as its digest)."""
+    (the version, its documents, each blob that did not come back as its digest). ``weights=False``: the model's
+    files are streamed through their digest check only, not written (a verify hashes each once)."""
     version = show(store, name, digest)
     docs = {kind: files for kind, (_, files) in referrers(store, name, digest).items()}
     broken = []
-    for blob in [*version.files, *(b for files in docs.values() for b in files)]:
-        target = folder / blob.path
-        target.parent.mkdir(parents=True, exist_ok=True)
+    for blob in version.files:
         try:
-            _download(store, name, blob, target)
+            if weights:
+                _download(store, name, blob, folder / blob.path)
+            else:
+                for _ in oci.stream_blob(store.host, store.repo(name), blob.digest):
+                    pass
+        except CatalogError as e:
+            broken.append(f"{blob.path}: {e}")
+    for blob in (b for files in docs.values() for b in files):
+        try:
+            _download(store, name, blob, folder / blob.path)
         except CatalogError as e:
             broken.append(f"{blob.path}: {e}")
     return version, docs, broken
@@ -248,6 +262,7 @@ def materialize(store: Store, name: str, digest: str, folder: Path) -> tuple[Ver
 def _download(store: Store, name: str, blob: Blob, target: Path) -> None:
     """Write the blob atomically; bytes that are not its digest are kept (the checks name what they change) and
     StoreError says so."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     try:
         with os.fdopen(fd, "wb") as out:

@@ -20,10 +20,10 @@ def check_name(name: str, what: str = "name") -> str:
 
 
 def check_alias(alias: str) -> str:
-    if not _ALIAS.match(alias) or alias in RESERVED_ALIASES or alias.startswith("v-"):
+    if not _ALIAS.match(alias) or alias in RESERVED_ALIASES or alias.startswith(("v-", "sha256-")):
         raise CatalogError(
-            f"alias {alias!r}: a lower-case letter, then letters, digits, _ or - (at most 63); not 'v-...', "
-            f"{', '.join(sorted(RESERVED_ALIASES))}"
+            f"alias {alias!r}: a lower-case letter, then letters, digits, _ or - (at most 63); not 'v-...' or "
+            f"'sha256-...' (the catalog's own tags), {', '.join(sorted(RESERVED_ALIASES))}"
         )
     return alias
 

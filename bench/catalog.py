@@ -8,7 +8,8 @@ writers (two evaluation rounds). Each run, on a fresh registry:
   the registry as one blob, the baselines of a register;
 - **register**: `model register` of the job folder (it verifies the folder first: every file hashed, every
   signature checked; then the blobs, config, manifest, referrers and tags pushed);
-- **sha256sum**: `sha256sum` of the weights file, the baseline of a verify;
+- **sha256sum**: `sha256sum` of the same bytes, the registry's own file of the weights blob, right after the
+  verify read it (as warm in the page cache), the baseline of a verify;
 - **verify**: `model verify NAME@ALIAS` after an alias move: every blob fetched and hashed as it streams, written,
   hashed again by `job verify`'s checks, every signature, the card and lineage rendered again, the alias log's
   chain. Target: at most 10 s for 1 GiB.
@@ -75,7 +76,8 @@ def timed(action: object) -> float:
 def one_run(root: Path, folder: Path, key: Path) -> dict[str, float]:
     keys = [load_public_key(public_key_path(key))]
     weights = folder / WEIGHTS
-    process, host = start_registry(root / f"registry-{uuid.uuid4().hex[:6]}")
+    storage = root / f"registry-{uuid.uuid4().hex[:6]}"
+    process, host = start_registry(storage)
     try:
         figures = {"copy": timed(lambda: shutil.copyfile(weights, root / "copy.bin"))}
         (root / "copy.bin").unlink()

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from learnerkit.common.errors import LearnerkitError
-from learnerkit.common.output import console, emit, fail, keep_whole, output_option
+from learnerkit.common.output import console, emit, fail, output_option
 from learnerkit.scheduler.catalog.errors import CatalogError, RefusedError
 from learnerkit.scheduler.catalog.versions import Store, Version
 from learnerkit.scheduler.config.settings import DEFAULT_SIGNING_KEY, SIGNING_KEY_SETTING
@@ -101,7 +100,7 @@ def register_command(job: str, name: str, parent: str | None, store: Store, keys
             folder = Path(temporary)
             _download(job, folder)
         version = register(store, name, folder, keys, parent)
-    emit(output, _version_row(version), lambda: console.print(f"registered {name}@{version.version}"))
+    emit(output, _version_row(version), lambda: console.print(f"registered {name}@{version.version}", soft_wrap=True))
 
 
 def _download(job: str, folder: Path) -> None:
@@ -127,11 +126,12 @@ def list_command(store: Store, keys: list[Key], output: str) -> None:
     rows = [{"name": name, "versions": versions} for name, versions in found.items()]
 
     def show() -> None:
-        table = keep_whole(Table("name", "version"), "name", "version")
+        # One `NAME@sha256:...` a line, never folded or cut: it is the reference the other commands take.
         for name, versions in found.items():
             for version in versions:
-                table.add_row(name, version)
-        console.print(table)
+                console.print(f"{name}@{version}", soft_wrap=True, markup=False)
+        if not found:
+            console.print(f"no models for tenant {store.tenant}", markup=False)
 
     emit(output, rows, show)
 

@@ -43,6 +43,8 @@ def test_register_alias_verify_history_and_a_pull_the_stock_verifier_accepts(reg
     assert code == 0 and [m["alias"] for m in json.loads(out)] == ["production"], out
     code, out = model("list", env=env)
     assert json.loads(out) == [{"name": "digits", "versions": [version]}]
+    people = CliRunner().invoke(cli, ["model", "list"], env={**env, "COLUMNS": "80"})
+    assert f"digits@{version}" in people.output.splitlines(), people.output  # whole on one line at 80 columns
     pulled = tmp_path / "pulled"
     code, out = model("pull", "digits@production", str(pulled), env=env)
     assert code == 0, out

@@ -16,7 +16,7 @@ from securesystemslib.signer import Key, Signer
 from learnerkit.common.signing import canonical
 from learnerkit.scheduler.catalog import aliaslog, layout, oci
 from learnerkit.scheduler.catalog.card import CARD_FILE, read_front_matter
-from learnerkit.scheduler.catalog.errors import CatalogError, RefusedError
+from learnerkit.scheduler.catalog.errors import CatalogError, NotFoundError, RefusedError
 from learnerkit.scheduler.catalog.lineage import uses
 from learnerkit.scheduler.catalog.names import Reference, check_alias, check_name
 from learnerkit.scheduler.catalog.proof import Proof, prove
@@ -80,9 +80,8 @@ def move_alias(
 
 
 def history(store: Store, name: str, keys: Sequence[Key]) -> tuple[list[dict[str, Any]], list[Check]]:
-    check_name(name)
-    if name not in models(store):
-        raise CatalogError(f"no model named {name!r} for tenant {store.tenant}")
+    if not version_digests(store, name):
+        raise NotFoundError(f"no model named {name!r} for tenant {store.tenant}")
     entries, checks = aliaslog.check_chain(aliaslog.read_log(store, name), keys, name)
     return [e.move for e in entries], checks
 

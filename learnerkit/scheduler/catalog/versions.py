@@ -176,14 +176,15 @@ def _manifest(store: Store, name: str, reference: str) -> tuple[dict[str, Any], 
 
 def resolve(store: Store, ref: Reference) -> str:
     """The version digest ``ref`` names; NotFoundError naming the model, version or alias that is not there."""
-    if ref.name not in models(store):
+    tags = oci.tags(store.host, store.repo(ref.name))
+    if not any(tag.startswith("v-") for tag in tags):
         raise NotFoundError(f"no model named {ref.name!r} for tenant {store.tenant}")
     if ref.version is not None:
-        if layout.version_tag(ref.version) not in oci.tags(store.host, store.repo(ref.name)):
+        if layout.version_tag(ref.version) not in tags:
             raise NotFoundError(f"model {ref.name}: no version {ref.version} for tenant {store.tenant}")
         return ref.version
     if ref.alias is not None:
-        found = oci.get_manifest(store.host, store.repo(ref.name), ref.alias)
+        found = oci.get_manifest(store.host, store.repo(ref.name), ref.alias) if ref.alias in tags else None
         if found is None:
             raise NotFoundError(f"model {ref.name}: no alias {ref.alias!r}")
         return found[1]

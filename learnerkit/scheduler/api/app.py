@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from securesystemslib.signer import Signer
 from starlette.concurrency import run_in_threadpool
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException
@@ -257,9 +258,11 @@ def create_app(
     health: HealthCheck | None = None,
     console: ConsoleSettings | None = None,
     catalog: str | None = None,
+    signer: Signer | None = None,
 ) -> FastAPI:
     """The ASGI app, the console at ``/ui/`` included (``console``: the names it answers to; default: the
-    loopback ones), the model catalog at ``/v1/models`` (``catalog``: its registry); fails now
+    loopback ones), the model catalog at ``/v1/models`` (``catalog``: its registry; ``signer`` signs its alias
+    moves); fails now
     (`TokensFileError`) when the tokens file is missing or others can read it."""
     tokens = TokenStore(tokens_path)
     limits = limits or LimitSettings()
@@ -286,7 +289,7 @@ def create_app(
     app.state.tokens = tokens
     app.include_router(_jobs_router(facade, limits))
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
-    app.include_router(models_router(catalog, keys, _tenant, _UNAUTHORIZED | _NOT_FOUND))
+    app.include_router(models_router(catalog, keys, signer, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.add_api_route(
         "/healthz",
         _healthz_endpoint(health),

@@ -4,26 +4,36 @@ jobs' routes are: a tenant's models are the repositories ``<tenant>/*`` of the c
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
+from pydantic import BaseModel
+from securesystemslib.signer import Signer
 
 from learnerkit.common.keyring import PublishedKey
 from learnerkit.common.signing import public_key_from_pem
-from learnerkit.scheduler.catalog.errors import CatalogError, NotFoundError, StoreError
+from learnerkit.scheduler.catalog.errors import CatalogError, NotFoundError, RefusedError, StoreError
 from learnerkit.scheduler.catalog.names import Reference
-from learnerkit.scheduler.catalog.service import history, lineage_of, verify
+from learnerkit.scheduler.catalog.service import history, lineage_of, move_alias, verify
 from learnerkit.scheduler.catalog.versions import Store, models, version_digests
+
+
+class AliasBody(BaseModel):
+    version: str
+    """The version to move the alias to: ``sha256:...``."""
 
 
 def models_router(
     registry: str | None,
     keys: Sequence[PublishedKey],
+    signer: Signer | None,
     tenant_of: Callable[..., Awaitable[str]],
     responses: dict[Any, Any],
 ) -> APIRouter:
     """``registry``: the catalog's store (``host:port``; None: the scheduler has none, every route answers 404
-    saying so); ``keys``: the platform's published keys, that verify checks with."""
+    saying so); ``keys``: the platform's published keys, that verify checks with; ``signer``: the platform's,
+    that signs alias moves (None: moves answer 404)."""
     router = APIRouter(prefix="/v1", tags=["models"])
     ring = [public_key_from_pem(k.pem.encode(), f"key {k.keyid}") for k in keys]
 
@@ -37,6 +47,8 @@ def models_router(
             return call()
         except NotFoundError as e:
             raise HTTPException(404, str(e)) from e
+        except RefusedError as e:
+            raise HTTPException(409, str(e)) from e
         except StoreError as e:
             raise HTTPException(503, str(e)) from e
         except CatalogError as e:
@@ -79,5 +91,18 @@ def models_router(
         found = store(tenant)
         result: dict[str, Any] = answer(lambda: verify(found, f"{name}@{reference}", ring).to_dict())
         return result
+
+    @router.post("/models/{name}/aliases/{alias}", responses=responses)
+    def move(name: str, alias: str, body: AliasBody, tenant: str = Depends(tenant_of)) -> dict[str, Any]:
+        """Point the alias at the version, only when it proves every gate (409 naming each failed check
+        otherwise); the move is signed with the platform's key into the model's alias log."""
+        found = store(tenant)
+        if signer is None:
+            raise HTTPException(404, "this scheduler does not sign alias moves (no signing key given to the API)")
+        at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        moved: dict[str, Any] = answer(
+            lambda: move_alias(found, name, alias, body.version, ring, signer, f"tenant {tenant}", at)
+        )
+        return moved
 
     return router

@@ -55,6 +55,7 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
         keys=hosted.keys,
         health=hosted.health,
         catalog=settings.catalog_registry,
+        signer=hosted.signer,
         console=ConsoleSettings(
             own_names(settings.api.host, (socket.gethostname(), socket.getfqdn())), secure=tls is not None
         ),

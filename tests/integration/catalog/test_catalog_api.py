@@ -48,3 +48,25 @@ def test_models_are_listed_shown_and_verified_for_their_tenant_only(
     with TestClient(create_app(fake, tenants.path)) as client:
         none = client.get("/v1/models", headers={"Authorization": f"Bearer {tenants.a}"})
         assert none.status_code == 404 and "LEARNERKIT_CATALOG_REGISTRY" in none.text
+
+
+def test_an_alias_moves_through_the_api_only_on_proof_signed_by_the_platform(
+    registry: str, tmp_path: Path, tenants: Tenants
+) -> None:
+    folder, key = job_folder(tmp_path / "job")
+    unfair, _ = job_folder(tmp_path / "unfair", fairness="failed", key=key)
+    keys = [load_public_key(public_key_path(key))]
+    good = register(Store(registry, "team-a"), "api-digits", folder, keys).version
+    bad = register(Store(registry, "team-a"), "api-digits", unfair, keys).version
+    published = [PublishedKey(keys[0].keyid, public_key_path(key).read_text(), True)]
+    app = create_app(FakeFacade(), tenants.path, keys=published, catalog=registry, signer=load_signer(key))
+    with TestClient(app) as client:
+        a = {"Authorization": f"Bearer {tenants.a}"}
+        moved = client.post("/v1/models/api-digits/aliases/production", headers=a, json={"version": good})
+        assert moved.status_code == 200 and moved.json()["to"] == good and moved.json()["by"] == "tenant team-a"
+        refused = client.post("/v1/models/api-digits/aliases/production", headers=a, json={"version": bad})
+        assert refused.status_code == 409 and "evaluation thresholds" in refused.text, refused.text
+        b = {"Authorization": f"Bearer {tenants.b}"}
+        other = client.post("/v1/models/api-digits/aliases/production", headers=b, json={"version": good})
+        assert other.status_code == 404
+        assert [m["to"] for m in client.get("/v1/models/api-digits/history", headers=a).json()] == [good]

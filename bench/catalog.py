@@ -17,7 +17,7 @@ writers (two evaluation rounds). Each run, on a fresh registry:
   chain. Target: at most 10 s for 1 GiB.
 
 Prints the medians of ``--runs`` runs and the ratios; exits 1 when verify is over the target.
-Usage (from the repository root): PYTHONPATH=. python bench/catalog.py [--mib 1024] [--runs 1]
+Usage: python bench/catalog.py [--mib 1024] [--runs 1]
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import uuid
 from pathlib import Path
 
 import requests
+from catalogjob import job_folder
 
 from learnerkit.common.signing import load_public_key, load_signer, public_key_path
 from learnerkit.dev.ports import free_port
@@ -40,7 +41,6 @@ from learnerkit.dev.registry import registry_binary
 from learnerkit.scheduler.catalog import oci
 from learnerkit.scheduler.catalog.service import move_alias, verify
 from learnerkit.scheduler.catalog.versions import Store, register
-from tests.integration.catalog.modeljob import job_folder
 
 TARGET_VERIFY_S = 10.0
 WEIGHTS = "attempt-1/learner-1/results/model.bin"

@@ -42,16 +42,13 @@ def evaluated(store: object, key: Path, name: str, kind: str, verdict: str, roun
     EvaluationProvenanceWriter(load_signer(key), describe_evaluator).write(store, settled)  # type: ignore[arg-type]
 
 
-def job_folder(
-    tmp: Path, *, fairness: str = "passed", key: Path | None = None, weights: bytes | None = None
-) -> tuple[Path, Path]:
+def job_folder(tmp: Path, *, fairness: str = "passed", key: Path | None = None) -> tuple[Path, Path]:
     """(the download folder, the platform key): one attempt, a robustness round that passed and a fairness round
     with ``fairness``'s verdict. Its weights are its own bytes: the registry stores a blob once for every
-    repository, so a test that corrupts one in the registry's storage touches no other test's version; ``weights``:
-    these bytes instead (the benchmark's 1 GiB)."""
+    repository, so a test that corrupts one in the registry's storage touches no other test's version."""
     tmp.mkdir(parents=True, exist_ok=True)
     kept = jobfolder.RESULT
-    jobfolder.RESULT = weights if weights is not None else b"trained weights " + uuid.uuid4().hex.encode()
+    jobfolder.RESULT = b"trained weights " + uuid.uuid4().hex.encode()
     try:
         store, key = finished_job(tmp, signing_key=key)
     finally:

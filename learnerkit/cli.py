@@ -40,6 +40,11 @@ GROUPS: dict[str, GroupEntry] = {
         "sweep_group",
         "Search hyperparameters: a group of trial jobs, early stopping on checkpoints.",
     ),
+    "model": GroupEntry(
+        "learnerkit.scheduler.cli_model",
+        "model_group",
+        "The model catalog: versions by digest, aliases moved on proof, lineage, model cards.",
+    ),
     "scheduler": GroupEntry(
         "learnerkit.scheduler.cli_scheduler",
         "scheduler_group",

@@ -232,4 +232,5 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         public_key=public_pem(signer),
         keys=tuple(keys),
         health=scheduler.loop.stalled,
+        signer=signer,
     )

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from securesystemslib.signer import Signer
 from starlette.concurrency import run_in_threadpool
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException
@@ -34,6 +35,7 @@ from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
 from learnerkit.scheduler.api.hosting import HealthCheck, Lifespan
 from learnerkit.scheduler.api.hsts import StrictTransportSecurity
+from learnerkit.scheduler.api.models import models_router
 from learnerkit.scheduler.api.multipart import (
     BodyTimeouts,
     Submission,
@@ -265,9 +267,13 @@ def create_app(
     keys: Sequence[PublishedKey] = (),
     health: HealthCheck | None = None,
     console: ConsoleSettings | None = None,
+    catalog: str | None = None,
+    signer: Signer | None = None,
 ) -> FastAPI:
     """The ASGI app, the console at ``/ui/`` included (``console``: the names it answers to; default: the
-    loopback ones); fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
+    loopback ones), the model catalog at ``/v1/models`` (``catalog``: its registry; ``signer`` signs its alias
+    moves); fails now
+    (`TokensFileError`) when the tokens file is missing or others can read it."""
     tokens = TokenStore(tokens_path)
     limits = limits or LimitSettings()
 
@@ -296,6 +302,7 @@ def create_app(
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.state.series = SeriesCache(facade)  # shared with the console's charts
     app.include_router(series_router(app.state.series, _tenant, _UNAUTHORIZED | _NOT_FOUND))
+    app.include_router(models_router(catalog, keys, signer, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.add_api_route(
         "/healthz",
         _healthz_endpoint(health),

@@ -11,6 +11,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
+from securesystemslib.signer import Signer
 
 from learnerkit.common.keyring import PublishedKey
 from learnerkit.scheduler.config.settings import SchedulerSettings
@@ -33,6 +34,8 @@ class HostedScheduler:
     keys: tuple[PublishedKey, ...] = ()
     """Every public key the platform signed with, the current one first, served at ``/v1/keys``."""
     health: HealthCheck | None = None
+    signer: Signer | None = None
+    """The platform's signer: the model catalog's alias moves are signed with it (``POST /v1/models/...``)."""
 
 
 SchedulerFactory = Callable[[SchedulerSettings], HostedScheduler]

@@ -231,6 +231,8 @@ class SchedulerSettings:
     trust: TrustSettings = field(default_factory=TrustSettings)
     packages: PackageSettings = field(default_factory=PackageSettings)
     signing: SigningSettings = field(default_factory=SigningSettings)
+    catalog_registry: str | None = None
+    """The model catalog's OCI registry, ``host:port`` (``LEARNERKIT_CATALOG_REGISTRY``; docs/catalog.md)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> SchedulerSettings:
@@ -311,6 +313,7 @@ class SchedulerSettings:
             signing=SigningSettings(
                 key=Path(env.get(SIGNING_KEY_SETTING, str(DEFAULT_SIGNING_KEY))), passphrase=key_passphrase(env)
             ),
+            catalog_registry=env.get("LEARNERKIT_CATALOG_REGISTRY"),
         )
 
     def with_overrides(self, **groups: Mapping[str, Any]) -> SchedulerSettings:

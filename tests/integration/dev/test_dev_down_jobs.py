@@ -79,7 +79,7 @@ def test_down_halts_a_running_job_and_removes_its_pair(state_dir: Path, build_in
 
         done = dev(state_dir, "down", "--output", "json")
 
-        assert sorted(row["name"] for row in json.loads(done.stdout)) == ["etcd", "s3"]
+        assert sorted(row["name"] for row in json.loads(done.stdout)) == ["etcd", "registry", "s3"]
         assert f"job {job_id}: halted" in done.stderr, done.stderr
         assert pairs_of(job_id) == [], "a pair of the job is still on the engine"
         volumes: list[Any] = engine.engine().volumes.list(filters={"name": handle.volume})

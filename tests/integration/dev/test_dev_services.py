@@ -60,7 +60,11 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def started(state_dir: Path) -> dict[str, int]:
     rows = dev_json(state_dir, "up", "--any-port")
-    assert [(row["name"], row["action"]) for row in rows] == [("etcd", "started"), ("s3", "started")]
+    assert [(row["name"], row["action"]) for row in rows] == [
+        ("etcd", "started"),
+        ("s3", "started"),
+        ("registry", "started"),
+    ]
     return pids(state_dir)
 
 
@@ -84,7 +88,11 @@ def s3(env: dict[str, str]) -> Any:
 
 def test_up_again_leaves_the_running_services_alone(state_dir: Path, started: dict[str, int]) -> None:
     rows = dev_json(state_dir, "up", "--any-port")
-    assert [(row["name"], row["action"]) for row in rows] == [("etcd", "already running"), ("s3", "already running")]
+    assert [(row["name"], row["action"]) for row in rows] == [
+        ("etcd", "already running"),
+        ("s3", "already running"),
+        ("registry", "already running"),
+    ]
     assert pids(state_dir) == started
     assert (state_dir / "credentials.env").stat().st_mode & 0o777 == 0o600
 
@@ -100,7 +108,15 @@ def test_status_reports_every_service_healthy(state_dir: Path, started: dict[str
     assert {row["name"]: (row["state"], row["healthy"], row["pid"]) for row in rows} == {
         "etcd": ("running", True, started["etcd"]),
         "s3": ("running", True, started["s3"]),
+        "registry": ("running", True, started["registry"]),
     }
+
+
+def test_env_names_the_catalogs_registry_which_answers_the_v2_api(shell_env: dict[str, str]) -> None:
+    host = shell_env["LEARNERKIT_CATALOG_REGISTRY"]
+    assert host.startswith("127.0.0.1:")
+    with urllib.request.urlopen(f"http://{host}/v2/_catalog", timeout=10) as response:
+        assert json.loads(response.read()) == {"repositories": []}
 
 
 def test_env_reaches_s3_with_boto3_and_its_buckets_exist(shell_env: dict[str, str]) -> None:
@@ -167,11 +183,15 @@ def test_a_killed_service_is_seen_as_stale_and_restarted(state_dir: Path, starte
 def test_down_leaves_nothing_running_and_no_state(state_dir: Path, started: dict[str, int]) -> None:
     running = pids(state_dir)
     rows = dev_json(state_dir, "down")
-    assert sorted((row["name"], row["action"]) for row in rows) == [("etcd", "stopped"), ("s3", "stopped")]
+    assert sorted((row["name"], row["action"]) for row in rows) == [
+        ("etcd", "stopped"),
+        ("registry", "stopped"),
+        ("s3", "stopped"),
+    ]
     assert not any(is_alive(pid, None) for pid in running.values())
     assert not (state_dir / "state.json").exists()
     assert dev(state_dir, "env", check=False).returncode == 1
-    assert [row["state"] for row in dev_json(state_dir, "status")] == ["stopped", "stopped"]
+    assert [row["state"] for row in dev_json(state_dir, "status")] == ["stopped", "stopped", "stopped"]
 
 
 @pytest.mark.skipif(

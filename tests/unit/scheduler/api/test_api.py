@@ -360,6 +360,11 @@ def test_openapi_lists_every_endpoint(client: TestClient) -> None:
         ("POST", "/v1/sweeps/{sweep_id}/halt"),
         ("POST", "/v1/sweeps/{sweep_id}/resume"),
         ("POST", "/v1/sweeps/{sweep_id}/cancel"),
+        ("GET", "/v1/models"),
+        ("GET", "/v1/models/{name}/versions/{reference}"),
+        ("GET", "/v1/models/{name}/history"),
+        ("GET", "/v1/models/{name}/verify/{reference}"),
+        ("POST", "/v1/models/{name}/aliases/{alias}"),
         ("GET", "/healthz"),
     }
     assert spec["components"]["securitySchemes"]["HTTPBearer"] == spec["components"]["securitySchemes"][

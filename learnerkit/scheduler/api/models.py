@@ -1,0 +1,108 @@
+"""The catalog's routes: ``/v1/models`` (docs/catalog.md), read and verify, scoped to the token's tenant as the
+jobs' routes are: a tenant's models are the repositories ``<tenant>/*`` of the catalog's registry."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException
+from pydantic import BaseModel
+from securesystemslib.signer import Signer
+
+from learnerkit.common.keyring import PublishedKey
+from learnerkit.common.signing import public_key_from_pem
+from learnerkit.scheduler.catalog.errors import CatalogError, NotFoundError, RefusedError, StoreError
+from learnerkit.scheduler.catalog.names import Reference
+from learnerkit.scheduler.catalog.service import history, lineage_of, move_alias, verify
+from learnerkit.scheduler.catalog.versions import Store, models, version_digests
+
+
+class AliasBody(BaseModel):
+    version: str
+    """The version to move the alias to: ``sha256:...``."""
+
+
+def models_router(
+    registry: str | None,
+    keys: Sequence[PublishedKey],
+    signer: Signer | None,
+    tenant_of: Callable[..., Awaitable[str]],
+    responses: dict[Any, Any],
+) -> APIRouter:
+    """``registry``: the catalog's store (``host:port``; None: the scheduler has none, every route answers 404
+    saying so); ``keys``: the platform's published keys, that verify checks with; ``signer``: the platform's,
+    that signs alias moves (None: moves answer 404)."""
+    router = APIRouter(prefix="/v1", tags=["models"])
+    ring = [public_key_from_pem(k.pem.encode(), f"key {k.keyid}") for k in keys]
+
+    def store(tenant: str) -> Store:
+        if registry is None:
+            raise HTTPException(404, "this scheduler has no model catalog (set LEARNERKIT_CATALOG_REGISTRY)")
+        return Store(registry, tenant)
+
+    def answer(call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except NotFoundError as e:
+            raise HTTPException(404, str(e)) from e
+        except RefusedError as e:
+            raise HTTPException(409, str(e)) from e
+        except StoreError as e:
+            raise HTTPException(503, str(e)) from e
+        except CatalogError as e:
+            raise HTTPException(400, str(e)) from e
+
+    @router.get("/models", responses=responses)
+    def list_models(tenant: str = Depends(tenant_of)) -> list[dict[str, Any]]:
+        """The tenant's models, each with its versions (manifest digests)."""
+        found = store(tenant)
+        listed: list[dict[str, Any]] = answer(
+            lambda: [{"name": n, "versions": version_digests(found, n)} for n in models(found)]
+        )
+        return listed
+
+    @router.get("/models/{name}/versions/{reference}", responses=responses)
+    def show_version(name: str, reference: str, tenant: str = Depends(tenant_of)) -> dict[str, Any]:
+        """A version by digest (``sha256:...``) or alias: its files, job and lineage."""
+        found = store(tenant)
+        version = answer(lambda: lineage_of(found, str(Reference.parse(f"{name}@{reference}"))))
+        return {
+            "name": version.name,
+            "version": version.version,
+            "job": version.job,
+            "attested": version.attested,
+            "created": version.created,
+            "files": [vars(b) for b in version.files],
+            "lineage": version.lineage,
+        }
+
+    @router.get("/models/{name}/history", responses=responses)
+    def alias_history(name: str, tenant: str = Depends(tenant_of)) -> list[dict[str, Any]]:
+        """Every alias move, oldest first, with each entry's check."""
+        found = store(tenant)
+        moves, checks = answer(lambda: history(found, name, ring))
+        return [{**m, "check": c.state.value, "detail": c.detail} for m, c in zip(moves, checks, strict=True)]
+
+    @router.get("/models/{name}/verify/{reference}", responses=responses)
+    def verify_version(name: str, reference: str, tenant: str = Depends(tenant_of)) -> dict[str, Any]:
+        """The version or alias checked again with the platform's keys (`model verify`)."""
+        found = store(tenant)
+        result: dict[str, Any] = answer(lambda: verify(found, f"{name}@{reference}", ring).to_dict())
+        return result
+
+    @router.post("/models/{name}/aliases/{alias}", responses=responses)
+    def move(name: str, alias: str, body: AliasBody, tenant: str = Depends(tenant_of)) -> dict[str, Any]:
+        """Point the alias at the version, only when it proves every gate (409 naming each failed check
+        otherwise); the move is signed with the platform's key into the model's alias log."""
+        found = store(tenant)
+        if signer is None:
+            raise HTTPException(404, "this scheduler does not sign alias moves (no signing key given to the API)")
+        at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        moved: dict[str, Any] = answer(
+            lambda: move_alias(found, name, alias, body.version, ring, signer, f"tenant {tenant}", at)
+        )
+        return moved
+
+    return router

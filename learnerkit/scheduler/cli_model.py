@@ -1,0 +1,298 @@
+"""`learnerkit model`: the model catalog, run where the scheduler's settings are (its registry and, for alias
+moves, its signing key); every other command needs only the platform's public keys."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import wraps
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+from rich.markup import escape
+
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.common.output import console, emit, fail, output_option
+from learnerkit.scheduler.catalog.errors import CatalogError, RefusedError
+from learnerkit.scheduler.catalog.versions import Store, Version
+from learnerkit.scheduler.config.settings import DEFAULT_SIGNING_KEY, SIGNING_KEY_SETTING
+
+if TYPE_CHECKING:
+    from securesystemslib.signer import Key
+
+F = TypeVar("F", bound=Callable[..., Any])
+REGISTRY_SETTING = "LEARNERKIT_CATALOG_REGISTRY"
+DEFAULT_REGISTRY = "127.0.0.1:5000"
+
+
+def catalog_command(command: F) -> F:
+    """Add ``--registry``, ``--tenant``, ``--public-key``, ``--output``; hand the command a store and the keys."""
+
+    @click.option(
+        "--registry",
+        envvar=REGISTRY_SETTING,
+        default=DEFAULT_REGISTRY,
+        show_default=True,
+        help=f"the catalog's OCI registry, host:port [env {REGISTRY_SETTING}]",
+    )
+    @click.option("--tenant", envvar="LEARNERKIT_TENANT", required=True, help="the tenant [env LEARNERKIT_TENANT]")
+    @click.option(
+        "--public-key",
+        "public_keys",
+        multiple=True,
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="a platform public key (repeat for rotated ones) [the .pub beside LEARNERKIT_SIGNING_KEY]",
+    )
+    @output_option
+    @wraps(command)
+    def wrapper(*args: Any, registry: str, tenant: str, public_keys: tuple[Path, ...], output: str, **kw: Any) -> Any:
+        from learnerkit.common.signing import load_public_key, public_key_path
+
+        try:
+            paths = public_keys or (public_key_path(Path(os.environ.get(SIGNING_KEY_SETTING, DEFAULT_SIGNING_KEY))),)
+            keys = [load_public_key(path) for path in paths]
+            return command(*args, store=Store(registry, tenant), keys=keys, output=output, **kw)
+        except RefusedError as e:
+            emit(output, {"refused": True, "failed": e.failed, "message": str(e)}, lambda: None)
+            if output != "json":
+                console.print(f"[bold red]refused:[/] {escape(str(e))}")
+            raise SystemExit(1) from e
+        except LearnerkitError as e:
+            fail(output, e)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group("model")
+def model_group() -> None:
+    """The model catalog: versions by digest, aliases moved on proof, lineage, model cards."""
+
+
+def _version_row(version: Version) -> dict[str, Any]:
+    return {
+        "name": version.name,
+        "version": version.version,
+        "job": version.job,
+        "attested": version.attested,
+        "created": version.created,
+        "files": [vars(b) for b in version.files],
+        "lineage": version.lineage,
+    }
+
+
+@model_group.command("register")
+@click.argument("job")
+@click.option("--name", required=True, help="the model's name (lower-case letters, digits, . _ -)")
+@click.option("--parent", default=None, metavar="NAME@VERSION", help="the version it was fine-tuned from")
+@catalog_command
+def register_command(job: str, name: str, parent: str | None, store: Store, keys: list[Key], output: str) -> None:
+    """Store JOB's model as a version: JOB is a folder `job download --what all` wrote, or a job id (downloaded
+    from the scheduler). The folder must verify with the platform's keys, or nothing is stored."""
+    from learnerkit.scheduler.catalog.versions import register
+
+    folder = Path(job)
+    with tempfile.TemporaryDirectory(prefix="learnerkit-register-") as temporary:
+        if not folder.is_dir():
+            folder = Path(temporary)
+            _download(job, folder)
+        version = register(store, name, folder, keys, parent)
+    emit(output, _version_row(version), lambda: console.print(f"registered {name}@{version.version}", soft_wrap=True))
+
+
+def _download(job: str, folder: Path) -> None:
+    from learnerkit.scheduler.client.http import SchedulerClient
+    from learnerkit.scheduler.client.provenance import download_for_verify
+
+    client = SchedulerClient.from_env(None, None)
+    try:
+        failed = download_for_verify(client, job, folder)
+    finally:
+        client.close()
+    if failed:
+        raise CatalogError("; ".join(f"{f.path}: {f.error}" for f in failed))
+
+
+@model_group.command("list")
+@catalog_command
+def list_command(store: Store, keys: list[Key], output: str) -> None:
+    """Every model of the tenant with its versions."""
+    from learnerkit.scheduler.catalog.versions import models, version_digests
+
+    found = {name: version_digests(store, name) for name in models(store)}
+    rows = [{"name": name, "versions": versions} for name, versions in found.items()]
+
+    def show() -> None:
+        # One `NAME@sha256:...` a line, never folded or cut: it is the reference the other commands take.
+        for name, versions in found.items():
+            for version in versions:
+                console.print(f"{name}@{version}", soft_wrap=True, markup=False)
+        if not found:
+            console.print(f"no models for tenant {store.tenant}", markup=False)
+
+    emit(output, rows, show)
+
+
+@model_group.command("show")
+@click.argument("reference", metavar="NAME@VERSION|NAME@ALIAS")
+@catalog_command
+def show_command(reference: str, store: Store, keys: list[Key], output: str) -> None:
+    """A version: its files, job and lineage."""
+    from learnerkit.scheduler.catalog.service import lineage_of
+
+    version = lineage_of(store, reference)
+    emit(output, _version_row(version), lambda: _show_version(version))
+
+
+def _show_version(version: Version) -> None:
+    console.print(f"{version.name}@{version.version}", soft_wrap=True)
+    console.print(f"job {version.job}; {'attested' if version.attested else 'UNATTESTED (imported)'}")
+    for blob in version.files:
+        console.print(f"  {blob.path} {blob.digest} {blob.size} bytes", soft_wrap=True)
+
+
+@model_group.command("alias")
+@click.argument("name")
+@click.argument("alias")
+@click.argument("version")
+@click.option(
+    "--signing-key",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar=SIGNING_KEY_SETTING,
+    default=DEFAULT_SIGNING_KEY,
+    help=f"the platform's key that signs the move [env {SIGNING_KEY_SETTING}]",
+)
+@catalog_command
+def alias_command(
+    name: str, alias: str, version: str, signing_key: Path, store: Store, keys: list[Key], output: str
+) -> None:
+    """Point ALIAS at VERSION, only when its weights' signature and provenance verify, its learner image passed
+    the scan gate, every evaluation passed and its card states the attested metrics; the move is signed into the
+    model's alias log."""
+    from learnerkit.common.passphrase import key_passphrase
+    from learnerkit.common.signing import load_signer
+    from learnerkit.scheduler.catalog.service import move_alias
+
+    signer = load_signer(signing_key, SIGNING_KEY_SETTING, key_passphrase(os.environ))
+    move = move_alias(
+        store, name, alias, version, keys, signer, getpass.getuser(), datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
+    emit(output, move, lambda: console.print(f"{name}@{alias} -> {move['to']} (from {move['from'] or 'nothing'})"))
+
+
+@model_group.command("history")
+@click.argument("name")
+@catalog_command
+def history_command(name: str, store: Store, keys: list[Key], output: str) -> None:
+    """Every alias move of NAME, oldest first, each entry's signature and chain checked."""
+    from learnerkit.scheduler.catalog.service import history
+
+    moves, checks = history(store, name, keys)
+    data = [
+        {**move, "check": check.state.value, "detail": check.detail} for move, check in zip(moves, checks, strict=True)
+    ]
+
+    def show() -> None:
+        for row in data:
+            console.print(
+                f"{row.get('sequence')} {row.get('at')} {row.get('by')} {row.get('alias')}: "
+                f"{row.get('from') or '-'} -> {row.get('to')} [{row['check']}]",
+                soft_wrap=True,
+            )
+
+    emit(output, data, show)
+    if any(check.state.value != "ok" for check in checks):
+        raise SystemExit(1)
+
+
+@model_group.command("verify")
+@click.argument("reference", metavar="NAME@VERSION|NAME@ALIAS")
+@catalog_command
+def verify_command(reference: str, store: Store, keys: list[Key], output: str) -> None:
+    """Check a version again, offline: every referrer's signature, every file hashed again, the card and lineage
+    rendered again; for an alias, the log's chain and that the alias is where the log last moved it."""
+    from learnerkit.scheduler.catalog.service import verify
+
+    result = verify(store, reference, keys)
+
+    def show() -> None:
+        for check in result.proof.to_dict()["checks"] + [{"gate": "alias log", **c} for c in result.to_dict()["log"]]:
+            detail = f": {escape(check['detail'])}" if check["detail"] else ""
+            console.print(f"{check['state']} [{check['gate']}] {escape(check['item'])}{detail}", soft_wrap=True)
+        console.print("[green]verified[/]" if result.ok else "[bold red]NOT verified[/]")
+
+    emit(output, result.to_dict(), show)
+    if not result.ok:
+        raise SystemExit(1)
+
+
+@model_group.command("lineage")
+@click.argument("target", metavar="NAME@VERSION|NAME@ALIAS|DIGEST")
+@catalog_command
+def lineage_command(target: str, store: Store, keys: list[Key], output: str) -> None:
+    """Where a version came from; or, given a SHA-256 (a data object's, an image's), which versions used it."""
+    from learnerkit.scheduler.catalog.service import lineage_of, used_by
+
+    if "@" in target:
+        record = lineage_of(store, target).lineage
+        emit(output, record, lambda: console.print_json(data=record))
+        return
+    found = used_by(store, target)
+
+    def show() -> None:
+        for row in found:
+            console.print(f"{row['name']}@{row['version']}: {', '.join(row['uses'])}", soft_wrap=True)
+
+    emit(output, found, show)
+
+
+@model_group.command("pull")
+@click.argument("reference", metavar="NAME@VERSION|NAME@ALIAS")
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False))
+@catalog_command
+def pull_command(reference: str, folder: Path, store: Store, keys: list[Key], output: str) -> None:
+    """The version's files into FOLDER, as `model_signing verify key --signature FOLDER/provenance/model.sig`
+    verifies them."""
+    from learnerkit.scheduler.catalog.service import pull
+
+    version = pull(store, reference, folder)
+    emit(output, _version_row(version), lambda: console.print(f"{reference} -> {folder}"))
+
+
+@model_group.command("export")
+@click.argument("reference", metavar="NAME@VERSION|NAME@ALIAS")
+@click.option(
+    "--hf",
+    "folder",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="the Hugging Face folder to write",
+)
+@catalog_command
+def export_command(reference: str, folder: Path, store: Store, keys: list[Key], output: str) -> None:
+    """A Hugging Face model folder: README.md (the card), the files, the signed documents."""
+    from learnerkit.scheduler.catalog.service import export_hf
+
+    version = export_hf(store, reference, folder)
+    emit(output, _version_row(version), lambda: console.print(f"{reference} -> {folder}"))
+
+
+@model_group.command("import")
+@click.option(
+    "--hf",
+    "folder",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="a Hugging Face model folder",
+)
+@click.option("--name", required=True)
+@catalog_command
+def import_command(folder: Path, name: str, store: Store, keys: list[Key], output: str) -> None:
+    """A Hugging Face folder stored as a version marked unattested (no alias can point at it)."""
+    from learnerkit.scheduler.catalog.service import import_hf
+
+    version = import_hf(store, name, folder)
+    emit(output, _version_row(version), lambda: console.print(f"imported {name}@{version.version} (unattested)"))

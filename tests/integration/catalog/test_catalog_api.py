@@ -1,0 +1,72 @@
+"""`/v1/models` against Debian's docker-registry: a tenant reads, checks and verifies its own models and never
+another tenant's; a scheduler without a catalog says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from learnerkit.common.keyring import PublishedKey
+from learnerkit.common.signing import load_public_key, load_signer, public_key_path
+from learnerkit.scheduler.api.app import create_app
+from learnerkit.scheduler.catalog.service import move_alias
+from learnerkit.scheduler.catalog.versions import Store, register
+from tests.integration.catalog.modeljob import job_folder
+from tests.unit.scheduler.conftest import Tenants, tenants
+from tests.unit.scheduler.fakefacade import FakeFacade
+
+pytestmark = [pytest.mark.integration]
+__all__ = ["tenants"]  # the API tests' tokens file, as a fixture here
+
+
+def test_models_are_listed_shown_and_verified_for_their_tenant_only(
+    registry: str, tmp_path: Path, tenants: Tenants
+) -> None:
+    fake = FakeFacade()
+    folder, key = job_folder(tmp_path / "job")
+    keys = [load_public_key(public_key_path(key))]
+    version = register(Store(registry, "team-a"), "digits", folder, keys).version
+    move_alias(Store(registry, "team-a"), "digits", "production", version, keys, load_signer(key), "alice", "now")
+    published = [PublishedKey(keys[0].keyid, public_key_path(key).read_text(), True)]
+    with TestClient(create_app(fake, tenants.path, keys=published, catalog=registry)) as client:
+        a = {"Authorization": f"Bearer {tenants.a}"}
+        b = {"Authorization": f"Bearer {tenants.b}"}
+        listed = client.get("/v1/models", headers=a).json()
+        assert {"name": "digits", "versions": [version]} in listed
+        shown = client.get(f"/v1/models/digits/versions/{version}", headers=a).json()
+        assert shown["version"] == version and shown["lineage"]["job"] == "job-7"
+        assert client.get("/v1/models/digits/versions/production", headers=a).json()["version"] == version
+        assert [m["alias"] for m in client.get("/v1/models/digits/history", headers=a).json()] == ["production"]
+        verified = client.get("/v1/models/digits/verify/production", headers=a).json()
+        assert verified["verified"] is True, verified
+        other = client.get(f"/v1/models/digits/versions/{version}", headers=b)
+        assert other.status_code == 404 and "tenant team-b" in other.text
+        assert client.get("/v1/models", headers=b).json() == []
+        assert client.get("/v1/models").status_code == 401
+    with TestClient(create_app(fake, tenants.path)) as client:
+        none = client.get("/v1/models", headers={"Authorization": f"Bearer {tenants.a}"})
+        assert none.status_code == 404 and "LEARNERKIT_CATALOG_REGISTRY" in none.text
+
+
+def test_an_alias_moves_through_the_api_only_on_proof_signed_by_the_platform(
+    registry: str, tmp_path: Path, tenants: Tenants
+) -> None:
+    folder, key = job_folder(tmp_path / "job")
+    unfair, _ = job_folder(tmp_path / "unfair", fairness="failed", key=key)
+    keys = [load_public_key(public_key_path(key))]
+    good = register(Store(registry, "team-a"), "api-digits", folder, keys).version
+    bad = register(Store(registry, "team-a"), "api-digits", unfair, keys).version
+    published = [PublishedKey(keys[0].keyid, public_key_path(key).read_text(), True)]
+    app = create_app(FakeFacade(), tenants.path, keys=published, catalog=registry, signer=load_signer(key))
+    with TestClient(app) as client:
+        a = {"Authorization": f"Bearer {tenants.a}"}
+        moved = client.post("/v1/models/api-digits/aliases/production", headers=a, json={"version": good})
+        assert moved.status_code == 200 and moved.json()["to"] == good and moved.json()["by"] == "tenant team-a"
+        refused = client.post("/v1/models/api-digits/aliases/production", headers=a, json={"version": bad})
+        assert refused.status_code == 409 and "evaluation thresholds" in refused.text, refused.text
+        b = {"Authorization": f"Bearer {tenants.b}"}
+        other = client.post("/v1/models/api-digits/aliases/production", headers=b, json={"version": good})
+        assert other.status_code == 404
+        assert [m["to"] for m in client.get("/v1/models/api-digits/history", headers=a).json()] == [good]

@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from serving import once_served, serve_scheduler
+from serving import once_served, serve_scheduler, start_api
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"
@@ -99,7 +97,7 @@ async def write_jobs(etcd_endpoint: str, count: int) -> None:
     await etcd.close()
 
 
-def serve(etcd_endpoint: str, tokens: Path, port: int) -> None:
+def serve(etcd_endpoint: str, tokens: Path, fd: int) -> None:
     """The child: the real API over the real Scheduler on the Docker backend, its loop running."""
     from learnerkit.scheduler.backends.docker import DockerBackend
     from learnerkit.scheduler.core.scheduler import Scheduler
@@ -107,7 +105,7 @@ def serve(etcd_endpoint: str, tokens: Path, port: int) -> None:
 
     store = JobStore()
     scheduler = Scheduler(store, DockerBackend(), options(etcd_endpoint))  # type: ignore[arg-type]
-    serve_scheduler(scheduler, store, etcd_endpoint, tokens, port)
+    serve_scheduler(scheduler, store, etcd_endpoint, tokens, fd)
 
 
 def timed(call: Callable[[], object], runs: int) -> tuple[float, object]:
@@ -124,7 +122,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--serve", nargs=3, metavar=("ETCD", "TOKENS", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs=3, metavar=("ETCD", "TOKENS", "FD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve[0], Path(args.serve[1]), int(args.serve[2]))
@@ -145,11 +143,7 @@ def main() -> int:
             started = time.perf_counter()
             asyncio.run(write_jobs(etcd.endpoint, args.jobs))
             print(f"wrote {args.jobs} jobs of one tenant in {time.perf_counter() - started:.1f} s")
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = int(s.getsockname()[1])
-            argv = [sys.executable, __file__, "--serve", etcd.endpoint, str(tokens), str(port)]
-            child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+            child, port = start_api([sys.executable, __file__, "--serve", etcd.endpoint, str(tokens)])
             client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
             first = once_served(lambda: client.page_jobs(JobQuery()), child, 300)
             assert first.total == args.jobs, first.total

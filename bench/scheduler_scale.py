@@ -17,17 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from serving import once_served, serve_scheduler
+from serving import once_served, serve_scheduler, start_api
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"
@@ -121,7 +118,7 @@ async def time_rebuild(etcd_endpoint: str) -> tuple[float, int]:
     return took, len(scheduler.shared.jobs)
 
 
-def serve(etcd_endpoint: str, tokens: Path, port: int) -> None:
+def serve(etcd_endpoint: str, tokens: Path, fd: int) -> None:
     """The child: the real API over the real Scheduler on the Docker backend, its loop running."""
 
     from learnerkit.scheduler.backends.docker import DockerBackend
@@ -131,7 +128,7 @@ def serve(etcd_endpoint: str, tokens: Path, port: int) -> None:
     store = JobStore()
     scheduler = Scheduler(store, DockerBackend(), options(etcd_endpoint))  # type: ignore[arg-type]
 
-    serve_scheduler(scheduler, store, etcd_endpoint, tokens, port)
+    serve_scheduler(scheduler, store, etcd_endpoint, tokens, fd)
 
 
 def p50_ms(call: object, runs: int) -> float:
@@ -147,7 +144,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queued", type=int, default=1000)
     parser.add_argument("--running", type=int, default=200)
-    parser.add_argument("--serve", nargs=3, metavar=("ETCD", "TOKENS", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs=3, metavar=("ETCD", "TOKENS", "FD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve[0], Path(args.serve[1]), int(args.serve[2]))
@@ -171,11 +168,7 @@ def main() -> int:
             rebuild_s = statistics.median(took for took, _ in rebuilds)
             print(f"rebuild() of {rebuilds[0][1]} jobs: median of 3 {rebuild_s:.2f} s  (target <= 5 s)")
 
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = int(s.getsockname()[1])
-            argv = [sys.executable, __file__, "--serve", etcd.endpoint, str(tokens), str(port)]
-            child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+            child, port = start_api([sys.executable, __file__, "--serve", etcd.endpoint, str(tokens)])
             client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=120)
             jobs = once_served(lambda: client.list_jobs(), child, 120)
             assert len(jobs) == args.queued + args.running, len(jobs)

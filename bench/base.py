@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from learnerkit.common import engine
-from learnerkit_build.builds.baseimage import base_archive, recipe_for, source_lines
+from learnerkit_build.builds.baseimage import recipe_for
+from learnerkit_build.builds.basemake import base_archive, source_lines
 from learnerkit_build.lock.hostapt import fetch_debs
 from learnerkit_build.lock.model import read_lock
 from learnerkit_build.repro.reproducible import load_archive

@@ -20,94 +20,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from serving import once_served, serve_scheduler
+import stored_jobs
+from serving import once_served
 
-REPO = Path(__file__).resolve().parents[1]
-TENANT = "bench"
-S3 = "http://127.0.0.1:9"
+from controller_sidecar.etcdstore import EtcdStore
+from learnerkit.scheduler.jobs.state import JobState
+from learnerkit.scheduler.jobs.store import JobStore
+
 NAMES = ("mnist-small", "resnet-50", "bert-base", "pytorch-smoke")
-MANIFEST = f"""\
-name: list-bench
-cpus: 0.01
-memory: 16Mb
-learners: 1
-data_stores:
-  - id: s3
-    type: s3_datastore
-    training_data: {{container: data}}
-    training_results: {{container: results}}
-    connection: {{auth_url: "{S3}", user_name: "key", password: "secret"}}
-framework:
-  name: pytorch
-  version: "2.13"
-  command: "true"
-"""
 PAGE_TARGET_BYTES = 256 * 1024
 
 
-def options(etcd_endpoint: str) -> object:
-    from learnerkit.scheduler.config.policy import SubmitPolicy
-    from learnerkit.scheduler.core.options import SchedulerOptions
-    from learnerkit.scheduler.core.planning import Platform
-    from learnerkit.scheduler.images.catalog import ImageCatalog
-
-    catalog = ImageCatalog(REPO)
-    return SchedulerOptions(
-        platform=Platform(etcd_endpoints=etcd_endpoint, sidecar_image="unused"),
-        catalog=catalog.frameworks(),
-        resolve_image=lambda _manifest: "unused",
-        submit_policy=SubmitPolicy(object_stores=(S3,)),
-    )
-
-
 async def write_jobs(etcd_endpoint: str, count: int) -> None:
-    from controller_sidecar.etcdstore import EtcdStore
-    from controller_sidecar.settings import EtcdSettings
+    """A quarter HALTED, the rest queued behind a backoff of ten hours."""
     from learnerkit.scheduler.admission.stage import Stage
-    from learnerkit.scheduler.jobs.state import JobState, JobStatus
-    from learnerkit.scheduler.jobs.store import JobStore
-    from learnerkit.scheduler.manifest.parser import parse_manifest
+    from learnerkit.scheduler.jobs.state import JobStatus
 
-    etcd = await EtcdStore.connect(EtcdSettings(endpoints=(etcd_endpoint,)))
-    store = JobStore(etcd)
-    spec = {"manifest": parse_manifest(MANIFEST, "manifest.yml", None).to_dict(), "tenant": TENANT}
     now = time.time()
 
-    async def one(i: int) -> None:
-        job_id = f"job-{i:012d}"
-        state = JobState(job_id, TENANT, NAMES[i % len(NAMES)], now - 100_000 + i * 7)
-        await store.create(state, {**spec, "job_id": job_id}, MANIFEST, "manifest.yml")
+    async def then(i: int, state: JobState, store: JobStore, _etcd: EtcdStore) -> None:
         if i % 4 == 0:
             ended = state.evolve(status=JobStatus.HALTED, stage=Stage.DONE, reason="halted by its user")
             await store.save(ended.evolve(history_sequence=1))
         else:
             await store.save(state.evolve(not_before=now + 36_000, reason="backing off", history_sequence=1))
 
-    for start in range(0, count, 100):
-        await asyncio.gather(*(one(i) for i in range(start, min(start + 100, count))))
-    await etcd.close()
-
-
-def serve(etcd_endpoint: str, tokens: Path, port: int) -> None:
-    """The child: the real API over the real Scheduler on the Docker backend, its loop running."""
-    from learnerkit.scheduler.backends.docker import DockerBackend
-    from learnerkit.scheduler.core.scheduler import Scheduler
-    from learnerkit.scheduler.jobs.store import JobStore
-
-    store = JobStore()
-    scheduler = Scheduler(store, DockerBackend(), options(etcd_endpoint))  # type: ignore[arg-type]
-    serve_scheduler(scheduler, store, etcd_endpoint, tokens, port)
+    await stored_jobs.write_jobs(etcd_endpoint, count, lambda i: NAMES[i % len(NAMES)], then, batch=100)
 
 
 def timed(call: Callable[[], object], runs: int) -> tuple[float, object]:
@@ -124,33 +68,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--serve", nargs=3, metavar=("ETCD", "TOKENS", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs=3, metavar=("ETCD", "TOKENS", "FD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve[0], Path(args.serve[1]), int(args.serve[2]))
+        stored_jobs.serve(args.serve[0], Path(args.serve[1]), int(args.serve[2]))
         return 0
 
-    from learnerkit.dev.etcd import EtcdServer
-    from learnerkit.scheduler.api.auth import add_token
-    from learnerkit.scheduler.client.http import SchedulerClient
     from learnerkit.scheduler.facade import MAX_PAGE_JOBS, JobQuery
 
-    with tempfile.TemporaryDirectory(prefix="lk-bench-list-") as tmp:
-        etcd = EtcdServer("/usr/bin/etcd", Path(tmp) / "etcd" / "data")
-        tokens = Path(tmp) / "tokens.json"
-        token = add_token(tokens, TENANT)
-        etcd.start()
-        child = None
-        try:
-            started = time.perf_counter()
-            asyncio.run(write_jobs(etcd.endpoint, args.jobs))
-            print(f"wrote {args.jobs} jobs of one tenant in {time.perf_counter() - started:.1f} s")
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = int(s.getsockname()[1])
-            argv = [sys.executable, __file__, "--serve", etcd.endpoint, str(tokens), str(port)]
-            child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-            client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
+    with stored_jobs.fresh_etcd("lk-bench-list-") as stored:
+        started = time.perf_counter()
+        asyncio.run(write_jobs(stored.etcd_endpoint, args.jobs))
+        print(f"wrote {args.jobs} jobs of one tenant in {time.perf_counter() - started:.1f} s")
+        with stored_jobs.api_child(__file__, stored, 300) as (client, child):
             first = once_served(lambda: client.page_jobs(JobQuery()), child, 300)
             assert first.total == args.jobs, first.total
 
@@ -200,15 +130,6 @@ def main() -> int:
                 f"every job as one body (what GET /v1/jobs sent before paging): about {whole:,} bytes; "
                 f"the client's walk of every page: {all_ms:.0f} ms"
             )
-        finally:
-            if child is not None:
-                child.terminate()
-                try:
-                    child.wait(30)
-                except subprocess.TimeoutExpired:
-                    child.kill()  # its loop over 10,000 jobs may not stop within the grace
-                    child.wait(30)
-            etcd.stop()
     return 0
 
 

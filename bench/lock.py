@@ -28,7 +28,8 @@ from learnerkit_build.builds.buildkit import BuildRequest, run_build
 from learnerkit_build.builds.images import base_ref_for, build_secrets
 from learnerkit_build.builds.sidecarimage import SIDECAR_BASE, render_sidecar, sidecar_files
 from learnerkit_build.lock.cache import locked_context_files
-from learnerkit_build.lock.compute import SIDECAR_LOCK, fill_cache, image_lock_path, shared_distributions
+from learnerkit_build.lock.committed import SIDECAR_LOCK, image_lock_path, shared_distributions
+from learnerkit_build.lock.compute import fill_cache
 from learnerkit_build.lock.model import read_lock
 from learnerkit_build.recipes.context import ContextFile, assemble_context, context_files
 from learnerkit_build.recipes.matrix import load_matrix

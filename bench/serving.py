@@ -1,5 +1,5 @@
 """What the scheduler benchmarks share: the real REST API over a real Scheduler in a child process, and the
-wait for it to answer. Run as a script (``python bench/serving.py ETCD S3 TOKENS PORT``), it is that child for
+wait for it to answer. Run as a script (``python bench/serving.py ETCD S3 TOKENS FD``), it is that child for
 :func:`scheduler_without_nodes`."""
 
 from __future__ import annotations
@@ -38,8 +38,31 @@ REPO = Path(__file__).resolve().parents[1]
 TENANT = "bench"
 
 
-def serve_scheduler(scheduler: Scheduler, store: JobStore, etcd_endpoint: str, tokens: Path, port: int) -> None:
-    """Serve the API on 127.0.0.1:``port`` until killed: etcd connected, jobs rebuilt and the loop running."""
+def listening_socket() -> socket.socket:
+    """A socket listening on 127.0.0.1 at a port the kernel picked, for :func:`start_api`: the child serves on
+    this very socket, so no other process can take the port between choosing it and serving on it."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
+def start_api(argv: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``argv`` plus the number of a listening socket (see :func:`listening_socket`) it inherits; returns the
+    child and the socket's port. The child passes that number to :func:`serve_scheduler`."""
+    with listening_socket() as sock:
+        child = subprocess.Popen(
+            [*argv, str(sock.fileno())],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            pass_fds=(sock.fileno(),),
+        )
+        return child, int(sock.getsockname()[1])
+
+
+def serve_scheduler(scheduler: Scheduler, store: JobStore, etcd_endpoint: str, tokens: Path, fd: int) -> None:
+    """Serve the API on the inherited listening socket ``fd`` until killed: etcd connected, jobs rebuilt and the
+    loop running."""
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
@@ -56,7 +79,9 @@ def serve_scheduler(scheduler: Scheduler, store: JobStore, etcd_endpoint: str, t
             await etcd.close()
 
     app = create_app(scheduler, tokens, lifespan=lifespan)
-    uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, "warning")).run()
+    sock = socket.socket(fileno=fd)
+    host, port = sock.getsockname()
+    uvicorn.Server(uvicorn_config(app, host, port, "warning")).run(sockets=[sock])
 
 
 def once_served(call: Callable[[], T], child: subprocess.Popen[bytes], timeout_s: float) -> T:
@@ -71,7 +96,7 @@ def once_served(call: Callable[[], T], child: subprocess.Popen[bytes], timeout_s
             time.sleep(0.2)
 
 
-def serve_without_nodes(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port: int) -> None:
+def serve_without_nodes(etcd_endpoint: str, s3_endpoint: str, tokens: Path, fd: int) -> None:
     """The real Scheduler behind the real API, on a backend with no nodes: a job is stored and recorded, then
     ends FAILED (unschedulable), and what is stored under it can be read all the same."""
 
@@ -119,7 +144,7 @@ def serve_without_nodes(etcd_endpoint: str, s3_endpoint: str, tokens: Path, port
     store = JobStore()
     scheduler = Scheduler(store, NoNodes(), options)
 
-    serve_scheduler(scheduler, store, etcd_endpoint, tokens, port)
+    serve_scheduler(scheduler, store, etcd_endpoint, tokens, fd)
 
 
 def rss_peak_mib(pid: int) -> float:
@@ -138,12 +163,6 @@ def rss_now_mib(pid: int) -> float:
 
 def reset_peak(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def bench_manifest(name: str, bucket: str, endpoint: str, access_key: str, secret_key: str, command: str) -> str:
@@ -203,9 +222,7 @@ def scheduler_without_nodes(bucket: str, prefix: str) -> Iterator[Served]:
         try:
             boto = s3.client()
             boto.create_bucket(Bucket=bucket)
-            port = free_port()
-            argv = [sys.executable, __file__, etcd.endpoint, s3.endpoint_url, str(tokens), str(port)]
-            child = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+            child, port = start_api([sys.executable, __file__, etcd.endpoint, s3.endpoint_url, str(tokens)])
             client = SchedulerClient(f"http://127.0.0.1:{port}", token, timeout_s=300)
             yield Served(s3, boto, child, client, scratch, bucket)
         finally:

@@ -11,7 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from learnerkit.common import engine
+from learnerkit.common import engineimages
 from learnerkit.common.output import console, keep_whole
 from learnerkit_build.builds.images import HASH_LABEL, BuildResult, base_ref_for
 from learnerkit_build.recipes.pipconfig import Setting
@@ -25,9 +25,9 @@ if TYPE_CHECKING:  # `image ls`, `image build` and the others need not load the 
 def image_rows(images: Sequence[ImageSpec]) -> list[dict[str, Any]]:
     """One row per image; `built` and `inputs_hash` only when an engine answers."""
     try:
-        engine.engine()
+        engineimages.ping()
         have_engine = True
-    except engine.EngineError:
+    except engineimages.EngineError:
         have_engine = False
     rows = []
     for image in images:
@@ -43,9 +43,9 @@ def image_rows(images: Sequence[ImageSpec]) -> list[dict[str, Any]]:
             "inputs_hash": None,
         }
         if have_engine:
-            image_id = engine.image_id(reference)
+            image_id = engineimages.image_id(reference)
             row["built"] = image_id is not None
-            row["inputs_hash"] = engine.image_labels(reference).get(HASH_LABEL) if image_id else None
+            row["inputs_hash"] = engineimages.image_labels(reference).get(HASH_LABEL) if image_id else None
         rows.append(row)
     return rows
 

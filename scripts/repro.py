@@ -34,7 +34,7 @@ from learnerkit_build.builds.elsewhere import Environment, rebuild_elsewhere
 from learnerkit_build.builds.elsewhere import days_ahead as elsewhere_days
 from learnerkit_build.builds.images import build_image
 from learnerkit_build.builds.sidecarimage import build_sidecar
-from learnerkit_build.lock.compute import image_lock_path
+from learnerkit_build.lock.committed import image_lock_path
 from learnerkit_build.publish.dirlayout import archive_source, daemon_source, push_image
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.pipconfig import BuildOptions, pip_config, resolve_build_inputs

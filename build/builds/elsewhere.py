@@ -25,7 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from learnerkit.common.errors import ToolMissingError
-from learnerkit_build.builds.baseimage import base_archive, recipe_for
+from learnerkit_build.builds.baseimage import recipe_for
+from learnerkit_build.builds.basemake import base_archive
 from learnerkit_build.builds.images import build_image
 from learnerkit_build.builds.sidecarimage import build_sidecar
 from learnerkit_build.errors import BuildToolError

@@ -12,19 +12,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from learnerkit.common import engine
+from learnerkit.common import engineimages
 from learnerkit_build.builds.baseimage import base_reference, ensure_base, recipe_for
 from learnerkit_build.builds.buildkit import BuildRequest, LogSink, run_build
 from learnerkit_build.builds.sizebudget import check_size
 from learnerkit_build.builds.sizebudget import record_size as record_budget
 from learnerkit_build.errors import BuildError, SpecError
-from learnerkit_build.lock.cache import locked_context_files
-from learnerkit_build.lock.compute import fill_cache, image_lock, shared_distributions
+from learnerkit_build.lock.cache import locked_context_files, missing
+from learnerkit_build.lock.committed import image_lock, shared_distributions
 from learnerkit_build.recipes.context import ContextFile, assemble_context, context_files, inputs_hash
 from learnerkit_build.recipes.filehashes import remembering
 from learnerkit_build.recipes.render import SOURCE_DATE_EPOCH, BuildInputs, render_dockerfile
 from learnerkit_build.recipes.spec import ImageSpec
-from learnerkit_build.repro.reproducible import epoch_time, normalise_image
 
 HASH_LABEL = "io.learnerkit.inputs-hash"
 WHEELHOUSE_MOUNT = "/run/wheelhouse"
@@ -94,7 +93,11 @@ def _build_image(
     files = context_files(root, image, inputs)
     lock = image_lock(image)
     if lock is not None:
-        fill_cache(lock, base_ref_for(image), inputs)
+        if missing(lock):
+            # The Debian and pip fetchers (docker-py, python-debian) are imported only when there is a file to fetch.
+            from learnerkit_build.lock.compute import fill_cache
+
+            fill_cache(lock, base_ref_for(image), inputs)
         files = sorted([*files, *locked_context_files(lock, shared_distributions(image))], key=lambda f: f.target)
     plan = BuildPlan(
         name=image.name,
@@ -142,12 +145,12 @@ def build_plan(
     digest = inputs_hash(plan.dockerfile, plan.files, plan.base_id, inputs)
     reference = f"{plan.repository}:{plan.tag}"
     immutable = f"{reference}-{digest[:12]}"
-    existing = engine.image_id(immutable)
+    existing = engineimages.image_id(immutable)
     if existing and not rebuild:
-        if engine.image_id(reference) != existing:
-            engine.tag_image(existing, plan.repository, plan.tag)
+        if engineimages.image_id(reference) != existing:
+            engineimages.tag_image(existing, plan.repository, plan.tag)
         if record_size:
-            record_budget(root, plan.name, engine.image_size(existing))
+            record_budget(root, plan.name, engineimages.image_size(existing))
         return BuildResult(plan.name, "cached", reference, immutable, existing, digest, time.monotonic() - started)
     labels = {
         HASH_LABEL: digest,
@@ -169,18 +172,24 @@ def build_plan(
                 raise
             raise BuildError(plan.name, missing_wheel_reason(requirement, inputs), e.log_tail) from e
     if plan.reproducible:
-        on_line(f"normalising {built}: file times clamped and config dated to {epoch_time(SOURCE_DATE_EPOCH)}")
-        normalised = normalise_image(built, SOURCE_DATE_EPOCH)
+        # docker-py, to save, load and remove images: imported only once an image was built.
+        from learnerkit.common import engine
+        from learnerkit_build.repro import reproducible
+
+        on_line(
+            f"normalising {built}: file times clamped and config dated to {reproducible.epoch_time(SOURCE_DATE_EPOCH)}"
+        )
+        normalised = reproducible.normalise_image(built, SOURCE_DATE_EPOCH)
         engine.remove_image(built)
         built = normalised
-    size = engine.image_size(built)
+    size = engineimages.image_size(built)
     if record_size:
         record_budget(root, plan.name, size)
     else:
         check_size(root, plan.name, size)
     # Tags last: an interrupted or failed build leaves no tag, and the content tag comes before the moving one.
-    engine.tag_image(built, plan.repository, f"{plan.tag}-{digest[:12]}")
-    engine.tag_image(built, plan.repository, plan.tag)
+    engineimages.tag_image(built, plan.repository, f"{plan.tag}-{digest[:12]}")
+    engineimages.tag_image(built, plan.repository, plan.tag)
     return BuildResult(plan.name, "built", reference, immutable, built, digest, time.monotonic() - started)
 
 
@@ -189,7 +198,7 @@ def _resolve_base(image: ImageSpec, on_line: LogSink) -> str | None:
     if local:
         base_id, _ = ensure_base(recipe_for(local), on_line)
         return base_id
-    return engine.image_id(image.variant.base)
+    return engineimages.image_id(image.variant.base)
 
 
 def build_secrets(scratch: Path, inputs: BuildInputs) -> dict[str, Path]:

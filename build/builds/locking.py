@@ -8,7 +8,8 @@ from pathlib import Path
 from learnerkit_build.builds.baseimage import base_reference, ensure_base, recipe_for
 from learnerkit_build.builds.buildkit import LogSink
 from learnerkit_build.builds.sidecarimage import SIDECAR_BASE, requirements
-from learnerkit_build.lock.compute import SIDECAR_LOCK, LockTarget, base_target, image_target, lock_target
+from learnerkit_build.lock.committed import SIDECAR_LOCK
+from learnerkit_build.lock.compute import LockTarget, base_target, image_target, lock_target
 from learnerkit_build.lock.model import LockError
 from learnerkit_build.recipes.render import BuildInputs
 from learnerkit_build.recipes.spec import ImageSpec

@@ -19,7 +19,8 @@ from learnerkit_build.builds.buildkit import LogSink
 from learnerkit_build.builds.images import BuildPlan, BuildResult, build_plan
 from learnerkit_build.errors import TemplateError
 from learnerkit_build.lock.cache import locked_context_files
-from learnerkit_build.lock.compute import SIDECAR_LOCK, committed_lock, fill_cache
+from learnerkit_build.lock.committed import SIDECAR_LOCK, committed_lock
+from learnerkit_build.lock.compute import fill_cache
 from learnerkit_build.lock.model import Lock
 from learnerkit_build.recipes.context import ContextFile, tree_files, wheelhouse_files
 from learnerkit_build.recipes.filehashes import remembering

@@ -1,4 +1,5 @@
-"""`learnerkit image lock`: where each lock file lives, computing it, and filling the cache from it.
+"""`learnerkit image lock`: computing a lock, and filling the cache from one (where locks live and whether one
+is an image's: learnerkit_build.lock.committed).
 
 The lock of an image is every Debian package of its base plus what its runtime install step adds (the same
 package list the template installs), and every wheel its pinned requirements resolve to. An image compiled in a
@@ -8,14 +9,12 @@ source distributions and the wheels of its venv.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from packaging.requirements import Requirement
-
 from learnerkit_build.lock.cache import LOCKED_BUILDER_DIR, LOCKED_SHARED_DIR, missing
+from learnerkit_build.lock.committed import base_lock_path, image_lock_path
 from learnerkit_build.lock.debian import download_debs, resolve_debs
 from learnerkit_build.lock.model import (
     BuilderLock,
@@ -25,7 +24,6 @@ from learnerkit_build.lock.model import (
     LockError,
     make_builder,
     make_lock,
-    normalise_name,
     read_lock,
     write_lock,
 )
@@ -33,9 +31,7 @@ from learnerkit_build.lock.python import download_sources, download_wheels, reso
 from learnerkit_build.recipes.render import RUNTIME_APT, BuildInputs, render_dockerfile
 from learnerkit_build.recipes.spec import BuilderSpec, ImageSpec
 
-SIDECAR_LOCK = "controller_sidecar/image/lock.json"
 _File = TypeVar("_File", LockedDeb, LockedWheel)
-BASE_LOCK_DIR = "learner_base/lock"
 
 
 @dataclass(frozen=True)
@@ -53,14 +49,6 @@ class LockTarget:
     """Whether RUNTIME_APT is installed (not for the base itself)."""
     builder: BuilderSpec | None = None
     """What its builder stage installs (framework.yaml's `builder`)."""
-
-
-def image_lock_path(image: ImageSpec) -> Path:
-    return image.folder / "lock" / f"{image.version}-{image.variant_name}.json"
-
-
-def base_lock_path(root: Path, base_name: str) -> Path:
-    return root / BASE_LOCK_DIR / f"{base_name}.json"
 
 
 UNLOCKED_INSTALLS = {
@@ -119,15 +107,6 @@ def unlocked_installs(dockerfile: str) -> list[str]:
     return found
 
 
-def shared_distributions(image: ImageSpec) -> frozenset[str]:
-    """The distributions (normalised names) of the image's pip_install_shared layer: framework.yaml's `pip.shared`."""
-    return (
-        frozenset(normalise_name(Requirement(text).name) for text in image.variant.pip.shared)
-        if image.variant.pip
-        else frozenset()
-    )
-
-
 def compute_lock(target: LockTarget, inputs: BuildInputs) -> Lock:
     """Resolve `target` now (apt in its base, pip from the build's indexes) and fill the cache."""
     debs = resolve_debs(target.base_ref, sorted(set((*RUNTIME_APT, *target.apt)) if target.runtime else set()))
@@ -177,52 +156,3 @@ def _unique(files: list[_File]) -> list[_File]:
 def base_target(root: Path, base_name: str, base_ref: str, python: str) -> LockTarget:
     """The base alone: its Debian packages, nothing added (what every image lock starts from)."""
     return LockTarget(f"base:{base_name}", base_lock_path(root, base_name), base_ref, python, (), (), runtime=False)
-
-
-def committed_lock(path: Path) -> Lock | None:
-    """The committed lock at `path`, or None where an image has none yet (it then builds unlocked)."""
-    return read_lock(path) if path.exists() else None
-
-
-def image_lock(image: ImageSpec) -> Lock | None:
-    """The committed lock of `image`, refused (naming the file) when it is not what framework.yaml asks: another
-    image's lock, or one made before a pin changed would otherwise build the wrong version without a word."""
-    path = image_lock_path(image)
-    lock = committed_lock(path)
-    if lock is None:
-        return None
-    problems = [f"it is the lock of {lock.image}"] if lock.image != image.name else []
-    pins = image.variant.pip.packages if image.variant.pip else []
-    problems += _pin_problems("framework.yaml", pins, "the lock", lock.python)
-    debs = {deb.package for deb in lock.debian}
-    problems += [f"framework.yaml installs {name}, the lock has not" for name in image.variant.apt if name not in debs]
-    problems += _builder_problems(image.variant.builder, lock)
-    if problems:
-        raise LockError(
-            f"{path}: not the lock of {image.name}: {'; '.join(problems)} (run `learnerkit image lock {image.name}`)"
-        )
-    return lock
-
-
-def _pin_problems(asks: str, pins: list[str], holds: str, locked: Iterable[LockedWheel]) -> list[str]:
-    versions = {wheel.name: wheel.version for wheel in locked}
-    problems = []
-    for text in pins:
-        requirement = Requirement(text)
-        version = versions.get(normalise_name(requirement.name))
-        if version is None or not requirement.specifier.contains(version, prereleases=True):
-            problems.append(f"{asks} pins {text}, {holds} holds {version or 'none'}")
-    return problems
-
-
-def _builder_problems(builder: BuilderSpec | None, lock: Lock) -> list[str]:
-    """Where the lock's builder section is not framework.yaml's `builder`: a pin or a package, or either missing."""
-    if builder is None:
-        return [] if lock.builder is None else ["the lock has a builder section, framework.yaml has none"]
-    if lock.builder is None:
-        return ["framework.yaml has a builder section, the lock has none"]
-    asks, holds = "framework.yaml's builder", "the lock's builder"
-    problems = _pin_problems(asks, builder.sources, holds, lock.builder.sources)
-    problems += _pin_problems(asks, builder.wheels, holds, lock.builder.python)
-    debs = {deb.package for deb in lock.debian if deb.origin == "base"} | {deb.package for deb in lock.builder.debian}
-    return problems + [f"{asks} installs {name}, {holds} has not" for name in builder.apt if name not in debs]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from learnerkit.common import engine
-from learnerkit_build.lock.compute import SIDECAR_LOCK
+from learnerkit_build.lock.committed import SIDECAR_LOCK
 from learnerkit_build.scan import debian_security
 from learnerkit_build.scan.checks_config import config_checks
 from learnerkit_build.scan.checks_fs import fs_checks

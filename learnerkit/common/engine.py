@@ -1,4 +1,9 @@
-"""The Docker engine through docker-py: one client, engine errors translated to learnerkit errors."""
+"""The Docker engine through docker-py: one client, engine errors translated to learnerkit errors.
+
+Looking up and tagging images by reference lives in `learnerkit.common.engineimages`, which a no-op build uses
+without importing docker-py; its functions and `EngineError` are named here too, for the callers that hold a
+client anyway.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +20,12 @@ import docker.errors
 import docker.types
 import requests
 
-from learnerkit.common.errors import LearnerkitError
-
-
-class EngineError(LearnerkitError):
-    """The Docker engine cannot be reached or refused a request."""
+from learnerkit.common.engineimages import EngineError as EngineError
+from learnerkit.common.engineimages import image_attrs as image_attrs
+from learnerkit.common.engineimages import image_id as image_id
+from learnerkit.common.engineimages import image_labels as image_labels
+from learnerkit.common.engineimages import image_size as image_size
+from learnerkit.common.engineimages import tag_image as tag_image
 
 
 @cache
@@ -33,42 +39,23 @@ def engine() -> Any:
     return client
 
 
-def image_id(reference: str) -> str | None:
-    """The ID of a local image, or None when the engine has no such image."""
+def inspected(reference: str) -> dict[str, Any] | None:
+    """`docker image inspect` of a local image through docker-py, None when there is none (engineimages asks
+    here for a $DOCKER_HOST that is not a Unix socket)."""
     try:
-        return str(engine().images.get(reference).id)
+        return dict(engine().images.get(reference).attrs)
     except docker.errors.ImageNotFound:
         return None
     except docker.errors.APIError as e:
         raise EngineError(f"inspecting image {reference}: {e.explanation}") from e
 
 
-def image_labels(reference: str) -> dict[str, str]:
-    try:
-        return dict(engine().images.get(reference).labels or {})
-    except docker.errors.ImageNotFound as e:
-        raise EngineError(f"no image {reference} on this engine") from e
-
-
-def tag_image(image: str, repository: str, tag: str) -> None:
+def tagged(image: str, repository: str, tag: str) -> None:
+    """`docker tag` through docker-py (as `inspected`)."""
     try:
         engine().images.get(image).tag(repository, tag)
     except docker.errors.APIError as e:
         raise EngineError(f"tagging {image} as {repository}:{tag}: {e.explanation}") from e
-
-
-def image_size(reference: str) -> int:
-    return int(engine().images.get(reference).attrs["Size"])
-
-
-def image_attrs(reference: str) -> dict[str, Any]:
-    """`docker image inspect` of a local image."""
-    try:
-        return dict(engine().images.get(reference).attrs)
-    except docker.errors.ImageNotFound as e:
-        raise EngineError(f"no image {reference} on this engine") from e
-    except docker.errors.APIError as e:
-        raise EngineError(f"inspecting image {reference}: {e.explanation}") from e
 
 
 def remove_image(image: str) -> None:

@@ -481,9 +481,11 @@ def _show_report(report: VerifyReport) -> None:
         "not checked": "yellow",
         "unsigned": "yellow",
     }
-    for check in report.checks:
-        detail = f": {escape(check.detail)}" if check.detail else ""
-        console.print(f"[{colours[check.state.value]}]{check.state.value}[/] {escape(check.item)}{detail}")
+    from learnerkit.scheduler.provenance.report import folded_unsigned
+
+    for state, item, detail in folded_unsigned(report.checks):
+        said = f": {escape(detail)}" if detail else ""
+        console.print(f"[{colours[state]}]{state}[/] {escape(item)}{said}")
     found = report.to_dict()
     problems = [f"{len(found[k])} {k}" for k in ("changed", "missing") if found[k]]
     problems += [] if found["complete"] else ["the statement is incomplete"]

@@ -138,10 +138,19 @@ def revoke(path: Path, *, tenant: str | None = None, token_id: str | None = None
     return gone
 
 
+def _others_may_read(mode: int, gid: int) -> bool:
+    """Anyone but the owner may read or write, except a read-only group that is this process's own: what the kubelet
+    makes of a Secret mounted with `defaultMode: 0400` for a pod whose `runAsGroup` is its `fsGroup` (0440, root
+    and that group; deploy/kubernetes), a file no other user's process can read."""
+    if mode & 0o037:
+        return True
+    return bool(mode & 0o040) and gid != os.getegid()
+
+
 def read_tokens(path: Path) -> dict[str, TokenEntry]:
     """The file's entries by token id; refuses a file that others can read or write."""
     try:
-        mode = path.stat().st_mode
+        stat = path.stat()
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
         raise TokensFileError(
@@ -149,8 +158,9 @@ def read_tokens(path: Path) -> dict[str, TokenEntry]:
         ) from e
     except (OSError, ValueError) as e:
         raise TokensFileError(f"{path}: cannot read the tokens file: {e}") from e
-    if mode & 0o077:
-        raise TokensFileError(f"{path}: others may read the tokens file (mode {mode & 0o777:o}); chmod 600 it")
+    if _others_may_read(stat.st_mode, stat.st_gid):
+        mode = stat.st_mode & 0o777
+        raise TokensFileError(f"{path}: others may read the tokens file (mode {mode:o}); chmod 600 it")
     try:
         if raw["version"] != FILE_VERSION:
             raise TokensFileError(f"{path}: version {raw['version']!r}, this learnerkit reads {FILE_VERSION}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -63,3 +65,27 @@ class VerifyReport:
             "unsigned": [c.item for c in self._in(State.UNSIGNED)],
             "checks": [{"item": c.item, "state": c.state.value, "detail": c.detail} for c in self.checks],
         }
+
+
+def folded_unsigned(checks: Sequence[Check]) -> list[tuple[str, str, str]]:
+    """(state, item, detail) lines of a report for people: the unsigned files of one folder (a learner's
+    checkpoints) as one line with their count, where there are several; `--output json` names every file."""
+    unsigned: dict[str, list[Check]] = {}
+    for check in checks:
+        if check.state is State.UNSIGNED:
+            unsigned.setdefault(posixpath.dirname(check.item.removeprefix("file ")), []).append(check)
+    lines = []
+    for check in checks:
+        if check.state is not State.UNSIGNED:
+            lines.append((check.state.value, check.item, check.detail))
+            continue
+        folder = posixpath.dirname(check.item.removeprefix("file "))
+        group = unsigned[folder]
+        if len(group) == 1:
+            lines.append((check.state.value, check.item, check.detail))
+        elif group[0] is check:
+            where = f"{folder}/" if folder else "the folder"
+            lines.append(
+                (check.state.value, f"{len(group)} files in {where}", "no statement names them (not verified)")
+            )
+    return lines

@@ -14,7 +14,7 @@ from learnerkit.common import engine
 from learnerkit_build.builds.images import build_image
 from learnerkit_build.builds.sidecarimage import build_sidecar
 from learnerkit_build.errors import BuildError
-from learnerkit_build.lock.compute import SIDECAR_LOCK, image_lock_path
+from learnerkit_build.lock.committed import SIDECAR_LOCK, image_lock_path
 from learnerkit_build.lock.model import Lock, normalise_name, read_lock
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.render import BuildInputs

@@ -30,7 +30,8 @@ import docker.errors
 import pytest
 
 from learnerkit.common import engine
-from learnerkit_build.builds.baseimage import base_archive, recipe_for
+from learnerkit_build.builds.baseimage import recipe_for
+from learnerkit_build.builds.basemake import base_archive
 from learnerkit_build.builds.elsewhere import Environment, Rebuilt, days_ahead, rebuild_elsewhere
 from learnerkit_build.builds.images import SOURCE_REVISION_ENV, BuildResult, build_image, source_revision
 from learnerkit_build.builds.sidecarimage import build_sidecar

@@ -3,9 +3,6 @@ real Scheduler restored from jobs written to the real etcd as JobStore writes th
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -13,26 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
-from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.scheduler.admission.stage import Stage
-from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import add_token
-from learnerkit.scheduler.backends.docker import DockerBackend
 from learnerkit.scheduler.client.http import SchedulerClient
-from learnerkit.scheduler.config.policy import SubmitPolicy
-from learnerkit.scheduler.core.options import SchedulerOptions
-from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import ApiError
 from learnerkit.scheduler.facade import JobQuery
-from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
-from tests.integration.conftest import REPO
-from tests.waiting import wait_until
+from tests.integration.scheduler.restored import restored_scheduler
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
 
@@ -86,42 +73,8 @@ async def _write(store: JobStore) -> list[JobState]:
 def listed(etcd_server: Any, tmp_path: Path) -> Iterator[Listed]:
     tokens = tmp_path / "tokens.json"
     token = add_token(tokens, "team-a")
-    catalog = ImageCatalog(REPO)
-    options = SchedulerOptions(
-        platform=Platform(etcd_endpoints=etcd_server.endpoint, sidecar_image="unused"),
-        catalog=catalog.frameworks(),
-        resolve_image=lambda _manifest: "unused",
-        submit_policy=SubmitPolicy(object_stores=(S3,)),
-    )
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    root = f"/learnerkit-list-{uuid.uuid4().hex[:8]}/jobs"
-
-    async def start() -> tuple[EtcdStore, Scheduler, list[JobState]]:
-        etcd = await EtcdStore.connect(etcd_server.settings())
-        store = JobStore(etcd, root)
-        states = await _write(store)
-        scheduler = Scheduler(store, DockerBackend(), options)
-        await scheduler.loop.rebuild()
-        return etcd, scheduler, states
-
-    etcd, scheduler, states = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(scheduler, tokens), log_level="warning"))
-    serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), loop)
-    try:
-        wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
-        yield Listed(SchedulerClient(f"http://127.0.0.1:{sock.getsockname()[1]}", token), states)
-    finally:
-        server.should_exit = True
-        serving.result(timeout=30)
-        sock.close()
-        asyncio.run_coroutine_threadsafe(etcd.delete_prefix(root.rsplit("/", 1)[0] + "/"), loop).result(30)
-        asyncio.run_coroutine_threadsafe(etcd.close(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=30)
+    with restored_scheduler(etcd_server, tokens, (S3,), _write) as (url, states):
+        yield Listed(SchedulerClient(url, token), states)
 
 
 def _walk(client: SchedulerClient, query: JobQuery) -> list[str]:

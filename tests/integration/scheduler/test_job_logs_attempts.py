@@ -3,9 +3,6 @@ included, read back from the real SeaweedFS through a real Scheduler restored fr
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,28 +10,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from click.testing import CliRunner
 
 from controller_sidecar.logship import part_name
 from learnerkit.cli import cli
 from learnerkit.dev.s3 import create_bucket
 from learnerkit.scheduler.admission.stage import Stage
-from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import add_token
-from learnerkit.scheduler.backends.docker import DockerBackend
 from learnerkit.scheduler.client.http import SchedulerClient
-from learnerkit.scheduler.config.policy import SubmitPolicy, origin
-from learnerkit.scheduler.core.options import SchedulerOptions
-from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.core.scheduler import Scheduler
+from learnerkit.scheduler.config.policy import origin
 from learnerkit.scheduler.errors import ApiError
-from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
-from tests.integration.conftest import REPO
-from tests.waiting import wait_until
+from tests.integration.scheduler.restored import restored_scheduler
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
 
@@ -80,48 +69,18 @@ def served(etcd_server: Any, s3_server: Any, tmp_path: Path) -> Iterator[Served]
             s3.put_object(Bucket=BUCKET, Key=f"{job_id}/attempt-{attempt}/learner-1/logs/{part_name(n)}", Body=data)
     tokens = tmp_path / "tokens.json"
     token = add_token(tokens, "team-a")
-    options = SchedulerOptions(
-        platform=Platform(etcd_endpoints=etcd_server.endpoint, sidecar_image="unused"),
-        catalog=ImageCatalog(REPO).frameworks(),
-        resolve_image=lambda _manifest: "unused",
-        submit_policy=SubmitPolicy(object_stores=(str(origin(s3_server.endpoint_url)),)),
-    )
     text = _manifest(s3_server)
-    root = f"/learnerkit-logs-{uuid.uuid4().hex[:8]}/jobs"
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
 
-    async def start() -> tuple[Any, Scheduler]:
-        from controller_sidecar.etcdstore import EtcdStore
-
-        etcd = await EtcdStore.connect(etcd_server.settings())
-        store = JobStore(etcd, root)
+    async def write(store: JobStore) -> None:
         state = JobState(job_id, "team-a", "preempted", 1_800_000_000.0)
         spec = {"manifest": parse_manifest(text, "manifest.yml", None).to_dict(), "tenant": "team-a", "job_id": job_id}
         await store.create(state, spec, text, "manifest.yml")
-        halted = state.evolve(status=JobStatus.HALTED, stage=Stage.DONE, attempt=2, reason="halted by its user")
-        await store.save(halted)
-        scheduler = Scheduler(store, DockerBackend(), options)
-        await scheduler.loop.rebuild()
-        return etcd, scheduler
+        await store.save(
+            state.evolve(status=JobStatus.HALTED, stage=Stage.DONE, attempt=2, reason="halted by its user")
+        )
 
-    etcd, scheduler = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(scheduler, tokens), log_level="warning"))
-    serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), loop)
-    try:
-        wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
-        yield Served(f"http://127.0.0.1:{sock.getsockname()[1]}", token, job_id)
-    finally:
-        server.should_exit = True
-        serving.result(timeout=30)
-        sock.close()
-        asyncio.run_coroutine_threadsafe(etcd.delete_prefix(root.rsplit("/", 1)[0] + "/"), loop).result(30)
-        asyncio.run_coroutine_threadsafe(etcd.close(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=30)
+    with restored_scheduler(etcd_server, tokens, (str(origin(s3_server.endpoint_url)),), write) as (url, _):
+        yield Served(url, token, job_id)
 
 
 def test_each_attempts_log_is_read_back_whole_or_by_range(served: Served) -> None:

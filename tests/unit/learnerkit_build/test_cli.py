@@ -84,7 +84,7 @@ def test_framework_new_refuses_bad_names(make_project: MakeProject) -> None:
     assert code == 1 and "lower-case letters" in out
 
 
-def test_the_build_command_imports_no_scanner_lock_writer_or_publisher() -> None:
+def test_the_build_command_imports_no_scanner_lock_writer_publisher_fetcher_or_docker_py() -> None:
     """`image build` loads what a build needs: a no-op build answers at once (bench/noop_build.py)."""
     probe = (
         "import sys\n"
@@ -95,6 +95,20 @@ def test_the_build_command_imports_no_scanner_lock_writer_or_publisher() -> None
         "rooms = ('scan', 'attestations', 'publish', 'imagetest')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[:2] in [['learnerkit_build', r] for r in rooms]))\n"
         "print(sorted(m for m in ('learnerkit_build.builds.locking', 'cyclonedx', 'jsonschema') if m in sys.modules))\n"
+        "print(sorted(m for m in fetchers_and_makers if m in sys.modules))\n"
     )
+    # What only fetching a lock's files or making a base or an image needs (docker-py 0.1-0.16 s alone).
+    fetchers_and_makers = (
+        "docker",
+        "requests",
+        "debian",
+        "learnerkit.common.engine",
+        "learnerkit_build.lock.compute",
+        "learnerkit_build.lock.debian",
+        "learnerkit_build.lock.python",
+        "learnerkit_build.builds.basemake",
+        "learnerkit_build.repro.reproducible",
+    )
+    probe = f"fetchers_and_makers = {fetchers_and_makers!r}\n" + probe
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["[]", "[]"]
+    assert out.split() == ["[]", "[]", "[]"]

@@ -14,15 +14,14 @@ from learnerkit_build.builds.sidecarimage import render_sidecar
 from learnerkit_build.lock import compute
 from learnerkit_build.lock import python as lockpython
 from learnerkit_build.lock.cache import admit, cached_path, locked_context_files, missing
-from learnerkit_build.lock.compute import (
+from learnerkit_build.lock.committed import (
     SIDECAR_LOCK,
     base_lock_path,
     image_lock,
     image_lock_path,
-    image_target,
     shared_distributions,
-    unlocked_installs,
 )
+from learnerkit_build.lock.compute import image_target, unlocked_installs
 from learnerkit_build.lock.model import (
     LockedDeb,
     LockedSource,

@@ -8,7 +8,7 @@ import pytest
 
 from learnerkit_build.builds.images import base_ref_for, render_image
 from learnerkit_build.errors import SpecError, TemplateError
-from learnerkit_build.lock.compute import image_lock_path
+from learnerkit_build.lock.committed import image_lock_path
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.render import TEMPLATE_CACHE, BuildInputs, make_environment
 from learnerkit_build.scan.lint import lint_dockerfile

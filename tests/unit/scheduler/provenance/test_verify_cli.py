@@ -40,6 +40,27 @@ def test_a_complete_untouched_folder_exits_0_and_lists_unsigned_files(tmp_path: 
     assert "unsigned file attempt-1/learner-1/results/notes.txt" in out and "verified (key" in out
 
 
+def test_a_folder_of_unsigned_checkpoints_is_one_line_and_json_names_every_file(tmp_path: Path) -> None:
+    store, key = finished_job(tmp_path)
+    folder = download(store, tmp_path / "job")
+    checkpoints = folder / "attempt-1/learner-1/checkpoints"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    names = [f"step-{n:05d}.pt" for n in range(12)]
+    for name in names:
+        (checkpoints / name).write_text(name)
+    (folder / "attempt-1/learner-1/results/notes.txt").write_text("added after the job")
+    code, out = verify(folder, key)
+    assert code == 0, out
+    flat = " ".join(out.split())
+    assert "unsigned 12 files in attempt-1/learner-1/checkpoints/: no statement names them" in flat
+    assert "step-00000.pt" not in out and "unsigned file attempt-1/learner-1/results/notes.txt" in flat
+    code, out = verify(folder, key, "-o", "json")
+    unsigned = json.loads(out)["unsigned"]
+    assert [f"file attempt-1/learner-1/checkpoints/{name}" for name in names] == [
+        item for item in unsigned if "/checkpoints/" in item
+    ]
+
+
 def test_a_deleted_result_exits_1_naming_it_and_partial_exits_0_saying_so(tmp_path: Path) -> None:
     store, key = finished_job(tmp_path)
     folder = download(store, tmp_path / "job")

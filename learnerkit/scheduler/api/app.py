@@ -32,6 +32,7 @@ from learnerkit.common.instants import parse_instant
 from learnerkit.common.keyring import PublishedKey
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
+from learnerkit.scheduler.api.events import events_router
 from learnerkit.scheduler.api.hosting import HealthCheck, Lifespan
 from learnerkit.scheduler.api.hsts import StrictTransportSecurity
 from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large, model_too_large, receive_submission
@@ -56,6 +57,7 @@ from learnerkit.scheduler.errors import (
     UnknownSweepError,
     UploadTimeoutError,
 )
+from learnerkit.scheduler.events.hub import EventHub
 from learnerkit.scheduler.facade import (
     DEFAULT_PAGE_JOBS,
     MAX_PAGE_BYTES,
@@ -255,9 +257,11 @@ def create_app(
     keys: Sequence[PublishedKey] = (),
     health: HealthCheck | None = None,
     console: ConsoleSettings | None = None,
+    events: EventHub | None = None,
 ) -> FastAPI:
     """The ASGI app, the console at ``/ui/`` included (``console``: the names it answers to; default: the
-    loopback ones); fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
+    loopback ones; ``events``: the hub `/v1/events` and the console's live pages stream from, none without
+    it); fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
     tokens = TokenStore(tokens_path)
     limits = limits or LimitSettings()
 
@@ -291,7 +295,9 @@ def create_app(
         tags=["service"],
         responses={503: {"model": Health, "description": "the control loop has stalled"}},
     )
-    mount_console(app, facade, tokens, console or ConsoleSettings(own_names("127.0.0.1")))
+    if events is not None:
+        app.include_router(events_router(events, _tenant, _UNAUTHORIZED))
+    mount_console(app, facade, tokens, console or ConsoleSettings(own_names("127.0.0.1")), events)
     if registry is not None:
         app.add_api_route("/metrics", _metrics_endpoint(registry), methods=["GET"], tags=["service"])
     if public_key is not None:

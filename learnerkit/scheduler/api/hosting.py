@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from learnerkit.common.keyring import PublishedKey
 from learnerkit.scheduler.config.settings import SchedulerSettings
+from learnerkit.scheduler.events.hub import EventHub
 from learnerkit.scheduler.facade import SchedulerFacade
 
 Lifespan = Callable[[], AbstractAsyncContextManager[None]]
@@ -33,6 +34,8 @@ class HostedScheduler:
     keys: tuple[PublishedKey, ...] = ()
     """Every public key the platform signed with, the current one first, served at ``/v1/keys``."""
     health: HealthCheck | None = None
+    events: EventHub | None = None
+    """Served at ``/v1/events`` and to the console's live pages; fed by the lifespan."""
 
 
 SchedulerFactory = Callable[[SchedulerSettings], HostedScheduler]

@@ -54,6 +54,7 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
         public_key=hosted.public_key,
         keys=hosted.keys,
         health=hosted.health,
+        events=hosted.events,
         console=ConsoleSettings(
             own_names(settings.api.host, (socket.gethostname(), socket.getfqdn())), secure=tls is not None
         ),

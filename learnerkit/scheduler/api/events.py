@@ -31,12 +31,12 @@ def events_router(
 
     async def stream(
         request: Request,
-        tenant: Annotated[str, Depends(tenant_of)],
         after: Annotated[str | None, Query(description="resume after this event id (a page's position)")] = None,
         last_event_id: Annotated[str | None, Header(description="resume after this event id; over `after`")] = None,
     ) -> Response:
         tokens: TokenStore = request.app.state.tokens
         header = request.headers.get("authorization")
+        tenant = tokens.cached(header) or await tenant_of(request, None)  # checked already: the route's dependency
         address = request.client.host if request.client else ""
         try:
             return event_stream(
@@ -49,5 +49,12 @@ def events_router(
         except TooManyStreams as e:
             return JSONResponse({"error": "too_many_streams", "message": str(e)}, status_code=429)
 
-    router.add_api_route("/events", stream, methods=["GET"], response_class=Response, responses=_STREAM_RESPONSE)
+    router.add_api_route(
+        "/events",
+        stream,
+        methods=["GET"],
+        response_class=Response,
+        responses=_STREAM_RESPONSE,
+        dependencies=[Depends(tenant_of)],
+    )
     return router

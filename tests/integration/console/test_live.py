@@ -5,8 +5,12 @@ another tenant's events never arrive."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
@@ -16,6 +20,7 @@ from controller_sidecar import keys
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from tests.integration.console.conftest import Console, Pages, log_in
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(300)]
 
@@ -24,6 +29,10 @@ def put_status(console: Console, job_id: str, tenant: str, status: JobStatus, re
     """The job's status as `JobStore.save` writes it (the scheduler's own record)."""
     state = JobState(job_id, tenant, "mnist", 1_800_000_000.0).evolve(status=status, stage=Stage.QUEUED, reason=reason)
     console.put(keys.job_status_key(job_id, console.root), json.dumps(state.to_raw(), sort_keys=True))
+
+
+def auth(console: Console) -> dict[str, str]:
+    return {"Authorization": f"Bearer {console.token}"}
 
 
 def sse(console: Console, token: str, last_event_id: str | None = None) -> requests.Response:
@@ -130,3 +139,35 @@ def test_the_stream_needs_a_token_or_a_session(console: Console) -> None:
     assert requests.get(f"{console.url}/v1/events", timeout=10).status_code == 401
     answer = requests.get(f"{console.url}/ui/events", allow_redirects=False, timeout=10)
     assert answer.status_code == 303 and "/ui/login" in answer.headers["location"]
+
+
+def test_job_status_follow_prints_each_event_of_the_job_as_json(console: Console, tmp_path: Path) -> None:
+    queued = next(  # a job the scheduler holds QUEUED: --follow keeps following it
+        e["job_id"]
+        for e in requests.get(f"{console.url}/v1/jobs", headers=auth(console), timeout=10).json()
+        if e["status"] == "QUEUED"
+    )
+    env = os.environ | {"LEARNERKIT_SCHEDULER_URL": console.url, "LEARNERKIT_TOKEN": console.token}
+    out = tmp_path / "out.jsonl"
+    with out.open("wb") as sink:
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "learnerkit", "job", "status", queued, "--follow", "--output", "json"],
+            stdout=sink,
+            env=env,
+        )
+        try:
+            wait_until(lambda: out.read_bytes().count(b"\n") >= 1, timeout=30, message="the job's view")
+
+            def followed() -> bool:  # written again until the CLI's stream, opened after its first view, has it
+                put_status(console, queued, "team-a", JobStatus.QUEUED, "follow-me")
+                return b"follow-me" in out.read_bytes()
+
+            wait_until(followed, timeout=30, interval=0.5, message=lambda: out.read_text())
+        finally:
+            follow.terminate()
+            follow.wait(30)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[0]["job_id"] == queued and "event" not in lines[0], "first the job's view"
+    followed = [line for line in lines if line.get("event") == "job"]
+    assert followed and all(e["job_id"] == queued and e["id"] for e in followed)
+    assert followed[0]["reason"] == "follow-me"

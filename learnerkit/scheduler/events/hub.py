@@ -87,7 +87,7 @@ class EventHub:
         status (a job submitted before this scheduler started)."""
         revision = await start_revision()
         self._horizon = Position(revision, LAST)
-        self._latest = Position(revision, 0)
+        self._latest = Position(revision, LAST)  # a page drawn now is current with all of that revision
         self.ready.set()
         index, last_revision = 0, revision
         async with aclosing(watch()) as changes:

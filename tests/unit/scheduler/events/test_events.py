@@ -11,7 +11,7 @@ import pytest
 
 from controller_sidecar.etcdstore import WatchEvent
 from learnerkit.scheduler.events import hub as hub_module
-from learnerkit.scheduler.events.changes import Event, Position, change_of
+from learnerkit.scheduler.events.changes import LAST, Event, Position, change_of
 from learnerkit.scheduler.events.hub import EventHub, Snapshot, Stream, TooManyStreams
 from learnerkit.scheduler.events.responses import resume_point
 
@@ -168,7 +168,9 @@ async def test_a_position_from_before_the_hub_or_evicted_or_ahead_gets_a_snapsho
     before = hub.subscribe("team-a", "a", Position(99, 5))
     assert [type(i) for i in drain(before)] == [Snapshot], "a restart: the position is from an earlier scheduler"
     at_start = hub.subscribe("team-a", "a", Position(100, 0))
-    assert drain(at_start) == [Snapshot(Position(100, 0))], "part of revision 100 may have been missed"
+    assert drain(at_start) == [Snapshot(Position(100, LAST))], "part of revision 100 may have been missed"
+    drawn_now = hub.subscribe("team-a", "a", hub.latest)
+    assert drain(drawn_now) == [], "a page drawn at the hub's start follows on without a snapshot"
     await delivered(feed, hub, *(status(f"j{n}", "team-a", "QUEUED", 101 + n) for n in range(5)))
     evicted = hub.subscribe("team-a", "b", Position(101, 0))
     assert drain(evicted) == [Snapshot(Position(106, 0))], "the buffer holds 104, 105 and the marker 106"

@@ -61,10 +61,12 @@
   var LIST = ["table.jobs tbody", "[data-live=count]", "nav.pager"];
   var PAGE = ["section[aria-labelledby=h-timeline]", "pre[data-live=log]", "nav.choices"];
 
+  // Only a job's own record changes a row (attempts, learners and metrics are not in the list).
   function onList(kind, data) {
+    if (kind === "snapshot") { refresh(LIST); return; }
+    if (kind !== "job" && kind !== "job-deleted") return;
     var row = document.querySelector('tr[data-job="' + CSS.escape(data.job_id) + '"]');
-    if (!row || kind === "job-deleted" || kind === "snapshot") { refresh(LIST); return; }
-    if (kind !== "job") return;
+    if (!row || kind === "job-deleted") { refresh(LIST); return; }
     setStatus(row.querySelector(".status"), data.status);
     setReason(row.querySelector("[data-live=reason]"), data.reason, data.status);
   }

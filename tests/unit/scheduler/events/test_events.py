@@ -4,12 +4,16 @@ position from the buffer, a snapshot when the position is no longer covered, cap
 from __future__ import annotations
 
 import asyncio
+import http.client
+import io
 import json
 from collections.abc import AsyncGenerator
+from typing import cast
 
 import pytest
 
 from controller_sidecar.etcdstore import WatchEvent
+from learnerkit.scheduler.client.http import read_events
 from learnerkit.scheduler.events import hub as hub_module
 from learnerkit.scheduler.events.changes import LAST, Event, Position, change_of
 from learnerkit.scheduler.events.hub import EventHub, Snapshot, Stream, TooManyStreams
@@ -220,3 +224,14 @@ def test_an_event_as_server_sent_events_text() -> None:
     lines = text.split("\n")
     assert lines[:2] == ["id: 5.0", "event: job"] and text.endswith("\n\n")
     assert json.loads(lines[2].removeprefix("data: "))["job_id"] == "j1"
+
+
+def test_the_client_reads_events_and_keep_alives_from_the_stream_text() -> None:
+    change = change_of(status("j1", "team-a", "FAILED", 7, "oom"), ROOT)
+    assert change is not None
+    text = b"retry: 1000\n: position 6.0\n\n" + Event(Position(7, 0), "team-a", change).sse() + b": keep-alive\n\n"
+    got = list(read_events(cast(http.client.HTTPResponse, io.BytesIO(text))))
+    assert got[0] is None and got[-1] is None, "comments are keep-alives"
+    event = got[1]
+    assert event is not None
+    assert (event["id"], event["event"], event["job_id"], event["reason"]) == ("7.0", "job", "j1", "oom")

@@ -75,6 +75,7 @@ class EventHub:
         self._latest = Position(0, 0)
         self._streams: set[Stream] = set()
         self._tenants: dict[str, str] = {}
+        self._closed = False
         self.ready = asyncio.Event()
 
     @property
@@ -118,6 +119,8 @@ class EventHub:
 
     def subscribe(self, tenant: str, address: str, after: Position | None) -> Stream:
         """A new stream of ``tenant``'s events after ``after`` (None: from now). `TooManyStreams` past a cap."""
+        if self._closed:
+            raise TooManyStreams("the scheduler is stopping; reconnect shortly")
         by_tenant = Counter(s.tenant for s in self._streams)
         by_address = Counter(s.address for s in self._streams)
         if by_tenant[tenant] >= self.streams_per_tenant:
@@ -143,6 +146,13 @@ class EventHub:
     def unsubscribe(self, stream: Stream) -> None:
         self._streams.discard(stream)
 
+    def close(self) -> None:
+        """End every open stream, and refuse new ones (the server is shutting down: it waits for its responses to
+        end)."""
+        self._closed = True
+        for stream in list(self._streams):
+            self._end(stream)
+
     def _offer(self, stream: Stream, item: Item) -> None:
         if stream.ended:
             return
@@ -150,10 +160,14 @@ class EventHub:
             stream.queue.put_nowait(item)
         except asyncio.QueueFull:
             LOGGER.info("ended a %s event stream of %s: its client reads too slowly", stream.tenant, stream.address)
-            stream.ended = True
-            self._streams.discard(stream)
-            stream.queue.get_nowait()  # room for the end mark
-            stream.queue.put_nowait(None)
+            self._end(stream)
+
+    def _end(self, stream: Stream) -> None:
+        stream.ended = True
+        self._streams.discard(stream)
+        if stream.queue.full():
+            stream.queue.get_nowait()  # room for the end mark; the client resumes from its last id
+        stream.queue.put_nowait(None)
 
 
 async def items(stream: Stream, *, heartbeat_s: float, still_allowed: Callable[[], bool]) -> AsyncIterator[Item | None]:

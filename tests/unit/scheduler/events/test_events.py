@@ -235,3 +235,15 @@ def test_the_client_reads_events_and_keep_alives_from_the_stream_text() -> None:
     event = got[1]
     assert event is not None
     assert (event["id"], event["event"], event["job_id"], event["reason"]) == ("7.0", "job", "j1", "oom")
+
+
+@pytest.mark.asyncio
+async def test_closing_the_hub_ends_every_stream_and_refuses_new_ones() -> None:
+    feed = Feed()
+    hub, task = await started(feed)
+    streams = [hub.subscribe("team-a", "a", None), hub.subscribe("team-b", "b", None)]
+    hub.close()
+    assert [drain(s) for s in streams] == [[None], [None]], "each ended with the end mark"
+    with pytest.raises(TooManyStreams, match="stopping"):
+        hub.subscribe("team-a", "a", None)
+    task.cancel()

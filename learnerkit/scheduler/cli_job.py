@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import wraps
 from pathlib import Path
@@ -50,7 +50,7 @@ from learnerkit.scheduler.client.terminal import (
 from learnerkit.scheduler.config.policy import SubmitPolicy, check_tenant_settings
 from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.config.tenants import load_tenants
-from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError, SchedulerError
+from learnerkit.scheduler.errors import JobNotFoundError, ManifestError, ManifestRejectedError, SchedulerError
 from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_JOBS, MODEL_REJECTED, JobQuery, JobView
 from learnerkit.scheduler.manifest.defaultresults import default_results
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest, ResourceDefaults
@@ -526,11 +526,31 @@ delete = _verb(
 )
 
 
+def _events_of(client: SchedulerClient, job_id: str, interval: float) -> Iterator[dict[str, Any] | None]:
+    """The job's events (and keep-alives, and snapshots) from the scheduler's stream, on a connection of its own;
+    a scheduler without the stream (404) is polled every ``interval`` instead."""
+    try:
+        for item in client.events():
+            if item is None or item.get("job_id") in (job_id, None):
+                yield item
+    except JobNotFoundError:
+        while True:
+            time.sleep(interval)
+            yield None
+
+
 def _follow(client: SchedulerClient, job: JobView, interval: float, output: str) -> None:
     """Until the job ends and, when it completes, its model has a verdict; exits `FAILED_EXIT` for a FAILED job,
     `REJECTED_EXIT` for a model its evaluations rejected."""
     as_json = output == OutputFormat.JSON.value
-    final = watch_job(lambda: client.get(job.job_id), interval_s=interval, as_json=as_json, console=console, first=job)
+    final = watch_job(
+        lambda: client.get(job.job_id),
+        interval_s=interval,
+        as_json=as_json,
+        console=console,
+        first=job,
+        changes=_events_of(client.copy(), job.job_id, interval),
+    )
     if final.status == "FAILED":
         if not as_json:
             reason = escape(final.reason)

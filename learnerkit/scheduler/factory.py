@@ -40,6 +40,8 @@ from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.errors import SettingsError
+from learnerkit.scheduler.events.hub import EventHub
+from learnerkit.scheduler.events.source import follow_etcd
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.images.gate import ImageGate
 from learnerkit.scheduler.images.sidecar import pin_sidecar
@@ -189,6 +191,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
     )
     store = JobStore(root=settings.etcd.root)
     scheduler = Scheduler(store, backend, options)
+    events = EventHub(settings.etcd.root, streams_per_address=max(1, settings.api.max_connections_per_address // 2))
     etcd_settings = SidecarEtcdSettings(
         endpoints=settings.etcd.endpoints,
         username=settings.etcd.username,
@@ -215,12 +218,14 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
                 stop = asyncio.Event()
                 loop = asyncio.create_task(scheduler.loop.run(stop), name="scheduler loop")
                 sweep = asyncio.create_task(scheduler.abort_abandoned_uploads(), name="abandoned uploads")
+                stream = asyncio.create_task(follow_etcd(events, etcd), name="event stream")
                 try:
                     yield
                 finally:
                     stop.set()
                     sweep.cancel()
-                    await asyncio.gather(sweep, return_exceptions=True)
+                    stream.cancel()
+                    await asyncio.gather(sweep, stream, return_exceptions=True)
                     await loop
         finally:
             await etcd.close()
@@ -233,4 +238,5 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         keys=tuple(keys),
         health=scheduler.loop.stalled,
         signer=signer,
+        events=events,
     )

@@ -33,6 +33,7 @@ from learnerkit.common.instants import parse_instant
 from learnerkit.common.keyring import PublishedKey
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
+from learnerkit.scheduler.api.events import events_router
 from learnerkit.scheduler.api.hosting import HealthCheck, Lifespan
 from learnerkit.scheduler.api.hsts import StrictTransportSecurity
 from learnerkit.scheduler.api.models import models_router
@@ -67,6 +68,7 @@ from learnerkit.scheduler.errors import (
     UnknownSweepError,
     UploadTimeoutError,
 )
+from learnerkit.scheduler.events.hub import EventHub
 from learnerkit.scheduler.facade import (
     DEFAULT_PAGE_JOBS,
     MAX_PAGE_BYTES,
@@ -269,11 +271,12 @@ def create_app(
     console: ConsoleSettings | None = None,
     catalog: str | None = None,
     signer: Signer | None = None,
+    events: EventHub | None = None,
 ) -> FastAPI:
     """The ASGI app, the console at ``/ui/`` included (``console``: the names it answers to; default: the
     loopback ones), the model catalog at ``/v1/models`` (``catalog``: its registry; ``signer`` signs its alias
-    moves); fails now
-    (`TokensFileError`) when the tokens file is missing or others can read it."""
+    moves), the event stream at ``/v1/events`` (``events``: the hub it and the console's live pages stream from,
+    none without it); fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
     tokens = TokenStore(tokens_path)
     limits = limits or LimitSettings()
 
@@ -317,7 +320,9 @@ def create_app(
         limits.submits_per_minute,
         limits.max_manifest_bytes,
     )
-    mount_console(app, facade, tokens, console or ConsoleSettings(own_names("127.0.0.1")), intake)
+    if events is not None:
+        app.include_router(events_router(events, _tenant, _UNAUTHORIZED))
+    mount_console(app, facade, tokens, console or ConsoleSettings(own_names("127.0.0.1")), intake, events)
     if registry is not None:
         app.add_api_route("/metrics", _metrics_endpoint(registry), methods=["GET"], tags=["service"])
     if public_key is not None:

@@ -15,6 +15,7 @@ from securesystemslib.signer import Signer
 
 from learnerkit.common.keyring import PublishedKey
 from learnerkit.scheduler.config.settings import SchedulerSettings
+from learnerkit.scheduler.events.hub import EventHub
 from learnerkit.scheduler.facade import SchedulerFacade
 
 Lifespan = Callable[[], AbstractAsyncContextManager[None]]
@@ -36,6 +37,8 @@ class HostedScheduler:
     health: HealthCheck | None = None
     signer: Signer | None = None
     """The platform's signer: the model catalog's alias moves are signed with it (``POST /v1/models/...``)."""
+    events: EventHub | None = None
+    """Served at ``/v1/events`` and to the console's live pages; fed by the lifespan."""
 
 
 SchedulerFactory = Callable[[SchedulerSettings], HostedScheduler]

@@ -25,6 +25,7 @@ from learnerkit.scheduler.config.settings import SchedulerSettings
 from learnerkit.scheduler.console.origin import own_names
 from learnerkit.scheduler.console.pages import ConsoleSettings
 from learnerkit.scheduler.errors import SettingsError
+from learnerkit.scheduler.events.hub import EventHub
 
 LOGGER = logging.getLogger(__name__)
 
@@ -56,12 +57,14 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
         health=hosted.health,
         catalog=settings.catalog_registry,
         signer=hosted.signer,
+        events=hosted.events,
         console=ConsoleSettings(
             own_names(settings.api.host, (socket.gethostname(), socket.getfqdn())), secure=tls is not None
         ),
     )
     limits = ConnectionLimits.from_settings(settings)
-    server = uvicorn.Server(uvicorn_config(app, settings.api.host, settings.api.port, "info", limits, tls))
+    server = StreamingServer(uvicorn_config(app, settings.api.host, settings.api.port, "info", limits, tls))
+    server.events = hosted.events
 
     async def run() -> None:
         if hosted.lifespan is None:
@@ -72,6 +75,18 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
 
     with _signals_after_shutdown(server), asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(run())
+
+
+class StreamingServer(uvicorn.Server):
+    """uvicorn waits at shutdown for every response to end; an event stream never does by itself, so its hub
+    ends them all first (their clients reconnect to the next scheduler and resume)."""
+
+    events: EventHub | None = None
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.events is not None:
+            self.events.close()
+        await super().shutdown(sockets)
 
 
 @contextmanager

@@ -17,7 +17,7 @@ import select
 import socket
 import ssl
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -90,6 +90,23 @@ class Answer:
             return json.loads(self.body)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise SchedulerError(f"{self.method} {self.url}: the answer is not JSON ({e})") from e
+
+
+def read_events(response: http.client.HTTPResponse) -> Iterator[dict[str, Any] | None]:
+    """Server-Sent Events text as dicts (``id``, ``event`` and the data's JSON fields); None per comment line."""
+    fields: dict[str, str] = {}
+    while line := response.readline():
+        text = line.decode().rstrip("\r\n")
+        if text.startswith(":"):
+            yield None
+        elif text:
+            name, _, value = text.partition(":")
+            fields[name] = value.removeprefix(" ")
+        elif "event" in fields:
+            yield {"id": fields.get("id"), "event": fields["event"]} | json.loads(fields.get("data") or "{}")
+            fields = {}
+        else:
+            fields = {}
 
 
 class SchedulerClient:
@@ -407,6 +424,28 @@ class SchedulerClient:
         while chunk := self._read(response, partial(response.read, LOG_CHUNK)):
             write(chunk)
         if response.will_close:
+            self.close()
+
+    def events(self, after: str | None = None) -> Iterator[dict[str, Any] | None]:
+        """The tenant's events from ``GET /v1/events`` as they come (`docs/api.md`, "Events"), each as its id, its
+        name and its JSON data in one dict; None for a keep-alive (about every 15 s). A broken stream is opened
+        again with the last id (``Last-Event-ID``), so none is missed; a refusal raises as other calls do."""
+        last = after
+        while True:
+            headers = dict(self._headers) | {"Accept": "text/event-stream"}
+            if last is not None:
+                headers["Last-Event-ID"] = last
+            response = self._send("GET", "/v1/events", None, None, headers)
+            if response.status != 200:
+                url = self.base_url + "/v1/events"
+                raise error_from_response(self._answer("GET", url, response, self._read(response, response.read)))
+            try:
+                for item in read_events(response):
+                    if item is not None:
+                        last = item["id"]
+                    yield item
+            except (OSError, http.client.HTTPException):
+                pass  # broken off: opened again from the last id
             self.close()
 
     def close(self) -> None:

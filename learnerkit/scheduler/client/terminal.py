@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -235,10 +235,28 @@ def evaluation_reports(reports: EvaluationReports) -> RenderableType:
 
 
 def watch_job(
-    fetch: Callable[[], JobView], *, interval_s: float, as_json: bool, console: Console, first: JobView | None = None
+    fetch: Callable[[], JobView],
+    *,
+    interval_s: float,
+    as_json: bool,
+    console: Console,
+    first: JobView | None = None,
+    changes: Iterator[dict[str, Any] | None] | None = None,
 ) -> JobView:
-    """Poll ``fetch`` until the job is `settled` and return it, showing each change: a live rich view for
-    people, one JSON line per change for machines."""
+    """Follow the job until it is `settled` and return it, showing each change: a live rich view for people, one
+    JSON line per change for machines. With ``changes`` (the job's events from the stream, None for a keep-alive)
+    the view is fetched again at each one instead of every ``interval_s``, and in JSON each event is printed as
+    one line too."""
+
+    def wait() -> None:
+        if changes is None:
+            time.sleep(interval_s)
+            return
+        item = next(changes)
+        if as_json and item is not None:
+            sys.stdout.write(json.dumps(item, sort_keys=True) + "\n")
+            sys.stdout.flush()
+
     job = first or fetch()
     if as_json:
         last = None
@@ -250,11 +268,11 @@ def watch_job(
                 last = line
             if settled(job):
                 return job
-            time.sleep(interval_s)
+            wait()
             job = fetch()
     with Live(job_details(job), console=console, refresh_per_second=4) as live:
         while not settled(job):
-            time.sleep(interval_s)
+            wait()
             job = fetch()
             live.update(job_details(job))
     return job

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, cast
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
@@ -41,6 +41,8 @@ from learnerkit.scheduler.errors import (
     UnknownFileError,
     UnknownJobError,
 )
+from learnerkit.scheduler.events.hub import EventHub, TooManyStreams
+from learnerkit.scheduler.events.responses import event_stream, resume_point
 from learnerkit.scheduler.facade import MAX_PAGE_JOBS, JobQuery, JobView, LogStream, SchedulerFacade, StoredFile
 
 LOGGER = logging.getLogger(__name__)
@@ -57,14 +59,20 @@ class ConsoleSettings:
 
 
 def mount_console(
-    app: FastAPI, facade: SchedulerFacade, tokens: Tokens, settings: ConsoleSettings, intake: Intake
+    app: FastAPI,
+    facade: SchedulerFacade,
+    tokens: Tokens,
+    settings: ConsoleSettings,
+    intake: Intake,
+    events: EventHub | None = None,
 ) -> None:
-    """Serve the console at ``/ui/`` on ``app`` (``/`` redirects there); ``intake``: the API's reading of a submit."""
+    """Serve the console at ``/ui/`` on ``app`` (``/`` redirects there); ``intake``: the API's reading of a submit;
+    its pages update live from ``events``."""
     sessions = app.state.console_sessions = SessionStore(tokens)
     render = Renderer()
     render.env.globals["job_actions"] = tuple(ACTIONS.values())
     app.mount(f"{PREFIX}/static", StaticFiles(packages=[("learnerkit.scheduler.console", "static")]), name="static")
-    app.include_router(_router(facade, sessions, render, settings, intake), include_in_schema=False)
+    app.include_router(_router(facade, sessions, render, settings, intake, events), include_in_schema=False)
 
     async def page_error(request: Request, exc: Exception) -> Response:
         error = cast(PageError, exc)
@@ -84,7 +92,12 @@ def mount_console(
 
 
 def _router(
-    facade: SchedulerFacade, sessions: SessionStore, render: Renderer, settings: ConsoleSettings, intake: Intake
+    facade: SchedulerFacade,
+    sessions: SessionStore,
+    render: Renderer,
+    settings: ConsoleSettings,
+    intake: Intake,
+    events: EventHub | None,
 ) -> APIRouter:
     def guard(request: Request) -> None:
         why = refusal(settings.names, request.headers.get("host"), request.headers.get("origin"))
@@ -170,6 +183,7 @@ def _router(
         next_token: Annotated[str, Query(alias="next")] = "",
         limit: int = 50,
     ) -> Response:
+        live_after = _position(events)
         statuses = frozenset(s.strip().upper() for s in status or () if s.strip())
         shown: dict[str, Any] = {
             "status": sorted(statuses),
@@ -210,6 +224,7 @@ def _router(
                 f"{PREFIX}/jobs?{urlencode(params | {'next': page.next}, doseq=True)}" if page and page.next else ""
             ),
             readable_time=views.readable_time,
+            live_after=live_after,
         )
 
     @router.get("/jobs/{job_id}")
@@ -220,6 +235,7 @@ def _router(
         learner: Annotated[int, Query(ge=1)] = 1,
         done: str = "",
     ) -> Response:
+        live_after = _position(events)
         job = await _job(facade, session, job_id)
         manifest = await facade.manifest(session.tenant, job_id)
         chosen = attempt or (job.attempts[-1].number if job.attempts else None)
@@ -245,6 +261,7 @@ def _router(
             readable_time=views.readable_time,
             human_size=views.human_size,
             quote=quote,
+            live_after=live_after,
         )
 
     @router.get("/jobs/{job_id}/log")
@@ -304,12 +321,39 @@ def _router(
 
     router.include_router(series_routes(session_of))
 
+    @router.get("/events")
+    async def event_source(
+        request: Request,
+        session: Current,
+        after: str | None = None,
+        last_event_id: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        """The session's tenant's events for live.js (`/v1/events` with the session cookie)."""
+        if events is None:
+            raise PageError(404, "Not found", "This scheduler serves no event stream.")
+        address = request.client.host if request.client else ""
+        cookie = request.cookies.get(SESSION_COOKIE)
+        try:
+            return event_stream(
+                events,
+                session.tenant,
+                address,
+                resume_point(last_event_id, after),
+                still_allowed=lambda: sessions.find(cookie) is not None,
+            )
+        except TooManyStreams as e:
+            raise PageError(429, "Too many streams", str(e)) from e
+
     @router.get("/{unknown:path}")
     async def no_such_page(unknown: str) -> Response:
         raise PageError(404, "Not found", f"The console has no page {unknown!r}.")
 
     root.include_router(router)
     return root
+
+
+def _position(events: EventHub | None) -> str:
+    return str(events.latest) if events is not None and events.ready.is_set() else ""
 
 
 def _login_form(

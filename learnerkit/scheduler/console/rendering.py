@@ -11,7 +11,8 @@ from fastapi.responses import HTMLResponse
 from learnerkit import __version__
 
 SECURITY_HEADERS = {
-    # Scripts, style sheets and data only from the scheduler itself; no framing, forms post only here.
+    # The scheduler's own scripts and connections alone (live.js's event stream and fetches); nothing from
+    # elsewhere, no inline script, no framing, forms post only here.
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; "
         "form-action 'self'; "
@@ -36,7 +37,9 @@ class Renderer:
         self.env.globals["version"] = __version__
 
     def page(self, template: str, *, status: int = 200, **context: Any) -> HTMLResponse:
-        html = self.env.get_template(template).render(**context)
+        """``live_after``: the event position the page's data is current at (taken before reading it), from
+        which live.js follows; empty: the page does not update."""
+        html = self.env.get_template(template).render(**({"live_after": ""} | context))
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
     @staticmethod

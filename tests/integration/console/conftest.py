@@ -10,7 +10,7 @@ import shutil
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,8 @@ from learnerkit.scheduler.config.policy import SubmitPolicy, origin
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.scheduler import Scheduler
+from learnerkit.scheduler.events.hub import EventHub
+from learnerkit.scheduler.events.source import follow_etcd
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, save_attempt
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
@@ -84,6 +86,10 @@ class Console:
     """team-a's preempted-then-halted job, with logs and a stored file."""
     other_job_id: str
     """A job of team-b."""
+    root: str
+    """The jobs' root in etcd."""
+    put: Callable[[str, str], None]
+    """Writes one key to the real etcd (as the scheduler or a sidecar would)."""
 
 
 def _manifest(s3: Any, name: str) -> str:
@@ -167,15 +173,23 @@ def console(etcd_server: Any, s3_server: Any, tmp_path_factory: pytest.TempPathF
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
 
-    async def start() -> tuple[EtcdStore, Scheduler, str, str]:
+    events = EventHub(root, streams_per_address=8)
+
+    async def start() -> tuple[EtcdStore, Scheduler, str, str, asyncio.Task[None]]:
         etcd = await EtcdStore.connect(etcd_server.settings())
         store = JobStore(etcd, root)
         job_id, other = await _write(store, s3_server)
         scheduler = Scheduler(store, DockerBackend(), options)
         await scheduler.loop.rebuild()
-        return etcd, scheduler, job_id, other
+        following = asyncio.create_task(follow_etcd(events, etcd))
+        await asyncio.wait_for(events.ready.wait(), 30)
+        return etcd, scheduler, job_id, other, following
 
-    etcd, scheduler, job_id, other = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
+    etcd, scheduler, job_id, other, following = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
+
+    def put(key: str, value: str) -> None:
+        asyncio.run_coroutine_threadsafe(etcd.put(key, value), loop).result(30)
+
     for attempt, parts in ((1, FIRST_LOG), (2, SECOND_LOG)):
         for n, data in enumerate(parts, start=1):
             s3.put_object(Bucket=BUCKET, Key=f"{job_id}/attempt-{attempt}/learner-1/logs/{part_name(n)}", Body=data)
@@ -184,15 +198,16 @@ def console(etcd_server: Any, s3_server: Any, tmp_path_factory: pytest.TempPathF
         s3.put_object(Bucket=BUCKET, Key=f"{job_id}/attempt-{attempt}/learner-1/logs/metrics.jsonl", Body=history)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(scheduler, tokens), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(scheduler, tokens, events=events), log_level="warning"))
     serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), loop)
     try:
         wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        yield Console(url, token, other_token, tokens, job_id, other)
+        yield Console(url, token, other_token, tokens, job_id, other, root, put)
     finally:
         server.should_exit = True
         serving.result(timeout=30)
+        loop.call_soon_threadsafe(following.cancel)
         sock.close()
         asyncio.run_coroutine_threadsafe(etcd.delete_prefix(root.rsplit("/", 1)[0] + "/"), loop).result(30)
         asyncio.run_coroutine_threadsafe(etcd.close(), loop).result(30)

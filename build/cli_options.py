@@ -12,9 +12,12 @@ from click.core import ParameterSource
 from learnerkit.common.output import console, emit
 from learnerkit.common.project import find_project_root
 from learnerkit_build import views
+from learnerkit_build.builds.baseimage import ensure_base, recipe_for
 from learnerkit_build.builds.buildkit import LogSink
 from learnerkit_build.builds.images import BuildResult
-from learnerkit_build.progress import BuildProgress
+from learnerkit_build.builds.prefetch import fill_selection
+from learnerkit_build.builds.schedule import longest_first, record_durations, recorded_durations, run_at_most
+from learnerkit_build.progress import BuildProgress, FetchProgress, build_log
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.pipconfig import (
     DEFAULT_CA_BUNDLE,
@@ -25,6 +28,7 @@ from learnerkit_build.recipes.pipconfig import (
     pip_config,
     resolve_build_inputs,
 )
+from learnerkit_build.recipes.render import BuildInputs
 from learnerkit_build.recipes.spec import ImageSpec
 from learnerkit_build.recipes.tiers import load_tier
 
@@ -129,15 +133,51 @@ def selected(
 
 
 def run_builds(
-    builds: Sequence[tuple[str, Build]], *, output: str, quiet_log: bool, settings: Sequence[Setting] = ()
+    builds: Sequence[tuple[str, Build]],
+    *,
+    output: str,
+    quiet_log: bool,
+    settings: Sequence[Setting] = (),
+    jobs: int = 1,
 ) -> None:
-    """Say where pip looks, run builds in order with a progress bar each (and the streamed log), then show or
-    emit the results."""
+    """Say where pip looks, run builds (the longest first by the durations recorded here, `jobs` at a time) with a
+    progress bar each and the streamed log, each line under its image's name and in its own log file; then show
+    or emit the results in the order given."""
     if output != "json" and settings:
         console.print(views.settings_table(settings))
-    results = []
+    by_name = dict(builds)
+    order = longest_first(list(by_name), recorded_durations())
     with BuildProgress(enabled=output != "json", show_log=not quiet_log) as progress:
-        for name, build in builds:
-            with progress.image(name) as on_line:
-                results.append(build(on_line))
+
+        def task(name: str) -> Callable[[], BuildResult]:
+            def run() -> BuildResult:
+                with progress.image(name) as on_line, build_log(name) as to_file:
+
+                    def both(line: str) -> None:
+                        on_line(line)
+                        to_file(line)
+
+                    return by_name[name](both)
+
+            return run
+
+        done = run_at_most([(name, task(name)) for name in order], jobs)
+    results = [done[name] for name, _ in builds]
+    record_durations({r.spec: r.seconds for r in results if r.status == "built"})
     emit(output, results, lambda: console.print(views.build_table(results)))
+
+
+def prepare_builds(images: Sequence[ImageSpec], inputs: BuildInputs, *, downloads: int, output: str) -> None:
+    """Before a matrix builds: make each local base its images stand on (one at a time: they are the images' only
+    shared step), then fill the lock cache for all their locks at once, with a progress line."""
+    show = output != "json"
+    with BuildProgress(enabled=show, show_log=False) as progress:
+        for local in sorted({image.local_base for image in images if image.local_base}):
+            with progress.image(f"base {local}") as on_line:
+                ensure_base(recipe_for(local), on_line)
+    with FetchProgress(enabled=show) as fetching:
+        report = fill_selection(
+            list(images), inputs, jobs=downloads, on_plan=fetching.planned, on_progress=fetching.advanced
+        )
+    if show:
+        console.print(views.fill_line(report))

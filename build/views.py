@@ -14,6 +14,7 @@ from rich.text import Text
 from learnerkit.common import engine
 from learnerkit.common.output import console, keep_whole
 from learnerkit_build.builds.images import HASH_LABEL, BuildResult, base_ref_for
+from learnerkit_build.builds.prefetch import FillReport
 from learnerkit_build.recipes.pipconfig import Setting
 from learnerkit_build.recipes.spec import ImageSpec
 
@@ -178,3 +179,19 @@ def lint_table(reports: list[LintReport]) -> Table:
         findings = "\n".join(f"line {f.line}: {f.code} {f.level}: {f.message}" for f in report.findings)
         table.add_row(report.spec, "[green]pass[/]" if report.passed else "[red]FAIL[/]", findings)
     return table
+
+
+def fill_line(report: FillReport) -> str:
+    """One line on how the lock cache was filled for the builds."""
+    parts = [f"lock cache: {report.needed} files locked, {report.present} already here"]
+    if report.fetched:
+        parts.append(f"{report.fetched} fetched ({report.bytes_fetched / 1e6:.0f} MB)")
+    if report.retried:
+        parts.append(f"{report.retried} downloads broken and fetched again")
+    if report.corrupted:
+        parts.append(f"{report.corrupted} corrupted entries replaced")
+    if report.by_image_path:
+        parts.append(f"{report.by_image_path} by the images' own apt or pip")
+    if report.pruned:
+        parts.append(f"{report.pruned} unused entries pruned")
+    return ", ".join(parts) + f" in {report.seconds:.1f} s"

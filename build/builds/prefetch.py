@@ -1,0 +1,125 @@
+"""Fill the lock cache for a whole selection before its builds: each locked file once, in parallel.
+
+The selected images' locks name their .debs and wheels by sha256; a file several images lock (the NVIDIA wheels of
+the cuda images, the runtime .debs of all) is one entry. Entries already there are hashed again (remembered by file
+state, so an unchanged entry costs a stat) and a corrupted one is removed and fetched again. URLs come from apt's
+signed indexes (the base's mirrors) and from the build's pip indexes and folders; what neither offers is fetched by
+the image's own path afterwards (apt in a container of its base, pip), one image at a time. Last, the cache is
+capped: the least recently used entries beyond `LEARNERKIT_LOCK_CACHE_MB` go, never one the selection needs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from learnerkit_build.builds.baseimage import recipe_for, source_lines
+from learnerkit_build.builds.images import base_ref_for
+from learnerkit_build.lock.cache import cached_path
+from learnerkit_build.lock.compute import fill_cache, image_lock
+from learnerkit_build.lock.fetch import DEFAULT_DOWNLOADS, Download, ProgressSink, fetch_all
+from learnerkit_build.lock.hostapt import deb_downloads
+from learnerkit_build.lock.model import Lock, LockedDeb, LockedWheel, LockError
+from learnerkit_build.lock.prune import cap_bytes, mark_used, prune
+from learnerkit_build.lock.sources import index_downloads
+from learnerkit_build.recipes.filehashes import file_sha256
+from learnerkit_build.recipes.render import BuildInputs
+from learnerkit_build.recipes.spec import ImageSpec
+
+
+@dataclass(frozen=True)
+class FillReport:
+    needed: int
+    """Distinct files (by sha256) the selection's locks name."""
+    present: int
+    """Of those, already in the cache with their sha256."""
+    corrupted: int
+    """Entries whose bytes were not their sha256: removed and fetched again."""
+    fetched: int
+    bytes_fetched: int
+    retried: int
+    by_image_path: int
+    """Files no index offered, fetched by the image's own path (apt in its base, pip)."""
+    pruned: int
+    seconds: float
+
+
+def plan(images: list[ImageSpec], inputs: BuildInputs) -> tuple[list[Download], int, list[tuple[ImageSpec, Lock]]]:
+    """What the cache lacks, as downloads: (downloads, files no index offers, the locked images)."""
+    locked = [(image, lock) for image in images if (lock := image_lock(image)) is not None]
+    debs: dict[str, dict[str, LockedDeb]] = {}
+    wheels: dict[str, LockedWheel] = {}
+    for image, lock in locked:
+        builder = lock.builder
+        for deb in (*lock.installed_debs(), *(builder.debian if builder else ())):
+            debs.setdefault(image.local_base or "", {})[deb.sha256] = deb
+        for wheel in (*lock.python, *(builder.python if builder else ()), *(builder.sources if builder else ())):
+            wheels[wheel.sha256] = wheel
+    downloads: list[Download] = []
+    unoffered = 0
+    seen: set[str] = set()
+    for base, by_sha in sorted(debs.items()):
+        absent = [deb for sha, deb in by_sha.items() if sha not in seen and not cached_path(sha).is_file()]
+        seen.update(by_sha)
+        if not base or not absent:
+            unoffered += len(absent)
+            continue
+        try:
+            found, left = deb_downloads(absent, source_lines(recipe_for(base)))
+        except LockError:
+            found, left = [], absent
+        downloads += found
+        unoffered += len(left)
+    absent_wheels = [w for sha, w in wheels.items() if not cached_path(sha).is_file()]
+    found_wheels, left_wheels = index_downloads(absent_wheels, inputs)
+    return downloads + found_wheels, unoffered + len(left_wheels), locked
+
+
+def drop_corrupted(sha256s: set[str]) -> int:
+    """Remove the cache entries among `sha256s` whose bytes are not their name; returns how many."""
+    corrupted = 0
+    for sha in sorted(sha256s):
+        path = cached_path(sha)
+        if path.is_file() and file_sha256(path) != sha:
+            path.unlink()
+            corrupted += 1
+    return corrupted
+
+
+def fill_selection(
+    images: list[ImageSpec],
+    inputs: BuildInputs,
+    *,
+    jobs: int = DEFAULT_DOWNLOADS,
+    on_plan: ProgressSink | None = None,
+    on_progress: ProgressSink | None = None,
+) -> FillReport:
+    """Fill the cache with every file the selected images' locks name; `on_plan(bytes, files)` is told the total
+    before the downloads start (bytes where the sources announce sizes), `on_progress` as they arrive."""
+    started = time.monotonic()
+    needed = {sha for image in images if (lock := image_lock(image)) is not None for _, sha in lock.files()}
+    corrupted = drop_corrupted(needed)
+    present = sum(1 for sha in needed if cached_path(sha).is_file())
+    downloads, _, locked = plan(images, inputs)
+    if on_plan is not None:
+        on_plan(sum(d.size or 0 for d in downloads), len(downloads))
+    report = fetch_all(downloads, jobs=jobs, on_progress=on_progress)
+    by_image_path = 0
+    for image, lock in locked:
+        before = sum(1 for _, sha in lock.files() if not cached_path(sha).is_file())
+        if before:
+            fill_cache(lock, base_ref_for(image), inputs)
+            by_image_path += before
+    mark_used(needed)
+    pruned = prune(cap_bytes(), needed)
+    return FillReport(
+        needed=len(needed),
+        present=present,
+        corrupted=corrupted,
+        fetched=report.files,
+        bytes_fetched=report.bytes,
+        retried=report.retried,
+        by_image_path=by_image_path,
+        pruned=pruned.removed,
+        seconds=round(time.monotonic() - started, 1),
+    )

@@ -103,7 +103,7 @@ def fill_selection(
     downloads, _, locked = plan(images, inputs)
     if on_plan is not None:
         on_plan(sum(d.size or 0 for d in downloads), len(downloads))
-    report = fetch_all(downloads, jobs=jobs, on_progress=on_progress)
+    report = fetch_all(downloads, jobs=jobs, on_progress=on_progress, ca_bundle=inputs.ca_bundle)
     by_image_path = 0
     for image, lock in locked:
         before = sum(1 for _, sha in lock.files() if not cached_path(sha).is_file())

@@ -69,6 +69,7 @@ def fetch_all(
     jobs: int = DEFAULT_DOWNLOADS,
     on_progress: ProgressSink | None = None,
     attempts: int = ATTEMPTS,
+    ca_bundle: Path | None = None,
 ) -> FetchReport:
     """Fetch each download the cache lacks (one per sha256) with at most `jobs` at a time; every failure is
     reported together once the others are done (a FetchError naming each file and its URL)."""
@@ -82,7 +83,7 @@ def fetch_all(
 
     def one(download: Download) -> str | None:
         if not hasattr(local, "session"):
-            local.session = requests.Session()
+            local.session = session(ca_bundle)
         for attempt in range(attempts):
             got, problem = _attempt(download, local.session, sink)
             if problem is None:
@@ -103,6 +104,14 @@ def fetch_all(
     if failures:
         raise FetchError("could not fetch into the lock cache: " + "; ".join(failures))
     return FetchReport(files=len(unique), bytes=counts["bytes"], retried=counts["retried"])
+
+
+def session(ca_bundle: Path | None) -> requests.Session:
+    """A session that trusts `ca_bundle` where one is given (a TLS-intercepting proxy), else certifi's roots."""
+    made = requests.Session()
+    if ca_bundle is not None:
+        made.verify = str(ca_bundle)
+    return made
 
 
 def _attempt(download: Download, session: requests.Session, sink: ProgressSink) -> tuple[int, str | None]:

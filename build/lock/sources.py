@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlparse
 
 import requests
 
-from learnerkit_build.lock.fetch import TIMEOUT_S, Download
+from learnerkit_build.lock.fetch import TIMEOUT_S, Download, session
 from learnerkit_build.lock.model import LockedWheel
 from learnerkit_build.recipes.render import BuildInputs
 
@@ -42,8 +43,9 @@ def index_downloads(files: Sequence[LockedWheel], inputs: BuildInputs) -> tuple[
         if not wanted:
             break
         names = sorted({f.name for f in wanted})
+        look = partial(project_files, index, ca_bundle=inputs.ca_bundle)
         with ThreadPoolExecutor(max_workers=LOOKUP_JOBS, thread_name_prefix="index") as pool:
-            pages = dict(zip(names, pool.map(project_files, [index] * len(names), names), strict=True))
+            pages = dict(zip(names, pool.map(look, names), strict=True))
         for f in wanted:
             offer = pages[f.name].get(f.filename)
             if offer is not None and offer[1] == f.sha256:
@@ -51,7 +53,7 @@ def index_downloads(files: Sequence[LockedWheel], inputs: BuildInputs) -> tuple[
     return list(found.values()), [f for f in files if f.sha256 not in found]
 
 
-def project_files(index: str, project: str) -> dict[str, Offer]:
+def project_files(index: str, project: str, ca_bundle: Path | None = None) -> dict[str, Offer]:
     """{filename: (url, sha256, size)} of `project` on `index`; empty where the index has no such project or
     cannot be read (pip then tries, and says why)."""
     page = urljoin(index.rstrip("/") + "/", f"{project}/")
@@ -61,7 +63,7 @@ def project_files(index: str, project: str) -> dict[str, Offer]:
         text = html.read_text(encoding="utf-8") if html.is_file() else None
         return parse_html(text, html.as_uri()) if text is not None else {}
     try:
-        response = requests.get(page, headers={"Accept": _ACCEPT}, timeout=TIMEOUT_S)
+        response = session(ca_bundle).get(page, headers={"Accept": _ACCEPT}, timeout=TIMEOUT_S)
     except requests.RequestException:
         return {}
     if response.status_code != 200:

@@ -236,7 +236,7 @@ def build_command(
         (image.name, partial(build_image, project, image, resolved.inputs, rebuild=rebuild, record_size=record_size))
         for image in images
     ]
-    prepare_builds(images, resolved.inputs, downloads=downloads, output=output)
+    prepare_builds(project, images, resolved.inputs, downloads=downloads, output=output)
     run_builds(builds, output=output, quiet_log=quiet_log, settings=resolved.settings, jobs=jobs or default_jobs())
 
 

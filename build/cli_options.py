@@ -167,7 +167,9 @@ def run_builds(
     emit(output, results, lambda: console.print(views.build_table(results)))
 
 
-def prepare_builds(images: Sequence[ImageSpec], inputs: BuildInputs, *, downloads: int, output: str) -> None:
+def prepare_builds(
+    root: Path, images: Sequence[ImageSpec], inputs: BuildInputs, *, downloads: int, output: str
+) -> None:
     """Before a matrix builds: make each local base its images stand on (one at a time: they are the images' only
     shared step), then fill the lock cache for all their locks at once, with a progress line."""
     show = output != "json"
@@ -177,7 +179,7 @@ def prepare_builds(images: Sequence[ImageSpec], inputs: BuildInputs, *, download
                 ensure_base(recipe_for(local), on_line)
     with FetchProgress(enabled=show) as fetching:
         report = fill_selection(
-            list(images), inputs, jobs=downloads, on_plan=fetching.planned, on_progress=fetching.advanced
+            root, list(images), inputs, jobs=downloads, on_plan=fetching.planned, on_progress=fetching.advanced
         )
-    if show:
+    if show and (report.fetched or report.corrupted or report.by_image_path or report.pruned):
         console.print(views.fill_line(report))

@@ -116,17 +116,18 @@ class FetchProgress:
         self._task = self._progress.add_task("lock cache", total=None, visible=enabled)
 
     def __enter__(self) -> FetchProgress:
-        if self.enabled:
-            self._progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.enabled:
+        if self._progress.live.is_started:
             self._progress.stop()
 
     def planned(self, size: int, files: int) -> None:
+        """Shown from here on, where there is anything to fetch (a build with all files cached says nothing)."""
         self._files = (0, files)
         self._progress.update(self._task, total=size or None, description=self._describe())
+        if self.enabled and files:
+            self._progress.start()
 
     def advanced(self, size: int, files: int) -> None:
         with self._guard:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from learnerkit_build.builds.baseimage import recipe_for, source_lines
 from learnerkit_build.builds.images import base_ref_for
@@ -22,7 +23,7 @@ from learnerkit_build.lock.hostapt import deb_downloads
 from learnerkit_build.lock.model import Lock, LockedDeb, LockedWheel, LockError
 from learnerkit_build.lock.prune import cap_bytes, mark_used, prune
 from learnerkit_build.lock.sources import index_downloads
-from learnerkit_build.recipes.filehashes import file_sha256
+from learnerkit_build.recipes.filehashes import file_sha256, remembering
 from learnerkit_build.recipes.render import BuildInputs
 from learnerkit_build.recipes.spec import ImageSpec
 
@@ -87,6 +88,7 @@ def drop_corrupted(sha256s: set[str]) -> int:
 
 
 def fill_selection(
+    root: Path,
     images: list[ImageSpec],
     inputs: BuildInputs,
     *,
@@ -94,11 +96,13 @@ def fill_selection(
     on_plan: ProgressSink | None = None,
     on_progress: ProgressSink | None = None,
 ) -> FillReport:
-    """Fill the cache with every file the selected images' locks name; `on_plan(bytes, files)` is told the total
-    before the downloads start (bytes where the sources announce sizes), `on_progress` as they arrive."""
+    """Fill the cache with every file the selected images' locks name, the entries already there checked (with the
+    hashes remembered in project `root`); `on_plan(bytes, files)` is told the total before the downloads start
+    (bytes where the sources announce sizes), `on_progress` as they arrive."""
     started = time.monotonic()
     needed = {sha for image in images if (lock := image_lock(image)) is not None for _, sha in lock.files()}
-    corrupted = drop_corrupted(needed)
+    with remembering(root):
+        corrupted = drop_corrupted(needed)
     present = sum(1 for sha in needed if cached_path(sha).is_file())
     downloads, _, locked = plan(images, inputs)
     if on_plan is not None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Collection
 from contextlib import suppress
 from dataclasses import dataclass
+from pathlib import Path
 
 from learnerkit.common.errors import ConfigError
-from learnerkit_build.lock.cache import cache_root, cached_path
+from learnerkit_build.lock.cache import cache_root
+from learnerkit_build.state import read_json, write_json
 
 CAP_VARIABLE = "LEARNERKIT_LOCK_CACHE_MB"
 DEFAULT_CAP_MB = 20480
@@ -36,22 +39,32 @@ def cap_bytes() -> int:
     return value * 1024 * 1024
 
 
+def used_path() -> Path:
+    return cache_root().parent / "used.json"
+
+
+def last_used() -> dict[str, float]:
+    data = read_json(used_path())
+    return {str(k): float(v) for k, v in data.items() if isinstance(v, int | float)} if isinstance(data, dict) else {}
+
+
 def mark_used(sha256s: Collection[str]) -> None:
-    """Date these entries now: the cap removes the files longest unused first."""
-    for sha in sha256s:
-        with suppress(FileNotFoundError):
-            os.utime(cached_path(sha))
+    """Record these entries as used now: the cap removes the files longest unused first. A record beside the
+    cache, not the files' times: those key the remembered hashes (recipes.filehashes), which a touch would void."""
+    now = round(time.time())
+    write_json(used_path(), {**last_used(), **dict.fromkeys(sha256s, now)})
 
 
 def prune(cap: int, keep: Collection[str]) -> PruneReport:
-    """Remove the least recently used entries (by mtime: `mark_used`) until the cache holds at most `cap` bytes;
-    entries in `keep` (sha256s) stay whatever their age."""
+    """Remove the least recently used entries (`mark_used`, else the file's mtime) until the cache holds at most
+    `cap` bytes; entries in `keep` (sha256s) stay whatever their age."""
     root = cache_root()
+    used = last_used()
     entries = []
     for path in root.iterdir() if root.is_dir() else ():
         with suppress(FileNotFoundError):
             stat = path.stat()
-            entries.append((stat.st_mtime, path.name, stat.st_size))
+            entries.append((used.get(path.name, stat.st_mtime), path.name, stat.st_size))
     total = sum(size for _, _, size in entries)
     removed = freed = 0
     for _, name, size in sorted(entries):
@@ -64,4 +77,6 @@ def prune(cap: int, keep: Collection[str]) -> PruneReport:
             removed += 1
             freed += size
             total -= size
+    if removed:
+        write_json(used_path(), {sha: at for sha, at in used.items() if (root / sha).exists()})
     return PruneReport(removed=removed, freed=freed, kept=total)

@@ -268,7 +268,9 @@ def _entry(name: str, size: int, age_s: float) -> str:
 
 def test_the_cap_removes_the_least_recently_used_never_what_is_needed() -> None:
     old, needed_old, recent = _entry("o", 1000, 300), _entry("n", 1000, 400), _entry("r", 1000, 100)
+    before = cached_path(needed_old).stat()
     mark_used([needed_old])  # now the most recent: a build used it
+    assert cached_path(needed_old).stat().st_ctime_ns == before.st_ctime_ns  # its remembered hash stays valid
 
     report = prune(2000, keep={needed_old})
 

@@ -15,7 +15,7 @@ bytes the lock cache was filled with, and the targets beside them (demo 180 s, i
 `--i-mean-it` it refuses and destroys nothing: the images it removes take an hour to build again.
 
 Usage: python bench/coldstart.py [--fill] [--tier test] [--variant cpu] [--downloads 8] [--runs 1]
-       python bench/coldstart.py --cold --i-mean-it [--tier test]
+       python bench/coldstart.py --cold --i-mean-it [--tier test] [--jobs N]
 """
 
 from __future__ import annotations
@@ -64,7 +64,14 @@ def fill_once(images: list[ImageSpec], downloads: int) -> dict[str, float]:
                 os.environ.pop("LEARNERKIT_HOME", None)
             else:
                 os.environ["LEARNERKIT_HOME"] = saved
-    return {"seconds": seconds, "files": report.fetched, "bytes": report.bytes_fetched, "retried": report.retried}
+    return {
+        "seconds": round(seconds, 1),
+        "plan_s": report.plan_s,
+        "fetch_s": report.fetch_s,
+        "files": report.fetched,
+        "bytes": report.bytes_fetched,
+        "retried": report.retried,
+    }
 
 
 def fill_bench(args: argparse.Namespace) -> dict[str, object]:
@@ -119,6 +126,8 @@ def timed(argv: list[str]) -> float:
 def cold_bench(args: argparse.Namespace) -> dict[str, object]:
     emptied = emptied_caches()
     demo_s = timed(["make", "demo"])
+    if args.jobs is not None:
+        os.environ["LEARNERKIT_BUILD_JOBS"] = str(args.jobs)
     matrix_s = timed(["make", "images", f"TIER={args.tier}"])
     durations = json.loads((state_home() / DURATIONS_FILE).read_text(encoding="utf-8"))
     cache = state_home() / "lock-cache"
@@ -129,6 +138,7 @@ def cold_bench(args: argparse.Namespace) -> dict[str, object]:
         "demo_target_s": DEMO_TARGET_S,
         "matrix_s": round(matrix_s, 1),
         "matrix_target_s": MATRIX_TARGET_S,
+        "jobs": args.jobs,
         "image_s": durations,
         "lock_cache_bytes": fetched,
     }
@@ -142,6 +152,7 @@ def main() -> int:
     parser.add_argument("--tier", default="test")
     parser.add_argument("--variant", action="append", default=[], help="only these variants (--fill)")
     parser.add_argument("--downloads", type=int, default=DEFAULT_DOWNLOADS)
+    parser.add_argument("--jobs", type=int, default=None, help="images built at once (--cold; default: the tool's)")
     parser.add_argument("--runs", type=int, default=1, help="pool and serial fills, taking turns (--fill)")
     args = parser.parse_args()
     if args.cold and not args.i_mean_it:

@@ -42,6 +42,9 @@ class FillReport:
     by_image_path: int
     """Files no index offered, fetched by the image's own path (apt in its base, pip)."""
     pruned: int
+    plan_s: float
+    """Checking the cache and finding the URLs (apt's lists, the index pages)."""
+    fetch_s: float
     seconds: float
 
 
@@ -105,9 +108,11 @@ def fill_selection(
         corrupted = drop_corrupted(needed)
     present = sum(1 for sha in needed if cached_path(sha).is_file())
     downloads, _, locked = plan(images, inputs)
+    planned = time.monotonic()
     if on_plan is not None:
         on_plan(sum(d.size or 0 for d in downloads), len(downloads))
     report = fetch_all(downloads, jobs=jobs, on_progress=on_progress, ca_bundle=inputs.ca_bundle)
+    fetched = time.monotonic()
     by_image_path = 0
     for image, lock in locked:
         before = sum(1 for _, sha in lock.files() if not cached_path(sha).is_file())
@@ -125,5 +130,7 @@ def fill_selection(
         retried=report.retried,
         by_image_path=by_image_path,
         pruned=pruned.removed,
+        plan_s=round(planned - started, 1),
+        fetch_s=round(fetched - planned, 1),
         seconds=round(time.monotonic() - started, 1),
     )

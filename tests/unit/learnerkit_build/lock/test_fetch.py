@@ -12,13 +12,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from learnerkit_build.builds import prefetch
 from learnerkit_build.builds.prefetch import drop_corrupted
 from learnerkit_build.lock.cache import cache_root, cached_path
 from learnerkit_build.lock.fetch import Download, FetchError, clear_stale_partials, fetch_all, partial_root
-from learnerkit_build.lock.model import LockedWheel
+from learnerkit_build.lock.model import LockedDeb, LockedWheel, make_lock
 from learnerkit_build.lock.prune import cap_bytes, mark_used, prune
 from learnerkit_build.lock.sources import JSON_TYPE, index_downloads, parse_html, parse_json
 from learnerkit_build.recipes.render import BuildInputs
@@ -337,3 +339,48 @@ def test_a_pep_503_page_and_a_file_index_are_read(tmp_path: Path) -> None:
     assert left == []
     fetch_all(found)
     assert cached_path(locked.sha256).read_bytes() == data
+
+
+def test_a_selection_fetches_a_file_two_images_lock_once_and_replaces_a_corrupted_entry(
+    served: tuple[Files, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files, base = served
+    cudnn, jax_only, libc = b"cudnn wheel", b"jaxlib wheel", b"libc6 deb"
+    for path, data in (("/files/cudnn.whl", cudnn), ("/files/jax.whl", jax_only), ("/pool/libc6.deb", libc)):
+        files.good[path] = data
+    shared = wheel("nvidia-cudnn", "cudnn.whl", cudnn)
+    files.json_pages["/simple/nvidia-cudnn/"] = {
+        "files": [{"filename": "cudnn.whl", "url": "/files/cudnn.whl", "hashes": {"sha256": sha(cudnn)}}]
+    }
+    files.json_pages["/simple/jaxlib/"] = {
+        "files": [{"filename": "jax.whl", "url": "/files/jax.whl", "hashes": {"sha256": sha(jax_only)}}]
+    }
+    deb = LockedDeb("libc6", "2.36", "amd64", "libc6.deb", sha(libc), "image")
+    locks = {
+        "jax:1-cuda": make_lock("jax:1-cuda", [deb], [shared, wheel("jaxlib", "jax.whl", jax_only)]),
+        "torch:1-cuda": make_lock("torch:1-cuda", [deb], [shared]),
+    }
+    images = [SimpleNamespace(name=name, local_base="debian-bookworm") for name in locks]
+    asked_apt: list[list[str]] = []
+
+    def apt_urls(debs: list[LockedDeb], sources: list[str]) -> tuple[list[Download], list[LockedDeb]]:
+        asked_apt.append([d.filename for d in debs])
+        return [Download(d.filename, d.sha256, f"{base}/pool/{d.filename}", len(libc)) for d in debs], []
+
+    monkeypatch.setattr(prefetch, "image_lock", lambda image: locks[image.name])
+    monkeypatch.setattr(prefetch, "deb_downloads", apt_urls)
+    inputs = BuildInputs(index_url=f"{base}/simple")
+    planned: list[tuple[int, int]] = []
+
+    report = prefetch.fill_selection(tmp_path, images, inputs, on_plan=lambda b, n: planned.append((b, n)))  # type: ignore[arg-type]
+
+    assert files.requests["/files/cudnn.whl"] == 1 and files.requests["/pool/libc6.deb"] == 1
+    assert asked_apt == [["libc6.deb"]]
+    assert (report.needed, report.present, report.fetched, report.corrupted) == (3, 0, 3, 0)
+    assert planned == [(len(libc), 3)]  # wheels from a JSON page without sizes count files, not bytes
+    # A second fill fetches nothing; an entry gone bad is replaced.
+    cached_path(shared.sha256).write_bytes(b"bit rot")
+    again = prefetch.fill_selection(tmp_path, images, inputs)  # type: ignore[arg-type]
+    assert (again.present, again.corrupted, again.fetched) == (2, 1, 1)
+    assert cached_path(shared.sha256).read_bytes() == cudnn
+    assert files.requests["/files/cudnn.whl"] == 2

@@ -18,7 +18,7 @@ from learnerkit_build.builds.baseimage import recipe_for, source_lines
 from learnerkit_build.builds.images import base_ref_for
 from learnerkit_build.lock.cache import cached_path
 from learnerkit_build.lock.compute import fill_cache, image_lock
-from learnerkit_build.lock.fetch import DEFAULT_DOWNLOADS, Download, ProgressSink, fetch_all
+from learnerkit_build.lock.fetch import DEFAULT_DOWNLOADS, Download, ProgressSink, clear_stale_partials, fetch_all
 from learnerkit_build.lock.hostapt import deb_downloads
 from learnerkit_build.lock.model import Lock, LockedDeb, LockedWheel, LockError
 from learnerkit_build.lock.prune import cap_bytes, mark_used, prune
@@ -120,6 +120,7 @@ def fill_selection(
             fill_cache(lock, base_ref_for(image), inputs)
             by_image_path += before
     mark_used(needed)
+    clear_stale_partials()
     pruned = prune(cap_bytes(), needed)
     return FillReport(
         needed=len(needed),

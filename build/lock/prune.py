@@ -39,6 +39,9 @@ def cap_bytes() -> int:
     return value * 1024 * 1024
 
 
+USE_RESOLUTION_S = 3600
+
+
 def used_path() -> Path:
     return cache_root().parent / "used.json"
 
@@ -49,10 +52,13 @@ def last_used() -> dict[str, float]:
 
 
 def mark_used(sha256s: Collection[str]) -> None:
-    """Record these entries as used now: the cap removes the files longest unused first. A record beside the
-    cache, not the files' times: those key the remembered hashes (recipes.filehashes), which a touch would void."""
+    """Record these entries as used now (to the hour: a build with nothing new writes nothing): the cap removes the
+    files longest unused first. A record beside the cache, not the files' times: those key the remembered hashes
+    (recipes.filehashes), which a touch would void."""
     now = round(time.time())
-    write_json(used_path(), {**last_used(), **dict.fromkeys(sha256s, now)})
+    used = last_used()
+    if any(used.get(sha, 0) < now - USE_RESOLUTION_S for sha in sha256s):
+        write_json(used_path(), {**used, **dict.fromkeys(sha256s, now)})
 
 
 def prune(cap: int, keep: Collection[str]) -> PruneReport:

@@ -73,8 +73,8 @@ def fetch_all(
 ) -> FetchReport:
     """Fetch each download the cache lacks (one per sha256) with at most `jobs` at a time; every failure is
     reported together once the others are done (a FetchError naming each file and its URL)."""
-    if jobs < 1:
-        raise LockError(f"downloads: {jobs} concurrent downloads; 1 or more expected")
+    if jobs < 1 or attempts < 1:
+        raise LockError(f"{jobs} concurrent downloads of {attempts} attempts each: 1 or more of each expected")
     unique = {d.sha256: d for d in downloads if not cached_path(d.sha256).is_file()}
     sink = on_progress or (lambda size, files: None)
     local = threading.local()
@@ -100,7 +100,11 @@ def fetch_all(
     partial_root().mkdir(parents=True, exist_ok=True)
     cache_root().mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="fetch") as pool:
-        failures = [problem for problem in pool.map(one, unique.values()) if problem]
+        try:
+            failures = [problem for problem in pool.map(one, unique.values()) if problem]
+        except BaseException:
+            pool.shutdown(cancel_futures=True)  # Ctrl-C: no new download starts; the running ones end theirs
+            raise
     if failures:
         raise FetchError("could not fetch into the lock cache: " + "; ".join(failures))
     return FetchReport(files=len(unique), bytes=counts["bytes"], retried=counts["retried"])

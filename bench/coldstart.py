@@ -32,6 +32,7 @@ from pathlib import Path
 
 from learnerkit_build.builds.prefetch import fill_selection
 from learnerkit_build.builds.schedule import DURATIONS_FILE
+from learnerkit_build.lock.cache import cached_path
 from learnerkit_build.lock.compute import image_lock
 from learnerkit_build.lock.fetch import DEFAULT_DOWNLOADS
 from learnerkit_build.recipes.matrix import load_matrix
@@ -49,7 +50,26 @@ def selection(tier: str, variants: list[str]) -> list[ImageSpec]:
     return load_matrix(REPO).select([], variants=variants or None, tier=load_tier(REPO, tier))
 
 
-def fill_once(images: list[ImageSpec], downloads: int) -> dict[str, float]:
+def per_image(images: list[ImageSpec]) -> dict[str, dict[str, int]]:
+    """Each image's locked files and their bytes in the cache, and how many of them another selected image locks
+    too (fetched once for both)."""
+    locks = {image.name: lock for image in images if (lock := image_lock(image)) is not None}
+    owners: dict[str, int] = {}
+    for lock in locks.values():
+        for sha in {sha for _, sha in lock.files()}:
+            owners[sha] = owners.get(sha, 0) + 1
+    return {
+        name: {
+            "files": len(shas),
+            "bytes": sum(cached_path(sha).stat().st_size for sha in shas if cached_path(sha).is_file()),
+            "shared_files": sum(1 for sha in shas if owners[sha] > 1),
+        }
+        for name, lock in locks.items()
+        for shas in [{sha for _, sha in lock.files()}]
+    }
+
+
+def fill_once(images: list[ImageSpec], downloads: int) -> dict[str, object]:
     """Fill an empty cache in a temporary LEARNERKIT_HOME; the machine's own cache is never read or written."""
     inputs = resolve_build_inputs(BuildOptions(), pip_config(REPO)).inputs
     saved = os.environ.get("LEARNERKIT_HOME")
@@ -59,6 +79,7 @@ def fill_once(images: list[ImageSpec], downloads: int) -> dict[str, float]:
             started = time.monotonic()
             report = fill_selection(REPO, images, inputs, jobs=downloads)
             seconds = time.monotonic() - started
+            images_bytes = per_image(images)
         finally:
             if saved is None:
                 os.environ.pop("LEARNERKIT_HOME", None)
@@ -71,23 +92,26 @@ def fill_once(images: list[ImageSpec], downloads: int) -> dict[str, float]:
         "files": report.fetched,
         "bytes": report.bytes_fetched,
         "retried": report.retried,
+        "per_image": images_bytes,
     }
 
 
 def fill_bench(args: argparse.Namespace) -> dict[str, object]:
     images = selection(args.tier, args.variant)
     named = [sha for image in images if (lock := image_lock(image)) for _, sha in lock.files()]
-    runs: dict[str, list[dict[str, float]]] = {"pool": [], "serial": []}
+    runs: dict[str, list[dict[str, object]]] = {"pool": [], "serial": []}
     for _ in range(args.runs):
         runs["pool"].append(fill_once(images, args.downloads))
         runs["serial"].append(fill_once(images, 1))
-    best = {mode: min(r["seconds"] for r in results) for mode, results in runs.items()}
+    best = {mode: min(float(str(r["seconds"])) for r in results) for mode, results in runs.items()}
+    first = runs["pool"][0]
     return {
         "images": [image.name for image in images],
         "files_named_by_locks": len(named),
         "distinct_files": len(set(named)),
-        "fetched_files": runs["pool"][0]["files"],
-        "fetched_bytes": runs["pool"][0]["bytes"],
+        "fetched_files": first["files"],
+        "fetched_bytes": first["bytes"],
+        "per_image": first.pop("per_image"),
         "downloads": args.downloads,
         "runs": runs,
         "pool_s": round(best["pool"], 1),
@@ -141,6 +165,7 @@ def cold_bench(args: argparse.Namespace) -> dict[str, object]:
         "jobs": args.jobs,
         "image_s": durations,
         "lock_cache_bytes": fetched,
+        "per_image": per_image(selection(args.tier, [])),
     }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 
 import click
@@ -14,7 +13,7 @@ from learnerkit.common.output import console, emit, handles_errors, output_optio
 from learnerkit.common.project import find_project_root, root_option
 from learnerkit_build import views
 from learnerkit_build.builds.baseimage import BASES, ensure_base, recipe_for
-from learnerkit_build.builds.images import build_image, render_image
+from learnerkit_build.builds.images import render_image
 from learnerkit_build.builds.schedule import default_jobs
 from learnerkit_build.cli_options import (
     apply,
@@ -25,7 +24,7 @@ from learnerkit_build.cli_options import (
     select_options,
     selected,
 )
-from learnerkit_build.lock.fetch import DEFAULT_DOWNLOADS
+from learnerkit_build.lock.cache import DEFAULT_DOWNLOADS
 from learnerkit_build.progress import BuildProgress
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.render import BuildInputs
@@ -232,12 +231,12 @@ def build_command(
     """Build images whose inputs changed; tag each by version and by inputs hash."""
     project, images = selected(root, specs, select_all, variants, tier)
     resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle, project)
-    builds = [
-        (image.name, partial(build_image, project, image, resolved.inputs, rebuild=rebuild, record_size=record_size))
-        for image in images
-    ]
-    prepare_builds(project, images, resolved.inputs, downloads=downloads, output=output)
-    run_builds(builds, output=output, quiet_log=quiet_log, settings=resolved.settings, jobs=jobs or default_jobs())
+    planned, fill = prepare_builds(
+        project, images, resolved.inputs, rebuild=rebuild, record_size=record_size, downloads=downloads, output=output
+    )
+    run_builds(
+        planned, output=output, quiet_log=quiet_log, settings=resolved.settings, jobs=jobs or default_jobs(), fill=fill
+    )
 
 
 @image_group.command("test")

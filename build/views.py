@@ -14,11 +14,11 @@ from rich.text import Text
 from learnerkit.common import engine
 from learnerkit.common.output import console, keep_whole
 from learnerkit_build.builds.images import HASH_LABEL, BuildResult, base_ref_for
-from learnerkit_build.builds.prefetch import FillReport
 from learnerkit_build.recipes.pipconfig import Setting
 from learnerkit_build.recipes.spec import ImageSpec
 
-if TYPE_CHECKING:  # `image ls`, `image build` and the others need not load the scanner's code
+if TYPE_CHECKING:  # `image ls`, `image build` and the others need not load the scanner's code or the fetchers
+    from learnerkit_build.builds.prefetch import FillReport
     from learnerkit_build.scan.lint import LintReport
     from learnerkit_build.scan.outdated import OutdatedImage
 

@@ -19,7 +19,7 @@ from learnerkit_build.builds.buildkit import LogSink
 from learnerkit_build.builds.images import BuildPlan, BuildResult, build_plan
 from learnerkit_build.errors import TemplateError
 from learnerkit_build.lock.cache import locked_context_files
-from learnerkit_build.lock.compute import SIDECAR_LOCK, committed_lock, fill_cache
+from learnerkit_build.lock.compute import SIDECAR_LOCK, committed_lock
 from learnerkit_build.lock.model import Lock
 from learnerkit_build.recipes.context import ContextFile, tree_files, wheelhouse_files
 from learnerkit_build.recipes.filehashes import remembering
@@ -84,8 +84,6 @@ def _build_sidecar(
     base_id, _ = ensure_base(recipe, on_line)
     base_ref = base_reference(recipe)
     lock = committed_lock(root / SIDECAR_LOCK)
-    if lock is not None:
-        fill_cache(lock, base_ref, inputs)
     plan = BuildPlan(
         name="sidecar",
         repository=SIDECAR_REPOSITORY,
@@ -94,6 +92,6 @@ def _build_sidecar(
         files=sidecar_files(root, inputs, lock),
         base_ref=base_ref,
         base_id=base_id,
-        reproducible=lock is not None,
+        lock=lock,
     )
     return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)

@@ -21,11 +21,9 @@ from urllib.parse import unquote, urlparse
 
 import requests
 
-from learnerkit_build.lock.cache import cache_root, cached_path
+from learnerkit_build.lock.cache import DEFAULT_DOWNLOADS, cache_root, cached_path
 from learnerkit_build.lock.model import LockError
 
-DEFAULT_DOWNLOADS = 8
-"""Concurrent downloads: enough to fill a link from a CDN of many small wheels, few enough to be polite."""
 ATTEMPTS = 3
 CHUNK = 1 << 20
 TIMEOUT_S = 60.0

@@ -173,19 +173,22 @@ def test_run_builds_orders_by_recorded_durations_and_keeps_a_log_per_image(
 ) -> None:
     record_durations({"slow:1-cpu": 900.0, "quick:1-cpu": 30.0})
     started: list[str] = []
-    builds = [
+    cached = BuildResult(spec="cached:1-cpu", status="cached", reference="learnerkit/cached", seconds=0.1)
+    planned = [
         ("quick:1-cpu", fake_build("quick:1-cpu", "built", 31.0, started)),
-        ("cached:1-cpu", fake_build("cached:1-cpu", "cached", 0.1, started)),
+        ("cached:1-cpu", cached),
+        ("new:1-cpu", fake_build("new:1-cpu", "built", 40.0, started)),
         ("slow:1-cpu", fake_build("slow:1-cpu", "built", 950.0, started)),
     ]
 
-    run_builds(builds, output="json", quiet_log=True, jobs=1)
+    run_builds(planned, output="json", quiet_log=True, jobs=1)
 
-    assert started == ["slow:1-cpu", "cached:1-cpu", "quick:1-cpu"]  # cached: unknown, so the 300 s default
+    assert started == ["slow:1-cpu", "new:1-cpu", "quick:1-cpu"]  # new: unknown, so the 300 s default
     emitted = json.loads(capsys.readouterr().out)
-    assert [r["spec"] for r in emitted] == ["quick:1-cpu", "cached:1-cpu", "slow:1-cpu"]  # the order asked
+    assert [r["spec"] for r in emitted["images"]] == ["quick:1-cpu", "cached:1-cpu", "new:1-cpu", "slow:1-cpu"]
+    assert emitted["images"][1]["status"] == "cached" and emitted["fill"] is None  # nothing built, nothing filled
     # Only real builds update the record: a cached one says nothing about what a build costs.
-    assert recorded_durations() == {"slow:1-cpu": 950.0, "quick:1-cpu": 31.0}
+    assert recorded_durations() == {"slow:1-cpu": 950.0, "quick:1-cpu": 31.0, "new:1-cpu": 40.0}
     assert build_log_path("slow:1-cpu").read_text(encoding="utf-8") == "".join(
         f"slow:1-cpu line {n}\n" for n in range(3)
     )

@@ -198,7 +198,8 @@ def lock_command(
     "--jobs",
     type=click.IntRange(min=1),
     default=None,
-    help="images built at once, the longest first (default: $LEARNERKIT_BUILD_JOBS, else 2, at most the cores)",
+    help="images built at once, the longest first (default: $LEARNERKIT_BUILD_JOBS, else 1; more than 1 is not yet "
+    "measured on a real engine)",
 )
 @click.option(
     "--downloads",

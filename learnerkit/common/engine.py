@@ -1,12 +1,12 @@
-"""The Docker engine through docker-py: one client, engine errors translated to learnerkit errors."""
+"""The Docker engine through docker-py: one client per thread, engine errors translated to learnerkit errors."""
 
 from __future__ import annotations
 
 import io
 import posixpath
 import tarfile
+import threading
 from collections.abc import Generator
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,21 @@ class EngineError(LearnerkitError):
     """The Docker engine cannot be reached or refused a request."""
 
 
-@cache
+_clients = threading.local()
+
+
 def engine() -> Any:
-    """A docker-py client for the engine of $DOCKER_HOST (default: the local socket)."""
-    try:
-        client = docker.from_env(timeout=600)
-        client.ping()
-    except docker.errors.DockerException as e:
-        raise EngineError(f"no Docker engine answers ({e}); start one, e.g. with `make setup`") from e
+    """A docker-py client for the engine of $DOCKER_HOST (default: the local socket), one per thread: docker-py's
+    client is a `requests.Session`, which neither requests nor docker-py says is safe to share between threads
+    (docker/docker-py#3229 asks, unanswered), and `image build --jobs N` saves and loads images in N threads."""
+    client = getattr(_clients, "client", None)
+    if client is None:
+        try:
+            client = docker.from_env(timeout=600)
+            client.ping()
+        except docker.errors.DockerException as e:
+            raise EngineError(f"no Docker engine answers ({e}); start one, e.g. with `make setup`") from e
+        _clients.client = client
     return client
 
 

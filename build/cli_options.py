@@ -156,12 +156,15 @@ def run_builds(
     if output != "json" and settings:
         console.print(views.settings_table(settings))
     by_name = {name: build for name, build in planned if not isinstance(build, BuildResult)}
-    order = longest_first(list(by_name), recorded_durations())
+    durations = recorded_durations()
+    order = longest_first(list(by_name), durations)
+    if output != "json" and by_name:
+        console.print(views.estimate_line(order, durations, jobs))
     with BuildProgress(enabled=output != "json" and bool(by_name), show_log=not quiet_log) as progress:
 
         def task(name: str) -> Callable[[], BuildResult]:
             def run() -> BuildResult:
-                with progress.image(name) as on_line, build_log(name) as to_file:
+                with progress.image(name, durations.get(name)) as on_line, build_log(name) as to_file:
 
                     def both(line: str) -> None:
                         on_line(line)

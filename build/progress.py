@@ -25,6 +25,7 @@ from rich.progress import (
 
 from learnerkit.common.output import console
 from learnerkit_build.builds.buildkit import STEP_RE, LogSink
+from learnerkit_build.builds.schedule import estimate_text
 from learnerkit_build.state import state_home
 
 LOGS_DIR = "build-logs"
@@ -56,11 +57,13 @@ class BuildProgress:
             self._progress.stop()
 
     @contextmanager
-    def image(self, name: str) -> Iterator[LogSink]:
+    def image(self, name: str, expected_s: float | None = None) -> Iterator[LogSink]:
+        """A bar for `name`; `expected_s`, its last build's seconds here, is shown beside it as the estimate."""
         if not self.enabled:
             yield lambda line: None
             return
-        task = self._progress.add_task(name, total=None)
+        estimate = f" [dim](about {estimate_text(expected_s)})[/]" if expected_s is not None else ""
+        task = self._progress.add_task(escape(name) + estimate, total=None)
 
         def on_line(line: str) -> None:
             match = STEP_RE.match(line)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +14,7 @@ from rich.text import Text
 from learnerkit.common import engine
 from learnerkit.common.output import console, keep_whole
 from learnerkit_build.builds.images import HASH_LABEL, BuildResult, base_ref_for
+from learnerkit_build.builds.schedule import DEFAULT_BUILD_S, estimate_text, expected_seconds
 from learnerkit_build.recipes.pipconfig import Setting
 from learnerkit_build.recipes.spec import ImageSpec
 
@@ -179,6 +180,17 @@ def lint_table(reports: list[LintReport]) -> Table:
         findings = "\n".join(f"line {f.line}: {f.code} {f.level}: {f.message}" for f in report.findings)
         table.add_row(report.spec, "[green]pass[/]" if report.passed else "[red]FAIL[/]", findings)
     return table
+
+
+def estimate_line(names: Sequence[str], durations: Mapping[str, float], jobs: int) -> str:
+    """What will build and about how long, from each image's last build here (`~` where it never built here:
+    DEFAULT_BUILD_S, about a cold cuda build)."""
+    parts = [
+        f"{name} {estimate_text(durations[name])}" if name in durations else f"{name} ~{estimate_text(DEFAULT_BUILD_S)}"
+        for name in names
+    ]
+    total = expected_seconds(names, durations, jobs)
+    return f"to build: {', '.join(parts)}; about {estimate_text(total)} in all (each image's last build here)"
 
 
 def fill_line(report: FillReport) -> str:

@@ -57,6 +57,24 @@ def longest_first(names: Sequence[str], durations: Mapping[str, float], default:
     return sorted(names, key=lambda name: -durations.get(name, default))
 
 
+def estimate_text(seconds: float) -> str:
+    """`45 s`, `3 min 10 s`: how long a build is expected to take."""
+    whole = round(seconds)
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60} s"
+
+
+def expected_seconds(
+    names: Sequence[str], durations: Mapping[str, float], jobs: int, default: float = DEFAULT_BUILD_S
+) -> float:
+    """How long building `names` in this order, `jobs` at a time, should take: each image as long as its last
+    build here (`default` where it never built), each starting when a slot frees."""
+    slots = [0.0] * max(1, jobs)
+    for name in names:
+        slots.sort()
+        slots[0] += durations.get(name, default)
+    return max(slots)
+
+
 def run_at_most(
     tasks: Sequence[tuple[str, Callable[[], R]]],
     jobs: int,

@@ -14,6 +14,7 @@ from learnerkit_build.builds.images import BuildResult
 from learnerkit_build.builds.schedule import (
     DEFAULT_BUILD_S,
     default_jobs,
+    expected_seconds,
     longest_first,
     record_durations,
     recorded_durations,
@@ -21,6 +22,7 @@ from learnerkit_build.builds.schedule import (
 )
 from learnerkit_build.cli_options import run_builds
 from learnerkit_build.progress import build_log_path
+from learnerkit_build.views import estimate_line
 
 WAIT_S = 10.0
 
@@ -191,3 +193,13 @@ def test_run_builds_orders_by_recorded_durations_and_keeps_a_log_per_image(
         f"slow:1-cpu line {n}\n" for n in range(3)
     )
     assert build_log_path("slow:1-cpu").name == "slow_1-cpu.log"
+
+
+def test_the_expected_seconds_follow_the_slots_and_the_estimate_names_each_image() -> None:
+    durations = {"slow:1-cpu": 900.0, "quick:1-cpu": 30.0}
+    names = ["slow:1-cpu", "new:1-cpu", "quick:1-cpu"]
+    assert expected_seconds(names, durations, jobs=1) == 900.0 + DEFAULT_BUILD_S + 30.0
+    assert expected_seconds(names, durations, jobs=2) == 900.0  # new then quick on the second slot: 330 s
+    line = estimate_line(names, durations, jobs=1)
+    assert line.startswith("to build: slow:1-cpu 15 min 0 s, new:1-cpu ~5 min 0 s, quick:1-cpu 30 s;")
+    assert "about 20 min 30 s in all" in line

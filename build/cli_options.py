@@ -212,13 +212,10 @@ def prepare_builds(
             if isinstance(plan, BuildResult):
                 planned.append((image.name, plan))
                 continue
-            digest = plan_digest(plan, inputs)
-            done = None if rebuild else cached_result(root, plan, digest, started=started, record_size=record_size)
-            if done is not None:
-                planned.append((image.name, done))
-                continue
-            to_build.append(image)
-            planned.append((image.name, partial(_make, root, plan, digest, inputs, rebuild, record_size)))
+            build = planned_build(root, plan, inputs, rebuild=rebuild, record_size=record_size, started=started)
+            planned.append((image.name, build))
+            if not isinstance(build, BuildResult):
+                to_build.append(image)
     if not to_build:
         return planned, None
     from learnerkit_build.builds.prefetch import fill_selection  # docker-py, requests: only where a build runs
@@ -230,6 +227,15 @@ def prepare_builds(
     if show and (report.fetched or report.corrupted or report.by_image_path or report.pruned):
         console.print(views.fill_line(report))
     return planned, report
+
+
+def planned_build(
+    root: Path, plan: BuildPlan, inputs: BuildInputs, *, rebuild: bool, record_size: bool, started: float
+) -> Build | BuildResult:
+    """The `cached` result where an image of the plan's inputs hash exists (and not `rebuild`), else its build."""
+    digest = plan_digest(plan, inputs)
+    done = None if rebuild else cached_result(root, plan, digest, started=started, record_size=record_size)
+    return done if done is not None else partial(_make, root, plan, digest, inputs, rebuild, record_size)
 
 
 def _make(

@@ -72,19 +72,19 @@ def sidecar_files(root: Path, inputs: BuildInputs, lock: Lock | None = None) -> 
 def build_sidecar(
     root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool = False, record_size: bool = False
 ) -> BuildResult:
-    with remembering(root):
-        return _build_sidecar(root, inputs, on_line, rebuild=rebuild, record_size=record_size)
-
-
-def _build_sidecar(
-    root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool, record_size: bool
-) -> BuildResult:
     started = time.monotonic()
+    with remembering(root):
+        plan = plan_sidecar(root, inputs, on_line)
+        return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)
+
+
+def plan_sidecar(root: Path, inputs: BuildInputs, on_line: LogSink) -> BuildPlan:
+    """What building the sidecar takes (its locked files named by sha256, the lock cache not needed yet)."""
     recipe = recipe_for(SIDECAR_BASE)
     base_id, _ = ensure_base(recipe, on_line)
     base_ref = base_reference(recipe)
     lock = committed_lock(root / SIDECAR_LOCK)
-    plan = BuildPlan(
+    return BuildPlan(
         name="sidecar",
         repository=SIDECAR_REPOSITORY,
         tag=__version__,
@@ -94,4 +94,3 @@ def _build_sidecar(
         base_id=base_id,
         lock=lock,
     )
-    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 
 import click
@@ -14,8 +13,18 @@ from learnerkit.common.output import console, emit, handles_errors, output_optio
 from learnerkit.common.project import find_project_root, root_option
 from learnerkit_build import views
 from learnerkit_build.builds.baseimage import BASES, ensure_base, recipe_for
-from learnerkit_build.builds.images import build_image, render_image
-from learnerkit_build.cli_options import apply, build_inputs, inputs_options, run_builds, select_options, selected
+from learnerkit_build.builds.images import render_image
+from learnerkit_build.builds.schedule import default_jobs
+from learnerkit_build.cli_options import (
+    apply,
+    build_inputs,
+    inputs_options,
+    prepare_builds,
+    run_builds,
+    select_options,
+    selected,
+)
+from learnerkit_build.lock.cache import DEFAULT_DOWNLOADS
 from learnerkit_build.progress import BuildProgress
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.render import BuildInputs
@@ -185,6 +194,20 @@ def lock_command(
 @click.option("--rebuild", is_flag=True, help="build even if an image with the same inputs hash exists")
 @click.option("--quiet-log", is_flag=True, help="show progress bars without the build log")
 @click.option("--record-size", is_flag=True, help="record each built image's size as its budget (+5 % fails)")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="images built at once, the longest first (default: $LEARNERKIT_BUILD_JOBS, else 1; more than 1 is not yet "
+    "measured on a real engine)",
+)
+@click.option(
+    "--downloads",
+    type=click.IntRange(min=1),
+    default=DEFAULT_DOWNLOADS,
+    show_default=True,
+    help="concurrent downloads filling the lock cache before the builds",
+)
 @root_option
 @output_option
 @handles_errors
@@ -201,17 +224,20 @@ def build_command(
     rebuild: bool,
     quiet_log: bool,
     record_size: bool,
+    jobs: int | None,
+    downloads: int,
     root: Path | None,
     output: str,
 ) -> None:
     """Build images whose inputs changed; tag each by version and by inputs hash."""
     project, images = selected(root, specs, select_all, variants, tier)
     resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle, project)
-    builds = [
-        (image.name, partial(build_image, project, image, resolved.inputs, rebuild=rebuild, record_size=record_size))
-        for image in images
-    ]
-    run_builds(builds, output=output, quiet_log=quiet_log, settings=resolved.settings)
+    planned, fill = prepare_builds(
+        project, images, resolved.inputs, rebuild=rebuild, record_size=record_size, downloads=downloads, output=output
+    )
+    run_builds(
+        planned, output=output, quiet_log=quiet_log, settings=resolved.settings, jobs=jobs or default_jobs(), fill=fill
+    )
 
 
 @image_group.command("test")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -12,9 +14,12 @@ from click.core import ParameterSource
 from learnerkit.common.output import console, emit
 from learnerkit.common.project import find_project_root
 from learnerkit_build import views
+from learnerkit_build.builds.baseimage import ensure_base, recipe_for
 from learnerkit_build.builds.buildkit import LogSink
-from learnerkit_build.builds.images import BuildResult
-from learnerkit_build.progress import BuildProgress
+from learnerkit_build.builds.images import BuildPlan, BuildResult, cached_result, make_image, plan_digest, plan_image
+from learnerkit_build.builds.schedule import longest_first, record_durations, recorded_durations, run_at_most
+from learnerkit_build.progress import BuildProgress, FetchProgress, build_log
+from learnerkit_build.recipes.filehashes import remembering
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.pipconfig import (
     DEFAULT_CA_BUNDLE,
@@ -25,8 +30,12 @@ from learnerkit_build.recipes.pipconfig import (
     pip_config,
     resolve_build_inputs,
 )
+from learnerkit_build.recipes.render import BuildInputs
 from learnerkit_build.recipes.spec import ImageSpec
 from learnerkit_build.recipes.tiers import load_tier
+
+if TYPE_CHECKING:
+    from learnerkit_build.builds.prefetch import FillReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 Build = Callable[[LogSink], BuildResult]
@@ -128,16 +137,112 @@ def selected(
     return project, images
 
 
+Planned = tuple[str, Build | BuildResult]
+"""One image of a selection: its build, or its result already (cached, skipped)."""
+
+
 def run_builds(
-    builds: Sequence[tuple[str, Build]], *, output: str, quiet_log: bool, settings: Sequence[Setting] = ()
+    planned: Sequence[Planned],
+    *,
+    output: str,
+    quiet_log: bool,
+    settings: Sequence[Setting] = (),
+    jobs: int = 1,
+    fill: FillReport | None = None,
 ) -> None:
-    """Say where pip looks, run builds in order with a progress bar each (and the streamed log), then show or
-    emit the results."""
+    """Say where pip looks, run the builds (the longest first by the durations recorded here, `jobs` at a time)
+    with a progress bar each and the streamed log, each line under its image's name and in its own log file; then
+    show or emit every image's result in the order given, and how the lock cache was filled (`fill`)."""
     if output != "json" and settings:
         console.print(views.settings_table(settings))
-    results = []
-    with BuildProgress(enabled=output != "json", show_log=not quiet_log) as progress:
-        for name, build in builds:
-            with progress.image(name) as on_line:
-                results.append(build(on_line))
-    emit(output, results, lambda: console.print(views.build_table(results)))
+    by_name = {name: build for name, build in planned if not isinstance(build, BuildResult)}
+    durations = recorded_durations()
+    order = longest_first(list(by_name), durations)
+    if output != "json" and by_name:
+        console.print(views.estimate_line(order, durations, jobs))
+    with BuildProgress(enabled=output != "json" and bool(by_name), show_log=not quiet_log) as progress:
+
+        def task(name: str) -> Callable[[], BuildResult]:
+            def run() -> BuildResult:
+                with progress.image(name, durations.get(name)) as on_line, build_log(name) as to_file:
+
+                    def both(line: str) -> None:
+                        on_line(line)
+                        to_file(line)
+
+                    return by_name[name](both)
+
+            return run
+
+        done = run_at_most([(name, task(name)) for name in order], jobs)
+    results = [build if isinstance(build, BuildResult) else done[name] for name, build in planned]
+    record_durations({r.spec: r.seconds for r in results if r.status == "built"})
+    emit(
+        output,
+        {"images": results, "fill": fill},
+        lambda: console.print(views.build_table(results)),
+    )
+
+
+def prepare_builds(
+    root: Path,
+    images: Sequence[ImageSpec],
+    inputs: BuildInputs,
+    *,
+    rebuild: bool,
+    record_size: bool,
+    downloads: int,
+    output: str,
+) -> tuple[list[Planned], FillReport | None]:
+    """Before a matrix builds: make each local base its images stand on (one at a time: they are the images' only
+    shared step), find which images will build (not built under their inputs hash, or `rebuild`), then fill the lock
+    cache for those images' locks at once, with a progress line. A selection already built plans and fetches
+    nothing (the fetchers are not even imported)."""
+    show = output != "json"
+    with BuildProgress(enabled=show, show_log=False) as progress:
+        for local in sorted({image.local_base for image in images if image.local_base}):
+            with progress.image(f"base {local}") as on_line:
+                ensure_base(recipe_for(local), on_line)
+    planned: list[Planned] = []
+    to_build: list[ImageSpec] = []
+    with remembering(root):
+        for image in images:
+            started = time.monotonic()
+            plan = plan_image(root, image, inputs, lambda line: None)
+            if isinstance(plan, BuildResult):
+                planned.append((image.name, plan))
+                continue
+            build = planned_build(root, plan, inputs, rebuild=rebuild, record_size=record_size, started=started)
+            planned.append((image.name, build))
+            if not isinstance(build, BuildResult):
+                to_build.append(image)
+    if not to_build:
+        return planned, None
+    from learnerkit_build.builds.prefetch import fill_selection  # docker-py, requests: only where a build runs
+
+    with FetchProgress(enabled=show) as fetching:
+        report = fill_selection(
+            root, to_build, inputs, jobs=downloads, on_plan=fetching.planned, on_progress=fetching.advanced
+        )
+    if show and (report.fetched or report.corrupted or report.by_image_path or report.pruned):
+        console.print(views.fill_line(report))
+    return planned, report
+
+
+def planned_build(
+    root: Path, plan: BuildPlan, inputs: BuildInputs, *, rebuild: bool, record_size: bool, started: float
+) -> Build | BuildResult:
+    """The `cached` result where an image of the plan's inputs hash exists (and not `rebuild`), else its build."""
+    digest = plan_digest(plan, inputs)
+    done = None if rebuild else cached_result(root, plan, digest, started=started, record_size=record_size)
+    return done if done is not None else partial(_make, root, plan, digest, inputs, rebuild, record_size)
+
+
+def _make(
+    root: Path, plan: BuildPlan, digest: str, inputs: BuildInputs, rebuild: bool, record_size: bool, on_line: LogSink
+) -> BuildResult:
+    started = time.monotonic()
+    with remembering(root):
+        return make_image(
+            root, plan, digest, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size
+        )

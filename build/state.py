@@ -10,7 +10,8 @@ from typing import Any
 
 
 def state_home() -> Path:
-    return Path(os.environ.get("LEARNERKIT_HOME", Path.home() / ".local" / "share" / "learnerkit"))
+    given = os.environ.get("LEARNERKIT_HOME")
+    return Path(given) if given else Path.home() / ".local" / "share" / "learnerkit"
 
 
 def id_file_name(image_id: str) -> str:

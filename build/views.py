@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,10 +14,12 @@ from rich.text import Text
 from learnerkit.common import engineimages
 from learnerkit.common.output import console, keep_whole
 from learnerkit_build.builds.images import HASH_LABEL, BuildResult, base_ref_for
+from learnerkit_build.builds.schedule import DEFAULT_BUILD_S, estimate_text, expected_seconds
 from learnerkit_build.recipes.pipconfig import Setting
 from learnerkit_build.recipes.spec import ImageSpec
 
-if TYPE_CHECKING:  # `image ls`, `image build` and the others need not load the scanner's code
+if TYPE_CHECKING:  # `image ls`, `image build` and the others need not load the scanner's code or the fetchers
+    from learnerkit_build.builds.prefetch import FillReport
     from learnerkit_build.scan.lint import LintReport
     from learnerkit_build.scan.outdated import OutdatedImage
 
@@ -178,3 +180,30 @@ def lint_table(reports: list[LintReport]) -> Table:
         findings = "\n".join(f"line {f.line}: {f.code} {f.level}: {f.message}" for f in report.findings)
         table.add_row(report.spec, "[green]pass[/]" if report.passed else "[red]FAIL[/]", findings)
     return table
+
+
+def estimate_line(names: Sequence[str], durations: Mapping[str, float], jobs: int) -> str:
+    """What will build and about how long, from each image's last build here (`~` where it never built here:
+    DEFAULT_BUILD_S, about a cold cuda build)."""
+    parts = [
+        f"{name} {estimate_text(durations[name])}" if name in durations else f"{name} ~{estimate_text(DEFAULT_BUILD_S)}"
+        for name in names
+    ]
+    total = expected_seconds(names, durations, jobs)
+    return f"to build: {', '.join(parts)}; about {estimate_text(total)} in all (each image's last build here)"
+
+
+def fill_line(report: FillReport) -> str:
+    """One line on how the lock cache was filled for the builds."""
+    parts = [f"lock cache: {report.needed} files locked, {report.present} already here"]
+    if report.fetched:
+        parts.append(f"{report.fetched} fetched ({report.bytes_fetched / 1e6:.0f} MB)")
+    if report.retried:
+        parts.append(f"{report.retried} downloads broken and fetched again")
+    if report.corrupted:
+        parts.append(f"{report.corrupted} corrupted entries replaced")
+    if report.by_image_path:
+        parts.append(f"{report.by_image_path} by the images' own apt or pip")
+    if report.pruned:
+        parts.append(f"{report.pruned} unused entries pruned")
+    return ", ".join(parts) + f" in {report.seconds:.1f} s"

@@ -9,6 +9,15 @@ PY=.venv/bin/python
 DEMO=.learnerkit/demo
 say() { printf '\033[1mdemo:\033[0m %s\n' "$*"; }
 
+# The services need no image: they start in the background while the images build (their output in a file,
+# shown if they fail), and the demo waits for them only once the images are there.
+mkdir -p "$DEMO"
+say "starting etcd, SeaweedFS (S3) and the scheduler in the background ($DEMO/dev-up.log)"
+"$LK" dev up --with-scheduler >"$DEMO/dev-up.log" 2>&1 &
+services=$!
+trap 'wait "$services" 2>/dev/null || true' EXIT
+
+# Only the demo's two images; each shows what it will build with an estimate from its last build here.
 say "building the PyTorch learner image and the sidecar image (skipped when their inputs did not change)"
 "$LK" image build pytorch:2.13-cpu --quiet-log
 "$LK" sidecar build --quiet-log
@@ -33,12 +42,16 @@ else
   "$LK" image scan pytorch:2.13-cpu >/dev/null || say "its scan gate did not pass: the factsheet says so"
 fi
 
-say "starting etcd, SeaweedFS (S3) and the scheduler"
-"$LK" dev up --with-scheduler
+if ! wait "$services"; then
+  cat "$DEMO/dev-up.log" >&2
+  say "the services did not start (above)"
+  exit 1
+fi
+trap - EXIT
+cat "$DEMO/dev-up.log"
 eval "$("$LK" dev env)"
 
 say "uploading the sample dataset to s3://training-data/pytorch-smoke/"
-mkdir -p "$DEMO"
 "$LK" dev dataset "$DEMO/data"
 "$LK" dev upload "$DEMO/data" s3://training-data/pytorch-smoke/
 

@@ -18,8 +18,9 @@ from learnerkit_build.builds.buildkit import BuildRequest, LogSink, run_build
 from learnerkit_build.builds.sizebudget import check_size
 from learnerkit_build.builds.sizebudget import record_size as record_budget
 from learnerkit_build.errors import BuildError, SpecError
-from learnerkit_build.lock.cache import locked_context_files, missing
+from learnerkit_build.lock.cache import check_cached, locked_context_files, missing
 from learnerkit_build.lock.committed import image_lock, shared_distributions
+from learnerkit_build.lock.model import Lock
 from learnerkit_build.recipes.context import ContextFile, assemble_context, context_files, inputs_hash
 from learnerkit_build.recipes.filehashes import remembering
 from learnerkit_build.recipes.render import SOURCE_DATE_EPOCH, BuildInputs, render_dockerfile
@@ -72,14 +73,17 @@ def build_image(
     rebuild: bool = False,
     record_size: bool = False,
 ) -> BuildResult:
-    with remembering(root):
-        return _build_image(root, image, inputs, on_line, rebuild=rebuild, record_size=record_size)
-
-
-def _build_image(
-    root: Path, image: ImageSpec, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool, record_size: bool
-) -> BuildResult:
     started = time.monotonic()
+    with remembering(root):
+        planned = plan_image(root, image, inputs, on_line)
+        if isinstance(planned, BuildResult):
+            return planned
+        return build_plan(root, planned, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)
+
+
+def plan_image(root: Path, image: ImageSpec, inputs: BuildInputs, on_line: LogSink) -> BuildPlan | BuildResult:
+    """What building `image` takes (its locked files named by sha256, the lock cache not needed yet), or a
+    `skipped` result where its base is not on this engine."""
     reference = f"{image.repository()}:{image.tag}"
     base_id = _resolve_base(image, on_line)
     if base_id is None:
@@ -93,13 +97,8 @@ def _build_image(
     files = context_files(root, image, inputs)
     lock = image_lock(image)
     if lock is not None:
-        if missing(lock):
-            # The Debian and pip fetchers (docker-py, python-debian) are imported only when there is a file to fetch.
-            from learnerkit_build.lock.compute import fill_cache
-
-            fill_cache(lock, base_ref_for(image), inputs)
         files = sorted([*files, *locked_context_files(lock, shared_distributions(image))], key=lambda f: f.target)
-    plan = BuildPlan(
+    return BuildPlan(
         name=image.name,
         repository=image.repository(),
         tag=image.tag,
@@ -107,9 +106,8 @@ def _build_image(
         files=files,
         base_ref=base_ref_for(image),
         base_id=base_id,
-        reproducible=lock is not None,
+        lock=lock,
     )
-    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)
 
 
 @dataclass(frozen=True)
@@ -125,8 +123,9 @@ class BuildPlan:
     files: list[ContextFile]
     base_ref: str
     base_id: str
-    reproducible: bool = False
-    """Normalise the built image (learnerkit_build.repro.reproducible): locked builds, whose content is fixed."""
+    lock: Lock | None = None
+    """A locked build: its files come from the lock cache (fetched, then checked, before the context is made), and
+    the built image is normalised (learnerkit_build.repro.reproducible), its content being fixed."""
 
 
 def build_plan(
@@ -139,19 +138,58 @@ def build_plan(
     started: float,
     record_size: bool = False,
 ) -> BuildResult:
-    """Build unless an image of the same inputs hash exists; tag it by version and by that hash. A built
-    image over its size budget (learnerkit_build.builds.sizebudget) is not tagged; `record_size` makes its size the
-    budget instead."""
-    digest = inputs_hash(plan.dockerfile, plan.files, plan.base_id, inputs)
+    """Build unless an image of the same inputs hash exists; tag it by version and by that hash."""
+    digest = plan_digest(plan, inputs)
+    done = None if rebuild else cached_result(root, plan, digest, started=started, record_size=record_size)
+    if done is not None:
+        return done
+    return make_image(root, plan, digest, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)
+
+
+def plan_digest(plan: BuildPlan, inputs: BuildInputs) -> str:
+    return inputs_hash(plan.dockerfile, plan.files, plan.base_id, inputs)
+
+
+def cached_result(
+    root: Path, plan: BuildPlan, digest: str, *, started: float, record_size: bool = False
+) -> BuildResult | None:
+    """The `cached` result where an image of `digest` exists (its moving tag pointed at it), else None."""
     reference = f"{plan.repository}:{plan.tag}"
     immutable = f"{reference}-{digest[:12]}"
     existing = engineimages.image_id(immutable)
-    if existing and not rebuild:
-        if engineimages.image_id(reference) != existing:
-            engineimages.tag_image(existing, plan.repository, plan.tag)
-        if record_size:
-            record_budget(root, plan.name, engineimages.image_size(existing))
-        return BuildResult(plan.name, "cached", reference, immutable, existing, digest, time.monotonic() - started)
+    if existing is None:
+        return None
+    if engineimages.image_id(reference) != existing:
+        engineimages.tag_image(existing, plan.repository, plan.tag)
+    if record_size:
+        record_budget(root, plan.name, engineimages.image_size(existing))
+    return BuildResult(plan.name, "cached", reference, immutable, existing, digest, time.monotonic() - started)
+
+
+def make_image(
+    root: Path,
+    plan: BuildPlan,
+    digest: str,
+    inputs: BuildInputs,
+    on_line: LogSink,
+    *,
+    rebuild: bool,
+    started: float,
+    record_size: bool = False,
+) -> BuildResult:
+    """Build `plan` and tag it by version and by `digest`. A locked plan's files are fetched where the cache lacks
+    them (one image at a time: `image build` filled the cache for the whole selection first) and checked. A built
+    image over its size budget (learnerkit_build.builds.sizebudget) is not tagged; `record_size` makes its size the
+    budget instead."""
+    reference = f"{plan.repository}:{plan.tag}"
+    immutable = f"{reference}-{digest[:12]}"
+    if plan.lock is not None:
+        if missing(plan.lock):
+            # The Debian and pip fetchers (docker-py, python-debian) are imported only where there is a file to fetch.
+            from learnerkit_build.lock.compute import fill_cache
+
+            fill_cache(plan.lock, plan.base_ref, inputs)
+        check_cached(plan.lock)
     labels = {
         HASH_LABEL: digest,
         "org.opencontainers.image.base.name": plan.base_ref,
@@ -171,7 +209,7 @@ def build_plan(
             if requirement is None:
                 raise
             raise BuildError(plan.name, missing_wheel_reason(requirement, inputs), e.log_tail) from e
-    if plan.reproducible:
+    if plan.lock is not None:
         # docker-py, to save, load and remove images: imported only once an image was built.
         from learnerkit.common import engine
         from learnerkit_build.repro import reproducible

@@ -20,7 +20,6 @@ from learnerkit_build.builds.images import BuildPlan, BuildResult, build_plan
 from learnerkit_build.errors import TemplateError
 from learnerkit_build.lock.cache import locked_context_files
 from learnerkit_build.lock.committed import SIDECAR_LOCK, committed_lock
-from learnerkit_build.lock.compute import fill_cache
 from learnerkit_build.lock.model import Lock
 from learnerkit_build.recipes.context import ContextFile, tree_files, wheelhouse_files
 from learnerkit_build.recipes.filehashes import remembering
@@ -73,21 +72,19 @@ def sidecar_files(root: Path, inputs: BuildInputs, lock: Lock | None = None) -> 
 def build_sidecar(
     root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool = False, record_size: bool = False
 ) -> BuildResult:
-    with remembering(root):
-        return _build_sidecar(root, inputs, on_line, rebuild=rebuild, record_size=record_size)
-
-
-def _build_sidecar(
-    root: Path, inputs: BuildInputs, on_line: LogSink, *, rebuild: bool, record_size: bool
-) -> BuildResult:
     started = time.monotonic()
+    with remembering(root):
+        plan = plan_sidecar(root, inputs, on_line)
+        return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)
+
+
+def plan_sidecar(root: Path, inputs: BuildInputs, on_line: LogSink) -> BuildPlan:
+    """What building the sidecar takes (its locked files named by sha256, the lock cache not needed yet)."""
     recipe = recipe_for(SIDECAR_BASE)
     base_id, _ = ensure_base(recipe, on_line)
     base_ref = base_reference(recipe)
     lock = committed_lock(root / SIDECAR_LOCK)
-    if lock is not None:
-        fill_cache(lock, base_ref, inputs)
-    plan = BuildPlan(
+    return BuildPlan(
         name="sidecar",
         repository=SIDECAR_REPOSITORY,
         tag=__version__,
@@ -95,6 +92,5 @@ def _build_sidecar(
         files=sidecar_files(root, inputs, lock),
         base_ref=base_ref,
         base_id=base_id,
-        reproducible=lock is not None,
+        lock=lock,
     )
-    return build_plan(root, plan, inputs, on_line, rebuild=rebuild, started=started, record_size=record_size)

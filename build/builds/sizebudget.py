@@ -8,6 +8,7 @@ built size as the new budget, a change a review then sees.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 from learnerkit_build.errors import BuildToolError
@@ -48,7 +49,12 @@ def check_size(root: Path, name: str, size: int) -> None:
         )
 
 
+_RECORDING = threading.Lock()
+"""Builds run at once (builds.schedule): one read-modify-write of the budgets file at a time."""
+
+
 def record_size(root: Path, name: str, size: int) -> None:
-    budgets = {**load_budgets(root), name: size}
-    budgets_json = (json.dumps(budgets, indent=1, sort_keys=True) + "\n").encode()
-    write_atomic(root / BUDGETS_FILE, budgets_json, PROJECT_FILE_MODE)
+    with _RECORDING:
+        budgets = {**load_budgets(root), name: size}
+        budgets_json = (json.dumps(budgets, indent=1, sort_keys=True) + "\n").encode()
+        write_atomic(root / BUDGETS_FILE, budgets_json, PROJECT_FILE_MODE)

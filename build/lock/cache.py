@@ -31,6 +31,11 @@ LOCKED_SOURCES_MOUNT = "/run/locked/sources"
 source distributions there."""
 
 
+DEFAULT_DOWNLOADS = 8
+"""Downloads at once filling the cache (`image build --downloads`): enough to fill a link from a CDN of many small
+wheels, few enough to be polite."""
+
+
 def cache_root() -> Path:
     return state_home() / "lock-cache" / "sha256"
 
@@ -68,22 +73,16 @@ def missing(lock: Lock) -> list[str]:
 
 
 def locked_context_files(lock: Lock, shared: Collection[str] = ()) -> list[ContextFile]:
-    """The lock's image debs and wheels, from the cache, under their own names in `.locked/`; each file is
-    hashed again (a build hashes its context anyway: recipes.filehashes remembers it).
+    """The lock's image debs and wheels, from the cache, under their own names in `.locked/`, each named by its
+    locked sha256: the inputs hash is known before the cache holds them; `check_cached` before a build uses them.
 
     `shared`: the distributions (normalised names) of the image's pip_install_shared layer: their wheels and a
     requirements file of their own go to `.locked/shared/`, the same bytes in every image that shares the layer;
     the rest's to `.locked/wheels/` and `.locked/requirements.txt`. `python.txt` lists them all."""
-    absent = missing(lock)
-    if absent:
-        raise LockError(f"{lock.image}: the lock cache lacks {', '.join(absent)} (a build fetches what its lock names)")
-    for name, sha in lock.files():
-        if file_sha256(cached_path(sha)) != sha:
-            raise LockError(f"{lock.image}: the lock cache's {name} ({cached_path(sha)}) is not the locked {sha}")
     first, rest = lock.wheels_split(shared)
-    files = [ContextFile(cached_path(d.sha256), f"{LOCKED_DEBS_DIR}/{d.filename}") for d in lock.installed_debs()]
-    files += [ContextFile(cached_path(w.sha256), f"{LOCKED_WHEELS_DIR}/{w.filename}") for w in rest]
-    files += [ContextFile(cached_path(w.sha256), f"{LOCKED_SHARED_DIR}/wheels/{w.filename}") for w in first]
+    files = [_entry(d.sha256, f"{LOCKED_DEBS_DIR}/{d.filename}") for d in lock.installed_debs()]
+    files += [_entry(w.sha256, f"{LOCKED_WHEELS_DIR}/{w.filename}") for w in rest]
+    files += [_entry(w.sha256, f"{LOCKED_SHARED_DIR}/wheels/{w.filename}") for w in first]
     files += [
         ContextFile(stored_text(lock.dpkg_list()), f"{LOCKED_DIR}/dpkg.txt"),
         ContextFile(stored_text(lock.python_list()), f"{LOCKED_DIR}/python.txt"),
@@ -94,14 +93,29 @@ def locked_context_files(lock: Lock, shared: Collection[str] = ()) -> list[Conte
     return files + (builder_context_files(lock, lock.builder) if lock.builder else [])
 
 
+def check_cached(lock: Lock) -> None:
+    """Every file the lock names is in the cache with its sha256 (hashed again: recipes.filehashes remembers it),
+    else a LockError naming the first that is not."""
+    absent = missing(lock)
+    if absent:
+        raise LockError(f"{lock.image}: the lock cache lacks {', '.join(absent)} (a build fetches what its lock names)")
+    for name, sha in lock.files():
+        if file_sha256(cached_path(sha)) != sha:
+            raise LockError(f"{lock.image}: the lock cache's {name} ({cached_path(sha)}) is not the locked {sha}")
+
+
+def _entry(sha256: str, target: str) -> ContextFile:
+    return ContextFile(cached_path(sha256), target, sha256)
+
+
 def builder_context_files(lock: Lock, builder: BuilderLock) -> list[ContextFile]:
     """The builder section's files under `.locked-builder/`, laid out as `.locked/` is (debs/, dpkg.txt, wheels/,
     requirements.txt, python.txt) for the same macros, and its source distributions in sources/ with their
     SHA256SUMS."""
     folder = LOCKED_BUILDER_DIR
-    files = [ContextFile(cached_path(d.sha256), f"{folder}/debs/{d.filename}") for d in builder.debian]
-    files += [ContextFile(cached_path(w.sha256), f"{folder}/wheels/{w.filename}") for w in builder.python]
-    files += [ContextFile(cached_path(s.sha256), f"{folder}/sources/{s.filename}") for s in builder.sources]
+    files = [_entry(d.sha256, f"{folder}/debs/{d.filename}") for d in builder.debian]
+    files += [_entry(w.sha256, f"{folder}/wheels/{w.filename}") for w in builder.python]
+    files += [_entry(s.sha256, f"{folder}/sources/{s.filename}") for s in builder.sources]
     sums = "".join(f"{s.sha256}  {LOCKED_SOURCES_MOUNT}/{s.filename}\n" for s in builder.sources)
     files += [
         ContextFile(stored_text(lock.builder_dpkg_list()), f"{folder}/dpkg.txt"),

@@ -30,6 +30,9 @@ class ContextFile:
     """Where the file is on this machine."""
     target: str
     """Its path inside the build context."""
+    sha256: str | None = None
+    """Its content's sha256 where known without reading it (a lock cache entry, named by it): an image's inputs
+    hash is then known before the cache is filled, so only the images that will build fill it."""
 
 
 def context_files(root: Path, image: ImageSpec, inputs: BuildInputs) -> list[ContextFile]:
@@ -82,9 +85,16 @@ def inputs_hash(dockerfile: str, files: list[ContextFile], base_image_id: str, i
         field("find-links", without_credentials(link).encode())
     for item in files:
         field("path", item.target.encode())
-        field("mode", oct(canonical_mode(item.source.stat().st_mode)).encode())
-        field("content", file_sha256(item.source).encode())
+        field("mode", oct(_mode(item)).encode())
+        field("content", (item.sha256 or file_sha256(item.source)).encode())
     return digest.hexdigest()
+
+
+def _mode(item: ContextFile) -> int:
+    """The file's canonical mode; a lock cache entry not fetched yet will be 0644, as the cache writes each."""
+    if item.sha256 is not None and not item.source.exists():
+        return 0o644
+    return canonical_mode(item.source.stat().st_mode)
 
 
 def _linked(source: Path, target: Path) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -39,20 +40,24 @@ class FileHashes:
         self._known: dict[str, tuple[Key, str]] = {}
         self._used: set[str] = set()
         self._changed = False
+        self._guard = threading.Lock()
+        """Builds run in threads at once (builds.schedule): one writer of the table at a time."""
 
     def sha256(self, path: Path) -> str:
         resolved = path.resolve()
         stat = resolved.stat()
         key: Key = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
         name = str(resolved)
-        self._used.add(name)
+        with self._guard:
+            self._used.add(name)
         known = self._known.get(name)
         if known is not None and known[0] == key:
             return known[1]
         digest = _hash_file(resolved)
         if time.time() - stat.st_ctime_ns / 1e9 >= SETTLED_S:
-            self._known[name] = (key, digest)
-            self._changed = True
+            with self._guard:
+                self._known[name] = (key, digest)
+                self._changed = True
         return digest
 
     def load(self, file: Path) -> None:
@@ -62,19 +67,22 @@ class FileHashes:
             return
         if not isinstance(data, dict) or data.get("scheme") != SCHEME or not isinstance(data.get("files"), dict):
             return
-        for name, entry in data["files"].items():
-            if name not in self._known and _valid(entry):
-                self._known[name] = ((entry[0], entry[1], entry[2], entry[3]), entry[4])
+        with self._guard:
+            for name, entry in data["files"].items():
+                if name not in self._known and _valid(entry):
+                    self._known[name] = ((entry[0], entry[1], entry[2], entry[3]), entry[4])
 
     def save(self, file: Path) -> None:
-        if not self._changed:
-            return
-        known = self._known
+        with self._guard:
+            if not self._changed:
+                return
+            known = dict(self._known)
+            used = set(self._used)
+            self._changed = False
         if len(known) > MAX_ENTRIES:
-            known = {name: entry for name, entry in known.items() if name in self._used}
+            known = {name: entry for name, entry in known.items() if name in used}
         files = {name: [*key, digest] for name, (key, digest) in sorted(known.items())}
         write_atomic(file, json.dumps({"scheme": SCHEME, "files": files}).encode())
-        self._changed = False
 
 
 def _valid(entry: object) -> bool:

@@ -1,4 +1,4 @@
-"""The Docker engine through docker-py: one client, engine errors translated to learnerkit errors.
+"""The Docker engine through docker-py: one client per thread, engine errors translated to learnerkit errors.
 
 Looking up and tagging images by reference lives in `learnerkit.common.engineimages`, which a no-op build uses
 without importing docker-py; its functions and `EngineError` are named here too, for the callers that hold a
@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 import posixpath
 import tarfile
+import threading
 from collections.abc import Generator
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +28,21 @@ from learnerkit.common.engineimages import image_size as image_size
 from learnerkit.common.engineimages import tag_image as tag_image
 
 
-@cache
+_clients = threading.local()
+
+
 def engine() -> Any:
-    """A docker-py client for the engine of $DOCKER_HOST (default: the local socket)."""
-    try:
-        client = docker.from_env(timeout=600)
-        client.ping()
-    except docker.errors.DockerException as e:
-        raise EngineError(f"no Docker engine answers ({e}); start one, e.g. with `make setup`") from e
+    """A docker-py client for the engine of $DOCKER_HOST (default: the local socket), one per thread: docker-py's
+    client is a `requests.Session`, which neither requests nor docker-py says is safe to share between threads
+    (docker/docker-py#3229 asks, unanswered), and `image build --jobs N` saves and loads images in N threads."""
+    client = getattr(_clients, "client", None)
+    if client is None:
+        try:
+            client = docker.from_env(timeout=600)
+            client.ping()
+        except docker.errors.DockerException as e:
+            raise EngineError(f"no Docker engine answers ({e}); start one, e.g. with `make setup`") from e
+        _clients.client = client
     return client
 
 

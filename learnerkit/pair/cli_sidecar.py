@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from functools import partial
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,9 @@ from learnerkit.common.project import find_project_root, root_option
 from learnerkit.pair.docker import PairHandle, container
 from learnerkit.pair.etcd import etcd_settings, request_halt
 from learnerkit.pair.runlocal import LocalResult, LocalRun, new_job_id, run_local
-from learnerkit_build.builds.sidecarimage import build_sidecar, sidecar_reference
-from learnerkit_build.cli_options import apply, build_inputs, inputs_options, run_builds
+from learnerkit_build.builds.sidecarimage import plan_sidecar, sidecar_reference
+from learnerkit_build.cli_options import apply, build_inputs, inputs_options, planned_build, run_builds
+from learnerkit_build.recipes.filehashes import remembering
 
 
 @click.group("sidecar")
@@ -50,8 +51,12 @@ def build_command(
     """Build the sidecar image (cached by the hash of its inputs)."""
     project = find_project_root(root)
     resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle)
+    started = time.monotonic()
+    with remembering(project):
+        plan = plan_sidecar(project, resolved.inputs, lambda line: None)
+        build = planned_build(project, plan, resolved.inputs, rebuild=rebuild, record_size=record_size, started=started)
     run_builds(
-        [("sidecar", partial(build_sidecar, project, resolved.inputs, rebuild=rebuild, record_size=record_size))],
+        [("sidecar", build)],
         output=output,
         quiet_log=quiet_log,
         settings=resolved.settings,

@@ -46,8 +46,9 @@ def test_building_the_tier_twice_does_nothing_the_second_time() -> None:
     argv = [*LEARNERKIT, "image", "build", "--tier", current_tier().name, "-o", "json"]
     first = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True, cwd=REPO).stdout)
     second = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True, cwd=REPO).stdout)
-    assert {item["status"] for item in second} == {"cached"}  # its cuda variants too: nothing is skipped
-    assert [item["image_id"] for item in first] == [item["image_id"] for item in second]
+    assert {item["status"] for item in second["images"]} == {"cached"}  # its cuda variants too: nothing is skipped
+    assert second["fill"] is None  # nothing to build: the lock cache was not even planned
+    assert [item["image_id"] for item in first["images"]] == [item["image_id"] for item in second["images"]]
 
 
 def test_the_plain_command_says_where_each_build_input_came_from() -> None:

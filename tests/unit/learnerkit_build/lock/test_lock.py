@@ -13,7 +13,7 @@ from learnerkit_build.builds.locking import lockable
 from learnerkit_build.builds.sidecarimage import render_sidecar
 from learnerkit_build.lock import compute
 from learnerkit_build.lock import python as lockpython
-from learnerkit_build.lock.cache import admit, cached_path, locked_context_files, missing
+from learnerkit_build.lock.cache import admit, cached_path, check_cached, locked_context_files, missing
 from learnerkit_build.lock.committed import (
     SIDECAR_LOCK,
     base_lock_path,
@@ -34,6 +34,7 @@ from learnerkit_build.lock.model import (
     read_lock,
     write_lock,
 )
+from learnerkit_build.recipes.context import inputs_hash
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.render import BuildInputs, render_dockerfile
 from learnerkit_build.recipes.spec import BuilderSpec
@@ -178,21 +179,26 @@ def test_the_cache_admits_a_file_only_under_its_locked_sha256(home: Path, tmp_pa
     assert not any(cached_path("1" * 64).parent.glob("*1111*"))
 
 
-def test_a_cached_file_changed_after_admission_fails_the_build_context(home: Path, tmp_path: Path) -> None:
+def test_a_cached_file_changed_after_admission_fails_the_check_before_a_build(home: Path, tmp_path: Path) -> None:
     path = a_lock(tmp_path)
     lock = read_lock(path)
-    targets = [item.target for item in locked_context_files(lock)]
-    assert (
-        ".locked/wheels/six-1.17.0-py2.py3-none-any.whl" in targets
-        and ".locked/debs/tini_0.19.0-1_amd64.deb" in targets
-    )
+    files = {item.target: item for item in locked_context_files(lock)}
+    assert ".locked/wheels/six-1.17.0-py2.py3-none-any.whl" in files and ".locked/debs/tini_0.19.0-1_amd64.deb" in files
+    # Named by their locked sha256, so an image's inputs hash is known before the cache is filled.
+    assert files[".locked/wheels/six-1.17.0-py2.py3-none-any.whl"].sha256 == lock.python[0].sha256
+    check_cached(lock)
+    present = inputs_hash("FROM scratch\n", list(files.values()), "sha256:base", BuildInputs())
     stored = cached_path(lock.python[0].sha256)
     stored.chmod(0o644)
     stored.write_bytes(b"a wheel, changed")
     with pytest.raises(
         LockError, match=r"toy: the lock cache's six-1\.17\.0-py2\.py3-none-any\.whl .* is not the locked"
     ):
-        locked_context_files(lock)
+        check_cached(lock)
+    stored.unlink()
+    assert inputs_hash("FROM scratch\n", list(files.values()), "sha256:base", BuildInputs()) == present
+    with pytest.raises(LockError, match=r"toy: the lock cache lacks six-1\.17\.0-py2\.py3-none-any\.whl"):
+        check_cached(lock)
 
 
 def test_a_locked_image_installs_only_its_lock_and_its_venv_has_no_pip() -> None:
@@ -349,7 +355,7 @@ def test_the_builders_files_go_beside_the_images_and_the_sources_with_their_sums
     cached_path(source.sha256).chmod(0o644)
     cached_path(source.sha256).write_bytes(b"another source")
     with pytest.raises(LockError, match=r"toy: the lock cache's toy-src-1\.0\.tar\.gz .* is not the locked"):
-        locked_context_files(lock)
+        check_cached(lock)
 
 
 def test_every_committed_lock_starts_from_the_committed_base_lock() -> None:

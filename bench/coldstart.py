@@ -33,7 +33,7 @@ from pathlib import Path
 from learnerkit_build.builds.prefetch import fill_selection
 from learnerkit_build.builds.schedule import DURATIONS_FILE
 from learnerkit_build.lock.cache import DEFAULT_DOWNLOADS, cached_path
-from learnerkit_build.lock.compute import image_lock
+from learnerkit_build.lock.committed import image_lock
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.pipconfig import BuildOptions, pip_config, resolve_build_inputs
 from learnerkit_build.recipes.spec import ImageSpec

@@ -15,10 +15,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from learnerkit_build.builds.baseimage import recipe_for, source_lines
+from learnerkit_build.builds.baseimage import recipe_for
+from learnerkit_build.builds.basemake import source_lines
 from learnerkit_build.builds.images import base_ref_for
 from learnerkit_build.lock.cache import DEFAULT_DOWNLOADS, cache_root, cached_path
-from learnerkit_build.lock.compute import fill_cache, image_lock
+from learnerkit_build.lock.committed import image_lock
+from learnerkit_build.lock.compute import fill_cache
 from learnerkit_build.lock.fetch import Download, ProgressSink, clear_stale_partials, fetch_all
 from learnerkit_build.lock.hostapt import deb_downloads
 from learnerkit_build.lock.model import Lock, LockedDeb, LockedWheel, LockError

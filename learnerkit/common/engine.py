@@ -27,7 +27,6 @@ from learnerkit.common.engineimages import image_labels as image_labels
 from learnerkit.common.engineimages import image_size as image_size
 from learnerkit.common.engineimages import tag_image as tag_image
 
-
 _clients = threading.local()
 
 

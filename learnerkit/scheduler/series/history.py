@@ -148,10 +148,13 @@ class _Points:
         """Adds the records of ``lines``; whether the last line was one."""
         columns, nan = self.columns, math.nan
         parsed = _parsed(lines)
-        deep = lines.count(b"{") + lines.count(b"[") - 2 * max(0, sum(map(_is_record, parsed)) - 1) > MAX_DEPTH
+        valid = list(map(_is_record, parsed))
+        # A record opens at least two objects: when the block's openings less two for every other record are
+        # within MAX_DEPTH, no record nests deeper, and no line needs its own count.
+        deep = lines.count(b"{") + lines.count(b"[") - 2 * max(0, sum(valid) - 1) > MAX_DEPTH
         record: Any = None
-        for line, record in zip(lines.split(b"\n"), parsed, strict=False):
-            if not _is_record(record) or (deep and line.count(b"{") + line.count(b"[") > MAX_DEPTH):
+        for line, record, ok in zip(lines.split(b"\n"), parsed, valid, strict=False):
+            if not ok or (deep and line.count(b"{") + line.count(b"[") > MAX_DEPTH):
                 record = parse_record(line)  # json's reading: NaN, huge integers, deep nesting, bad lines
                 if record is None:
                     continue

@@ -89,6 +89,11 @@
       return weight > 0 ? [shown.x, ys, smooth(ys, weight)] : [shown.x, ys];
     }
 
+    // uPlot's own labels round to the decimals of the larger ticks' spacing: on a log scale 0.001 read "0".
+    function logTicks(plotted, splits) {
+      return splits.map((v) => (v == null ? "" : v >= 1e-3 && v < 1e6 ? String(Number(v.toPrecision(4))) : v.toExponential()));
+    }
+
     function draw() {
       if (u) u.destroy();
       const line = colour("--accent");
@@ -98,7 +103,7 @@
         width: plot.clientWidth,
         height: 240,
         scales: { x: { time: axis.value === "time" }, y: { distr: log.checked ? 3 : 1 } },
-        axes: [{ stroke: colour("--fg") }, { stroke: colour("--fg") }],
+        axes: [{ stroke: colour("--fg") }, { stroke: colour("--fg"), ...(log.checked ? { values: logTicks } : {}) }],
         series: [
           { label: axis.value },
           { label: entry.name, stroke: line, width: 1, alpha: smoothed ? 0.35 : 1 },

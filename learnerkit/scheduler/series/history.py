@@ -146,7 +146,7 @@ class _Points:
 
     def parse(self, lines: bytes) -> bool:
         """Adds the records of ``lines``; whether the last line was one."""
-        columns, nan = self.columns, math.nan
+        columns, nan, isfinite = self.columns, math.nan, math.isfinite
         parsed = _parsed(lines)
         valid = list(map(_is_record, parsed))
         # A record opens at least two objects: when the block's openings less two for every other record are
@@ -162,12 +162,14 @@ class _Points:
             x_step = float(step) if step is not None else nan
             x_time = float(moment) if moment is not None else nan
             for name, value in record["values"].items():
-                if type(value) not in (int, float) or not math.isfinite(value):
+                if type(value) not in (int, float) or not isfinite(value):
                     continue
-                steps, times, values = columns.setdefault(name, ([], [], []))
-                steps.append(x_step)
-                times.append(x_time)
-                values.append(float(value))
+                found = columns.get(name)
+                if found is None:
+                    found = columns[name] = ([], [], [])
+                found[0].append(x_step)
+                found[1].append(x_time)
+                found[2].append(float(value))
         return record is not None
 
     def added_to(self, history: History) -> History:

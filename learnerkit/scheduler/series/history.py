@@ -1,13 +1,14 @@
 """A learner's stored metric history as columns: one series per scalar name, each point its record's step, time
 and value, sorted along both axes so that any range is two binary searches away.
 
-A history only grows while its learner runs: each attempt's ``metrics.jsonl`` is appended to (the learner and the
-sidecar only append; the sidecar stores the whole file again every 30 s) and a later attempt's comes after an
-earlier one's. So a :class:`HistoryReader` keeps the columns it parsed and the offset it stopped at, and the next
-read parses only the bytes past it. It hashes the bytes it passes over: a history stored anew (shorter, or
-different up to that offset) raises `Rewritten` and is read again from the start, never served stale. Lines are
-parsed with orjson (docs/dependencies.md), any line it refuses or that is no record again with the sidecar's
-``parse_record``, so both read the same records."""
+A history mostly grows at its end while its learner runs: the sidecar stores each attempt's ``metrics.jsonl`` whole
+again every 30 s (the learner's file, appended to, then the scalars the sidecar found itself,
+``controller_sidecar.processing.stored_metrics``), and a later attempt's comes after an earlier one's. So a
+:class:`HistoryReader` keeps the columns it parsed and the offset it stopped at, and the next read parses only the
+bytes past it. It hashes the bytes it passes over: a history stored anew (shorter, or different up to that offset,
+as when both the learner's lines and the sidecar's grew) raises `Rewritten` and is read again from the start, never
+served stale. Lines are parsed with orjson (docs/dependencies.md), any line it refuses or that is no record again
+with the sidecar's ``parse_record``, so both read the same records."""
 
 from __future__ import annotations
 

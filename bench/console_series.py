@@ -9,6 +9,11 @@ sets). The first opening reads and parses the history on the server (cold); the 
 same uPlot drawing the whole series, its N points already in the page (no transfer, no parse: the least drawing
 everything can cost). Ratios: the page's draw over the baseline's.
 
+The history's reading on the server is measured apart too (:func:`parse_case`, the same bytes in this process):
+cold, read whole by `read_history` (orjson) against the baseline of the ``json`` reading it replaced (the
+sidecar's ``parse_record`` on every line); grown, the history read on after 1% more records were appended (a
+sidecar's 30 s store), against that same baseline (what reading a grown history whole cost before).
+
 `bench/console.py` calls :func:`series_case` with its own scheduler, browser and logged-in page.
 Usage: PYTHONPATH=. python bench/console_series.py [--points 1000000] [--runs 5]
 """
@@ -68,14 +73,46 @@ class SeriesFigures:
         ]
 
 
-def write_history(s3: Any, bucket: str, job_id: str, points: int) -> None:
-    """Learner 1's ``metrics.jsonl`` of attempt 1: ``points`` records of one scalar, ``loss``, noisy and decaying."""
-    rows = (
+def history_bytes(points: int, first: int = 0) -> bytes:
+    """``points`` records of one scalar, ``loss``, noisy and decaying, from step ``first``."""
+    return b"".join(
         b'{"step": %d, "time": %.3f, "values": {"loss": %.6f}}\n'
         % (s, 1_800_000_000 + s * 0.05, 2 / (1 + s / 1000) + 0.1 * ((s * 7919) % 101) / 101)
-        for s in range(points)
+        for s in range(first, first + points)
     )
-    s3.put_object(Bucket=bucket, Key=f"{job_id}/attempt-1/learner-1/logs/metrics.jsonl", Body=b"".join(rows))
+
+
+def write_history(s3: Any, bucket: str, job_id: str, points: int) -> None:
+    """Learner 1's ``metrics.jsonl`` of attempt 1: :func:`history_bytes`."""
+    s3.put_object(Bucket=bucket, Key=f"{job_id}/attempt-1/learner-1/logs/metrics.jsonl", Body=history_bytes(points))
+
+
+def parse_case(points: int) -> list[str]:
+    """The history's reading, cold and grown, against the ``json`` reading in the same run (seconds)."""
+    from controller_sidecar.metricrecords import RecordLines, parse_record
+    from learnerkit.scheduler.series.history import HistoryReader
+
+    data = history_bytes(points)
+    more = history_bytes(points // 100, first=points)
+    chunks = [data[i : i + (1 << 20)] for i in range(0, len(data), 1 << 20)]
+    started = time.perf_counter()
+    lines = RecordLines()
+    baseline = sum(parse_record(line) is not None for chunk in chunks for line in lines.feed(chunk))
+    baseline_s = time.perf_counter() - started
+    reader = HistoryReader()
+    started = time.perf_counter()
+    read = reader.read(chunks).points // 2
+    cold_s = time.perf_counter() - started
+    started = time.perf_counter()
+    grown = reader.read([*chunks, more]).points // 2
+    grown_s = time.perf_counter() - started
+    assert read == baseline == points and grown == points + points // 100
+    return [
+        f"history of {points:,} records ({len(data) / 1e6:.0f} MB) read whole: baseline json {baseline_s:.1f} s, "
+        f"orjson {cold_s:.1f} s; baseline / cold = {baseline_s / cold_s:.1f}",
+        f"the same grown by {points // 100:,} records, read on: {grown_s:.2f} s; baseline / grown = "
+        f"{baseline_s / grown_s:.0f}",
+    ]
 
 
 def series_case(page: Any, console_url: str, job_id: str, points: int, runs: int) -> SeriesFigures:
@@ -219,8 +256,10 @@ def main() -> int:
         page.get_by_role("button", name="Log in").click()
         page.wait_for_url(f"{url}/ui/jobs")
         for line in series_case(page, url, job_id, args.points, args.runs).lines():
-            print(line)
+            print(line, flush=True)
         browser.close()
+    for line in parse_case(args.points):
+        print(line)
     return 0
 
 

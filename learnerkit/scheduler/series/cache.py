@@ -1,6 +1,7 @@
 """Histories read once and kept: a chart's every zoom asks for a range of the same series, and reading a
 million-record history back from the object store and parsing it takes seconds where cutting a range of the kept
-columns and thinning it takes milliseconds."""
+columns and thinning it takes milliseconds. A history that grew is read on from where it was left
+(`HistoryReader`): only its new bytes are parsed."""
 
 from __future__ import annotations
 
@@ -10,37 +11,46 @@ from dataclasses import dataclass
 
 from learnerkit.scheduler.errors import UnknownMetricError
 from learnerkit.scheduler.facade import SchedulerFacade
-from learnerkit.scheduler.series.history import Axis, History, Series, read_history
+from learnerkit.scheduler.series.history import Axis, History, HistoryReader, Rewritten, Series
 from learnerkit.scheduler.series.window import SeriesWindow, window
 
-MAX_KEPT_POINTS = 20_000_000
-"""About 320 MB of columns (two axes, x and y, 8 bytes each); the least recently used history goes first."""
+MAX_KEPT_BYTES = 320 << 20
+"""The bytes of the kept histories' columns (a million-point series takes 32 MB: x and y along two axes, 8 bytes
+each); past it the least recently used histories go, all but the one just read."""
 
 
 class SeriesCache:
     """The histories of the learners charts were asked for, by tenant, job, learner and stored size: a history that
     grows (the sidecar stores it every 30 s while its learner runs) is read again; an ended job's is kept."""
 
-    def __init__(self, facade: SchedulerFacade, *, max_points: int = MAX_KEPT_POINTS) -> None:
+    def __init__(self, facade: SchedulerFacade, *, max_bytes: int = MAX_KEPT_BYTES) -> None:
         self.facade = facade
-        self.max_points = max_points
-        self._kept: OrderedDict[tuple[str, str, int, int], History] = OrderedDict()
+        self.max_bytes = max_bytes
+        self._kept: OrderedDict[tuple[str, str, int], _Kept] = OrderedDict()
         self._reading: dict[tuple[str, str, int], asyncio.Lock] = {}
 
     async def history(self, tenant: str, job_id: str, learner: int) -> History:
         """The learner's history; the facade's errors (an unknown job, a store that does not answer) as they are."""
         stream = await self.facade.metrics_history(tenant, job_id, learner_id=learner)
-        key = (tenant, job_id, learner, stream.size)
+        key = (tenant, job_id, learner)
         # One read of a history at a time (two charts of a page must not parse it twice); others' go on meanwhile.
-        reading = self._reading.setdefault(key[:3], asyncio.Lock())
+        reading = self._reading.setdefault(key, asyncio.Lock())
         async with reading:
-            found = self._kept.get(key)
-            if found is None:
-                found = await asyncio.to_thread(read_history, stream.chunks)
-                self._keep(key, found)
+            kept = self._kept.get(key)
+            if kept is None or kept.size != stream.size:
+                reader = kept.reader if kept is not None else HistoryReader()
+                try:
+                    await asyncio.to_thread(reader.read, stream.chunks)
+                except Rewritten:  # stored anew: read whole
+                    reader = HistoryReader()
+                    stream = await self.facade.metrics_history(tenant, job_id, learner_id=learner)
+                    await asyncio.to_thread(reader.read, stream.chunks)
+                kept = _Kept(reader, stream.size)
+                self._keep(key, kept)
             self._kept.move_to_end(key)
+            found = kept.reader.history
         if not reading.locked():
-            self._reading.pop(key[:3], None)
+            self._reading.pop(key, None)
         return found
 
     async def series(self, tenant: str, job_id: str, learner: int, name: str) -> Series:
@@ -51,11 +61,10 @@ class SeriesCache:
             raise UnknownMetricError(f"job {job_id!r} learner {learner} has no metric {name!r} (it has: {has})")
         return found
 
-    def _keep(self, key: tuple[str, str, int, int], history: History) -> None:
-        for old in [k for k in self._kept if k[:3] == key[:3]]:
-            del self._kept[old]  # an older size of the same history
-        self._kept[key] = history
-        while len(self._kept) > 1 and sum(h.points for h in self._kept.values()) > self.max_points:
+    def _keep(self, key: tuple[str, str, int], kept: _Kept) -> None:
+        self._kept[key] = kept
+        self._kept.move_to_end(key)
+        while len(self._kept) > 1 and sum(k.reader.history.nbytes for k in self._kept.values()) > self.max_bytes:
             self._kept.popitem(last=False)
 
     async def window(
@@ -78,6 +87,13 @@ class SeriesCache:
         history = await self.history(tenant, job_id, learner)
         entries = tuple(SeriesEntry(s.name, len(s.by_step.x), len(s.by_time.x)) for s in history.series.values())
         return SeriesIndex(job_id, learner, entries)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    reader: HistoryReader
+    size: int
+    """The stored history's size when it was read: another size, and it is read on."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-// The job page's metric charts: one uPlot chart per scalar of learner 1's history (docs/console.md).
+// The job page's metric charts: one uPlot chart per scalar of a learner's history (docs/console.md); the
+// learner comes from the page (its select, rendered by the server, is fetched again on change).
 // Each series comes thinned by the server to about two points per pixel; a drag selects a range, fetched
 // again at full resolution when it holds fewer points than that. Step or time axis, log scale, smoothing.
 "use strict";
@@ -8,6 +9,9 @@
   const job = root.dataset.job;
   const base = "/ui/jobs/" + encodeURIComponent(job) + "/series";
   const MAX_POINTS = 5000;
+  const choice = document.getElementById("chart-learner");
+  let learner = root.dataset.learner || "1";
+  let shows = 0;
   const css = document.createElement("link");
   css.rel = "stylesheet";
   css.href = "/ui/static/vendor/uPlot.min.css";
@@ -89,6 +93,11 @@
       return weight > 0 ? [shown.x, ys, smooth(ys, weight)] : [shown.x, ys];
     }
 
+    // uPlot's own labels round to the decimals of the larger ticks' spacing: on a log scale 0.001 read "0".
+    function logTicks(plotted, splits) {
+      return splits.map((v) => (v == null ? "" : v >= 1e-3 && v < 1e6 ? String(Number(v.toPrecision(4))) : v.toExponential()));
+    }
+
     function draw() {
       if (u) u.destroy();
       const line = colour("--accent");
@@ -98,7 +107,7 @@
         width: plot.clientWidth,
         height: 240,
         scales: { x: { time: axis.value === "time" }, y: { distr: log.checked ? 3 : 1 } },
-        axes: [{ stroke: colour("--fg") }, { stroke: colour("--fg") }],
+        axes: [{ stroke: colour("--fg") }, { stroke: colour("--fg"), ...(log.checked ? { values: logTicks } : {}) }],
         series: [
           { label: axis.value },
           { label: entry.name, stroke: line, width: 1, alpha: smoothed ? 0.35 : 1 },
@@ -125,7 +134,7 @@
 
     async function load(from, to) {
       const ask = ++asked;
-      const query = new URLSearchParams({ axis: axis.value, points: String(points()) });
+      const query = new URLSearchParams({ learner, axis: axis.value, points: String(points()) });
       if (from !== undefined) query.set("from", String(from));
       if (to !== undefined) query.set("to", String(to));
       const url = base + "/" + entry.name.split("/").map(encodeURIComponent).join("/") + "?" + query;
@@ -151,18 +160,27 @@
     load();
   }
 
-  getJSON(base).then((index) => {
-    root.replaceChildren();
-    if (!index.series.length) {
-      const none = document.createElement("p");
-      none.textContent = "Learner 1 has stored no metric history yet.";
-      root.append(none);
-    }
-    index.series.forEach(chart);
-  }).catch((error) => {
-    const why = document.createElement("p");
-    why.className = "notice";
-    why.textContent = error.message;
-    root.replaceChildren(why);
-  });
+  function show() {
+    const showing = ++shows;
+    root.dataset.learner = learner;
+    getJSON(base + "?" + new URLSearchParams({ learner })).then((index) => {
+      if (showing !== shows) return;
+      root.replaceChildren();
+      if (!index.series.length) {
+        const none = document.createElement("p");
+        none.textContent = `Learner ${learner} has stored no metric history yet.`;
+        root.append(none);
+      }
+      index.series.forEach(chart);
+    }).catch((error) => {
+      if (showing !== shows) return;
+      const why = document.createElement("p");
+      why.className = "notice";
+      why.textContent = error.message;
+      root.replaceChildren(why);
+    });
+  }
+
+  if (choice) choice.addEventListener("change", () => { learner = choice.value; show(); });
+  show();
 })();

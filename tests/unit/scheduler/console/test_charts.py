@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.console.origin import own_names
 from learnerkit.scheduler.console.pages import ConsoleSettings
-from learnerkit.scheduler.facade import EvaluationView
+from learnerkit.scheduler.facade import EvaluationView, LearnerView
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import FakeFacade, view
 
@@ -73,3 +73,16 @@ def test_the_job_page_shows_the_verdicts_and_loads_the_charts_script(browser: Te
     assert "script-src 'self'" in page.headers["content-security-policy"]
     for asset in ("/ui/static/charts.js", "/ui/static/vendor/uPlot.iife.min.js", "/ui/static/vendor/uPlot.min.css"):
         assert browser.get(asset).status_code == 200, asset
+
+
+def test_the_charts_learner_is_chosen_on_the_page_and_its_series_are_served(
+    fake: FakeFacade, tenants: Tenants, browser: TestClient
+) -> None:
+    two = (LearnerView(learner_id=1, status="COMPLETED"), LearnerView(learner_id=2, status="COMPLETED"))
+    fake.add(view("a-2", "team-a", "COMPLETED", learners=two), metrics=HISTORY)
+    page = browser.get("/ui/jobs/a-2?learner=2")
+    assert re.search(r'<select name="learner" id="chart-learner">.*<option value="2" selected>2</option>', page.text)
+    assert 'data-learner="2"' in page.text and "learner 2's metric history" in page.text
+    assert browser.get("/ui/jobs/a-2/series?learner=2").json()["series"] == []
+    assert [s["name"] for s in browser.get("/ui/jobs/a-2/series?learner=1").json()["series"]] == ["loss"]
+    assert 'id="chart-learner"' not in browser.get("/ui/jobs/a-1").text, "one learner: nothing to choose"

@@ -58,8 +58,8 @@ def test_a_history_is_read_once_until_it_grows() -> None:
 def test_the_least_recently_used_history_goes_past_the_budget() -> None:
     facade = Histories()
     for job in ("a", "b", "c"):
-        facade.data[job] = _records(range(100))  # 100 points each (the step axis; none on the time axis)
-    cache = SeriesCache(cast(SchedulerFacade, facade), max_points=250)
+        facade.data[job] = _records(range(100))  # 1600 bytes each (100 steps and values)
+    cache = SeriesCache(cast(SchedulerFacade, facade), max_bytes=4000)
 
     async def run() -> None:
         for job in ("a", "b", "a", "c"):

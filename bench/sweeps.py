@@ -24,8 +24,14 @@ With --digits (bench/sweepdigits.py): a real training problem, a small PyTorch n
 (written to CSV in the robustness image and uploaded to the dev object store), ASHA against successive halving
 from scratch and random search with full training, in the same learner containers under the same scheduler.
 
+With --scale and --scale-local (bench/sweepscale.py): a sweep of 200 trials at concurrency 200, on a simulated
+backend over a real etcd against concurrency 1 (every decision stored, the heap flat over 100 steps), and under
+`learnerkit scheduler serve` on the container engine (listed within 2 minutes, most trials queued); --scale-only
+runs them alone. A missed target is printed as MISSED and the exit status is 1.
+
 Usage: python bench/sweeps.py [--trials N] [--seed S] [--speed-trials N] [--real [--real-trials N]]
        [--arrival] [--digits [--digits-trials N] [--digits-rungs MIN,MAX] [--digits-widths W,W,W]]
+       [--scale] [--scale-local [--sidecar-image REF]] [--scale-only]
 """
 
 from __future__ import annotations
@@ -127,7 +133,7 @@ def decision_speed(trials: int, seed: int) -> None:
         )
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=81)
     parser.add_argument("--concurrency", type=int, default=3)
@@ -142,16 +148,29 @@ def main() -> None:
     parser.add_argument("--digits-trials", type=int, default=9)
     parser.add_argument("--digits-rungs", default="3,27", help="the digits runs' budget min,max in epochs")
     parser.add_argument("--digits-widths", default="16,32,64", help="the digits network's hidden widths to choose from")
+    parser.add_argument("--scale", action="store_true", help="200 trials at concurrency 200, simulated (etcd)")
+    parser.add_argument("--scale-local", action="store_true", help="200 trials at concurrency 200, scheduler serve")
+    parser.add_argument("--scale-only", action="store_true", help="the --scale cases alone, not the others")
+    parser.add_argument("--sidecar-image", default="learnerkit/sidecar:0.1.0", help="--scale-local's sidecar")
     parser.add_argument("--sampler-trials", type=int, default=40, help="TPE and random search's trials per seed")
     parser.add_argument("--sampler-seeds", type=int, default=10)
     parser.add_argument("--population", type=int, default=8, help="PBT's population")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its servers and containers
-    comparison(args.trials, args.seed, args.concurrency)
-    arrival_order()
-    decision_speed(args.speed_trials, args.seed)
-    tpe_against_random(args.sampler_trials, args.sampler_seeds)
-    pbt_against_fixed(args.population, 5)
+    missed: list[str] = []
+    if args.scale or args.scale_local:
+        from sweepscale import local_default_scale, local_report, simulated_report, simulated_scale  # etcd, engine
+
+        if args.scale:
+            missed += simulated_report(simulated_scale())
+        if args.scale_local:
+            missed += local_report(local_default_scale(args.sidecar_image))
+    if not args.scale_only:
+        comparison(args.trials, args.seed, args.concurrency)
+        arrival_order()
+        decision_speed(args.speed_trials, args.seed)
+        tpe_against_random(args.sampler_trials, args.sampler_seeds)
+        pbt_against_fixed(args.population, 5)
     if args.real:
         from sweeprun import real_comparison, report  # imported only here: the engine, etcd, the images
 
@@ -170,7 +189,10 @@ def main() -> None:
         widths = tuple(int(n) for n in args.digits_widths.split(","))
         digits = digits_comparison(args.digits_trials, args.concurrency, args.seed, (low, high), widths)
         digits_report(digits)
+    for miss in missed:
+        print(f"MISSED: {miss}", file=sys.stderr)
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

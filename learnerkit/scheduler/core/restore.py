@@ -24,6 +24,7 @@ from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit.scheduler.manifest.redact import redact_credentials
+from learnerkit.scheduler.sweeps.trialids import trial_of
 
 LOGGER = logging.getLogger(__name__)
 
@@ -38,7 +39,14 @@ async def restore(shared: Shared, instance: str) -> None:
     records: list[JobRecord] = []
     for stored in await shared.store.load_all():
         ended = stored.state.stage is Stage.DONE and not stored.state.status.resumable
-        if ended and not stored.credentials_deleted and not await shared.evaluations.keeps_credentials(stored):
+        # A sweep's trial has the rounds its sweep began, never one of its own at a pause.
+        trial = trial_of(stored.state.job_id) is not None
+        evaluations = shared.evaluations
+        if (
+            ended
+            and not stored.credentials_deleted
+            and not await evaluations.keeps_credentials(stored, recorded_only=trial)
+        ):
             # Ended for good before its credentials were deleted (a crash between the two writes, an older scheduler).
             await shared.store.delete_credentials(stored.state.job_id, stored.manifest_text, stored.source)
             stored = replace(stored, manifest_text=redact_credentials(stored.manifest_text), credentials_deleted=True)
@@ -59,7 +67,7 @@ async def restore(shared: Shared, instance: str) -> None:
         if tracked.state.stage is not Stage.DONE:
             records.append(_admission_record(tracked))
         elif tracked.state.status is JobStatus.COMPLETED:
-            await shared.evaluations.load(evaluated_job(tracked, shared), tracked.state.attempt)
+            await evaluations.load(evaluated_job(tracked, shared), tracked.state.attempt, recorded_only=trial)
     # A job still running on a node not listed now (cordoned, not ready) keeps its reservation there.
     shared.admission = AdmissionState.rebuild(records, working_nodes(nodes, {}, records), shared.options.policy)
     running = {job_id for job_id, tracked in shared.jobs.items() if tracked.active}

@@ -55,6 +55,7 @@ from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit.scheduler.manifest.redact import redact_credentials
 from learnerkit.scheduler.modelcode.receive import delete_quietly, receive_model
 from learnerkit.scheduler.outputs.reader import OutputsReader
+from learnerkit.scheduler.sweeps.trialids import trial_of
 
 LOGGER = logging.getLogger(__name__)
 PARSES_AT_ONCE = 2
@@ -254,6 +255,14 @@ class Scheduler:
         if tracked.state.status is not JobStatus.COMPLETED:
             raise JobStateError(
                 f"job {job_id} is {tracked.state.status.value}: only a COMPLETED job's model is evaluated"
+            )
+        of = trial_of(job_id)
+        sweep = self.sweeps.driver.sweeps.get(of.sweep_id) if of is not None else None
+        if of is not None and sweep is not None and not sweep.state.status.terminal:
+            # A paused trial's model trains on at a promotion, which needs the credentials a round's end deletes.
+            raise JobStateError(
+                f"job {job_id} is trial {of.trial} of sweep {of.sweep_id}, which is {sweep.state.status.value}: "
+                "a promotion may train its model on; the sweep evaluates its best trial when it is done"
             )
         if len(text.encode()) > shared.options.submit_policy.max_manifest_bytes:
             raise ManifestTooLargeError(f"{source} is larger than a manifest may be")

@@ -30,6 +30,7 @@ from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.core.transitions import Transitions
 from learnerkit.scheduler.errors import JobStateError, StoreUnavailableError, UnknownSweepError
+from learnerkit.scheduler.evaluations.plan import EvaluatedJob
 from learnerkit.scheduler.jobs.layout import job_location
 from learnerkit.scheduler.jobs.s3clients import S3Clients
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
@@ -37,6 +38,7 @@ from learnerkit.scheduler.jobs.store import credentials_key
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.outputs.reader import OutputsReader
+from learnerkit.scheduler.sweeps.best import best_index
 from learnerkit.scheduler.sweeps.books import SweepBook, plan_of, restore_book
 from learnerkit.scheduler.sweeps.decisions import Action, Decision, TrialState
 from learnerkit.scheduler.sweeps.searchfile import SearchFileError, parse_search_file
@@ -276,6 +278,7 @@ class SweepDriver:
         if record.credentials_deleted:
             manifest = manifest.without_credentials()
         sweep = active_sweep(record, spec, manifest, options, stored.state, stored.trials)
+        await self._evaluate(sweep)  # done before its best trial's round was recorded
         await self._ended(sweep)  # ended before its credentials were deleted (a crash between the two writes)
         return sweep
 
@@ -370,9 +373,34 @@ class SweepDriver:
             state = replace(state, status=SweepStatus.DONE, reason="every trial settled")
         sweep.state = await self.store.record(sweep.sweep_id, state, decisions, list(changed.values()))
         sweep.trials.update(changed)
+        await self._evaluate(sweep)
         await self._ended(sweep)
         for decision in decisions:
             LOGGER.info("sweep %s: trial %d %s: %s", sweep.sweep_id, decision.trial, decision.action, decision.reason)
+
+    async def _evaluate(self, sweep: ActiveSweep) -> None:
+        """A sweep done with `evaluations:` in its manifest evaluates its best trial's model, once: the round is
+        recorded on the trial's job before the sweep's credentials are deleted, so a scheduler stopped in between
+        begins it at its next start (`_restore`). A cancelled or failed sweep evaluates nothing."""
+        specs = sweep.manifest.evaluations
+        if not specs or sweep.state.status is not SweepStatus.DONE or sweep.record.credentials_deleted:
+            return
+        goal = sweep.spec.objective.goal.value
+        index = best_index(
+            ((i, t.record.results) for i, t in sweep.trials.items() if t.record.state is not TrialState.FAILED), goal
+        )
+        tracked = self.shared.jobs.get(sweep.job_id(index)) if index is not None else None
+        if tracked is None or tracked.state.job_id in self.shared.evaluations.rounds:
+            return
+        endpoints = endpoints_for(sweep.manifest, self.shared.options.platform)
+        manifest_text, source = sweep.record.manifest_text, sweep.record.manifest_source
+        job = EvaluatedJob(tracked.state.job_id, sweep.manifest, endpoints, manifest_text, source)
+        try:
+            await self.shared.evaluations.begin(job, tracked.state.attempt, specs)
+        except JobStateError as e:  # a round of `job evaluate` in flight: the sweep stays done
+            LOGGER.warning("sweep %s: its best trial %d is not evaluated: %s", sweep.sweep_id, index, one_line(e))
+            return
+        LOGGER.info("sweep %s: evaluating its best trial %d (%s)", sweep.sweep_id, index, tracked.state.job_id)
 
     async def _ended(self, sweep: ActiveSweep) -> None:
         """An ended sweep's record loses its credentials in etcd, as an ended job's; the sweep in memory keeps

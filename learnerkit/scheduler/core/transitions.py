@@ -16,6 +16,7 @@ from learnerkit.scheduler.errors import BackendError
 from learnerkit.scheduler.evaluations.plan import EvaluatedJob
 from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, save_attempt
 from learnerkit.scheduler.jobs.state import JobStatus, now_iso
+from learnerkit.scheduler.sweeps.trialids import trial_of
 
 LOGGER = logging.getLogger(__name__)
 
@@ -56,8 +57,9 @@ class Transitions:
         )
         await self.provenancing.job_ended(tracked)
         await shared.store.trim(tracked.state.job_id, provenance_records=not self.provenancing.keeps_records(tracked))
-        if status is JobStatus.COMPLETED and tracked.manifest.evaluations:
-            # Its evaluations run with the credentials; they are deleted when the round ends.
+        if status is JobStatus.COMPLETED and tracked.manifest.evaluations and trial_of(tracked.state.job_id) is None:
+            # Its evaluations run with the credentials; they are deleted when the round ends. A sweep's trial
+            # ends COMPLETED at every pause: its sweep evaluates the best trial once, when it is done.
             await shared.evaluations.begin(
                 evaluated_job(tracked, shared), tracked.state.attempt, tracked.manifest.evaluations
             )

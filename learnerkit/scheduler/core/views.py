@@ -38,6 +38,7 @@ def job_view(tracked: Tracked, evaluated: EvaluationRound | None = None, *, list
             )
         )
     bucket, prefix = outputs_prefix(manifest, state.job_id, state.attempt, 1)
+    of = trial_of(state.job_id)
     return JobView(
         job_id=state.job_id,
         tenant=state.tenant,
@@ -52,9 +53,10 @@ def job_view(tracked: Tracked, evaluated: EvaluationRound | None = None, *, list
         restarts=state.restarts,
         results=f"s3://{bucket}/{prefix.rsplit('learner-1/', 1)[0]}",
         evaluations=() if evaluated is None or listing else evaluation_views(evaluated),
-        model=model_verdict(state.status, bool(manifest.evaluations), evaluated),
+        # A sweep's trial has no round of its own planned: its sweep evaluates the best trial once it is done.
+        model=model_verdict(state.status, bool(manifest.evaluations) and of is None, evaluated),
         attempts=tuple(attempt_view(a) for a in tracked.attempts),
-        sweep=SweepOfJob(of.sweep_id, of.trial) if (of := trial_of(state.job_id)) is not None else None,
+        sweep=SweepOfJob(of.sweep_id, of.trial) if of is not None else None,
     )
 
 

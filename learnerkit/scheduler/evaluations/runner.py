@@ -83,24 +83,26 @@ class EvaluationRunner:
         """Per job whose latest round awaits its statement: set once it is stored."""
         self.signing_wait_s = SIGNING_WAIT_S
 
-    async def keeps_credentials(self, stored: StoredJob) -> bool:
+    async def keeps_credentials(self, stored: StoredJob, *, recorded_only: bool = False) -> bool:
         """Whether a COMPLETED job's credentials stay in etcd after a restart: its evaluations run, or the
-        scheduler stopped between the job's end and recording its first round."""
+        scheduler stopped between the job's end and recording its first round (not with ``recorded_only``: a
+        sweep's trial, whose rounds its sweep begins)."""
         if stored.state.status is not JobStatus.COMPLETED:
             return False
         recorded = await self.store.etcd.get(evaluations_key(stored.state.job_id, self.store.root))
         if recorded is None:
-            return bool(stored.spec.get("manifest", {}).get("evaluations"))
+            return not recorded_only and bool(stored.spec.get("manifest", {}).get("evaluations"))
         loaded = EvaluationRound.from_raw(stored.state.job_id, json.loads(recorded[0]))
         return loaded.in_flight or loaded.awaiting_signature
 
-    async def load(self, job: EvaluatedJob, attempt: int) -> None:
+    async def load(self, job: EvaluatedJob, attempt: int, *, recorded_only: bool = False) -> None:
         """After a restart, before the orphan sweep: the job's recorded round, if any. An evaluation in flight
         whose pair had ended is settled at the next step; one still unfinished is run again. A job that ended
-        before its first round was recorded gets it now (where its credentials are still there)."""
+        before its first round was recorded gets it now (where its credentials are still there; not with
+        ``recorded_only``: a sweep's trial, whose rounds its sweep begins)."""
         stored = await self.store.etcd.get(evaluations_key(job.job_id, self.store.root))
         if stored is None:
-            if job.manifest.evaluations and job.endpoints.s3_access_key:
+            if not recorded_only and job.manifest.evaluations and job.endpoints.s3_access_key:
                 await self.begin(job, attempt, job.manifest.evaluations)
             return
         self._jobs[job.job_id] = job

@@ -11,9 +11,12 @@ Cases (``--cases``; another adds itself to `CASES`):
 - ``log``: a ``--log-mib`` log: the page of its last 64 KiB (>= 1,000 lines) drawn, ms (target <= 1000), lines
   shown, JS heap after (target < 150 MB); baseline ``GET /v1/jobs/{id}/logs?tail=1000``.
 - ``script``: the script shipped (live.js) and its gzip size.
+- ``series``: a ``--points`` metric history drawn on the job page (target <= 500 ms, a few thousand points sent),
+  ``--runs`` times, and the history's reading on the server, cold and grown (`bench/console_series.py`).
 
 Needs etcd, SeaweedFS (weed) and /usr/bin/chromium; no Docker images.
-Usage: python bench/console.py [--cases live,list,log,script] [--jobs N] [--log-mib N] [--changes N]
+Usage: python bench/console.py [--cases live,list,log,script,series] [--jobs N] [--log-mib N] [--changes N]
+       [--points N] [--runs N]
 """
 
 from __future__ import annotations
@@ -69,7 +72,13 @@ from learnerkit.scheduler.manifest.parser import parse_manifest  # noqa: E402
 T = TypeVar("T")
 TENANT = "bench"
 BUCKET = "console-bench"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PAGE_TARGET_BYTES = 256 * 1024
 LOG_PART_BYTES = 16 * 1024 * 1024
 
@@ -83,6 +92,7 @@ class Bench:
     """A HALTED job with the big log (attempt 1, learner 1)."""
     run: Callable[[Coroutine[Any, Any, Any]], Any]
     etcd: EtcdStore
+    s3: SeaweedServer
     browser: Browser
     args: argparse.Namespace
 
@@ -190,11 +200,24 @@ def case_script(_bench: Bench) -> None:
         report(f"{script.name}, gzip -9 (raw {len(data)} B)", packed / 1024, "KiB", "a few hundred KiB at most")
 
 
+def case_series(bench: Bench) -> None:
+    from console_series import parse_case, series_case, write_history  # numpy, the series room: this case only
+
+    write_history(bench.s3.client(), BUCKET, bench.log_job, bench.args.points)
+    page = bench.page("/ui/jobs")
+    for line in series_case(page, bench.url, bench.log_job, bench.args.points, bench.args.runs).lines():
+        print(f"  {line}", flush=True)
+    page.context.close()
+    for line in parse_case(bench.args.points):
+        print(f"  {line}", flush=True)
+
+
 CASES: dict[str, Callable[[Bench], None]] = {
     "live": case_live,
     "list": case_list,
     "log": case_log,
     "script": case_script,
+    "series": case_series,
 }
 
 
@@ -304,7 +327,7 @@ def served(args: argparse.Namespace, tmp: Path) -> Iterator[Bench]:
                     executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
                 )
                 url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-                yield Bench(url, token, root, log_job, run, etcd, browser, args)
+                yield Bench(url, token, root, log_job, run, etcd, s3, browser, args)
                 browser.close()
         finally:
             server.should_exit = True
@@ -323,6 +346,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--log-mib", type=int, default=1024)
     parser.add_argument("--changes", type=int, default=100)
+    parser.add_argument("--points", type=int, default=1_000_000, help="the series case's history, in records")
+    parser.add_argument("--runs", type=int, default=5, help="the series case's warm page openings")
     args = parser.parse_args()
     chosen = [name.strip() for name in args.cases.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in CASES]

@@ -14,27 +14,18 @@ cold, read whole by `read_history` (orjson) against the baseline of the ``json``
 sidecar's ``parse_record`` on every line); grown, the history read on after 1% more records were appended (a
 sidecar's 30 s store), against that same baseline (what reading a grown history whole cost before).
 
-`bench/console.py` calls :func:`series_case` with its own scheduler, browser and logged-in page.
-Usage: PYTHONPATH=. python bench/console_series.py [--points 1000000] [--runs 5]
+Run as the ``series`` case of `bench/console.py` (its scheduler, browser and logged-in page):
+Usage: python bench/console.py --cases series [--points 1000000] [--runs 5]
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import socket
 import statistics
-import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import uvicorn
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_MS = 500.0
@@ -173,95 +164,3 @@ def _draw_all(page: Any, points: int) -> float:
             points,
         )
     )
-
-
-@contextmanager
-def _console(points: int) -> Iterator[tuple[str, str, str]]:
-    """A real scheduler with one job of team-a whose history holds ``points`` records: (url, token, job id)."""
-    from learnerkit.dev.etcd import EtcdServer
-    from learnerkit.dev.s3 import SeaweedServer, create_bucket
-    from learnerkit.scheduler.api.app import create_app
-    from learnerkit.scheduler.api.auth import add_token
-    from learnerkit.scheduler.backends.docker import DockerBackend
-    from learnerkit.scheduler.config.policy import SubmitPolicy, origin
-    from learnerkit.scheduler.core.options import SchedulerOptions
-    from learnerkit.scheduler.core.planning import Platform
-    from learnerkit.scheduler.core.scheduler import Scheduler
-    from learnerkit.scheduler.images.catalog import ImageCatalog
-    from learnerkit.scheduler.jobs.store import JobStore
-    from tests.integration.console.conftest import BUCKET, _create, _manifest
-
-    with tempfile.TemporaryDirectory(prefix="lk-bench-series-") as tmp:
-        scratch = Path(tmp)
-        etcd, s3 = EtcdServer("/usr/bin/etcd", scratch / "etcd"), SeaweedServer(scratch / "s3")
-        etcd.start()
-        s3.start()
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, daemon=True)
-        thread.start()
-        try:
-            create_bucket(s3.client(), BUCKET)
-            token = add_token(scratch / "tokens.json", "team-a")
-            options = SchedulerOptions(
-                platform=Platform(etcd_endpoints=etcd.endpoint, sidecar_image="unused"),
-                catalog=ImageCatalog(REPO).frameworks(),
-                resolve_image=lambda _manifest: "unused",
-                submit_policy=SubmitPolicy(object_stores=(str(origin(s3.endpoint_url)),)),
-            )
-
-            async def start() -> tuple[Scheduler, str]:
-                from controller_sidecar.etcdstore import EtcdStore
-
-                store = JobStore(await EtcdStore.connect(etcd.settings()), "/lk-bench-series/jobs")
-                job_id = await _create(store, _manifest(s3, "million-points"), "team-a", 1_800_000_000.0, -1)
-                scheduler = Scheduler(store, DockerBackend(), options)
-                await scheduler.loop.rebuild()
-                return scheduler, job_id
-
-            scheduler, job_id = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
-            write_history(s3.client(), BUCKET, job_id, points)
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            server = uvicorn.Server(uvicorn.Config(create_app(scheduler, scratch / "tokens.json"), log_level="warning"))
-            serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), loop)
-            deadline = time.monotonic() + 30
-            while not server.started and time.monotonic() < deadline:
-                time.sleep(0.05)
-            try:
-                yield f"http://127.0.0.1:{sock.getsockname()[1]}", token, job_id
-            finally:
-                server.should_exit = True
-                serving.result(timeout=30)
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=30)
-            etcd.stop()
-            s3.stop()
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--points", type=int, default=1_000_000)
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
-
-    from tests.integration.console.conftest import CHROMIUM, CHROMIUM_ARGS
-
-    with _console(args.points) as (url, token, job_id), sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(f"{url}/ui/login")
-        page.get_by_label("Tenant token").fill(token)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(f"{url}/ui/jobs")
-        for line in series_case(page, url, job_id, args.points, args.runs).lines():
-            print(line, flush=True)
-        browser.close()
-    for line in parse_case(args.points):
-        print(line)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

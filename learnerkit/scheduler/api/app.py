@@ -289,7 +289,7 @@ def create_app(
     app.state.tokens = tokens
     app.include_router(_jobs_router(facade, limits))
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
-    app.include_router(models_router(catalog, keys, signer, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
+    app.include_router(models_router(facade, catalog, keys, signer, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.add_api_route(
         "/healthz",
         _healthz_endpoint(health),

@@ -83,8 +83,16 @@ def framework_of(statement: Mapping[str, Any]) -> str:
     return str((manifest.get("framework") or {}).get("name") or "other")
 
 
-def register(store: Store, name: str, folder: Path, keys: Sequence[Key], parent: str | None = None) -> Version:
-    """Store the job in ``folder`` as a version of ``name``; the same job registered again is the same version."""
+def register(
+    store: Store,
+    name: str,
+    folder: Path,
+    keys: Sequence[Key],
+    parent: str | None = None,
+    trial: Mapping[str, Any] | None = None,
+) -> Version:
+    """Store the job in ``folder`` as a version of ``name``; the same job registered again is the same version.
+    ``trial``: the sweep trial the job ran, as the scheduler knows it (lineage)."""
     check_name(name)
     if parent is not None:
         ref = Reference.parse(parent)
@@ -100,7 +108,7 @@ def register(store: Store, name: str, folder: Path, keys: Sequence[Key], parent:
     with tempfile.TemporaryDirectory(prefix="learnerkit-card-") as scratch:
         card_path = Path(scratch) / "README.md"
         card_path.write_text(card, encoding="utf-8")
-        return _push(store, name, folder, statement, rounds, files, card_path, parent)
+        return _push(store, name, folder, statement, rounds, files, card_path, parent, trial)
 
 
 def _push(
@@ -112,6 +120,7 @@ def _push(
     files: Sequence[str],
     card_path: Path,
     parent: str | None,
+    trial: Mapping[str, Any] | None,
 ) -> Version:
     repo = store.repo(name)
 
@@ -126,7 +135,7 @@ def _push(
         return Blob(path, digest, source.stat().st_size)
 
     weight_blobs = [blob(path) for path in files]
-    record = lineage(statement, list(rounds.values()), parent)
+    record = lineage(statement, list(rounds.values()), parent, trial)
     finished = str(statement["predicate"]["runDetails"].get("metadata", {}).get("finishedOn", ""))
     config = canonical(
         {

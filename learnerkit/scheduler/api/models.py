@@ -91,7 +91,7 @@ def models_router(
                 raise HTTPException(404, f"no job {body.job!r}") from e
             trial = await trial_of(facade, view)
             version: Version = await asyncio.to_thread(
-                answer, lambda: register(found, name, Path(scratch), ring, body.parent, trial)
+                answer, lambda: register(found, name, Path(scratch), ring, body.parent, trial, (tenant, body.job))
             )
         return _row(version)
 

@@ -90,9 +90,12 @@ def register(
     keys: Sequence[Key],
     parent: str | None = None,
     trial: Mapping[str, Any] | None = None,
+    owner: tuple[str, str] | None = None,
 ) -> Version:
     """Store the job in ``folder`` as a version of ``name``; the same job registered again is the same version.
-    ``trial``: the sweep trial the job ran, as the scheduler knows it (lineage)."""
+    ``trial``: the sweep trial the job ran, as the scheduler knows it (lineage); ``owner``: (tenant, job id) the
+    signed statement must name, when the folder came from that job's results store (which its tenant can write:
+    another job's signed documents copied there are refused, never registered as this job's)."""
     check_name(name)
     if parent is not None:
         ref = Reference.parse(parent)
@@ -100,6 +103,14 @@ def register(
             raise CatalogError(f"--parent {parent!r}: name the version it was fine-tuned from, NAME@sha256:...")
         resolve(store, ref)
     statement, rounds = signed_job(folder, keys)
+    if owner is not None:
+        definition = statement["predicate"]["buildDefinition"]
+        signed = (definition["externalParameters"].get("tenant"), definition["internalParameters"].get("jobId"))
+        if signed != owner:
+            raise CatalogError(
+                f"job {owner[1]} of tenant {owner[0]}: its stored provenance is of job {signed[1]} of tenant "
+                f"{signed[0]}, nothing registered"
+            )
     files = weights(statement)
     if not files:
         raise CatalogError(f"{folder}: the job stored no result files: there is no model to register")

@@ -15,11 +15,17 @@ REGISTRABLE = "COMPLETED"
 
 async def fetch_job(facade: SchedulerFacade, tenant: str, job_id: str, folder: Path) -> JobView:
     """Every file the job stored but its checkpoints (its provenance names none) under ``folder``; another
-    tenant's job is not found (the facade's scoping), a job not COMPLETED is `JobStateError`."""
+    tenant's job is not found (the facade's scoping), a job not COMPLETED or not yet signed is `JobStateError`."""
     view = await facade.get(tenant, job_id)
     if view.status != REGISTRABLE:
         raise JobStateError(f"job {job_id} is {view.status}: only a {REGISTRABLE} job's model is registered")
-    for item in await facade.outputs(tenant, job_id, what="all"):
+    stored = await facade.outputs(tenant, job_id, what="all")
+    if not any(item.kind == "provenance" for item in stored):
+        raise JobStateError(
+            f"job {job_id} has no provenance yet: the scheduler writes it just after the job ends (its log says why "
+            "when it does not: no signing key, or the results store refused it)"
+        )
+    for item in stored:
         if item.kind == "checkpoints":
             continue
         target = folder / item.path

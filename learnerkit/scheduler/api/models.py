@@ -16,8 +16,8 @@ from securesystemslib.signer import Signer
 
 from learnerkit.common.keyring import PublishedKey
 from learnerkit.common.signing import public_key_from_pem
-from learnerkit.scheduler.api.modeljobs import fetch_job, trial_of
 from learnerkit.scheduler.catalog.errors import CatalogError, NotFoundError, RefusedError, StoreError
+from learnerkit.scheduler.catalog.fromjob import fetch_job, trial_of
 from learnerkit.scheduler.catalog.names import Reference
 from learnerkit.scheduler.catalog.service import history, lineage_of, move_alias, verify
 from learnerkit.scheduler.catalog.versions import Store, Version, models, register, version_digests

@@ -1,5 +1,5 @@
 """A job's stored outputs fetched through the scheduler's facade into a folder as `job download --what all`
-leaves one, for the catalog to verify and register (``POST /v1/models/{name}/versions``)."""
+leaves one, for the catalog to verify and register (the REST route and the manifest's `catalog:` field)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import wraps
@@ -17,8 +16,10 @@ from rich.markup import escape
 
 from learnerkit.common.errors import LearnerkitError
 from learnerkit.common.output import console, emit, fail, output_option
-from learnerkit.scheduler.catalog.errors import CatalogError, RefusedError
+from learnerkit.scheduler.catalog.errors import RefusedError
 from learnerkit.scheduler.catalog.versions import Store, Version
+from learnerkit.scheduler.cli_job import connected
+from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.config.settings import DEFAULT_SIGNING_KEY, SIGNING_KEY_SETTING
 
 if TYPE_CHECKING:
@@ -88,32 +89,29 @@ def _version_row(version: Version) -> dict[str, Any]:
 @click.argument("job")
 @click.option("--name", required=True, help="the model's name (lower-case letters, digits, . _ -)")
 @click.option("--parent", default=None, metavar="NAME@VERSION", help="the version it was fine-tuned from")
+@connected
+def register_command(job: str, name: str, parent: str | None, client: SchedulerClient, output: str) -> None:
+    """Have the scheduler store the COMPLETED job JOB's model as a version of NAME, in the token's tenant: it
+    reads the job's outputs from its results store and stores them only when they verify with the platform's
+    keys."""
+    row = client.register_model(name, job, parent)
+    emit(output, row, lambda: console.print(f"registered {name}@{row['version']}", soft_wrap=True))
+
+
+@model_group.command("register-folder")
+@click.argument("folder", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--name", required=True, help="the model's name (lower-case letters, digits, . _ -)")
+@click.option("--parent", default=None, metavar="NAME@VERSION", help="the version it was fine-tuned from")
 @catalog_command
-def register_command(job: str, name: str, parent: str | None, store: Store, keys: list[Key], output: str) -> None:
-    """Store JOB's model as a version: JOB is a folder `job download --what all` wrote, or a job id (downloaded
-    from the scheduler). The folder must verify with the platform's keys, or nothing is stored."""
+def register_folder_command(
+    folder: Path, name: str, parent: str | None, store: Store, keys: list[Key], output: str
+) -> None:
+    """The operator's offline path, straight to the catalog's registry: store FOLDER (what `job download --what
+    all` wrote) as a version of NAME in --tenant; it must verify with the platform's keys, or nothing is stored."""
     from learnerkit.scheduler.catalog.versions import register
 
-    folder = Path(job)
-    with tempfile.TemporaryDirectory(prefix="learnerkit-register-") as temporary:
-        if not folder.is_dir():
-            folder = Path(temporary)
-            _download(job, folder)
-        version = register(store, name, folder, keys, parent)
+    version = register(store, name, folder, keys, parent)
     emit(output, _version_row(version), lambda: console.print(f"registered {name}@{version.version}", soft_wrap=True))
-
-
-def _download(job: str, folder: Path) -> None:
-    from learnerkit.scheduler.client.http import SchedulerClient
-    from learnerkit.scheduler.client.provenance import download_for_verify
-
-    client = SchedulerClient.from_env(None, None)
-    try:
-        failed = download_for_verify(client, job, folder)
-    finally:
-        client.close()
-    if failed:
-        raise CatalogError("; ".join(f"{f.path}: {f.error}" for f in failed))
 
 
 @model_group.command("list")

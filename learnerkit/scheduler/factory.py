@@ -185,6 +185,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         pids=settings.limits.pids,
         abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,
         provenance=ProvenanceWriter(signer, describe_image(gate), sidecar_image),
+        model_catalog=settings.catalog_registry,
         node_lost_grace_s=settings.limits.node_lost_grace_s,
         loop_stall_s=settings.limits.loop_stall_s,
         attempt_figures=True,

@@ -305,7 +305,7 @@ def create_app(
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.state.series = SeriesCache(facade)  # shared with the console's charts
     app.include_router(series_router(app.state.series, _tenant, _UNAUTHORIZED | _NOT_FOUND))
-    app.include_router(models_router(catalog, keys, signer, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
+    app.include_router(models_router(facade, catalog, keys, signer, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.add_api_route(
         "/healthz",
         _healthz_endpoint(health),

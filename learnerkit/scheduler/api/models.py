@@ -3,8 +3,11 @@ jobs' routes are: a tenant's models are the repositories ``<tenant>/*`` of the c
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
@@ -14,9 +17,12 @@ from securesystemslib.signer import Signer
 from learnerkit.common.keyring import PublishedKey
 from learnerkit.common.signing import public_key_from_pem
 from learnerkit.scheduler.catalog.errors import CatalogError, NotFoundError, RefusedError, StoreError
+from learnerkit.scheduler.catalog.fromjob import fetch_job, trial_of
 from learnerkit.scheduler.catalog.names import Reference
 from learnerkit.scheduler.catalog.service import history, lineage_of, move_alias, verify
-from learnerkit.scheduler.catalog.versions import Store, models, version_digests
+from learnerkit.scheduler.catalog.versions import Store, Version, models, register, version_digests
+from learnerkit.scheduler.errors import UnknownJobError
+from learnerkit.scheduler.facade import SchedulerFacade
 
 
 class AliasBody(BaseModel):
@@ -24,16 +30,25 @@ class AliasBody(BaseModel):
     """The version to move the alias to: ``sha256:...``."""
 
 
+class RegisterBody(BaseModel):
+    job: str
+    """The COMPLETED job of the token's tenant whose model becomes a version."""
+    parent: str | None = None
+    """The version it was fine-tuned from: ``NAME@sha256:...``."""
+
+
 def models_router(
+    facade: SchedulerFacade,
     registry: str | None,
     keys: Sequence[PublishedKey],
     signer: Signer | None,
     tenant_of: Callable[..., Awaitable[str]],
     responses: dict[Any, Any],
 ) -> APIRouter:
-    """``registry``: the catalog's store (``host:port``; None: the scheduler has none, every route answers 404
-    saying so); ``keys``: the platform's published keys, that verify checks with; ``signer``: the platform's,
-    that signs alias moves (None: moves answer 404)."""
+    """``facade``: the scheduler, whose jobs' stored outputs are registered; ``registry``: the catalog's store
+    (``host:port``; None: the scheduler has none, every route answers 404 saying so); ``keys``: the platform's
+    published keys, that verify checks with; ``signer``: the platform's, that signs alias moves (None: moves
+    answer 404)."""
     router = APIRouter(prefix="/v1", tags=["models"])
     ring = [public_key_from_pem(k.pem.encode(), f"key {k.keyid}") for k in keys]
 
@@ -63,20 +78,29 @@ def models_router(
         )
         return listed
 
+    @router.post("/models/{name}/versions", responses=responses)
+    async def register_job(name: str, body: RegisterBody, tenant: str = Depends(tenant_of)) -> dict[str, Any]:
+        """Store a COMPLETED job's model as a version of ``name``: the scheduler reads the job's outputs from its
+        results store and registers them only when they verify with the platform's keys (400 naming what does
+        not); another tenant's job is no such job (404), a job not COMPLETED 409."""
+        found = store(tenant)
+        with tempfile.TemporaryDirectory(prefix="learnerkit-register-") as scratch:
+            try:
+                view = await fetch_job(facade, tenant, body.job, Path(scratch))
+            except UnknownJobError as e:
+                raise HTTPException(404, f"no job {body.job!r}") from e
+            trial = await trial_of(facade, view)
+            version: Version = await asyncio.to_thread(
+                answer, lambda: register(found, name, Path(scratch), ring, body.parent, trial, (tenant, body.job))
+            )
+        return _row(version)
+
     @router.get("/models/{name}/versions/{reference}", responses=responses)
     def show_version(name: str, reference: str, tenant: str = Depends(tenant_of)) -> dict[str, Any]:
         """A version by digest (``sha256:...``) or alias: its files, job and lineage."""
         found = store(tenant)
         version = answer(lambda: lineage_of(found, str(Reference.parse(f"{name}@{reference}"))))
-        return {
-            "name": version.name,
-            "version": version.version,
-            "job": version.job,
-            "attested": version.attested,
-            "created": version.created,
-            "files": [vars(b) for b in version.files],
-            "lineage": version.lineage,
-        }
+        return _row(version)
 
     @router.get("/models/{name}/history", responses=responses)
     def alias_history(name: str, tenant: str = Depends(tenant_of)) -> list[dict[str, Any]]:
@@ -106,3 +130,15 @@ def models_router(
         return moved
 
     return router
+
+
+def _row(version: Version) -> dict[str, Any]:
+    return {
+        "name": version.name,
+        "version": version.version,
+        "job": version.job,
+        "attested": version.attested,
+        "created": version.created,
+        "files": [vars(b) for b in version.files],
+        "lineage": version.lineage,
+    }

@@ -9,10 +9,15 @@ from learnerkit.scheduler.provenance.statement import ATTEMPTS, LEARNER_IMAGE
 
 
 def lineage(
-    statement: Mapping[str, Any], rounds: Sequence[Mapping[str, Any]], parent: str | None = None
+    statement: Mapping[str, Any],
+    rounds: Sequence[Mapping[str, Any]],
+    parent: str | None = None,
+    trial: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``statement``: the job's provenance; ``rounds``: each evaluation round's statement; ``parent``: the version
-    it was fine-tuned from (``NAME@sha256:...``), as the registrant named it."""
+    it was fine-tuned from (``NAME@sha256:...``), as the registrant named it; ``trial``: the sweep trial the job
+    ran (``sweep``, ``trial``, ``job``, ``rung``), as the scheduler's sweep record states it (the provenance
+    signs only the trial's parameters)."""
     predicate = statement["predicate"]
     definition, run = predicate["buildDefinition"], predicate["runDetails"]
     external, internal = definition["externalParameters"], definition["internalParameters"]
@@ -30,7 +35,7 @@ def lineage(
         "job": internal.get("jobId"),
         "tenant": external.get("tenant"),
         "attempt": history[-1]["number"] if history else None,
-        "sweep": {"parameters": external["sweepParameters"]} if external.get("sweepParameters") else None,
+        "sweep": _sweep(external.get("sweepParameters"), trial),
         "data": [
             {"uri": d["uri"], "sha256": d["digest"]["sha256"]} for d in dependencies if d["name"].startswith("data:")
         ],
@@ -52,6 +57,12 @@ def lineage(
         "evaluatorImages": [{"reference": ref, "sha256": sha} for ref, sha in sorted(evaluators)],
         "parent": parent,
     }
+
+
+def _sweep(parameters: Mapping[str, Any] | None, trial: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not parameters and trial is None:
+        return None
+    return {**(trial or {}), "parameters": dict(parameters or {})}
 
 
 def uses(record: Mapping[str, Any], digest: str) -> list[str]:

@@ -6,25 +6,20 @@ import re
 from dataclasses import dataclass
 
 from learnerkit.scheduler.catalog.errors import CatalogError
+from learnerkit.scheduler.manifest.catalogfield import ALIAS_HELP, MODEL_NAME_HELP, alias_ok, model_name_ok
 
-_NAME = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
-_ALIAS = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-RESERVED_ALIASES = frozenset({"aliases", "latest"})
 
 
 def check_name(name: str, what: str = "name") -> str:
-    if len(name) > 100 or not _NAME.match(name):
-        raise CatalogError(f"{what} {name!r}: lower-case letters and digits, separated by one of . _ - (at most 100)")
+    if not model_name_ok(name):
+        raise CatalogError(f"{what} {name!r}: {MODEL_NAME_HELP}")
     return name
 
 
 def check_alias(alias: str) -> str:
-    if not _ALIAS.match(alias) or alias in RESERVED_ALIASES or alias.startswith(("v-", "sha256-")):
-        raise CatalogError(
-            f"alias {alias!r}: a lower-case letter, then letters, digits, _ or - (at most 63); not 'v-...' or "
-            f"'sha256-...' (the catalog's own tags), {', '.join(sorted(RESERVED_ALIASES))}"
-        )
+    if not alias_ok(alias):
+        raise CatalogError(f"alias {alias!r}: {ALIAS_HELP}")
     return alias
 
 

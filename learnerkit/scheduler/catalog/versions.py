@@ -83,8 +83,19 @@ def framework_of(statement: Mapping[str, Any]) -> str:
     return str((manifest.get("framework") or {}).get("name") or "other")
 
 
-def register(store: Store, name: str, folder: Path, keys: Sequence[Key], parent: str | None = None) -> Version:
-    """Store the job in ``folder`` as a version of ``name``; the same job registered again is the same version."""
+def register(
+    store: Store,
+    name: str,
+    folder: Path,
+    keys: Sequence[Key],
+    parent: str | None = None,
+    trial: Mapping[str, Any] | None = None,
+    owner: tuple[str, str] | None = None,
+) -> Version:
+    """Store the job in ``folder`` as a version of ``name``; the same job registered again is the same version.
+    ``trial``: the sweep trial the job ran, as the scheduler knows it (lineage); ``owner``: (tenant, job id) the
+    signed statement must name, when the folder came from that job's results store (which its tenant can write:
+    another job's signed documents copied there are refused, never registered as this job's)."""
     check_name(name)
     if parent is not None:
         ref = Reference.parse(parent)
@@ -92,6 +103,14 @@ def register(store: Store, name: str, folder: Path, keys: Sequence[Key], parent:
             raise CatalogError(f"--parent {parent!r}: name the version it was fine-tuned from, NAME@sha256:...")
         resolve(store, ref)
     statement, rounds = signed_job(folder, keys)
+    if owner is not None:
+        definition = statement["predicate"]["buildDefinition"]
+        signed = (definition["externalParameters"].get("tenant"), definition["internalParameters"].get("jobId"))
+        if signed != owner:
+            raise CatalogError(
+                f"job {owner[1]} of tenant {owner[0]}: its stored provenance is of job {signed[1]} of tenant "
+                f"{signed[0]}, nothing registered"
+            )
     files = weights(statement)
     if not files:
         raise CatalogError(f"{folder}: the job stored no result files: there is no model to register")
@@ -100,7 +119,7 @@ def register(store: Store, name: str, folder: Path, keys: Sequence[Key], parent:
     with tempfile.TemporaryDirectory(prefix="learnerkit-card-") as scratch:
         card_path = Path(scratch) / "README.md"
         card_path.write_text(card, encoding="utf-8")
-        return _push(store, name, folder, statement, rounds, files, card_path, parent)
+        return _push(store, name, folder, statement, rounds, files, card_path, parent, trial)
 
 
 def _push(
@@ -112,6 +131,7 @@ def _push(
     files: Sequence[str],
     card_path: Path,
     parent: str | None,
+    trial: Mapping[str, Any] | None,
 ) -> Version:
     repo = store.repo(name)
 
@@ -126,7 +146,7 @@ def _push(
         return Blob(path, digest, source.stat().st_size)
 
     weight_blobs = [blob(path) for path in files]
-    record = lineage(statement, list(rounds.values()), parent)
+    record = lineage(statement, list(rounds.values()), parent, trial)
     finished = str(statement["predicate"]["runDetails"].get("metadata", {}).get("finishedOn", ""))
     config = canonical(
         {

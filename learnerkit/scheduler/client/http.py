@@ -401,6 +401,14 @@ class SchedulerClient:
         except (KeyError, TypeError) as e:
             raise SchedulerError(f"the scheduler sent a key list this client cannot read ({e})") from e
 
+    def register_model(self, name: str, job_id: str, parent: str | None = None) -> dict[str, Any]:
+        """Have the scheduler store the COMPLETED job's model as a version of ``name`` (docs/catalog.md)."""
+        body = {"job": job_id, "parent": parent}
+        version: dict[str, Any] = self._request(
+            "POST", f"/v1/models/{quote(name, safe='')}/versions", json_body=body
+        ).json()
+        return version
+
     def list_files(self, job_id: str, *, what: str = "all") -> list[StoredFile]:
         items = self._request("GET", f"/v1/jobs/{_quoted(job_id)}/files", params={"what": what}).json()
         try:

@@ -70,6 +70,9 @@ class SchedulerOptions:
     (:mod:`learnerkit.scheduler.core.attemptfigures`); the service sets it, tests without a store leave it off."""
     provenance: ProvenanceWriter | None = None
     """Signs every job's provenance as it ends (docs/provenance.md); None: no provenance is written."""
+    model_catalog: str | None = None
+    """The model catalog's registry, ``host:port``, where a job's ``catalog:`` field registers its model once its
+    evaluations pass (docs/catalog.md); None: such a job's status says there is none."""
 
 
 def derive_instance(etcd_endpoints: str, root: str) -> str:

@@ -24,6 +24,7 @@ from learnerkit.scheduler.core.evaluationdata import open_evaluation_data
 from learnerkit.scheduler.core.loop import ControlLoop
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import endpoints_for
+from learnerkit.scheduler.core.registering import ModelRegistering, catalog_registrar
 from learnerkit.scheduler.core.shared import Shared
 from learnerkit.scheduler.core.sweepdriver import SweepDriver
 from learnerkit.scheduler.core.sweepverbs import SweepVerbs
@@ -32,7 +33,9 @@ from learnerkit.scheduler.core.transitions import Transitions, evaluated_job
 from learnerkit.scheduler.core.uploads import abort_abandoned_uploads
 from learnerkit.scheduler.core.views import job_view
 from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobStateError, ManifestTooLargeError
-from learnerkit.scheduler.evaluations.runner import EvaluationRunner
+from learnerkit.scheduler.evaluations.plan import EvaluatedJob
+from learnerkit.scheduler.evaluations.record import EvaluationRound
+from learnerkit.scheduler.evaluations.runner import EvaluationRunner, RoundSigned
 from learnerkit.scheduler.facade import (
     EvaluationReports,
     FileStream,
@@ -73,7 +76,13 @@ class Scheduler:
         evaluations = EvaluationRunner(store, backend, self.clients, options.platform, options.resolve_evaluator)
         self.shared = Shared(store, backend, options, clock, AdmissionState([], options.policy), evaluations)
         self.transitions = Transitions(self.shared)
-        evaluations.round_ended = self.transitions.provenancing.evaluation_round_ended
+        registrar = (
+            catalog_registrar(options.model_catalog, options.provenance.signer)
+            if options.model_catalog and options.provenance
+            else None
+        )
+        self.registering = ModelRegistering(self, self._tenant_of, self._record_reason, registrar)
+        evaluations.round_ended = self._evaluation_round_ended
         self.loop = ControlLoop(self.shared, self.transitions)
         self.reader = OutputsReader(self.clients)
         self._parsing = asyncio.Semaphore(PARSES_AT_ONCE)
@@ -81,6 +90,25 @@ class Scheduler:
             self.shared, self.transitions, self.clients, self.reader, self._parse, self._record
         )
         self.sweeps = SweepVerbs(self.loop.driver, self.halt, self.cancel, self._sweep_options)
+
+    async def _evaluation_round_ended(self, job: EvaluatedJob, settled: EvaluationRound, signed: RoundSigned) -> None:
+        """The round's statement is signed, then the model registered where the manifest's ``catalog:`` asks."""
+
+        async def then() -> None:
+            await signed()
+            await self.registering.round_signed(job, settled)
+
+        await self.transitions.provenancing.evaluation_round_ended(job, settled, then)
+
+    def _tenant_of(self, job_id: str) -> str | None:
+        tracked = self.shared.jobs.get(job_id)
+        return None if tracked is None else tracked.state.tenant
+
+    async def _record_reason(self, job_id: str, reason: str) -> None:
+        async with self.shared.lock:
+            tracked = self.shared.jobs.get(job_id)
+            if tracked is not None:
+                tracked.state = await self.shared.store.save(tracked.state.evolve(reason=reason))
 
     async def abort_abandoned_uploads(self) -> int:
         """Abort the multipart uploads that ended jobs left open in their stores (:func:`abort_abandoned_uploads`);

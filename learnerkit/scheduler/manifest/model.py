@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from learner.evaluation.spec import EvaluationSpec, spec_to_dict
+from learnerkit.scheduler.manifest.catalogfield import CatalogSpec
 
 FrameworkCatalog = Mapping[str, Collection[str]]
 """Framework name -> the version strings a manifest may give for it (`2.13`, `2.13-cpu`, a full tag)."""
@@ -202,6 +203,8 @@ class JobManifest:
     extensions: Extensions = field(default_factory=Extensions)
     evaluations: tuple[EvaluationSpec, ...] = ()
     """The `evaluations:` section: run after the job completes (`manifest.evaluations`, docs/evaluations.md)."""
+    catalog: CatalogSpec | None = None
+    """The `catalog:` section: register the model once its evaluations pass (docs/catalog.md)."""
 
     @property
     def training_data_store(self) -> DataStore:
@@ -248,6 +251,7 @@ class JobManifest:
             "evaluation_metrics": _thaw(self.evaluation_metrics),
             "learnerkit": self.extensions.to_dict(),
             "evaluations": [spec_to_dict(spec) for spec in self.evaluations],
+            "catalog": self.catalog.to_dict() if self.catalog else None,
         }
 
     def credentials(self) -> dict[str, dict[str, str]]:

@@ -29,6 +29,7 @@ from learnerkit.common.yamlfile import (
     parse_located_yaml,
 )
 from learnerkit.scheduler.errors import ManifestError
+from learnerkit.scheduler.manifest.catalogfield import parse_catalog
 from learnerkit.scheduler.manifest.defaultresults import with_default_results
 from learnerkit.scheduler.manifest.evaluations import parse_evaluations
 from learnerkit.scheduler.manifest.ffdlnames import CHOSEN, DISTRIBUTED_NAMES, known_names, means_newest, runs_as
@@ -69,6 +70,7 @@ TOP_KEYS = (
     "framework",
     "evaluation_metrics",
     "evaluations",
+    "catalog",
     "learnerkit",
 )
 DATA_STORE_KEYS = ("id", "type", "training_data", "training_results", "connection")
@@ -175,6 +177,7 @@ def _parse(
     metrics = _evaluation_metrics(reader, top.get("evaluation_metrics"))
     store_ids = None if stores is None else {store.id for store in stores}
     evaluations = parse_evaluations(reader, top.get("evaluations"), store_ids)
+    catalog_spec = parse_catalog(reader, top.get("catalog"), bool(top.get("evaluations")))
     if stores is not None and extensions is not None:
         _check_store_references(reader, stores, extensions)
     if framework is not None and extensions is not None:
@@ -195,6 +198,7 @@ def _parse(
         evaluation_metrics=metrics,
         extensions=extensions,
         evaluations=evaluations,
+        catalog=catalog_spec,
     )
     manifest = with_default_results(manifest, defaults.results_bucket, tenant or extensions.tenant)
     for loc, message in store_problems(manifest):

@@ -15,6 +15,7 @@ from tests.unit.scheduler.provenance.jobfolder import (
     EVALUATOR_ID,
     JOB,
     PREFIX,
+    MemoryStore,
     describe_evaluator,
     download,
     finished_job,
@@ -43,9 +44,15 @@ def evaluated(store: object, key: Path, name: str, kind: str, verdict: str, roun
 
 
 def job_folder(tmp: Path, *, fairness: str = "passed", key: Path | None = None) -> tuple[Path, Path]:
-    """(the download folder, the platform key): one attempt, a robustness round that passed and a fairness round
-    with ``fairness``'s verdict. Its weights are its own bytes: the registry stores a blob once for every
-    repository, so a test that corrupts one in the registry's storage touches no other test's version."""
+    """(the download folder, the platform key) of `evaluated_job`."""
+    store, key = evaluated_job(tmp, fairness=fairness, key=key)
+    return download(store, tmp / "download"), key
+
+
+def evaluated_job(tmp: Path, *, fairness: str = "passed", key: Path | None = None) -> tuple[MemoryStore, Path]:
+    """(the job's objects, below ``JOB/``, the platform key): one attempt, a robustness round that passed and a
+    fairness round with ``fairness``'s verdict. Its weights are its own bytes: the registry stores a blob once for
+    every repository, so a test that corrupts one in the registry's storage touches no other test's version."""
     tmp.mkdir(parents=True, exist_ok=True)
     kept = jobfolder.RESULT
     jobfolder.RESULT = b"trained weights " + uuid.uuid4().hex.encode()
@@ -55,4 +62,4 @@ def job_folder(tmp: Path, *, fairness: str = "passed", key: Path | None = None) 
         jobfolder.RESULT = kept
     evaluated(store, key, "robust", "robustness", "passed", 1)
     evaluated(store, key, "fair", "fairness", fairness, 2)
-    return download(store, tmp / "download"), key
+    return store, key

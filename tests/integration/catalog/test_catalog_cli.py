@@ -30,7 +30,7 @@ def test_register_alias_verify_history_and_a_pull_the_stock_verifier_accepts(reg
         "LEARNERKIT_TENANT": f"team-{uuid.uuid4().hex[:8]}",
         "LEARNERKIT_SIGNING_KEY": str(key),
     }
-    code, out = model("register", str(folder), "--name", "digits", env=env)
+    code, out = model("register-folder", str(folder), "--name", "digits", env=env)
     assert code == 0, out
     registered = json.loads(out)
     assert registered["name"] == "digits" and registered["version"].startswith("sha256:")

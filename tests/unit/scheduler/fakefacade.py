@@ -20,6 +20,7 @@ from learnerkit.scheduler.facade import (
     LearnerView,
     LogStream,
     StoredFile,
+    SweepView,
 )
 from learnerkit.scheduler.jobs.listing import ListedJob, select
 from learnerkit.scheduler.manifest.evaluations import parse_evaluations_text
@@ -91,6 +92,7 @@ class FakeFacade:
         self.submitted_images: list[str | None] = []
         self.frameworks: dict[str, str] = {}
         """A job's framework for the list's filter, by job id; pytorch when not set."""
+        self.sweeps: dict[str, SweepView] = {}
 
     async def submit(
         self,
@@ -230,6 +232,12 @@ class FakeFacade:
         job = self._job(tenant, job_id)
         found = [StoredFile(path, len(data), _kind(path)) for path, data in sorted(job.files.items())]
         return [item for item in found if what in ("all", item.kind)]
+
+    async def get_sweep(self, tenant: str, sweep_id: str) -> SweepView:
+        sweep = self.sweeps.get(sweep_id)
+        if sweep is None or sweep.tenant != tenant:
+            raise JobNotFoundError(f"no sweep {sweep_id!r}")
+        return sweep
 
     async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
         data = self._job(tenant, job_id).files.get(path)

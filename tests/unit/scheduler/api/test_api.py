@@ -364,6 +364,7 @@ def test_openapi_lists_every_endpoint(client: TestClient) -> None:
         ("GET", "/v1/models/{name}/versions/{reference}"),
         ("GET", "/v1/models/{name}/history"),
         ("GET", "/v1/models/{name}/verify/{reference}"),
+        ("POST", "/v1/models/{name}/versions"),
         ("POST", "/v1/models/{name}/aliases/{alias}"),
         ("GET", "/healthz"),
     }

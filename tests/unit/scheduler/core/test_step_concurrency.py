@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
@@ -21,9 +23,11 @@ from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.scheduler import Scheduler
 from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.errors import JobStateError
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.sweeps.store import SweepStatus
 from tests.fakeclock import FakeClock
 from tests.unit.scheduler.memorymarks import MemoryMarks
 
@@ -205,3 +209,44 @@ async def test_a_teardown_does_not_hold_the_schedulers_lock() -> None:
     h.backend.release_teardown.set()
     await asyncio.wait_for(step, HANG_GUARD_S)
     assert (finished.state.status, finished.state.stage) == (JobStatus.COMPLETED, Stage.DONE)
+
+
+async def test_cancelling_many_jobs_returns_before_the_engine_removes_them() -> None:
+    """`sweep cancel` records every job CANCELLED in one hold of the lock and returns; the engine is slow (its
+    teardown blocks), and the loop's step removes the pairs afterwards. No job it frees capacity for is admitted."""
+    h = Harness()
+    running = [h.job(f"job-r{i}", Stage.RUNNING) for i in range(3)]
+    queued = [h.job(f"job-q{i}", Stage.QUEUED) for i in range(5)]
+
+    h.scheduler.sweeps.driver = cast(Any, _OneSweep(running + queued))
+    h.scheduler.sweeps.view = lambda sweep: cast(Any, sweep)  # type: ignore[method-assign]
+
+    await asyncio.wait_for(h.scheduler.cancel_sweep(TENANT, "sweep-x"), HANG_GUARD_S)
+
+    assert not h.backend.tearing_down.is_set() and h.backend.torn_down == []
+    assert {(t.state.status, t.state.stage) for t in running + queued} == {(JobStatus.CANCELLED, Stage.DONE)}
+    step = asyncio.create_task(h.scheduler.loop.step())
+    assert await asyncio.to_thread(h.backend.tearing_down.wait, HANG_GUARD_S)
+    # The API answers while the engine is removing the pairs: a halt takes the lock and answers at once.
+    with pytest.raises(JobStateError):
+        await asyncio.wait_for(h.scheduler.halt(TENANT, "job-r0"), HANG_GUARD_S)
+    h.backend.release_teardown.set()
+    await asyncio.wait_for(step, HANG_GUARD_S)
+    assert sorted(h.backend.torn_down) == [t.state.job_id for t in running] and h.backend.deployed == []
+
+
+class _OneSweep:
+    """The sweep driver as `sweep cancel` reads it: one running sweep whose trials are the given jobs."""
+
+    def __init__(self, trials: list[Tracked]) -> None:
+        self.sweep = SimpleNamespace(state=SimpleNamespace(status=SweepStatus.RUNNING))
+        self.trials = trials
+
+    def owned(self, tenant: str, sweep_id: str) -> SimpleNamespace:
+        return self.sweep
+
+    async def set_status(self, sweep: SimpleNamespace, status: SweepStatus, reason: str) -> None:
+        sweep.state.status = status
+
+    def running_jobs(self, sweep: SimpleNamespace) -> list[Tracked]:
+        return self.trials

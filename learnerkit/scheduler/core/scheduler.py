@@ -80,7 +80,7 @@ class Scheduler:
         self.loop.driver = SweepDriver(
             self.shared, self.transitions, self.clients, self.reader, self._parse, self._record
         )
-        self.sweeps = SweepVerbs(self.loop.driver, self.halt, self.cancel_many, self._sweep_options)
+        self.sweeps = SweepVerbs(self.loop.driver, self.halt, self._sweep_options)
 
     async def abort_abandoned_uploads(self) -> int:
         """Abort the multipart uploads that ended jobs left open in their stores (:func:`abort_abandoned_uploads`);
@@ -316,22 +316,6 @@ class Scheduler:
                 LOGGER.warning("job %s: teardown failed; the next steps retry it: %s", job_id, e)
         await shared.store.trim(job_id)  # what the sidecars wrote until they were stopped
         return job_view(tracked)
-
-    async def cancel_many(self, tenant: str, job_ids: list[str]) -> None:
-        """CANCELLED at once, all in one hold of the lock (so no capacity one frees admits another of them); the
-        control loop's steps tear them down, and the caller does not wait for the engine (a sweep's hundreds of
-        pairs take minutes to remove)."""
-        shared = self.shared
-        owned = [self._owned(tenant, job_id) for job_id in job_ids]
-        async with shared.lock:
-            for tracked in owned:
-                stage = tracked.state.stage
-                if stage is Stage.DONE:
-                    continue
-                await self.transitions.end(tracked, JobStatus.CANCELLED, "cancelled", release=True)
-                if stage is not Stage.QUEUED:  # a queued job has nothing on the engine
-                    self.transitions.defer_teardown(tracked.state.job_id)
-        shared.wake.set()
 
     async def delete(self, tenant: str, job_id: str) -> JobView:
         """The job's record (credentials included) leaves etcd and the scheduler; what it stored stays."""

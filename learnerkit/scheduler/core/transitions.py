@@ -155,9 +155,17 @@ class Transitions:
             raise
         self._teardowns.discard(job_id)
 
-    def defer_teardown(self, job_id: str) -> None:
-        """The ended job's pairs are removed by the next steps (:meth:`retry_teardowns`), not by the caller."""
-        self._teardowns.add(job_id)
+    async def cancel_all(self, jobs: list[Tracked]) -> None:
+        """CANCELLED, each in its own hold of the lock (the API answers between them); their pairs are removed by
+        the next steps (:meth:`retry_teardowns`), not here: a sweep's hundreds take the engine minutes."""
+        for tracked in jobs:
+            async with self.shared.lock:
+                stage = tracked.state.stage
+                if stage is Stage.DONE:
+                    continue
+                await self.end(tracked, JobStatus.CANCELLED, "cancelled", release=True)
+                if stage is not Stage.QUEUED:  # a queued job has nothing on the engine
+                    self._teardowns.add(tracked.state.job_id)
 
     def owe_teardown(self, job_id: str) -> None:
         """The job's last attempt is still to be removed, though the job has moved on (requeued): the caller's

@@ -246,6 +246,7 @@ def local_default_scale(sidecar_image: str) -> LocalRun:
     accepted_s = listed_s = cancel_s = cancel_call_s = slowest_answer_s = 0.0
     cancel_error = ""
     listed = queued = admitted = most_running = 0
+    statuses: list[str] = []
     sweep_id = ""
     seen: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="lk-sweep-scale-local-") as tmp:
@@ -271,18 +272,19 @@ def local_default_scale(sidecar_image: str) -> LocalRun:
             started = time.monotonic()
             view = client.submit_sweep(SEARCH.format(trials=TRIALS, concurrency=TRIALS), manifest)
             accepted_s, sweep_id = time.monotonic() - started, view.sweep_id
-            # Listed: every trial in `sweep status`; then every trial with its job (queued or admitted).
+            # Listed: every trial in `sweep status`; then every trial with its job, and the engine filled (as many
+            # admitted as it holds; a few admission passes), so that the bound on admission is what is checked.
             while time.monotonic() - started < LIST_LIMIT_S:
                 view = client.get_sweep(sweep_id)
                 most_running = max(most_running, _sample(JOB_LABEL, sweep_id, seen))
                 if len(view.trials) == TRIALS and not listed_s:
                     listed_s = time.monotonic() - started
-                if listed_s and all(t.job_status for t in view.trials):
+                statuses = [t.job_status for t in view.trials]
+                admitted = sum(1 for status in statuses if status not in ("", "QUEUED") and not _ended(status))
+                if listed_s and all(statuses) and admitted >= capacity:
                     break
                 time.sleep(0.5)
-            statuses = [t.job_status for t in view.trials]
             listed, queued = len(statuses), statuses.count("QUEUED")
-            admitted = sum(1 for status in statuses if status not in ("", "QUEUED") and not _ended(status))
             print(f"  (accepted in {accepted_s:.2f} s, {listed} listed, {queued} queued, {admitted} admitted)")
             cancel_started = time.monotonic()
             try:

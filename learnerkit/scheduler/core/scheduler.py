@@ -89,7 +89,7 @@ class Scheduler:
         self.loop.driver = SweepDriver(
             self.shared, self.transitions, self.clients, self.reader, self._parse, self._record
         )
-        self.sweeps = SweepVerbs(self.loop.driver, self.halt, self.cancel, self._sweep_options)
+        self.sweeps = SweepVerbs(self.loop.driver, self.halt, self._sweep_options)
 
     async def _evaluation_round_ended(self, job: EvaluatedJob, settled: EvaluationRound, signed: RoundSigned) -> None:
         """The round's statement is signed, then the model registered where the manifest's ``catalog:`` asks."""

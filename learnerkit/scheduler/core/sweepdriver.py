@@ -289,7 +289,11 @@ class SweepDriver:
         of the store is retried by the next step, any other error fails that sweep with its reason; the other
         sweeps and the loop go on."""
         for sweep in list(self.sweeps.values()):
-            if not sweep.state.status.terminal:
+            if sweep.state.status is SweepStatus.CANCELLED:
+                # Its trials end here, not in `sweep cancel`, which returns at once; no admission pass runs
+                # meanwhile, so the capacity one frees goes to no other of them. Also after a restart.
+                await self.transitions.cancel_all(self.running_jobs(sweep))
+            elif not sweep.state.status.terminal:
                 async with self._lock:
                     try:
                         await self._step(sweep)

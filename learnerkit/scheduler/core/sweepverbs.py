@@ -14,17 +14,16 @@ from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.sweeps.store import SweepStatus
 
 JobVerb = Callable[[str, str], Awaitable[JobView]]
-"""(tenant, job_id) -> the job after the verb: the scheduler's `halt` or `cancel`."""
+"""(tenant, job_id) -> the job after the verb: the scheduler's `halt`."""
 ModelStorer = Callable[[str, JobManifest, str, str, AsyncIterator[bytes] | None, str | None], Awaitable[SubmitOptions]]
 """(tenant, manifest, its file, sweep id, model stream, image) -> the options every trial runs with, after the checks a
 job submit makes (the tenant's policy, the image gate, the results store)."""
 
 
 class SweepVerbs:
-    def __init__(self, driver: SweepDriver, halt_job: JobVerb, cancel_job: JobVerb, store_model: ModelStorer) -> None:
+    def __init__(self, driver: SweepDriver, halt_job: JobVerb, store_model: ModelStorer) -> None:
         self.driver = driver
         self.halt_job = halt_job
-        self.cancel_job = cancel_job
         self.store_model = store_model
 
     async def submit(
@@ -73,9 +72,7 @@ class SweepVerbs:
         sweep = self.driver.owned(tenant, sweep_id)
         if sweep.state.status.terminal:
             raise JobStateError(f"sweep {sweep_id} is {sweep.state.status.value} already")
-        await self.driver.set_status(sweep, SweepStatus.CANCELLED, "cancelled")
-        for tracked in self.driver.running_jobs(sweep):
-            await self.cancel_job(tenant, tracked.state.job_id)
+        await self.driver.set_status(sweep, SweepStatus.CANCELLED, "cancelled")  # the loop's steps end its trials
         return self.view(sweep)
 
     def view(self, sweep: ActiveSweep) -> SweepView:

@@ -19,6 +19,8 @@ from learnerkit.scheduler.jobs.state import JobStatus, now_iso
 from learnerkit.scheduler.sweeps.trialids import trial_of
 
 LOGGER = logging.getLogger(__name__)
+TEARDOWNS_AT_ONCE = 8
+"""Owed teardowns one step runs side by side: an engine removes pairs in parallel, within reason."""
 
 
 class Transitions:
@@ -154,6 +156,18 @@ class Transitions:
             raise
         self._teardowns.discard(job_id)
 
+    async def cancel_all(self, jobs: list[Tracked]) -> None:
+        """CANCELLED, each in its own hold of the lock (the API answers between them); their pairs are removed by
+        the next steps (:meth:`retry_teardowns`), not here: a sweep's hundreds take the engine minutes."""
+        for tracked in jobs:
+            async with self.shared.lock:
+                stage = tracked.state.stage
+                if stage is Stage.DONE:
+                    continue
+                await self.end(tracked, JobStatus.CANCELLED, "cancelled", release=True)
+                if stage is not Stage.QUEUED:  # a queued job has nothing on the engine
+                    self._teardowns.add(tracked.state.job_id)
+
     def owe_teardown(self, job_id: str) -> None:
         """The job's last attempt is still to be removed, though the job has moved on (requeued): the caller's
         task settles that (:meth:`settle`), and so does whatever deploys it again, first."""
@@ -167,15 +181,23 @@ class Transitions:
             await self.teardown(job_id)
 
     async def retry_teardowns(self) -> None:
-        for job_id in sorted(self._teardowns):
+        """The teardowns owed (a cancelled sweep's jobs, failed ones), up to :data:`TEARDOWNS_AT_ONCE` side by side."""
+        room = asyncio.Semaphore(TEARDOWNS_AT_ONCE)
+
+        async def one(job_id: str) -> None:
             tracked = self.shared.jobs[job_id]
             if tracked.backend_lock.locked():
-                continue  # its deploy settles it, or its teardown is running
-            async with tracked.backend_lock:
+                return  # its deploy settles it, or its teardown is running
+            async with room, tracked.backend_lock:
                 if tracked.active:
                     self._teardowns.discard(job_id)  # ending: its own transitions tear it down
-                    continue
-                await self.teardown(job_id)
+                    return
+                try:
+                    await self.teardown(job_id)
+                except BackendError as e:
+                    LOGGER.warning("job %s: teardown failed; the next step retries it: %s", job_id, e)
+
+        await asyncio.gather(*(one(job_id) for job_id in sorted(self._teardowns)))
 
 
 def evaluated_job(tracked: Tracked, shared: Shared) -> EvaluatedJob:

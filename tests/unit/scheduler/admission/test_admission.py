@@ -480,3 +480,17 @@ def test_reservations_never_exceed_capacity_and_quotas_are_never_exceeded(ops: l
     rebuilt = AdmissionState.rebuild(state.records(), nodes, state.policy)
     assert rebuilt.records() == state.records()
     assert frees(rebuilt) == frees(state)
+
+
+def test_a_sweep_of_200_one_cpu_trials_on_a_two_cpu_engine_admits_two_and_queues_the_rest() -> None:
+    """The local default's one node is the engine's host: its CPUs bound admission, pass after pass, and a trial
+    that ends lets exactly one more in (issue 41's bench counted trials without a job yet as admitted)."""
+    state = AdmissionState([cpu_node("local", cpus=2, memory_gib=23)], AdmissionPolicy())
+    for i in range(200):
+        state.submit(job(f"sweep-x-t{i:04d}", learner(cpus=1, memory_gib=1), submitted_at=float(i)))
+    assert admitted_ids(state) == ["sweep-x-t0000", "sweep-x-t0001"]
+    assert admitted_ids(state, 1.0) == []
+    state.release("sweep-x-t0000")
+    assert admitted_ids(state, 2.0) == ["sweep-x-t0002"]
+    stages = [r.stage for r in state.records()]
+    assert (stages.count(Stage.DEPLOYED), stages.count(Stage.QUEUED)) == (2, 197)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -20,10 +23,16 @@ from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, Sidec
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.scheduler import Scheduler
+from learnerkit.scheduler.core.sweepdriver import active_sweep
 from learnerkit.scheduler.core.tracking import Tracked
+from learnerkit.scheduler.errors import JobStateError
 from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
+from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.parser import parse_manifest
+from learnerkit.scheduler.sweeps.decisions import TrialRecord, TrialState
+from learnerkit.scheduler.sweeps.searchfile import parse_search_file
+from learnerkit.scheduler.sweeps.store import StoredTrial, SweepSpecRecord, SweepState
 from tests.fakeclock import FakeClock
 from tests.unit.scheduler.memorymarks import MemoryMarks
 
@@ -209,3 +218,60 @@ async def test_a_teardown_does_not_hold_the_schedulers_lock() -> None:
     h.backend.release_teardown.set()
     await asyncio.wait_for(step, HANG_GUARD_S)
     assert (finished.state.status, finished.state.stage) == (JobStatus.COMPLETED, Stage.DONE)
+
+
+SEARCH = """\
+manifest: manifest.yml
+parameters:
+  lr: {type: uniform, min: 0.1, max: 0.2}
+objective: {metric: val_loss, goal: minimize}
+budget: {unit: step, max: 3}
+algorithm: {name: random}
+trials: 8
+concurrency: 8
+"""
+
+
+class SweepRecords:
+    """The sweep store, as `sweep cancel` writes to it."""
+
+    async def record(self, sweep_id: str, state: SweepState, *changes: object) -> SweepState:
+        return state
+
+    async def delete_credentials(self, record: SweepSpecRecord) -> SweepSpecRecord:
+        return replace(record, credentials_deleted=True)
+
+
+async def test_sweep_cancel_returns_at_once_and_the_loop_ends_the_trials_then_removes_their_pairs() -> None:
+    """`sweep cancel` records the cancel and returns; the loop's step ends every trial job CANCELLED (no queued one
+    is admitted into the capacity the running ones free), and the next removes the pairs while the engine is slow
+    (its teardown blocks) and the API answers."""
+    h = Harness()
+    full = [Node("local", 3.0, 16 << 30, 0, None)]  # the 3 running trials fill it
+    h.backend.nodes = lambda: full  # type: ignore[method-assign]
+    h.scheduler.shared.admission = AdmissionState(full, AdmissionPolicy())
+    running = [h.job(f"sweep-x-t{i:04d}", Stage.RUNNING) for i in range(3)]
+    queued = [h.job(f"sweep-x-t{i:04d}", Stage.QUEUED) for i in range(3, 8)]
+    record = SweepSpecRecord("sweep-x", TENANT, 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml")
+    trials = {i: StoredTrial(TrialRecord(i, TrialState.RUNNING, 0), f"sweep-x-t{i:04d}", {"lr": 0.1}) for i in range(8)}
+    spec, manifest = parse_search_file(SEARCH, Path("search.yml")), parse_manifest(MANIFEST)
+    driver = h.scheduler.loop.driver
+    assert driver is not None
+    driver._store = cast(Any, SweepRecords())
+    driver.sweeps["sweep-x"] = active_sweep(record, spec, manifest, SubmitOptions(), SweepState(decisions=8), trials)
+
+    view = await asyncio.wait_for(h.scheduler.cancel_sweep(TENANT, "sweep-x"), HANG_GUARD_S)
+
+    assert view.status == "cancelled"
+    assert {t.state.status for t in running} == {JobStatus.PROCESSING} and h.backend.torn_down == []
+    await asyncio.wait_for(h.scheduler.loop.step(), HANG_GUARD_S)
+    assert {t.state.status for t in running + queued} == {JobStatus.CANCELLED}
+    assert not h.backend.deploying.is_set()
+    step = asyncio.create_task(h.scheduler.loop.step())
+    assert await asyncio.to_thread(h.backend.tearing_down.wait, HANG_GUARD_S)
+    # The API answers while the engine removes the pairs: a halt takes the lock and answers at once.
+    with pytest.raises(JobStateError):
+        await asyncio.wait_for(h.scheduler.halt(TENANT, "sweep-x-t0000"), HANG_GUARD_S)
+    h.backend.release_teardown.set()
+    await asyncio.wait_for(step, HANG_GUARD_S)
+    assert sorted(h.backend.torn_down) == [t.state.job_id for t in running] and h.backend.deployed == []

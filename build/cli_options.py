@@ -15,7 +15,7 @@ from learnerkit.common.output import console, emit
 from learnerkit.common.project import find_project_root
 from learnerkit_build import views
 from learnerkit_build.builds.baseimage import ensure_base, recipe_for
-from learnerkit_build.builds.buildkit import LogSink
+from learnerkit_build.builds.buildkit import LogSink, stop_running_builds
 from learnerkit_build.builds.images import BuildPlan, BuildResult, cached_result, make_image, plan_digest, plan_image
 from learnerkit_build.builds.schedule import longest_first, record_durations, recorded_durations, run_at_most
 from learnerkit_build.progress import BuildProgress, FetchProgress, build_log
@@ -174,7 +174,7 @@ def run_builds(
 
             return run
 
-        done = run_at_most([(name, task(name)) for name in order], jobs)
+        done = run_at_most([(name, task(name)) for name in order], jobs, on_interrupt=stop_running_builds)
     results = [build if isinstance(build, BuildResult) else done[name] for name, build in planned]
     record_durations({r.spec: r.seconds for r in results if r.status == "built"})
     emit(

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,6 +95,20 @@ def _client_version(exe: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+_running: set[subprocess.Popen[str]] = set()
+"""The `docker build` clients this process runs now (builds may run in several threads: `--jobs`)."""
+_running_guard = threading.Lock()
+
+
+def stop_running_builds() -> None:
+    """Ask every build this process runs to stop (SIGTERM to its client; the engine cancels the build): a Ctrl-C
+    reaches the main thread only, while builds may run in others."""
+    with _running_guard:
+        for proc in _running:
+            if proc.poll() is None:
+                proc.terminate()
+
+
 def run_build(request: BuildRequest, on_line: LogSink) -> str:
     """Build the context; return the image ID. No tag is made here, so a failed build leaves none."""
     cli = find_buildkit_cli()
@@ -113,6 +128,8 @@ def run_build(request: BuildRequest, on_line: LogSink) -> str:
         with subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, errors="replace"
         ) as proc:
+            with _running_guard:
+                _running.add(proc)
             try:
                 for raw in proc.stdout or ():
                     line = raw.rstrip("\n")
@@ -127,6 +144,8 @@ def run_build(request: BuildRequest, on_line: LogSink) -> str:
                     except subprocess.TimeoutExpired:
                         proc.kill()  # the engine cancels a build whose client is gone
                         proc.wait()
+                with _running_guard:
+                    _running.discard(proc)
         prune_cache(cli, keep_mb, on_line)
         if proc.returncode != 0:
             raise BuildError(request.image_name, f"docker build exited {proc.returncode}", "\n".join(tail))

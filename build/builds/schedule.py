@@ -79,13 +79,18 @@ def run_at_most(
     tasks: Sequence[tuple[str, Callable[[], R]]],
     jobs: int,
     on_start: Callable[[str], None] = lambda name: None,
+    on_interrupt: Callable[[], None] = lambda: None,
 ) -> dict[str, R]:
     """Run `tasks` in their order with at most `jobs` at a time; return each name's result.
 
     After the first failure no further task starts; those running finish, then the first failure is raised (their
-    results are lost with it, as a serial run would never have started them)."""
+    results are lost with it, as a serial run would never have started them). One at a time, the tasks run in the
+    calling thread. Several at a time, they run in others, which a Ctrl-C does not reach: `on_interrupt` is called
+    to stop them, nothing more starts, and the interrupt is raised once they have ended."""
     if jobs < 1:
         raise ValueError(f"--jobs {jobs}: 1 or more builds at a time expected")
+    if jobs == 1:
+        return _one_after_the_other(tasks, on_start)
     results: dict[str, R] = {}
     failure: BaseException | None = None
     pending = list(tasks)
@@ -101,20 +106,32 @@ def run_at_most(
         return run
 
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="build") as pool:
-        while pending or running:
-            while pending and len(running) < jobs and failure is None:
-                name, task = pending.pop(0)
-                running[pool.submit(started(name, task))] = name
-            if not running:
-                break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                name = running.pop(future)
-                error = future.exception()
-                if error is None:
-                    results[name] = future.result()
-                elif failure is None:
-                    failure = error
+        try:
+            while pending or running:
+                while pending and len(running) < jobs and failure is None:
+                    name, task = pending.pop(0)
+                    running[pool.submit(started(name, task))] = name
+                if not running:
+                    break
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    name = running.pop(future)
+                    error = future.exception()
+                    if error is None:
+                        results[name] = future.result()
+                    elif failure is None:
+                        failure = error
+        except BaseException:
+            on_interrupt()
+            raise
     if failure is not None:
         raise failure
+    return results
+
+
+def _one_after_the_other(tasks: Sequence[tuple[str, Callable[[], R]]], on_start: Callable[[str], None]) -> dict[str, R]:
+    results: dict[str, R] = {}
+    for name, task in tasks:
+        on_start(name)
+        results[name] = task()
     return results

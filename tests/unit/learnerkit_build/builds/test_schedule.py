@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from learnerkit_build.builds import schedule
 from learnerkit_build.builds.buildkit import LogSink
 from learnerkit_build.builds.images import BuildResult
 from learnerkit_build.builds.schedule import (
@@ -135,6 +136,40 @@ def test_after_a_failure_nothing_new_starts_and_the_running_ones_finish() -> Non
 
     assert gate.started == ["a", "b"]
     assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError) and str(outcome[0]) == "a failed"
+
+
+def test_one_job_runs_them_in_the_calling_thread_where_a_ctrl_c_reaches_them() -> None:
+    threads: list[threading.Thread] = []
+
+    def build() -> str:
+        threads.append(threading.current_thread())
+        return "built"
+
+    assert run_at_most([("x", build), ("y", build)], 1) == {"x": "built", "y": "built"}
+    assert threads == [threading.current_thread()] * 2
+
+
+def test_an_interrupt_while_builds_run_in_other_threads_stops_them_and_starts_no_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate = Gate()
+    tasks = [(name, gate.build(name)) for name in ("a", "b", "c")]
+
+    def interrupted(*_args: object, **_kwargs: object) -> object:
+        gate.wait_running("a", "b")
+        raise KeyboardInterrupt
+
+    def stop() -> None:
+        stopped.append(sorted(gate.running))
+        for event in gate.gates.values():
+            event.set()
+
+    stopped: list[list[str]] = []
+    monkeypatch.setattr(schedule, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_at_most(tasks, 2, on_interrupt=stop)
+    assert stopped == [["a", "b"]]
+    assert gate.started == ["a", "b"]
 
 
 def test_one_job_runs_them_one_after_the_other() -> None:

@@ -28,8 +28,9 @@ PACKAGE_ROOTS = {
     "controller_sidecar": "controller_sidecar",
 }
 """Import name -> source folder; setup.py finds the packages below these."""
-NOT_SHIPPED = ("controller_sidecar/image/",)
-"""The sidecar image's build context: `learnerkit sidecar build` reads it from the project folder."""
+NOT_SHIPPED = ("controller_sidecar/image/", "learnerkit/scheduler/console/frontend/")
+"""The sidecar image's build context (`learnerkit sidecar build` reads it from the project folder), and the
+console's npm lock and install (`scripts/frontend.sh` copies what the pages load into `static/vendor/`, which ships)."""
 BUILD_FILES = ["pyproject.toml", "setup.py", "setup.cfg", "README.md", *PACKAGE_ROOTS.values()]
 
 IMPORT_EVERY_MODULE = """

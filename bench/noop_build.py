@@ -110,7 +110,7 @@ def main() -> None:
         for name, argv in commands.items():
             seconds, cpu_seconds, out = timed(argv, env)
             if name.startswith("image build"):
-                [result] = json.loads(out)
+                [result] = json.loads(out)["images"]
                 if result["status"] != "cached":
                     raise SystemExit(f"the command did {result['status']}, not a no-op: {result}")
             if run:

@@ -38,6 +38,8 @@ class Session:
     """Sent back in every form that changes something (`SessionStore.csrf_matches`)."""
     expires_at: float
     """On the store's clock."""
+    operator: bool = False
+    """The token's role is the operator's: the Cluster view opens to it, and to no tenant."""
 
 
 class SessionStore:

@@ -121,7 +121,7 @@ def run_at_most(
                         results[name] = future.result()
                     elif failure is None:
                         failure = error
-        except BaseException:
+        except KeyboardInterrupt:
             on_interrupt()
             raise
     if failure is not None:

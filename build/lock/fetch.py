@@ -100,7 +100,7 @@ def fetch_all(
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="fetch") as pool:
         try:
             failures = [problem for problem in pool.map(one, unique.values()) if problem]
-        except BaseException:
+        except KeyboardInterrupt:
             pool.shutdown(cancel_futures=True)  # Ctrl-C: no new download starts; the running ones end theirs
             raise
     if failures:

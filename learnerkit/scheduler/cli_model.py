@@ -21,6 +21,7 @@ from learnerkit.scheduler.catalog.versions import Store, Version
 from learnerkit.scheduler.cli_job import connected
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.config.settings import DEFAULT_SIGNING_KEY, SIGNING_KEY_SETTING
+from learnerkit.scheduler.manifest.catalogfield import MODEL_NAME_HELP, model_name_ok
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Key
@@ -28,6 +29,18 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 REGISTRY_SETTING = "LEARNERKIT_CATALOG_REGISTRY"
 DEFAULT_REGISTRY = "127.0.0.1:5000"
+
+
+def _model_name(_context: click.Context, _parameter: click.Parameter, name: str) -> str:
+    """``--name`` checked where it is read, before any scheduler or registry is contacted."""
+    if not model_name_ok(name):
+        raise click.BadParameter(f"{name!r}: {MODEL_NAME_HELP}")
+    return name
+
+
+NAME_OPTION = click.option(
+    "--name", required=True, callback=_model_name, help="the model's name (lower-case letters, digits, . _ -)"
+)
 
 
 def catalog_command(command: F) -> F:
@@ -87,7 +100,7 @@ def _version_row(version: Version) -> dict[str, Any]:
 
 @model_group.command("register")
 @click.argument("job")
-@click.option("--name", required=True, help="the model's name (lower-case letters, digits, . _ -)")
+@NAME_OPTION
 @click.option("--parent", default=None, metavar="NAME@VERSION", help="the version it was fine-tuned from")
 @connected
 def register_command(job: str, name: str, parent: str | None, client: SchedulerClient, output: str) -> None:
@@ -100,7 +113,7 @@ def register_command(job: str, name: str, parent: str | None, client: SchedulerC
 
 @model_group.command("register-folder")
 @click.argument("folder", type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option("--name", required=True, help="the model's name (lower-case letters, digits, . _ -)")
+@NAME_OPTION
 @click.option("--parent", default=None, metavar="NAME@VERSION", help="the version it was fine-tuned from")
 @catalog_command
 def register_folder_command(
@@ -286,7 +299,7 @@ def export_command(reference: str, folder: Path, store: Store, keys: list[Key], 
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="a Hugging Face model folder",
 )
-@click.option("--name", required=True)
+@NAME_OPTION
 @catalog_command
 def import_command(folder: Path, name: str, store: Store, keys: list[Key], output: str) -> None:
     """A Hugging Face folder stored as a version marked unattested (no alias can point at it)."""

@@ -230,14 +230,13 @@ def build_command(
     output: str,
 ) -> None:
     """Build images whose inputs changed; tag each by version and by inputs hash."""
+    at_once = jobs or default_jobs()  # a bad $LEARNERKIT_BUILD_JOBS is refused before anything is fetched or built
     project, images = selected(root, specs, select_all, variants, tier)
     resolved = build_inputs(index_url, extra_index_urls, find_links, ca_bundle, no_ca_bundle, project)
     planned, fill = prepare_builds(
         project, images, resolved.inputs, rebuild=rebuild, record_size=record_size, downloads=downloads, output=output
     )
-    run_builds(
-        planned, output=output, quiet_log=quiet_log, settings=resolved.settings, jobs=jobs or default_jobs(), fill=fill
-    )
+    run_builds(planned, output=output, quiet_log=quiet_log, settings=resolved.settings, jobs=at_once, fill=fill)
 
 
 @image_group.command("test")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from learnerkit.cli import cli
@@ -112,3 +113,17 @@ def test_the_build_command_imports_no_scanner_lock_writer_publisher_fetcher_or_d
     probe = f"fetchers_and_makers = {fetchers_and_makers!r}\n" + probe
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["[]", "[]", "[]"]
+
+
+def test_a_bad_build_jobs_variable_is_refused_before_anything_is_prepared(
+    make_project: MakeProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def prepared(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the builds were prepared (base made, locks fetched) before the setting was read")
+
+    monkeypatch.setattr("learnerkit_build.cli_image.prepare_builds", prepared)
+    monkeypatch.setenv("LEARNERKIT_BUILD_JOBS", "x")
+    root = make_project()
+    code, out = run("image", "build", "toy:1.0-cpu", "--root", str(root), "--no-ca-bundle", "-o", "json")
+    assert code == 1
+    assert json.loads(out)["message"] == "LEARNERKIT_BUILD_JOBS='x': a whole number of builds (1 or more) is expected"

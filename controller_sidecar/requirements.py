@@ -277,9 +277,9 @@ def _drop_locked(site: Path, locked: Mapping[str, str]) -> None:
             if member.is_relative_to(site.resolve()) and member.is_file():
                 member.unlink()
         shutil.rmtree(info, ignore_errors=True)
-        for folder in sorted((p for p in site.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-            if not any(folder.iterdir()):
-                folder.rmdir()
+    for folder in sorted((p for p in site.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(folder.iterdir()):  # what only the removed distributions held (their packages, caches)
+            folder.rmdir()
 
 
 async def _run(command: list[str], cwd: Path) -> tuple[int, str]:

@@ -90,7 +90,14 @@ def _local_folder(link: str) -> Path | None:
 
 
 def _remote(url: str | None) -> str | None:
-    if url is None or urlsplit(url).scheme in ("http", "https"):
+    parts = urlsplit(url) if url is not None else None
+    if parts is not None and parts.password is not None:
+        LOGGER.warning(
+            "package index %s holds a password, which every sidecar's config (not a secret) will show; serve the "
+            "index without one to the sidecars' network, or give LEARNERKIT_PIP_INDEX_URL",
+            parts._replace(netloc=parts.hostname or "").geturl(),
+        )
+    if url is None or (parts is not None and parts.scheme in ("http", "https")):
         return url
     LOGGER.warning("package index %s: on this host's disk, which no sidecar reaches; left out", url)
     return None

@@ -65,3 +65,11 @@ def test_without_mounts_host_files_are_left_out_with_a_warning(
     made = sidecar_packages(PackageSettings(), _pip(tmp_path), can_mount=False)
     assert (made.index.ca_bundle, made.index.find_links, made.mounts) == (None, ("https://wheels.local/links/",), {})
     assert "which no Kubernetes sidecar sees; left out" in caplog.text
+
+
+def test_an_index_url_with_a_password_is_warned_of_without_showing_it(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    pip = parse_pip_config("global.index-url='https://me:s3cret@proxy.local/simple'\n")
+    assert sidecar_packages(PackageSettings(), pip).index.index_url == "https://me:s3cret@proxy.local/simple"
+    assert "https://proxy.local/simple holds a password" in caplog.text
+    assert "s3cret" not in caplog.text

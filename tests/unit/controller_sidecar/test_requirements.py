@@ -279,3 +279,17 @@ def test_an_index_that_refuses_connections_fails_in_one_line(tmp_path: Path) -> 
     assert "\n" not in reason
     assert reason.startswith(f"requirements.txt: lkgreet==1.0: cannot reach {url}/lkgreet/ (")
     assert "Connection refused" in reason
+
+
+def test_the_sidecar_refuses_at_start_what_would_replace_the_lock_before_pip_runs(tmp_path: Path) -> None:
+    """The archive lives in the tenant's bucket: a requirements.txt changed after submit is refused at start."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "requirements.txt").write_text("lkgreet==1.0\ntorch==2.0.0\n")
+    index = PackageIndex("http://127.0.0.1:9/simple", locked=LOCKED)  # pip would fail otherwise: nothing listens
+    with pytest.raises(RequirementError) as refused:
+        asyncio.run(install_requirements(model, tmp_path / "job" / "packages", index))
+    assert str(refused.value).startswith(
+        "requirements.txt line 2: torch==2.0.0 would replace the image's locked torch 2.13.0+cpu"
+    )
+    assert not (tmp_path / "job").exists()

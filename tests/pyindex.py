@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import ssl
 import threading
 import zipfile
 from collections.abc import Iterator, Mapping
@@ -17,12 +18,16 @@ def _digest(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(dest: Path, name: str, version: str, modules: Mapping[str, str]) -> Path:
-    """A ``py3-none-any`` wheel of ``modules`` (file name -> source) with a valid RECORD."""
+def build_wheel(
+    dest: Path, name: str, version: str, modules: Mapping[str, str], requires: tuple[str, ...] = ()
+) -> Path:
+    """A ``py3-none-any`` wheel of ``modules`` (file name -> source) with a valid RECORD; ``requires``: its
+    dependencies (``Requires-Dist``)."""
     dist = f"{name.replace('-', '_')}-{version}"
+    depends = "".join(f"Requires-Dist: {requirement}\n" for requirement in requires)
     files = {
         **{module: source.encode() for module, source in modules.items()},
-        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{depends}".encode(),
         f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: learnerkit-tests\nRoot-Is-Purelib: true\n"
         b"Tag: py3-none-any\n",
     }
@@ -58,13 +63,16 @@ class _Quiet(SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serve_index(root: Path) -> Iterator[str]:
-    """Serve ``root`` on 127.0.0.1 (a free port); yields the index URL (``.../simple``)."""
+def serve_index(root: Path, tls: ssl.SSLContext | None = None) -> Iterator[str]:
+    """Serve ``root`` on 127.0.0.1 (a free port), over TLS with ``tls``; yields the index URL (``.../simple``)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    scheme = "https" if tls is not None else "http"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+        yield f"{scheme}://127.0.0.1:{server.server_address[1]}/simple"
     finally:
         server.shutdown()
         server.server_close()

@@ -162,7 +162,7 @@ def parse_pip_config(text: str) -> dict[str, str]:
     return found
 
 
-def _from_pip(config: Mapping[str, str], name: str) -> tuple[str, str] | None:
+def pip_setting(config: Mapping[str, str], name: str) -> tuple[str, str] | None:
     """(value, source) of pip's effective setting `name`."""
     for section in PIP_SECTIONS:
         key = f"{section}.{name}"
@@ -220,14 +220,14 @@ def resolve_build_inputs(options: BuildOptions, config: Mapping[str, str]) -> Re
 def _single(given: Given | None, config: Mapping[str, str], name: str) -> tuple[str, str] | None:
     if given is not None:
         return given.value, given.source
-    return _from_pip(config, name)
+    return pip_setting(config, name)
 
 
 def _many(given: tuple[Given, ...], config: Mapping[str, str], name: str) -> list[tuple[str, str]]:
     """Each value of a list setting (pip separates them by white space) with its source."""
     if given:
         return [(part, item.source) for item in given for part in item.value.split()]
-    found = _from_pip(config, name)
+    found = pip_setting(config, name)
     return [(part, found[1]) for part in found[0].split()] if found else []
 
 

@@ -156,7 +156,10 @@ def sidecar_options(
             "NUM_LEARNERS": str(spec.num_learners),
             "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(config, sort_keys=True),
         },
-        "volumes": {volume: {"bind": JOB_DIR, "mode": "rw"}},
+        "volumes": {
+            volume: {"bind": JOB_DIR, "mode": "rw"},
+            **{host: {"bind": inside, "mode": "ro"} for inside, host in spec.sidecar_mounts.items()},
+        },
         "mounts": _cgroup_mounts(cgroups),
         "network_mode": "host",
         "stop_signal": "SIGTERM",

@@ -82,6 +82,8 @@ class PairSpec:
     storage_bytes: int | None = None
     """The manifest's ``storage``: the most ``/job`` may hold. Kubernetes: the ``emptyDir``'s ``sizeLimit`` (the
     kubelet evicts a pod past it); the Docker engine: a volume of that size (:mod:`learnerkit.pair.jobdisk`)."""
+    sidecar_mounts: Mapping[str, str] = field(default_factory=dict)
+    """Host files and folders the sidecar sees read-only (container path -> host path); the Docker engine only."""
 
     def __post_init__(self) -> None:
         if not JOB_ID.match(self.job_id):

@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import wraps
 from pathlib import Path
@@ -627,7 +627,7 @@ def validate(
         if tenants_file is not None:
             policy = load_tenants(tenants_file).applied_to(SubmitPolicy())
             check_tenant_settings(job, tenant or job.extensions.tenant, policy, str(manifest))
-        summary = _checked_model(model) if model is not None else None
+        summary = _checked_model(model, _locked(find_project_root(root), job)) if model is not None else None
     except ManifestError as e:
         fail_with_problems(output, e, "manifest")
     except LearnerkitError as e:
@@ -698,11 +698,19 @@ def _defaults_source(key: str) -> str:
     return variable if os.environ.get(variable) else "FfDL's default"
 
 
-def _checked_model(model: Path) -> ModelSummary:
+def _checked_model(model: Path, locked: Mapping[str, str]) -> ModelSummary:
     from learnerkit.scheduler.modelcode.archive import check_model_archive, model_archive  # only a validate with code
 
     with tempfile.TemporaryDirectory(prefix="learnerkit-validate-") as workdir:
-        return check_model_archive(model_archive(model, Path(workdir)), name=str(model))
+        return check_model_archive(model_archive(model, Path(workdir)), name=str(model), locked=locked)
+
+
+def _locked(root: Path, job: JobManifest) -> Mapping[str, str]:
+    """The locked packages of the image the job runs, as submit picks it (none for an image of the tenant's)."""
+    from learnerkit.scheduler.images.catalog import ImageCatalog  # only a validate with code
+
+    catalog = ImageCatalog(root)
+    return catalog.locked_of(catalog.resolve(job))
 
 
 def framework_catalog(root: Path) -> FrameworkCatalog:

@@ -19,7 +19,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from controller_sidecar.etcdstore import EtcdStore, LockHeldError
-from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
 from learnerkit.common.engine import EngineError, image_id
 from learnerkit.common.keyring import published_keys
@@ -33,6 +32,7 @@ from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_cluster import KubernetesCluster
 from learnerkit.scheduler.backends.k8s_objects import SIDECAR_METRICS_PORT
 from learnerkit.scheduler.backends.protocol import Backend
+from learnerkit.scheduler.config.packageindex import sidecar_packages
 from learnerkit.scheduler.config.policy import SubmitPolicy
 from learnerkit.scheduler.config.settings import SIGNING_KEY_SETTING, BackendKind, SchedulerSettings
 from learnerkit.scheduler.config.tenants import Tenants, load_tenants
@@ -50,6 +50,7 @@ from learnerkit.scheduler.preemption.rules import PreemptionRules
 from learnerkit.scheduler.provenance.facts import ImageFact
 from learnerkit.scheduler.provenance.writer import ProvenanceWriter
 from learnerkit_build.builds.sidecarimage import sidecar_reference
+from learnerkit_build.recipes.pipconfig import pip_config
 from learnerkit_build.scan.records import load_record
 
 LOGGER = logging.getLogger(__name__)
@@ -157,12 +158,15 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
     )
     tenants = load_tenants(settings.limits.tenants)
     sidecar_image = settings.backend.sidecar_image or sidecar_reference()
+    docker = settings.backend.kind is BackendKind.DOCKER
+    packages = sidecar_packages(settings.packages, pip_config(find_project_root()), can_mount=docker)
     options = SchedulerOptions(
         platform=Platform(
             etcd_endpoints=",".join(settings.etcd.endpoints),
             sidecar_image=sidecar_image,
             metrics_port=metrics_port,
             etcd_root=settings.etcd.root,
+            sidecar_mounts=packages.mounts,
         ),
         catalog=catalog.frameworks(),
         resolve_image=gate.gated(catalog.resolve),
@@ -175,12 +179,9 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
         ),
         submit_policy=submit_policy(settings, tenants),
         instance=settings.trust.instance,
-        packages=PackageIndex(
-            index_url=settings.packages.index_url,
-            extra_index_urls=settings.packages.extra_index_urls,
-            trusted_hosts=settings.packages.trusted_hosts,
-        ),
+        packages=packages.index,
         python_of=lambda image: catalog.python_of(gate.named(image)),
+        locked_of=lambda image: catalog.locked_of(gate.named(image)),
         resolve_evaluator=gate.gated_evaluator(catalog.evaluator),
         pids=settings.limits.pids,
         abandoned_upload_grace_s=settings.s3.abandoned_upload_grace_s,

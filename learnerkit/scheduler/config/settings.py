@@ -208,6 +208,11 @@ class PackageSettings:
     """``$LEARNERKIT_PIP_EXTRA_INDEX_URLS``: more indexes, comma-separated."""
     trusted_hosts: tuple[str, ...] = ()
     """``$LEARNERKIT_PIP_TRUSTED_HOSTS``: hosts pip may reach over plain http or unverified TLS, comma-separated."""
+    find_links: tuple[str, ...] = ()
+    """``$LEARNERKIT_PIP_FIND_LINKS``: URLs or folders of this host of wheels, comma-separated."""
+    ca_bundle: Path | None = None
+    """``$LEARNERKIT_PIP_CA_BUNDLE``: the CA bundle (PEM) pip trusts. Each of these settings left unset, the host's
+    pip configuration gives it, as builds do (``learnerkit.scheduler.config.packageindex``)."""
 
 
 @dataclass(frozen=True)
@@ -309,6 +314,8 @@ class SchedulerSettings:
                 index_url=(_urls(env, "LEARNERKIT_PIP_INDEX_URL") or (None,))[0],
                 extra_index_urls=_urls(env, "LEARNERKIT_PIP_EXTRA_INDEX_URLS"),
                 trusted_hosts=_list(env, "LEARNERKIT_PIP_TRUSTED_HOSTS"),
+                find_links=_list(env, "LEARNERKIT_PIP_FIND_LINKS"),
+                ca_bundle=Path(env["LEARNERKIT_PIP_CA_BUNDLE"]) if "LEARNERKIT_PIP_CA_BUNDLE" in env else None,
             ),
             signing=SigningSettings(
                 key=Path(env.get(SIGNING_KEY_SETTING, str(DEFAULT_SIGNING_KEY))), passphrase=key_passphrase(env)

@@ -343,7 +343,8 @@ class ControlLoop:
         options, state = self.shared.options, tracked.state
         mount = _data_mount(tracked.manifest, options.submit_policy)
         python = options.python_of(image) if tracked.options.model else None
-        packages = replace(options.packages, python_version=python)
+        locked = options.locked_of(image) if tracked.options.model else {}
+        packages = replace(options.packages, python_version=python, locked=locked)
         trial_env = self.driver.trial_env(state.job_id) if self.driver is not None else {}
         plan = plan_job(
             tracked.manifest,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from controller_sidecar.requirements import PackageIndex
@@ -20,6 +20,10 @@ from learnerkit.scheduler.provenance.writer import ProvenanceWriter
 
 def _unknown_python(_image: str) -> str | None:
     return None
+
+
+def _nothing_locked(_image: str) -> Mapping[str, str]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,8 @@ class SchedulerOptions:
     """The processes and threads each learner and sidecar may hold (the Docker backend's ``pids_limit``)."""
     python_of: Callable[[str], str | None] = _unknown_python
     """The Python version (``3.11``) of a learner image; None: the sidecar's own."""
+    locked_of: Callable[[str], Mapping[str, str]] = _nothing_locked
+    """The locked Python packages of a learner image (name -> version): a job's requirements may not replace them."""
     lease_ttl_s: float = 10.0
     """The sidecars' lease: a learner without one whose sidecar is gone from the backend is lost after twice this."""
     lease_renewal_grace_s: float = 300.0

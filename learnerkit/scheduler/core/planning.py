@@ -7,7 +7,7 @@ latest checkpoint of the attempt it resumes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import get_args
 
 from controller_sidecar import keys
@@ -38,6 +38,9 @@ class Platform:
     """The sidecars' Prometheus port; 0 on the Docker backend, whose sidecars share the host network."""
     etcd_root: str = keys.ROOT
     """The prefix of every job's keys (``$LEARNERKIT_ETCD_ROOT``): the sidecars report under the same one."""
+    sidecar_mounts: Mapping[str, str] = field(default_factory=dict)
+    """Files and folders of the host mounted read-only into every sidecar (container path -> host path): the
+    package index's CA bundle and find-links folders (:mod:`learnerkit.scheduler.config.packageindex`)."""
 
 
 def endpoints_for(manifest: JobManifest, platform: Platform) -> Endpoints:
@@ -128,6 +131,7 @@ def plan_job(
             data_mount=data_mount,
             pids=pids or PidsLimits(),
             storage_bytes=resources.storage_bytes,
+            sidecar_mounts=platform.sidecar_mounts,
         )
         for n in range(1, resources.learners + 1)
     )

@@ -136,12 +136,12 @@ class Scheduler:
         shared = self.shared
         manifest = await self._parse(manifest_text, source, tenant, image)
         check_submission(manifest, tenant, shared.options.submit_policy, source)
-        await asyncio.to_thread(shared.options.resolve_image, manifest)  # the image gate reads its records
+        resolved = await asyncio.to_thread(shared.options.resolve_image, manifest)  # the gate reads its records
         endpoints = endpoints_for(manifest, shared.options.platform)  # refuses a results store the sidecar cannot use
         state = JobState(f"job-{uuid.uuid4().hex[:12]}", tenant, manifest.name, time.time())
         options = SubmitOptions(image=image, results_bucket=shared.options.submit_policy.defaults.results_bucket)
         if model is not None:
-            limits = shared.options.model_limits
+            limits = replace(shared.options.model_limits, locked=shared.options.locked_of(resolved))
             stored = await receive_model(self.clients.of(endpoints), manifest, state.job_id, limits, model)
             options = replace(options, model=stored)
         tracked = Tracked(state, manifest, manifest_text, source, options)
@@ -167,12 +167,13 @@ class Scheduler:
         """A sweep's trials are checked as one job submit is, and share its model code, stored once."""
         shared = self.shared
         check_submission(manifest, tenant, shared.options.submit_policy, source)
-        await asyncio.to_thread(shared.options.resolve_image, manifest)
+        resolved = await asyncio.to_thread(shared.options.resolve_image, manifest)
         endpoints = endpoints_for(manifest, shared.options.platform)
         options = SubmitOptions(image=image, results_bucket=shared.options.submit_policy.defaults.results_bucket)
         if model is None:
             return options
-        stored = await receive_model(self.clients.of(endpoints), manifest, sweep_id, shared.options.model_limits, model)
+        limits = replace(shared.options.model_limits, locked=shared.options.locked_of(resolved))
+        stored = await receive_model(self.clients.of(endpoints), manifest, sweep_id, limits, model)
         return replace(options, model=stored)
 
     async def submit_sweep(

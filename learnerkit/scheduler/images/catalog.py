@@ -9,6 +9,7 @@ from pathlib import Path
 from learnerkit.common.errors import ConfigError
 from learnerkit.scheduler.manifest.ffdlnames import means_newest, newest, version_key
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
+from learnerkit_build.lock.committed import image_lock
 from learnerkit_build.recipes.matrix import load_matrix
 
 
@@ -36,6 +37,15 @@ class ImageCatalog:
             if f"{image.repository(self.registry)}:{image.tag}" == reference:
                 return str(image.python)
         return None
+
+    def locked_of(self, reference: str) -> dict[str, str]:
+        """The Python packages (normalised name -> version) of the committed lock of an image of the matrix, which
+        a job's requirements may not replace; {} for any other image, or one without a lock."""
+        for image in self.matrix.images:
+            if f"{image.repository(self.registry)}:{image.tag}" == reference:
+                lock = image_lock(image)
+                return {wheel.name: wheel.version for wheel in lock.python} if lock is not None else {}
+        return {}
 
     def evaluator(self, kind: str) -> str:
         """The evaluator image of an evaluation's kind: the matrix's framework of that name (``robustness``), at

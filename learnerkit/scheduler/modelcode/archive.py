@@ -11,6 +11,7 @@ import os
 import stat
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -88,10 +89,11 @@ def check_model_archive(
     max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES,
     max_members: int = DEFAULT_MAX_MEMBERS,
     max_directory_bytes: int = DEFAULT_MAX_DIRECTORY_BYTES,
+    locked: Mapping[str, str] | None = None,
 ) -> ModelSummary:
     """Refuse, naming the member, what the sidecar's extraction would refuse, as far as the zip's directory
-    tells, and each ``requirements.txt`` line pip must not get (the sidecar's own check). ``name``: the
-    archive's name in errors."""
+    tells, and each ``requirements.txt`` line pip must not get (the sidecar's own check), or that would replace
+    one of the learner image's ``locked`` packages. ``name``: the archive's name in errors."""
     shown = name or str(archive)
     if not zipfile.is_zipfile(archive):
         raise ModelCodeError(f"{shown}: not a zip archive (a model is a folder or a .zip)")
@@ -100,7 +102,7 @@ def check_model_archive(
             _check_directory_size(zf, archive, shown, max_directory_bytes)
             infos = zf.infolist()
             files, expanded = _check_members(infos, shown, max_expanded_bytes, max_members)
-            requirements = _read_requirements(zf, shown)
+            requirements = _read_requirements(zf, shown, locked or {})
     except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise ModelCodeError(f"{shown}: corrupt zip archive ({e})") from e
     return ModelSummary(files, expanded, requirements)
@@ -171,7 +173,7 @@ class _Tree:
             self.files[parts] = name
 
 
-def _read_requirements(zf: zipfile.ZipFile, shown: str) -> tuple[str, ...]:
+def _read_requirements(zf: zipfile.ZipFile, shown: str, locked: Mapping[str, str]) -> tuple[str, ...]:
     try:
         info = zf.getinfo(REQUIREMENTS)
     except KeyError:
@@ -185,6 +187,6 @@ def _read_requirements(zf: zipfile.ZipFile, shown: str) -> tuple[str, ...]:
     except UnicodeDecodeError as e:
         raise ModelCodeError(f"{shown}: {REQUIREMENTS} is not UTF-8 text ({e})") from e
     try:
-        return check_requirements(text, f"{shown}: {REQUIREMENTS}")
+        return check_requirements(text, f"{shown}: {REQUIREMENTS}", locked)
     except RequirementError as e:
         raise ModelCodeError(str(e)) from e

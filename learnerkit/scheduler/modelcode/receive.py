@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
 
 from controller_sidecar.errors import SidecarError
 from controller_sidecar.s3store import S3Store
@@ -33,6 +33,8 @@ class ModelLimits:
     max_expanded_bytes: int = DEFAULT_MAX_EXPANDED_BYTES
     max_members: int = DEFAULT_MAX_MEMBERS
     max_directory_bytes: int = DEFAULT_MAX_DIRECTORY_BYTES
+    locked: Mapping[str, str] = field(default_factory=dict)
+    """The learner image's locked packages, which the requirements may not replace."""
 
 
 async def receive_model(
@@ -77,4 +79,5 @@ def _check_streamed(window: ZipWindow, limits: ModelLimits) -> ModelSummary:
         max_expanded_bytes=limits.max_expanded_bytes,
         max_members=limits.max_members,
         max_directory_bytes=limits.max_directory_bytes,
+        locked=limits.locked,
     )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -136,8 +138,10 @@ def test_an_unknown_package_fails_with_pips_message_and_leaves_nothing(tmp_path:
     (model / "requirements.txt").write_text("lkgreet==1.0\nno-such-package-here==9.9\n")
     with pytest.raises(PermanentError) as failed:
         asyncio.run(install_requirements(model, packages, PackageIndex(index_url)))
-    assert "pip could not install the requirements" in str(failed.value)
-    assert "no-such-package-here" in str(failed.value)
+    assert str(failed.value) == (
+        "requirements.txt: no-such-package-here==9.9: no index or find-links offers a wheel of it for the learner's "
+        "Python"
+    )
     assert list(packages.parent.iterdir()) == []
 
 
@@ -174,3 +178,118 @@ def test_a_halt_while_pip_waits_on_the_index_kills_pip_and_leaves_nothing(tmp_pa
         asyncio.run(halted())
     assert _children() - before == set()
     assert list(packages.parent.iterdir()) == []
+
+
+LOCKED = {"torch": "2.13.0+cpu", "numpy": "2.4.6"}
+
+
+def test_a_requirement_that_would_replace_a_locked_package_is_refused_naming_both_versions() -> None:
+    with pytest.raises(RequirementError) as refused:
+        check_requirements("lkgreet==1.0\ntorch==2.0.0\n", locked=LOCKED)
+    assert "requirements.txt line 2: torch==2.0.0 would replace the image's locked torch 2.13.0+cpu" in str(
+        refused.value
+    )
+    with pytest.raises(
+        RequirementError, match=re.escape("line 1: NumPy<2 would replace the image's locked NumPy 2.4.6")
+    ):
+        check_requirements("NumPy<2\n", locked=LOCKED)
+
+
+def test_a_requirement_the_locked_version_satisfies_is_kept() -> None:
+    text = "torch==2.13.0\nnumpy>=2,<3\ntorch\nlkgreet==1.0\n"
+    assert check_requirements(text, locked=LOCKED) == ("torch==2.13.0", "numpy>=2,<3", "torch", "lkgreet==1.0")
+
+
+def test_the_constraints_file_pins_every_locked_package() -> None:
+    assert PackageIndex(locked=LOCKED).constraints() == "numpy==2.4.6\ntorch==2.13.0+cpu\n"
+
+
+def test_pip_gets_the_constraints_find_links_and_ca_bundle() -> None:
+    index = PackageIndex("https://idx.local/simple", find_links=("https://w.local/links/",), ca_bundle="/ca.pem")
+    joined = " ".join(pip_command(Path("/m/r.txt"), Path("/t"), index, constraints=Path("/c.txt")))
+    for part in ("--constraint /c.txt", "--find-links https://w.local/links/", "--cert /ca.pem"):
+        assert part in joined
+
+
+def test_the_package_index_config_round_trips() -> None:
+    index = PackageIndex(
+        "https://idx.local/simple", ("https://b.local/simple",), ("b.local",), "3.11", ("/links",), "/ca.pem", LOCKED
+    )
+    assert PackageIndex.from_config(index.to_config()) == index
+
+
+def _locked_dependency_index(tmp_path: Path) -> Iterator[str]:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    dep = [build_wheel(wheels, "lkdep", v, {"lkdep.py": f"VERSION = {v!r}\n"}) for v in ("1.0", "2.0")]
+    app = build_wheel(wheels, "lkapp", "1.0", {"lkapp.py": "import lkdep\n"}, requires=("lkdep",))
+    clash = build_wheel(wheels, "lkclash", "1.0", {"lkclash.py": ""}, requires=("lkdep==2.0",))
+    write_index(tmp_path / "index", [*dep, app, clash])
+    with serve_index(tmp_path / "index") as url:
+        yield url
+
+
+locked_dependency_index = pytest.fixture(_locked_dependency_index)
+
+
+def test_a_locked_dependency_is_held_to_its_version_and_left_to_the_image(
+    tmp_path: Path, locked_dependency_index: str
+) -> None:
+    """lkapp needs lkdep; the image has lkdep 1.0 locked (the index's newest is 2.0): pip resolves lkdep==1.0,
+    and only lkapp lands in /job/packages, so the learner imports the image's lkdep."""
+    model, packages = tmp_path / "model", tmp_path / "job" / "packages"
+    model.mkdir()
+    (model / "requirements.txt").write_text("lkapp==1.0\n")
+    index = PackageIndex(locked_dependency_index, locked={"lkdep": "1.0"})
+    installed = asyncio.run(install_requirements(model, packages, index))
+    assert [(p.name, p.version) for p in installed.packages] == [("lkapp", "1.0")]
+    assert (packages / "lkapp.py").is_file()
+    assert (packages / "lkapp-1.0.dist-info").is_dir()
+    assert [p.name for p in packages.rglob("lkdep*")] == [], "the image's lkdep is imported, not a copy"
+    unlocked = asyncio.run(install_requirements(model, packages, PackageIndex(locked_dependency_index)))
+    assert [(p.name, p.version) for p in unlocked.packages] == [("lkapp", "1.0"), ("lkdep", "2.0")]
+
+
+def test_a_dependency_that_conflicts_with_the_lock_fails_in_one_line_naming_both(
+    tmp_path: Path, locked_dependency_index: str
+) -> None:
+    model, packages = tmp_path / "model", tmp_path / "job" / "packages"
+    model.mkdir()
+    (model / "requirements.txt").write_text("lkclash==1.0\n")
+    index = PackageIndex(locked_dependency_index, locked={"lkdep": "1.0"})
+    with pytest.raises(RequirementError) as failed:
+        asyncio.run(install_requirements(model, packages, index))
+    reason = str(failed.value)
+    assert "\n" not in reason
+    assert reason.startswith("requirements.txt: lkclash==1.0: conflicting requirements (")
+    assert "lkclash 1.0 depends on lkdep==2.0" in reason
+    assert "the image's locked lkdep==1.0" in reason
+
+
+def test_an_index_that_refuses_connections_fails_in_one_line(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "requirements.txt").write_text("lkgreet==1.0\n")
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/simple"
+        with pytest.raises(RequirementError) as failed:
+            asyncio.run(install_requirements(model, tmp_path / "job" / "packages", PackageIndex(url)))
+    reason = str(failed.value)
+    assert "\n" not in reason
+    assert reason.startswith(f"requirements.txt: lkgreet==1.0: cannot reach {url}/lkgreet/ (")
+    assert "Connection refused" in reason
+
+
+def test_the_sidecar_refuses_at_start_what_would_replace_the_lock_before_pip_runs(tmp_path: Path) -> None:
+    """The archive lives in the tenant's bucket: a requirements.txt changed after submit is refused at start."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "requirements.txt").write_text("lkgreet==1.0\ntorch==2.0.0\n")
+    index = PackageIndex("http://127.0.0.1:9/simple", locked=LOCKED)  # pip would fail otherwise: nothing listens
+    with pytest.raises(RequirementError) as refused:
+        asyncio.run(install_requirements(model, tmp_path / "job" / "packages", index))
+    assert str(refused.value).startswith(
+        "requirements.txt line 2: torch==2.0.0 would replace the image's locked torch 2.13.0+cpu"
+    )
+    assert not (tmp_path / "job").exists()

@@ -39,3 +39,11 @@ def test_both_containers_have_a_pids_limit_by_default_and_as_the_spec_says() -> 
     spec = dataclasses.replace(SPEC, pids=PidsLimits(learner=100, sidecar=50))
     assert learner_options(spec, DockerPlacement(), "vol")["pids_limit"] == 100
     assert sidecar_options(spec, DockerPlacement(), "vol", {})["pids_limit"] == 50
+
+
+def test_the_platforms_pip_files_reach_the_sidecar_read_only_and_never_the_learner() -> None:
+    spec = dataclasses.replace(SPEC, sidecar_mounts={"/etc/learnerkit/pip/ca.pem": "/etc/ssl/proxy-ca.pem"})
+    volumes = sidecar_options(spec, DockerPlacement(), "vol", {})["volumes"]
+    assert volumes["/etc/ssl/proxy-ca.pem"] == {"bind": "/etc/learnerkit/pip/ca.pem", "mode": "ro"}
+    assert volumes["vol"] == {"bind": "/job", "mode": "rw"}
+    assert "/etc/ssl/proxy-ca.pem" not in str(learner_options(spec, DockerPlacement(), "vol"))

@@ -4,15 +4,20 @@ the submit options as etcd keeps them for a restart."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import load_settings
+from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform, plan_job
+from learnerkit.scheduler.core.scheduler import Scheduler
+from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.jobs.layout import model_location
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.jobs.submission import ModelObject, SubmitOptions
 from learnerkit.scheduler.manifest.parser import parse_manifest
+from tests.unit.scheduler.core.test_learner_ended import FakeBackend, MemoryStore
 from tests.unit.scheduler.fakefacade import MANIFEST
 
 PLATFORM = Platform(etcd_endpoints="127.0.0.1:2379", sidecar_image="learnerkit/sidecar:test")
@@ -66,3 +71,31 @@ def test_submit_options_survive_their_stored_form() -> None:
     assert SubmitOptions.from_raw(options.to_raw()) == options
     assert SubmitOptions.from_raw(None) == SubmitOptions()
     assert SubmitOptions.from_raw(SubmitOptions().to_raw()) == SubmitOptions()
+
+
+def test_the_plan_holds_the_images_lock_and_the_platforms_index_and_mounts() -> None:
+    """What the loop plans for a job with requirements: the image's locked packages as pip's constraints, the
+    platform's find-links and CA bundle, and the host files the sidecar sees them in, read-only."""
+    mounts = {"/etc/learnerkit/pip/ca.pem": "/etc/ssl/proxy-ca.pem"}
+    packages = PackageIndex(
+        "https://idx.local/simple", find_links=("https://w.local/",), ca_bundle="/etc/learnerkit/pip/ca.pem"
+    )
+    options = SchedulerOptions(
+        replace(PLATFORM, sidecar_mounts=mounts),
+        catalog=None,
+        resolve_image=lambda _: "img:1",
+        packages=packages,
+        python_of=lambda image: "3.11" if image == "img:1" else None,
+        locked_of=lambda image: {"torch": "2.13.0+cpu"} if image == "img:1" else {},
+    )
+    scheduler = Scheduler(MemoryStore(), FakeBackend(), options)
+    model = ModelObject("results", "job-abc/model/model.zip", 10, requirements=True)
+    text = MANIFEST.format(gpus=0).replace("gpu_type: nvidia-a100\n", "")
+    tracked = Tracked(
+        JobState("job-abc", "team-a", "mnist", 0.0), parse_manifest(text), text, "m.yml", SubmitOptions(model=model)
+    )
+    plan = scheduler.loop._plan_for(tracked, "img:1")
+    for pair in plan.learners:
+        requirements = PackageIndex.from_config(pair.sidecar_config["requirements"])
+        assert requirements == replace(packages, python_version="3.11", locked={"torch": "2.13.0+cpu"})
+        assert pair.sidecar_mounts == mounts

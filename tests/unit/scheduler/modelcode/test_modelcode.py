@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import stat
 import warnings
@@ -152,3 +153,43 @@ def test_validate_refuses_an_archive_with_a_member_twice(tmp_path: Path) -> None
     result = CliRunner().invoke(cli, ["job", "validate", str(manifest), str(archive), "--root", str(REPO)])
     assert result.exit_code == 1
     assert "'train.py' twice" in result.output, result.output
+
+
+def _model_with(tmp_path: Path, requirements: str) -> tuple[Path, Path]:
+    manifest, folder = tmp_path / "manifest.yml", tmp_path / "model"
+    manifest.write_text(BASE)  # pytorch 2.13 without GPUs: learnerkit/pytorch:2.13-cpu-py3.11
+    folder.mkdir()
+    (folder / "train.py").write_text("print(1)\n")
+    (folder / "requirements.txt").write_text(requirements)
+    return manifest, folder
+
+
+def test_validate_refuses_a_requirement_that_would_replace_the_images_locked_torch(tmp_path: Path) -> None:
+    manifest, folder = _model_with(tmp_path, "tabulate==0.9.0\ntorch==2.0.0\n")
+    result = CliRunner().invoke(cli, ["job", "validate", str(manifest), str(folder), "--root", str(REPO)])
+    assert result.exit_code == 1, result.output
+    locked = json.loads((REPO / "frameworks/pytorch/lock/2.13-cpu.json").read_text())
+    [torch] = [wheel["version"] for wheel in locked["python"] if wheel["name"] == "torch"]
+    expected = f"requirements.txt line 2: torch==2.0.0 would replace the image's locked torch {torch}"
+    assert expected in " ".join(result.output.split())
+
+
+def test_validate_keeps_requirements_the_images_lock_satisfies(tmp_path: Path) -> None:
+    manifest, folder = _model_with(tmp_path, "tabulate==0.9.0\nnumpy>=2\ntorch\n")
+    args = ["job", "validate", str(manifest), str(folder), "--root", str(REPO), "-o", "json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["model"]["requirements"] == ["tabulate==0.9.0", "numpy>=2", "torch"]
+
+
+def test_an_image_of_the_tenants_own_has_no_lock_to_keep(tmp_path: Path) -> None:
+    manifest, folder = _model_with(tmp_path, "torch==2.0.0\n")
+    args = ["job", "validate", str(manifest), str(folder), "--root", str(REPO), "--image", "registry.local/mine:1"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+
+
+def test_an_archive_check_given_the_lock_names_the_archive_line_and_both_versions(tmp_path: Path) -> None:
+    archive = _zip(tmp_path / "m.zip", {"train.py": b"", "requirements.txt": b"numpy==1.26.4\n"})
+    with pytest.raises(ModelCodeError, match=r"m\.zip: requirements\.txt line 1: numpy==1\.26\.4 would replace "):
+        check_model_archive(archive, name="m.zip", locked={"numpy": "2.4.6"})

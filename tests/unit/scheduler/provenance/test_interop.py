@@ -122,6 +122,18 @@ def test_the_factsheet_gives_purpose_data_image_and_metrics(tmp_path: Path) -> N
     assert {c["name"] for c in sheet["code"]} == {"model/model.zip", "pypi:lkgreet"}
 
 
+def test_the_packages_installed_at_start_are_resolved_dependencies_named_by_digest(tmp_path: Path) -> None:
+    """What the sidecar's pip installed into /job/packages (its report: name, version, wheel sha256), as the
+    sidecar's etcd record gave it, is in the signed statement: the image's locked packages are the image's."""
+    store, _key = finished_job(tmp_path)
+    envelope = json.loads(store.objects["job-7/provenance/provenance.intoto.json"])
+    payload = json.loads(base64.b64decode(envelope["payload"]))
+    dependencies = payload["predicate"]["buildDefinition"]["resolvedDependencies"]
+    assert [d for d in dependencies if d["name"].startswith("pypi:")] == [
+        {"name": "pypi:lkgreet", "uri": "pkg:pypi/lkgreet@1.0", "digest": {"sha256": "c" * 64}}
+    ]
+
+
 def test_an_evaluation_round_verifies_with_securesystemslib_and_in_toto_and_parses_as_a_statement(
     tmp_path: Path,
 ) -> None:

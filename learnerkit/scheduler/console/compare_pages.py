@@ -147,7 +147,9 @@ def add_compare_routes(router: APIRouter, facade: SchedulerFacade, render: Rende
 
 def _address(ids: list[str], *, show_all: bool = False) -> str:
     query = {"jobs": ",".join(ids)} if ids else {}
-    return f"{PREFIX}/compare" + (f"?{urlencode(query | ({'show': 'all'} if show_all else {}), safe=',')}" if query else "")
+    return f"{PREFIX}/compare" + (
+        f"?{urlencode(query | ({'show': 'all'} if show_all else {}), safe=',')}" if query else ""
+    )
 
 
 def _page(render: Renderer, session: object, *, ids: list[str], status: int = 200, **context: object) -> Response:
@@ -214,9 +216,7 @@ async def _sweep(facade: SchedulerFacade, tenant: str, sweep_id: str) -> SweepVi
         return None
 
 
-async def _provenance(
-    facade: SchedulerFacade, tenant: str, job: JobView, sections: dict[str, dict[str, str]]
-) -> str:
+async def _provenance(facade: SchedulerFacade, tenant: str, job: JobView, sections: dict[str, dict[str, str]]) -> str:
     """Fills the sections the job's provenance gives; or says why there are none."""
     try:
         stream = await facade.open_output(tenant, job.job_id, PROVENANCE_FILE)

@@ -79,14 +79,18 @@ def read_envelope(raw: bytes) -> Provenance:
     try:
         envelope = json.loads(raw)
         payload = base64.b64decode(envelope["payload"], validate=True)
-        statement = json.loads(payload)
+        statement = _mapping(json.loads(payload))
         signatures = envelope.get("signatures") or []
         key_ids = tuple(str(s.get("keyid", "")) for s in signatures if s.get("sig"))
     except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as e:
         raise ValueError(f"{PROVENANCE_FILE} is not a DSSE envelope of a statement: {e}") from e
-    if not isinstance(statement, dict):
-        raise ValueError(f"{PROVENANCE_FILE}: its payload is not a statement")
     return Provenance(statement, key_ids)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"its payload is {type(value).__name__}, not a statement")
+    return value
 
 
 def provenance_sections(provenance: Provenance) -> dict[str, dict[str, str]]:

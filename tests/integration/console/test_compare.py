@@ -53,14 +53,20 @@ def seed(s3_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Callable[[
 
     async def write(etcd: EtcdStore, store: JobStore) -> None:
         sweeps = SweepStore(etcd, store.root)
-        await sweeps.create(SweepSpecRecord(SWEEP, "team-a", 1_900_000_000.0, SEARCH, "search.yml", text, "manifest.yml"))
+        await sweeps.create(
+            SweepSpecRecord(SWEEP, "team-a", 1_900_000_000.0, SEARCH, "search.yml", text, "manifest.yml")
+        )
         trials = [
             StoredTrial(TrialRecord(i, TrialState.COMPLETED, 0, (0.5,)), job_id, {"lr": RATES[i], "width": 64})
             for i, job_id in enumerate(TRIALS)
         ]
         await sweeps.record(SWEEP, SweepState(SweepStatus.DONE), [], trials)
         for i, job_id in enumerate(TRIALS):
-            spec = {"manifest": parse_manifest(text, "manifest.yml", None).to_dict(), "tenant": "team-a", "job_id": job_id}
+            spec = {
+                "manifest": parse_manifest(text, "manifest.yml", None).to_dict(),
+                "tenant": "team-a",
+                "job_id": job_id,
+            }
             state = JobState(job_id, "team-a", "mnist-sweep", 1_900_000_000.0 + i)
             await store.create(state, spec, text, "manifest.yml")
             attempt = Attempt(1, ("node-1",), "2027-01-15T09:00:00+00:00")
@@ -88,8 +94,16 @@ def _statement(job_id: str) -> dict[str, Any]:
             "buildDefinition": {
                 "internalParameters": {"jobId": job_id, "status": "HALTED", "complete": True},
                 "resolvedDependencies": [
-                    {"name": "learner-image", "uri": "docker-image://learnerkit/pytorch:2.13", "digest": {"sha256": "1" * 64}},
-                    {"name": "sidecar-image", "uri": "docker-image://learnerkit/sidecar:1", "digest": {"sha256": "2" * 64}},
+                    {
+                        "name": "learner-image",
+                        "uri": "docker-image://learnerkit/pytorch:2.13",
+                        "digest": {"sha256": "1" * 64},
+                    },
+                    {
+                        "name": "sidecar-image",
+                        "uri": "docker-image://learnerkit/sidecar:1",
+                        "digest": {"sha256": "2" * 64},
+                    },
                     {"name": f"data:s3://{BUCKET}/train.csv", "digest": {"sha256": "3" * 64}},
                 ],
             }

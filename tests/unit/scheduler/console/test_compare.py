@@ -103,7 +103,9 @@ def test_jobs_that_agree_everywhere_show_no_row() -> None:
 def _envelope(statement: dict[str, object], key_ids: tuple[str, ...] = ("k1",)) -> bytes:
     payload = base64.b64encode(json.dumps(statement).encode()).decode()
     signatures = [{"keyid": k, "sig": "c2ln"} for k in key_ids]
-    return json.dumps({"payloadType": "application/vnd.in-toto+json", "payload": payload, "signatures": signatures}).encode()
+    return json.dumps(
+        {"payloadType": "application/vnd.in-toto+json", "payload": payload, "signatures": signatures}
+    ).encode()
 
 
 def _statement(learner_digest: str, data_digest: str) -> dict[str, object]:
@@ -113,7 +115,11 @@ def _statement(learner_digest: str, data_digest: str) -> dict[str, object]:
             "buildDefinition": {
                 "internalParameters": {"jobId": "j", "status": "COMPLETED", "complete": True},
                 "resolvedDependencies": [
-                    {"name": "learner-image", "uri": "docker-image://learnerkit/pytorch:2.13", "digest": {"sha256": learner_digest}},
+                    {
+                        "name": "learner-image",
+                        "uri": "docker-image://learnerkit/pytorch:2.13",
+                        "digest": {"sha256": learner_digest},
+                    },
                     {"name": "data:s3://data/train.csv", "digest": {"sha256": data_digest}},
                     {"name": "model/model.zip", "digest": {"sha256": "m"}},
                     {"name": "pypi:numpy", "digest": {"sha256": "n"}},

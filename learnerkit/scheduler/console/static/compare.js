@@ -1,5 +1,6 @@
 // The Compare page's curves (docs/console.md): one uPlot chart per scalar metric of the jobs' learner 1, one line
-// per job, each series thinned by the server to about a point per pixel of the chart; a drag selects a range,
+// per job, each series thinned by the server to about a point per pixel of the chart (all of them in one request
+// first); a drag selects a range,
 // fetched again (at full resolution once it holds fewer points than that). One legend of checkboxes, one per job,
 // shows or hides that job's line in every chart. uPlot's mode 2: each job keeps its own steps.
 "use strict";
@@ -59,7 +60,7 @@
     return box;
   }
 
-  function chart(name, ids, index) {
+  function chart(name, ids, index, whole) {
     const figure = document.createElement("figure");
     figure.className = "chart";
     figure.dataset.series = name;
@@ -150,6 +151,16 @@
       figure.dataset.hidden = shown.series.filter((s) => hidden.has(s.job_id)).map((s) => s.job_id).join(",");
     }
 
+    function show(series, part) {
+      shown = { series };
+      const sent = series.reduce((n, s) => n + s.x.length, 0);
+      const held = series.reduce((n, s) => n + s.in_range, 0);
+      figure.dataset.points = String(sent);
+      const thinned = held > sent ? ", thinned on the server" : "";
+      note.textContent = `${series.length} of ${ids.length} jobs have ${name}: ${sent} of ${held} points of ${part}${thinned}; drag across the chart to zoom.`;
+      draw();
+    }
+
     async function load(from, to) {
       const ask = ++asked;
       const query = new URLSearchParams({ jobs, axis: axis.value, points: String(points()) });
@@ -159,14 +170,7 @@
       try {
         const body = await getJSON(url);
         if (ask !== asked) return;
-        shown = body;
-        const sent = body.series.reduce((n, s) => n + s.x.length, 0);
-        const held = body.series.reduce((n, s) => n + s.in_range, 0);
-        figure.dataset.points = String(sent);
-        const thinned = held > sent ? ", thinned on the server" : "";
-        const part = from === undefined ? "the whole series" : "a range";
-        note.textContent = `${body.series.length} of ${ids.length} jobs have ${name}: ${sent} of ${held} points of ${part}${thinned}; drag across the chart to zoom.`;
-        draw();
+        show(body.series[name] || [], from === undefined ? "the whole series" : "a range");
       } catch (error) {
         note.textContent = error.message;
       }
@@ -183,12 +187,15 @@
         markHidden();
       },
     });
-    load();
+    show(whole, "the whole series");
   }
 
-  getJSON("/ui/compare/series?" + new URLSearchParams({ jobs })).then((index) => {
+  // The first drawing of every chart in one request: each history is read once for all its metrics.
+  const width = Math.min(MAX_POINTS, Math.max(100, Math.round(root.clientWidth)));
+  getJSON("/ui/compare/series?" + new URLSearchParams({ jobs, points: String(width) })).then((index) => {
     root.replaceChildren();
-    if (!index.series.length) {
+    const names = Object.keys(index.series);
+    if (!names.length) {
       const none = document.createElement("p");
       none.textContent = "None of these jobs has stored a metric history yet.";
       root.append(none);
@@ -201,7 +208,7 @@
       without.textContent = "No metric history yet: " + index.without.join(", ") + ".";
       root.append(without);
     }
-    index.series.forEach((name, i) => chart(name, index.jobs, i));
+    names.forEach((name, i) => chart(name, index.jobs, i, index.series[name]));
   }).catch((error) => {
     const why = document.createElement("p");
     why.className = "notice";

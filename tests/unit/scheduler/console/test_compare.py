@@ -232,11 +232,14 @@ def test_more_than_fifty_jobs_are_refused(browser: TestClient) -> None:
 
 def test_the_curves_come_per_metric_with_a_thinned_series_per_job(browser: TestClient) -> None:
     jobs = "sweep-0a1b2c3d-t0000,sweep-0a1b2c3d-t0001,job-plain"
-    index = browser.get(f"/ui/compare/series?jobs={jobs}").json()
-    assert index == {"jobs": jobs.split(","), "series": ["acc", "loss"], "without": ["job-plain"]}
-    loss = browser.get(f"/ui/compare/series/loss?jobs={jobs}&points=10").json()
-    assert [s["job_id"] for s in loss["series"]] == jobs.split(",")[:2]
-    assert [s["in_range"] for s in loss["series"]] == [100, 100]
-    assert all(2 <= len(s["x"]) <= 10 for s in loss["series"]), "each job's series thinned to the points asked for"
+    whole = browser.get(f"/ui/compare/series?jobs={jobs}&points=10").json()
+    assert (whole["jobs"], whole["without"]) == (jobs.split(","), ["job-plain"])
+    assert list(whole["series"]) == ["acc", "loss"]
+    loss = whole["series"]["loss"]
+    assert [s["job_id"] for s in loss] == jobs.split(",")[:2]
+    assert [s["in_range"] for s in loss] == [100, 100]
+    assert all(2 <= len(s["x"]) <= 10 for s in loss), "each job's series thinned to the points asked for"
     zoomed = browser.get(f"/ui/compare/series/loss?jobs={jobs}&points=100&from=10&to=19").json()
-    assert [s["x"] for s in zoomed["series"]] == [list(range(10, 20))] * 2
+    assert list(zoomed["series"]) == ["loss"]
+    assert [s["x"] for s in zoomed["series"]["loss"]] == [list(range(10, 20))] * 2
+    assert browser.get(f"/ui/compare/series/nothing?jobs={jobs}").json()["series"] == {"nothing": []}

@@ -24,6 +24,7 @@ from learnerkit.scheduler.sweeps.store import StoredTrial, SweepSpecRecord, Swee
 from learnerkit.scheduler.sweeps.trialids import trial_job_id
 from tests.integration.console.conftest import BUCKET, Console, Pages, _manifest, log_in
 from tests.integration.console.test_axe import AXE, _violations
+from tests.integration.console.test_charts import _drag
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(300)]
 
@@ -152,6 +153,13 @@ def test_two_trials_picked_from_the_list_differ_in_that_parameter_alone(
     legend.get_by_label(TRIALS[0]).check()
     expect(loss).to_have_attribute("data-hidden", "")
     pages.shot(page, "console-compare")  # docs/console.md
+
+    loss.scroll_into_view_if_needed()
+    with page.expect_request(lambda r: "/ui/compare/series/loss?" in r.url and "from=" in r.url):
+        _drag(page, 'figure.chart[data-series="loss"]', 0.30, 0.34)
+    expect(loss.get_by_role("status")).to_contain_text("of a range")
+    in_range = int(loss.get_attribute("data-in-range") or 0)
+    assert 0 < in_range < 2 * STEPS and loss.get_attribute("data-points") == str(in_range), "a range at full resolution"
 
     assert not _violations(page, axe_source), "axe: the compare page with its charts drawn"
     page.get_by_role("link", name="Show all rows").click()

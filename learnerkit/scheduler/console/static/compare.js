@@ -156,6 +156,7 @@
       const sent = series.reduce((n, s) => n + s.x.length, 0);
       const held = series.reduce((n, s) => n + s.in_range, 0);
       figure.dataset.points = String(sent);
+      figure.dataset.inRange = String(held);
       const thinned = held > sent ? ", thinned on the server" : "";
       note.textContent = `${series.length} of ${ids.length} jobs have ${name}: ${sent} of ${held} points of ${part}${thinned}; drag across the chart to zoom.`;
       draw();

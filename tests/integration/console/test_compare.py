@@ -162,6 +162,8 @@ def test_two_trials_picked_from_the_list_differ_in_that_parameter_alone(
     assert 0 < in_range < 2 * STEPS and loss.get_attribute("data-points") == str(in_range), "a range at full resolution"
 
     assert not _violations(page, axe_source), "axe: the compare page with its charts drawn"
+    page.emulate_media(color_scheme="dark")
+    assert not _violations(page, axe_source), "axe: the same, dark"
     page.get_by_role("link", name="Show all rows").click()
     expect(page.locator('tr[data-key="width"]')).to_have_count(1)
     assert _differing(page) == ["lr"]

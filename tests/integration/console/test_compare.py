@@ -127,6 +127,8 @@ def test_two_trials_picked_from_the_list_differ_in_that_parameter_alone(
     console: Console, pages: Pages, axe_source: str
 ) -> None:
     page = pages.open()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
     log_in(page, console)
     for job_id in TRIALS:
         page.get_by_label(f"Compare {job_id}").check()
@@ -160,6 +162,11 @@ def test_two_trials_picked_from_the_list_differ_in_that_parameter_alone(
     expect(loss.get_by_role("status")).to_contain_text("of a range")
     in_range = int(loss.get_attribute("data-in-range") or 0)
     assert 0 < in_range < 2 * STEPS and loss.get_attribute("data-points") == str(in_range), "a range at full resolution"
+    loss.get_by_label("Log scale").check()
+    loss.get_by_label("Axis").select_option("time")
+    expect(loss).to_have_attribute("data-in-range", str(2 * STEPS))
+    expect(loss.get_by_role("status")).to_contain_text("of the whole series")
+    expect(loss.locator("canvas")).to_have_count(1)
 
     assert not _violations(page, axe_source), "axe: the compare page with its charts drawn"
     page.emulate_media(color_scheme="dark")
@@ -168,6 +175,7 @@ def test_two_trials_picked_from_the_list_differ_in_that_parameter_alone(
     expect(page.locator('tr[data-key="width"]')).to_have_count(1)
     assert _differing(page) == ["lr"]
     expect(page.locator('tr[data-key="signed"] td')).to_have_text(["yes", "yes"])
+    assert errors == [], "no script error on the page"
 
 
 def test_without_javascript_the_table_reads_and_a_job_is_added_by_its_field(console: Console, pages: Pages) -> None:

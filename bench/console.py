@@ -11,12 +11,14 @@ Cases (``--cases``; another adds itself to `CASES`):
 - ``log``: a ``--log-mib`` log: the page of its last 64 KiB (>= 1,000 lines) drawn, ms (target <= 1000), lines
   shown, JS heap after (target < 150 MB); baseline ``GET /v1/jobs/{id}/logs?tail=1000``.
 - ``script``: the script shipped (live.js) and its gzip size.
+- ``compare``: the Compare page of ``--compare-runs`` runs x 3 metrics x ``--compare-steps`` steps, its charts
+  drawn (target <= 2000 ms; `bench/console_compare.py`); baseline: one run's job page, its charts drawn.
 - ``series``: a ``--points`` metric history drawn on the job page (target <= 500 ms, a few thousand points sent),
   ``--runs`` times, and the history's reading on the server, cold and grown (`bench/console_series.py`).
 
 Needs etcd, SeaweedFS (weed) and /usr/bin/chromium; no Docker images.
-Usage: python bench/console.py [--cases live,list,log,script,series] [--jobs N] [--log-mib N] [--changes N]
-       [--points N] [--runs N]
+Usage: python bench/console.py [--cases live,list,log,script,series,compare] [--jobs N] [--log-mib N] [--changes N]
+       [--points N] [--runs N] [--compare-runs N] [--compare-steps N]
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ class Bench:
     s3: SeaweedServer
     browser: Browser
     args: argparse.Namespace
+    compare_jobs: list[str]
+    """The compare case's runs (none unless it is chosen)."""
 
     def page(self, path: str) -> Page:
         """A logged-in page at ``path``; every request must stay on 127.0.0.1."""
@@ -212,12 +216,22 @@ def case_series(bench: Bench) -> None:
         print(f"  {line}", flush=True)
 
 
+def case_compare(bench: Bench) -> None:
+    from console_compare import compare_case
+
+    page = bench.page("/ui/jobs")
+    for line in compare_case(page, bench.url, bench.compare_jobs, bench.args.compare_steps, bench.args.runs):
+        print(f"  {line}", flush=True)
+    page.context.close()
+
+
 CASES: dict[str, Callable[[Bench], None]] = {
     "live": case_live,
     "list": case_list,
     "log": case_log,
     "script": case_script,
     "series": case_series,
+    "compare": case_compare,
 }
 
 
@@ -302,6 +316,12 @@ def served(args: argparse.Namespace, tmp: Path) -> Iterator[Bench]:
         started = time.perf_counter()
         log_job = run(write_jobs(store, s3, args.jobs))
         upload_log(s3, log_job, args.log_mib)
+        compare_jobs: list[str] = []
+        if "compare" in args.cases:
+            from console_compare import write_runs
+
+            text = manifest(s3, "compare-bench")
+            compare_jobs = run(write_runs(store, s3, BUCKET, text, TENANT, args.compare_runs, args.compare_steps))
         print(f"wrote {args.jobs} jobs and a {args.log_mib} MiB log in {time.perf_counter() - started:.0f} s")
         options = SchedulerOptions(
             platform=Platform(etcd_endpoints=etcd_server.endpoint, sidecar_image="unused"),
@@ -327,7 +347,7 @@ def served(args: argparse.Namespace, tmp: Path) -> Iterator[Bench]:
                     executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
                 )
                 url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-                yield Bench(url, token, root, log_job, run, etcd, s3, browser, args)
+                yield Bench(url, token, root, log_job, run, etcd, s3, browser, args, compare_jobs)
                 browser.close()
         finally:
             server.should_exit = True
@@ -347,7 +367,9 @@ def main() -> int:
     parser.add_argument("--log-mib", type=int, default=1024)
     parser.add_argument("--changes", type=int, default=100)
     parser.add_argument("--points", type=int, default=1_000_000, help="the series case's history, in records")
-    parser.add_argument("--runs", type=int, default=5, help="the series case's warm page openings")
+    parser.add_argument("--runs", type=int, default=5, help="the series and compare cases' warm page openings")
+    parser.add_argument("--compare-runs", type=int, default=50, help="the compare case's jobs")
+    parser.add_argument("--compare-steps", type=int, default=10_000, help="the compare case's steps per metric")
     args = parser.parse_args()
     chosen = [name.strip() for name in args.cases.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in CASES]

@@ -28,6 +28,7 @@ from learnerkit.scheduler.console.access import (
     session_of,
 )
 from learnerkit.scheduler.console.actions import ACTIONS, add_action_routes, done_notice
+from learnerkit.scheduler.console.compare_pages import add_compare_routes
 from learnerkit.scheduler.console.forms import FormError, read_form
 from learnerkit.scheduler.console.origin import refusal
 from learnerkit.scheduler.console.rendering import Renderer
@@ -343,6 +344,8 @@ def _router(
             )
         except TooManyStreams as e:
             raise PageError(429, "Too many streams", str(e)) from e
+
+    add_compare_routes(router, facade, render)
 
     @router.get("/{unknown:path}")
     async def no_such_page(unknown: str) -> Response:

@@ -15,7 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
+import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,6 +32,8 @@ MODEL_FILE = "results/model/model.pt"
 DESCRIPTION_FILE = "results/model/model.json"
 PLATFORM = "pytorch_torchscript"
 MAX_BODY = 64 << 20
+DRAIN_SECONDS = 20.0
+"""On SIGTERM (`docker stop`, a roll-over): how long the requests being answered may take to finish."""
 MODEL_ROUTE = re.compile(r"^/v2/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?(?P<verb>/ready|/infer)?$")
 
 
@@ -76,9 +81,31 @@ def _pick_model(signed: dict[str, str], name: str) -> str:
     return found[0]
 
 
+class InFlight:
+    """How many `infer` requests are being answered: a stopping server waits for them, not for idle connections."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.changed = threading.Condition()
+
+    def __enter__(self) -> None:
+        with self.changed:
+            self.count += 1
+
+    def __exit__(self, *_: object) -> None:
+        with self.changed:
+            self.count -= 1
+            self.changed.notify_all()
+
+    def drain(self, seconds: float) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: self.count == 0, timeout=seconds)
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     served: Served
+    in_flight = InFlight()
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -109,7 +136,8 @@ class Handler(BaseHTTPRequestHandler):
         elif self.headers.get("Inference-Header-Content-Length") is not None:
             self._send(HTTPStatus.BAD_REQUEST, error("the binary tensor extension is not spoken: send JSON data"))
         else:
-            self._infer(body)
+            with self.in_flight:
+                self._infer(body)
 
     def _infer(self, body: bytes) -> None:
         try:
@@ -168,7 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     server.daemon_threads = True
     print(f"modelserver: serving {args.name}@{args.version} on port {args.port}", file=sys.stderr, flush=True)
-    server.serve_forever()
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    stopping.wait()
+    server.shutdown()
+    started = time.monotonic()
+    Handler.in_flight.drain(DRAIN_SECONDS)
+    print(f"modelserver: stopped; drained in {time.monotonic() - started:.2f} s", file=sys.stderr, flush=True)
     return 0
 
 

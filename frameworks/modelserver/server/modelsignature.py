@@ -39,7 +39,9 @@ def verify_folder(folder: Path, public_keys: Sequence[Path]) -> dict[str, str]:
         signatures = [base64.b64decode(s["sig"], validate=True) for s in envelope["signatures"]]
     except FileNotFoundError as e:
         raise SignatureError(f"{SIGNATURE_FILE}: missing (an unsigned folder is never loaded)") from e
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except OSError as e:
+        raise SignatureError(f"{SIGNATURE_FILE}: cannot be read ({e})") from e
+    except (ValueError, KeyError, TypeError) as e:
         raise SignatureError(f"{SIGNATURE_FILE}: not a Sigstore bundle with a DSSE envelope ({e})") from e
     if not _signed_by_one_of(payload_type, payload, signatures, public_keys):
         raise SignatureError(f"{SIGNATURE_FILE}: the signature does not verify with the platform's public key(s)")

@@ -116,7 +116,14 @@ def _pulled(store: Store, name: str, digest: str, home: Path) -> Path:
     folder = home / store.tenant / name / digest.replace(":", "-")
     if not folder.is_dir():
         pull(store, f"{name}@{digest}", folder)
+        read_only_for_all(folder)
     return folder
+
+
+def read_only_for_all(folder: Path) -> None:
+    """A pulled folder (written private) readable by the server's user (UID 1000), writable by nobody."""
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
 
 
 def _public_keys(files: Sequence[Path], folder: Path) -> Path:

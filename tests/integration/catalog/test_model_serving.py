@@ -1,0 +1,159 @@
+"""`learnerkit model serve` end to end: a registered version served by the real model server image on the Docker
+engine, answering Triton's stock v2 client with the outputs of the model called in-process; a wrong body's 400
+naming the field; a folder whose signature is broken refused at load; `model stop` leaving nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import requests
+import tritonclient.http as v2client
+from click.testing import CliRunner
+
+from learnerkit.cli import cli
+from learnerkit.common.engine import engine
+from learnerkit.scheduler.serving.deployment import MODEL_LABEL, SERVER_IMAGE, ServingError, read_only_for_all, run_server
+from tests.integration.catalog.modeljob import job_folder
+from tests.unit.scheduler.provenance import jobfolder
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+MAKE_MODEL = """
+import json, sys, torch, learner
+from pathlib import Path
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+learner.save_model(net, [64], 10, folder=Path('/out/model'))
+x = torch.rand(4, 64, generator=torch.Generator().manual_seed(1)) * 16
+logits = torch.jit.load('/out/model/model.pt')(x)
+json.dump({'x': x.tolist(), 'logits': logits.tolist()}, open('/out/called.json', 'w'))
+"""
+
+
+@pytest.fixture(scope="module")
+def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A digits-shaped classifier saved by learner.save_model, and its logits for 4 inputs, called in-process by
+    the same torch (the server image's: the host has none)."""
+    if not engine().images.list(name=SERVER_IMAGE.split(":")[0]):
+        pytest.fail(f"{SERVER_IMAGE} is not built: `learnerkit image build modelserver`")
+    out = tmp_path_factory.mktemp("digits")
+    out.chmod(0o777)
+    subprocess.run(
+        ["docker", "run", "--rm", "--read-only", "--tmpfs", "/tmp", "--network", "none", "-v", f"{out}:/out"]
+        + ["--entrypoint", "python", SERVER_IMAGE, "-c", MAKE_MODEL],
+        check=True,
+        timeout=300,
+    )
+    return out
+
+
+@pytest.fixture
+def env(registry: str, tmp_path: Path, digits_model: Path) -> Iterator[dict[str, str]]:
+    """A tenant of its own with the digits model registered and aliased `production`."""
+    kept = jobfolder.RESULT_FILES
+    jobfolder.RESULT_FILES = {f"results/model/{f}": (digits_model / "model" / f).read_bytes() for f in ("model.pt", "model.json")}
+    try:
+        folder, key = job_folder(tmp_path / "job")
+    finally:
+        jobfolder.RESULT_FILES = kept
+    tenant = f"team-{uuid.uuid4().hex[:8]}"
+    variables = {
+        "LEARNERKIT_CATALOG_REGISTRY": registry,
+        "LEARNERKIT_TENANT": tenant,
+        "LEARNERKIT_SIGNING_KEY": str(key),
+        "LEARNERKIT_HOME": str(tmp_path / "home"),
+    }
+    code, out = model("register-folder", str(folder), "--name", "digits", env=variables)
+    assert code == 0, out
+    code, out = model("alias", "digits", "production", json.loads(out)["version"], env=variables)
+    assert code == 0, out
+    yield variables
+    for container in engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={tenant}/digits"}):
+        container.remove(force=True)
+
+
+def model(*args: str, env: dict[str, str]) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["model", *args, "--output", "json"], env=env)
+    return result.exit_code, result.output
+
+
+def called(digits_model: Path) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    reference = json.loads((digits_model / "called.json").read_text(encoding="utf-8"))
+    return np.array(reference["x"], dtype=np.float32), np.array(reference["logits"], dtype=np.float32)
+
+
+def test_a_version_served_answers_a_stock_v2_client_as_the_model_in_process(
+    env: dict[str, str], digits_model: Path, tmp_path: Path
+) -> None:
+    code, out = model("serve", "digits@production", env=env)
+    assert code == 0, out
+    served = json.loads(out)
+    assert served["url"].startswith("http://127.0.0.1:"), served
+    container = engine().containers.get(served["container"])
+    config = container.attrs["HostConfig"]
+    assert config["ReadonlyRootfs"] and config["CapDrop"] == ["ALL"] and container.attrs["Config"]["User"] == "1000:0"
+    assert not [e for e in container.attrs["Config"]["Env"] if "KEY" in e or "SECRET" in e or "TOKEN" in e]
+    assert all(m["RW"] is False for m in container.attrs["Mounts"])
+
+    client = v2client.InferenceServerClient(served["url"].removeprefix("http://"))
+    assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("digits")
+    metadata = client.get_model_metadata("digits")
+    assert metadata["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 64]}]
+    assert metadata["versions"] == [served["version"]]
+    x, logits = called(digits_model)
+    tensor = v2client.InferInput("input", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x, binary_data=False)
+    answer = client.infer("digits", [tensor])
+    assert answer.as_numpy("logits").shape == (4, 10)
+    assert np.array_equal(answer.as_numpy("logits"), logits)  # the logits as computed, bit for bit
+
+    plain = tmp_path / "batch.json"  # a plain JSON tensor (a batch of the same size: torch's float sums differ by
+    plain.write_text(json.dumps(x.tolist()), encoding="utf-8")  # batch size in their last bits)
+    code, out = model("predict", "digits@production", "--input", str(plain), env=env)
+    assert code == 0, out
+    outputs = json.loads(out)["outputs"][0]
+    assert outputs["shape"] == [4, 10] and np.array_equal(np.array(outputs["data"], dtype=np.float32), logits.ravel())
+
+    wrong = {"inputs": [{"name": "input", "shape": [1, 63], "datatype": "FP32", "data": [0.0] * 63}]}
+    refused = requests.post(f"{served['url']}/v2/models/digits/infer", json=wrong, timeout=30)
+    assert refused.status_code == 400
+    assert refused.json()["error"].startswith("inputs[0].shape: [1, 63] does not fit digits's input [-1, 64]")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([[1.0, 2.0], [3.0]]), encoding="utf-8")
+    code, out = model("predict", "digits@production", "--input", str(bad), env=env)
+    assert code != 0 and "[1]: shape [1], but [0] has [2]" in out, out
+
+    code, out = model("stop", "digits", env=env)
+    assert code == 0 and json.loads(out)["stopped"] == [served["version"]], out
+    assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
+    code, out = model("predict", "digits@production", "--input", str(plain), env=env)
+    assert code != 0 and "not served" in out, out
+
+
+def test_a_version_whose_signature_is_broken_is_refused_at_load(env: dict[str, str], tmp_path: Path) -> None:
+    pulled = tmp_path / "pulled"
+    code, out = model("pull", "digits@production", str(pulled), env=env)
+    assert code == 0, out
+    version = json.loads(out)["version"]
+    weights = next(pulled.glob("attempt-*/learner-*/results/model/model.pt"))
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 1
+    weights.write_bytes(bytes(data))
+    read_only_for_all(pulled)
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    shutil.copy(Path(env["LEARNERKIT_SIGNING_KEY"]).with_suffix(".pub"), keys / "platform.pub")
+    with pytest.raises(ServingError) as refused:
+        run_server(env["LEARNERKIT_TENANT"], "digits", version, pulled, keys)
+    message = str(refused.value)
+    assert "exited 2" in message and "refused to load" in message, message
+    assert "results/model/model.pt: changed (its SHA-256 is not the signed one)" in message, message
+    assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})

@@ -53,7 +53,9 @@ def verify_folder(folder: Path, public_keys: Sequence[Path]) -> dict[str, str]:
     except (ValueError, KeyError, TypeError, IndexError) as e:
         raise SignatureError(f"{SIGNATURE_FILE}: the signed statement is not a model signature ({e})") from e
     if statement.get("predicateType") != PREDICATE_TYPE:
-        raise SignatureError(f"{SIGNATURE_FILE}: predicateType {statement.get('predicateType')!r}, not {PREDICATE_TYPE}")
+        raise SignatureError(
+            f"{SIGNATURE_FILE}: predicateType {statement.get('predicateType')!r}, not {PREDICATE_TYPE}"
+        )
     root = hashlib.sha256(b"".join(bytes.fromhex(resources[name]) for name in sorted(resources))).hexdigest()
     if root != subject:
         raise SignatureError(f"{SIGNATURE_FILE}: the subject is not the digest of the listed files")
@@ -106,4 +108,3 @@ def _sha256(path: Path) -> str:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
-

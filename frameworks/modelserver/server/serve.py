@@ -178,6 +178,7 @@ class Handler(BaseHTTPRequestHandler):
         if str(code).startswith(("4", "5")):
             super().log_request(code, size)
 
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--model-dir", type=Path, required=True)

@@ -1,8 +1,7 @@
-"""A catalog version served on the local Docker engine by the model server image (docs/catalog.md, "Serving").
+"""`model serve`: a catalog version served by the model server image on the local Docker engine (docs/catalog.md).
 
 `serve` pulls the version (every blob checked against its digest), checks its weights signature with the platform's
-keys as an alias move does, and only then starts the server: non-root, read-only root, no capabilities, no
-credentials, the version's folder and the public keys mounted read-only, published on 127.0.0.1 only. The server
+keys as an alias move does, and only then starts the server (`backends.modelservers`: hardened). The server
 checks the signature again before it loads anything (the folder could change between the two). Serving a name
 that is served already rolls it over: the new container is started and answers ready before the old one is
 stopped, which finishes the requests it holds (its server drains on SIGTERM).
@@ -11,46 +10,30 @@ stopped, which finishes the requests it holds (its server drains on SIGTERM).
 from __future__ import annotations
 
 import hashlib
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import docker.errors
 from securesystemslib.signer import Key
 
-from learnerkit.common.engine import engine
-from learnerkit.scheduler.catalog.errors import CatalogError, NotFoundError, RefusedError
+from learnerkit.scheduler.backends.modelservers import (
+    SERVER_IMAGE as SERVER_IMAGE,
+)
+from learnerkit.scheduler.backends.modelservers import (
+    VERSION_LABEL,
+    Served,
+    containers,
+    described,
+    read_only_for_all,
+    remove,
+    run_server,
+)
+from learnerkit.scheduler.backends.modelservers import served as served
+from learnerkit.scheduler.backends.modelservers import stop as stop
+from learnerkit.scheduler.catalog.errors import RefusedError
 from learnerkit.scheduler.catalog.names import Reference
 from learnerkit.scheduler.catalog.proof import WEIGHTS
 from learnerkit.scheduler.catalog.service import check_version, pull
 from learnerkit.scheduler.catalog.versions import Store, resolve
-
-SERVER_IMAGE = "learnerkit/modelserver:2.13-cpu-py3.11"
-MODEL_LABEL = "io.learnerkit.model"
-"""`<tenant>/<name>`: which served model a container is."""
-VERSION_LABEL = "io.learnerkit.model.version"
-PORT = 8080
-READY_TIMEOUT = 180.0
-STOP_TIMEOUT = 30
-
-
-class ServingError(CatalogError):
-    """A version that could not be served: the server refused it or never got ready (its log's tail is named)."""
-
-
-@dataclass(frozen=True)
-class Served:
-    name: str
-    version: str
-    url: str
-    container: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "url": self.url, "container": self.container}
 
 
 def serve(
@@ -70,45 +53,14 @@ def serve(
         raise RefusedError(f"{ref.name}@{digest} is not served: {'; '.join(reasons)}", [WEIGHTS])
     folder = _pulled(store, ref.name, digest, home)
     keys_folder = _public_keys(key_files, folder.parent / f"{folder.name}.keys")
-    old = [c for c in _containers(store.tenant, ref.name) if c.labels.get(VERSION_LABEL) != digest]
-    same = [c for c in _containers(store.tenant, ref.name) if c.labels.get(VERSION_LABEL) == digest]
+    old = [c for c in containers(store.tenant, ref.name) if c.labels.get(VERSION_LABEL) != digest]
+    same = [c for c in containers(store.tenant, ref.name) if c.labels.get(VERSION_LABEL) == digest]
     if same:
-        return _described(same[0], ref.name)
+        return described(same[0], ref.name)
     started = run_server(store.tenant, ref.name, digest, folder, keys_folder, image)
     for previous in old:
-        _remove(previous)
+        remove(previous)
     return started
-
-
-def run_server(tenant: str, name: str, digest: str, folder: Path, keys: Path, image: str = SERVER_IMAGE) -> Served:
-    """A server of the pulled version in ``folder`` (the platform's keys in ``keys``), once it answers ready;
-    ServingError, nothing left running, when it refuses the version or never gets ready."""
-    container = _start(tenant, name, digest, folder, keys, image)
-    try:
-        _wait_ready(container, name)
-    except ServingError:
-        _remove(container)
-        raise
-    return _described(container, name)
-
-
-def stop(tenant: str, name: str) -> list[str]:
-    """Stop and remove every container serving ``name``; the versions they served (NotFoundError for none)."""
-    found = _containers(tenant, name)
-    if not found:
-        raise NotFoundError(f"model {name} is not served for tenant {tenant}")
-    for container in found:
-        _remove(container)
-    return [str(c.labels.get(VERSION_LABEL)) for c in found]
-
-
-def served(tenant: str, name: str) -> Served:
-    """The running server of ``name`` (the newest, while a roll-over has two); NotFoundError for none."""
-    found = [c for c in _containers(tenant, name) if c.status == "running"]
-    if not found:
-        raise NotFoundError(f"model {name} is not served for tenant {tenant} (`learnerkit model serve {name}@ALIAS`)")
-    newest = max(found, key=lambda c: str(c.attrs.get("Created", "")))
-    return _described(newest, name)
 
 
 def _pulled(store: Store, name: str, digest: str, home: Path) -> Path:
@@ -120,12 +72,6 @@ def _pulled(store: Store, name: str, digest: str, home: Path) -> Path:
     return folder
 
 
-def read_only_for_all(folder: Path) -> None:
-    """A pulled folder (written private) readable by the server's user (UID 1000), writable by nobody."""
-    for path in [folder, *folder.rglob("*")]:
-        path.chmod(0o555 if path.is_dir() else 0o444)
-
-
 def _public_keys(files: Sequence[Path], folder: Path) -> Path:
     """The platform's public keys, copied beside the version to be mounted read-only (no private key goes there)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -133,73 +79,3 @@ def _public_keys(files: Sequence[Path], folder: Path) -> Path:
         data = path.read_bytes()
         (folder / f"{hashlib.sha256(data).hexdigest()[:16]}.pub").write_bytes(data)
     return folder
-
-
-def _containers(tenant: str, name: str) -> list[Any]:
-    return list(engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={tenant}/{name}"}))
-
-
-def _start(tenant: str, name: str, digest: str, folder: Path, keys: Path, image: str) -> Any:
-    key_args = [arg for key in sorted(keys.glob("*.pub")) for arg in ("--public-key", f"/keys/{key.name}")]
-    command = ["--model-dir", "/model", *key_args, "--name", name, "--version", digest, "--port", str(PORT)]
-    ready = f"import urllib.request as u; u.urlopen('http://127.0.0.1:{PORT}/v2/health/ready', timeout=4)"
-    try:
-        return engine().containers.run(
-            image,
-            command=command,
-            entrypoint=["/usr/bin/tini", "--", "/opt/learner/venv/bin/python", "/opt/learner/server/serve.py"],
-            name=f"lk-model-{tenant}-{name}-{digest.removeprefix('sha256:')[:12]}-{int(time.time() * 1000) % 100000}",
-            labels={MODEL_LABEL: f"{tenant}/{name}", VERSION_LABEL: digest},
-            detach=True,
-            user="1000:0",
-            read_only=True,
-            tmpfs={"/tmp": "rw,noexec,nosuid,size=64m"},  # noqa: S108 (the container's own tmpfs)
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            environment={},
-            volumes={str(folder): {"bind": "/model", "mode": "ro"}, str(keys): {"bind": "/keys", "mode": "ro"}},
-            ports={f"{PORT}/tcp": ("127.0.0.1", None)},
-            healthcheck={"test": ["CMD", "python", "-c", ready], "interval": 10_000_000_000},
-            pids_limit=256,
-        )
-    except docker.errors.ImageNotFound as e:
-        raise ServingError(f"no model server image {image}: build it with `learnerkit image build modelserver`") from e
-
-
-def _described(container: Any, name: str) -> Served:
-    container.reload()
-    bindings = (container.attrs["NetworkSettings"]["Ports"] or {}).get(f"{PORT}/tcp") or []
-    port = next((b["HostPort"] for b in bindings if b.get("HostIp") == "127.0.0.1"), None)
-    url = f"http://127.0.0.1:{port}" if port else ""
-    return Served(name, str(container.labels.get(VERSION_LABEL)), url, str(container.name))
-
-
-def _wait_ready(container: Any, name: str) -> None:
-    """Until `/v2/models/{name}/ready` answers 200; ServingError with the log's tail once the server exits (a
-    refused signature) or the deadline passes."""
-    deadline = time.monotonic() + READY_TIMEOUT
-    url = ""
-    while time.monotonic() < deadline:
-        container.reload()
-        if container.status in ("exited", "dead"):
-            tail = container.logs(tail=20).decode("utf-8", "replace").strip()
-            raise ServingError(f"the model server of {name} exited {container.attrs['State']['ExitCode']}: {tail}")
-        url = url or _described(container, name).url
-        if url:
-            try:
-                with urllib.request.urlopen(f"{url}/v2/models/{name}/ready", timeout=2) as answer:  # noqa: S310
-                    if answer.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-        time.sleep(0.2)
-    raise ServingError(f"the model server of {name} was not ready within {READY_TIMEOUT:.0f} s")
-
-
-def _remove(container: Any) -> None:
-    try:
-        container.stop(timeout=STOP_TIMEOUT)
-        container.remove(force=True)
-    except docker.errors.NotFound:
-        return
-

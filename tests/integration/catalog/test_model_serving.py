@@ -20,7 +20,13 @@ from click.testing import CliRunner
 
 from learnerkit.cli import cli
 from learnerkit.common.engine import engine
-from learnerkit.scheduler.serving.deployment import MODEL_LABEL, SERVER_IMAGE, ServingError, read_only_for_all, run_server
+from learnerkit.scheduler.serving.deployment import (
+    MODEL_LABEL,
+    SERVER_IMAGE,
+    ServingError,
+    read_only_for_all,
+    run_server,
+)
 from tests.integration.catalog.modeljob import job_folder
 from tests.unit.scheduler.provenance import jobfolder
 
@@ -47,8 +53,23 @@ def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("digits")
     out.chmod(0o777)
     subprocess.run(
-        ["docker", "run", "--rm", "--read-only", "--tmpfs", "/tmp", "--network", "none", "-v", f"{out}:/out"]
-        + ["--entrypoint", "python", SERVER_IMAGE, "-c", MAKE_MODEL],
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--read-only",
+            "--tmpfs",
+            "/tmp",
+            "--network",
+            "none",
+            "-v",
+            f"{out}:/out",
+            "--entrypoint",
+            "python",
+            SERVER_IMAGE,
+            "-c",
+            MAKE_MODEL,
+        ],
         check=True,
         timeout=300,
     )
@@ -59,7 +80,9 @@ def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def env(registry: str, tmp_path: Path, digits_model: Path) -> Iterator[dict[str, str]]:
     """A tenant of its own with the digits model registered and aliased `production`."""
     kept = jobfolder.RESULT_FILES
-    jobfolder.RESULT_FILES = {f"results/model/{f}": (digits_model / "model" / f).read_bytes() for f in ("model.pt", "model.json")}
+    jobfolder.RESULT_FILES = {
+        f"results/model/{f}": (digits_model / "model" / f).read_bytes() for f in ("model.pt", "model.json")
+    }
     try:
         folder, key = job_folder(tmp_path / "job")
     finally:

@@ -81,7 +81,8 @@ def test_missing_required_field_is_named(make_project: MakeProject) -> None:
 
 
 def test_the_projects_own_matrix_is_valid_and_every_framework_has_cpu_and_cuda() -> None:
-    """Training frameworks come as cpu and cuda; the evaluator images (docs/evaluations.md) and the model server as cpu."""
+    """Training frameworks come as cpu and cuda; the evaluator images (docs/evaluations.md) and the model server
+    as cpu."""
     matrix = load_matrix(REPO)
     assert {"caffe", "jax", "mxnet", "pytorch", "tensorflow"} <= set(matrix.frameworks)
     assert {"robustness", "fairness"} <= set(matrix.frameworks)

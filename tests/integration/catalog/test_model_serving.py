@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from learnerkit.cli import cli
 from learnerkit.common.engine import engine
-from learnerkit.scheduler.serving.deployment import (
+from learnerkit.scheduler.backends.modelservers import (
     MODEL_LABEL,
     SERVER_IMAGE,
     ServingError,

@@ -330,9 +330,10 @@ def _key_files() -> list[Path]:
 @catalog_command
 def stop_command(name: str, store: Store, keys: list[Key], output: str) -> None:
     """Stop serving NAME (every server of it)."""
-    from learnerkit.scheduler.serving.deployment import stop
+    from learnerkit.scheduler.serving.deployment import forget, stop
 
     versions = stop(store.tenant, name)
+    forget(_serving_home(), store.tenant, name)
     emit(output, {"name": name, "stopped": versions}, lambda: console.print(f"stopped {name}"))
 
 

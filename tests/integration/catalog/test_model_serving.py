@@ -27,6 +27,8 @@ from learnerkit.scheduler.backends.modelservers import (
     read_only_for_all,
     run_server,
 )
+from learnerkit.scheduler.serving.deployment import forget
+from learnerkit_build.state import state_home
 from tests.integration.catalog.modeljob import job_folder
 from tests.unit.scheduler.provenance import jobfolder
 
@@ -92,7 +94,6 @@ def env(registry: str, tmp_path: Path, digits_model: Path) -> Iterator[dict[str,
         "LEARNERKIT_CATALOG_REGISTRY": registry,
         "LEARNERKIT_TENANT": tenant,
         "LEARNERKIT_SIGNING_KEY": str(key),
-        "LEARNERKIT_HOME": str(tmp_path / "home"),
     }
     code, out = model("register-folder", str(folder), "--name", "digits", env=variables)
     assert code == 0, out
@@ -101,6 +102,7 @@ def env(registry: str, tmp_path: Path, digits_model: Path) -> Iterator[dict[str,
     yield variables
     for container in engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={tenant}/digits"}):
         container.remove(force=True)
+    forget(state_home() / "serving", tenant, "digits")
 
 
 def model(*args: str, env: dict[str, str]) -> tuple[int, str]:
@@ -156,6 +158,7 @@ def test_a_version_served_answers_a_stock_v2_client_as_the_model_in_process(
 
     code, out = model("stop", "digits", env=env)
     assert code == 0 and json.loads(out)["stopped"] == [served["version"]], out
+    assert not (state_home() / "serving" / env["LEARNERKIT_TENANT"]).joinpath("digits").exists()
     assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
     code, out = model("predict", "digits@production", "--input", str(plain), env=env)
     assert code != 0 and "not served" in out, out

@@ -73,7 +73,8 @@ def docker_python(code: str, *mounts: str) -> str:
 def signed_version(root: Path) -> tuple[Path, Path]:
     """(the version's folder, the public keys' folder): the digits network saved and signed by the platform."""
     folder = root / "version"
-    folder.mkdir(mode=0o777)
+    folder.mkdir()
+    folder.chmod(0o777)  # the image writes as its user, 1000
     docker_python(SAVE.format(model=MODEL), f"{folder}:/out")
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     digested = [

@@ -104,6 +104,9 @@ class InFlight:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    """Headers and body go out in two writes: with Nagle's algorithm the body waits for the client's delayed ACK
+    of the headers, 40 ms an answer (measured: 44 ms p50 for one client before, bench/model_serving.py)."""
     served: Served
     in_flight = InFlight()
 

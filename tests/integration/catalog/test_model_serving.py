@@ -78,17 +78,26 @@ def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def signed_job(
+    tmp: Path, digits_model: Path, key: Path | None = None, description_suffix: bytes = b""
+) -> tuple[Path, Path]:
+    """A job folder whose result is the digits model (``description_suffix`` after its model.json makes another
+    version of the same model)."""
+    kept = jobfolder.RESULT_FILES
+    jobfolder.RESULT_FILES = {
+        "results/model/model.pt": (digits_model / "model" / "model.pt").read_bytes(),
+        "results/model/model.json": (digits_model / "model" / "model.json").read_bytes() + description_suffix,
+    }
+    try:
+        return job_folder(tmp, key=key)
+    finally:
+        jobfolder.RESULT_FILES = kept
+
+
 @pytest.fixture
 def env(registry: str, tmp_path: Path, digits_model: Path) -> Iterator[dict[str, str]]:
     """A tenant of its own with the digits model registered and aliased `production`."""
-    kept = jobfolder.RESULT_FILES
-    jobfolder.RESULT_FILES = {
-        f"results/model/{f}": (digits_model / "model" / f).read_bytes() for f in ("model.pt", "model.json")
-    }
-    try:
-        folder, key = job_folder(tmp_path / "job")
-    finally:
-        jobfolder.RESULT_FILES = kept
+    folder, key = signed_job(tmp_path / "job", digits_model)
     tenant = f"team-{uuid.uuid4().hex[:8]}"
     variables = {
         "LEARNERKIT_CATALOG_REGISTRY": registry,
@@ -183,3 +192,32 @@ def test_a_version_whose_signature_is_broken_is_refused_at_load(env: dict[str, s
     assert "exited 2" in message and "refused to load" in message, message
     assert "results/model/model.pt: changed (its SHA-256 is not the signed one)" in message, message
     assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
+
+
+def test_an_alias_moved_rolls_the_served_version_over(env: dict[str, str], digits_model: Path, tmp_path: Path) -> None:
+    code, out = model("serve", "digits@production", env=env)
+    assert code == 0, out
+    first = json.loads(out)
+    folder, _ = signed_job(tmp_path / "job2", digits_model, Path(env["LEARNERKIT_SIGNING_KEY"]), b" ")
+    code, out = model("register-folder", str(folder), "--name", "digits", env=env)
+    assert code == 0, out
+    second = json.loads(out)["version"]
+    assert second != first["version"]
+    code, out = model("alias", "digits", "production", second, env=env)
+    assert code == 0, out
+    plain = tmp_path / "batch.json"
+    plain.write_text(json.dumps(called(digits_model)[0].tolist()), encoding="utf-8")
+    code, out = model("predict", "digits@production", "--input", str(plain), env=env)
+    assert code != 0 and f"but digits serves {first['version']}: serve it first" in out, out
+
+    code, out = model("serve", "digits@production", env=env)
+    assert code == 0, out
+    rolled = json.loads(out)
+    assert rolled["version"] == second and rolled["container"] != first["container"]
+    running = engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
+    assert [c.name for c in running] == [rolled["container"]]
+    code, out = model("predict", "digits@production", "--input", str(plain), env=env)
+    assert code == 0 and json.loads(out)["model_version"] == second, out
+    assert np.array_equal(
+        np.array(json.loads(out)["outputs"][0]["data"], dtype=np.float32), called(digits_model)[1].ravel()
+    )

@@ -4,6 +4,7 @@ naming the field; a folder whose signature is broken refused at load; `model sto
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ from learnerkit.scheduler.backends.modelservers import (
 from learnerkit.scheduler.serving.deployment import forget
 from learnerkit_build.state import state_home
 from tests.integration.catalog.modeljob import job_folder
+from tests.integration.catalog.test_catalog_registry import storage, tamper_blob
 from tests.unit.scheduler.provenance import jobfolder
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -221,3 +223,21 @@ def test_an_alias_moved_rolls_the_served_version_over(env: dict[str, str], digit
     assert np.array_equal(
         np.array(json.loads(out)["outputs"][0]["data"], dtype=np.float32), called(digits_model)[1].ravel()
     )
+
+
+def test_a_version_whose_weights_changed_in_the_registry_is_not_served(
+    env: dict[str, str], digits_model: Path, tmp_path: Path
+) -> None:
+    """Its own model.json bytes (tabs after it): the registry keeps one blob for every repository."""
+    folder, _ = signed_job(tmp_path / "job2", digits_model, Path(env["LEARNERKIT_SIGNING_KEY"]), b"\t\t\t")
+    code, out = model("register-folder", str(folder), "--name", "digits", env=env)
+    assert code == 0, out
+    version = json.loads(out)["version"]
+    description = next(folder.glob("attempt-*/learner-*/results/model/model.json")).read_bytes()
+    tamper_blob(storage(env["LEARNERKIT_CATALOG_REGISTRY"]), "sha256:" + hashlib.sha256(description).hexdigest())
+    code, out = model("serve", f"digits@{version}", env=env)
+    assert code == 1, out
+    refusal = json.loads(out)
+    assert refusal["refused"] is True and refusal["failed"] == ["weights signature"], out
+    assert "weights signature: blob attempt-1/learner-1/results/model/model.json: changed" in refusal["message"], out
+    assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})

@@ -85,7 +85,8 @@ def test_the_projects_own_matrix_is_valid_and_every_framework_has_cpu_and_cuda()
     as cpu."""
     matrix = load_matrix(REPO)
     assert {"caffe", "jax", "mxnet", "pytorch", "tensorflow"} <= set(matrix.frameworks)
-    assert {"robustness", "fairness"} <= set(matrix.frameworks)
+    assert {"robustness", "fairness", "modelserver"} <= set(matrix.frameworks)
+    assert not {"robustness", "fairness", "modelserver"} & {i.framework.name for i in matrix.training_images}
     for framework in matrix.frameworks:
         images = [image for image in matrix.images if image.framework.name == framework]
         variants = {image.variant.accelerator for image in images}

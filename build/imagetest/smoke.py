@@ -11,6 +11,7 @@ from learnerkit_build.imagetest.checks import CheckContext, CheckFailure, CheckS
 from learnerkit_build.imagetest.containers import GpusRefused, LearnerRun, running, wait_exit, wait_until
 from learnerkit_build.imagetest.smokedata import write_smoke_dataset
 from learnerkit_build.imagetest.smokeeval import check_smoke_evaluation
+from learnerkit_build.imagetest.smokeserve import check_smoke_serving
 
 PACE_SECONDS = "0.2"
 """Minimum seconds per step in the first run, so that the halt lands in the middle of training."""
@@ -58,9 +59,12 @@ def latest_checkpoint_step(job: Path) -> int | None:
 
 def check_smoke(ctx: CheckContext) -> str:
     """cpu images train on the CPU; cuda images train on the engine's GPUs (`--gpus`), and only there.
-    An evaluator image's smoke run is one evaluation instead (`smoke.kind: evaluation`)."""
+    An evaluator image's smoke run is one evaluation instead (`smoke.kind: evaluation`), a model server's one
+    served model (`smoke.kind: serving`)."""
     if ctx.image.framework.smoke.kind == "evaluation":
         return check_smoke_evaluation(ctx)
+    if ctx.image.framework.smoke.kind == "serving":
+        return check_smoke_serving(ctx)
     on_gpu = ctx.image.variant.accelerator == "cuda"
     if on_gpu and not ctx.gpus:
         raise CheckSkipped(

@@ -168,8 +168,9 @@ class VersionSpec(_Spec):
 class SmokeSpec(_Spec):
     """The framework's tiny real training run, used by `learnerkit image test`."""
 
-    kind: Literal["training", "evaluation"] = "training"
-    """`evaluation`: an evaluator image (docs/evaluations.md), whose smoke run is one evaluation, not training."""
+    kind: Literal["training", "evaluation", "serving"] = "training"
+    """`evaluation`: an evaluator image (docs/evaluations.md), whose smoke run is one evaluation, not training;
+    `serving`: the model server (docs/catalog.md), whose smoke run serves a model it signed and checks the answers."""
     command: list[str] = Field(min_length=1)
     """argv run by learner-run inside the image; `{steps}` and `{checkpoint_every}` are filled in."""
     steps: int = Field(default=60, ge=4)

@@ -307,3 +307,77 @@ def import_command(folder: Path, name: str, store: Store, keys: list[Key], outpu
 
     version = import_hf(store, name, folder)
     emit(output, _version_row(version), lambda: console.print(f"imported {name}@{version.version} (unattested)"))
+
+
+def _serving_home() -> Path:
+    from learnerkit_build.state import state_home
+
+    return state_home() / "serving"
+
+
+@model_group.command("serve")
+@click.argument("reference", metavar="NAME@ALIAS|NAME@VERSION")
+@click.option("--image", default=None, help="the model server image [learnerkit/modelserver:2.13-cpu-py3.11]")
+@catalog_command
+def serve_command(reference: str, image: str | None, store: Store, keys: list[Key], output: str) -> None:
+    """Serve a version over the Open Inference Protocol v2 on the local Docker engine; prints its address.
+    Serving a served name again rolls it over to the version named now (the new server is ready before the old
+    one stops)."""
+    from learnerkit.scheduler.serving.deployment import SERVER_IMAGE, serve
+
+    key_files = _key_files()
+    served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE)
+    emit(output, served.to_dict(), lambda: console.print(served.url, soft_wrap=True))
+
+
+def _key_files() -> list[Path]:
+    """The public key files `--public-key` named (click's context), else the .pub beside the signing key."""
+    from learnerkit.common.signing import public_key_path
+
+    given = click.get_current_context().params.get("public_keys") or ()
+    return list(given) or [public_key_path(Path(os.environ.get(SIGNING_KEY_SETTING, DEFAULT_SIGNING_KEY)))]
+
+
+@model_group.command("stop")
+@click.argument("name")
+@catalog_command
+def stop_command(name: str, store: Store, keys: list[Key], output: str) -> None:
+    """Stop serving NAME (every server of it)."""
+    from learnerkit.scheduler.serving.deployment import forget, stop
+
+    versions = stop(store.tenant, name)
+    forget(_serving_home(), store.tenant, name)
+    emit(output, {"name": name, "stopped": versions}, lambda: console.print(f"stopped {name}"))
+
+
+@model_group.command("predict")
+@click.argument("reference", metavar="NAME@ALIAS|NAME@VERSION")
+@click.option(
+    "--input",
+    "input_file",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="a v2 infer request body, or a JSON tensor (nested lists: one example or a batch)",
+)
+@catalog_command
+def predict_command(reference: str, input_file: Path, store: Store, keys: list[Key], output: str) -> None:
+    """Ask the served model (`model serve` first); prints its outputs as it computed them."""
+    from learnerkit.scheduler.catalog.errors import CatalogError
+    from learnerkit.scheduler.catalog.names import Reference
+    from learnerkit.scheduler.catalog.versions import resolve
+    from learnerkit.scheduler.serving.deployment import served
+    from learnerkit.scheduler.serving.predict import predict
+
+    ref = Reference.parse(reference)
+    server = served(store.tenant, ref.name)
+    wanted = resolve(store, ref)
+    if server.version != wanted:
+        raise CatalogError(f"{reference} is {wanted}, but {ref.name} serves {server.version}: serve it first")
+    answer = predict(server.url, ref.name, input_file)
+
+    def show() -> None:
+        for tensor in answer.get("outputs", []):
+            console.print(f"{tensor['name']} {tensor['datatype']} {tensor['shape']}", soft_wrap=True)
+            console.print_json(data=tensor["data"])
+
+    emit(output, answer, show)

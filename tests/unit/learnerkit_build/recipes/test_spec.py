@@ -81,14 +81,16 @@ def test_missing_required_field_is_named(make_project: MakeProject) -> None:
 
 
 def test_the_projects_own_matrix_is_valid_and_every_framework_has_cpu_and_cuda() -> None:
-    """Training frameworks come as cpu and cuda; the evaluator images (docs/evaluations.md) as cpu."""
+    """Training frameworks come as cpu and cuda; the evaluator images (docs/evaluations.md) and the model server
+    as cpu."""
     matrix = load_matrix(REPO)
     assert {"caffe", "jax", "mxnet", "pytorch", "tensorflow"} <= set(matrix.frameworks)
-    assert {"robustness", "fairness"} <= set(matrix.frameworks)
+    assert {"robustness", "fairness", "modelserver"} <= set(matrix.frameworks)
+    assert not {"robustness", "fairness", "modelserver"} & {i.framework.name for i in matrix.training_images}
     for framework in matrix.frameworks:
         images = [image for image in matrix.images if image.framework.name == framework]
         variants = {image.variant.accelerator for image in images}
-        evaluator = images[0].framework.smoke.kind == "evaluation"
+        evaluator = images[0].framework.smoke.kind != "training"
         assert variants == ({"cpu"} if evaluator else {"cpu", "cuda"}), framework
 
 

@@ -34,6 +34,8 @@ PREFIX = f"{JOB}/"
 DATA = {"train/a.bin": b"first data object", "train/b.bin": b"second data object"}
 MODEL_ZIP = b"PK\x05\x06" + bytes(18)
 RESULT = b"trained weights"
+RESULT_FILES: dict[str, bytes] | None = None
+"""The learner's results by path (`results/model/model.pt`), instead of one `results/model.bin` of RESULT."""
 METRICS = b'{"step": 1, "values": {"loss": 0.9}}\n{"step": 2, "values": {"loss": 0.4}}\n'
 LOG = [b"epoch 1\n", b"epoch 2\n"]
 
@@ -68,9 +70,10 @@ def describe(image: str) -> ImageFact:
 
 def stored_attempt(store: MemoryStore, attempt: int, *, restored: int | None, results: bool = True) -> None:
     learner = f"{PREFIX}attempt-{attempt}/learner-1/"
-    result = RESULT + str(attempt).encode()
+    files = RESULT_FILES or {"results/model.bin": RESULT + str(attempt).encode()}
     if results:
-        store.objects[learner + "results/model.bin"] = result
+        for name, data in files.items():
+            store.objects[learner + name] = data
     store.objects[learner + "logs/metrics.jsonl"] = METRICS
     for n, part in enumerate(LOG):
         store.objects[learner + f"logs/learner.log.part-{n:06d}"] = part
@@ -79,7 +82,7 @@ def stored_attempt(store: MemoryStore, attempt: int, *, restored: int | None, re
         tuple(Digested(f"s3://data/{key}", sha(value), len(value)) for key, value in sorted(DATA.items())),
         Digested(f"s3://results/{PREFIX}model/model.zip", sha(MODEL_ZIP), len(MODEL_ZIP)),
         (InstalledPackage("lkgreet", "1.0", "c" * 64),),
-        (Digested("results/model.bin", sha(result), len(result)),) if results else (),
+        tuple(Digested(name, sha(data), len(data)) for name, data in files.items()) if results else (),
         Digested("logs/metrics.jsonl", sha(METRICS), len(METRICS)),
         restored,
         None if restored is None else marker_digest(attempt - 1),

@@ -1,0 +1,100 @@
+"""`model serve`: a catalog version served by the model server image on the local Docker engine (docs/catalog.md).
+
+`serve` runs the model server image only where it passed the build tool's test and scan gates on this host
+(`image test`, `image scan`: the check `image publish` and the scheduler's image gate make), by the image ID the
+gate checked. It pulls the version (every blob checked against its digest), checks its weights signature with the
+platform's keys as an alias move does, and only then starts the server (`backends.modelservers`: hardened). The server
+checks the signature again before it loads anything (the folder could change between the two). Serving a name
+that is served already rolls it over: the new container is started and answers ready before the old one is
+stopped, which finishes the requests it holds (its server drains on SIGTERM).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from securesystemslib.signer import Key
+
+from learnerkit.scheduler.backends.modelservers import (
+    SERVER_IMAGE as SERVER_IMAGE,
+)
+from learnerkit.scheduler.backends.modelservers import (
+    VERSION_LABEL,
+    Served,
+    ServingError,
+    containers,
+    described,
+    read_only_for_all,
+    remove,
+    run_server,
+)
+from learnerkit.scheduler.backends.modelservers import served as served
+from learnerkit.scheduler.backends.modelservers import stop as stop
+from learnerkit.scheduler.catalog.errors import RefusedError
+from learnerkit.scheduler.catalog.names import Reference
+from learnerkit.scheduler.catalog.proof import WEIGHTS
+from learnerkit.scheduler.catalog.service import check_version, pull
+from learnerkit.scheduler.catalog.versions import Store, resolve
+from learnerkit_build.publish.push import PublishRefused, check_gates
+
+
+def serve(
+    store: Store,
+    reference: str,
+    keys: Sequence[Key],
+    key_files: Sequence[Path],
+    home: Path,
+    image: str = SERVER_IMAGE,
+) -> Served:
+    """Serve ``reference`` (NAME@ALIAS or NAME@VERSION); the version's files are kept under ``home``."""
+    ref = Reference.parse(reference)
+    digest = resolve(store, ref)
+    proof = check_version(store, ref.name, digest, keys)
+    if proof.failed_checks(WEIGHTS):
+        reasons = [r for r in proof.reasons() if r.startswith(WEIGHTS)]
+        raise RefusedError(f"{ref.name}@{digest} is not served: {'; '.join(reasons)}", [WEIGHTS])
+    try:
+        image_id = str(check_gates(image).image_id)
+    except PublishRefused as e:
+        raise ServingError(f"the model server image is not served from: {e}") from e
+    folder = _pulled(store, ref.name, digest, home)
+    keys_folder = _public_keys(key_files, folder.parent / f"{folder.name}.keys")
+    old = [c for c in containers(store.tenant, ref.name) if c.labels.get(VERSION_LABEL) != digest]
+    same = [c for c in containers(store.tenant, ref.name) if c.labels.get(VERSION_LABEL) == digest]
+    if same:
+        return described(same[0], ref.name)
+    started = run_server(store.tenant, ref.name, digest, folder, keys_folder, image_id)
+    for previous in old:
+        remove(previous)
+    return started
+
+
+def _pulled(store: Store, name: str, digest: str, home: Path) -> Path:
+    """The version's folder under ``home`` (pulled once: a version is immutable, and its server verifies it)."""
+    folder = home / store.tenant / name / digest.replace(":", "-")
+    if not folder.is_dir():
+        pull(store, f"{name}@{digest}", folder)
+        read_only_for_all(folder)
+    return folder
+
+
+def _public_keys(files: Sequence[Path], folder: Path) -> Path:
+    """The platform's public keys, copied beside the version to be mounted read-only (no private key goes there)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in files:
+        data = path.read_bytes()
+        (folder / f"{hashlib.sha256(data).hexdigest()[:16]}.pub").write_bytes(data)
+    return folder
+
+
+def forget(home: Path, tenant: str, name: str) -> None:
+    """The pulled versions of ``name`` under ``home``, removed once it is stopped (they are read-only)."""
+    folder = home / tenant / name
+    if folder.is_dir():
+        for path in [folder, *folder.rglob("*")]:
+            if path.is_dir():
+                path.chmod(0o755)
+        shutil.rmtree(folder)

@@ -1,0 +1,243 @@
+"""`learnerkit model serve` end to end: a registered version served by the real model server image on the Docker
+engine, answering Triton's stock v2 client with the outputs of the model called in-process; a wrong body's 400
+naming the field; a folder whose signature is broken refused at load; `model stop` leaving nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import requests
+import tritonclient.http as v2client
+from click.testing import CliRunner
+
+from learnerkit.cli import cli
+from learnerkit.common.engine import engine
+from learnerkit.scheduler.backends.modelservers import (
+    MODEL_LABEL,
+    SERVER_IMAGE,
+    ServingError,
+    read_only_for_all,
+    run_server,
+)
+from learnerkit.scheduler.serving.deployment import forget
+from learnerkit_build.state import state_home
+from tests.integration.catalog.modeljob import job_folder
+from tests.integration.catalog.test_catalog_registry import storage, tamper_blob
+from tests.unit.scheduler.provenance import jobfolder
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+MAKE_MODEL = """
+import json, sys, torch, learner
+from pathlib import Path
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+learner.save_model(net, [64], 10, folder=Path('/out/model'))
+x = torch.rand(4, 64, generator=torch.Generator().manual_seed(1)) * 16
+logits = torch.jit.load('/out/model/model.pt')(x)
+json.dump({'x': x.tolist(), 'logits': logits.tolist()}, open('/out/called.json', 'w'))
+"""
+
+
+@pytest.fixture(scope="module")
+def digits_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A digits-shaped classifier saved by learner.save_model, and its logits for 4 inputs, called in-process by
+    the same torch (the server image's: the host has none)."""
+    if not engine().images.list(name=SERVER_IMAGE.split(":")[0]):
+        pytest.fail(f"{SERVER_IMAGE} is not built: `learnerkit image build modelserver`")
+    out = tmp_path_factory.mktemp("digits")
+    out.chmod(0o777)
+    subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--read-only",
+            "--tmpfs",
+            "/tmp",
+            "--network",
+            "none",
+            "-v",
+            f"{out}:/out",
+            "--entrypoint",
+            "python",
+            SERVER_IMAGE,
+            "-c",
+            MAKE_MODEL,
+        ],
+        check=True,
+        timeout=300,
+    )
+    return out
+
+
+def signed_job(
+    tmp: Path, digits_model: Path, key: Path | None = None, description_suffix: bytes = b""
+) -> tuple[Path, Path]:
+    """A job folder whose result is the digits model (``description_suffix`` after its model.json makes another
+    version of the same model)."""
+    kept = jobfolder.RESULT_FILES
+    jobfolder.RESULT_FILES = {
+        "results/model/model.pt": (digits_model / "model" / "model.pt").read_bytes(),
+        "results/model/model.json": (digits_model / "model" / "model.json").read_bytes() + description_suffix,
+    }
+    try:
+        return job_folder(tmp, key=key)
+    finally:
+        jobfolder.RESULT_FILES = kept
+
+
+@pytest.fixture
+def env(registry: str, tmp_path: Path, digits_model: Path) -> Iterator[dict[str, str]]:
+    """A tenant of its own with the digits model registered and aliased `production`."""
+    folder, key = signed_job(tmp_path / "job", digits_model)
+    tenant = f"team-{uuid.uuid4().hex[:8]}"
+    variables = {
+        "LEARNERKIT_CATALOG_REGISTRY": registry,
+        "LEARNERKIT_TENANT": tenant,
+        "LEARNERKIT_SIGNING_KEY": str(key),
+    }
+    code, out = model("register-folder", str(folder), "--name", "digits", env=variables)
+    assert code == 0, out
+    code, out = model("alias", "digits", "production", json.loads(out)["version"], env=variables)
+    assert code == 0, out
+    yield variables
+    for container in engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={tenant}/digits"}):
+        container.remove(force=True)
+    forget(state_home() / "serving", tenant, "digits")
+
+
+def model(*args: str, env: dict[str, str]) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["model", *args, "--output", "json"], env=env)
+    return result.exit_code, result.output
+
+
+def called(digits_model: Path) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    reference = json.loads((digits_model / "called.json").read_text(encoding="utf-8"))
+    return np.array(reference["x"], dtype=np.float32), np.array(reference["logits"], dtype=np.float32)
+
+
+def test_a_version_served_answers_a_stock_v2_client_as_the_model_in_process(
+    env: dict[str, str], digits_model: Path, tmp_path: Path
+) -> None:
+    code, out = model("serve", "digits@production", env=env)
+    assert code == 0, out
+    served = json.loads(out)
+    assert served["url"].startswith("http://127.0.0.1:"), served
+    container = engine().containers.get(served["container"])
+    config = container.attrs["HostConfig"]
+    assert config["ReadonlyRootfs"] and config["CapDrop"] == ["ALL"] and container.attrs["Config"]["User"] == "1000:0"
+    assert not [e for e in container.attrs["Config"]["Env"] if "KEY" in e or "SECRET" in e or "TOKEN" in e]
+    assert all(m["RW"] is False for m in container.attrs["Mounts"])
+
+    client = v2client.InferenceServerClient(served["url"].removeprefix("http://"))
+    assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("digits")
+    metadata = client.get_model_metadata("digits")
+    assert metadata["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 64]}]
+    assert metadata["versions"] == [served["version"]]
+    x, logits = called(digits_model)
+    tensor = v2client.InferInput("input", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x, binary_data=False)
+    answer = client.infer("digits", [tensor])
+    assert answer.as_numpy("logits").shape == (4, 10)
+    assert np.array_equal(answer.as_numpy("logits"), logits)  # the logits as computed, bit for bit
+
+    plain = tmp_path / "batch.json"  # a plain JSON tensor (a batch of the same size: torch's float sums differ by
+    plain.write_text(json.dumps(x.tolist()), encoding="utf-8")  # batch size in their last bits)
+    code, out = model("predict", "digits@production", "--input", str(plain), env=env)
+    assert code == 0, out
+    outputs = json.loads(out)["outputs"][0]
+    assert outputs["shape"] == [4, 10] and np.array_equal(np.array(outputs["data"], dtype=np.float32), logits.ravel())
+
+    wrong = {"inputs": [{"name": "input", "shape": [1, 63], "datatype": "FP32", "data": [0.0] * 63}]}
+    refused = requests.post(f"{served['url']}/v2/models/digits/infer", json=wrong, timeout=30)
+    assert refused.status_code == 400
+    assert refused.json()["error"].startswith("inputs[0].shape: [1, 63] does not fit digits's input [-1, 64]")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([[1.0, 2.0], [3.0]]), encoding="utf-8")
+    code, out = model("predict", "digits@production", "--input", str(bad), env=env)
+    assert code != 0 and "[1]: shape [1], but [0] has [2]" in out, out
+
+    code, out = model("stop", "digits", env=env)
+    assert code == 0 and json.loads(out)["stopped"] == [served["version"]], out
+    assert not (state_home() / "serving" / env["LEARNERKIT_TENANT"]).joinpath("digits").exists()
+    assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
+    code, out = model("predict", "digits@production", "--input", str(plain), env=env)
+    assert code != 0 and "not served" in out, out
+
+
+def test_a_version_whose_signature_is_broken_is_refused_at_load(env: dict[str, str], tmp_path: Path) -> None:
+    pulled = tmp_path / "pulled"
+    code, out = model("pull", "digits@production", str(pulled), env=env)
+    assert code == 0, out
+    version = json.loads(out)["version"]
+    weights = next(pulled.glob("attempt-*/learner-*/results/model/model.pt"))
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 1
+    weights.write_bytes(bytes(data))
+    read_only_for_all(pulled)
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    shutil.copy(Path(env["LEARNERKIT_SIGNING_KEY"]).with_suffix(".pub"), keys / "platform.pub")
+    with pytest.raises(ServingError) as refused:
+        run_server(env["LEARNERKIT_TENANT"], "digits", version, pulled, keys)
+    message = str(refused.value)
+    assert "exited 2" in message and "refused to load" in message, message
+    assert "results/model/model.pt: changed (its SHA-256 is not the signed one)" in message, message
+    assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
+
+
+def test_an_alias_moved_rolls_the_served_version_over(env: dict[str, str], digits_model: Path, tmp_path: Path) -> None:
+    code, out = model("serve", "digits@production", env=env)
+    assert code == 0, out
+    first = json.loads(out)
+    folder, _ = signed_job(tmp_path / "job2", digits_model, Path(env["LEARNERKIT_SIGNING_KEY"]), b" ")
+    code, out = model("register-folder", str(folder), "--name", "digits", env=env)
+    assert code == 0, out
+    second = json.loads(out)["version"]
+    assert second != first["version"]
+    code, out = model("alias", "digits", "production", second, env=env)
+    assert code == 0, out
+    plain = tmp_path / "batch.json"
+    plain.write_text(json.dumps(called(digits_model)[0].tolist()), encoding="utf-8")
+    code, out = model("predict", "digits@production", "--input", str(plain), env=env)
+    assert code != 0 and f"but digits serves {first['version']}: serve it first" in out, out
+
+    code, out = model("serve", "digits@production", env=env)
+    assert code == 0, out
+    rolled = json.loads(out)
+    assert rolled["version"] == second and rolled["container"] != first["container"]
+    running = engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
+    assert [c.name for c in running] == [rolled["container"]]
+    code, out = model("predict", "digits@production", "--input", str(plain), env=env)
+    assert code == 0 and json.loads(out)["model_version"] == second, out
+    assert np.array_equal(
+        np.array(json.loads(out)["outputs"][0]["data"], dtype=np.float32), called(digits_model)[1].ravel()
+    )
+
+
+def test_a_version_whose_weights_changed_in_the_registry_is_not_served(
+    env: dict[str, str], digits_model: Path, tmp_path: Path
+) -> None:
+    """Its own model.json bytes (tabs after it): the registry keeps one blob for every repository."""
+    folder, _ = signed_job(tmp_path / "job2", digits_model, Path(env["LEARNERKIT_SIGNING_KEY"]), b"\t\t\t")
+    code, out = model("register-folder", str(folder), "--name", "digits", env=env)
+    assert code == 0, out
+    version = json.loads(out)["version"]
+    description = next(folder.glob("attempt-*/learner-*/results/model/model.json")).read_bytes()
+    tamper_blob(storage(env["LEARNERKIT_CATALOG_REGISTRY"]), "sha256:" + hashlib.sha256(description).hexdigest())
+    code, out = model("serve", f"digits@{version}", env=env)
+    assert code == 1, out
+    refusal = json.loads(out)
+    assert refusal["refused"] is True and refusal["failed"] == ["weights signature"], out
+    assert "weights signature: blob attempt-1/learner-1/results/model/model.json: changed" in refusal["message"], out
+    assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})

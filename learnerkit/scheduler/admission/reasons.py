@@ -52,6 +52,9 @@ class WaitingForRoom(Reason):
     need: str
     """What the learner that found no node asks for."""
     learners: int
+    millicpus: int = 0
+    """That learner's CPUs (millicores) and memory, for what would free it (`freeing.what_frees`)."""
+    memory_bytes: int = 0
 
     @property
     def message(self) -> str:

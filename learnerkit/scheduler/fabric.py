@@ -4,6 +4,7 @@ and the usage analytics `/metrics` exports from the same figures. Plain data: th
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -115,3 +116,25 @@ class ClusterView:
     as_of: str
     """ISO-8601 UTC, a whole minute: running attempts are counted up to it, so the page, its CSV and `/metrics`
     read in the same minute show the same figures."""
+
+
+def usage_totals(rows: Iterable[UsageRow]) -> dict[tuple[str, str], UsageRow]:
+    """The rows summed over their days per (tenant, framework), in the rows' order: the sums the Cluster page shows
+    and `/metrics` exports (``day`` empty), added in the same order so that they are equal to the last bit."""
+    summed: dict[tuple[str, str], UsageRow] = {}
+    for row in rows:
+        seen = summed.get((row.tenant, row.framework))
+        if seen is None:
+            summed[(row.tenant, row.framework)] = UsageRow(
+                "", row.tenant, row.framework, row.jobs, row.cpu_seconds, row.gpu_seconds
+            )
+        else:
+            summed[(row.tenant, row.framework)] = UsageRow(
+                "",
+                row.tenant,
+                row.framework,
+                seen.jobs + row.jobs,
+                seen.cpu_seconds + row.cpu_seconds,
+                seen.gpu_seconds + row.gpu_seconds,
+            )
+    return summed

@@ -6,35 +6,16 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from learnerkit.scheduler.fabric import ClusterView, UsageRow
+from learnerkit.scheduler.fabric import ClusterView, UsageRow, usage_totals
 
 CSV_COLUMNS = ("day", "tenant", "framework", "jobs", "cpu_hours", "gpu_hours", "cpu_seconds", "gpu_seconds")
 
 
-@dataclass(frozen=True)
-class Total:
-    tenant: str
-    framework: str
-    jobs: int
-    cpu_seconds: float
-    gpu_seconds: float
-
-
-def tenant_framework_totals(rows: Iterable[UsageRow]) -> list[Total]:
-    """Summed over the days, in the rows' order (the same sums `/metrics` exports)."""
-    sums: dict[tuple[str, str], Total] = {}
-    for row in rows:
-        seen = sums.get((row.tenant, row.framework))
-        sums[(row.tenant, row.framework)] = Total(
-            row.tenant,
-            row.framework,
-            row.jobs + (seen.jobs if seen else 0),
-            (seen.cpu_seconds + row.cpu_seconds) if seen else row.cpu_seconds,
-            (seen.gpu_seconds + row.gpu_seconds) if seen else row.gpu_seconds,
-        )
-    return [sums[key] for key in sorted(sums)]
+def tenant_framework_totals(rows: Iterable[UsageRow]) -> list[UsageRow]:
+    """Summed over the days, by tenant and framework: `/metrics`' figures (`fabric.usage_totals`)."""
+    summed = usage_totals(rows)
+    return [summed[key] for key in sorted(summed)]
 
 
 def days(rows: Iterable[UsageRow]) -> list[tuple[str, int, float, float]]:

@@ -13,7 +13,7 @@ from prometheus_client.registry import Collector
 
 from learnerkit.scheduler.core.metrics import PREFIX
 from learnerkit.scheduler.core.tracking import Tracked
-from learnerkit.scheduler.fabric import UsageRow
+from learnerkit.scheduler.fabric import UsageRow, usage_totals
 
 DAY = timedelta(days=1)
 
@@ -68,26 +68,6 @@ def usage_rows(jobs: Iterable[Tracked], at: datetime) -> list[UsageRow]:
     ]
 
 
-def totals(rows: Iterable[UsageRow]) -> dict[tuple[str, str], UsageRow]:
-    """The rows summed over days, per (tenant, framework), in the rows' order (what `/metrics` exports)."""
-    summed: dict[tuple[str, str], UsageRow] = {}
-    for row in rows:
-        seen = summed.get((row.tenant, row.framework))
-        summed[(row.tenant, row.framework)] = (
-            row
-            if seen is None
-            else UsageRow(
-                "",
-                row.tenant,
-                row.framework,
-                seen.jobs + row.jobs,
-                seen.cpu_seconds + row.cpu_seconds,
-                seen.gpu_seconds + row.gpu_seconds,
-            )
-        )
-    return summed
-
-
 class UsageCollector(Collector):
     """`/metrics`' usage gauges, computed at each scrape from ``rows`` (the analytics at this minute)."""
 
@@ -103,7 +83,7 @@ class UsageCollector(Collector):
         gpu = GaugeMetricFamily(
             f"{PREFIX}_gpu_seconds", "GPU-seconds reserved by attempts, up to the current minute.", labels=labels
         )
-        for (tenant, framework), row in totals(self._rows()).items():
+        for (tenant, framework), row in usage_totals(self._rows()).items():
             jobs.add_metric([tenant, framework], row.jobs)
             cpu.add_metric([tenant, framework], row.cpu_seconds)
             gpu.add_metric([tenant, framework], row.gpu_seconds)

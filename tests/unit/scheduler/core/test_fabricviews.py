@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import generate_latest
 
 from controller_sidecar.status import Phase
-from learnerkit.scheduler.core.analytics import as_of, totals, usage_rows
+from learnerkit.scheduler.core.analytics import as_of, usage_rows
 from learnerkit.scheduler.core.tracking import Tracked
-from learnerkit.scheduler.fabric import PreemptionView
+from learnerkit.scheduler.fabric import PreemptionView, usage_totals
 from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, load_attempts
 from learnerkit.scheduler.jobs.state import JobState
 from learnerkit.scheduler.manifest.parser import parse_manifest
@@ -91,7 +91,7 @@ def test_usage_is_split_at_midnight_and_a_running_attempt_counted_to_the_minute(
         ("2026-11-29", "team-a", "custom", 0, 2 * 3600.0, 4 * 3600.0),
         ("2026-11-29", "team-b", "custom", 1, 0.0, 0.0),
     ]
-    summed = totals(usage_rows(jobs, at))
+    summed = usage_totals(usage_rows(jobs, at))
     assert (summed[("team-a", "custom")].cpu_seconds, summed[("team-a", "custom")].jobs) == (4 * 3600.0, 1)
 
 

@@ -50,8 +50,8 @@ from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(300)]
 
-T0 = 1_800_000_000.0
-"""2027-01-15 08:00 UTC: when the records' jobs were submitted."""
+T0 = 1_780_000_000.0
+"""2026-05-28 20:26 UTC, before the job the test submits: when the records' jobs were submitted."""
 
 
 class ClusterOfTwo:
@@ -140,8 +140,8 @@ RECORDS = (
         "team-a",
         1.0,
         status=JobStatus.HALTED,
-        preempted=Attempt(1, ("node-1",), "2027-01-15T09:00:00Z").ended(
-            AttemptEnd.PREEMPTED, "", "2027-01-15T09:30:00Z", work_lost_s=0.0, steps_lost=0
+        preempted=Attempt(1, ("node-1",), "2026-05-29T09:00:00Z").ended(
+            AttemptEnd.PREEMPTED, "", "2026-05-29T09:30:00Z", work_lost_s=0.0, steps_lost=0
         ),
         preempted_by="b-urgent",
     ),
@@ -151,8 +151,8 @@ RECORDS = (
         "team-b",
         1.0,
         status=JobStatus.HALTED,
-        preempted=Attempt(1, ("node-2",), "2027-01-15T10:00:00Z").ended(
-            AttemptEnd.PREEMPTED, "", "2027-01-15T10:15:00Z", work_lost_s=42.0, steps_lost=7
+        preempted=Attempt(1, ("node-2",), "2026-05-29T10:00:00Z").ended(
+            AttemptEnd.PREEMPTED, "", "2026-05-29T10:15:00Z", work_lost_s=42.0, steps_lost=7
         ),
         preempted_by="a-run1",
     ),
@@ -392,5 +392,9 @@ def test_axe_finds_no_serious_violation_on_the_queue_and_cluster_pages(
     found["cluster"] = _violations(page, source)
     page.set_viewport_size({"width": 375, "height": 900})
     found["cluster, 375 px"] = _violations(page, source)
-    assert page.evaluate("document.documentElement.scrollWidth <= 375"), "no sideways scrolling at 375 px"
+    wide = page.evaluate(
+        """[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 376)
+            .map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).slice(0, 8)"""
+    )
+    assert page.evaluate("document.documentElement.scrollWidth <= 375"), f"sideways scrolling at 375 px: {wide}"
     assert found == {"queue": [], "cluster": [], "cluster, 375 px": []}

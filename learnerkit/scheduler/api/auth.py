@@ -326,6 +326,12 @@ class TokenStore:
             entry = self._entries.get(token_id)
         return None if entry is None else entry.tenant
 
+    def operator(self, header: str | None, client: str = "") -> bool:
+        """Whether the bearer token of ``header`` is an operator's; `AuthError` (or `RateLimitedError`) as
+        `authenticate` for a token that is not valid at all."""
+        self.authenticate(header, client)
+        return self.is_operator(_parse(header)[1])
+
     def is_operator(self, token_id: str) -> bool:
         """Whether the token with this id, while the file holds it, is an operator's."""
         with self._lock:

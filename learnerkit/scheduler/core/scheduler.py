@@ -94,7 +94,7 @@ class Scheduler:
         )
         self.sweeps = SweepVerbs(self.loop.driver, self.halt, self._sweep_options)
         shared = self.shared
-        shared.metrics.registry.register(
+        shared.metrics.operator_registry.register(
             UsageCollector(lambda: usage_rows(list(shared.jobs.values()), as_of(shared.clock.wall())))
         )
 

@@ -225,7 +225,10 @@ def fabric(etcd_server: Any, s3_server: Any, tmp_path_factory: pytest.TempPathFa
     etcd, scheduler, ids, following, running = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
-    app = create_app(scheduler, tokens, events=events, registry=scheduler.shared.metrics.registry)
+    metrics = scheduler.shared.metrics
+    app = create_app(
+        scheduler, tokens, events=events, registry=metrics.registry, operator_registry=metrics.operator_registry
+    )
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), loop)
     try:
@@ -323,8 +326,10 @@ def test_a_tenants_token_cannot_open_the_cluster_page(fabric: Fabric, pages: Pag
         assert answer.status == 404 and "node-1" not in answer.text(), path
 
 
-def _metrics(url: str) -> dict[tuple[str, str, str], float]:
-    text = httpx.get(f"{url}/metrics").text
+def _metrics(url: str, token: str) -> dict[tuple[str, str, str], float]:
+    answer = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"} if token else {})
+    assert answer.status_code == 200, answer.text
+    text = answer.text
     wanted = {"learnerkit_scheduler_jobs_submitted", "learnerkit_scheduler_cpu_seconds"}
     return {
         (sample.name, sample.labels["tenant"], sample.labels["framework"]): sample.value
@@ -359,13 +364,15 @@ def test_the_cluster_pages_figures_and_csv_equal_the_metrics(fabric: Fabric, pag
         with page.expect_download() as download:
             page.get_by_role("link", name="Download the analytics as CSV").click()
         rows = list(csv.DictReader(io.StringIO(download.value.path().read_text())))
-        scraped = _metrics(fabric.url)
+        scraped = _metrics(fabric.url, fabric.operator)
         page.reload()
         after = page.locator("[data-as-of]").get_attribute("data-as-of")
         return (shown, rows, scraped) if before == after else None
 
     shown, rows, scraped = wait_until(same_minute, timeout=150, message="a page, CSV and scrape within one minute")
     assert shown, "the page shows usage"
+    # The tenants' names and usage are an operator's: a scrape without a token, or with a tenant's, has none.
+    assert _metrics(fabric.url, "") == {} and _metrics(fabric.url, fabric.tenant) == {}
     for (tenant, framework), (jobs, cpu_seconds) in shown.items():
         assert scraped[("learnerkit_scheduler_jobs_submitted", tenant, framework)] == jobs
         assert scraped[("learnerkit_scheduler_cpu_seconds", tenant, framework)] == cpu_seconds

@@ -60,9 +60,10 @@ def what_frees(reason: Reason | str, cluster: Cluster) -> str:
     if isinstance(reason, WaitingForGpus):
         if reason.learners == 1:
             return f"{reason.gpus - reason.most_free} {gpu_kind(reason.gpu_type)} more free on one node"
-        more = max(reason.gpus - reason.free_total, 0)
-        together = f"{more} {gpu_kind(reason.gpu_type)} more free in all" if more else "no more GPUs in all"
-        return f"{together}, placed so that each learner's share is on one node"
+        more = reason.gpus - reason.free_total
+        if more > 0:
+            return f"{more} {gpu_kind(reason.gpu_type)} more free in all, each learner's share on one node"
+        return f"each learner's share of the {reason.gpus} {gpu_kind(reason.gpu_type)} free on one open node"
     if isinstance(reason, WaitingForRoom):
         return _room_short(reason, cluster)
     if isinstance(reason, BehindQueue):

@@ -45,7 +45,7 @@ def test_quota_and_gpu_sentences() -> None:
     assert (kind_of(gpus), what_frees(gpus, state.cluster)) == ("node fit", "2 a100 GPUs more free on one node")
     gang = WaitingForGpus("a100", 6, 2, 2, "g1", 3)
     assert kind_of(gang) == "gang"
-    assert what_frees(gang, state.cluster).startswith("3 a100 GPUs more free in all")
+    assert what_frees(gang, state.cluster) == "3 a100 GPUs more free in all, each learner's share on one node"
     backoff = BackingOff(1, 20.0)
     assert (kind_of(backoff), what_frees(backoff, state.cluster)) == ("backoff", "its retry in 20 s")
     assert kind_of("waiting for 1 GPU(s): 0 free") == "waiting"

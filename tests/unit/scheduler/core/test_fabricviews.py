@@ -9,7 +9,10 @@ import pytest
 from prometheus_client import generate_latest
 
 from controller_sidecar.status import Phase
+from learnerkit.scheduler.admission.admit import AdmissionState
+from learnerkit.scheduler.admission.capacity import GIB, Node
 from learnerkit.scheduler.core.analytics import as_of, usage_rows
+from learnerkit.scheduler.core.fabricviews import queue_view
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.fabric import PreemptionView, usage_totals
 from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, load_attempts
@@ -108,3 +111,16 @@ async def test_metrics_export_the_analytics_totals() -> None:
     assert f"learnerkit_scheduler_cpu_seconds{labels} 3600.0" in text
     assert f"learnerkit_scheduler_gpu_seconds{labels} 28800.0" in text
     assert f"learnerkit_scheduler_jobs_submitted{labels} 1.0" in text
+
+
+def test_a_job_moved_off_a_drained_node_waits_on_the_drain() -> None:
+    moved = tracked("job-moved", "team-a", "2026-11-29T00:00:00+00:00")
+    moved.attempts = [
+        Attempt(1, ("n1",), "2026-11-29T00:00:00Z").ended(AttemptEnd.DRAINED, "node n1 drained", "2026-11-29T00:10:00Z")
+    ]
+    state = AdmissionState([Node("n1", 16.0, 64 * GIB, 8, "nvidia-a100")], closed=("n1",))
+    state.requeue(moved.admission_job())
+    state.schedule(now=0.0)
+    (job,) = queue_view(state, {"job-moved": moved}, "team-a").jobs
+    assert (job.kind, job.place_in_queue, job.others_ahead) == ("drain", 1, 0)
+    assert job.frees == "each learner's share of the 4 GPUs of any type free on one open node"

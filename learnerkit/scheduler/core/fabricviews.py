@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from learnerkit.scheduler.admission.admit import AdmissionState
-from learnerkit.scheduler.admission.freeing import kind_of, what_frees
+from learnerkit.scheduler.admission.freeing import PRIORITY, QUOTA, kind_of, what_frees
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.core.analytics import as_of, usage_rows
 from learnerkit.scheduler.core.tracking import Tracked
@@ -37,7 +37,7 @@ def queue_view(admission: AdmissionState, jobs: Mapping[str, Tracked], tenant: s
         tracked = jobs[job.job_id]
         kind = kind_of(entry.reason)
         last = tracked.attempts[-1] if tracked.attempts else None
-        if last is not None and last.ended_by is AttemptEnd.DRAINED and kind not in ("quota", "priority"):
+        if last is not None and last.ended_by is AttemptEnd.DRAINED and kind not in (QUOTA, PRIORITY):
             kind = DRAIN  # moved off a drained node: waits for room elsewhere
         own.append(
             QueuedJobView(
@@ -106,7 +106,7 @@ def cluster_view(
     at_wall: float,
 ) -> ClusterView:
     """Every node's capacity and use, every tenant's quota, weight and use, and the usage analytics at ``at_wall``'s
-    minute; ``tenants``: those the tokens file names, shown even when idle."""
+    minute; ``tenants``: those to show beside the ones holding or waiting for room and those with a quota."""
     cluster, policy = admission.cluster, admission.policy
     nodes = []
     for name, node in sorted(cluster.nodes.items()):

@@ -19,7 +19,7 @@ from controller_sidecar.errors import TransientError
 from controller_sidecar.settings import EtcdSettings as SidecarEtcdSettings
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.output import OutputFormat, console, emit, err_console, fail, keep_whole, output_option
-from learnerkit.scheduler.api.auth import add_token, read_tokens, revoke
+from learnerkit.scheduler.api.auth import ROLES, TENANT_ROLE, add_token, read_tokens, revoke
 from learnerkit.scheduler.config.settings import (
     DEFAULT_SIGNING_KEY,
     DEFAULT_TOKENS,
@@ -381,18 +381,25 @@ def token_group() -> None:
 
 @token_group.command("add")
 @click.argument("tenant")
+@click.option(
+    "--role",
+    type=click.Choice(ROLES),
+    default=TENANT_ROLE,
+    show_default=True,
+    help="operator: the console's Cluster view opens to it too (the nodes, every tenant's quota and use)",
+)
 @tokens_option
 @output_option
-def token_add(tenant: str, tokens: Path, output: str) -> None:
+def token_add(tenant: str, role: str, tokens: Path, output: str) -> None:
     """Create a token for TENANT and print it: it is shown this once, the file keeps only its hash."""
     try:
-        token = add_token(tokens, tenant)
+        token = add_token(tokens, tenant, role)
     except LearnerkitError as e:
         fail(output, e)
         return
     if output == OutputFormat.TABLE.value:
         err_console.print(f"token for tenant {escape(tenant)} (shown once; {escape(str(tokens))} keeps its hash):")
-    emit(output, {"tenant": tenant, "token": token}, lambda: click.echo(token))
+    emit(output, {"tenant": tenant, "role": role, "token": token}, lambda: click.echo(token))
 
 
 @token_group.command("revoke")
@@ -416,20 +423,21 @@ def token_revoke(tenant: str | None, token_id: str | None, tokens: Path, output:
 @tokens_option
 @output_option
 def token_list(tokens: Path, output: str) -> None:
-    """Each token's id, tenant and creation time (never the token)."""
+    """Each token's id, tenant, role and creation time (never the token)."""
     try:
         entries = sorted(read_tokens(tokens).values(), key=lambda e: (e.tenant, e.created_at))
     except LearnerkitError as e:
         fail(output, e)
         return
-    rows = [{"id": e.token_id, "tenant": e.tenant, "created_at": e.created_at} for e in entries]
+    rows = [{"id": e.token_id, "tenant": e.tenant, "role": e.role, "created_at": e.created_at} for e in entries]
 
     def show() -> None:
         table = Table(title=str(tokens), title_justify="left")
-        for column in ("id", "tenant", "created_at"):
+        columns = ("id", "tenant", "role", "created_at")
+        for column in columns:
             table.add_column(column)
         for row in rows:
-            table.add_row(*(escape(row[c]) for c in ("id", "tenant", "created_at")))
+            table.add_row(*(escape(row[c]) for c in columns))
         console.print(keep_whole(table, "id", "tenant"))
 
     emit(output, rows, show)

@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from learnerkit.scheduler.fabric import ClusterView, QueueView
+
 
 @dataclass(frozen=True)
 class LearnerView:
@@ -284,6 +286,12 @@ class SchedulerFacade(Protocol):
         """Validate and queue; raises ``ManifestError`` (every problem with its field and line). ``image``
         replaces the framework's image; ``model``: the model code (a zip) as it arrives, read to its end and
         stored with the job."""
+
+    async def queue(self, tenant: str) -> QueueView:
+        """The tenant's queued jobs, why each waits and its place; the preemptions that touched the tenant."""
+
+    async def cluster(self) -> ClusterView:
+        """The nodes, every tenant's quota and use, and the usage analytics: an operator's view, never a tenant's."""
 
     async def list_jobs(self, tenant: str) -> list[JobView]:
         """Every job of the tenant, oldest first (the scheduler's own callers; the API pages with `page_jobs`)."""

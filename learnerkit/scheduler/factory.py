@@ -235,6 +235,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
     return HostedScheduler(
         facade=scheduler,
         registry=scheduler.shared.metrics.registry,
+        operator_registry=scheduler.shared.metrics.operator_registry,
         lifespan=lifespan,
         public_key=public_pem(signer),
         keys=tuple(keys),

@@ -115,6 +115,25 @@ class PassResult:
 
 
 @dataclass(frozen=True)
+class Queued:
+    """A queued job and why it waits, as of the last pass: a `Reason` once a pass has judged it, the sentence
+    its record kept before (after a restart or a rebuild)."""
+
+    job: Job
+    reason: Reason | str
+
+
+@dataclass(frozen=True)
+class InUse:
+    """What a tenant's admitted and running jobs hold."""
+
+    gpus: int = 0
+    millicpus: int = 0
+    memory_bytes: int = 0
+    jobs: int = 0
+
+
+@dataclass(frozen=True)
 class Requeued:
     job_id: str
     timeouts: int
@@ -358,6 +377,19 @@ class AdmissionState:
         """Why the job is not running ("" once admitted): what `job status` shows."""
         return str(self._entry(job_id).reason)
 
+    def queued(self) -> list[Queued]:
+        """The queued jobs in the order the next pass takes them (its fair order, read without admitting any)."""
+        order = fair_order(self._queue, self._usage_of, self._totals, self.policy.weights)
+        return [Queued(job, self._entries[job.job_id].reason) for job in order]
+
+    def in_use(self) -> dict[str, InUse]:
+        """Per tenant that holds any, what its admitted and running jobs hold."""
+        return {
+            tenant: InUse(use.gpus, use.millicpus, use.memory_bytes, use.jobs)
+            for tenant, use in sorted(self._in_use.items())
+            if use.jobs
+        }
+
     def gpus_in_use(self, tenant: str) -> int:
         """The tenant's GPUs in admitted and running jobs."""
         return self._in_use.get(tenant, _NOTHING).gpus
@@ -452,4 +484,4 @@ class AdmissionState:
             gpus = job.gpus_in(pool)
             if pool is not None and (learner.gpus > most_free or gpus > free_total):
                 return WaitingForGpus(pool, gpus, len(job.learners), most_free, on_node, free_total)
-        return WaitingForRoom(learner.describe(), len(job.learners))
+        return WaitingForRoom(learner.describe(), len(job.learners), learner.millicpus, learner.memory_bytes)

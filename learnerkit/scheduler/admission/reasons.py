@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from learnerkit.scheduler.admission.capacity import GIB, PoolKey, gpu_kind
 
@@ -52,6 +52,10 @@ class WaitingForRoom(Reason):
     need: str
     """What the learner that found no node asks for."""
     learners: int
+    millicpus: int = field(default=0, compare=False)
+    """That learner's CPUs (millicores) and memory, for what would free it (`freeing.what_frees`); ``need`` in
+    numbers, so not compared."""
+    memory_bytes: int = field(default=0, compare=False)
 
     @property
     def message(self) -> str:

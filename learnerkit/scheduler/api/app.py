@@ -264,6 +264,7 @@ def create_app(
     *,
     limits: LimitSettings | None = None,
     registry: CollectorRegistry | None = None,
+    operator_registry: CollectorRegistry | None = None,
     lifespan: Lifespan | None = None,
     public_key: str | None = None,
     keys: Sequence[PublishedKey] = (),
@@ -324,7 +325,7 @@ def create_app(
         app.include_router(events_router(events, _tenant, _UNAUTHORIZED))
     mount_console(app, facade, tokens, console or ConsoleSettings(own_names("127.0.0.1")), intake, events)
     if registry is not None:
-        app.add_api_route("/metrics", _metrics_endpoint(registry), methods=["GET"], tags=["service"])
+        app.add_api_route("/metrics", _metrics_endpoint(registry, operator_registry), methods=["GET"], tags=["service"])
     if public_key is not None:
         app.add_api_route(
             SIGNING_KEY_PATH,
@@ -741,9 +742,17 @@ def _public_key_endpoint(pem: str) -> Callable[[], Awaitable[Response]]:
     return public_key
 
 
-def _metrics_endpoint(registry: CollectorRegistry) -> Callable[[], Awaitable[Response]]:
-    async def metrics() -> Response:
-        """Prometheus text from the scheduler's registry."""
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+def _metrics_endpoint(
+    registry: CollectorRegistry, operator_registry: CollectorRegistry | None
+) -> Callable[[Request], Awaitable[Response]]:
+    async def metrics(request: Request) -> Response:
+        """Prometheus text from the scheduler's registry; with an operator's token, the tenants' usage too."""
+        text = generate_latest(registry)
+        if operator_registry is not None and request.headers.get("authorization"):
+            tokens: TokenStore = request.app.state.tokens
+            client = request.client.host if request.client else ""
+            if await run_in_threadpool(tokens.operator, request.headers["authorization"], client):
+                text += generate_latest(operator_registry)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     return metrics

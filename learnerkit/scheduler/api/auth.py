@@ -58,6 +58,10 @@ SCRYPTS_AT_ONCE = 2
 QUICK_CHECK_BYTES = 4
 """The quick check's length: a wrong token passes it once in 2**32, and the file tells 32 of a token's 256 bits."""
 _QUICK_CHECK_LABEL = b"learnerkit token quick check\0"
+TENANT_ROLE = "tenant"
+OPERATOR_ROLE = "operator"
+ROLES = (TENANT_ROLE, OPERATOR_ROLE)
+"""A token's role: a tenant's sees its own jobs; an operator's sees them too and, in the console, the cluster."""
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TOKEN = re.compile(r"^lkt_([0-9a-f]{12})_([A-Za-z0-9_-]{20,})$")
 
@@ -74,6 +78,8 @@ class TokenEntry:
     p: int = SCRYPT_P
     quick_check: bytes | None = None
     """None in entries written before it existed."""
+    role: str = TENANT_ROLE
+    """`ROLES`; entries written before roles existed are a tenant's."""
 
     def matches(self, token: str) -> bool:
         candidate = _scrypt(token, self.salt, self.n, self.r, self.p)
@@ -90,6 +96,7 @@ class TokenEntry:
             "salt": self.salt.hex(),
             "scrypt": {"n": self.n, "r": self.r, "p": self.p},
             "hash": self.digest.hex(),
+            "role": self.role,
         }
         if self.quick_check is not None:
             doc["quick_check"] = self.quick_check.hex()
@@ -104,10 +111,12 @@ def _quick_check(token: str, salt: bytes) -> bytes:
     return hashlib.sha256(_QUICK_CHECK_LABEL + salt + token.encode()).digest()[:QUICK_CHECK_BYTES]
 
 
-def add_token(path: Path, tenant: str) -> str:
+def add_token(path: Path, tenant: str, role: str = TENANT_ROLE) -> str:
     """Create a token for ``tenant`` and return it: the only time it is shown, since the file keeps its hash."""
     if not _TENANT.match(tenant):
         raise TokensFileError(f"tenant {tenant!r}: use 1-64 letters, digits, '.', '_' or '-'")
+    if role not in ROLES:
+        raise TokensFileError(f"role {role!r}: one of {', '.join(ROLES)}")
     token_id = secrets.token_hex(6)
     token = f"{TOKEN_PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
     salt = secrets.token_bytes(16)
@@ -118,6 +127,7 @@ def add_token(path: Path, tenant: str) -> str:
         salt=salt,
         digest=_scrypt(token, salt, SCRYPT_N, SCRYPT_R, SCRYPT_P),
         quick_check=_quick_check(token, salt),
+        role=role,
     )
     with _locked(path):
         entries = read_tokens(path) if path.exists() else {}
@@ -175,11 +185,18 @@ def read_tokens(path: Path) -> dict[str, TokenEntry]:
                 r=int(item["scrypt"]["r"]),
                 p=int(item["scrypt"]["p"]),
                 quick_check=bytes.fromhex(item["quick_check"]) if "quick_check" in item else None,
+                role=_role(path, token_id, item.get("role", TENANT_ROLE)),
             )
             for token_id, item in raw["tokens"].items()
         }
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise TokensFileError(f"{path}: not a learnerkit tokens file ({type(e).__name__}: {e})") from e
+
+
+def _role(path: Path, token_id: str, role: object) -> str:
+    if role not in ROLES:
+        raise TokensFileError(f"{path}: token {token_id}: role: one of {', '.join(ROLES)}; got {role!r}")
+    return str(role)
 
 
 def _write(path: Path, entries: dict[str, TokenEntry]) -> None:
@@ -308,6 +325,19 @@ class TokenStore:
             self.reload_if_changed()
             entry = self._entries.get(token_id)
         return None if entry is None else entry.tenant
+
+    def operator(self, header: str | None, client: str = "") -> bool:
+        """Whether the bearer token of ``header`` is an operator's; `AuthError` (or `RateLimitedError`) as
+        `authenticate` for a token that is not valid at all."""
+        self.authenticate(header, client)
+        return self.is_operator(_parse(header)[1])
+
+    def is_operator(self, token_id: str) -> bool:
+        """Whether the token with this id, while the file holds it, is an operator's."""
+        with self._lock:
+            self.reload_if_changed()
+            entry = self._entries.get(token_id)
+        return entry is not None and entry.role == OPERATOR_ROLE
 
     def _check(self, entry: TokenEntry, token: str, failure_keys: dict[str, str]) -> str:
         """One scrypt. An entry without a quick check has its failure counted before the scrypt (refused past the

@@ -29,6 +29,8 @@ class HostedScheduler:
     facade: SchedulerFacade
     registry: CollectorRegistry | None = None
     """Served at ``/metrics`` when given."""
+    operator_registry: CollectorRegistry | None = None
+    """Added to ``/metrics`` for a request with an operator's token: what names tenants (their usage)."""
     lifespan: Lifespan | None = None
     public_key: str | None = None
     """The platform's public signing key (PEM), served at ``/v1/signing-key``."""

@@ -52,6 +52,7 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
         settings.api.tokens,
         limits=settings.limits,
         registry=hosted.registry,
+        operator_registry=hosted.operator_registry,
         public_key=hosted.public_key,
         keys=hosted.keys,
         health=hosted.health,

@@ -29,8 +29,10 @@ from learnerkit.scheduler.console.access import (
 )
 from learnerkit.scheduler.console.actions import ACTIONS, add_action_routes, done_notice
 from learnerkit.scheduler.console.compare_pages import add_compare_routes
+from learnerkit.scheduler.console.cluster_pages import add_cluster_routes
 from learnerkit.scheduler.console.forms import FormError, read_form
 from learnerkit.scheduler.console.origin import refusal
+from learnerkit.scheduler.console.queue_pages import add_queue_routes
 from learnerkit.scheduler.console.rendering import Renderer
 from learnerkit.scheduler.console.series import series_routes
 from learnerkit.scheduler.console.sessions import Session, SessionStore, Tokens, csrf_matches
@@ -346,6 +348,8 @@ def _router(
             raise PageError(429, "Too many streams", str(e)) from e
 
     add_compare_routes(router, facade, render)
+    add_queue_routes(router, facade, render, events)
+    add_cluster_routes(router, facade, render)
 
     @router.get("/{unknown:path}")
     async def no_such_page(unknown: str) -> Response:

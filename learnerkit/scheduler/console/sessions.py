@@ -28,6 +28,9 @@ class Tokens(Protocol):
     def tenant_of_id(self, token_id: str) -> str | None:
         """The token's tenant while the tokens file holds it."""
 
+    def is_operator(self, token_id: str) -> bool:
+        """Whether the token's role, while the tokens file holds it, is the operator's."""
+
 
 @dataclass(frozen=True)
 class Session:
@@ -57,6 +60,7 @@ class SessionStore:
             token_id=token_id,
             csrf=secrets.token_urlsafe(32),
             expires_at=self._clock() + self.ttl_s,
+            operator=self.tokens.is_operator(token_id),
         )
         with self._lock:
             while len(self._sessions) >= MAX_SESSIONS:

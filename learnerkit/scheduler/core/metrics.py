@@ -20,6 +20,8 @@ class SchedulerMetrics:
     def __init__(self) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
+        self.operator_registry = CollectorRegistry(auto_describe=True)
+        """What names tenants (their usage, `core.analytics`): served at ``/metrics`` to an operator's token only."""
         self.queue_depth = Gauge(f"{PREFIX}_queue_depth", "Jobs waiting for admission.", registry=self.registry)
         self.admission_wait = Histogram(
             f"{PREFIX}_admission_wait_seconds",

@@ -20,7 +20,9 @@ from learnerkit.scheduler.admission.admit import AdmissionState
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.protocol import Backend
 from learnerkit.scheduler.config.policy import check_submission
+from learnerkit.scheduler.core.analytics import UsageCollector, as_of, usage_rows
 from learnerkit.scheduler.core.evaluationdata import open_evaluation_data
+from learnerkit.scheduler.core.fabricviews import cluster_view, queue_view
 from learnerkit.scheduler.core.loop import ControlLoop
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import endpoints_for
@@ -36,6 +38,7 @@ from learnerkit.scheduler.errors import BackendError, JobNotFoundError, JobState
 from learnerkit.scheduler.evaluations.plan import EvaluatedJob
 from learnerkit.scheduler.evaluations.record import EvaluationRound
 from learnerkit.scheduler.evaluations.runner import EvaluationRunner, RoundSigned
+from learnerkit.scheduler.fabric import ClusterView, QueueView
 from learnerkit.scheduler.facade import (
     EvaluationReports,
     FileStream,
@@ -90,6 +93,10 @@ class Scheduler:
             self.shared, self.transitions, self.clients, self.reader, self._parse, self._record
         )
         self.sweeps = SweepVerbs(self.loop.driver, self.halt, self._sweep_options)
+        shared = self.shared
+        shared.metrics.operator_registry.register(
+            UsageCollector(lambda: usage_rows(list(shared.jobs.values()), as_of(shared.clock.wall())))
+        )
 
     async def _evaluation_round_ended(self, job: EvaluatedJob, settled: EvaluationRound, signed: RoundSigned) -> None:
         """The round's statement is signed, then the model registered where the manifest's ``catalog:`` asks."""
@@ -243,6 +250,17 @@ class Scheduler:
             rejected = shared.admission.submit(tracked.admission_job())
             if rejected is not None:
                 await self.transitions.end(tracked, JobStatus.FAILED, rejected.message, release=True)
+
+    async def queue(self, tenant: str) -> QueueView:
+        async with self.shared.lock:
+            return queue_view(self.shared.admission, self.shared.jobs, tenant)
+
+    async def cluster(self) -> ClusterView:
+        shared = self.shared
+        drained, states = await shared.marks.drained(), await shared.marks.states()
+        async with shared.lock:
+            tenants = {t.state.tenant for t in shared.jobs.values()}
+            return cluster_view(shared.admission, shared.jobs, drained, states, tenants, shared.clock.wall())
 
     async def list_jobs(self, tenant: str) -> list[JobView]:
         rounds = self.shared.evaluations.rounds

@@ -140,7 +140,8 @@ class Transitions:
         current = self.current_attempt(tracked)
         if current is not None:
             ended = current.ended(ended_by, reason, now_iso(), work_lost_s=work_lost_s, steps_lost=steps_lost)
-            await self._put_attempt(tracked, replace(ended, figures_due=figures_due))
+            preemptor = tracked.state.preempted_by if ended_by is AttemptEnd.PREEMPTED else None
+            await self._put_attempt(tracked, replace(ended, figures_due=figures_due, preempted_by=preemptor))
 
     async def _put_attempt(self, tracked: Tracked, attempt: Attempt) -> None:
         await save_attempt(self.shared.store, tracked.state.job_id, attempt)

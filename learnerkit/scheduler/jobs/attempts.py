@@ -61,6 +61,8 @@ class Attempt:
     work_lost_s: float | None = None
     """Training seconds lost at the end of this attempt; None where not known."""
     steps_lost: int | None = None
+    preempted_by: str | None = None
+    """An attempt ended PREEMPTED: the job it was halted for (the preemption log, `fabric.PreemptionView`)."""
     figures_due: bool = False
     """The job was queued again after it, and its figures (steps and seconds lost, the next attempt's checkpoint)
     are not read back yet, nor its lost seconds counted: a scheduler restarted meanwhile reads them."""
@@ -103,6 +105,7 @@ class Attempt:
             checkpoint_digest=raw.get("checkpoint_digest"),
             work_lost_s=raw.get("work_lost_s"),
             steps_lost=raw.get("steps_lost"),
+            preempted_by=raw.get("preempted_by"),
             figures_due=bool(raw.get("figures_due", False)),
         )
 

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from learnerkit.common.errors import ConfigError
 from learnerkit.scheduler.errors import JobNotFoundError, JobStateError, UnknownFileError
+from learnerkit.scheduler.fabric import ClusterView, QueueView
 from learnerkit.scheduler.facade import (
     EvaluationReport,
     EvaluationReports,
@@ -93,6 +94,9 @@ class FakeFacade:
         self.frameworks: dict[str, str] = {}
         """A job's framework for the list's filter, by job id; pytorch when not set."""
         self.sweeps: dict[str, SweepView] = {}
+        self.queues: dict[str, QueueView] = {}
+        """The queue view `queue` returns per tenant; an empty one when not set."""
+        self.cluster_view = ClusterView((), (), (), "2026-11-29T00:00:00Z")
 
     async def submit(
         self,
@@ -128,6 +132,14 @@ class FakeFacade:
             view, [replace(view, status=s, model=m, reason="") for s, m in steps], manifest=manifest_text
         )
         return view
+
+    async def queue(self, tenant: str) -> QueueView:
+        self.calls.append(("queue", tenant))
+        return self.queues.get(tenant, QueueView(tenant, (), 0, ()))
+
+    async def cluster(self) -> ClusterView:
+        self.calls.append(("cluster", ""))
+        return self.cluster_view
 
     async def list_jobs(self, tenant: str) -> list[JobView]:
         self.calls.append(("list", tenant))

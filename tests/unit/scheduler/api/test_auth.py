@@ -349,3 +349,21 @@ def test_failures_are_bounded_per_client_address(tmp_path: Path) -> None:
     with pytest.raises(AuthError) as later:
         store.authenticate(f"Bearer {forge(tokens[19])}", client="10.0.0.9")
     assert not isinstance(later.value, RateLimitedError), "one failure's worth came back in 3 s"
+
+
+def test_a_tokens_role_is_kept_and_an_entry_without_one_is_a_tenants(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    ops, tenant = add_token(path, "ops", "operator"), add_token(path, "team-a")
+    store = TokenStore(path)
+    ops_id, tenant_id = (token.split("_")[1] for token in (ops, tenant))
+    assert (store.is_operator(ops_id), store.is_operator(tenant_id)) == (True, False)
+    doc = json.loads(path.read_text())
+    del doc["tokens"][ops_id]["role"]
+    path.write_text(json.dumps(doc))
+    assert read_tokens(path)[ops_id].role == "tenant", "written before roles existed: a tenant's"
+    doc["tokens"][ops_id]["role"] = "admin"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TokensFileError, match=f"token {ops_id}: role: one of tenant, operator; got 'admin'"):
+        read_tokens(path)
+    with pytest.raises(TokensFileError, match="role 'root'"):
+        add_token(tmp_path / "other.json", "ops", "root")

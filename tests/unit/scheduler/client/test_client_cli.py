@@ -245,6 +245,24 @@ def test_token_add_prints_the_token_alone_on_stdout(tmp_path: Path) -> None:
     assert "no token of tenant 'nobody'" in gone.output
 
 
+def test_token_add_makes_an_operators_token_and_list_shows_each_role(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    runner = CliRunner()
+    added = runner.invoke(
+        cli, ["scheduler", "token", "add", "ops", "--role", "operator", "--tokens", str(path), "-o", "json"]
+    )
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.output)["role"] == "operator"
+    assert runner.invoke(cli, ["scheduler", "token", "add", "team-a", "--tokens", str(path)]).exit_code == 0
+    listed = runner.invoke(cli, ["scheduler", "token", "list", "--tokens", str(path), "-o", "json"])
+    assert {(row["tenant"], row["role"]) for row in json.loads(listed.output)} == {
+        ("ops", "operator"),
+        ("team-a", "tenant"),
+    }
+    wrong = runner.invoke(cli, ["scheduler", "token", "add", "x", "--role", "admin", "--tokens", str(path)])
+    assert wrong.exit_code == 2 and "'admin' is not one of 'tenant', 'operator'" in wrong.output
+
+
 def test_follow_shows_changing_metrics(url: str, tenants: Tenants, fake: FakeFacade) -> None:
     start = view("a-1", "team-a")
     later = replace(start, status="COMPLETED", learners=(replace(start.learners[0], metrics={"loss": 0.125}),))

@@ -28,8 +28,8 @@ from learnerkit.scheduler.console.access import (
     session_of,
 )
 from learnerkit.scheduler.console.actions import ACTIONS, add_action_routes, done_notice
-from learnerkit.scheduler.console.compare_pages import add_compare_routes
 from learnerkit.scheduler.console.cluster_pages import add_cluster_routes
+from learnerkit.scheduler.console.compare_pages import add_compare_routes
 from learnerkit.scheduler.console.forms import FormError, read_form
 from learnerkit.scheduler.console.origin import refusal
 from learnerkit.scheduler.console.queue_pages import add_queue_routes

@@ -33,8 +33,8 @@ from learnerkit.scheduler.console.origin import refusal
 from learnerkit.scheduler.console.rendering import Renderer
 from learnerkit.scheduler.console.series import series_routes
 from learnerkit.scheduler.console.sessions import Session, SessionStore, Tokens, csrf_matches
-from learnerkit.scheduler.console.sweeps_pages import add_sweep_routes
 from learnerkit.scheduler.console.submitting import Intake, add_submit_routes
+from learnerkit.scheduler.console.sweeps_pages import add_sweep_routes
 from learnerkit.scheduler.errors import (
     AuthError,
     JobStateError,
@@ -346,6 +346,7 @@ def _router(
             raise PageError(429, "Too many streams", str(e)) from e
 
     add_sweep_routes(router, facade, render, events)
+
     @router.get("/{unknown:path}")
     async def no_such_page(unknown: str) -> Response:
         raise PageError(404, "Not found", f"The console has no page {unknown!r}.")

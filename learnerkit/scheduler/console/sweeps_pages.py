@@ -189,4 +189,3 @@ async def _name(facade: SchedulerFacade, tenant: str, view: SweepView) -> str:
 
 def _not_found(message: str) -> JSONResponse:
     return JSONResponse({"error": "not_found", "message": message}, status_code=404)
-

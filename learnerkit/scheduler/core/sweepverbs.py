@@ -115,9 +115,7 @@ class SweepVerbs:
             submitted_at=datetime.fromtimestamp(sweep.record.submitted_at, UTC).isoformat(timespec="seconds"),
             trials=tuple(trials),
             freed_bytes=sum(t.freed_bytes for t in sweep.trials.values()),
-            space=tuple(
-                ParameterView(p.name, p.type.value, p.low, p.high, p.values) for p in spec.space.parameters
-            ),
+            space=tuple(ParameterView(p.name, p.type.value, p.low, p.high, p.values) for p in spec.space.parameters),
         )
 
 

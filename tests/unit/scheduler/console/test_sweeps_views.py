@@ -85,7 +85,8 @@ def test_a_long_curve_is_thinned_keeping_its_last_point() -> None:
 def test_marks_say_where_a_trial_paused_was_promoted_or_stopped() -> None:
     view = sweep()
     promoted_twice = trial(0, "completed", 3, (0.5, 0.4, 0.3))
-    assert [(m["step"], m["kind"]) for m in marks(view, promoted_twice)] == [(2, "promoted"), (4, "promoted"), (8, "end")]
+    wanted = [(2, "promoted"), (4, "promoted"), (8, "end")]
+    assert [(m["step"], m["kind"]) for m in marks(view, promoted_twice)] == wanted
     paused = trial(1, "paused", 1, (0.9,))
     assert [(m["step"], m["kind"]) for m in marks(view, paused)] == [(2, "paused")]
     running_rung_two = trial(2, "running", 2, (0.6,))

@@ -10,13 +10,15 @@ Cases (``--cases``; another adds itself to `CASES`):
   (target <= 1500); every page of 200 walked, the largest response (target <= 256 KiB); baseline ``GET /v1/jobs``.
 - ``log``: a ``--log-mib`` log: the page of its last 64 KiB (>= 1,000 lines) drawn, ms (target <= 1000), lines
   shown, JS heap after (target < 150 MB); baseline ``GET /v1/jobs/{id}/logs?tail=1000``.
+- ``sweeps``: a sweep page of ``--trials`` x ``--parameters``: its parallel coordinates drawn (target <= 1 s) and
+  a brush until the rung table is laid out again (target <= 100 ms) (`bench/console_sweeps.py`).
 - ``script``: the script shipped (live.js) and its gzip size.
 - ``series``: a ``--points`` metric history drawn on the job page (target <= 500 ms, a few thousand points sent),
   ``--runs`` times, and the history's reading on the server, cold and grown (`bench/console_series.py`).
 
 Needs etcd, SeaweedFS (weed) and /usr/bin/chromium; no Docker images.
-Usage: python bench/console.py [--cases live,list,log,script,series] [--jobs N] [--log-mib N] [--changes N]
-       [--points N] [--runs N]
+Usage: python bench/console.py [--cases live,list,log,script,series,sweeps] [--jobs N] [--log-mib N] [--changes N]
+       [--points N] [--runs N] [--trials N] [--parameters N]
 """
 
 from __future__ import annotations
@@ -212,12 +214,22 @@ def case_series(bench: Bench) -> None:
         print(f"  {line}", flush=True)
 
 
+def case_sweeps(bench: Bench) -> None:
+    from console_sweeps import sweeps_case
+
+    page = bench.page("/ui/jobs")
+    for line in sweeps_case(page, bench.url, bench.args.trials, bench.args.parameters, bench.args.runs):
+        print(f"  {line}", flush=True)
+    page.context.close()
+
+
 CASES: dict[str, Callable[[Bench], None]] = {
     "live": case_live,
     "list": case_list,
     "log": case_log,
     "script": case_script,
     "series": case_series,
+    "sweeps": case_sweeps,
 }
 
 
@@ -348,6 +360,8 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=100)
     parser.add_argument("--points", type=int, default=1_000_000, help="the series case's history, in records")
     parser.add_argument("--runs", type=int, default=5, help="the series case's warm page openings")
+    parser.add_argument("--trials", type=int, default=1_000, help="the sweeps case's trials")
+    parser.add_argument("--parameters", type=int, default=20, help="the sweeps case's parameters")
     args = parser.parse_args()
     chosen = [name.strip() for name in args.cases.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in CASES]

@@ -260,6 +260,7 @@ window.ParCoords = (function () {
     return {
       // axes: {name, kind: linear|log|choice, values?, low?, high?}; rows: each trial's values, one per axis.
       setData(newAxes, rows) {
+        const started = performance.now();
         axes = newAxes;
         trials = rows;
         scales = axes.map((axis, a) => scale(axis, rows.map((r) => r[a])));
@@ -274,6 +275,7 @@ window.ParCoords = (function () {
         buildInputs();
         axes.forEach(showBrush);
         filter();
+        root.dataset.setMs = String(performance.now() - started); // scales, inputs, filter, table and draw
       },
       brushes,
     };

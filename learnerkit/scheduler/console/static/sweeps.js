@@ -40,18 +40,18 @@
   }
 
   // --- The rung table, filtered by the parallel coordinates' brushes.
-  let mask = null, byIndex = new Map();
+  let mask = null, byIndex = new Map(), rows = null;
   function applyFilter() {
-    const rows = page.querySelectorAll("tbody[data-live=trials] tr");
+    if (!rows) rows = Array.from(page.querySelectorAll("tbody[data-live=trials] tr"), (row) => [row, byIndex.get(Number(row.dataset.trial))]);
     let shown = 0;
-    rows.forEach((row) => {
-      const i = byIndex.get(Number(row.dataset.trial));
-      const inside = !mask || i === undefined || mask[i] === 1;
-      row.hidden = !inside;
-      shown += inside ? 1 : 0;
-    });
+    for (const [row, i] of rows) {
+      const hidden = !!mask && i !== undefined && mask[i] !== 1;
+      if (row.hidden !== hidden) row.hidden = hidden; // only the rows that change: layout is the cost
+      shown += hidden ? 0 : 1;
+    }
     const count = page.querySelector("[data-live=shown]");
-    if (count) count.textContent = shown === rows.length ? `${rows.length} trials` : `${shown} of ${rows.length} trials shown (the ranges of the parallel coordinates)`;
+    const text = shown === rows.length ? `${rows.length} trials` : `${shown} of ${rows.length} trials shown (the ranges of the parallel coordinates)`;
+    if (count && count.textContent !== text) count.textContent = text;
   }
 
   // --- Timeline segments: their widths by duration (an inline style attribute would break the CSP; this is CSSOM).
@@ -248,6 +248,7 @@
       return;
     }
     byIndex = new Map(data.trials.map((t, i) => [t.index, i]));
+    rows = null;
     if (!parallel) parallel = window.ParCoords(document.getElementById("parallel"), (m) => { mask = m; applyFilter(); });
     const axes = data.axes.concat([{ name: data.metric, kind: "linear" }]);
     parallel.setData(axes, data.trials.map((t) => t.values.concat([t.objective])));
@@ -277,7 +278,7 @@
             else now.replaceWith(document.importNode(next, true));
           }
         }
-        if (page) { applyFilter(); sizeSegments(); if (plotting) return loadData(jobIds); }
+        if (page) { rows = null; applyFilter(); sizeSegments(); if (plotting) return loadData(jobIds); }
       })
       .finally(() => {
         fetching = false;

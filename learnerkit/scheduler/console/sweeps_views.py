@@ -4,7 +4,7 @@ page's plots draw (`static/sweeps.js`). Plain data, worked out here so the templ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -213,7 +213,7 @@ def _plotted(value: object) -> float | str | None:
     return float(value)  # type: ignore[arg-type]
 
 
-def best_so_far(view: SweepView, attempts: dict[str, Sequence[AttemptView]]) -> list[tuple[str, float]]:
+def best_so_far(view: SweepView, attempts: Mapping[str, Sequence[AttemptView]]) -> list[tuple[str, float]]:
     """(when, the best objective reported by then) at each rung a trial finished, in time order: a rung's result
     comes when the attempt that trained it ended (halted at its budget, or completed)."""
     sign = 1.0 if view.goal == "minimize" else -1.0

@@ -61,7 +61,7 @@ window.ParCoords = (function () {
     let axes = [], trials = [], scales = [], norm = null, mask = new Uint8Array(0);
     const brushes = new Map(); // axis name -> [lo, hi] in [0, 1]
     const inputs = new Map(); // axis name -> [from, to] controls
-    let drag = null;
+    let drag = null, ids = 0;
 
     function width() { return Math.max(300, root.clientWidth); }
     function xOf(a) { return axes.length < 2 ? width() / 2 : SIDE + (a * (width() - 2 * SIDE)) / (axes.length - 1); }
@@ -77,7 +77,7 @@ window.ParCoords = (function () {
         let inside = 1;
         for (const [a, [lo, hi]] of active) {
           const t = norm[i * n + a];
-          if (!(t >= lo - 1e-9 && t <= hi + 1e-9)) { inside = 0; break; }
+          if (!(t >= lo - 1e-6 && t <= hi + 1e-6)) { inside = 0; break; }
         }
         mask[i] = inside;
         shown += inside;
@@ -204,8 +204,12 @@ window.ParCoords = (function () {
             input.inputMode = "decimal";
           }
           input.name = "brush-" + axis.name + "-" + end;
-          label.append(`${axis.name} ${end} `, input);
-          row.append(label);
+          input.id = "brush-" + (++ids) + "-" + end;
+          label.htmlFor = input.id;
+          label.textContent = `${axis.name} ${end}`;
+          const cell = document.createElement("span");
+          cell.append(label, input);
+          row.append(cell);
           input.addEventListener("change", () => fromInputs(axis, axes.indexOf(axis)));
           return input;
         });

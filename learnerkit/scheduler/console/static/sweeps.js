@@ -25,10 +25,16 @@
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
   }
 
+  // A label beside its control, not around it: a wrapped select's name would take in its chosen option.
   function labelled(text, control) {
+    const wrap = document.createElement("span");
     const label = document.createElement("label");
-    label.append(text + " ", control);
-    return label;
+    control.id = control.id || "sweep-" + control.name;
+    label.htmlFor = control.id;
+    label.textContent = text;
+    wrap.className = "labelled";
+    wrap.append(label, control);
+    return wrap;
   }
 
   function hint(text) {

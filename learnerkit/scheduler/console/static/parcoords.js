@@ -210,7 +210,10 @@ window.ParCoords = (function () {
           const cell = document.createElement("span");
           cell.append(label, input);
           row.append(cell);
-          input.addEventListener("change", () => fromInputs(axis, axes.indexOf(axis)));
+          input.addEventListener("change", () => { // by name: a live update brings new axis objects
+            const now = axes.findIndex((x) => x.name === axis.name);
+            if (now >= 0) fromInputs(axes[now], now);
+          });
           return input;
         });
         inputs.set(axis.name, controls);

@@ -204,6 +204,8 @@
       box.note.textContent = `${points.length} trials with a result.`;
       const x = { stroke: colour("--fg", "#1a1d21"), grid: { stroke: colour("--line", "#ddd") } };
       if (values) Object.assign(x, { splits: () => values.map((_, i) => i), values: () => values });
+      // uPlot's own labels round to the larger ticks' decimals: on a log axis 0.0001 read "0".
+      else if (axis.kind === "log") x.values = (_, splits) => splits.map((v) => (v == null ? "" : v >= 1e-3 && v < 1e6 ? String(Number(v.toPrecision(4))) : v.toExponential()));
       const opts = {
         width: box.plot.clientWidth || 600, height: 240,
         scales: { x: { time: false, distr: axis.kind === "log" ? 3 : 1, ...(values ? { range: [-0.5, values.length - 0.5] } : {}) } },

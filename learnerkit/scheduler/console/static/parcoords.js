@@ -63,7 +63,10 @@ window.ParCoords = (function () {
     const inputs = new Map(); // axis name -> [from, to] controls
     let drag = null, ids = 0;
 
-    function width() { return Math.max(300, root.clientWidth); }
+    // The width as last observed: reading clientWidth while drawing would lay out the page (the table a brush
+    // just filtered) synchronously, inside the brush's time.
+    let observed = root.clientWidth;
+    function width() { return Math.max(300, observed); }
     function xOf(a) { return axes.length < 2 ? width() / 2 : SIDE + (a * (width() - 2 * SIDE)) / (axes.length - 1); }
     function yOf(t) { return TOP + (1 - t) * (HEIGHT - TOP - BOTTOM); }
     function tOf(y) { return Math.min(1, Math.max(0, 1 - (y - TOP) / (HEIGHT - TOP - BOTTOM))); }
@@ -262,7 +265,7 @@ window.ParCoords = (function () {
       filter();
     });
 
-    new ResizeObserver(() => axes.length && draw()).observe(root);
+    new ResizeObserver(() => { observed = root.clientWidth; if (axes.length) draw(); }).observe(root);
 
     return {
       // axes: {name, kind: linear|log|choice, values?, low?, high?}; rows: each trial's values, one per axis.

@@ -155,7 +155,12 @@
         box.plot.setAttribute("aria-label", `Learning curve of ${body.job_id}: ${data.metric} at ${body.steps} steps; the line below names its rungs`);
         const marks = body.marks.map((m) => `rung ${m.rung} at step ${m.step}: ${m.result.toPrecision(4)}, ${m.kind}`).join("; ");
         box.note.textContent = `${body.steps} steps, each once${marks ? "; " + marks : ""}. Drag across the chart to zoom.`;
-        if (u && same && keepZoom) { u.setData([body.x, body.y], false); return; }
+        if (u && same && keepZoom) {
+          // A zoomed chart keeps its range; one showing its whole curve grows with it.
+          const had = u.data[0], zoomed = had.length && (u.scales.x.min > had[0] || u.scales.x.max < had[had.length - 1]);
+          u.setData([body.x, body.y], !zoomed);
+          return;
+        }
         if (u) u.destroy();
         u = new uPlot(options(box.plot.clientWidth || 600), [body.x, body.y], box.plot);
       } catch (error) {
@@ -241,7 +246,7 @@
           width: box.plot.clientWidth || 600, height: 200, axes: axesStyle(),
           series: [{ label: "time" }, { label: "best " + data.metric, stroke: colour("--ok", "#1e6b34"), width: 2, paths: uPlot.paths.stepped({ align: 1 }) }],
         };
-        if (u) { u.setData([xs, ys], false); return; }
+        if (u) { u.setData([xs, ys]); return; }
         u = new uPlot(opts, [xs, ys], box.plot);
         new ResizeObserver(() => u.setSize({ width: box.plot.clientWidth, height: 200 })).observe(box.plot);
       },

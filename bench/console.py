@@ -10,6 +10,8 @@ Cases (``--cases``; another adds itself to `CASES`):
   (target <= 1500); every page of 200 walked, the largest response (target <= 256 KiB); baseline ``GET /v1/jobs``.
 - ``log``: a ``--log-mib`` log: the page of its last 64 KiB (>= 1,000 lines) drawn, ms (target <= 1000), lines
   shown, JS heap after (target < 150 MB); baseline ``GET /v1/jobs/{id}/logs?tail=1000``.
+- ``sweeps``: a sweep page of ``--trials`` x ``--parameters``: its parallel coordinates drawn (target <= 1 s) and
+  a brush until the rung table is laid out again (target <= 100 ms) (`bench/console_sweeps.py`).
 - ``script``: the script shipped (live.js) and its gzip size.
 - ``compare``: the Compare page of ``--compare-runs`` runs x 3 metrics x ``--compare-steps`` steps, its charts
   drawn (target <= 2000 ms; `bench/console_compare.py`); baseline: one run's job page, its charts drawn.
@@ -17,8 +19,8 @@ Cases (``--cases``; another adds itself to `CASES`):
   ``--runs`` times, and the history's reading on the server, cold and grown (`bench/console_series.py`).
 
 Needs etcd, SeaweedFS (weed) and /usr/bin/chromium; no Docker images.
-Usage: python bench/console.py [--cases live,list,log,script,series,compare] [--jobs N] [--log-mib N] [--changes N]
-       [--points N] [--runs N] [--compare-runs N] [--compare-steps N]
+Usage: python bench/console.py [--cases live,list,log,script,series,compare,sweeps] [--jobs N] [--log-mib N]
+       [--changes N] [--points N] [--runs N] [--compare-runs N] [--compare-steps N] [--trials N] [--parameters N]
 """
 
 from __future__ import annotations
@@ -225,6 +227,15 @@ def case_compare(bench: Bench) -> None:
     page.context.close()
 
 
+def case_sweeps(bench: Bench) -> None:
+    from console_sweeps import sweeps_case
+
+    page = bench.page("/ui/jobs")
+    for line in sweeps_case(page, bench.url, bench.args.trials, bench.args.parameters, bench.args.runs):
+        print(f"  {line}", flush=True)
+    page.context.close()
+
+
 CASES: dict[str, Callable[[Bench], None]] = {
     "live": case_live,
     "list": case_list,
@@ -232,6 +243,7 @@ CASES: dict[str, Callable[[Bench], None]] = {
     "script": case_script,
     "series": case_series,
     "compare": case_compare,
+    "sweeps": case_sweeps,
 }
 
 
@@ -370,6 +382,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="the series and compare cases' warm page openings")
     parser.add_argument("--compare-runs", type=int, default=50, help="the compare case's jobs")
     parser.add_argument("--compare-steps", type=int, default=10_000, help="the compare case's steps per metric")
+    parser.add_argument("--trials", type=int, default=1_000, help="the sweeps case's trials")
+    parser.add_argument("--parameters", type=int, default=20, help="the sweeps case's parameters")
     args = parser.parse_args()
     chosen = [name.strip() for name in args.cases.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in CASES]

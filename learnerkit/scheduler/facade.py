@@ -156,6 +156,19 @@ class TrialView:
 
 
 @dataclass(frozen=True)
+class ParameterView:
+    """One parameter of a sweep's search space, as its search file declares it (docs/sweeps.md)."""
+
+    name: str
+    type: str
+    """log_uniform, uniform, integer or choice."""
+    low: float = 0.0
+    high: float = 0.0
+    values: tuple[float | int | str | bool, ...] = ()
+    """A choice's options, in the search file's order."""
+
+
+@dataclass(frozen=True)
 class SweepView:
     sweep_id: str
     tenant: str
@@ -173,6 +186,8 @@ class SweepView:
     trials: tuple[TrialView, ...] = ()
     """The trials started so far, by index."""
     freed_bytes: int = 0
+    space: tuple[ParameterView, ...] = ()
+    """The search space's parameters, in the search file's order."""
 
 
 DEFAULT_PAGE_JOBS = 50

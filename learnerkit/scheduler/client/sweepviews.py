@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from learnerkit.scheduler.errors import SchedulerError
-from learnerkit.scheduler.facade import SweepView, TrialView
+from learnerkit.scheduler.facade import ParameterView, SweepView, TrialView
 
 
 def trial_view(data: Mapping[str, Any]) -> TrialView:
@@ -27,6 +27,16 @@ def trial_view(data: Mapping[str, Any]) -> TrialView:
     )
 
 
+def parameter_view(data: Mapping[str, Any]) -> ParameterView:
+    return ParameterView(
+        name=str(data["name"]),
+        type=str(data["type"]),
+        low=float(data.get("low", 0.0)),
+        high=float(data.get("high", 0.0)),
+        values=tuple(data.get("values", ())),
+    )
+
+
 def sweep_view(data: Mapping[str, Any]) -> SweepView:
     try:
         return SweepView(
@@ -44,6 +54,7 @@ def sweep_view(data: Mapping[str, Any]) -> SweepView:
             submitted_at=str(data.get("submitted_at", "")),
             trials=tuple(trial_view(item) for item in data.get("trials", ())),
             freed_bytes=int(data.get("freed_bytes", 0)),
+            space=tuple(parameter_view(item) for item in data.get("space", ())),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise SchedulerError(f"the scheduler sent a sweep this client cannot read ({type(e).__name__}: {e})") from e

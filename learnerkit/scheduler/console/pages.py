@@ -37,6 +37,7 @@ from learnerkit.scheduler.console.rendering import Renderer
 from learnerkit.scheduler.console.series import series_routes
 from learnerkit.scheduler.console.sessions import Session, SessionStore, Tokens, csrf_matches
 from learnerkit.scheduler.console.submitting import Intake, add_submit_routes
+from learnerkit.scheduler.console.sweeps_pages import add_sweep_routes
 from learnerkit.scheduler.errors import (
     AuthError,
     JobStateError,
@@ -350,6 +351,7 @@ def _router(
     add_compare_routes(router, facade, render)
     add_queue_routes(router, facade, render, events)
     add_cluster_routes(router, facade, render)
+    add_sweep_routes(router, facade, render, events)
 
     @router.get("/{unknown:path}")
     async def no_such_page(unknown: str) -> Response:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from learnerkit.scheduler.core.sweepdriver import ActiveSweep, SweepDriver
 from learnerkit.scheduler.errors import JobStateError
-from learnerkit.scheduler.facade import JobView, SweepView, TrialView
+from learnerkit.scheduler.facade import JobView, ParameterView, SweepView, TrialView
 from learnerkit.scheduler.jobs.layout import job_location
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import JobManifest
@@ -115,6 +115,7 @@ class SweepVerbs:
             submitted_at=datetime.fromtimestamp(sweep.record.submitted_at, UTC).isoformat(timespec="seconds"),
             trials=tuple(trials),
             freed_bytes=sum(t.freed_bytes for t in sweep.trials.values()),
+            space=tuple(ParameterView(p.name, p.type.value, p.low, p.high, p.values) for p in spec.space.parameters),
         )
 
 

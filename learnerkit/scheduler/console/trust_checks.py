@@ -1,0 +1,216 @@
+"""A job's provenance checked on the server, as `job verify JOB` checks it, at a bounded cost.
+
+The scheduler keeps a copy of each job's stored files (all but checkpoints, which no statement names: what
+`job verify` downloads) in a folder of its own and runs `job verify`'s own `verify_folder` over it with the
+platform's keys. A check lists the job's objects once and fetches only those whose ETag or size changed since the
+copy was made (and drops those gone from the store); when none changed, the last report stands and nothing is
+hashed again. One check runs at a time per job, at most once per ``recheck_s`` however many pages ask, and only
+the ``max_jobs`` jobs asked for most recently keep their copies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from securesystemslib.signer import Key
+from starlette.concurrency import run_in_threadpool
+
+from learnerkit.common import engineimages
+from learnerkit.common.errors import LearnerkitError
+from learnerkit.scheduler.errors import UnknownJobError
+from learnerkit.scheduler.facade import SchedulerFacade, StoredFile
+from learnerkit.scheduler.provenance.verify import (
+    PROVENANCE_FILE,
+    DataAnswer,
+    ImageAnswer,
+    ImageLookup,
+    NoProvenanceError,
+    VerifyReport,
+    verify_folder,
+)
+
+RECHECK_S = 20.0
+"""How often a job's files are listed again while its trust panel is open: a change shows within about this plus
+the page's own poll."""
+DATA_RECHECK_S = 600.0
+"""Evaluation data objects (often large, in the tenant's data store) are hashed again at most this often."""
+MAX_JOBS = 32
+
+
+@dataclass(frozen=True)
+class TrustCheck:
+    """One check of a job: `job verify`'s report, or why there is none."""
+
+    checked_at: float
+    """Wall-clock time of the check."""
+    report: VerifyReport | None = None
+    problem: str = ""
+    """Why nothing was verified: no provenance yet, the store did not answer."""
+    folder: Path | None = None
+    """The copy the report was made from (the factsheet and round statements are read from it)."""
+    files: int = 0
+    fetched: int = 0
+    """Files fetched from the store for this check (0: nothing changed since the last)."""
+
+
+@dataclass
+class _Copy:
+    folder: Path
+    seen: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """path -> (ETag, size) of each file as it was fetched."""
+    last: TrustCheck | None = None
+    checked_at: float = float("-inf")
+    """Monotonic time of the last check."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class TrustChecker:
+    def __init__(
+        self,
+        facade: SchedulerFacade,
+        keys: Sequence[Key],
+        *,
+        recheck_s: float = RECHECK_S,
+        max_jobs: int = MAX_JOBS,
+        clock: Callable[[], float] = time.monotonic,
+        images: ImageLookup | None = None,
+    ) -> None:
+        """``images``: what an image reference names now (default: the local engine, which runs the jobs)."""
+        self.facade = facade
+        self.images = images or engine_answer
+        self.keys = list(keys)
+        self.recheck_s = recheck_s
+        self.max_jobs = max_jobs
+        self.clock = clock
+        self._root: Path | None = None
+        self._copies: OrderedDict[tuple[str, str], _Copy] = OrderedDict()
+        self._data: dict[str, tuple[float, DataAnswer]] = {}
+
+    async def check(self, tenant: str, job_id: str) -> TrustCheck:
+        """The job's latest check, made now when the last is older than ``recheck_s``. The caller has checked
+        that ``tenant`` owns the job (`UnknownJobError` passes through)."""
+        copy = self._copy(tenant, job_id)
+        async with copy.lock:
+            if copy.last is not None and self.clock() - copy.checked_at < self.recheck_s:
+                return copy.last
+            copy.last = await self._check(tenant, job_id, copy)
+            copy.checked_at = self.clock()
+            return copy.last
+
+    async def _check(self, tenant: str, job_id: str, copy: _Copy) -> TrustCheck:
+        now = time.time()
+        if not self.keys:
+            return TrustCheck(now, problem="This scheduler publishes no signing key: it signs no provenance.")
+        try:
+            stored = [f for f in await self.facade.outputs(tenant, job_id) if f.kind != "checkpoints"]
+        except UnknownJobError:
+            raise
+        except LearnerkitError as e:
+            return TrustCheck(now, problem=f"The job's files cannot be listed now: {e}")
+        if not any(f.path == PROVENANCE_FILE for f in stored):
+            copy.seen.clear()
+            return TrustCheck(now, problem="The job has no signed provenance yet: it is written as the job ends.")
+        changed = [f for f in stored if copy.seen.get(f.path) != (f.etag, f.size)]
+        gone = set(copy.seen) - {f.path for f in stored}
+        if not changed and not gone and copy.last is not None and copy.last.report is not None:
+            return TrustCheck(now, copy.last.report, folder=copy.folder, files=len(stored))
+        for path in gone:
+            (copy.folder / path).unlink(missing_ok=True)
+            del copy.seen[path]
+        try:
+            for item in changed:
+                await self._fetch(tenant, job_id, copy, item)
+        except LearnerkitError as e:
+            return TrustCheck(now, problem=f"The job's files cannot be read now: {e}")
+        loop = asyncio.get_running_loop()
+        try:
+            report = await run_in_threadpool(
+                verify_folder,
+                copy.folder,
+                self.keys,
+                image_digest=self.images,
+                evaluation_data=lambda uri: self._data_answer(loop, tenant, job_id, uri),
+            )
+        except NoProvenanceError as e:
+            return TrustCheck(now, problem=str(e))
+        return TrustCheck(now, report, folder=copy.folder, files=len(stored), fetched=len(changed))
+
+    async def _fetch(self, tenant: str, job_id: str, copy: _Copy, item: StoredFile) -> None:
+        target = (copy.folder / item.path).resolve()
+        if not target.is_relative_to(copy.folder.resolve()):
+            return  # the listing never names one, but a path out of the copy is never written
+        stream = await self.facade.open_output(tenant, job_id, item.path)
+        await run_in_threadpool(_write_atomic, target, stream.chunks)
+        copy.seen[item.path] = (item.etag, item.size)
+
+    def _data_answer(self, loop: asyncio.AbstractEventLoop, tenant: str, job_id: str, uri: str) -> DataAnswer:
+        """An evaluation data object hashed as the scheduler streams it (`job verify JOB`'s answer), remembered
+        for ``DATA_RECHECK_S``; called from the check's worker thread."""
+        kept = self._data.get(f"{job_id} {uri}")
+        if kept is not None and self.clock() - kept[0] < DATA_RECHECK_S:
+            return kept[1]
+        answer = asyncio.run_coroutine_threadsafe(self._hash_data(tenant, job_id, uri), loop).result()
+        self._data[f"{job_id} {uri}"] = (self.clock(), answer)
+        return answer
+
+    async def _hash_data(self, tenant: str, job_id: str, uri: str) -> DataAnswer:
+        try:
+            stream = await self.facade.open_evaluation_data(tenant, job_id, uri)
+            return DataAnswer(await run_in_threadpool(_sha256_of_chunks, stream.chunks))
+        except LearnerkitError as e:
+            return DataAnswer(problem=str(e))
+
+    def _copy(self, tenant: str, job_id: str) -> _Copy:
+        key = (tenant, job_id)
+        copy = self._copies.get(key)
+        if copy is None:
+            if self._root is None:
+                self._root = Path(tempfile.mkdtemp(prefix="learnerkit-trust-"))
+            copy = self._copies[key] = _Copy(Path(tempfile.mkdtemp(dir=self._root)))
+            while len(self._copies) > self.max_jobs:
+                _, evicted = self._copies.popitem(last=False)
+                shutil.rmtree(evicted.folder, ignore_errors=True)
+        self._copies.move_to_end(key)
+        return copy
+
+    def close(self) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+
+
+def engine_answer(reference: str) -> ImageAnswer:
+    """What the local engine holds under an image reference (the scheduler's host runs the jobs' images)."""
+    try:
+        image_id = engineimages.image_id(reference)
+    except engineimages.EngineError as e:
+        return ImageAnswer("the engine", problem=str(e))
+    return ImageAnswer("the engine", frozenset({image_id}) if image_id else frozenset())
+
+
+def _write_atomic(target: Path, chunks: Iterator[bytes]) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+        Path(temp).replace(target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _sha256_of_chunks(chunks: Iterator[bytes]) -> str:
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()

@@ -85,7 +85,7 @@ def _images(image: str) -> ImageFact:
     """The job's images as the writer describes them, the sidecar by the ID this host's engine has under its
     reference (the panel asks the engine: a made-up ID would read as changed)."""
     fact = jobfolder.describe(image)
-    if image == SIDECAR_ID:
+    if fact.digest == SIDECAR_ID:
         return ImageFact(fact.reference, engineimages.image_id(fact.reference) or image)
     return fact
 

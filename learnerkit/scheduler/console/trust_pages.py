@@ -5,6 +5,7 @@ without a reload."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import Response
@@ -19,13 +20,13 @@ from learnerkit.scheduler.facade import JobView, SchedulerFacade
 
 
 def add_trust_routes(router: APIRouter, facade: SchedulerFacade, render: Renderer, checker: TrustChecker) -> None:
-    async def panel(session: Session, job_id: str) -> dict[str, object]:
+    async def panel(session: Session, job_id: str) -> dict[str, Any]:
         try:
             job: JobView = await facade.get(session.tenant, job_id)
             found = await checker.check(session.tenant, job_id)
         except UnknownJobError as e:
             raise not_found(job_id) from e
-        context: dict[str, object] = {
+        context: dict[str, Any] = {
             "job": job,
             "found": found,
             "checked_at": datetime.fromtimestamp(found.checked_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),

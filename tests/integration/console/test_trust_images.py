@@ -166,11 +166,12 @@ def test_the_trust_panel_and_the_images_pages_have_no_serious_violation(
     pages.shot(page, "console-trust")
     page.goto(served.console.url + "/ui/images")
     found["images"] = _violations(page, axe_source)
-    pages.shot(page, "console-images")
+    pages.shot(page, "console-images", full_page=False)
     first = page.locator("tbody tr td a").first
     first.click()
     page.wait_for_load_state()
     found["image"] = _violations(page, axe_source)
+    pages.shot(page, "console-image", full_page=False)
     assert found == {"trust": [], "images": [], "image": []}, json.dumps(found, indent=1)
 
 
@@ -188,7 +189,7 @@ def test_a_result_changed_in_the_store_turns_the_open_panel_red_naming_it_then_m
     named = page.locator(f'.trust-problems li[data-item="result {RESULT}"]')
     expect(named).to_contain_text("changed since it was signed", timeout=LIVE_S)
     expect(verdict).to_contain_text("Not verified: 1 changed")
-    pages.shot(page, "console-trust-changed")
+    pages.shot(page, "console-trust-changed", full_page=False)
     served.s3.delete_object(Bucket=served.bucket, Key=PREFIX + RESULT)
     expect(named).to_contain_text("missing from the store", timeout=LIVE_S)
     expect(verdict).to_contain_text("1 missing")

@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ the page's own poll."""
 DATA_RECHECK_S = 600.0
 """Evaluation data objects (often large, in the tenant's data store) are hashed again at most this often."""
 MAX_JOBS = 32
+FETCHES = 4
+"""Files fetched at once into a copy (as `job download` does)."""
 
 
 @dataclass(frozen=True)
@@ -126,9 +129,14 @@ class TrustChecker:
         for path in gone:
             (copy.folder / path).unlink(missing_ok=True)
             del copy.seen[path]
-        try:
-            for item in changed:
+        fetching = asyncio.Semaphore(FETCHES)
+
+        async def fetch(item: StoredFile) -> None:
+            async with fetching:
                 await self._fetch(tenant, job_id, copy, item)
+
+        try:
+            await asyncio.gather(*(fetch(item) for item in changed))
         except LearnerkitError as e:
             return TrustCheck(now, problem=f"The job's files cannot be read now: {e}")
         loop = asyncio.get_running_loop()
@@ -175,16 +183,13 @@ class TrustChecker:
         if copy is None:
             if self._root is None:
                 self._root = Path(tempfile.mkdtemp(prefix="learnerkit-trust-"))
+                weakref.finalize(self, shutil.rmtree, self._root, True)  # at the latest when the process exits
             copy = self._copies[key] = _Copy(Path(tempfile.mkdtemp(dir=self._root)))
             while len(self._copies) > self.max_jobs:
                 _, evicted = self._copies.popitem(last=False)
                 shutil.rmtree(evicted.folder, ignore_errors=True)
         self._copies.move_to_end(key)
         return copy
-
-    def close(self) -> None:
-        if self._root is not None:
-            shutil.rmtree(self._root, ignore_errors=True)
 
 
 def engine_answer(reference: str) -> ImageAnswer:

@@ -198,6 +198,12 @@ def test_a_result_changed_in_the_store_turns_the_open_panel_red_naming_it_then_m
     expect(verdict).to_contain_text("Verified", timeout=LIVE_S)
 
 
+def test_another_tenants_trust_panel_is_the_404_page(served: Served, pages: Pages) -> None:
+    page = pages.open()
+    log_in(page, served.console, token=served.console.other_token, path=f"/ui/jobs/{JOB}/trust/panel")
+    expect(page.get_by_text(f"There is no job '{JOB}'.")).to_be_visible()
+
+
 def _recorded_verdict(reference: str) -> str:
     """What this host's engine and the build tool's scan records say of an image, read from the records."""
     image_id = engineimages.image_id(reference)

@@ -43,6 +43,7 @@ from playwright.sync_api import expect, sync_playwright  # noqa: E402
 from controller_sidecar.etcdstore import EtcdStore  # noqa: E402
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, SidecarRecord  # noqa: E402
 from controller_sidecar.recordchannel import RecordsRead  # noqa: E402
+from learnerkit.common import engineimages  # noqa: E402
 from learnerkit.common.keyring import PublishedKey  # noqa: E402
 from learnerkit.common.signing import create_signer, load_public_key, public_key_path  # noqa: E402
 from learnerkit.dev.etcd import EtcdServer, etcd_binary  # noqa: E402
@@ -62,6 +63,7 @@ from learnerkit.scheduler.jobs.attempts import AttemptEnd  # noqa: E402
 from learnerkit.scheduler.jobs.state import JobState, JobStatus  # noqa: E402
 from learnerkit.scheduler.jobs.store import JobStore  # noqa: E402
 from learnerkit.scheduler.manifest.parser import parse_manifest  # noqa: E402
+from learnerkit.scheduler.provenance.facts import ImageFact  # noqa: E402
 from learnerkit.scheduler.provenance.writer import FinishedJob, ProvenanceWriter  # noqa: E402
 from tests.unit.scheduler.fakefacade import MANIFEST  # noqa: E402
 from tests.unit.scheduler.provenance.jobfolder import (  # noqa: E402
@@ -71,6 +73,7 @@ from tests.unit.scheduler.provenance.jobfolder import (  # noqa: E402
     METRICS,
     MODEL_ZIP,
     PREFIX,
+    SIDECAR_ID,
     MemoryStore,
     attempt_of,
     describe,
@@ -84,12 +87,21 @@ BUCKET = "trust-bench"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 
 
+def engine_images(image: str) -> ImageFact:
+    """The job's images as the writer describes them, the sidecar by the ID this host's engine has under its
+    reference (both checks ask the engine: a made-up ID would fail them as changed)."""
+    fact = describe(image)
+    if fact.digest == SIDECAR_ID:
+        return ImageFact(fact.reference, engineimages.image_id(fact.reference) or fact.digest)
+    return fact
+
+
 def signed_job(tmp: Path, results: int, size: int) -> tuple[MemoryStore, Path]:
     """One attempt that stored ``results`` result files of ``size`` bytes, its provenance written and signed by
     the platform's real writer."""
     store = MemoryStore({f"{PREFIX}model/model.zip": MODEL_ZIP})
     key = tmp / "platform.pem"
-    writer = ProvenanceWriter(create_signer(key), describe, "learnerkit/sidecar:0.1.0")
+    writer = ProvenanceWriter(create_signer(key), engine_images, "learnerkit/sidecar:0.1.0")
     learner = f"{PREFIX}attempt-1/learner-1/"
     stored = []
     for n in range(results):
@@ -241,7 +253,7 @@ def figures(args: argparse.Namespace, url: str, token: str, client: Any) -> None
         def panel(expected: str) -> Callable[[], None]:
             def opened() -> None:
                 page.goto(f"{url}/ui/jobs/{JOB}/trust")
-                expect(page.locator("[data-trust=verdict]")).to_contain_text(expected, timeout=600_000)
+                expect(page.locator("[data-trust=verdict]")).to_contain_text(expected, timeout=120_000)
 
             return opened
 

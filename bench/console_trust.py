@@ -252,7 +252,7 @@ def figures(args: argparse.Namespace, url: str, token: str, client: Any) -> None
 
         def panel(expected: str) -> Callable[[], None]:
             def opened() -> None:
-                page.goto(f"{url}/ui/jobs/{JOB}/trust")
+                page.goto(f"{url}/ui/jobs/{JOB}/trust", timeout=600_000)
                 expect(page.locator("[data-trust=verdict]")).to_contain_text(expected, timeout=120_000)
 
             return opened

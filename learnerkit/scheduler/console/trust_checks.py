@@ -42,8 +42,9 @@ from learnerkit.scheduler.provenance.verify import (
 RECHECK_S = 20.0
 """How often a job's files are listed again while its trust panel is open: a change shows within about this plus
 the page's own poll."""
-DATA_RECHECK_S = 600.0
-"""Evaluation data objects (often large, in the tenant's data store) are hashed again at most this often."""
+REVERIFY_S = 600.0
+"""With nothing changed in the job's listing, the copy is verified again this often all the same: the evaluation
+data objects (often large, in the tenant's data store) hashed again and the engine asked for the images."""
 MAX_JOBS = 32
 FETCHES = 4
 """Files fetched at once into a copy (as `job download` does)."""
@@ -73,6 +74,10 @@ class _Copy:
     last: TrustCheck | None = None
     checked_at: float = float("-inf")
     """Monotonic time of the last check."""
+    verified_at: float = float("-inf")
+    """Monotonic time `verify_folder` last ran over the copy."""
+    data: dict[str, tuple[float, DataAnswer]] = field(default_factory=dict)
+    """Evaluation data URI -> (when, its answer)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -96,7 +101,6 @@ class TrustChecker:
         self.clock = clock
         self._root: Path | None = None
         self._copies: OrderedDict[tuple[str, str], _Copy] = OrderedDict()
-        self._data: dict[str, tuple[float, DataAnswer]] = {}
 
     async def check(self, tenant: str, job_id: str) -> TrustCheck:
         """The job's latest check, made now when the last is older than ``recheck_s``. The caller has checked
@@ -120,11 +124,15 @@ class TrustChecker:
         except LearnerkitError as e:
             return TrustCheck(now, problem=f"The job's files cannot be listed now: {e}")
         if not any(f.path == PROVENANCE_FILE for f in stored):
-            copy.seen.clear()
+            if copy.seen:  # the provenance was deleted: start the copy anew once there is one again
+                shutil.rmtree(copy.folder, ignore_errors=True)
+                copy.folder.mkdir()
+                copy.seen.clear()
             return TrustCheck(now, problem="The job has no signed provenance yet: it is written as the job ends.")
         changed = [f for f in stored if copy.seen.get(f.path) != (f.etag, f.size)]
         gone = set(copy.seen) - {f.path for f in stored}
-        if not changed and not gone and copy.last is not None and copy.last.report is not None:
+        fresh = self.clock() - copy.verified_at < REVERIFY_S
+        if not changed and not gone and fresh and copy.last is not None and copy.last.report is not None:
             return TrustCheck(now, copy.last.report, folder=copy.folder, files=len(stored))
         for path in gone:
             (copy.folder / path).unlink(missing_ok=True)
@@ -146,10 +154,11 @@ class TrustChecker:
                 copy.folder,
                 self.keys,
                 image_digest=self.images,
-                evaluation_data=lambda uri: self._data_answer(loop, tenant, job_id, uri),
+                evaluation_data=lambda uri: self._data_answer(loop, tenant, job_id, copy, uri),
             )
         except NoProvenanceError as e:
             return TrustCheck(now, problem=str(e))
+        copy.verified_at = self.clock()
         return TrustCheck(now, report, folder=copy.folder, files=len(stored), fetched=len(changed))
 
     async def _fetch(self, tenant: str, job_id: str, copy: _Copy, item: StoredFile) -> None:
@@ -160,14 +169,16 @@ class TrustChecker:
         await run_in_threadpool(_write_atomic, target, stream.chunks)
         copy.seen[item.path] = (item.etag, item.size)
 
-    def _data_answer(self, loop: asyncio.AbstractEventLoop, tenant: str, job_id: str, uri: str) -> DataAnswer:
+    def _data_answer(
+        self, loop: asyncio.AbstractEventLoop, tenant: str, job_id: str, copy: _Copy, uri: str
+    ) -> DataAnswer:
         """An evaluation data object hashed as the scheduler streams it (`job verify JOB`'s answer), remembered
-        for ``DATA_RECHECK_S``; called from the check's worker thread."""
-        kept = self._data.get(f"{job_id} {uri}")
-        if kept is not None and self.clock() - kept[0] < DATA_RECHECK_S:
+        for ``REVERIFY_S``; called from the check's worker thread."""
+        kept = copy.data.get(uri)
+        if kept is not None and self.clock() - kept[0] < REVERIFY_S:
             return kept[1]
         answer = asyncio.run_coroutine_threadsafe(self._hash_data(tenant, job_id, uri), loop).result()
-        self._data[f"{job_id} {uri}"] = (self.clock(), answer)
+        copy.data[uri] = (self.clock(), answer)
         return answer
 
     async def _hash_data(self, tenant: str, job_id: str, uri: str) -> DataAnswer:

@@ -12,7 +12,7 @@ import pytest
 from controller_sidecar.s3objects import RemoteObject
 from learnerkit.common.signing import load_public_key, public_key_path
 from learnerkit.scheduler.console import trust_views
-from learnerkit.scheduler.console.trust_checks import TrustCheck, TrustChecker
+from learnerkit.scheduler.console.trust_checks import REVERIFY_S, TrustCheck, TrustChecker
 from learnerkit.scheduler.errors import UnknownFileError
 from learnerkit.scheduler.facade import FileStream, StoredFile
 from learnerkit.scheduler.outputs.files import kind_of
@@ -164,3 +164,15 @@ def test_remote_objects_carry_their_etag_into_the_listing() -> None:
     from controller_sidecar.settings import S3Location
 
     assert list_outputs(Store(), S3Location("b", PREFIX)) == [StoredFile(RESULT, 3, "results", "abc")]  # type: ignore[arg-type]
+
+
+def test_with_nothing_changed_the_copy_is_verified_again_after_reverify_s(job: tuple[Files, TrustChecker]) -> None:
+    files, checker = job
+    now = [0.0]
+    checker.clock = lambda: now[0]
+    first = _check(checker)
+    now[0] += REVERIFY_S - 1
+    assert _check(checker).report is first.report
+    now[0] += 2
+    again = _check(checker)
+    assert again.report is not first.report and again.fetched == 0

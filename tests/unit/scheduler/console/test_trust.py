@@ -167,7 +167,7 @@ def test_remote_objects_carry_their_etag_into_the_listing() -> None:
 
 
 def test_with_nothing_changed_the_copy_is_verified_again_after_reverify_s(job: tuple[Files, TrustChecker]) -> None:
-    files, checker = job
+    _files, checker = job
     now = [0.0]
     checker.clock = lambda: now[0]
     first = _check(checker)

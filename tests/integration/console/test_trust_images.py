@@ -51,6 +51,9 @@ from tests.waiting import wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(300)]
 
 RESULT = "attempt-1/learner-1/results/model.bin"
+WIDER_THAN_THE_PAGE = """[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 376)
+    .slice(-5).map(e => e.tagName + '.' + e.className + ': ' + e.textContent.slice(0, 60))"""
+"""What makes a page scroll sideways, for the failure's message."""
 LIVE_S = 60_000
 """Within a minute: the issue's bound for a change in the store to show on an open panel (ms)."""
 
@@ -154,7 +157,7 @@ def _trust(page: Page, served: Served) -> None:
     expect(page.get_by_role("heading", name="Trust: mnist")).to_be_visible()
 
 
-def test_the_trust_panel_and_the_images_pages_have_no_serious_violation(
+def test_the_trust_panel_and_the_images_pages_have_no_serious_violation_nor_scroll_sideways_at_375_px(
     served: Served,
     pages: Pages,
     axe_source: str,  # noqa: F811
@@ -174,6 +177,12 @@ def test_the_trust_panel_and_the_images_pages_have_no_serious_violation(
     found["image"] = _violations(page, axe_source)
     pages.shot(page, "console-image", full_page=False)
     assert found == {"trust": [], "images": [], "image": []}, json.dumps(found, indent=1)
+    narrow = pages.open(width=375, dark=True)
+    _trust(narrow, served)
+    for path in (f"/ui/jobs/{JOB}/trust", "/ui/images", page.url.removeprefix(served.console.url)):
+        narrow.goto(served.console.url + path)
+        wider = narrow.evaluate(WIDER_THAN_THE_PAGE)
+        assert narrow.evaluate("document.documentElement.scrollWidth") <= 375, (path, wider)
 
 
 def test_a_result_changed_in_the_store_turns_the_open_panel_red_naming_it_then_missing(

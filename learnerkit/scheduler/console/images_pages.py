@@ -44,12 +44,13 @@ def add_image_routes(router: APIRouter, render: Renderer) -> None:
     @router.get("/images/{spec}")
     async def image_page(spec: str, session: Current) -> Response:
         view = await run_in_threadpool(find, spec)
+        made = await run_in_threadpool(images_views.statements_of, view)
         return render.page(
             "image.html.j2",
             session=session,
             title=f"Image {view.spec}",
             image=view,
-            statements=images_views.STATEMENTS,
+            statements=[kind for kind in images_views.STATEMENTS if kind in made],
         )
 
     @router.get("/images/{spec}/records/{document}")
@@ -64,10 +65,13 @@ def add_image_routes(router: APIRouter, render: Renderer) -> None:
     @router.get("/images/{spec}/statements/{kind}")
     async def image_statement(spec: str, kind: str, session: Current) -> Response:
         view = await run_in_threadpool(find, spec)
-        found = await run_in_threadpool(images_views.statement_of, view, kind)
+        found = (await run_in_threadpool(images_views.statements_of, view)).get(kind)
         if found is None:
             raise PageError(
-                404, "Not found", f"No {kind!r} statement of {spec}: it needs the image built, tested and scanned here."
+                404,
+                "Not found",
+                f"No {kind!r} statement of {spec}: it needs the image built, tested and scanned here "
+                "(and a VEX, a vulnerability the scan saw).",
             )
         body = json.dumps(found, indent=2, sort_keys=True).encode()
         headers = SECURITY_HEADERS | {

@@ -161,16 +161,16 @@ def record_file(image_id: str, document: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def statement_of(view: ImageView, kind: str, root: Path | None = None) -> dict[str, Any] | None:
-    """The in-toto statement of ``kind`` that `image publish` would sign about the image, subject its image ID
-    (publish names the registry digest); None when its gates' records are missing (never tested or scanned, or
-    no VEX: the scan saw no vulnerability)."""
-    if view.image_id is None or kind not in STATEMENTS:
-        return None
+def statements_of(view: ImageView, root: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Kind -> the in-toto statement `image publish` would sign about the image, subject its image ID (publish
+    names the registry digest); none where its gates' records are missing (never tested or scanned), and no
+    ``vex`` where the scan saw no vulnerability (publish attaches none then)."""
+    if view.image_id is None:
+        return {}
     record = load_record(view.image_id)
     test: Any = read_json(image_test_record(view.image_id))
     if record is None or not isinstance(test, dict):
-        return None
+        return {}
     records = ImageRecords(
         view.image_id,
         engineimages.image_labels(view.image_id),
@@ -178,5 +178,4 @@ def statement_of(view: ImageView, kind: str, root: Path | None = None) -> dict[s
         json.loads((record.folder / REPORT).read_bytes()),
         test,
     )
-    found = statements(records, view.reference.rsplit(":", 1)[0], view.image_id, root or find_project_root())
-    return found.get(kind)
+    return statements(records, view.reference.rsplit(":", 1)[0], view.image_id, root or find_project_root())

@@ -252,3 +252,12 @@ def test_the_images_page_lists_the_matrix_with_each_scan_verdict_the_records_giv
     with page.expect_download() as download:
         page.get_by_role("link", name="SBOM (CycloneDX)").click()
     assert download.value.path().read_bytes() == (folder / "sbom.cdx.json").read_bytes()
+    tested = state_home() / "image-tests" / f"{image_id.replace(':', '_')}.json"
+    slsa = page.get_by_role("link", name="SLSA provenance")
+    expect(slsa).to_have_count(1 if tested.is_file() else 0)
+    if tested.is_file():
+        with page.expect_download() as download:
+            slsa.click()
+        statement = json.loads(download.value.path().read_bytes())
+        assert statement["predicateType"] == "https://slsa.dev/provenance/v1"
+        assert statement["subject"][0]["digest"] == {"sha256": image_id.removeprefix("sha256:")}

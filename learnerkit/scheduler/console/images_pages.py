@@ -15,8 +15,6 @@ from learnerkit.scheduler.console import images_views
 from learnerkit.scheduler.console.access import Current, PageError
 from learnerkit.scheduler.console.rendering import SECURITY_HEADERS, Renderer
 
-FRAMEWORKS_FIRST = ("training", "evaluation")
-
 
 def add_image_routes(router: APIRouter, render: Renderer) -> None:
     def find(spec: str) -> images_views.ImageView:

@@ -11,7 +11,7 @@ SBOM, OpenVEX, test result, scan report), made by the same function (`statements
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,7 @@ class ImageView:
     tests: TestView | None = None
     outdated: tuple[str, ...] = ()
     """Why it is outdated (its base moved); empty when it is not, or not built."""
-    documents: tuple[str, ...] = field(default=())
+    documents: tuple[str, ...] = ()
     """The scan records present (keys of ``RECORDS``)."""
 
     @property

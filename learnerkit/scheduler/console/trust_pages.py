@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from learnerkit.scheduler.console import trust_views
 from learnerkit.scheduler.console.access import Current, not_found
@@ -46,8 +47,8 @@ def add_trust_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
                 "verdict": verdict,
                 "problems": trust_views.problems(found.report.checks),
                 "sections": trust_views.sections(found.report.checks),
-                "factsheet": trust_views.factsheet(found.folder),
-                "rounds": trust_views.rounds(found.folder, checker.keys),
+                "factsheet": await run_in_threadpool(trust_views.factsheet, found.folder),
+                "rounds": await run_in_threadpool(trust_views.rounds, found.folder, checker.keys),
             }
         return context
 
@@ -55,7 +56,6 @@ def add_trust_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
     async def trust_page(job_id: str, session: Current) -> Response:
         context = await panel(session, job_id)
         job = context["job"]
-        assert isinstance(job, JobView)
         return render.page("trust.html.j2", session=session, title=f"Trust: {job.name} ({job.job_id})", **context)
 
     @router.get("/jobs/{job_id}/trust/panel")

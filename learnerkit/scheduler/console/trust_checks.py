@@ -36,6 +36,7 @@ from learnerkit.scheduler.provenance.verify import (
     ImageLookup,
     NoProvenanceError,
     VerifyReport,
+    sha256_of,
     verify_folder,
 )
 
@@ -64,6 +65,8 @@ class TrustCheck:
     files: int = 0
     fetched: int = 0
     """Files fetched from the store for this check (0: nothing changed since the last)."""
+    hashed: int = 0
+    """Files `verify_folder` hashed for this check (the others' digests were kept from the last)."""
 
 
 @dataclass
@@ -78,6 +81,10 @@ class _Copy:
     """Monotonic time `verify_folder` last ran over the copy."""
     data: dict[str, tuple[float, DataAnswer]] = field(default_factory=dict)
     """Evaluation data URI -> (when, its answer)."""
+    digests: dict[tuple[Path, ...], tuple[tuple[tuple[int, int, int], ...], str]] = field(default_factory=dict)
+    """Files of the copy -> ((inode, size, mtime) of each, their SHA-256): a file written anew (temp + rename) has
+    a new inode, so its digest is taken again."""
+    hashed: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -148,6 +155,7 @@ class TrustChecker:
         except LearnerkitError as e:
             return TrustCheck(now, problem=f"The job's files cannot be read now: {e}")
         loop = asyncio.get_running_loop()
+        copy.hashed = 0
         try:
             report = await run_in_threadpool(
                 verify_folder,
@@ -155,11 +163,12 @@ class TrustChecker:
                 self.keys,
                 image_digest=self.images,
                 evaluation_data=lambda uri: self._data_answer(loop, tenant, job_id, copy, uri),
+                hasher=lambda paths: _kept_digest(copy, paths),
             )
         except NoProvenanceError as e:
             return TrustCheck(now, problem=str(e))
         copy.verified_at = self.clock()
-        return TrustCheck(now, report, folder=copy.folder, files=len(stored), fetched=len(changed))
+        return TrustCheck(now, report, folder=copy.folder, files=len(stored), fetched=len(changed), hashed=copy.hashed)
 
     async def _fetch(self, tenant: str, job_id: str, copy: _Copy, item: StoredFile) -> None:
         target = (copy.folder / item.path).resolve()
@@ -210,6 +219,19 @@ def engine_answer(reference: str) -> ImageAnswer:
     except engineimages.EngineError as e:
         return ImageAnswer("the engine", problem=str(e))
     return ImageAnswer("the engine", frozenset({image_id}) if image_id else frozenset())
+
+
+def _kept_digest(copy: _Copy, paths: Sequence[Path]) -> str:
+    """The SHA-256 of files of the copy (a log's parts, hashed as one), taken again only when one of them is not
+    the file last hashed."""
+    identity = tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in (path.stat() for path in paths))
+    kept = copy.digests.get(tuple(paths))
+    if kept is not None and kept[0] == identity:
+        return kept[1]
+    copy.hashed += 1
+    digest = sha256_of(paths)
+    copy.digests[tuple(paths)] = (identity, digest)
+    return digest
 
 
 def _write_atomic(target: Path, chunks: Iterator[bytes]) -> None:

@@ -78,6 +78,7 @@ def test_a_check_is_job_verifys_and_fetches_only_what_changed(job: tuple[Files, 
     files.store.objects[PREFIX + RESULT] = bytes([stored[0] ^ 1]) + stored[1:]
     changed = _check(checker)
     assert changed.fetched == 1 and files.opened[-1] == RESULT
+    assert first.hashed > changed.hashed == 1  # only the file fetched anew is hashed again
     assert changed.report is not None
     assert [(c.item, c.state) for c in changed.report.failed] == [(f"result {RESULT}", State.CHANGED)]
     del files.store.objects[PREFIX + RESULT]

@@ -271,6 +271,8 @@ class StoredFile:
     size: int
     kind: str
     """results, logs, checkpoints or model."""
+    etag: str = ""
+    """The store's ETag of the object (without quotes): what changes when its bytes do."""
 
 
 @dataclass(frozen=True)

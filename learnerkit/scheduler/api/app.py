@@ -12,6 +12,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -31,6 +32,7 @@ from learnerkit import __version__
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.instants import parse_instant
 from learnerkit.common.keyring import PublishedKey
+from learnerkit.common.signing import public_key_from_pem
 from learnerkit.common.yamlfile import format_field_path
 from learnerkit.scheduler.api.auth import TokenStore
 from learnerkit.scheduler.api.events import events_router
@@ -323,7 +325,10 @@ def create_app(
     )
     if events is not None:
         app.include_router(events_router(events, _tenant, _UNAUTHORIZED))
-    mount_console(app, facade, tokens, console or ConsoleSettings(own_names("127.0.0.1")), intake, events)
+    settings = console or ConsoleSettings(own_names("127.0.0.1"))
+    if keys and not settings.keys:  # the trust panel checks provenance with the keys /v1/keys publishes
+        settings = replace(settings, keys=tuple(public_key_from_pem(k.pem.encode(), KEYS_PATH) for k in keys))
+    mount_console(app, facade, tokens, settings, intake, events)
     if registry is not None:
         app.add_api_route("/metrics", _metrics_endpoint(registry, operator_registry), methods=["GET"], tags=["service"])
     if public_key is not None:

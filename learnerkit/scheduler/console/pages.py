@@ -12,6 +12,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from securesystemslib.signer import Key
 from starlette.concurrency import run_in_threadpool
 
 from learnerkit.common.errors import ConfigError, LearnerkitError
@@ -31,6 +32,7 @@ from learnerkit.scheduler.console.actions import ACTIONS, add_action_routes, don
 from learnerkit.scheduler.console.cluster_pages import add_cluster_routes
 from learnerkit.scheduler.console.compare_pages import add_compare_routes
 from learnerkit.scheduler.console.forms import FormError, read_form
+from learnerkit.scheduler.console.images_pages import add_image_routes
 from learnerkit.scheduler.console.origin import refusal
 from learnerkit.scheduler.console.queue_pages import add_queue_routes
 from learnerkit.scheduler.console.rendering import Renderer
@@ -38,6 +40,8 @@ from learnerkit.scheduler.console.series import series_routes
 from learnerkit.scheduler.console.sessions import Session, SessionStore, Tokens, csrf_matches
 from learnerkit.scheduler.console.submitting import Intake, add_submit_routes
 from learnerkit.scheduler.console.sweeps_pages import add_sweep_routes
+from learnerkit.scheduler.console.trust_checks import RECHECK_S, TrustChecker
+from learnerkit.scheduler.console.trust_pages import add_trust_routes
 from learnerkit.scheduler.errors import (
     AuthError,
     JobStateError,
@@ -60,6 +64,10 @@ class ConsoleSettings:
     """The Host names the scheduler answers to (`origin.own_names`); any other is refused."""
     secure: bool = False
     """Served over TLS: cookies are marked Secure."""
+    keys: tuple[Key, ...] = ()
+    """The platform's public keys (`GET /v1/keys`): the trust panel checks provenance with them."""
+    trust_recheck_s: float = RECHECK_S
+    """How often an open trust panel lists the job's files again."""
 
 
 def mount_console(
@@ -352,6 +360,8 @@ def _router(
     add_queue_routes(router, facade, render, events)
     add_cluster_routes(router, facade, render)
     add_sweep_routes(router, facade, render, events)
+    add_trust_routes(router, facade, render, TrustChecker(facade, settings.keys, recheck_s=settings.trust_recheck_s))
+    add_image_routes(router, render)
 
     @router.get("/{unknown:path}")
     async def no_such_page(unknown: str) -> Response:

@@ -61,7 +61,7 @@ def list_outputs(store: ObjectStore, job: S3Location, what: str = "all") -> list
         path = obj.key[len(job.prefix) :]
         kind = kind_of(path)
         if kind is not None and what in ("all", kind):
-            found.append(StoredFile(path, obj.size, kind))
+            found.append(StoredFile(path, obj.size, kind, obj.etag))
     return found
 
 

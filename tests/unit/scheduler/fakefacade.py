@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
@@ -242,7 +243,10 @@ class FakeFacade:
 
     async def outputs(self, tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
         job = self._job(tenant, job_id)
-        found = [StoredFile(path, len(data), _kind(path)) for path, data in sorted(job.files.items())]
+        found = [
+            StoredFile(path, len(data), _kind(path), hashlib.md5(data).hexdigest())  # S3's ETag of one part
+            for path, data in sorted(job.files.items())
+        ]
         return [item for item in found if what in ("all", item.kind)]
 
     async def get_sweep(self, tenant: str, sweep_id: str) -> SweepView:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -297,7 +298,8 @@ def test_files_are_listed_by_kind_and_served_whole(client: TestClient, tenants: 
     fake.add(view("a-1", "team-a", status="COMPLETED"), files=files)
     headers = bearer(tenants.a)
     listed = client.get("/v1/jobs/a-1/files", params={"what": "results"}, headers=headers).json()
-    assert listed == [{"path": "attempt-1/learner-1/results/out.txt", "size": 12, "kind": "results"}]
+    etag = hashlib.md5(b"result bytes").hexdigest()
+    assert listed == [{"path": "attempt-1/learner-1/results/out.txt", "size": 12, "kind": "results", "etag": etag}]
     every = client.get("/v1/jobs/a-1/files", headers=headers).json()
     assert sorted(item["path"] for item in every) == sorted(files)
     served = client.get("/v1/jobs/a-1/files/attempt-1/learner-1/results/out.txt", headers=headers)

@@ -272,11 +272,13 @@ def create_app(
     catalog: str | None = None,
     signer: Signer | None = None,
     events: EventHub | None = None,
+    series_folder: Path | None = None,
 ) -> FastAPI:
     """The ASGI app, the console at ``/ui/`` included (``console``: the names it answers to; default: the
     loopback ones), the model catalog at ``/v1/models`` (``catalog``: its registry; ``signer`` signs its alias
     moves), the event stream at ``/v1/events`` (``events``: the hub it and the console's live pages stream from,
-    none without it); fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
+    none without it), metric series' columns kept on disk in ``series_folder`` (none: in memory only); fails
+    now (`TokensFileError`) when the tokens file is missing or others can read it."""
     tokens = TokenStore(tokens_path)
     limits = limits or LimitSettings()
 
@@ -303,7 +305,7 @@ def create_app(
     submits = RateLimiter(limits.submits_per_minute, burst=limits.submits_per_minute)
     app.include_router(_jobs_router(facade, limits, submits))
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
-    app.state.series = SeriesCache(facade)  # shared with the console's charts
+    app.state.series = SeriesCache(facade, folder=series_folder)  # shared with the console's charts
     app.include_router(series_router(app.state.series, _tenant, _UNAUTHORIZED | _NOT_FOUND))
     app.include_router(models_router(facade, catalog, keys, signer, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.add_api_route(

@@ -41,13 +41,13 @@ from learnerkit.scheduler.api.multipart import (
     BodyTimeouts,
     Submission,
     declared_too_large,
-    model_too_large,
     receive_submission,
 )
 from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.api.series import series_router
 from learnerkit.scheduler.api.sweeps import sweeps_router
 from learnerkit.scheduler.config.settings import LimitSettings
+from learnerkit.scheduler.console.model_folder import FOLDER_PART
 from learnerkit.scheduler.console.origin import own_names
 from learnerkit.scheduler.console.pages import ConsoleSettings, mount_console
 from learnerkit.scheduler.console.submitting import Intake
@@ -67,6 +67,7 @@ from learnerkit.scheduler.errors import (
     UnknownMetricError,
     UnknownSweepError,
     UploadTimeoutError,
+    model_too_large,
 )
 from learnerkit.scheduler.events.hub import EventHub
 from learnerkit.scheduler.facade import (
@@ -317,10 +318,11 @@ def create_app(
         responses={503: {"model": Health, "description": "the control loop has stalled"}},
     )
     intake = Intake(
-        lambda request, extra: _receive(request, limits, extra),
+        lambda request, extra: _receive(request, limits, extra, folder=FOLDER_PART),
         submits.take,
         limits.submits_per_minute,
         limits.max_manifest_bytes,
+        limits.max_model_bytes,
     )
     if events is not None:
         app.include_router(events_router(events, _tenant, _UNAUTHORIZED))
@@ -581,8 +583,11 @@ async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Reque
         raise
 
 
-async def _receive(request: Request, limits: LimitSettings, extra: Mapping[str, int] | None = None) -> Submission:
-    """A multipart submit's text parts, its model to read on; one over the limits refused before it is stored."""
+async def _receive(
+    request: Request, limits: LimitSettings, extra: Mapping[str, int] | None = None, *, folder: str | None = None
+) -> Submission:
+    """A multipart submit's text parts, its model to read on; one over the limits refused before it is stored;
+    ``folder``: a folder's file parts taken too (the console's)."""
     if declared_too_large(request.headers.get("content-length", ""), limits.max_manifest_bytes, limits.max_model_bytes):
         raise model_too_large(limits.max_model_bytes)
     return await receive_submission(
@@ -592,6 +597,7 @@ async def _receive(request: Request, limits: LimitSettings, extra: Mapping[str, 
         max_model_bytes=limits.max_model_bytes,
         timeouts=BodyTimeouts(limits.upload_idle_s, limits.upload_total_s),
         extra=extra,
+        folder=folder,
     )
 
 

@@ -71,9 +71,13 @@
     setReason(row.querySelector("[data-live=reason]"), data.reason, data.status);
   }
 
+  // charts.js follows its learner's history from these (it keeps no stream of its own).
+  function toCharts(data) { document.dispatchEvent(new CustomEvent("lk:metrics", { detail: data })); }
+
   function onJob(kind, data) {
-    if (kind === "snapshot") { refresh(PAGE.concat(["h1 .status", "[data-live=reason]", "section[aria-labelledby=h-learners] tbody"])); return; }
+    if (kind === "snapshot") { toCharts({}); refresh(PAGE.concat(["h1 .status", "[data-live=reason]", "section[aria-labelledby=h-learners] tbody"])); return; }
     if (data.job_id !== jobId) return;
+    if (kind === "metrics") toCharts(data);
     if (kind === "job") {
       setStatus(document.querySelector("h1 .status"), data.status);
       setReason(document.querySelector("p[data-live=reason]"), data.reason, data.status);

@@ -40,6 +40,7 @@
         var fresh = new DOMParser().parseFromString(html, "text/html");
         selectors.forEach(function (selector) {
           var now = document.querySelector(selector), next = fresh.querySelector(selector);
+          if (!now && next) { swapSection(next); return; }
           if (!now || !next) return;
           if (now.tagName === "PRE") swapLog(now, next); else now.replaceWith(document.importNode(next, true));
         });
@@ -48,6 +49,14 @@
         fetching = false;
         if (again) { again = false; refresh(selectors); }
       });
+  }
+
+  // A part the page was drawn without (the log of a job that had not started): its whole section, as fetched.
+  function swapSection(next) {
+    var section = next.closest("section[aria-labelledby]");
+    if (!section) return;
+    var here = document.querySelector('section[aria-labelledby="' + section.getAttribute("aria-labelledby") + '"]');
+    if (here) here.replaceWith(document.importNode(section, true));
   }
 
   // The log's tail: new text in place; kept at its end when it was there (following), else where it was.

@@ -15,8 +15,9 @@ Cases (``--cases``; another adds itself to `CASES`):
 - ``script``: the script shipped (live.js) and its gzip size.
 - ``compare``: the Compare page of ``--compare-runs`` runs x 3 metrics x ``--compare-steps`` steps, its charts
   drawn (target <= 2000 ms; `bench/console_compare.py`); baseline: one run's job page, its charts drawn.
-- ``series``: a ``--points`` metric history drawn on the job page (target <= 500 ms, a few thousand points sent),
-  ``--runs`` times, and the history's reading on the server, cold and grown (`bench/console_series.py`).
+- ``series``: a ``--points`` metric history drawn on the job page: the first time ever (parsed), ``--runs`` times
+  cold (a scheduler's series cache just started: the columns kept on disk; target <= 500 ms) and warm, a few
+  thousand points sent; and the history's reading on the server, whole and grown (`bench/console_series.py`).
 
 Needs etcd, SeaweedFS (weed) and /usr/bin/chromium; no Docker images.
 Usage: python bench/console.py [--cases live,list,log,script,series,compare,sweeps] [--jobs N] [--log-mib N]
@@ -72,6 +73,7 @@ from learnerkit.scheduler.jobs.attempts import Attempt, save_attempt  # noqa: E4
 from learnerkit.scheduler.jobs.state import JobState, JobStatus  # noqa: E402
 from learnerkit.scheduler.jobs.store import JobStore  # noqa: E402
 from learnerkit.scheduler.manifest.parser import parse_manifest  # noqa: E402
+from learnerkit.scheduler.series.cache import SeriesCache  # noqa: E402
 
 T = TypeVar("T")
 TENANT = "bench"
@@ -101,6 +103,8 @@ class Bench:
     args: argparse.Namespace
     compare_jobs: list[str]
     """The compare case's runs (none unless it is chosen)."""
+    restart_series: Callable[[], None]
+    """The app's series cache replaced by a new one over the same folder: as a scheduler just started has it."""
 
     def page(self, path: str) -> Page:
         """A logged-in page at ``path``; every request must stay on 127.0.0.1."""
@@ -211,7 +215,8 @@ def case_series(bench: Bench) -> None:
 
     write_history(bench.s3.client(), BUCKET, bench.log_job, bench.args.points)
     page = bench.page("/ui/jobs")
-    for line in series_case(page, bench.url, bench.log_job, bench.args.points, bench.args.runs).lines():
+    figures = series_case(page, bench.url, bench.log_job, bench.args.points, bench.args.runs, bench.restart_series)
+    for line in figures.lines():
         print(f"  {line}", flush=True)
     page.context.close()
     for line in parse_case(bench.args.points):
@@ -349,7 +354,12 @@ def served(args: argparse.Namespace, tmp: Path) -> Iterator[Bench]:
             time.sleep(0.05)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
-        server = uvicorn.Server(uvicorn.Config(create_app(scheduler, tokens, events=hub), log_level="warning"))
+        app = create_app(scheduler, tokens, events=hub, series_folder=tmp / "series")
+
+        def restart_series() -> None:
+            app.state.series = SeriesCache(scheduler, folder=tmp / "series")
+
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), loop)
         while not server.started:
             time.sleep(0.05)
@@ -359,7 +369,7 @@ def served(args: argparse.Namespace, tmp: Path) -> Iterator[Bench]:
                     executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
                 )
                 url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-                yield Bench(url, token, root, log_job, run, etcd, s3, browser, args, compare_jobs)
+                yield Bench(url, token, root, log_job, run, etcd, s3, browser, args, compare_jobs, restart_series)
                 browser.close()
         finally:
             server.should_exit = True

@@ -131,3 +131,10 @@ class ModelCodeError(SchedulerError, ConfigError):
 
 class ModelTooLargeError(SchedulerError):
     """The uploaded model code is over the scheduler's limit (the API's 413)."""
+
+
+def model_too_large(max_model_bytes: int) -> ModelTooLargeError:
+    """In the API's words (a model sent whole, or a folder zipped by the console)."""
+    return ModelTooLargeError(
+        f"the model is over {max_model_bytes} bytes, the most this scheduler takes (LEARNERKIT_MAX_MODEL_BYTES)"
+    )

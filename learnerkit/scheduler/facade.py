@@ -282,6 +282,9 @@ class FileStream:
 
     chunks: Iterator[bytes]
     size: int
+    version: str = ""
+    """What names these very bytes where the store says (a hash of its objects' keys, sizes and ETags): two streams
+    of one version hold the same bytes. Empty where unknown."""
 
     def read(self) -> bytes:
         """All of it at once (tests and small files)."""

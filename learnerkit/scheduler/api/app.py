@@ -43,13 +43,13 @@ from learnerkit.scheduler.api.multipart import (
     BodyTimeouts,
     Submission,
     declared_too_large,
-    model_too_large,
     receive_submission,
 )
 from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.api.series import series_router
 from learnerkit.scheduler.api.sweeps import sweeps_router
 from learnerkit.scheduler.config.settings import LimitSettings
+from learnerkit.scheduler.console.model_folder import FOLDER_PART
 from learnerkit.scheduler.console.origin import own_names
 from learnerkit.scheduler.console.pages import ConsoleSettings, mount_console
 from learnerkit.scheduler.console.submitting import Intake
@@ -69,6 +69,7 @@ from learnerkit.scheduler.errors import (
     UnknownMetricError,
     UnknownSweepError,
     UploadTimeoutError,
+    model_too_large,
 )
 from learnerkit.scheduler.events.hub import EventHub
 from learnerkit.scheduler.facade import (
@@ -275,11 +276,13 @@ def create_app(
     catalog: str | None = None,
     signer: Signer | None = None,
     events: EventHub | None = None,
+    series_folder: Path | None = None,
 ) -> FastAPI:
     """The ASGI app, the console at ``/ui/`` included (``console``: the names it answers to; default: the
     loopback ones), the model catalog at ``/v1/models`` (``catalog``: its registry; ``signer`` signs its alias
     moves), the event stream at ``/v1/events`` (``events``: the hub it and the console's live pages stream from,
-    none without it); fails now (`TokensFileError`) when the tokens file is missing or others can read it."""
+    none without it), metric series' columns kept on disk in ``series_folder`` (none: in memory only); fails
+    now (`TokensFileError`) when the tokens file is missing or others can read it."""
     tokens = TokenStore(tokens_path)
     limits = limits or LimitSettings()
 
@@ -306,7 +309,7 @@ def create_app(
     submits = RateLimiter(limits.submits_per_minute, burst=limits.submits_per_minute)
     app.include_router(_jobs_router(facade, limits, submits))
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
-    app.state.series = SeriesCache(facade)  # shared with the console's charts
+    app.state.series = SeriesCache(facade, folder=series_folder)  # shared with the console's charts
     app.include_router(series_router(app.state.series, _tenant, _UNAUTHORIZED | _NOT_FOUND))
     app.include_router(models_router(facade, catalog, keys, signer, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.add_api_route(
@@ -318,10 +321,11 @@ def create_app(
         responses={503: {"model": Health, "description": "the control loop has stalled"}},
     )
     intake = Intake(
-        lambda request, extra: _receive(request, limits, extra),
+        lambda request, extra: _receive(request, limits, extra, folder=FOLDER_PART),
         submits.take,
         limits.submits_per_minute,
         limits.max_manifest_bytes,
+        limits.max_model_bytes,
     )
     if events is not None:
         app.include_router(events_router(events, _tenant, _UNAUTHORIZED))
@@ -585,8 +589,11 @@ async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Reque
         raise
 
 
-async def _receive(request: Request, limits: LimitSettings, extra: Mapping[str, int] | None = None) -> Submission:
-    """A multipart submit's text parts, its model to read on; one over the limits refused before it is stored."""
+async def _receive(
+    request: Request, limits: LimitSettings, extra: Mapping[str, int] | None = None, *, folder: str | None = None
+) -> Submission:
+    """A multipart submit's text parts, its model to read on; one over the limits refused before it is stored;
+    ``folder``: a folder's file parts taken too (the console's)."""
     if declared_too_large(request.headers.get("content-length", ""), limits.max_manifest_bytes, limits.max_model_bytes):
         raise model_too_large(limits.max_model_bytes)
     return await receive_submission(
@@ -596,6 +603,7 @@ async def _receive(request: Request, limits: LimitSettings, extra: Mapping[str, 
         max_model_bytes=limits.max_model_bytes,
         timeouts=BodyTimeouts(limits.upload_idle_s, limits.upload_total_s),
         extra=extra,
+        folder=folder,
     )
 
 

@@ -7,6 +7,12 @@ stream of its bytes as they come off the request (never whole in memory), which 
 passes the limit, whatever length the request declared. A body that sends nothing for ``idle_s``, or is not
 done after ``total_s``, ends the submit (`UploadTimeoutError`, 408): the model's stream raises, so the multipart
 upload behind it is aborted.
+
+A browser's folder (``<input type=file webkitdirectory>``, the console's submit page) comes as one part per file,
+each named by its path in the folder: with ``folder`` (the name of those parts), the reader takes any number of
+them after the text parts and before ``model``, and hands every file part on as a `FilePart` marker followed by
+its bytes (``Submission.files``; the console zips them). Their bytes together are held to what the request may
+declare (the limits plus ``MULTIPART_OVERHEAD``): the zip made of them is held to the model's limit.
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ from learnerkit.scheduler.errors import (
     ClientGoneError,
     InvalidRequestError,
     ManifestTooLargeError,
-    ModelTooLargeError,
     UploadTimeoutError,
+    model_too_large,
 )
 
 TEXT_FIELDS = ("manifest", "source", "image", "search", "search_source")
@@ -44,6 +50,14 @@ class BodyTimeouts:
 
 
 @dataclass(frozen=True)
+class FilePart:
+    """A file part begins: its part name and the file name the client sent."""
+
+    name: str
+    filename: str
+
+
+@dataclass(frozen=True)
 class Submission:
     manifest: str
     source: str
@@ -57,31 +71,36 @@ class Submission:
     """Every text part by name, ``extra`` ones included."""
     filenames: Mapping[str, str] = field(default_factory=dict)
     """The file name a part was sent with (a browser's file input), by part name."""
+    files: AsyncIterator[bytes | FilePart] | None = None
+    """With ``folder``: every file part (the folder's, then ``model``), each a `FilePart` then its bytes; ``model``
+    is then None."""
 
 
 def declared_too_large(content_length: str, max_manifest_bytes: int, max_model_bytes: int) -> bool:
     return content_length.isdigit() and int(content_length) > max_manifest_bytes + max_model_bytes + MULTIPART_OVERHEAD
 
 
-def model_too_large(max_model_bytes: int) -> ModelTooLargeError:
-    return ModelTooLargeError(
-        f"the model is over {max_model_bytes} bytes, the most this scheduler takes (LEARNERKIT_MAX_MODEL_BYTES)"
-    )
-
-
 class _Receiver:
     """Callbacks of the streaming parser: text parts into memory (capped), the model's bytes into a queue."""
 
-    def __init__(self, max_manifest_bytes: int, max_model_bytes: int, extra: Mapping[str, int]) -> None:
+    def __init__(
+        self, max_manifest_bytes: int, max_model_bytes: int, extra: Mapping[str, int], folder: str | None = None
+    ) -> None:
         self.max_manifest_bytes = max_manifest_bytes
         self.max_model_bytes = max_model_bytes
         self.extra = extra
+        self.folder = folder
         self.texts: dict[str, bytearray] = {}
         self.filenames: dict[str, str] = {}
-        self.model: deque[bytes] = deque()
+        self.model: deque[bytes | FilePart] = deque()
         self.model_started = False
+        """A file part has begun (the model, or the folder's first file): the text parts are all read."""
         self.model_done = False
+        self.last_started = False
+        """The model part has begun: no part may follow it."""
+        self.part_open = False
         self._model_bytes = 0
+        self._folder_bytes = 0
         self._header_name = bytearray()
         self._header_value = bytearray()
         self._disposition = b""
@@ -100,7 +119,7 @@ class _Receiver:
 
     def _part_begin(self) -> None:
         self._disposition = b""
-        if self.model_started:
+        if self.last_started:
             raise InvalidRequestError("the model part must be the last part")
 
     def _header_end(self) -> None:
@@ -112,8 +131,14 @@ class _Receiver:
     def _headers_finished(self) -> None:
         _, params = parse_options_header(self._disposition)
         name = params.get(b"name", b"").decode("utf-8", "replace")
-        if name == "model":
-            self.model_started = True
+        filename = params.get(b"filename", b"").decode("utf-8", "replace")
+        if name == "model" or (name == self.folder and name):
+            self.model_started = self.part_open = True
+            self.last_started = name == "model"
+            if self.folder:
+                self.model.append(FilePart(name, filename))
+        elif self.model_started:
+            raise InvalidRequestError(f"the {name!r} part comes after the model's: text parts go first")
         elif name in TEXT_FIELDS or name in self.extra:
             if name in self.texts:
                 raise InvalidRequestError(f"the request has two {name!r} parts")
@@ -126,10 +151,15 @@ class _Receiver:
         self._field = name
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
-        if self._field == "model":
-            self._model_bytes += end - start
-            if self._model_bytes > self.max_model_bytes:
-                raise model_too_large(self.max_model_bytes)
+        if self._field == "model" or (self._field == self.folder and self.folder):
+            if self._field == "model":
+                self._model_bytes += end - start
+                if self._model_bytes > self.max_model_bytes:
+                    raise model_too_large(self.max_model_bytes)
+            else:
+                self._folder_bytes += end - start
+                if self._folder_bytes > self.max_manifest_bytes + self.max_model_bytes + MULTIPART_OVERHEAD:
+                    raise model_too_large(self.max_model_bytes)
             self.model.append(data if start == 0 and end == len(data) else data[start:end])  # most chunks: no copy
             return
         text = self.texts[self._field]
@@ -142,6 +172,7 @@ class _Receiver:
             raise InvalidRequestError(f"the {self._field!r} part is over {cap} bytes")
 
     def _part_end(self) -> None:
+        self.part_open = False
         if self._field == "model":
             self.model_done = True
 
@@ -192,7 +223,7 @@ class _Body:
             raise InvalidRequestError(f"not a valid multipart/form-data body: {e}") from e
 
 
-async def _model_bytes(receiver: _Receiver, body: _Body) -> AsyncIterator[bytes]:
+async def _model_bytes(receiver: _Receiver, body: _Body) -> AsyncIterator[bytes | FilePart]:
     while True:
         while receiver.model:
             yield receiver.model.popleft()
@@ -201,8 +232,17 @@ async def _model_bytes(receiver: _Receiver, body: _Body) -> AsyncIterator[bytes]
                 await body.feed()
             return
         if body.ended:
+            if receiver.folder and not receiver.part_open:
+                return  # a folder's files without a model part after them
             raise InvalidRequestError("the model part is cut short")
         await body.feed()
+
+
+async def _only_bytes(parts: AsyncIterator[bytes | FilePart]) -> AsyncIterator[bytes]:
+    """The model's bytes (without ``folder`` no marker is queued)."""
+    async for part in parts:
+        if isinstance(part, bytes):
+            yield part
 
 
 async def receive_submission(
@@ -213,26 +253,29 @@ async def receive_submission(
     max_model_bytes: int,
     timeouts: BodyTimeouts | None = None,
     extra: Mapping[str, int] | None = None,
+    folder: str | None = None,
 ) -> Submission:
     """The text parts of a multipart submission, read now, and its model part as a stream to read on; ``extra``:
-    more text parts to take (the console's form), each with its most bytes."""
+    more text parts to take (the console's form), each with its most bytes; ``folder``: the name of a folder's
+    file parts to take too (``Submission.files``)."""
     _, params = parse_options_header(content_type)
     boundary = params.get(b"boundary")
     if not boundary:
         raise InvalidRequestError("multipart/form-data without a boundary")
-    receiver = _Receiver(max_manifest_bytes, max_model_bytes, extra or {})
+    receiver = _Receiver(max_manifest_bytes, max_model_bytes, extra or {}, folder)
     reader = _Body(MultipartParser(boundary, receiver.callbacks()), body, timeouts or BodyTimeouts())  # type: ignore[arg-type]
     while not receiver.model_started and not reader.ended:
         await reader.feed()
     texts = receiver.text_fields()
-    model = _model_bytes(receiver, reader) if receiver.model_started else None
+    parts = _model_bytes(receiver, reader) if receiver.model_started else None
     return Submission(
         texts["manifest"],
         texts.get("source") or "manifest.yml",
         texts.get("image"),
-        model,
+        _only_bytes(parts) if parts is not None and not folder else None,
         texts.get("search"),
         texts.get("search_source") or "search.yml",
         texts,
         receiver.filenames,
+        parts if folder else None,
     )

@@ -26,6 +26,7 @@ from learnerkit.scheduler.console.origin import own_names
 from learnerkit.scheduler.console.pages import ConsoleSettings
 from learnerkit.scheduler.errors import SettingsError
 from learnerkit.scheduler.events.hub import EventHub
+from learnerkit.scheduler.series.stored import default_folder as series_folder
 
 LOGGER = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ def serve(settings: SchedulerSettings, factory: SchedulerFactory) -> None:
         catalog=settings.catalog_registry,
         signer=hosted.signer,
         events=hosted.events,
+        series_folder=series_folder(),
         console=ConsoleSettings(
             own_names(settings.api.host, (socket.gethostname(), socket.getfqdn())), secure=tls is not None
         ),

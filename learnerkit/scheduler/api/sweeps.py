@@ -8,10 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ValidationError
 
-from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large, model_too_large, receive_submission
+from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large, receive_submission
 from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.config.settings import LimitSettings
-from learnerkit.scheduler.errors import InvalidRequestError, ManifestTooLargeError, RateLimitedError
+from learnerkit.scheduler.errors import InvalidRequestError, ManifestTooLargeError, RateLimitedError, model_too_large
 from learnerkit.scheduler.facade import SchedulerFacade, SweepView
 
 JSON_OVERHEAD = 2

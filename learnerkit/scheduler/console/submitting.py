@@ -1,11 +1,12 @@
-"""The submit page: a manifest (typed in the page or uploaded) and its model code (a zip), sent as one plain
-multipart form and read by the API's own reader (`Intake`), so an upload over the limits is refused as the API
-refuses it, before it is stored; then checked and queued by the facade's `submit`, as `POST /v1/jobs` does."""
+"""The submit page: a manifest (typed in the page or uploaded) and its model code (a zip or a folder,
+`model_folder`), sent as one plain multipart form and read by the API's own reader (`Intake`), so an upload over
+the limits is refused as the API refuses it, before it is stored; then checked and queued by the facade's
+`submit`, as `POST /v1/jobs` does."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,6 +16,7 @@ from fastapi.responses import RedirectResponse, Response
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.yamlfile import YamlError
 from learnerkit.scheduler.console.access import PREFIX, Current, check_csrf
+from learnerkit.scheduler.console.model_folder import FilePart, chosen_model
 from learnerkit.scheduler.console.rendering import Renderer
 from learnerkit.scheduler.console.sessions import Session
 from learnerkit.scheduler.errors import (
@@ -42,7 +44,7 @@ class Received(Protocol):
     @property
     def image(self) -> str | None: ...
     @property
-    def model(self) -> AsyncIterator[bytes] | None: ...
+    def files(self) -> AsyncIterator[bytes | FilePart] | None: ...
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class Intake:
     """The API's submit rate limit, shared: 0 when the tenant may submit now, else the seconds to wait."""
     per_minute: int
     max_manifest_bytes: int
+    max_model_bytes: int
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,8 @@ class SubmitForm:
     source: str
     """The uploaded file's name, or `DEFAULT_SOURCE`."""
     image: str | None
-    model: AsyncIterator[bytes] | None
-    """None when no file (or an empty one) was chosen."""
+    files: AsyncIterator[bytes | FilePart] | None
+    """The file parts: the model's zip or folder (`chosen_model`)."""
 
 
 async def read_submit_form(intake: Intake, request: Request) -> SubmitForm:
@@ -79,24 +82,8 @@ async def read_submit_form(intake: Intake, request: Request) -> SubmitForm:
         # A browser sends a text area's line ends as CRLF; the person typed LF.
         text, source = received.texts.get("manifest", "").replace("\r\n", "\n"), DEFAULT_SOURCE
     return SubmitForm(
-        received.texts.get("csrf", ""), text, source, (received.image or "").strip() or None, await _chosen(received)
+        received.texts.get("csrf", ""), text, source, (received.image or "").strip() or None, received.files
     )
-
-
-async def _chosen(received: Received) -> AsyncIterator[bytes] | None:
-    """The model's bytes, or None for a file input left empty (its part holds no byte)."""
-    if received.model is None:
-        return None
-    first = await anext(received.model, None)
-    if not first:
-        return None
-    return _chain(first, received.model)
-
-
-async def _chain(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    yield first
-    async for chunk in rest:
-        yield chunk
 
 
 def _base_name(filename: str) -> str:
@@ -111,36 +98,41 @@ def add_submit_routes(router: APIRouter, facade: SchedulerFacade, render: Render
     @router.post("/submit")
     async def submit(request: Request, session: Current) -> Response:
         form: SubmitForm | None = None
+        model: AsyncGenerator[bytes, None] | None = None
         try:
             form = await read_submit_form(intake, request)
             check_csrf(session, form.csrf)
             _spend_a_submit(intake, session.tenant)
-            job = await facade.submit(
-                session.tenant, form.manifest, source=form.source, image=form.image, model=form.model
-            )
+            if form.files is not None:
+                model = await chosen_model(form.files, intake.max_model_bytes)
+            job = await facade.submit(session.tenant, form.manifest, source=form.source, image=form.image, model=model)
         except YamlError as e:
             count = len(e.problems)
             error = f"{count} problem{'s' if count != 1 else ''} in the manifest"
-            return _page(render, session, form, error=error, problems=[str(p) for p in e.problems], status=422)
+            return _page(
+                render, session, form, model is not None, error=error, problems=[str(p) for p in e.problems], status=422
+            )
         except (ModelTooLargeError, ManifestTooLargeError) as e:
-            return _page(render, session, form, error=str(e), status=413)
+            return _page(render, session, form, model is not None, error=str(e), status=413)
         except RateLimitedError as e:
             error = f"Too many submits; try again in {max(1, round(e.retry_after_s))} s."
-            return _page(render, session, form, error=error, status=429)
+            return _page(render, session, form, model is not None, error=error, status=429)
         except UploadTimeoutError as e:
-            return _page(render, session, form, error=str(e), status=408)
+            return _page(render, session, form, model is not None, error=str(e), status=408)
         except ClientGoneError:
             LOGGER.warning("%s: the browser went away during a submit; its model upload is aborted", session.tenant)
             raise
         except ConfigError as e:
-            return _page(render, session, form, error=str(e), status=400)
+            return _page(render, session, form, model is not None, error=str(e), status=400)
         except LearnerkitError:
             LOGGER.exception("console: a submit of %s failed", session.tenant)
             error = "The scheduler failed to queue the job; its operators find why in the scheduler's log."
-            return _page(render, session, form, error=error, status=500)
+            return _page(render, session, form, model is not None, error=error, status=500)
         finally:
-            if form is not None and form.model is not None:
-                await _drain(form.model)
+            if model is not None:
+                await model.aclose()
+            if form is not None and form.files is not None:
+                await _drain(form.files)
         return RedirectResponse(f"{PREFIX}/jobs/{job.job_id}", status_code=303)
 
 
@@ -151,7 +143,7 @@ def _spend_a_submit(intake: Intake, tenant: str) -> None:
         raise RateLimitedError(f"tenant {tenant!r} submits more than {intake.per_minute} a minute", wait)
 
 
-async def _drain(model: AsyncIterator[bytes]) -> None:
+async def _drain(model: AsyncIterator[bytes | FilePart]) -> None:
     """What is left of a model refused unread: the browser, still sending it, then gets the page."""
     try:
         async for _chunk in model:
@@ -164,6 +156,7 @@ def _page(
     render: Renderer,
     session: Session,
     form: SubmitForm | None = None,
+    had_model: bool = False,
     *,
     error: str = "",
     problems: list[str] | None = None,
@@ -176,7 +169,7 @@ def _page(
         title="Submit a job",
         manifest=form.manifest if form else "",
         image=form.image or "" if form else "",
-        had_model=bool(form and form.model),
+        had_model=had_model,
         error=error,
         problems=problems or [],
     )

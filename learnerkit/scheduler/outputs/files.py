@@ -11,6 +11,7 @@ can never reach past the job.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from typing import Literal, Protocol, get_args
@@ -97,7 +98,8 @@ def metrics_history(
     for attempt in range(first, attempts + 1):
         key = job.key(f"attempt-{attempt}/learner-{learner_id}/logs/{METRICS_FILE}")
         stored += [obj for obj in _listed(store, S3Location(job.bucket, key)) if obj.key == key]
-    return FileStream(_concatenated(store, job.bucket, stored), sum(obj.size for obj in stored))
+    version = hashlib.sha256("\n".join(f"{o.key} {o.size} {o.etag}" for o in stored).encode()).hexdigest()
+    return FileStream(_concatenated(store, job.bucket, stored), sum(obj.size for obj in stored), version)
 
 
 def metrics_after(

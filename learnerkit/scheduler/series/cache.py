@@ -1,17 +1,21 @@
 """Histories read once and kept: a chart's every zoom asks for a range of the same series, and reading a
 million-record history back from the object store and parsing it takes seconds where cutting a range of the kept
 columns and thinning it takes milliseconds. A history that grew is read on from where it was left
-(`HistoryReader`): only its new bytes are parsed."""
+(`HistoryReader`): only its new bytes are parsed. With a folder, the columns are kept on disk as well
+(`stored`): a scheduler started afresh loads them instead of parsing the history again."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 from learnerkit.scheduler.errors import UnknownMetricError
 from learnerkit.scheduler.facade import SchedulerFacade
+from learnerkit.scheduler.series import stored
 from learnerkit.scheduler.series.history import Axis, History, HistoryReader, Rewritten, Series
+from learnerkit.scheduler.series.stored import StoredHistory
 from learnerkit.scheduler.series.window import SeriesWindow, window
 
 MAX_KEPT_BYTES = 320 << 20
@@ -23,10 +27,12 @@ class SeriesCache:
     """The histories of the learners charts were asked for, by tenant, job, learner and stored size: a history that
     grows (the sidecar stores it every 30 s while its learner runs) is read again; an ended job's is kept."""
 
-    def __init__(self, facade: SchedulerFacade, *, max_bytes: int = MAX_KEPT_BYTES) -> None:
+    def __init__(self, facade: SchedulerFacade, *, max_bytes: int = MAX_KEPT_BYTES, folder: Path | None = None) -> None:
+        """``folder``: where the columns are kept on disk too (`stored`), for the next scheduler; none: memory only."""
         self.facade = facade
         self.max_bytes = max_bytes
-        self._kept: OrderedDict[tuple[str, str, int], _Kept] = OrderedDict()
+        self.folder = folder
+        self._kept: OrderedDict[tuple[str, str, int], StoredHistory] = OrderedDict()
         self._reading: dict[tuple[str, str, int], asyncio.Lock] = {}
 
     async def history(self, tenant: str, job_id: str, learner: int) -> History:
@@ -37,7 +43,10 @@ class SeriesCache:
         reading = self._reading.setdefault(key, asyncio.Lock())
         async with reading:
             kept = self._kept.get(key)
-            if kept is None or kept.size != stream.size:
+            path = stored.path_of(self.folder, *key) if self.folder is not None and stream.version else None
+            if kept is None and path is not None:
+                kept = await asyncio.to_thread(stored.load, path)
+            if kept is None or (kept.size, kept.version) != (stream.size, stream.version):
                 reader = kept.reader if kept is not None else HistoryReader()
                 try:
                     await asyncio.to_thread(reader.read, stream.chunks)
@@ -45,8 +54,10 @@ class SeriesCache:
                     reader = HistoryReader()
                     stream = await self.facade.metrics_history(tenant, job_id, learner_id=learner)
                     await asyncio.to_thread(reader.read, stream.chunks)
-                kept = _Kept(reader, stream.size)
-                self._keep(key, kept)
+                kept = StoredHistory(reader, stream.size, stream.version)
+                if path is not None:
+                    await asyncio.to_thread(stored.save, path, kept)
+            self._keep(key, kept)
             self._kept.move_to_end(key)
             found = kept.reader.history
         if not reading.locked():
@@ -61,7 +72,9 @@ class SeriesCache:
             raise UnknownMetricError(f"job {job_id!r} learner {learner} has no metric {name!r} (it has: {has})")
         return found
 
-    def _keep(self, key: tuple[str, str, int], kept: _Kept) -> None:
+    def _keep(self, key: tuple[str, str, int], kept: StoredHistory) -> None:
+        if self._kept.get(key) is kept:
+            return
         self._kept[key] = kept
         self._kept.move_to_end(key)
         while len(self._kept) > 1 and sum(k.reader.history.nbytes for k in self._kept.values()) > self.max_bytes:
@@ -87,13 +100,6 @@ class SeriesCache:
         history = await self.history(tenant, job_id, learner)
         entries = tuple(SeriesEntry(s.name, len(s.by_step.x), len(s.by_time.x)) for s in history.series.values())
         return SeriesIndex(job_id, learner, entries)
-
-
-@dataclass(frozen=True)
-class _Kept:
-    reader: HistoryReader
-    size: int
-    """The stored history's size when it was read: another size, and it is read on."""
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,16 @@ class History:
         return sum(c.x.nbytes + c.y.nbytes for s in self.series.values() for c in (s.by_step, s.by_time))
 
 
+@dataclass(frozen=True)
+class ReadMark:
+    """Where a reader stopped: the bytes it parsed, their hash, and whether they end in a record without its
+    newline."""
+
+    offset: int
+    digest: bytes
+    open_line: bool
+
+
 class Rewritten(Exception):
     """The stored history is no longer what was read of it: read it again from the start."""
 
@@ -73,12 +83,19 @@ class HistoryReader:
     """A history read so far: its columns (``history``), the bytes they were parsed from (``offset``) and their
     hash. One `read` at a time (the cache holds a lock per history); a read that fails changes nothing."""
 
-    def __init__(self) -> None:
-        self.history = History({})
-        self.offset = 0
-        self._digest = _NO_BYTES
-        self._open_line = False
+    def __init__(self, history: History | None = None, mark: ReadMark | None = None) -> None:
+        """A reader that has read nothing, or (both given) one that goes on from a history read before and kept
+        (`learnerkit.scheduler.series.stored`)."""
+        self.history = history or History({})
+        mark = mark or ReadMark(0, _NO_BYTES, False)
+        self.offset = mark.offset
+        self._digest = mark.digest
+        self._open_line = mark.open_line
         """Whether the bytes read end in a whole record without its newline (a file's last line)."""
+
+    @property
+    def mark(self) -> ReadMark:
+        return ReadMark(self.offset, self._digest, self._open_line)
 
     def read(self, chunks: Iterable[bytes]) -> History:
         """The history with what ``chunks`` (the whole stored history, from its first byte) holds past ``offset``

@@ -57,6 +57,7 @@ def test_no_console_page_has_a_serious_or_critical_violation(
         ("job, attempt 1", f"{job}?attempt=1"),
         ("log range", f"{job}/log?attempt=1"),
         ("not found", "/ui/jobs/job-unknown"),
+        ("submit", "/ui/submit"),
     ):
         page.goto(console.url + path)
         if name == "job":

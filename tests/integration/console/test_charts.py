@@ -1,16 +1,19 @@
 """The job page's metric charts in Debian's chromium against a real scheduler: drawn from the job's stored history
-(two attempts' metrics.jsonl in SeaweedFS), thinned on the server, and a zoom fetching its range at full
-resolution."""
+(two attempts' metrics.jsonl in SeaweedFS), thinned on the server, a zoom fetching its range at full resolution,
+and the charts following the history as it grows, from the live stream's `metrics` events, zoom kept."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from typing import Any
 
 import pytest
 from playwright.sync_api import Page, Request, expect
 
-from tests.integration.console.conftest import METRIC_STEPS, Console, Pages, log_in
+from controller_sidecar import keys
+from tests.integration.console.conftest import BUCKET, METRIC_STEPS, METRICS, Console, Pages, log_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(300)]
 
@@ -73,3 +76,47 @@ def test_without_javascript_the_page_says_where_the_history_is(console: Console,
     expect(page.locator("#charts")).to_contain_text(f"learnerkit job metrics {console.job_id}")
     expect(page.locator("figure.chart")).to_have_count(0)
     expect(page.locator(".verdict")).to_have_text("not evaluated")
+
+
+def test_the_charts_follow_the_history_from_metrics_events_and_keep_their_zoom(
+    console: Console, pages: Pages, s3_server: Any
+) -> None:
+    history = f"{console.job_id}/attempt-2/learner-1/logs/metrics.jsonl"
+    s3 = s3_server.client()
+
+    def grow_to(last: int) -> None:
+        """The history stored again with steps up to ``last``, then the latest values put as the sidecar does."""
+        more = b"".join(
+            b'{"step": %d, "time": %d, "values": {"loss": %.6f}}\n' % (s, 1_800_100_000 + s, 2 / (s + 1))
+            for s in range(METRIC_STEPS + 1, last + 1)
+        )
+        s3.put_object(Bucket=BUCKET, Key=history, Body=METRICS[1] + more)
+        metrics = json.dumps({"loss": 2 / (last + 1)})
+        console.put(keys.learner_metrics_key(console.job_id, 1, console.root), metrics)
+
+    page = pages.open()
+    log_in(page, console, path=f"/ui/jobs/{console.job_id}")
+    chart = 'figure.chart[data-series="loss"]'
+    figure = page.locator(chart)
+    expect(figure).to_have_attribute("data-total", str(METRIC_STEPS))
+    page.evaluate("window.sameDocument = true")
+    try:
+        grow_to(METRIC_STEPS + 500)
+        expect(figure).to_have_attribute("data-total", str(METRIC_STEPS + 500))
+        expect(figure).to_have_attribute("data-in-range", str(METRIC_STEPS + 500))
+
+        figure.scroll_into_view_if_needed()
+        with page.expect_request(lambda r: _is_range(r, "loss")):
+            _drag(page, chart, 0.30, 0.35)
+        expect(figure.get_by_role("status")).to_contain_text("of a range")
+        zoomed = figure.get_attribute("data-in-range")
+        followed = int(figure.get_attribute("data-followed") or 0)
+        with page.expect_request(lambda r: _is_range(r, "loss")):  # the same range asked for again
+            grow_to(METRIC_STEPS + 900)
+        expect(figure).to_have_attribute("data-followed", str(followed + 1))
+        expect(figure).to_have_attribute("data-total", str(METRIC_STEPS + 900))
+        assert figure.get_attribute("data-in-range") == zoomed, "the zoom is kept"
+        expect(figure.get_by_role("status")).to_contain_text("of a range")
+        assert page.evaluate("window.sameDocument") is True, "never reloaded"
+    finally:
+        s3.put_object(Bucket=BUCKET, Key=history, Body=METRICS[1])

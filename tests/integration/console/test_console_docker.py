@@ -1,6 +1,7 @@
 """End to end: a job submitted through the console runs in real learner containers on the Docker backend (the
 scheduler's loop running, the sidecar and the PyTorch learner image of the `test` tier), is halted and resumed
-from its page and completes; the page is reloaded to see it move (the live stream is another part of issue 38)."""
+from its page and completes. The page is never reloaded: it follows the live stream (an event hub over the real
+etcd), from QUEUED to COMPLETED, its learner's metrics, its charts drawn from the stored history and its log."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.config.policy import SubmitPolicy, origin
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.events.hub import EventHub
+from learnerkit.scheduler.events.source import follow_etcd
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit_build.builds.sidecarimage import build_sidecar
 from learnerkit_build.imagetest.smokedata import write_smoke_dataset
@@ -60,38 +63,41 @@ def served(
     harness = Harness(etcd_server, options)
     tokens = folder / "tokens.json"
     token = add_token(tokens, "team-a")
+    events = EventHub(harness.root, streams_per_address=8)
+    following = asyncio.run_coroutine_threadsafe(follow_etcd(events, harness.service.shared.store.etcd), harness.loop)
+    wait_until(events.ready.is_set, timeout=30, message="the event hub to follow etcd")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(harness.service, tokens), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(harness.service, tokens, events=events), log_level="warning"))
     serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), harness.loop)
     try:
         wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
         yield f"http://127.0.0.1:{sock.getsockname()[1]}", token, harness
     finally:
+        harness.loop.call_soon_threadsafe(events.close)  # ends the open streams, so uvicorn can stop
         server.should_exit = True
         serving.result(timeout=30)
+        following.cancel()
         sock.close()
         harness.kill()
 
 
-def _status_becomes(page: Page, wanted: str, timeout: float) -> None:
-    """Reload the job page until its status is ``wanted``."""
-
-    def shown() -> bool:
-        page.reload()
-        return page.locator("h1 .status").inner_text() == wanted
-
-    wait_until(
-        shown,
-        timeout=timeout,
-        interval=1.0,
-        message=lambda: f"the page to show {wanted}: {page.locator('main').inner_text()[:2000]}",
-    )
+def _status_becomes(page: Page, wanted: str, timeout_s: float) -> None:
+    """The open page shows ``wanted`` (from the live stream: no reload)."""
+    expect(page.locator("h1 .status")).to_have_text(wanted, timeout=timeout_s * 1000)
 
 
 def _act(page: Page, label: str) -> None:
+    """Press the action's button and confirm it: two form posts, back on the job's page, which is then marked to
+    prove it is never reloaded after."""
     page.get_by_role("region", name="Actions").get_by_role("button", name=label).click()
     page.locator("form.confirm").get_by_role("button", name=label).click()
+    expect(page).to_have_url(re.compile(r"/ui/jobs/job-[0-9a-f]+\?done="))
+    page.evaluate("window.sameDocument = true")
+
+
+def _not_reloaded(page: Page) -> None:
+    assert page.evaluate("window.sameDocument") is True, "the page was reloaded"
 
 
 def test_submitted_from_the_page_halted_and_resumed_from_it_then_completed(
@@ -106,6 +112,7 @@ def test_submitted_from_the_page_halted_and_resumed_from_it_then_completed(
     page.get_by_label("Manifest", exact=True).fill(text)
     page.get_by_role("button", name="Submit").click()
     expect(page).to_have_url(re.compile(r"/ui/jobs/job-[0-9a-f]+$"))
+    page.evaluate("window.sameDocument = true")
     job_id = page.url.rsplit("/", 1)[-1]
     try:
         _run_halt_resume(page, pages)
@@ -116,16 +123,21 @@ def test_submitted_from_the_page_halted_and_resumed_from_it_then_completed(
 
 
 def _run_halt_resume(page: Page, pages: Pages) -> None:
-    _status_becomes(page, "PROCESSING", timeout=240)
-    wait_until(
-        lambda: page.reload() and "loss=" in page.locator("table.stack").inner_text(),
-        timeout=120,
-        interval=1.0,
-        message="the learner's metrics on the page",
-    )
+    expect(page.locator("h1 .status")).to_have_text(re.compile("^(QUEUED|PENDING|PROCESSING)$"))  # moving on
+    _status_becomes(page, "PROCESSING", timeout_s=240)
+    expect(page.locator("table.stack")).to_contain_text("loss=", timeout=120_000)  # the learner's metrics events
+    log = page.locator("pre[data-live=log]")  # the page was drawn before the job had a log: it came with the events
+    expect(log).to_contain_text("training on", timeout=60_000)
+    _not_reloaded(page)
     _act(page, "Halt")
-    _status_becomes(page, "HALTED", timeout=120)
+    _status_becomes(page, "HALTED", timeout_s=120)
+    _not_reloaded(page)
     _act(page, "Resume")
-    _status_becomes(page, "COMPLETED", timeout=300)
+    _status_becomes(page, "COMPLETED", timeout_s=300)
     expect(page.locator(".timeline")).to_contain_text("resumed from attempt 1's checkpoint")
+    expect(log).to_contain_text("resumed from step", timeout=60_000)
+    loss = page.locator('figure.chart[data-series="loss"]')  # drawn from the history the sidecar stored
+    expect(loss.locator("canvas")).to_have_count(1, timeout=60_000)
+    expect(loss).to_have_attribute("data-total", re.compile(r"^[1-9]\d*$"))
+    _not_reloaded(page)
     pages.shot(page, "job-completed-after-resume")

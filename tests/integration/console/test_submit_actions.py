@@ -92,7 +92,7 @@ def test_a_good_manifest_and_its_zip_lead_to_the_new_jobs_page_and_the_list(
     page = pages.open(javascript=False)
     log_in(page, console, path="/ui/submit")
     page.get_by_label("Manifest", exact=True).fill(_manifest(s3_server))
-    page.get_by_label("Model code (a zip)").set_input_files(_model(tmp_path))
+    page.get_by_label("Or a zip").set_input_files(_model(tmp_path))
     pages.shot(page, "submit")
     page.get_by_role("button", name="Submit").click()
     expect(page).to_have_url(re.compile(r"/ui/jobs/job-[0-9a-f]+$"))
@@ -100,6 +100,36 @@ def test_a_good_manifest_and_its_zip_lead_to_the_new_jobs_page_and_the_list(
     job_id = page.url.rsplit("/", 1)[-1]
     page.goto(console.url + "/ui/jobs?q=submitted-from-the-page")
     expect(page.get_by_role("link", name=job_id)).to_be_visible()
+
+
+def test_a_folder_chosen_in_the_page_is_zipped_checked_and_stored_as_the_cli_does(
+    console: Console, pages: Pages, s3_server: Any, tmp_path: Path
+) -> None:
+    folder = tmp_path / "digits"
+    (folder / "lib").mkdir(parents=True)
+    (folder / "train.py").write_text("from lib.net import NET\nprint(NET)\n")
+    (folder / "lib" / "net.py").write_text("NET = 'a net'\n")
+    page = pages.open(javascript=False)
+    log_in(page, console, path="/ui/submit")
+    page.get_by_label("Manifest", exact=True).fill(_manifest(s3_server))
+    page.get_by_label("Model code: a folder").set_input_files(folder)
+    page.get_by_role("button", name="Submit").click()
+    expect(page).to_have_url(re.compile(r"/ui/jobs/job-[0-9a-f]+$"))
+    job_id = page.url.rsplit("/", 1)[-1]
+    stored = s3_server.client().get_object(Bucket=BUCKET, Key=f"{job_id}/model/model.zip")["Body"].read()
+    with zipfile.ZipFile(io.BytesIO(stored)) as archive:
+        assert {name: archive.read(name) for name in archive.namelist()} == {
+            "train.py": (folder / "train.py").read_bytes(),
+            "lib/net.py": (folder / "lib" / "net.py").read_bytes(),
+        }
+    (folder / "requirements.txt").write_text("numpy==2.0\nhttps://example.invalid/x.whl\n")
+    page.goto(console.url + "/ui/submit")
+    page.get_by_label("Manifest", exact=True).fill(_manifest(s3_server))
+    page.get_by_label("Model code: a folder").set_input_files(folder)
+    page.get_by_role("button", name="Submit").click()
+    # As `job submit MANIFEST FOLDER` words it (tests/unit/scheduler/api/test_model_upload.py).
+    expected = "requirements.txt line 2: 'https://example.invalid/x.whl': URLs are not allowed"
+    expect(page.get_by_role("alert")).to_contain_text(expected)
 
 
 def test_halt_resume_cancel_and_delete_from_the_page_each_confirmed(

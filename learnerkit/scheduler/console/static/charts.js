@@ -2,6 +2,9 @@
 // learner comes from the page (its select, rendered by the server, is fetched again on change).
 // Each series comes thinned by the server to about two points per pixel; a drag selects a range, fetched
 // again at full resolution when it holds fewer points than that. Step or time axis, log scale, smoothing.
+// Live: a `metrics` event of the chart's learner (live.js passes them on as "lk:metrics") fetches each chart's
+// window again, the range it shows kept (a zoom stays a zoom), at most once per FOLLOW_MS; a scalar new to the
+// history gets its chart.
 "use strict";
 (function () {
   const root = document.getElementById("charts");
@@ -9,6 +12,8 @@
   const job = root.dataset.job;
   const base = "/ui/jobs/" + encodeURIComponent(job) + "/series";
   const MAX_POINTS = 5000;
+  const FOLLOW_MS = 2000;
+  let charts = []; // [series' name, fetch its window again] of each chart drawn
   const choice = document.getElementById("chart-learner");
   let learner = root.dataset.learner || "1";
   let shows = 0;
@@ -81,6 +86,7 @@
     let u = null;
     let shown = null; // the last window the server sent
     let asked = 0; // answers to an earlier request are dropped
+    let range = null; // the zoom: [from, to] of the window shown, null for the whole series
 
     function points() {
       return Math.min(MAX_POINTS, Math.max(100, Math.round(plot.clientWidth * 2)));
@@ -132,8 +138,9 @@
       u = new uPlot(opts, data(), plot);
     }
 
-    async function load(from, to) {
+    async function load(from, to, following) {
       const ask = ++asked;
+      range = from === undefined ? null : [from, to];
       const query = new URLSearchParams({ learner, axis: axis.value, points: String(points()) });
       if (from !== undefined) query.set("from", String(from));
       if (to !== undefined) query.set("to", String(to));
@@ -144,10 +151,12 @@
         shown = body;
         figure.dataset.points = String(body.x.length);
         figure.dataset.inRange = String(body.in_range);
+        figure.dataset.total = String(body.total);
         const thinned = body.in_range > body.x.length ? ", thinned on the server" : "";
         const part = from === undefined ? "the whole series" : "a range";
         note.textContent = `${body.x.length} of ${body.in_range} points of ${part}${thinned}; drag across the chart to zoom.`;
-        draw();
+        if (following && u) u.setData(data()); else draw();
+        if (following) figure.dataset.followed = String(Number(figure.dataset.followed || 0) + 1);
       } catch (error) {
         note.textContent = error.message;
       }
@@ -158,7 +167,28 @@
     for (const input of [log, smoothing]) input.addEventListener("change", () => shown && draw());
     new ResizeObserver(() => u && u.setSize({ width: plot.clientWidth, height: 240 })).observe(plot);
     load();
+    charts.push([entry.name, () => (range ? load(range[0], range[1], true) : load(undefined, undefined, true))]);
   }
+
+  // One fetch per FOLLOW_MS at most: events come as often as the learner logs, the history is stored less often.
+  let waiting = null, lastFollow = 0;
+  function follow() {
+    if (waiting) return;
+    waiting = setTimeout(() => {
+      waiting = null;
+      lastFollow = performance.now();
+      getJSON(base + "?" + new URLSearchParams({ learner })).then((index) => {
+        if (!charts.length) { show(); return; }
+        const known = new Set(charts.map(([name]) => name));
+        index.series.filter((entry) => !known.has(entry.name)).forEach((entry) => chart(entry, charts.length));
+        charts.forEach(([, again]) => again());
+      }).catch(() => {});
+    }, Math.max(0, lastFollow + FOLLOW_MS - performance.now()));
+  }
+
+  document.addEventListener("lk:metrics", (e) => {
+    if (e.detail.learner_id === undefined || String(e.detail.learner_id) === learner) follow();
+  });
 
   function show() {
     const showing = ++shows;
@@ -166,6 +196,7 @@
     getJSON(base + "?" + new URLSearchParams({ learner })).then((index) => {
       if (showing !== shows) return;
       root.replaceChildren();
+      charts = [];
       if (!index.series.length) {
         const none = document.createElement("p");
         none.textContent = `Learner ${learner} has stored no metric history yet.`;

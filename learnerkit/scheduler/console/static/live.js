@@ -40,6 +40,7 @@
         var fresh = new DOMParser().parseFromString(html, "text/html");
         selectors.forEach(function (selector) {
           var now = document.querySelector(selector), next = fresh.querySelector(selector);
+          if (!now && next) { swapSection(next); return; }
           if (!now || !next) return;
           if (now.tagName === "PRE") swapLog(now, next); else now.replaceWith(document.importNode(next, true));
         });
@@ -48,6 +49,14 @@
         fetching = false;
         if (again) { again = false; refresh(selectors); }
       });
+  }
+
+  // A part the page was drawn without (the log of a job that had not started): its whole section, as fetched.
+  function swapSection(next) {
+    var section = next.closest("section[aria-labelledby]");
+    if (!section) return;
+    var here = document.querySelector('section[aria-labelledby="' + section.getAttribute("aria-labelledby") + '"]');
+    if (here) here.replaceWith(document.importNode(section, true));
   }
 
   // The log's tail: new text in place; kept at its end when it was there (following), else where it was.
@@ -71,9 +80,13 @@
     setReason(row.querySelector("[data-live=reason]"), data.reason, data.status);
   }
 
+  // charts.js follows its learner's history from these (it keeps no stream of its own).
+  function toCharts(data) { document.dispatchEvent(new CustomEvent("lk:metrics", { detail: data })); }
+
   function onJob(kind, data) {
-    if (kind === "snapshot") { refresh(PAGE.concat(["h1 .status", "[data-live=reason]", "section[aria-labelledby=h-learners] tbody"])); return; }
+    if (kind === "snapshot") { toCharts({}); refresh(PAGE.concat(["h1 .status", "[data-live=reason]", "section[aria-labelledby=h-learners] tbody"])); return; }
     if (data.job_id !== jobId) return;
+    if (kind === "metrics") toCharts(data);
     if (kind === "job") {
       setStatus(document.querySelector("h1 .status"), data.status);
       setReason(document.querySelector("p[data-live=reason]"), data.reason, data.status);

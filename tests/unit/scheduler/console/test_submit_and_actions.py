@@ -6,6 +6,7 @@ The browser tests against a real scheduler are in tests/integration/console."""
 from __future__ import annotations
 
 import io
+import random
 import re
 import zipfile
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from learnerkit.scheduler.config.settings import LimitSettings
 from learnerkit.scheduler.console.actions import ACTIONS, done_notice, evaluations_of
 from learnerkit.scheduler.console.origin import own_names
 from learnerkit.scheduler.console.pages import ConsoleSettings
+from learnerkit.scheduler.modelcode.archive import zip_folder
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import MANIFEST, FakeFacade, view
 
@@ -60,10 +62,20 @@ class Browser:
         self.client = client
         self.csrf = csrf
 
-    def submit(self, manifest: str = "", *, csrf: str | None = None, **files: tuple[str, bytes]) -> httpx.Response:
+    def submit(
+        self,
+        manifest: str = "",
+        *,
+        csrf: str | None = None,
+        folder: list[tuple[str, bytes]] | None = None,
+        **files: tuple[str, bytes],
+    ) -> httpx.Response:
         data = {"csrf": self.csrf if csrf is None else csrf, "manifest": manifest, "image": ""}
-        # In the page's order: the model last, as the API reads it; a file input left empty sends an empty part.
-        uploads = {name: files.get(name, ("", b"")) for name in ("manifest_file", "model")}
+        # In the page's order: the folder's files, then the zip last, as the API reads it; a file input left empty
+        # sends one empty part.
+        uploads = [("manifest_file", files.get("manifest_file", ("", b"")))]
+        uploads += [("model_folder", part) for part in folder or [("", b"")]]
+        uploads += [("model", files.get("model", ("", b"")))]
         return self.client.post("/ui/submit", data=data, files=uploads, follow_redirects=False)
 
     def act(self, job_id: str, name: str, **fields: str) -> httpx.Response:
@@ -125,6 +137,33 @@ def test_a_good_manifest_and_its_zip_queue_a_job_and_lead_to_its_page(browser: B
     assert job_id in browser.client.get("/ui/jobs").text
     no_model = browser.submit(GOOD)
     assert no_model.status_code == 303 and fake.submitted_models == [_zip()], "an empty file input is no model"
+
+
+def test_a_folder_is_zipped_as_the_cli_zips_it(browser: Browser, fake: FakeFacade, tmp_path: Path) -> None:
+    folder = tmp_path / "digits"
+    (folder / "lib").mkdir(parents=True)
+    (folder / "train.py").write_text("print('training')\n" * 500)
+    (folder / "lib" / "net.py").write_bytes(bytes(range(256)) * 4)
+    # As a browser sends a chosen folder: each file by its path under the folder's parent.
+    sent = [(f"digits/{p.relative_to(folder).as_posix()}", p.read_bytes()) for p in folder.rglob("*") if p.is_file()]
+    answer = browser.submit(GOOD, folder=sent)
+    assert answer.status_code == 303, answer.text
+    zip_folder(folder, tmp_path / "cli.zip")
+    with (
+        zipfile.ZipFile(tmp_path / "cli.zip") as cli_zip,
+        zipfile.ZipFile(io.BytesIO(fake.submitted_models[0])) as ours,
+    ):
+        assert sorted(ours.namelist()) == sorted(cli_zip.namelist()) == ["lib/net.py", "train.py"]
+        assert all(ours.read(name) == cli_zip.read(name) for name in cli_zip.namelist())
+    both = browser.submit(GOOD, folder=sent, model=("model.zip", _zip()))
+    assert both.status_code == 400 and "choose a zip or a folder, not both" in both.text
+    unsafe = browser.submit(GOOD, folder=[("digits/../etc/passwd", b"x")])
+    assert unsafe.status_code == 400 and "the model folder: &#39;digits/../etc/passwd&#39; has an empty" in unsafe.text
+    noise = random.Random(38)
+    large = [(f"digits/{n}.bin", noise.randbytes(2048)) for n in range(4)]  # 8 KiB that deflate cannot shrink
+    over = browser.submit(GOOD, folder=large)
+    assert over.status_code == 413 and f"the model is over {MAX_MODEL} bytes" in over.text
+    assert len(fake.submitted_models) == 1, "nothing but the good folder was submitted"
 
 
 def test_a_submit_without_the_csrf_token_is_refused_and_queues_nothing(browser: Browser, fake: FakeFacade) -> None:

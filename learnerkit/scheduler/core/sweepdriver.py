@@ -570,16 +570,17 @@ class SweepDriver:
         self.shared.wake.set()
 
     async def _resume(self, sweep: ActiveSweep) -> None:
+        """Each trial halted by the sweep's halt gets its next attempt; one still halting (a resume right after the
+        halt) too: `_finish_actions` requeues it once its job has ended."""
         resumed = []
         for trial in sweep.trials.values():
             tracked = self.shared.jobs.get(trial.job_id)
-            if (
-                trial.record.state is TrialState.RUNNING
-                and tracked is not None
-                and tracked.state.status is JobStatus.HALTED
-                and tracked.state.attempt >= trial.rung_attempt
-            ):
-                resumed.append(replace(trial, rung_attempt=tracked.state.attempt + 1))
+            if trial.record.state is not TrialState.RUNNING or tracked is None:
+                continue
+            state = tracked.state
+            halted = state.status is JobStatus.HALTED or (state.halted_by_user and state.stage is not Stage.DONE)
+            if halted and state.attempt >= trial.rung_attempt:
+                resumed.append(replace(trial, rung_attempt=state.attempt + 1))
         new_state = replace(sweep.state, status=SweepStatus.RUNNING, reason="resumed")
         sweep.state = await self.store.record(sweep.sweep_id, new_state, [], resumed)
         sweep.trials.update({t.record.index: t for t in resumed})

@@ -7,11 +7,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
+from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.core.sweepdriver import OVERLAP_BYTES, SweepDriver, active_sweep
 from learnerkit.scheduler.core.tracking import Tracked
 from learnerkit.scheduler.facade import FileStream
-from learnerkit.scheduler.jobs.state import JobState
+from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.manifest.parser import parse_manifest
@@ -137,3 +138,53 @@ def test_a_running_trial_s_history_is_read_from_where_the_last_read_stopped() ->
     reader.lines.append('{"step": 1002, "values": {"val_loss": 0.0004}}')  # stored anew: lines moved
     third = asyncio.run(driver._history(sweep, tracked))
     assert [step for step, _ in third] == list(range(1, 1003)), [step for step, _ in third][-5:]
+
+
+class _Records:
+    """The sweep store's `record`: what the driver writes, the state kept as written."""
+
+    def __init__(self) -> None:
+        self.trials: list[StoredTrial] = []
+
+    async def record(
+        self, sweep_id: str, state: SweepState, decisions: object, trials: list[StoredTrial]
+    ) -> SweepState:
+        self.trials += trials
+        return state
+
+
+class _Requeues:
+    def __init__(self) -> None:
+        self.requeued: list[str] = []
+
+    async def requeue(self, tracked: Tracked, reason: str, restart: bool) -> None:
+        self.requeued.append(tracked.state.job_id)
+
+
+def test_a_sweep_resumed_while_a_trial_still_halts_resumes_that_trial_once_it_has_halted() -> None:
+    """`sweep halt` then `sweep resume` at once: a trial whose job was still halting (not HALTED yet) was left
+    HALTED for ever and the sweep never ended. It is resumed once its job has halted."""
+    spec = parse_search_file(SEARCH, Path("search.yml"))
+    manifest = parse_manifest(MANIFEST)
+    record = SweepSpecRecord("sweep-x", "team-a", 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml")
+    trial = StoredTrial(TrialRecord(0, TrialState.RUNNING, 0), "sweep-x-t0000", {"lr": "0.1"})
+    sweep = active_sweep(record, spec, manifest, SubmitOptions(), SweepState(), {0: trial})
+    halting = JobState("sweep-x-t0000", "team-a", "job", 0.0, stage=Stage.RUNNING, halted_by_user=True, attempt=1)
+    tracked = Tracked(halting, manifest, MANIFEST, "m.yml")
+    shared = cast(Any, SimpleNamespace(jobs={"sweep-x-t0000": tracked}, lock=asyncio.Lock(), wake=asyncio.Event()))
+    requeues = _Requeues()
+    driver = SweepDriver(
+        shared, cast(Any, requeues), cast(Any, None), cast(Any, None), cast(Any, None), cast(Any, None)
+    )
+    driver._store = cast(Any, _Records())
+
+    async def credentials(_sweep: object, _tracked: object) -> None:
+        return None
+
+    driver._restore_credentials = credentials  # type: ignore[method-assign]
+    asyncio.run(driver._resume(sweep))
+    assert sweep.trials[0].rung_attempt == 2, "the halting trial is not marked to resume"
+    assert requeues.requeued == [], "requeued before its job halted"
+    tracked.state = tracked.state.evolve(stage=Stage.DONE, status=JobStatus.HALTED)
+    asyncio.run(driver._finish_actions(sweep))
+    assert requeues.requeued == ["sweep-x-t0000"]

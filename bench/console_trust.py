@@ -39,6 +39,20 @@ sys.path.insert(0, str(REPO))
 os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from trustjob import (  # noqa: E402
+    DATA,
+    JOB,
+    LEARNER_ID,
+    MANIFEST,
+    METRICS,
+    MODEL_ZIP,
+    PREFIX,
+    SIDECAR_ID,
+    MemoryStore,
+    completed_attempt,
+    describe,
+    sha,
+)
 
 from controller_sidecar.etcdstore import EtcdStore  # noqa: E402
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, SidecarRecord  # noqa: E402
@@ -59,26 +73,11 @@ from learnerkit.scheduler.core.options import SchedulerOptions  # noqa: E402
 from learnerkit.scheduler.core.planning import Platform  # noqa: E402
 from learnerkit.scheduler.core.scheduler import Scheduler  # noqa: E402
 from learnerkit.scheduler.images.catalog import ImageCatalog  # noqa: E402
-from learnerkit.scheduler.jobs.attempts import AttemptEnd  # noqa: E402
 from learnerkit.scheduler.jobs.state import JobState, JobStatus  # noqa: E402
 from learnerkit.scheduler.jobs.store import JobStore  # noqa: E402
 from learnerkit.scheduler.manifest.parser import parse_manifest  # noqa: E402
 from learnerkit.scheduler.provenance.facts import ImageFact  # noqa: E402
 from learnerkit.scheduler.provenance.writer import FinishedJob, ProvenanceWriter  # noqa: E402
-from tests.unit.scheduler.fakefacade import MANIFEST  # noqa: E402
-from tests.unit.scheduler.provenance.jobfolder import (  # noqa: E402
-    DATA,
-    JOB,
-    LEARNER_ID,
-    METRICS,
-    MODEL_ZIP,
-    PREFIX,
-    SIDECAR_ID,
-    MemoryStore,
-    attempt_of,
-    describe,
-    sha,
-)
 
 T = TypeVar("T")
 TENANT = "team-a"
@@ -122,9 +121,9 @@ def signed_job(tmp: Path, results: int, size: int) -> tuple[MemoryStore, Path]:
     state = JobState(JOB, TENANT, "mnist", 0.0, status=JobStatus.COMPLETED, attempt=1)
     finished = FinishedJob(
         state,
-        parse_manifest(MANIFEST.format(gpus=1)),
+        parse_manifest(MANIFEST),
         LEARNER_ID,
-        (attempt_of(1, AttemptEnd.COMPLETED),),
+        (completed_attempt(),),
         "lk-bench",
         records=RecordsRead(dict(store.records), {}),
     )

@@ -143,7 +143,7 @@ def test_an_empty_folder_and_a_url_requirement_are_refused(
     empty.mkdir()
     code, out = run(url, tenants.a, "submit", str(manifest), str(empty))
     assert (code, "the model folder has no files" in out) == (1, True)
-    (folder / "requirements.txt").write_text("numpy==2.0\nhttps://example.invalid/x.whl\n")
+    (folder / "requirements.txt").write_text("lkgreet==1.0\nhttps://example.invalid/x.whl\n")
     submit = ("submit", str(manifest), str(folder))
     for args in (submit, ("validate", str(manifest), str(folder), "--root", str(REPO))):
         code, out = run(url, tenants.a, *args)

@@ -390,7 +390,18 @@ def served(args: argparse.Namespace, tmp: Path) -> Iterator[Bench]:
                 )
                 url = f"http://127.0.0.1:{sock.getsockname()[1]}"
                 yield Bench(
-                    url, token, root, log_job, run, etcd, s3, browser, args, compare_jobs, restart_series, end_series_job
+                    url,
+                    token,
+                    root,
+                    log_job,
+                    run,
+                    etcd,
+                    s3,
+                    browser,
+                    args,
+                    compare_jobs,
+                    restart_series,
+                    end_series_job,
                 )
                 browser.close()
         finally:

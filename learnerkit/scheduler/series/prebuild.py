@@ -64,4 +64,4 @@ class SeriesPrebuild:
                 for learner in job.learners:
                     await self.cache.history(tenant, job_id, learner.learner_id)
             except Exception:
-                LOGGER.warning("could not build job %s's metric series; its first view reads them", job_id, exc_info=True)
+                LOGGER.warning("could not build job %s's metric series; its first view reads it", job_id, exc_info=True)

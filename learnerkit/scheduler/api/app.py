@@ -84,6 +84,7 @@ from learnerkit.scheduler.facade import (
     StoredFile,
 )
 from learnerkit.scheduler.series.cache import SeriesCache
+from learnerkit.scheduler.series.prebuild import SeriesPrebuild
 from learnerkit.scheduler.sweeps.searchfile import SearchFileError
 
 LOGGER = logging.getLogger(__name__)
@@ -281,18 +282,23 @@ def create_app(
     """The ASGI app, the console at ``/ui/`` included (``console``: the names it answers to; default: the
     loopback ones), the model catalog at ``/v1/models`` (``catalog``: its registry; ``signer`` signs its alias
     moves), the event stream at ``/v1/events`` (``events``: the hub it and the console's live pages stream from,
-    none without it), metric series' columns kept on disk in ``series_folder`` (none: in memory only); fails
-    now (`TokensFileError`) when the tokens file is missing or others can read it."""
+    none without it), metric series' columns kept on disk in ``series_folder`` (none: in memory only; with the
+    hub too, built as a job's attempt ends, `SeriesPrebuild`); fails now (`TokensFileError`) when the tokens file
+    is missing or others can read it."""
     tokens = TokenStore(tokens_path)
     limits = limits or LimitSettings()
 
     @asynccontextmanager
     async def app_lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if lifespan is None:
-            yield
-        else:
-            async with lifespan():
+        try:
+            if lifespan is None:
                 yield
+            else:
+                async with lifespan():
+                    yield
+        finally:
+            if app.state.series_prebuild is not None:
+                app.state.series_prebuild.close()
 
     app = FastAPI(
         title="learnerkit scheduler",
@@ -310,6 +316,10 @@ def create_app(
     app.include_router(_jobs_router(facade, limits, submits))
     app.include_router(sweeps_router(facade, limits, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.state.series = SeriesCache(facade, folder=series_folder)  # shared with the console's charts
+    app.state.series_prebuild = None
+    if events is not None and series_folder is not None:  # an ended job's columns built before anyone looks
+        app.state.series_prebuild = SeriesPrebuild(app.state.series)
+        events.listen(app.state.series_prebuild.job_event)
     app.include_router(series_router(app.state.series, _tenant, _UNAUTHORIZED | _NOT_FOUND))
     app.include_router(models_router(facade, catalog, keys, signer, _tenant, _UNAUTHORIZED | _NOT_FOUND | _CONFLICT))
     app.add_api_route(

@@ -76,6 +76,7 @@ class EventHub:
         self._streams: set[Stream] = set()
         self._tenants: dict[str, str] = {}
         self._closed = False
+        self._listeners: list[Callable[[Event], None]] = []
         self.ready = asyncio.Event()
 
     @property
@@ -103,6 +104,10 @@ class EventHub:
                 last_revision = watched.revision
                 self.publish(Event(Position(watched.revision, index), tenant, change))
 
+    def listen(self, listener: Callable[[Event], None]) -> None:
+        """Call ``listener`` with every event as it is published, on the loop (it must not block)."""
+        self._listeners.append(listener)
+
     def publish(self, event: Event) -> None:
         change = event.change
         if change.kind == "job-deleted":
@@ -116,6 +121,8 @@ class EventHub:
         for stream in list(self._streams):
             if stream.tenant == event.tenant:
                 self._offer(stream, event)
+        for listener in self._listeners:
+            listener(event)
 
     def subscribe(self, tenant: str, address: str, after: Position | None) -> Stream:
         """A new stream of ``tenant``'s events after ``after`` (None: from now). `TooManyStreams` past a cap."""

@@ -18,6 +18,7 @@ from learnerkit.common.errors import ConfigError
 S3_URL = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<key>.*))?$")
 # The pod name `lk-<job>-<n>` must stay a DNS label (63 characters) for the headless Service's records.
 JOB_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
+SIDECAR_FILE = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
 LEARNER_UID = 1000
 SIDECAR_UID = 1001
 """Two users, one group (0, which owns ``/job``; its folders are group-writable): the learner cannot read the
@@ -84,6 +85,9 @@ class PairSpec:
     kubelet evicts a pod past it); the Docker engine: a volume of that size (:mod:`learnerkit.pair.jobdisk`)."""
     sidecar_mounts: Mapping[str, str] = field(default_factory=dict)
     """Host files and folders the sidecar sees read-only (container path -> host path); the Docker engine only."""
+    sidecar_files: Mapping[str, str] = field(default_factory=dict)
+    """Files the sidecar sees read-only (container path -> text), carried by the job itself where the host's files
+    reach no node; Kubernetes only (the job's Secret)."""
 
     def __post_init__(self) -> None:
         if not JOB_ID.match(self.job_id):
@@ -99,6 +103,12 @@ class PairSpec:
             raise ConfigError(f"job {self.job_id}: gpu_type {self.gpu_type!r} given but gpus is 0")
         if self.data_mount is not None and not self.data_mount.startswith("/"):
             raise ConfigError(f"job {self.job_id}: the data mount {self.data_mount!r} is not an absolute host path")
+        for path in self.sidecar_files:
+            if not SIDECAR_FILE.match(path):
+                raise ConfigError(
+                    f"job {self.job_id}: the sidecar file {path!r} is not an absolute path of letters, digits, "
+                    "'.', '_', '-' and '/'"
+                )
 
     @property
     def name(self) -> str:

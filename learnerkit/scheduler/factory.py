@@ -167,6 +167,7 @@ def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
             metrics_port=metrics_port,
             etcd_root=settings.etcd.root,
             sidecar_mounts=packages.mounts,
+            sidecar_files=packages.files,
         ),
         catalog=catalog.frameworks(),
         resolve_image=gate.gated(catalog.resolve),

@@ -68,8 +68,8 @@ class JobDeployment:
                 len(self.learners),
             ):
                 raise ConfigError(f"job {self.job_id}: learner {learner.name} disagrees on job, namespace or count")
-        if len({learner.endpoints for learner in self.learners}) != 1:
-            raise ConfigError(f"job {self.job_id}: learners must share one set of sidecar credentials")
+        if len({(learner.endpoints, _files(learner)) for learner in self.learners}) != 1:
+            raise ConfigError(f"job {self.job_id}: learners must share one set of sidecar credentials and files")
         if self.distributed and len(self.learners) < 2:
             raise ConfigError(f"job {self.job_id}: a distributed job needs at least 2 learners")
         if self.nodes and len(self.nodes) != len(self.learners):
@@ -93,6 +93,10 @@ class JobDeployment:
     def networked(self) -> bool:
         """Learners reach each other by name (FfDL made a headless Service for every job of 2+ learners)."""
         return len(self.learners) > 1
+
+
+def _files(learner: PairSpec) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(learner.sidecar_files.items()))
 
 
 def ffdl_env(job_id: str, learner_id: int, num_learners: int) -> dict[str, str]:

@@ -3,10 +3,11 @@
 Per learner a Pod: the learner container plus the controller sidecar, sharing ``/job``, in one of two
 layouts (``PodLayout``, chosen from the server's version): a *native sidecar* (an init container with
 ``restartPolicy: Always``, Kubernetes 1.29+), or the *classic* layout of older servers (two ordinary
-containers; the sidecar ends itself once it has stored the results). Per job a Secret that only
-the sidecar references, a NetworkPolicy, and for multi-learner jobs a headless Service that gives every
-learner a stable DNS name and a ReadWriteMany PersistentVolumeClaim every learner mounts at ``/job/shared``
-(FfDL's job volume; one learner gets an emptyDir there). See docs/kubernetes.md for the reasoning behind each field.
+containers; the sidecar ends itself once it has stored the results). Per job a Secret that only the sidecar
+references (its credentials, and files such as the package index's CA bundle), a NetworkPolicy, and for
+multi-learner jobs a headless Service that gives every learner a stable DNS name and a ReadWriteMany
+PersistentVolumeClaim every learner mounts at ``/job/shared`` (FfDL's job volume; one learner gets an emptyDir
+there). See docs/kubernetes.md for the reasoning behind each field.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ TMP_SIZE = "512Mi"
 STOP_MARGIN_S = 10
 """The pod's grace period exceeds the learner's halt grace plus the sidecar's deadline by this much."""
 SIDECAR_METRICS_PORT = 9102
+SIDECAR_FILES_VOLUME = "sidecar-files"
+SIDECAR_FILE_MODE = 0o444
 JOB_FOLDER_MODE = "0775"
 """The learner contract's folders, as the learner image has them (Docker copies them into the job volume):
 writable by group 0, which the learner and the sidecar share."""
@@ -155,6 +158,37 @@ def _env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"name": name, "value": value} for name, value in sorted(env.items())]
 
 
+def secret_file_key(path: str) -> str:
+    """The Secret's key of the sidecar file at ``path``: ``file.etc.learnerkit.pip.ca.pem``. The dots keep it
+    apart from the credentials' keys, which are variable names."""
+    return "file" + path.replace("/", ".")
+
+
+def _secret_env(job: JobDeployment, learner: PairSpec) -> list[dict[str, Any]]:
+    """The credentials, each variable naming its key: ``envFrom`` would also turn the Secret's files into
+    variables (a CA bundle of 200 KB past the kernel's 128 KiB limit on one, and the sidecar would not start)."""
+    return [
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": job.secret_name, "key": name}}}
+        for name in sorted(learner.endpoints.env())
+    ]
+
+
+def _file_mounts(learner: PairSpec) -> list[dict[str, Any]]:
+    return [
+        {"name": SIDECAR_FILES_VOLUME, "mountPath": path, "subPath": secret_file_key(path), "readOnly": True}
+        for path in sorted(learner.sidecar_files)
+    ]
+
+
+def _files_volume(job: JobDeployment, learner: PairSpec) -> list[dict[str, Any]]:
+    """The Secret's files, for the sidecar's mounts alone (a pod's volume is only where a container mounts it)."""
+    if not learner.sidecar_files:
+        return []
+    items = [{"key": secret_file_key(path), "path": secret_file_key(path)} for path in sorted(learner.sidecar_files)]
+    secret = {"secretName": job.secret_name, "items": items, "defaultMode": SIDECAR_FILE_MODE}
+    return [{"name": SIDECAR_FILES_VOLUME, "secret": secret}]
+
+
 def learner_container(job: JobDeployment, learner: PairSpec) -> dict[str, Any]:
     """The learner: no credentials, no service account token, nothing of the Secret."""
     env = {
@@ -218,21 +252,24 @@ def sidecar_container(
         "resources": SIDECAR_RESOURCES,
         # A sidecar that dies before it can report leaves its log's end in its status (read for the job's reason).
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "env": _env_list(
-            {
-                "JOB_ID": learner.job_id,
-                "LEARNER_ID": str(learner.learner_id),
-                "NUM_LEARNERS": str(learner.num_learners),
-                "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(config, sort_keys=True),
-                # As for the learner: the pod's pause process is PID 1, so the sidecar's tini reaps as a subreaper.
-                "TINI_SUBREAPER": "1",
-            }
-        ),
-        "envFrom": [{"secretRef": {"name": job.secret_name}}],
+        "env": [
+            *_env_list(
+                {
+                    "JOB_ID": learner.job_id,
+                    "LEARNER_ID": str(learner.learner_id),
+                    "NUM_LEARNERS": str(learner.num_learners),
+                    "LEARNERKIT_SIDECAR_CONFIG_JSON": json.dumps(config, sort_keys=True),
+                    # As for the learner: the pod's pause process is PID 1, so the sidecar's tini reaps as a subreaper.
+                    "TINI_SUBREAPER": "1",
+                }
+            ),
+            *_secret_env(job, learner),
+        ],
         "ports": [{"name": "metrics", "containerPort": SIDECAR_METRICS_PORT}],
         "volumeMounts": [
             {"name": "job", "mountPath": JOB_DIR},
             {"name": "sidecar-tmp", "mountPath": "/tmp"},
+            *_file_mounts(learner),
         ],
     }
     if native:
@@ -306,6 +343,7 @@ def learner_pod(job: JobDeployment, learner: PairSpec, layout: PodLayout = PodLa
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
             {"name": "learner-tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
             {"name": "sidecar-tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
+            *_files_volume(job, learner),
             # A mount_volume store: the folder the scheduler's LEARNERKIT_HOST_PATHS allowed, on every node.
             *(
                 [{"name": "host-data", "hostPath": {"path": learner.data_mount, "type": "Directory"}}]
@@ -356,14 +394,17 @@ def _containers(job: JobDeployment, learner: PairSpec, layout: PodLayout) -> dic
 
 
 def sidecar_secret(job: JobDeployment) -> KubeObject:
-    """The credentials, as the sidecar's variables; only the sidecar container references it."""
+    """The credentials, as the sidecar's variables, and the sidecar's files (the package index's CA bundle), which
+    it mounts; only the sidecar container references it. A Secret holds at most 1 MiB: the scheduler refuses at
+    start a CA bundle that would not fit."""
+    files = {secret_file_key(path): text for path, text in job.learners[0].sidecar_files.items()}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": _meta(job.secret_name, job.namespace, job_labels(job.job_id, job.instance)),
         "type": "Opaque",
         "immutable": True,
-        "stringData": job.learners[0].endpoints.env(),
+        "stringData": {**job.learners[0].endpoints.env(), **files},
     }
 
 

@@ -40,7 +40,11 @@ class Platform:
     """The prefix of every job's keys (``$LEARNERKIT_ETCD_ROOT``): the sidecars report under the same one."""
     sidecar_mounts: Mapping[str, str] = field(default_factory=dict)
     """Files and folders of the host mounted read-only into every sidecar (container path -> host path): the
-    package index's CA bundle and find-links folders (:mod:`learnerkit.scheduler.config.packageindex`)."""
+    package index's CA bundle and find-links folders (:mod:`learnerkit.scheduler.config.packageindex`); Docker.
+    """
+    sidecar_files: Mapping[str, str] = field(default_factory=dict)
+    """Files every sidecar sees read-only (container path -> text), carried by each job: the package index's CA
+    bundle on Kubernetes, whose nodes do not see the scheduler's host."""
 
 
 def endpoints_for(manifest: JobManifest, platform: Platform) -> Endpoints:
@@ -132,6 +136,7 @@ def plan_job(
             pids=pids or PidsLimits(),
             storage_bytes=resources.storage_bytes,
             sidecar_mounts=platform.sidecar_mounts,
+            sidecar_files=platform.sidecar_files,
         )
         for n in range(1, resources.learners + 1)
     )

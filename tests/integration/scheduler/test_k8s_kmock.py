@@ -410,3 +410,22 @@ async def test_the_learner_images_digest_is_read_from_the_pods_image_id(
         {"status": {"phase": "Running", "initContainerStatuses": [sidecar], "containerStatuses": [learner]}}
     )
     assert await call(service_side.learner_image_digest, "job-7") == digest
+
+
+async def test_the_pip_ca_bundle_is_sent_in_the_secret_before_the_pods_and_goes_with_the_job(
+    kmock: KubernetesEmulator, backend: KubernetesCluster
+) -> None:
+    """Issue 40: the CA bundle the sidecars' pip trusts is in the job's Secret, which exists before any pod
+    mounts it and is deleted with the job's other objects."""
+    pem = "-----BEGIN CERTIFICATE-----\nMIIBproxyCA\n-----END CERTIFICATE-----\n"
+    plain = make_job()
+    job = replace(
+        plain, learners=tuple(replace(p, sidecar_files={"/etc/learnerkit/pip/ca.pem": pem}) for p in plain.learners)
+    )
+    await call(backend.deploy, job)
+    secret = kmock.objects["v1/secrets", NAMESPACE, "lk-job-7-sidecar"]
+    assert secret["stringData"]["file.etc.learnerkit.pip.ca.pem"] == pem
+    posts = [str(request.url.path).rsplit("/", 1)[-1] for request in kmock if request.method == method.POST]
+    assert posts.index("secrets") < posts.index("pods")
+    await call(backend.teardown, "job-7")
+    assert stored(kmock) == set()

@@ -70,11 +70,18 @@ def containers(pod: ko.KubeObject) -> dict[str, dict[str, Any]]:
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:
-    """Each variable's value; one from the downward API as ``fieldRef:<path>``."""
-    return {
-        item["name"]: item["value"] if "value" in item else f"fieldRef:{item['valueFrom']['fieldRef']['fieldPath']}"
-        for item in container.get("env", [])
-    }
+    """Each variable's value; one from the downward API as ``fieldRef:<path>``, one of a Secret as
+    ``secretKeyRef:<secret>/<key>``."""
+    return {item["name"]: _value_of(item) for item in container.get("env", [])}
+
+
+def _value_of(item: dict[str, Any]) -> str:
+    if "value" in item:
+        return str(item["value"])
+    source = item["valueFrom"]
+    if "secretKeyRef" in source:
+        return f"secretKeyRef:{source['secretKeyRef']['name']}/{source['secretKeyRef']['key']}"
+    return f"fieldRef:{source['fieldRef']['fieldPath']}"
 
 
 @pytest.mark.parametrize("learners", [1, 2, 3])
@@ -230,7 +237,11 @@ def test_secret_is_referenced_by_the_sidecar_only() -> None:
     assert set(secret["stringData"].values()) >= SECRET_VALUES
     for pod in by_kind(objects, "Pod"):
         sidecar, learner = containers(pod)["sidecar"], containers(pod)["learner"]
-        assert sidecar["envFrom"] == [{"secretRef": {"name": job.secret_name}}]
+        # Each variable names its key: the Secret also holds files, which must never become variables.
+        assert "envFrom" not in sidecar
+        assert {name: value for name, value in env_of(sidecar).items() if value.startswith("secretKeyRef:")} == {
+            name: f"secretKeyRef:{job.secret_name}/{name}" for name in ENDPOINTS.env()
+        }
         learner_text = json.dumps(learner)
         assert job.secret_name not in learner_text
         assert "secretKeyRef" not in learner_text
@@ -396,3 +407,53 @@ def test_the_manifests_storage_bounds_the_job_folder() -> None:
     volumes = {v["name"]: v for v in by_kind(ko.job_objects(sized), "Pod")[0]["spec"]["volumes"]}
     assert volumes["job"] == {"name": "job", "emptyDir": {"sizeLimit": str(2 << 30)}}
     ko.validate_objects(ko.job_objects(sized))
+
+
+PEM = "-----BEGIN CERTIFICATE-----\nMIIBproxyCA\n-----END CERTIFICATE-----\n"
+CA_PATH = "/etc/learnerkit/pip/ca.pem"
+
+
+def with_files(job: dep.JobDeployment, files: dict[str, str]) -> dep.JobDeployment:
+    return replace(job, learners=tuple(replace(learner, sidecar_files=files) for learner in job.learners))
+
+
+@pytest.mark.parametrize("layout", list(ko.PodLayout))
+def test_the_pip_ca_bundle_travels_in_the_jobs_secret_and_only_the_sidecar_mounts_it(layout: ko.PodLayout) -> None:
+    """Issue 40: the scheduler's host files reach no node, so the CA bundle's content goes in the job's Secret and
+    the sidecar mounts it read-only at the path its config names, as the Docker backend's bind mount does."""
+    job = with_files(make_job(2), {CA_PATH: PEM})
+    objects = ko.job_objects(job, layout)
+    ko.validate_objects(objects)
+    (secret,) = by_kind(objects, "Secret")
+    files = {key: value for key, value in secret["stringData"].items() if key not in ENDPOINTS.env()}
+    assert list(files.values()) == [PEM]
+    (key,) = files
+    for pod in by_kind(objects, "Pod"):
+        sidecar, learner = containers(pod)["sidecar"], containers(pod)["learner"]
+        (mount,) = [m for m in sidecar["volumeMounts"] if m["mountPath"] == CA_PATH]
+        assert mount["readOnly"] is True
+        (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == mount["name"]]
+        assert volume["secret"]["secretName"] == job.secret_name
+        assert {item["key"]: item["path"] for item in volume["secret"]["items"]}[key] == mount["subPath"]
+        assert mount["name"] not in {m["name"] for m in learner["volumeMounts"]}
+        assert PEM not in json.dumps(learner) and key not in env_of(sidecar)
+
+
+def test_without_files_the_sidecar_mounts_nothing_of_the_secret() -> None:
+    objects = ko.job_objects(make_job())
+    (secret,) = by_kind(objects, "Secret")
+    assert secret["stringData"] == ENDPOINTS.env()
+    assert all("secret" not in volume for volume in by_kind(objects, "Pod")[0]["spec"]["volumes"])
+
+
+def test_learners_must_share_the_sidecar_files() -> None:
+    job = make_job(2)
+    first = replace(job.learners[0], sidecar_files={CA_PATH: PEM})
+    with pytest.raises(ConfigError, match="sidecar credentials and files"):
+        replace(job, learners=(first, job.learners[1]))
+
+
+@pytest.mark.parametrize("path", ["etc/ca.pem", "/etc/learnerkit/pip/", "/etc/lk/ca pem"])
+def test_a_sidecar_file_needs_an_absolute_plain_path(path: str) -> None:
+    with pytest.raises(ConfigError, match="sidecar file"):
+        replace(make_job().learners[0], sidecar_files={path: PEM})

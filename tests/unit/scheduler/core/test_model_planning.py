@@ -7,8 +7,13 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from controller_sidecar.requirements import PackageIndex
 from controller_sidecar.settings import load_settings
+from learnerkit.scheduler.backends.k8s_objects import job_objects
+from learnerkit.scheduler.config.packageindex import sidecar_packages
+from learnerkit.scheduler.config.settings import SchedulerSettings
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform, plan_job
 from learnerkit.scheduler.core.scheduler import Scheduler
@@ -99,3 +104,31 @@ def test_the_plan_holds_the_images_lock_and_the_platforms_index_and_mounts() -> 
         requirements = PackageIndex.from_config(pair.sidecar_config["requirements"])
         assert requirements == replace(packages, python_version="3.11", locked={"torch": "2.13.0+cpu"})
         assert pair.sidecar_mounts == mounts
+
+
+@pytest.mark.parametrize("backend", ["docker", "kubernetes"])
+def test_the_ca_bundle_reaches_the_sidecar_at_one_path_mounted_on_docker_and_as_content_on_kubernetes(
+    backend: str, tmp_path: Path
+) -> None:
+    """Issue 40: on Docker the host's CA bundle is bind-mounted; on Kubernetes, whose nodes do not see the
+    scheduler's host, its content travels with the job (the job's Secret, mounted read-only at the same path)."""
+    pem = "-----BEGIN CERTIFICATE-----\nMIIBproxyCA\n-----END CERTIFICATE-----\n"
+    (tmp_path / "ca.pem").write_text(pem)
+    settings = SchedulerSettings.from_env({"LEARNERKIT_PIP_CA_BUNDLE": str(tmp_path / "ca.pem")}).packages
+    packages = sidecar_packages(settings, {}, can_mount=backend == "docker")
+    platform = replace(PLATFORM, sidecar_mounts=packages.mounts, sidecar_files=packages.files)
+    state = JobState("job-abc", "team-a", "mnist", 0.0)
+    options = SubmitOptions(model=ModelObject("results", "job-abc/model/model.zip", 10, requirements=True))
+    plan = plan_job(manifest(), state, platform, "img:1", None, options, packages.index)  # type: ignore[arg-type]
+    for pair in plan.learners:
+        assert PackageIndex.from_config(pair.sidecar_config["requirements"]).ca_bundle == "/etc/learnerkit/pip/ca.pem"
+        if backend == "docker":
+            assert (pair.sidecar_mounts, pair.sidecar_files) == (
+                {"/etc/learnerkit/pip/ca.pem": str(tmp_path / "ca.pem")},
+                {},
+            )
+        else:
+            assert (pair.sidecar_mounts, pair.sidecar_files) == ({}, {"/etc/learnerkit/pip/ca.pem": pem})
+    if backend == "kubernetes":
+        (secret,) = [obj for obj in job_objects(plan) if obj["kind"] == "Secret"]
+        assert pem in secret["stringData"].values()

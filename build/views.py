@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,10 @@ if TYPE_CHECKING:  # `image ls`, `image build` and the others need not load the 
 
 
 def image_rows(images: Sequence[ImageSpec]) -> list[dict[str, Any]]:
-    """One row per image; `built` and `inputs_hash` only when an engine answers."""
+    """One row per image; `built` and `inputs_hash` only when an engine answers; `publish`, this host's publish
+    record of it (`learnerkit_build.publish.records`; no registry is asked)."""
+    from learnerkit_build.publish.records import publish_state  # `image build` loads no room above it
+
     try:
         engineimages.ping()
         have_engine = True
@@ -44,10 +48,12 @@ def image_rows(images: Sequence[ImageSpec]) -> list[dict[str, Any]]:
             "built": None,
             "inputs_hash": None,
         }
+        image_id = engineimages.image_id(reference) if have_engine else None
         if have_engine:
-            image_id = engineimages.image_id(reference)
             row["built"] = image_id is not None
             row["inputs_hash"] = engineimages.image_labels(reference).get(HASH_LABEL) if image_id else None
+        publish = publish_state(reference, image_id)
+        row["publish"] = asdict(publish) | {"pinned": publish.record.pinned if publish.record else None}
         rows.append(row)
     return rows
 
@@ -85,7 +91,32 @@ def image_table(rows: list[dict[str, Any]]) -> RenderableType:
         parts += [Text(f"{row['spec']}: {row['cuda']['note']}") for row in cuda_rows if row["cuda"]["note"]]
     bases = sorted({str(row["base"]) for row in rows})
     parts.append(Text("bases: " + ", ".join(bases)))
+    parts += publish_lines(rows)
     return Group(*parts)
+
+
+def publish_lines(rows: list[dict[str, Any]]) -> list[Text]:
+    """Each published image's pushed reference, digest and signing key on lines of their own (the digest and
+    key, 71 and 64 characters, whole within 80 columns); the images never published counted in one line."""
+    lines: list[Text] = []
+    for row in rows:
+        state, record = row.get("publish", {}).get("state"), row.get("publish", {}).get("record")
+        if record is None:
+            continue
+        if state == "published":
+            lines.append(Text(f"{row['spec']}: published {record['published_at']}"))
+        else:
+            lines.append(Text(f"{row['spec']}: published, but the image was rebuilt since"))
+            lines.append(Text(f"    published {record['published_at']}"))
+        lines += [
+            Text(f"    {record['pushed']}"),
+            Text(f"    @{record['digest']}"),
+            Text(f"    key {record['key_id']}"),
+        ]
+    unpublished = [row["spec"] for row in rows if row.get("publish", {}).get("state") == "not published"]
+    if unpublished:
+        lines.append(Text(f"not published: {len(unpublished)} of {len(rows)} images"))
+    return lines
 
 
 def settings_table(settings: Sequence[Setting]) -> RenderableType:

@@ -5,7 +5,8 @@ gzip level 6, digests preserved), so the manifest digest published is the one a 
 to a layout gives, whoever compresses it, and the registry's config is the image's own (its digest the image ID).
 After the image: five DSSE-signed in-toto statements (SLSA provenance, CycloneDX SBOM, OpenVEX, test result,
 scan report) as OCI 1.1 referrers of its digest (the referrers tag schema where the registry has no referrers
-API), and cosign's `.sig` and `.att` tags. The VEX must give the gate's verdict, and Debian's security suite
+API), and cosign's `.sig` and `.att` tags; then, and only then, the publish record of the image ID
+(`learnerkit_build.publish.records`). The VEX must give the gate's verdict, and Debian's security suite
 must have no update the image lacks (`learnerkit_build.publish.securityupdates`), or nothing is pushed.
 """
 
@@ -25,6 +26,7 @@ from learnerkit_build.builds.buildkit import LogSink
 from learnerkit_build.errors import BuildToolError
 from learnerkit_build.imagetest.runner import CHECKS, image_test_record
 from learnerkit_build.publish import dirlayout, referrers, registry
+from learnerkit_build.publish.records import PublishRecord, RecordedAttestation, record_publish
 from learnerkit_build.publish.securityupdates import (
     IndexSource,
     SecurityUpdates,
@@ -164,7 +166,7 @@ def publish(
         target_registry, repository, digest, payload, attest.sign_bytes(payload, signer)
     )
     referrers.push_cosign_attestations(target_registry, repository, digest, envelopes)
-    return PublishResult(
+    done = PublishResult(
         reference,
         records.image_id,
         f"{remote}:{tag}",
@@ -175,4 +177,21 @@ def publish(
         signer.public_key.keyid,
         security,
         push,
+    )
+    record_publish(publish_record(done))
+    return done
+
+
+def publish_record(done: PublishResult) -> PublishRecord:
+    """What this host keeps of a publish that succeeded (`learnerkit_build.publish.records`)."""
+    return PublishRecord(
+        done.image_id,
+        done.reference,
+        done.pushed,
+        done.digest,
+        datetime.now(UTC).isoformat(timespec="seconds"),
+        done.discovery,
+        done.signature,
+        done.key_id,
+        tuple(RecordedAttestation(a.kind, a.predicate_type, a.manifest) for a in done.attestations),
     )

@@ -1,7 +1,8 @@
 """The Images view's data: the learner image matrix as the build tool reads it (`load_matrix`, the frameworks'
 framework.yaml), and for each image what this host's engine and the build tool's records say: built (its image
-ID), the scan gate's verdict and findings, the image tests, and whether its base moved since it was built
-(`learnerkit image outdated`'s base check). Read-only: nothing here builds, scans or publishes.
+ID), the scan gate's verdict and findings, the image tests, whether its base moved since it was built
+(`learnerkit image outdated`'s base check), and its publish state from `learnerkit image publish`'s record (no
+registry is asked). Read-only: nothing here builds, scans or publishes.
 
 The documents an image's page offers are the build tool's own: the scan's recorded report, SBOM and SARIF, the
 test record, and the in-toto statements `learnerkit image publish` would sign about the image (SLSA provenance,
@@ -20,6 +21,7 @@ from learnerkit.common import engineimages
 from learnerkit.common.project import find_project_root
 from learnerkit_build.attestations.documents import ImageRecords, statements
 from learnerkit_build.imagetest.runner import image_test_record
+from learnerkit_build.publish.records import PublishState, publish_state
 from learnerkit_build.recipes.matrix import Matrix, load_matrix
 from learnerkit_build.recipes.spec import ImageSpec
 from learnerkit_build.scan.outdated import base_reasons
@@ -30,6 +32,7 @@ RECORDS = {"report": REPORT, "sbom": SBOM, "sarif": SARIF}
 """The scan's recorded documents an image's page offers, by the name in its address."""
 STATEMENTS = ("provenance", "sbom", "vex", "test", "scan")
 """The statements publish signs, by kind (docs/supply-chain.md)."""
+NOT_PUBLISHED = PublishState("not published", None)
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class ImageView:
     """Why it is outdated (its base moved); empty when it is not, or not built."""
     documents: tuple[str, ...] = ()
     """The scan records present (keys of ``RECORDS``)."""
+    publish: PublishState = NOT_PUBLISHED
 
     @property
     def verdict(self) -> str:
@@ -106,9 +110,9 @@ def image_view(image: ImageSpec) -> ImageView:
     try:
         image_id = engineimages.image_id(reference)
     except engineimages.EngineError as e:
-        return replace(plain, engine_problem=str(e))
+        return replace(plain, engine_problem=str(e), publish=publish_state(reference, None))
     if image_id is None:
-        return plain
+        return replace(plain, publish=publish_state(reference, None))
     record = load_record(image_id)
     scan = _scan(record.folder / REPORT) if record is not None else None
     documents = tuple(k for k, name in RECORDS.items() if record is not None and (record.folder / name).is_file())
@@ -118,7 +122,10 @@ def image_view(image: ImageSpec) -> ImageView:
         checks = tuple((str(c["name"]), str(c["status"]), str(c.get("detail", ""))) for c in test.get("checks", []))
         tests = TestView(bool(test.get("passed")), checks)
     outdated = tuple(base_reasons(reference))
-    return replace(plain, image_id=image_id, scan=scan, tests=tests, outdated=outdated, documents=documents)
+    publish = publish_state(reference, image_id)
+    return replace(
+        plain, image_id=image_id, scan=scan, tests=tests, outdated=outdated, documents=documents, publish=publish
+    )
 
 
 SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3}

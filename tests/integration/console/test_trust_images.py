@@ -38,6 +38,7 @@ from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit.scheduler.provenance.facts import ImageFact
+from learnerkit_build.publish.records import publish_state
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.state import state_home
 from tests.integration.catalog.modeljob import evaluated
@@ -236,6 +237,12 @@ def test_the_images_page_lists_the_matrix_with_each_scan_verdict_the_records_giv
         str(row.get_attribute("data-spec")): row.locator("[data-col=scan] .outcome").inner_text() for row in rows.all()
     }
     assert shown == expected
+    published = {  # this host's publish records, as `image ls` reads them
+        image.name: publish_state(ref, engineimages.image_id(ref)).state
+        for image in matrix
+        for ref in [f"{image.repository()}:{image.tag}"]
+    }
+    assert {str(row.get_attribute("data-spec")): row.get_attribute("data-publish") for row in rows.all()} == published
     scanned = [name for name, verdict in expected.items() if verdict in ("passed", "failed")]
     if not scanned:
         return  # no image of this host was scanned: the page's verdicts were checked above

@@ -33,6 +33,7 @@ from learnerkit_build.attestations.vex import findings as vex_findings
 from learnerkit_build.imagetest.runner import CHECKS, image_test_record, run_image_tests
 from learnerkit_build.publish import dirlayout, referrers
 from learnerkit_build.publish.push import PublishRefused, PublishResult, check_gates, publish
+from learnerkit_build.publish.records import load_publish_record
 from learnerkit_build.publish.registry import get_blob, get_manifest
 from learnerkit_build.publish.securityupdates import image_packages
 from learnerkit_build.publish.verify import VerifyFailed, verify
@@ -174,8 +175,14 @@ def test_publish_gates_attest_and_verify(
         with pytest.raises(PublishRefused, match=r"security gate: 1 Debian security update\(s\) available but not"):
             publish(local, REPOSITORY, TAG, registry, None, REPO, index_source=lambda _suite, _arch: lacking)
         assert get_manifest(registry, REPOSITORY, TAG) is None
+        assert load_publish_record(image_id) is None, "a refused publish is not recorded"
         done = publish(local, REPOSITORY, TAG, registry, None, REPO)
         assert_published_digest_is_the_layouts(registry, done, image_id, tmp_path / "rebuilt")
+        kept = load_publish_record(image_id)
+        assert kept is not None and kept.pinned == f"{registry}/{REPOSITORY}:{TAG}@{done.digest}"
+        assert kept.key_id == done.key_id and {a.manifest for a in kept.attestations} == {
+            a.manifest for a in done.attestations
+        }
         assert done.security.suite == "bookworm-security"
         assert done.security.checked > 50
         assert done.security.pending == []

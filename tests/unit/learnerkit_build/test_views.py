@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
 from learnerkit.cli import cli
+from learnerkit_build import views
 from learnerkit_build.builds.images import BuildResult
+from learnerkit_build.publish.records import PublishRecord, record_publish
 from learnerkit_build.recipes.matrix import load_matrix
 from learnerkit_build.recipes.pipconfig import Setting
 from learnerkit_build.scan import outdated
@@ -153,3 +156,38 @@ def test_lock_prune_and_base_tables_keep_what_a_user_copies_whole_at_80_columns(
         for key in whole:
             assert str(rows[0][key]) in text, f"{key} cut in\n{text}"
         assert "…" not in text
+
+
+def test_image_list_shows_each_publish_with_its_digest_whole_at_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Published, rebuilt since and not published, from this host's publish records; the pushed reference and
+    the digest each on a line of its own, never cut at 80 columns; `--output json` has the record."""
+    monkeypatch.setenv("LEARNERKIT_HOME", str(tmp_path))
+    images = load_matrix(REPO).images
+    first, second = (f"{image.repository()}:{image.tag}" for image in images[:2])
+    old, new, digest, key = "sha256:" + "1" * 64, "sha256:" + "2" * 64, "sha256:" + "d" * 64, "e" * 64
+    engine = {first: old, second: new}
+    monkeypatch.setattr(views.engineimages, "ping", lambda: None)
+    monkeypatch.setattr(views.engineimages, "image_id", engine.get)
+    monkeypatch.setattr(views.engineimages, "image_labels", lambda reference: {})
+    pushed = "registry.example:5000/"
+    for image_id, reference in ((old, first), (old.replace("1", "3"), second)):
+        record = PublishRecord(
+            image_id, reference, pushed + reference, digest, "2026-11-29T05:10:00+00:00", "tag-schema", "s", key, ()
+        )
+        record_publish(record)
+    text = at_80(image_table(image_rows(images)))
+    assert max(len(line) for line in text.splitlines()) <= 80 and "…" not in text
+    lines = [line.strip() for line in text.splitlines()]
+    assert f"{images[0].name}: published 2026-11-29T05:10:00+00:00" in lines
+    assert f"{images[1].name}: published, but the image was rebuilt since" in lines
+    assert lines.count(pushed + first) == 1 and lines.count(f"@{digest}") == 2 and lines.count(f"key {key}") == 2
+    assert f"not published: {len(images) - 2} of {len(images)} images" in lines
+    listed = CliRunner().invoke(cli, ["image", "ls", "--root", str(REPO), "-o", "json"])
+    rows = {row["spec"]: row["publish"] for row in json.loads(listed.output)}
+    assert rows[images[0].name]["state"] == "published"
+    assert rows[images[0].name]["pinned"] == f"{pushed}{first}@{digest}"
+    assert rows[images[0].name]["record"]["image_id"] == old
+    assert rows[images[1].name]["state"] == "rebuilt since"
+    assert rows[images[2].name] == {"state": "not published", "record": None, "pinned": None}

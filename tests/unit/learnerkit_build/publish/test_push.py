@@ -20,6 +20,7 @@ from learnerkit_build.publish import dirlayout, registry
 from learnerkit_build.publish import push as publish
 from learnerkit_build.publish.dirlayout import LayoutError, LayoutPush, PushedImage
 from learnerkit_build.publish.push import PublishResult
+from learnerkit_build.publish.records import load_publish_record
 from learnerkit_build.publish.securityupdates import SecurityUpdates
 from tests.unit.conftest import REPO
 
@@ -110,6 +111,16 @@ def test_the_tested_image_id_goes_through_a_fresh_layout_and_everything_signed_n
         f"learner:1 ({IMAGE_ID}) passed the test, scan, VEX and security gates",
         "5 attestations signed and attached (tag schema)",
     ]
+    kept = load_publish_record(IMAGE_ID)
+    assert kept is not None
+    assert (kept.reference, kept.pinned, kept.key_id) == (
+        "learner:1",
+        f"{HOST}/{REPOSITORY}:{TAG}@{digest}",
+        done.key_id,
+    )
+    assert (kept.discovery, kept.signature) == ("tag-schema", done.signature)
+    assert [(a.kind, a.manifest) for a in kept.attestations] == [(a.kind, a.manifest) for a in done.attestations]
+    assert all(a.manifest in world.manifests for a in kept.attestations)
 
 
 def test_a_registry_config_other_than_the_tested_image_is_refused_before_the_local_name_or_a_signature(
@@ -122,6 +133,7 @@ def test_a_registry_config_other_than_the_tested_image_is_refused_before_the_loc
         f"{HOST}/{REPOSITORY}:{TAG}: the registry serves config {world.config}, not the tested image {IMAGE_ID}"
     )
     assert [event[0] for event in world.events] == ["push", "manifest"]
+    assert load_publish_record(IMAGE_ID) is None
 
 
 def test_a_failed_push_leaves_no_local_name_and_signs_nothing(world: World) -> None:
@@ -129,6 +141,17 @@ def test_a_failed_push_leaves_no_local_name_and_signs_nothing(world: World) -> N
     with pytest.raises(LayoutError, match="no space left on device"):
         run_publish(world)
     assert [event[0] for event in world.events] == ["push"]
+    assert load_publish_record(IMAGE_ID) is None
+
+
+def test_a_push_whose_signature_fails_records_no_publish(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object) -> str:
+        raise registry.RegistryError("PUT .sig: 500")
+
+    monkeypatch.setattr(publish.referrers, "push_cosign_signature", refuse)
+    with pytest.raises(registry.RegistryError):
+        run_publish(world)
+    assert load_publish_record(IMAGE_ID) is None
 
 
 def test_publish_json_carries_the_manifest_digest_and_how_it_was_pushed_without_progress_lines(

@@ -126,7 +126,7 @@ def test_a_model_folder_runs_in_model_dir_with_its_requirements_offline(
     assert leftovers(view.job_id) == []
 
 
-def test_a_model_zip_with_an_unknown_requirement_fails_in_downloading_with_pips_message(
+def test_a_model_zip_with_an_unknown_requirement_fails_in_downloading_naming_it_in_one_line(
     code_harness: Harness, s3_server: Any, scheduler_buckets: Any, learner_image: str, tmp_path: Path
 ) -> None:
     folder = model_folder(tmp_path, "lkgreet==1.0\nno-such-package-anywhere==1.0\n")
@@ -143,8 +143,11 @@ def test_a_model_zip_with_an_unknown_requirement_fails_in_downloading_with_pips_
     final = code_harness.wait_status("team-a", view.job_id, TERMINAL)
     assert final.status == "FAILED", final
     message = final.learners[0].message
-    assert "requirements.txt: pip could not install the requirements" in message
-    assert "no-such-package-anywhere" in message
+    # One line naming the requirement and the cause; pip's whole output is in the sidecar's log.
+    assert message == (
+        "requirements.txt: no-such-package-anywhere==1.0: no index or find-links offers a wheel of it for the "
+        "learner's Python"
+    ), message
     assert final.learners[0].exit_code is None, "the learner's command never ran"
 
 

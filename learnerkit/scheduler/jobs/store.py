@@ -115,6 +115,7 @@ class JobStore:
         await self.etcd.put_all(items, deletes)
         if clear_learners:
             await self.etcd.delete_prefix(f"{keys.job_prefix(state.job_id, self.root)}learners/")
+            await self.etcd.delete_prefix(keys.next_budget_prefix(state.job_id, self.root))
         return state
 
     def instance_key(self) -> str:
@@ -242,6 +243,19 @@ class JobStore:
     async def request_halt(self, job_id: str) -> None:
         with _answering(f"halting job {job_id}"):
             await put_halt(self.etcd, job_id, self.root)
+
+    async def boundary(self, job_id: str) -> bytes | None:
+        """Learner 1's request for its next budget at a rung's end (promotion in place), as its sidecar wrote it."""
+        with _answering(f"reading job {job_id}'s rung boundary"):
+            found = await self.etcd.get(keys.learner_boundary_key(job_id, 1, self.root))
+        return found[0] if found else None
+
+    async def answer_boundary(self, job_id: str, attempt: int, step: int, budget: int | None, reason: str) -> None:
+        """The answer to a boundary, written once (a scheduler restarted after deciding writes the same)."""
+        key = keys.next_budget_key(job_id, attempt, step, self.root)
+        text = json.dumps({"budget": budget, **({"reason": reason} if reason else {})}, sort_keys=True)
+        with _answering(f"answering job {job_id}'s rung boundary"):
+            await self.etcd.create_all(key, {key: text})
 
     async def halt_requested(self, job_id: str) -> bool:
         """Whether the job's halt key is set: by the scheduler, or by hand (``sidecar halt``, ``dev down``)."""

@@ -172,6 +172,16 @@ def test_in_place_promotion_trains_each_step_once_and_starts_one_learner_process
 ONE_TRIAL = SEARCH.replace("trials: 2", "trials: 1").replace("concurrency: 2", "concurrency: 1")
 
 
+def training(harness: Harness, job_id: str) -> None:
+    """Wait until the trial's learner trains (its job is made by the driver's next step after the submit)."""
+
+    def processing() -> bool:
+        tracked = harness.service.shared.jobs.get(job_id)
+        return tracked is not None and tracked.state.status.value == "PROCESSING"
+
+    wait_until(processing, timeout=120, interval=0.05, message=f"{job_id} to train")
+
+
 def boundary_waits(etcd_server: Any, where: str, job_id: str) -> bool:
     """Whether the trial's sidecar has put its learner's request for the next budget in etcd (read without a
     scheduler: none runs meanwhile)."""
@@ -200,7 +210,7 @@ def test_a_trial_unanswered_within_its_wait_checkpoints_and_a_restarted_schedule
     command = "STEP_S=1 LEARNER_PROMOTION_WAIT=1 python3 train.py"  # rung 1 takes 2 s; the wait 1 s
     sweep_id = submit(first, s3_server, tmp_path, ONE_TRIAL, command)
     job_id = f"{sweep_id}-t0000"
-    first.wait_status("team-a", job_id, {"PROCESSING"}, timeout=120)
+    training(first, job_id)
     first.kill()  # down while the trial reaches its boundary and waits in vain
     wait_until(lambda: boundary_waits(etcd_server, where, job_id), timeout=60, interval=0.05, message="its boundary")
     wait_until(lambda: backend.learners_ended(job_id), timeout=60, interval=0.1, message="the learner to end its rung")
@@ -226,7 +236,7 @@ def test_a_trial_still_waiting_when_the_scheduler_is_back_is_promoted_in_place_b
     command = "STEP_S=1 LEARNER_PROMOTION_WAIT=120 python3 train.py"
     sweep_id = submit(first, s3_server, tmp_path, ONE_TRIAL, command)
     job_id = f"{sweep_id}-t0000"
-    first.wait_status("team-a", job_id, {"PROCESSING"}, timeout=120)
+    training(first, job_id)
     first.kill()
     wait_until(lambda: boundary_waits(etcd_server, where, job_id), timeout=60, interval=0.05, message="its boundary")
     second = start(etcd_server, options, backend, started, where)

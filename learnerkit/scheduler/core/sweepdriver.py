@@ -378,7 +378,7 @@ class SweepDriver:
                 or tracked.state.attempt < trial.rung_attempt
             ):
                 continue
-            raw = await self.shared.store.boundary(trial.job_id)
+            raw = self.shared.store.boundaries.get(trial.job_id)  # read by this step's monitoring of the job
             boundary = Boundary.from_json(raw) if raw is not None else None
             if boundary is None or boundary.attempt != tracked.state.attempt:
                 continue

@@ -21,7 +21,7 @@ from controller_sidecar.atomicfile import write_atomic
 from controller_sidecar.errors import SidecarError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.fence import Fence
-from controller_sidecar.jobfiles import read_regular
+from controller_sidecar.jobfiles import read_regular, warn_once
 from controller_sidecar.recordchannel import attempt_of
 from controller_sidecar.settings import SidecarSettings
 
@@ -46,7 +46,7 @@ def read_boundary(control: Path) -> Boundary | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, SidecarError) as e:
-        LOGGER.warning("%s does not read (%s): no promotion in place", control / WAIT_FILE, e)
+        warn_once(control / WAIT_FILE, f"{control / WAIT_FILE} does not read ({e}): no promotion in place", LOGGER)
         return None
     if not isinstance(raw, dict) or not all(isinstance(raw.get(k), int) for k in ("step", "budget")):
         return None

@@ -2,7 +2,7 @@
 
 The scheduler runs in this process (its loop on the event loop here, as `learnerkit scheduler serve` runs it) over an
 etcd and a SeaweedFS of its own; each learner pair is this checkout's real sidecar and `learner-run` as processes of
-this host (`tests/processbackend.py`: no Docker, so the figure is the sidecar's and the scheduler's work alone,
+this host (`bench/processbackend.py`: no Docker, so the figure is the sidecar's and the scheduler's work alone,
 without the engine's). Three sweeps of the same trials, each training 8 steps of `STEP_S`:
 
 - **baseline**: random search straight to step 8 (no rung, no promotion);
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import resource
-import sys
 import tempfile
 import time
 import zipfile
@@ -27,19 +26,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the process backend lives with the tests that use it too
+from processbackend import ProcessBackend
 
-from controller_sidecar.etcdstore import EtcdStore  # noqa: E402
-from learnerkit.dev.etcd import EtcdServer  # noqa: E402
-from learnerkit.dev.s3 import SeaweedServer  # noqa: E402
-from learnerkit.scheduler.admission.admit import AdmissionPolicy  # noqa: E402
-from learnerkit.scheduler.config.policy import SubmitPolicy, origin  # noqa: E402
-from learnerkit.scheduler.core.options import SchedulerOptions  # noqa: E402
-from learnerkit.scheduler.core.planning import Platform  # noqa: E402
-from learnerkit.scheduler.core.scheduler import Scheduler  # noqa: E402
-from learnerkit.scheduler.jobs.store import JobStore  # noqa: E402
-from tests.processbackend import ProcessBackend  # noqa: E402
+from controller_sidecar.etcdstore import EtcdStore
+from learnerkit.dev.etcd import EtcdServer
+from learnerkit.dev.s3 import SeaweedServer
+from learnerkit.scheduler.admission.admit import AdmissionPolicy
+from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+from learnerkit.scheduler.core.options import SchedulerOptions
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.core.scheduler import Scheduler
+from learnerkit.scheduler.jobs.store import JobStore
 
 TENANT = "bench"
 ROOT = "/bench/jobs"

@@ -1,5 +1,5 @@
 """Promotion in place end to end: the scheduler with real etcd and SeaweedFS, each learner pair this checkout's real
-sidecar and `learner-run` as processes of this host (`tests.processbackend`), a stand-in learner that asks for its
+sidecar and `learner-run` as processes of this host (`bench/processbackend.py`), a stand-in learner that asks for its
 next budget at each rung (`learner.next_budget`).
 
 A trial continued at its rung there and then trains on in the same learner process (one start per trial) and
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from bench.processbackend import ProcessBackend
 from controller_sidecar import keys
 from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
@@ -29,7 +30,6 @@ from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.facade import SweepView
 from learnerkit.scheduler.sweeps.decisions import Action
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, Harness, manifest
-from tests.processbackend import ProcessBackend
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]

@@ -222,7 +222,8 @@ def prune_cache(cli: BuildkitCli, caps: CacheCaps, on_line: LogSink) -> None:
     into new layers after its build, so the build's own layers stay behind in the cache beside the image, about
     its size again (29 GB after three locked cuda builds here). Without a cap the cache grows with every build
     until the disk is full. The compiler caches are kept apart from that cap: they spare a Caffe rebuild whose
-    sources did not change its compile (minutes on 2 cores), and an unfiltered cap evicted them with the layers. A prune that fails costs disk, not the build: it is reported in the build's log."""
+    sources did not change its compile (minutes on 2 cores), and an unfiltered cap evicted them with the layers.
+    A prune that fails costs disk, not the build: it is reported in the build's log."""
     env = {**os.environ, **dict(cli.env)}
     for argv in prune_argvs(cli, caps):
         try:

@@ -5,6 +5,7 @@ both ways, Hugging Face export and import, and bad input refused with nothing ha
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -112,10 +113,13 @@ def swap(old: bytes, new: bytes) -> Any:
 
 
 def storage(registry: str) -> Path:
-    for config in Path("/tmp").glob("pytest-of-*/pytest-*/registry*/config.yml"):
-        if registry.split(":")[1] in config.read_text():
+    """The storage folder of the test registry at `registry`, found by the address its config names, wherever
+    pytest made it (a worker's own folder under pytest-xdist)."""
+    address = re.compile(rf"{re.escape(registry)}\b")
+    for config in Path("/tmp").glob("pytest-of-*/pytest-*/**/registry*/config.yml"):
+        if address.search(config.read_text()):
             return config.parent / "data"
-    raise AssertionError("no registry storage found")
+    raise AssertionError(f"no registry storage found for {registry}")
 
 
 @pytest.mark.parametrize(

@@ -318,15 +318,23 @@ def _serving_home() -> Path:
 @model_group.command("serve")
 @click.argument("reference", metavar="NAME@ALIAS|NAME@VERSION")
 @click.option("--image", default=None, help="the model server image [learnerkit/modelserver:2.13-cpu-py3.11]")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="the name's port on 127.0.0.1, where it is not served yet [one Docker picks; kept while it is served]",
+)
 @catalog_command
-def serve_command(reference: str, image: str | None, store: Store, keys: list[Key], output: str) -> None:
-    """Serve a version over the Open Inference Protocol v2 on the local Docker engine; prints its address.
-    Serving a served name again rolls it over to the version named now (the new server is ready before the old
-    one stops)."""
+def serve_command(
+    reference: str, image: str | None, port: int | None, store: Store, keys: list[Key], output: str
+) -> None:
+    """Serve a version over the Open Inference Protocol v2 on the local Docker engine; prints the name's address,
+    which stays while it is served. Serving a served name again rolls it over to the version named now, at the
+    same address: the new server answers ready, new requests go to it, the old one's finish, then it stops."""
     from learnerkit.scheduler.serving.deployment import SERVER_IMAGE, serve
 
     key_files = _key_files()
-    served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE)
+    served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE, port)
     emit(output, served.to_dict(), lambda: console.print(served.url, soft_wrap=True))
 
 
@@ -342,7 +350,7 @@ def _key_files() -> list[Path]:
 @click.argument("name")
 @catalog_command
 def stop_command(name: str, store: Store, keys: list[Key], output: str) -> None:
-    """Stop serving NAME (every server of it)."""
+    """Stop serving NAME: its address first (the requests in flight finish), then every server of it."""
     from learnerkit.scheduler.serving.deployment import forget, stop
 
     versions = stop(store.tenant, name)

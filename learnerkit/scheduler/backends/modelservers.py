@@ -115,8 +115,10 @@ def stop(tenant: str, name: str) -> list[str]:
         remove(container)
     for container in found:
         remove(container)
-    for network in engine().networks.list(names=[network_name(tenant, name)]):
-        network.remove()
+    wanted = network_name(tenant, name)
+    for network in engine().networks.list(names=[wanted]):
+        if network.name == wanted:  # Docker's name filter matches parts of names too
+            network.remove()
     return [str(c.labels.get(VERSION_LABEL)) for c in found]
 
 

@@ -7,6 +7,7 @@ on this module, so it is tested against a fake and the scheduler against real et
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -401,3 +402,7 @@ class SchedulerFacade(Protocol):
 
     async def cancel_sweep(self, tenant: str, sweep_id: str) -> SweepView:
         """Cancel every running trial; the sweep ends cancelled."""
+
+    def hold_model(self, tenant: str, name: str, by: str) -> AbstractAsyncContextManager[None]:
+        """The model's alias-move lock, held while the block runs (one move of a model at a time, across
+        schedulers sharing the job store); `ModelBusyError` when another move holds it too long."""

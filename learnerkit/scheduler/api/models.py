@@ -16,9 +16,9 @@ from securesystemslib.signer import Signer
 
 from learnerkit.common.keyring import PublishedKey
 from learnerkit.common.signing import public_key_from_pem
-from learnerkit.scheduler.catalog.errors import CatalogError, NotFoundError, RefusedError, StoreError
+from learnerkit.scheduler.catalog.errors import CatalogError, ConflictError, NotFoundError, RefusedError, StoreError
 from learnerkit.scheduler.catalog.fromjob import fetch_job, trial_of
-from learnerkit.scheduler.catalog.names import Reference
+from learnerkit.scheduler.catalog.names import Reference, check_name
 from learnerkit.scheduler.catalog.service import history, lineage_of, move_alias, verify
 from learnerkit.scheduler.catalog.versions import Store, Version, models, register, version_digests
 from learnerkit.scheduler.errors import UnknownJobError
@@ -63,6 +63,8 @@ def models_router(
         except NotFoundError as e:
             raise HTTPException(404, str(e)) from e
         except RefusedError as e:
+            raise HTTPException(409, {"error": "refused", "message": str(e), "failed": e.failed}) from e
+        except ConflictError as e:
             raise HTTPException(409, str(e)) from e
         except StoreError as e:
             raise HTTPException(503, str(e)) from e
@@ -117,16 +119,20 @@ def models_router(
         return result
 
     @router.post("/models/{name}/aliases/{alias}", responses=responses)
-    def move(name: str, alias: str, body: AliasBody, tenant: str = Depends(tenant_of)) -> dict[str, Any]:
+    async def move(name: str, alias: str, body: AliasBody, tenant: str = Depends(tenant_of)) -> dict[str, Any]:
         """Point the alias at the version, only when it proves every gate (409 naming each failed check
-        otherwise); the move is signed with the platform's key into the model's alias log."""
+        otherwise); the move is signed with the platform's key into the model's alias log, under the model's
+        lock: two moves at once run one after the other (409 when the other holds it too long)."""
         found = store(tenant)
         if signer is None:
             raise HTTPException(404, "this scheduler does not sign alias moves (no signing key given to the API)")
-        at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        moved: dict[str, Any] = answer(
-            lambda: move_alias(found, name, alias, body.version, ring, signer, f"tenant {tenant}", at)
-        )
+        answer(lambda: check_name(name))
+        by = f"tenant {tenant}"
+        async with facade.hold_model(tenant, name, by):
+            at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            moved: dict[str, Any] = await asyncio.to_thread(
+                answer, lambda: move_alias(found, name, alias, body.version, ring, signer, by, at)
+            )
         return moved
 
     return router

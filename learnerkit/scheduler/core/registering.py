@@ -91,7 +91,8 @@ class ModelRegistering:
                 folder = Path(scratch)
                 view = await fetch_job(self.facade, tenant, job_id, folder)
                 trial = await trial_of(self.facade, view)
-                done = await asyncio.to_thread(registrar, tenant, job_id, spec, folder, trial)
+                async with self.facade.hold_model(tenant, spec.name, BY):  # the alias moves as any move: one at a time
+                    done = await asyncio.to_thread(registrar, tenant, job_id, spec, folder, trial)
         except LearnerkitError as e:
             return f"model not registered as {spec.name}: {e}"
         return f"model registered: {done}"

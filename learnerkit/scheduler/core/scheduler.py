@@ -7,10 +7,12 @@ and wakes the loop; the loop (:class:`ControlLoop`, started by whoever hosts the
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
@@ -52,7 +54,7 @@ from learnerkit.scheduler.facade import (
 from learnerkit.scheduler.jobs.layout import results_store
 from learnerkit.scheduler.jobs.listing import ListedJob, select
 from learnerkit.scheduler.jobs.s3clients import S3Clients
-from learnerkit.scheduler.jobs.state import JobState, JobStatus
+from learnerkit.scheduler.jobs.state import JobState, JobStatus, now_iso
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.evaluations import parse_evaluations_text
@@ -65,6 +67,8 @@ from learnerkit.scheduler.sweeps.trialids import trial_of
 
 LOGGER = logging.getLogger(__name__)
 PARSES_AT_ONCE = 2
+MODEL_MOVE_WAIT_S = 60.0
+"""An alias move waits this long for another move of the same model to end (each takes seconds: a proof)."""
 """Manifests read side by side (each in a thread): more wait their turn without holding the event loop."""
 
 
@@ -218,6 +222,10 @@ class Scheduler:
 
     async def cancel_sweep(self, tenant: str, sweep_id: str) -> SweepView:
         return await self.sweeps.cancel(tenant, sweep_id)
+
+    def hold_model(self, tenant: str, name: str, by: str) -> AbstractAsyncContextManager[None]:
+        holder = json.dumps({"by": by, "since": now_iso()})
+        return self.shared.store.model_lock(tenant, name, holder, MODEL_MOVE_WAIT_S)
 
     async def _parse(self, text: str, source: str, tenant: str, image: str | None = None) -> JobManifest:
         """Refuse an oversized manifest unread; read the others in a thread, within the policy's time budget."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -88,6 +90,7 @@ class FakeFacade:
         self.after_submit: list[str | tuple[str, str]] = []
         """Statuses a submitted job then goes through, one per `get`; (status, model verdict) sets both."""
         self.submit_error: Exception | None = None
+        self.model_locks: dict[str, asyncio.Lock] = {}
         """Raised by `submit` when set (the scheduler's own failures)."""
         self.submitted_models: list[bytes] = []
         """Each submit's model, as it arrived."""
@@ -248,6 +251,14 @@ class FakeFacade:
             for path, data in sorted(job.files.items())
         ]
         return [item for item in found if what in ("all", item.kind)]
+
+    @asynccontextmanager
+    async def hold_model(self, tenant: str, name: str, by: str) -> AsyncIterator[None]:
+        """One move of a model at a time, in this process (the scheduler's is an etcd lock)."""
+        lock = self.model_locks.setdefault(f"{tenant}/{name}", asyncio.Lock())
+        async with lock:
+            self.calls.append(("hold_model", f"{tenant}/{name}"))
+            yield
 
     async def get_sweep(self, tenant: str, sweep_id: str) -> SweepView:
         sweep = self.sweeps.get(sweep_id)

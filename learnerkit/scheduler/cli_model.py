@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 REGISTRY_SETTING = "LEARNERKIT_CATALOG_REGISTRY"
+ACCESS_KEY_SETTING = "AWS_ACCESS_KEY_ID"
+SECRET_KEY_SETTING = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 (the variable's name)
+"""The tenant's keys of its results store, as the AWS tools read them (never a command-line option: history)."""
 DEFAULT_REGISTRY = "127.0.0.1:5000"
 
 
@@ -151,12 +154,26 @@ def _version_row(version: Version) -> dict[str, Any]:
 @click.argument("job")
 @NAME_OPTION
 @click.option("--parent", default=None, metavar="NAME@VERSION", help="the version it was fine-tuned from")
+@click.option(
+    "--lend-store-keys",
+    is_flag=True,
+    help=f"lend the scheduler your keys of the job's results store for this read (${ACCESS_KEY_SETTING}, "
+    f"${SECRET_KEY_SETTING}): needed once it has restarted since the job ended",
+)
 @connected
-def register_command(job: str, name: str, parent: str | None, client: SchedulerClient, output: str) -> None:
+def register_command(
+    job: str, name: str, parent: str | None, lend_store_keys: bool, client: SchedulerClient, output: str
+) -> None:
     """Have the scheduler store the COMPLETED job JOB's model as a version of NAME, in the token's tenant: it
     reads the job's outputs from its results store and stores them only when they verify with the platform's
     keys."""
-    row = client.register_model(name, job, parent)
+    keys = None
+    if lend_store_keys:
+        access, secret = os.environ.get(ACCESS_KEY_SETTING), os.environ.get(SECRET_KEY_SETTING)
+        if not access or not secret:
+            raise click.UsageError(f"--lend-store-keys reads ${ACCESS_KEY_SETTING} and ${SECRET_KEY_SETTING}: set both")
+        keys = (access, secret)
+    row = client.register_model(name, job, parent, keys)
     emit(output, row, lambda: console.print(f"registered {name}@{row['version']}", soft_wrap=True))
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from securesystemslib.signer import Signer
 
+from controller_sidecar.errors import PermanentError
 from learnerkit.common.keyring import PublishedKey
 from learnerkit.common.signing import public_key_from_pem
 from learnerkit.scheduler.catalog.errors import CatalogError, ConflictError, NotFoundError, RefusedError, StoreError
@@ -22,7 +23,7 @@ from learnerkit.scheduler.catalog.names import Reference, check_name
 from learnerkit.scheduler.catalog.service import history, lineage_of, move_alias, verify
 from learnerkit.scheduler.catalog.versions import Store, Version, models, register, version_digests
 from learnerkit.scheduler.errors import UnknownJobError
-from learnerkit.scheduler.facade import SchedulerFacade
+from learnerkit.scheduler.facade import SchedulerFacade, StoreKeys
 
 
 class AliasBody(BaseModel):
@@ -30,11 +31,19 @@ class AliasBody(BaseModel):
     """The version to move the alias to: ``sha256:...``."""
 
 
+class LentKeys(BaseModel):
+    access_key: str
+    secret_key: str = Field(repr=False)
+
+
 class RegisterBody(BaseModel):
     job: str
     """The COMPLETED job of the token's tenant whose model becomes a version."""
     parent: str | None = None
     """The version it was fine-tuned from: ``NAME@sha256:...``."""
+    store_keys: LentKeys | None = None
+    """The tenant's keys of the job's results store, for this read only: a scheduler that restarted since the job
+    ended no longer holds the job's own (docs/security.md). Never stored."""
 
 
 def models_router(
@@ -88,9 +97,14 @@ def models_router(
         found = store(tenant)
         with tempfile.TemporaryDirectory(prefix="learnerkit-register-") as scratch:
             try:
-                view = await fetch_job(facade, tenant, body.job, Path(scratch))
+                lent = StoreKeys(body.store_keys.access_key, body.store_keys.secret_key) if body.store_keys else None
+                view = await fetch_job(facade, tenant, body.job, Path(scratch), lent)
             except UnknownJobError as e:
                 raise HTTPException(404, f"no job {body.job!r}") from e
+            except PermanentError as e:
+                if body.store_keys is None:
+                    raise
+                raise HTTPException(400, f"job {body.job}: its results store refused the keys lent: {e}") from e
             trial = await trial_of(facade, view)
             version: Version = await asyncio.to_thread(
                 answer, lambda: register(found, name, Path(scratch), ring, body.parent, trial, (tenant, body.job))

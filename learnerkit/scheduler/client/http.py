@@ -402,9 +402,14 @@ class SchedulerClient:
         except (KeyError, TypeError) as e:
             raise SchedulerError(f"the scheduler sent a key list this client cannot read ({e})") from e
 
-    def register_model(self, name: str, job_id: str, parent: str | None = None) -> dict[str, Any]:
-        """Have the scheduler store the COMPLETED job's model as a version of ``name`` (docs/catalog.md)."""
-        body = {"job": job_id, "parent": parent}
+    def register_model(
+        self, name: str, job_id: str, parent: str | None = None, store_keys: tuple[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Have the scheduler store the COMPLETED job's model as a version of ``name`` (docs/catalog.md);
+        ``store_keys``: (access key, secret key) of the job's results store, lent for this one read."""
+        body: dict[str, Any] = {"job": job_id, "parent": parent}
+        if store_keys is not None:
+            body["store_keys"] = {"access_key": store_keys[0], "secret_key": store_keys[1]}
         version: dict[str, Any] = self._request(
             "POST", f"/v1/models/{quote(name, safe='')}/versions", json_body=body
         ).json()

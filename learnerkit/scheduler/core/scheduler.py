@@ -49,6 +49,7 @@ from learnerkit.scheduler.facade import (
     JobView,
     LogStream,
     StoredFile,
+    StoreKeys,
     SweepView,
 )
 from learnerkit.scheduler.jobs.layout import results_store
@@ -419,13 +420,15 @@ class Scheduler:
         _check_learner(tracked, learner_id)
         return await self.reader.metrics_history(self._endpoints(tracked), tracked.manifest, tracked.state, learner_id)
 
-    async def outputs(self, tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
+    async def outputs(
+        self, tenant: str, job_id: str, *, what: str = "all", lent: StoreKeys | None = None
+    ) -> list[StoredFile]:
         tracked = self._owned(tenant, job_id)
-        return await self.reader.outputs(self._endpoints(tracked), tracked.manifest, tracked.state, what)
+        return await self.reader.outputs(self._endpoints(tracked, lent), tracked.manifest, tracked.state, what)
 
-    async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
+    async def open_output(self, tenant: str, job_id: str, path: str, *, lent: StoreKeys | None = None) -> FileStream:
         tracked = self._owned(tenant, job_id)
-        return await self.reader.open_output(self._endpoints(tracked), tracked.manifest, tracked.state, path)
+        return await self.reader.open_output(self._endpoints(tracked, lent), tracked.manifest, tracked.state, path)
 
     async def open_evaluation_data(self, tenant: str, job_id: str, uri: str) -> FileStream:
         tracked = self._owned(tenant, job_id)
@@ -438,14 +441,23 @@ class Scheduler:
             raise JobNotFoundError(f"no job {job_id!r}")
         return tracked
 
-    def _endpoints(self, tracked: Tracked) -> Endpoints:
-        """The job's results store (its account's client is shared); none once its credentials are deleted."""
-        if not results_store(tracked.manifest).credentials:
+    def _endpoints(self, tracked: Tracked, lent: StoreKeys | None = None) -> Endpoints:
+        """The job's results store (its account's client is shared); with ``lent``, the tenant's keys of it (the
+        store's location is still the job's own); none once its credentials are deleted and none are lent."""
+        endpoints = None
+        if lent is not None:
+            endpoints = replace(
+                endpoints_for(tracked.manifest, self.shared.options.platform),
+                s3_access_key=lent.access_key,
+                s3_secret_key=lent.secret_key,
+            )
+        elif not results_store(tracked.manifest).credentials:
             raise JobStateError(
                 f"job {tracked.state.job_id} is {tracked.state.status.value}: the scheduler deleted its store's "
-                f"credentials when it ended and has restarted since; read its results from the store with your keys"
+                f"credentials when it ended and has restarted since; read its results from the store with your "
+                "keys (or lend them for a model's registration: `learnerkit model register --lend-store-keys`)"
             )
-        return endpoints_for(tracked.manifest, self.shared.options.platform)
+        return endpoints or endpoints_for(tracked.manifest, self.shared.options.platform)
 
 
 def _check_learner(tracked: Tracked, learner_id: int) -> None:

@@ -64,6 +64,8 @@ class Served:
     registry: str
     key: Path
     """The platform's signing key (the scheduler's)."""
+    store_keys: dict[str, str]
+    """team-a's keys of the job's results store, as the AWS tools read them."""
 
 
 def _manifest(s3: Any, bucket: str) -> str:
@@ -139,7 +141,8 @@ def served(
     serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), loop)
     try:
         wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
-        yield Served(f"http://127.0.0.1:{sock.getsockname()[1]}", token, other_token, queued, registry, key)
+        store_keys = {"AWS_ACCESS_KEY_ID": s3_server.access_key, "AWS_SECRET_ACCESS_KEY": s3_server.secret_key}
+        yield Served(f"http://127.0.0.1:{sock.getsockname()[1]}", token, other_token, queued, registry, key, store_keys)
     finally:
         server.should_exit = True
         serving.result(timeout=30)
@@ -150,9 +153,11 @@ def served(
         thread.join(timeout=30)
 
 
-def _register(served: Served, token: str, job: str, name: str) -> tuple[int, Any]:
-    env = {"LEARNERKIT_SCHEDULER_URL": served.url, "LEARNERKIT_TOKEN": token}
-    result = CliRunner().invoke(cli, ["model", "register", job, "--name", name, "--output", "json"], env=env)
+def _register(
+    served: Served, token: str, job: str, name: str, *lend: str, keys: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    env = {"LEARNERKIT_SCHEDULER_URL": served.url, "LEARNERKIT_TOKEN": token, **(keys or {})}
+    result = CliRunner().invoke(cli, ["model", "register", job, "--name", name, *lend, "--output", "json"], env=env)
     return result.exit_code, json.loads(result.output)
 
 
@@ -165,6 +170,27 @@ def test_model_register_job_after_a_restart_names_why_and_another_tenant_gets_no
     assert code == 1 and f"no job {JOB!r}" in other["message"], other
     code, queued = _register(served, served.token, served.queued, name)
     assert code == 1 and "is QUEUED" in queued["message"], queued
+
+
+def test_model_register_after_a_restart_reads_the_job_with_the_store_keys_its_tenant_lends(served: Served) -> None:
+    name = f"lent-{uuid.uuid4().hex[:6]}"
+    code, registered = _register(served, served.token, JOB, name, "--lend-store-keys", keys=served.store_keys)
+    assert code == 0 and registered["job"] == JOB and registered["version"].startswith("sha256:"), registered
+    assert {b["path"] for b in registered["files"]} == {"attempt-1/learner-1/results/model.bin"}
+    remote, _ = _envs(served)
+    assert {"name": name, "versions": [registered["version"]]} in _model(remote, "list")[1]
+
+    wrong = {**served.store_keys, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+    code, refused = _register(served, served.token, JOB, name, "--lend-store-keys", keys=wrong)
+    assert code == 1 and JOB in refused["message"], refused
+    code, other = _register(served, served.other_token, JOB, name, "--lend-store-keys", keys=served.store_keys)
+    assert code == 1 and f"no job {JOB!r}" in other["message"], other  # keys lend no other tenant's job
+    result = CliRunner().invoke(
+        cli,
+        ["model", "register", JOB, "--name", name, "--lend-store-keys"],
+        env={"LEARNERKIT_SCHEDULER_URL": served.url, "LEARNERKIT_TOKEN": served.token, "AWS_ACCESS_KEY_ID": ""},
+    )
+    assert result.exit_code == 2 and "AWS_SECRET_ACCESS_KEY: set both" in result.output, result.output
 
 
 def _model(env: dict[str, str], *args: str) -> tuple[int, Any]:

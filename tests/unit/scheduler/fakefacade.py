@@ -24,6 +24,7 @@ from learnerkit.scheduler.facade import (
     LearnerView,
     LogStream,
     StoredFile,
+    StoreKeys,
     SweepView,
 )
 from learnerkit.scheduler.jobs.listing import ListedJob, select
@@ -244,7 +245,9 @@ class FakeFacade:
         data = job.metrics if learner_id == 1 else b""
         return FileStream(iter([data[i : i + 5] for i in range(0, len(data), 5)]), len(data))
 
-    async def outputs(self, tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
+    async def outputs(
+        self, tenant: str, job_id: str, *, what: str = "all", lent: StoreKeys | None = None
+    ) -> list[StoredFile]:
         job = self._job(tenant, job_id)
         found = [
             StoredFile(path, len(data), _kind(path), hashlib.md5(data).hexdigest())  # S3's ETag of one part
@@ -266,7 +269,7 @@ class FakeFacade:
             raise JobNotFoundError(f"no sweep {sweep_id!r}")
         return sweep
 
-    async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
+    async def open_output(self, tenant: str, job_id: str, path: str, *, lent: StoreKeys | None = None) -> FileStream:
         data = self._job(tenant, job_id).files.get(path)
         if data is None:
             raise UnknownFileError(f"job {job_id} stored no file {path!r}")

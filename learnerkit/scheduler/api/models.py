@@ -107,7 +107,8 @@ def models_router(
                 raise HTTPException(400, f"job {body.job}: its results store refused the keys lent: {e}") from e
             trial = await trial_of(facade, view)
             version: Version = await asyncio.to_thread(
-                answer, lambda: register(found, name, Path(scratch), ring, body.parent, trial, (tenant, body.job))
+                answer,
+                lambda: register(found, name, Path(scratch), ring, body.parent, trial, (tenant, body.job), signer),
             )
         return _row(version)
 

@@ -41,7 +41,7 @@ def catalog_registrar(registry: str, signer: Signer) -> Registrar:
 
     def run(tenant: str, job_id: str, spec: CatalogSpec, folder: Path, trial: Mapping[str, Any] | None) -> str:
         store = Store(registry, tenant)
-        version = register(store, spec.name, folder, keys, None, trial, (tenant, job_id)).version
+        version = register(store, spec.name, folder, keys, None, trial, (tenant, job_id), signer).version
         if spec.alias is None:
             return f"{spec.name}@{version}"
         at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

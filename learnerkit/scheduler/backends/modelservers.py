@@ -292,6 +292,11 @@ def described(container: Any, name: str, front_container: Any | None = None) -> 
     return Served(name, str(container.labels.get(VERSION_LABEL)), url, str(container.name), front_name)
 
 
+def server_url(server: Served) -> str:
+    """The server's own address (behind its front: for a benchmark of the front's cost)."""
+    return _published(engine().containers.get(server.container))
+
+
 def _published(container: Any) -> str:
     """``http://127.0.0.1:PORT`` where the container's port is published ("" before it is)."""
     container.reload()

@@ -98,6 +98,10 @@ def roll_over(
             if old:
                 name_upstream(control, described(old[-1], name))
             remove(started)
+        if not old and running_front is None:  # the name was not served: nothing of it is left
+            for container in _fronts(tenant, name):
+                remove(container)
+            _remove_network(tenant, name)
         raise
     for previous in old:
         remove(previous)
@@ -115,10 +119,7 @@ def stop(tenant: str, name: str) -> list[str]:
         remove(container)
     for container in found:
         remove(container)
-    wanted = network_name(tenant, name)
-    for network in engine().networks.list(names=[wanted]):
-        if network.name == wanted:  # Docker's name filter matches parts of names too
-            network.remove()
+    _remove_network(tenant, name)
     return [str(c.labels.get(VERSION_LABEL)) for c in found]
 
 
@@ -142,6 +143,13 @@ def network(tenant: str, name: str) -> str:
     if not [n for n in engine().networks.list(names=[wanted]) if n.name == wanted]:
         engine().networks.create(wanted, driver="bridge", labels={FRONT_LABEL: f"{tenant}/{name}"})
     return wanted
+
+
+def _remove_network(tenant: str, name: str) -> None:
+    wanted = network_name(tenant, name)
+    for found in engine().networks.list(names=[wanted]):
+        if found.name == wanted:  # Docker's name filter matches parts of names too
+            found.remove()
 
 
 def upstream_url(server: Served) -> str:

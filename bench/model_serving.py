@@ -8,6 +8,7 @@ request is one example (shape [1, 64], JSON), over a kept-alive connection:
 
 - **1 client**: ``--requests`` requests one after another;
 - **8 clients**: 8 threads, each its own connection, ``--requests`` requests each;
+- **... , front**: the same through the name's front (its stable address, `backends.modelfront`: one more hop);
 - **in-process**: the TorchScript program called on the same one-example tensor, ``--requests`` times, in a
   Python process of the same image (the same torch, threads and CPU limits as the server), no HTTP.
 
@@ -32,7 +33,7 @@ import requests
 
 from controller_sidecar.provenancerecord import Digested
 from learnerkit.common.signing import create_signer, public_key_path
-from learnerkit.scheduler.backends.modelservers import SERVER_IMAGE, read_only_for_all, run_server, stop
+from learnerkit.scheduler.backends.modelservers import SERVER_IMAGE, read_only_for_all, roll_over, server_url, stop
 from learnerkit.scheduler.provenance.modelsig import SIGNATURE_FILE, model_signature
 
 TENANT = "bench"
@@ -132,22 +133,31 @@ def main() -> None:
         folder, keys = signed_version(Path(tmp))
         baseline = json.loads(docker_python(IN_PROCESS.format(model=MODEL, n=args.requests), f"{folder}:/model:ro"))
         in_process = figures(baseline["seconds"], baseline["total"])
-        server = run_server(TENANT, NAME, "sha256:" + "0" * 64, folder, keys)
+        server = roll_over(TENANT, NAME, "sha256:" + "0" * 64, folder, keys, SERVER_IMAGE, Path(tmp) / "front", None)
         try:
-            url = f"{server.url}/v2/models/{NAME}/infer"
+            direct = f"{server_url(server)}/v2/models/{NAME}/infer"
+            front = f"{server.url}/v2/models/{NAME}/infer"
             rows: dict[str, Any] = {
                 "in-process": in_process,
-                "1 client": served(url, 1, args.requests),
-                "8 clients": served(url, 8, args.requests // 8),
+                "1 client": served(direct, 1, args.requests),
+                "8 clients": served(direct, 8, args.requests // 8),
+                "1 client, front": served(front, 1, args.requests),
+                "8 clients, front": served(front, 8, args.requests // 8),
             }
         finally:
             stop(TENANT, NAME)
-    print(f"{'':<12}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'req/s ratio':>13}{'p50 ratio':>11}")
+    print(f"{'':<18}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'req/s ratio':>13}{'p50 ratio':>11}")
     for label, row in rows.items():
         rps_ratio = row["rps"] / in_process["rps"]
         p50_ratio = row["p50_ms"] / in_process["p50_ms"]
         print(
-            f"{label:<12}{row['rps']:>10.1f}{row['p50_ms']:>10.3f}{row['p99_ms']:>10.3f}{rps_ratio:>13.4f}{p50_ratio:>11.1f}"
+            f"{label:<18}{row['rps']:>10.1f}{row['p50_ms']:>10.3f}{row['p99_ms']:>10.3f}{rps_ratio:>13.4f}{p50_ratio:>11.1f}"
+        )
+    for clients in ("1 client", "8 clients"):
+        near, far = rows[clients], rows[f"{clients}, front"]
+        print(
+            f"the front, {clients}: req/s {far['rps'] / near['rps']:.2f}x, p50 {far['p50_ms'] / near['p50_ms']:.2f}x, "
+            f"p99 {far['p99_ms'] / near['p99_ms']:.2f}x of the server's own address"
         )
     print(json.dumps(rows))
 

@@ -15,12 +15,13 @@ import click
 from rich.markup import escape
 
 from learnerkit.common.errors import LearnerkitError
-from learnerkit.common.output import console, emit, fail, output_option
+from learnerkit.common.output import console, emit, err_console, fail, output_option
 from learnerkit.scheduler.catalog.errors import RefusedError
 from learnerkit.scheduler.catalog.versions import Store, Version
 from learnerkit.scheduler.cli_job import connected
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.config.settings import DEFAULT_SIGNING_KEY, SIGNING_KEY_SETTING
+from learnerkit.scheduler.errors import ModelMoveRefusedError
 from learnerkit.scheduler.manifest.catalogfield import MODEL_NAME_HELP, model_name_ok
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 REGISTRY_SETTING = "LEARNERKIT_CATALOG_REGISTRY"
+ACCESS_KEY_SETTING = "AWS_ACCESS_KEY_ID"
+SECRET_KEY_SETTING = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 (the variable's name)
+"""The tenant's keys of its results store, as the AWS tools read them (never a command-line option: history)."""
 DEFAULT_REGISTRY = "127.0.0.1:5000"
 
 
@@ -45,32 +49,46 @@ NAME_OPTION = click.option(
 
 def catalog_command(command: F) -> F:
     """Add ``--registry``, ``--tenant``, ``--public-key``, ``--output``; hand the command a store and the keys."""
+    return _catalog(command, through_scheduler=False)
 
-    @click.option(
-        "--registry",
-        envvar=REGISTRY_SETTING,
-        default=DEFAULT_REGISTRY,
-        show_default=True,
-        help=f"the catalog's OCI registry, host:port [env {REGISTRY_SETTING}]",
-    )
-    @click.option("--tenant", envvar="LEARNERKIT_TENANT", required=True, help="the tenant [env LEARNERKIT_TENANT]")
-    @click.option(
-        "--public-key",
-        "public_keys",
-        multiple=True,
-        type=click.Path(path_type=Path, dir_okay=False),
-        help="a platform public key (repeat for rotated ones) [the .pub beside LEARNERKIT_SIGNING_KEY]",
-    )
-    @output_option
+
+def catalog_or_scheduler_command(command: F) -> F:
+    """`catalog_command`'s options and ``--url``, ``--token``: the command is handed a client of the scheduler
+    (the token's tenant; ``store`` None) when ``--url`` is given or no tenant is, else a store and the keys
+    (``client`` None), so a user with only a token runs the same words as the operator."""
+    return _catalog(command, through_scheduler=True)
+
+
+def _catalog(command: F, through_scheduler: bool) -> F:
     @wraps(command)
-    def wrapper(*args: Any, registry: str, tenant: str, public_keys: tuple[Path, ...], output: str, **kw: Any) -> Any:
+    def wrapper(
+        *args: Any,
+        registry: str,
+        tenant: str | None,
+        public_keys: tuple[Path, ...],
+        output: str,
+        url: str | None = None,
+        token: str | None = None,
+        **kw: Any,
+    ) -> Any:
         from learnerkit.common.signing import load_public_key, public_key_path
 
         try:
+            if through_scheduler and (url is not None or tenant is None):
+                client = SchedulerClient.from_env(url, token)
+                if (warning := client.plain_http_warning()) is not None:
+                    err_console.print(warning, markup=False, highlight=False)
+                try:
+                    return command(*args, store=None, keys=[], client=client, output=output, **kw)
+                finally:
+                    client.close()
+            if tenant is None:
+                raise click.UsageError("Missing option '--tenant' (or LEARNERKIT_TENANT)")
             paths = public_keys or (public_key_path(Path(os.environ.get(SIGNING_KEY_SETTING, DEFAULT_SIGNING_KEY))),)
             keys = [load_public_key(path) for path in paths]
-            return command(*args, store=Store(registry, tenant), keys=keys, output=output, **kw)
-        except RefusedError as e:
+            extra = {"client": None} if through_scheduler else {}
+            return command(*args, store=Store(registry, tenant), keys=keys, output=output, **extra, **kw)
+        except (RefusedError, ModelMoveRefusedError) as e:
             emit(output, {"refused": True, "failed": e.failed, "message": str(e)}, lambda: None)
             if output != "json":
                 console.print(f"[bold red]refused:[/] {escape(str(e))}")
@@ -78,7 +96,41 @@ def catalog_command(command: F) -> F:
         except LearnerkitError as e:
             fail(output, e)
 
-    return wrapper  # type: ignore[return-value]
+    options = [
+        click.option(
+            "--registry",
+            envvar=REGISTRY_SETTING,
+            default=DEFAULT_REGISTRY,
+            show_default=True,
+            help=f"the catalog's OCI registry, host:port [env {REGISTRY_SETTING}]",
+        ),
+        click.option(
+            "--tenant",
+            envvar="LEARNERKIT_TENANT",
+            required=not through_scheduler,
+            help="the tenant, straight to the registry [env LEARNERKIT_TENANT]"
+            + ("; without it, through the scheduler as the token's tenant" if through_scheduler else ""),
+        ),
+        click.option(
+            "--public-key",
+            "public_keys",
+            multiple=True,
+            type=click.Path(path_type=Path, dir_okay=False),
+            help="a platform public key (repeat for rotated ones) [the .pub beside LEARNERKIT_SIGNING_KEY]",
+        ),
+        output_option,
+    ]
+    if through_scheduler:
+        options += [
+            click.option(
+                "--url", default=None, help="through this scheduler [env LEARNERKIT_SCHEDULER_URL; no --tenant]"
+            ),
+            click.option("--token", default=None, help="the tenant's token [env LEARNERKIT_TOKEN]"),
+        ]
+    decorated: Any = wrapper
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated  # type: ignore[no-any-return]
 
 
 @click.group("model")
@@ -102,12 +154,26 @@ def _version_row(version: Version) -> dict[str, Any]:
 @click.argument("job")
 @NAME_OPTION
 @click.option("--parent", default=None, metavar="NAME@VERSION", help="the version it was fine-tuned from")
+@click.option(
+    "--lend-store-keys",
+    is_flag=True,
+    help=f"lend the scheduler your keys of the job's results store for this read (${ACCESS_KEY_SETTING}, "
+    f"${SECRET_KEY_SETTING}): needed once it has restarted since the job ended",
+)
 @connected
-def register_command(job: str, name: str, parent: str | None, client: SchedulerClient, output: str) -> None:
+def register_command(
+    job: str, name: str, parent: str | None, lend_store_keys: bool, client: SchedulerClient, output: str
+) -> None:
     """Have the scheduler store the COMPLETED job JOB's model as a version of NAME, in the token's tenant: it
     reads the job's outputs from its results store and stores them only when they verify with the platform's
     keys."""
-    row = client.register_model(name, job, parent)
+    keys = None
+    if lend_store_keys:
+        access, secret = os.environ.get(ACCESS_KEY_SETTING), os.environ.get(SECRET_KEY_SETTING)
+        if not access or not secret:
+            raise click.UsageError(f"--lend-store-keys reads ${ACCESS_KEY_SETTING} and ${SECRET_KEY_SETTING}: set both")
+        keys = (access, secret)
+    row = client.register_model(name, job, parent, keys)
     emit(output, row, lambda: console.print(f"registered {name}@{row['version']}", soft_wrap=True))
 
 
@@ -128,21 +194,24 @@ def register_folder_command(
 
 
 @model_group.command("list")
-@catalog_command
-def list_command(store: Store, keys: list[Key], output: str) -> None:
+@catalog_or_scheduler_command
+def list_command(store: Store | None, keys: list[Key], client: SchedulerClient | None, output: str) -> None:
     """Every model of the tenant with its versions."""
     from learnerkit.scheduler.catalog.versions import models, version_digests
 
-    found = {name: version_digests(store, name) for name in models(store)}
-    rows = [{"name": name, "versions": versions} for name, versions in found.items()]
+    if client is not None:
+        rows = client.list_models()
+    else:
+        assert store is not None
+        rows = [{"name": name, "versions": version_digests(store, name)} for name in models(store)]
 
     def show() -> None:
         # One `NAME@sha256:...` a line, never folded or cut: it is the reference the other commands take.
-        for name, versions in found.items():
-            for version in versions:
-                console.print(f"{name}@{version}", soft_wrap=True, markup=False)
-        if not found:
-            console.print(f"no models for tenant {store.tenant}", markup=False)
+        for row in rows:
+            for version in row["versions"]:
+                console.print(f"{row['name']}@{version}", soft_wrap=True, markup=False)
+        if not rows:
+            console.print("no models for the tenant", markup=False)
 
     emit(output, rows, show)
 
@@ -174,23 +243,33 @@ def _show_version(version: Version) -> None:
     type=click.Path(path_type=Path, dir_okay=False),
     envvar=SIGNING_KEY_SETTING,
     default=DEFAULT_SIGNING_KEY,
-    help=f"the platform's key that signs the move [env {SIGNING_KEY_SETTING}]",
+    help=f"the platform's key that signs the move, straight to the registry [env {SIGNING_KEY_SETTING}]",
 )
-@catalog_command
+@catalog_or_scheduler_command
 def alias_command(
-    name: str, alias: str, version: str, signing_key: Path, store: Store, keys: list[Key], output: str
+    name: str,
+    alias: str,
+    version: str,
+    signing_key: Path,
+    store: Store | None,
+    keys: list[Key],
+    client: SchedulerClient | None,
+    output: str,
 ) -> None:
     """Point ALIAS at VERSION, only when its weights' signature and provenance verify, its learner image passed
     the scan gate, every evaluation passed and its card states the attested metrics; the move is signed into the
-    model's alias log."""
-    from learnerkit.common.passphrase import key_passphrase
-    from learnerkit.common.signing import load_signer
-    from learnerkit.scheduler.catalog.service import move_alias
+    model's alias log (through the scheduler: with its key, one move of a model at a time)."""
+    if client is not None:
+        move = client.move_alias(name, alias, version)
+    else:
+        from learnerkit.common.passphrase import key_passphrase
+        from learnerkit.common.signing import load_signer
+        from learnerkit.scheduler.catalog.service import move_alias
 
-    signer = load_signer(signing_key, SIGNING_KEY_SETTING, key_passphrase(os.environ))
-    move = move_alias(
-        store, name, alias, version, keys, signer, getpass.getuser(), datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    )
+        assert store is not None
+        signer = load_signer(signing_key, SIGNING_KEY_SETTING, key_passphrase(os.environ))
+        at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        move = move_alias(store, name, alias, version, keys, signer, getpass.getuser(), at)
     emit(output, move, lambda: console.print(f"{name}@{alias} -> {move['to']} (from {move['from'] or 'nothing'})"))
 
 
@@ -221,22 +300,35 @@ def history_command(name: str, store: Store, keys: list[Key], output: str) -> No
 
 @model_group.command("verify")
 @click.argument("reference", metavar="NAME@VERSION|NAME@ALIAS")
-@catalog_command
-def verify_command(reference: str, store: Store, keys: list[Key], output: str) -> None:
+@catalog_or_scheduler_command
+def verify_command(
+    reference: str, store: Store | None, keys: list[Key], client: SchedulerClient | None, output: str
+) -> None:
     """Check a version again, offline: every referrer's signature, every file hashed again, the card and lineage
-    rendered again; for an alias, the log's chain and that the alias is where the log last moved it."""
+    rendered again; for an alias, the log's chain and that the alias is where the log last moved it (through the
+    scheduler: it checks, with the platform's keys)."""
+    from learnerkit.scheduler.catalog.names import Reference
     from learnerkit.scheduler.catalog.service import verify
 
-    result = verify(store, reference, keys)
+    if client is not None:
+        from learnerkit.scheduler.catalog.errors import CatalogError
+
+        ref = Reference.parse(reference)
+        if ref.alias is None and ref.version is None:
+            raise CatalogError(f"{reference}: name a version or an alias (NAME@sha256:... or NAME@ALIAS)")
+        result = client.verify_model(ref.name, ref.alias or str(ref.version))
+    else:
+        assert store is not None
+        result = verify(store, reference, keys).to_dict()
 
     def show() -> None:
-        for check in result.proof.to_dict()["checks"] + [{"gate": "alias log", **c} for c in result.to_dict()["log"]]:
+        for check in result["checks"] + [{"gate": "alias log", **c} for c in result["log"]]:
             detail = f": {escape(check['detail'])}" if check["detail"] else ""
             console.print(f"{check['state']} [{check['gate']}] {escape(check['item'])}{detail}", soft_wrap=True)
-        console.print("[green]verified[/]" if result.ok else "[bold red]NOT verified[/]")
+        console.print("[green]verified[/]" if result["verified"] else "[bold red]NOT verified[/]")
 
-    emit(output, result.to_dict(), show)
-    if not result.ok:
+    emit(output, result, show)
+    if not result["verified"]:
         raise SystemExit(1)
 
 
@@ -318,15 +410,23 @@ def _serving_home() -> Path:
 @model_group.command("serve")
 @click.argument("reference", metavar="NAME@ALIAS|NAME@VERSION")
 @click.option("--image", default=None, help="the model server image [learnerkit/modelserver:2.13-cpu-py3.11]")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="the name's port on 127.0.0.1, where it is not served yet [one Docker picks; kept while it is served]",
+)
 @catalog_command
-def serve_command(reference: str, image: str | None, store: Store, keys: list[Key], output: str) -> None:
-    """Serve a version over the Open Inference Protocol v2 on the local Docker engine; prints its address.
-    Serving a served name again rolls it over to the version named now (the new server is ready before the old
-    one stops)."""
+def serve_command(
+    reference: str, image: str | None, port: int | None, store: Store, keys: list[Key], output: str
+) -> None:
+    """Serve a version over the Open Inference Protocol v2 on the local Docker engine; prints the name's address,
+    which stays while it is served. Serving a served name again rolls it over to the version named now, at the
+    same address: the new server answers ready, new requests go to it, the old one's finish, then it stops."""
     from learnerkit.scheduler.serving.deployment import SERVER_IMAGE, serve
 
     key_files = _key_files()
-    served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE)
+    served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE, port)
     emit(output, served.to_dict(), lambda: console.print(served.url, soft_wrap=True))
 
 
@@ -343,7 +443,8 @@ def _key_files() -> list[Path]:
 @click.option("--tenant", envvar="LEARNERKIT_TENANT", required=True, help="the tenant [env LEARNERKIT_TENANT]")
 @output_option
 def stop_command(name: str, tenant: str, output: str) -> None:
-    """Stop serving NAME (every server of it, on this host's engine): no registry or key is needed."""
+    """Stop serving NAME on this host's engine: its address first (the requests in flight finish), then every
+    server of it; no registry or key is needed."""
     from learnerkit.scheduler.serving.deployment import forget, stop
 
     try:

@@ -34,6 +34,19 @@ class JobStateError(SchedulerError):
     """The operation does not apply to the job in its current state (e.g. running a job that is queued)."""
 
 
+class ModelMoveRefusedError(JobStateError):
+    """The scheduler refused an alias move (409): the version does not prove every check, ``failed`` names the
+    gates; or another move of the model holds its lock (``failed`` empty)."""
+
+    def __init__(self, message: str, failed: list[str]) -> None:
+        super().__init__(message)
+        self.failed = failed
+
+
+class ModelBusyError(JobStateError):
+    """Another alias move of the model held its lock for longer than a move waits (409)."""
+
+
 class InvalidObjectError(SchedulerError):
     """A generated Kubernetes object does not validate against the pinned Kubernetes schema."""
 

@@ -7,6 +7,7 @@ on this module, so it is tested against a fake and the scheduler against real et
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -197,6 +198,14 @@ MAX_PAGE_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
+class StoreKeys:
+    """A tenant's keys of a job's results store, lent for one request: used for it, never stored or shown."""
+
+    access_key: str
+    secret_key: str = field(repr=False)
+
+
+@dataclass(frozen=True)
 class JobQuery:
     """A page of a tenant's jobs (docs/api.md, "Listing jobs"): its filters, order and where it starts."""
 
@@ -364,10 +373,13 @@ class SchedulerFacade(Protocol):
         """The learner's stored ``metrics.jsonl`` of every attempt, oldest first: JSON lines
         ``{"step", "time", "values", "source"?}``; empty until the sidecar has first stored it."""
 
-    async def outputs(self, tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
-        """The job's stored files of one kind (results, logs, checkpoints, model) or all."""
+    async def outputs(
+        self, tenant: str, job_id: str, *, what: str = "all", lent: StoreKeys | None = None
+    ) -> list[StoredFile]:
+        """The job's stored files of one kind (results, logs, checkpoints, model) or all; ``lent``: the tenant's
+        keys of the job's results store for this read only (the scheduler deleted the job's own at its end)."""
 
-    async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
+    async def open_output(self, tenant: str, job_id: str, path: str, *, lent: StoreKeys | None = None) -> FileStream:
         """One of the job's stored files by its path; ``UnknownFileError`` when the job stored none there."""
 
     async def open_evaluation_data(self, tenant: str, job_id: str, uri: str) -> FileStream:
@@ -401,3 +413,7 @@ class SchedulerFacade(Protocol):
 
     async def cancel_sweep(self, tenant: str, sweep_id: str) -> SweepView:
         """Cancel every running trial; the sweep ends cancelled."""
+
+    def hold_model(self, tenant: str, name: str, by: str) -> AbstractAsyncContextManager[None]:
+        """The model's alias-move lock, held while the block runs (one move of a model at a time, across
+        schedulers sharing the job store); `ModelBusyError` when another move holds it too long."""

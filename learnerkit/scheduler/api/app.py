@@ -728,6 +728,8 @@ def _classify(request: Request, exc: Exception) -> tuple[int, str, str]:
 def _http_error(_request: Request, error: Exception) -> JSONResponse:
     exc = cast(HTTPException, error)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, f"http_{exc.status_code}")
+    if isinstance(exc.detail, dict):  # a route's own body (the catalog's refusals name their failed gates)
+        return JSONResponse({"error": code, **exc.detail}, status_code=exc.status_code)
     return JSONResponse({"error": code, "message": str(exc.detail)}, status_code=exc.status_code)
 
 

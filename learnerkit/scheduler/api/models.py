@@ -11,18 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from securesystemslib.signer import Signer
 
+from controller_sidecar.errors import PermanentError
 from learnerkit.common.keyring import PublishedKey
 from learnerkit.common.signing import public_key_from_pem
-from learnerkit.scheduler.catalog.errors import CatalogError, NotFoundError, RefusedError, StoreError
+from learnerkit.scheduler.catalog.errors import CatalogError, ConflictError, NotFoundError, RefusedError, StoreError
 from learnerkit.scheduler.catalog.fromjob import fetch_job, trial_of
-from learnerkit.scheduler.catalog.names import Reference
+from learnerkit.scheduler.catalog.names import Reference, check_name
 from learnerkit.scheduler.catalog.service import history, lineage_of, move_alias, verify
 from learnerkit.scheduler.catalog.versions import Store, Version, models, register, version_digests
 from learnerkit.scheduler.errors import UnknownJobError
-from learnerkit.scheduler.facade import SchedulerFacade
+from learnerkit.scheduler.facade import SchedulerFacade, StoreKeys
 
 
 class AliasBody(BaseModel):
@@ -30,11 +31,19 @@ class AliasBody(BaseModel):
     """The version to move the alias to: ``sha256:...``."""
 
 
+class LentKeys(BaseModel):
+    access_key: str
+    secret_key: str = Field(repr=False)
+
+
 class RegisterBody(BaseModel):
     job: str
     """The COMPLETED job of the token's tenant whose model becomes a version."""
     parent: str | None = None
     """The version it was fine-tuned from: ``NAME@sha256:...``."""
+    store_keys: LentKeys | None = None
+    """The tenant's keys of the job's results store, for this read only: a scheduler that restarted since the job
+    ended no longer holds the job's own (docs/security.md). Never stored."""
 
 
 def models_router(
@@ -63,6 +72,8 @@ def models_router(
         except NotFoundError as e:
             raise HTTPException(404, str(e)) from e
         except RefusedError as e:
+            raise HTTPException(409, {"error": "refused", "message": str(e), "failed": e.failed}) from e
+        except ConflictError as e:
             raise HTTPException(409, str(e)) from e
         except StoreError as e:
             raise HTTPException(503, str(e)) from e
@@ -86,12 +97,18 @@ def models_router(
         found = store(tenant)
         with tempfile.TemporaryDirectory(prefix="learnerkit-register-") as scratch:
             try:
-                view = await fetch_job(facade, tenant, body.job, Path(scratch))
+                lent = StoreKeys(body.store_keys.access_key, body.store_keys.secret_key) if body.store_keys else None
+                view = await fetch_job(facade, tenant, body.job, Path(scratch), lent)
             except UnknownJobError as e:
                 raise HTTPException(404, f"no job {body.job!r}") from e
+            except PermanentError as e:
+                if body.store_keys is None:
+                    raise
+                raise HTTPException(400, f"job {body.job}: its results store refused the keys lent: {e}") from e
             trial = await trial_of(facade, view)
             version: Version = await asyncio.to_thread(
-                answer, lambda: register(found, name, Path(scratch), ring, body.parent, trial, (tenant, body.job))
+                answer,
+                lambda: register(found, name, Path(scratch), ring, body.parent, trial, (tenant, body.job), signer),
             )
         return _row(version)
 
@@ -117,16 +134,20 @@ def models_router(
         return result
 
     @router.post("/models/{name}/aliases/{alias}", responses=responses)
-    def move(name: str, alias: str, body: AliasBody, tenant: str = Depends(tenant_of)) -> dict[str, Any]:
+    async def move(name: str, alias: str, body: AliasBody, tenant: str = Depends(tenant_of)) -> dict[str, Any]:
         """Point the alias at the version, only when it proves every gate (409 naming each failed check
-        otherwise); the move is signed with the platform's key into the model's alias log."""
+        otherwise); the move is signed with the platform's key into the model's alias log, under the model's
+        lock: two moves at once run one after the other (409 when the other holds it too long)."""
         found = store(tenant)
         if signer is None:
             raise HTTPException(404, "this scheduler does not sign alias moves (no signing key given to the API)")
-        at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        moved: dict[str, Any] = answer(
-            lambda: move_alias(found, name, alias, body.version, ring, signer, f"tenant {tenant}", at)
-        )
+        answer(lambda: check_name(name))
+        by = f"tenant {tenant}"
+        async with facade.hold_model(tenant, name, by):
+            at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            moved: dict[str, Any] = await asyncio.to_thread(
+                answer, lambda: move_alias(found, name, alias, body.version, ring, signer, by, at)
+            )
         return moved
 
     return router

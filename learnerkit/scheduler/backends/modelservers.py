@@ -1,5 +1,6 @@
 """Model servers on the local Docker engine: the model server image (frameworks/modelserver) run hardened, found by
-label, waited for until ready, stopped (docs/catalog.md, "Serving").
+label, waited for until ready, stopped; and each served name's front (`modelfront`), its stable address, that
+switches to a new server once it is ready and drains the old one (docs/catalog.md, "Serving").
 
 A server runs non-root, with a read-only root and no capabilities, no credentials in its environment, the version's
 folder and the platform's public keys mounted read-only, published on 127.0.0.1 only. It checks the version's model
@@ -8,6 +9,7 @@ signature before it loads anything and exits 2 naming what failed; `run_server` 
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.error
 import urllib.request
@@ -17,13 +19,17 @@ from typing import Any
 
 import docker.errors
 
+from controller_sidecar.atomicfile import write_atomic
 from learnerkit.common.engine import engine
 from learnerkit.common.errors import LearnerkitError
+from learnerkit.scheduler.backends import modelfront
 
 SERVER_IMAGE = "learnerkit/modelserver:2.13-cpu-py3.11"
 MODEL_LABEL = "io.learnerkit.model"
 """`<tenant>/<name>`: which served model a container is."""
 VERSION_LABEL = "io.learnerkit.model.version"
+FRONT_LABEL = "io.learnerkit.model.front"
+"""`<tenant>/<name>`: which served model's front a container is (no MODEL_LABEL: it serves no version)."""
 PORT = 8080
 READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 30
@@ -38,16 +44,28 @@ class Served:
     name: str
     version: str
     url: str
+    """The name's stable address: its front's (the server's own where it has none)."""
     container: str
+    """The server's container."""
+    front: str = ""
+    """The front's container."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "url": self.url, "container": self.container}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "url": self.url,
+            "container": self.container,
+            "front": self.front,
+        }
 
 
-def run_server(tenant: str, name: str, digest: str, folder: Path, keys: Path, image: str = SERVER_IMAGE) -> Served:
+def run_server(
+    tenant: str, name: str, digest: str, folder: Path, keys: Path, image: str = SERVER_IMAGE, network: str | None = None
+) -> Served:
     """A server of the pulled version in ``folder`` (the platform's keys in ``keys``), once it answers ready;
     ServingError, nothing left running, when it refuses the version or never gets ready."""
-    container = _start(tenant, name, digest, folder, keys, image)
+    container = _start(tenant, name, digest, folder, keys, image, network)
     try:
         _wait_ready(container, name)
     except ServingError:
@@ -56,23 +74,177 @@ def run_server(tenant: str, name: str, digest: str, folder: Path, keys: Path, im
     return described(container, name)
 
 
+def roll_over(
+    tenant: str, name: str, digest: str, folder: Path, keys: Path, image: str, control: Path, port: int | None
+) -> Served:
+    """``name`` served at its front's address by a server of ``digest``: started (or kept, where it runs), the
+    front switched to it once it answers ready, then every server of another version stopped once the front has
+    no request in flight to it. A server started here is removed again when the switch fails."""
+    servers = containers(tenant, name)
+    old = [c for c in servers if c.labels.get(VERSION_LABEL) != digest]
+    same = [c for c in servers if c.labels.get(VERSION_LABEL) == digest and c.status == "running"]
+    running_front = front(tenant, name)
+    if same and running_front is not None and not old:
+        return described(same[0], name, running_front)
+    started = None if same else _start(tenant, name, digest, folder, keys, image, network(tenant, name))
+    server = same[0] if started is None else started
+    try:
+        if started is not None:
+            _wait_ready(started, name)
+        front_container = start_front(tenant, name, control, described(server, name), image, port)
+        switch(front_container, name, described(server, name), [described(c, name) for c in old])
+    except ServingError:
+        if started is not None:
+            if old:
+                name_upstream(control, described(old[-1], name))
+            remove(started)
+        if not old and running_front is None:  # the name was not served: nothing of it is left
+            for container in _fronts(tenant, name):
+                remove(container)
+            _remove_network(tenant, name)
+        raise
+    for previous in old:
+        remove(previous)
+    return described(server, name, front_container)
+
+
 def stop(tenant: str, name: str) -> list[str]:
-    """Stop and remove every container serving ``name``; the versions they served (ServingError for none)."""
+    """Stop and remove the front of ``name`` (it finishes the requests it is forwarding), then every server of
+    it, then its network; the versions they served (ServingError for none)."""
     found = containers(tenant, name)
-    if not found:
+    fronts = _fronts(tenant, name)
+    if not found and not fronts:
         raise ServingError(f"model {name} is not served for tenant {tenant}")
+    for container in fronts:
+        remove(container)
     for container in found:
         remove(container)
+    _remove_network(tenant, name)
     return [str(c.labels.get(VERSION_LABEL)) for c in found]
 
 
 def served(tenant: str, name: str) -> Served:
-    """The running server of ``name`` (the newest, while a roll-over has two); ServingError for none."""
+    """The running server of ``name`` (the newest, while a roll-over has two) at the front's address;
+    ServingError for none."""
     found = [c for c in containers(tenant, name) if c.status == "running"]
     if not found:
         raise ServingError(f"model {name} is not served for tenant {tenant} (`learnerkit model serve {name}@ALIAS`)")
     newest = max(found, key=lambda c: str(c.attrs.get("Created", "")))
-    return described(newest, name)
+    return described(newest, name, front(tenant, name))
+
+
+def network_name(tenant: str, name: str) -> str:
+    return f"lk-model-{tenant}-{name}"
+
+
+def network(tenant: str, name: str) -> str:
+    """The served name's own Docker network (its front and servers), made once."""
+    wanted = network_name(tenant, name)
+    if not [n for n in engine().networks.list(names=[wanted]) if n.name == wanted]:
+        engine().networks.create(wanted, driver="bridge", labels={FRONT_LABEL: f"{tenant}/{name}"})
+    return wanted
+
+
+def _remove_network(tenant: str, name: str) -> None:
+    wanted = network_name(tenant, name)
+    for found in engine().networks.list(names=[wanted]):
+        if found.name == wanted:  # Docker's name filter matches parts of names too
+            found.remove()
+
+
+def upstream_url(server: Served) -> str:
+    """The server as its front reaches it: by container name on the name's network."""
+    return f"http://{server.container}:{PORT}"
+
+
+def front(tenant: str, name: str) -> Any | None:
+    """The running front of ``name``, if any."""
+    running = [c for c in _fronts(tenant, name) if c.status == "running"]
+    return running[0] if running else None
+
+
+def start_front(tenant: str, name: str, control: Path, server: Served, image: str, port: int | None) -> Any:
+    """The front of ``name``, ``server`` named in its control folder; a front that runs already is kept (its
+    port is the name's address), one that stopped is started again on the port it had. ``port``: the host port
+    of a new front (None: one Docker picks)."""
+    name_upstream(control, server)
+    running = front(tenant, name)
+    if running is not None:
+        had = _front_port(running)
+        if port is not None and had != port:
+            raise ServingError(f"{name} is served on port {had}: `learnerkit model stop {name}` to change it")
+        return running
+    for stopped in _fronts(tenant, name):
+        port = port or _front_port(stopped)
+        stopped.remove(force=True)
+    try:
+        container = engine().containers.run(
+            image,
+            command=["--control", "/control", "--name", name, "--port", str(PORT)],
+            entrypoint=["/usr/bin/tini", "--", "/opt/learner/venv/bin/python", "/front/modelfront.py"],
+            name=f"lk-front-{tenant}-{name}",
+            labels={FRONT_LABEL: f"{tenant}/{name}"},
+            detach=True,
+            network=network(tenant, name),
+            **_hardened(),
+            volumes={
+                modelfront.__file__: {"bind": "/front/modelfront.py", "mode": "ro"},
+                str(control): {"bind": "/control", "mode": "ro"},
+            },
+            ports={f"{PORT}/tcp": ("127.0.0.1", port)},
+        )
+    except docker.errors.APIError as e:
+        raise ServingError(f"the front of {name} did not start: {e.explanation or e}") from e
+    return container
+
+
+def name_upstream(control: Path, server: Served) -> None:
+    """The control file that tells the front which server is current (atomic: the front reads old or new)."""
+    write_atomic(
+        control / modelfront.CONTROL_FILE,
+        json.dumps({"url": upstream_url(server), "version": server.version}).encode(),
+        durable=False,
+    )
+    control.chmod(0o755)  # the front runs as UID 1000, not necessarily the host user
+
+
+def switch(front_container: Any, name: str, server: Served, old: list[Served]) -> None:
+    """Until the front routes to ``server`` and has no request in flight to any of ``old``: then they can stop
+    without dropping one. ServingError with the front's log when it exits or the deadline passes."""
+    wanted, leaving = upstream_url(server), {upstream_url(o) for o in old}
+    deadline = time.monotonic() + READY_TIMEOUT
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        front_container.reload()
+        if front_container.status in ("exited", "dead"):
+            tail = front_container.logs(tail=20).decode("utf-8", "replace").strip()
+            raise ServingError(f"the front of {name} exited: {tail}")
+        url = _published(front_container)
+        if url:
+            try:
+                with urllib.request.urlopen(f"{url}{modelfront.STATUS_PATH}", timeout=2) as answer:  # noqa: S310
+                    status = json.loads(answer.read())
+            except (urllib.error.URLError, OSError, ValueError):
+                status = {}
+            current = (status.get("upstream") or {}).get("url")
+            if current == wanted and not leaving & set(status.get("in_flight", {})):
+                return
+        time.sleep(0.05)
+    raise ServingError(f"the front of {name} did not switch to {wanted} within {READY_TIMEOUT:.0f} s: {status}")
+
+
+def _fronts(tenant: str, name: str) -> list[Any]:
+    return list(engine().containers.list(all=True, filters={"label": f"{FRONT_LABEL}={tenant}/{name}"}))
+
+
+def _front_port(container: Any) -> int | None:
+    """The host port the front has (running) or was given (stopped; None: Docker picked one)."""
+    published = _published(container)
+    if published:
+        return int(published.rsplit(":", 1)[1])
+    bindings = (container.attrs["HostConfig"].get("PortBindings") or {}).get(f"{PORT}/tcp") or []
+    host = bindings[0].get("HostPort") if bindings else ""
+    return int(host) if host else None
 
 
 def read_only_for_all(folder: Path) -> None:
@@ -85,7 +257,20 @@ def containers(tenant: str, name: str) -> list[Any]:
     return list(engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={tenant}/{name}"}))
 
 
-def _start(tenant: str, name: str, digest: str, folder: Path, keys: Path, image: str) -> Any:
+def _hardened() -> dict[str, Any]:
+    """What every server and front runs with: UID 1000, a read-only root, no capabilities, no environment."""
+    return {
+        "user": "1000:0",
+        "read_only": True,
+        "tmpfs": {"/tmp": "rw,noexec,nosuid,size=64m"},
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "environment": {},
+        "pids_limit": 256,
+    }
+
+
+def _start(tenant: str, name: str, digest: str, folder: Path, keys: Path, image: str, network: str | None) -> Any:
     key_args = [arg for key in sorted(keys.glob("*.pub")) for arg in ("--public-key", f"/keys/{key.name}")]
     command = ["--model-dir", "/model", *key_args, "--name", name, "--version", digest, "--port", str(PORT)]
     ready = f"import urllib.request as u; u.urlopen('http://127.0.0.1:{PORT}/v2/health/ready', timeout=4)"
@@ -97,27 +282,35 @@ def _start(tenant: str, name: str, digest: str, folder: Path, keys: Path, image:
             name=f"lk-model-{tenant}-{name}-{digest.removeprefix('sha256:')[:12]}-{int(time.time() * 1000) % 100000}",
             labels={MODEL_LABEL: f"{tenant}/{name}", VERSION_LABEL: digest},
             detach=True,
-            user="1000:0",
-            read_only=True,
-            tmpfs={"/tmp": "rw,noexec,nosuid,size=64m"},
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            environment={},
+            **_hardened(),
+            **({"network": network} if network else {}),
             volumes={str(folder): {"bind": "/model", "mode": "ro"}, str(keys): {"bind": "/keys", "mode": "ro"}},
             ports={f"{PORT}/tcp": ("127.0.0.1", None)},
             healthcheck={"test": ["CMD", "python", "-c", ready], "interval": 10_000_000_000},
-            pids_limit=256,
         )
     except docker.errors.ImageNotFound as e:
         raise ServingError(f"no model server image {image}: build it with `learnerkit image build modelserver`") from e
 
 
-def described(container: Any, name: str) -> Served:
+def described(container: Any, name: str, front_container: Any | None = None) -> Served:
+    """The server ``container`` at the address of ``front_container`` (its own without one)."""
+    container.reload()
+    url = _published(front_container) if front_container is not None else _published(container)
+    front_name = str(front_container.name) if front_container is not None else ""
+    return Served(name, str(container.labels.get(VERSION_LABEL)), url, str(container.name), front_name)
+
+
+def server_url(server: Served) -> str:
+    """The server's own address (behind its front: for a benchmark of the front's cost)."""
+    return _published(engine().containers.get(server.container))
+
+
+def _published(container: Any) -> str:
+    """``http://127.0.0.1:PORT`` where the container's port is published ("" before it is)."""
     container.reload()
     bindings = (container.attrs["NetworkSettings"]["Ports"] or {}).get(f"{PORT}/tcp") or []
     port = next((b["HostPort"] for b in bindings if b.get("HostIp") == "127.0.0.1"), None)
-    url = f"http://127.0.0.1:{port}" if port else ""
-    return Served(name, str(container.labels.get(VERSION_LABEL)), url, str(container.name))
+    return f"http://127.0.0.1:{port}" if port else ""
 
 
 def _wait_ready(container: Any, name: str) -> None:

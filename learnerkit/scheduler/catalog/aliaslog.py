@@ -20,6 +20,7 @@ from securesystemslib.signer import Key, Signer
 
 from learnerkit.common.signing import STATEMENT_TYPE, EnvelopeError, canonical, open_signed, sign_statement
 from learnerkit.scheduler.catalog import layout, oci
+from learnerkit.scheduler.catalog.errors import ConflictError
 from learnerkit.scheduler.catalog.versions import Store
 from learnerkit.scheduler.provenance.report import Check, State
 
@@ -41,6 +42,13 @@ def read_log(store: Store, name: str) -> list[bytes]:
         return []
     manifest = layout.parse_json(found[0], f"{name} alias log")
     return [oci.get_blob(store.host, store.repo(name), layer["digest"]) for layer in manifest.get("layers", [])]
+
+
+def _log_layers(store: Store, name: str) -> list[str]:
+    found = oci.get_manifest(store.host, store.repo(name), LOG_TAG)
+    if found is None:
+        return []
+    return [str(layer["digest"]) for layer in layout.parse_json(found[0], f"{name} alias log").get("layers", [])]
 
 
 def check_chain(envelopes: Sequence[bytes], keys: Sequence[Key], name: str) -> tuple[list[Entry], list[Check]]:
@@ -90,7 +98,9 @@ def append(
     passed: Sequence[str],
     signer: Signer,
 ) -> dict[str, Any]:
-    """Sign the move, write the log with it last, then move the alias's tag; the move as signed."""
+    """Sign the move, write the log with it last, then move the alias's tag; the move as signed. ConflictError,
+    nothing written, when the stored log is no longer ``envelopes`` (another move appended meanwhile: the
+    registry has no compare-and-swap, so this narrows the race; the scheduler's lock closes it)."""
     move = {
         "model": name,
         "alias": alias,
@@ -123,6 +133,11 @@ def append(
             "layers": layers,
         }
     )
+    if _log_layers(store, name) != [oci.sha256_digest(raw) for raw in envelopes]:
+        raise ConflictError(
+            f"{name}: the alias log changed while this move of {alias} was checked (another move ran at once); "
+            "nothing appended: run it again"
+        )
     oci.put_manifest(store.host, repo, LOG_TAG, manifest, layout.OCI_MANIFEST)
     found = oci.get_manifest(store.host, repo, target)
     assert found is not None

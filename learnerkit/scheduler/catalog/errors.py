@@ -23,3 +23,7 @@ class RefusedError(CatalogError):
     def __init__(self, message: str, failed: list[str]) -> None:
         super().__init__(message)
         self.failed = failed
+
+
+class ConflictError(CatalogError):
+    """The alias log changed between a move's read and its write: another move ran at once; nothing appended."""

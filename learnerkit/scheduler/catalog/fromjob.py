@@ -8,18 +8,21 @@ from pathlib import Path
 from typing import Any
 
 from learnerkit.scheduler.errors import JobStateError
-from learnerkit.scheduler.facade import JobView, SchedulerFacade
+from learnerkit.scheduler.facade import JobView, SchedulerFacade, StoreKeys
 
 REGISTRABLE = "COMPLETED"
 
 
-async def fetch_job(facade: SchedulerFacade, tenant: str, job_id: str, folder: Path) -> JobView:
+async def fetch_job(
+    facade: SchedulerFacade, tenant: str, job_id: str, folder: Path, lent: StoreKeys | None = None
+) -> JobView:
     """Every file the job stored but its checkpoints (its provenance names none) under ``folder``; another
-    tenant's job is not found (the facade's scoping), a job not COMPLETED or not yet signed is `JobStateError`."""
+    tenant's job is not found (the facade's scoping), a job not COMPLETED or not yet signed is `JobStateError`.
+    ``lent``: the tenant's keys of the job's results store, for a job whose own the scheduler deleted."""
     view = await facade.get(tenant, job_id)
     if view.status != REGISTRABLE:
         raise JobStateError(f"job {job_id} is {view.status}: only a {REGISTRABLE} job's model is registered")
-    stored = await facade.outputs(tenant, job_id, what="all")
+    stored = await facade.outputs(tenant, job_id, what="all", lent=lent)
     if not any(item.kind == "provenance" for item in stored):
         raise JobStateError(
             f"job {job_id} has no provenance yet: the scheduler writes it just after the job ends (its log says why "
@@ -31,7 +34,7 @@ async def fetch_job(facade: SchedulerFacade, tenant: str, job_id: str, folder: P
         target = folder / item.path
         if not target.resolve().is_relative_to(folder.resolve()):
             raise JobStateError(f"job {job_id}: stored path {item.path!r} leaves the job's folder")
-        stream = await facade.open_output(tenant, job_id, item.path)
+        stream = await facade.open_output(tenant, job_id, item.path, lent=lent)
         await asyncio.to_thread(_write, target, stream.chunks)
     return view
 

@@ -22,6 +22,7 @@ from learnerkit.scheduler.catalog.card import CARD_FILE, read_front_matter, rend
 from learnerkit.scheduler.catalog.documents import weights
 from learnerkit.scheduler.catalog.errors import CatalogError
 from learnerkit.scheduler.catalog.lineage import lineage
+from learnerkit.scheduler.catalog.trialstatement import TrialStatementError, signed_trial
 from learnerkit.scheduler.catalog.versions import Version, framework_of
 from learnerkit.scheduler.provenance.evaluation import ROUND_PREFIX, ROUND_SUFFIX, round_of
 from learnerkit.scheduler.provenance.factsheet import FACTSHEET_JSON
@@ -124,8 +125,12 @@ def prove(
     rounds = _rounds(folder, keys)
     _evaluation_checks(proof, rounds)
     _card_checks(proof, folder, version, statement)
-    record = lineage(statement, rounds, version.lineage.get("parent"))
-    same = record == version.lineage
+    try:
+        trial, problem = signed_trial(folder, statement, keys), ""
+    except TrialStatementError as e:
+        trial, problem = None, str(e)
+    record = lineage(statement, rounds, version.lineage.get("parent"), trial)
+    same = record == version.lineage and not problem
     proof.add(
         LINEAGE,
         Check(
@@ -133,7 +138,8 @@ def prove(
             State.OK if same else State.CHANGED,
             ""
             if same
-            else f"the version's config says {_differing(record, version.lineage)} other than the signed statements",
+            else problem
+            or f"the version's config says {_differing(record, version.lineage)} other than the signed statements",
         ),
     )
     return proof

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from securesystemslib.signer import Key
+from securesystemslib.signer import Key, Signer
 
 from learnerkit.common.signing import canonical, open_signed
 from learnerkit.scheduler.catalog import layout, oci
@@ -26,6 +26,7 @@ from learnerkit.scheduler.catalog.errors import CatalogError, NotFoundError, Sto
 from learnerkit.scheduler.catalog.layout import Blob
 from learnerkit.scheduler.catalog.lineage import lineage
 from learnerkit.scheduler.catalog.names import Reference, check_name, repository
+from learnerkit.scheduler.catalog.trialstatement import TRIAL_FILE, sign_trial
 from learnerkit.scheduler.provenance.evaluation import ROUND_PREFIX, ROUND_SUFFIX, round_of
 from learnerkit.scheduler.provenance.factsheet import FACTSHEET_JSON
 from learnerkit.scheduler.provenance.modelsig import SIGNATURE_FILE
@@ -91,11 +92,14 @@ def register(
     parent: str | None = None,
     trial: Mapping[str, Any] | None = None,
     owner: tuple[str, str] | None = None,
+    signer: Signer | None = None,
 ) -> Version:
     """Store the job in ``folder`` as a version of ``name``; the same job registered again is the same version.
-    ``trial``: the sweep trial the job ran, as the scheduler knows it (lineage); ``owner``: (tenant, job id) the
-    signed statement must name, when the folder came from that job's results store (which its tenant can write:
-    another job's signed documents copied there are refused, never registered as this job's)."""
+    ``trial``: the sweep trial the job ran, as the scheduler knows it, signed with ``signer`` (the platform's
+    key) into the version's trial statement and named in its lineage (without a signer, no trial is named: the
+    lineage gate checks only what is signed); ``owner``: (tenant, job id) the signed statement must name, when
+    the folder came from that job's results store (which its tenant can write: another job's signed documents
+    copied there are refused, never registered as this job's)."""
     check_name(name)
     if parent is not None:
         ref = Reference.parse(parent)
@@ -119,7 +123,11 @@ def register(
     with tempfile.TemporaryDirectory(prefix="learnerkit-card-") as scratch:
         card_path = Path(scratch) / "README.md"
         card_path.write_text(card, encoding="utf-8")
-        return _push(store, name, folder, statement, rounds, files, card_path, parent, trial)
+        sources = {CARD_FILE: card_path}
+        if trial is not None and signer is not None:
+            sources[TRIAL_FILE] = Path(scratch) / "trial.json"
+            sources[TRIAL_FILE].write_bytes(sign_trial(trial, statement, signer))
+        return _push(store, name, folder, statement, rounds, files, sources, parent, trial if signer else None)
 
 
 def _push(
@@ -129,7 +137,7 @@ def _push(
     statement: Mapping[str, Any],
     rounds: Mapping[int, Mapping[str, Any]],
     files: Sequence[str],
-    card_path: Path,
+    sources: Mapping[str, Path],
     parent: str | None,
     trial: Mapping[str, Any] | None,
 ) -> Version:
@@ -140,7 +148,7 @@ def _push(
     def blob(path: str) -> Blob:
         # A result was hashed as the folder verified: its signed digest is its digest (the registry checks it
         # again on upload, so a file changed since is refused, never stored under the signed digest).
-        source = card_path if path == CARD_FILE else folder / path
+        source = sources.get(path) or folder / path
         digest = signed.get(path) or oci.file_digest(source)
         oci.put_blob_file(store.host, repo, source, digest)
         return Blob(path, digest, source.stat().st_size)
@@ -168,7 +176,10 @@ def _push(
     subject = layout.descriptor(layout.OCI_MANIFEST, digest, len(manifest))
     empty = oci.put_blob(store.host, repo, layout.EMPTY)
     entries = []
-    for kind, paths in documents(folder, statement, rounds).items():
+    kinds = documents(folder, statement, rounds)
+    if TRIAL_FILE in sources:
+        kinds["trial"] = [TRIAL_FILE]
+    for kind, paths in kinds.items():
         referrer = layout.referrer_manifest(kind, [blob(p) for p in paths], subject, empty)
         ref_digest = oci.sha256_digest(referrer)
         oci.put_manifest(store.host, repo, ref_digest, referrer, layout.OCI_MANIFEST)

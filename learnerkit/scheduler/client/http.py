@@ -33,6 +33,7 @@ from learnerkit.scheduler.errors import (
     JobNotFoundError,
     JobStateError,
     ManifestRejectedError,
+    ModelMoveRefusedError,
     SchedulerError,
     SchedulerUnreachableError,
 )
@@ -401,13 +402,36 @@ class SchedulerClient:
         except (KeyError, TypeError) as e:
             raise SchedulerError(f"the scheduler sent a key list this client cannot read ({e})") from e
 
-    def register_model(self, name: str, job_id: str, parent: str | None = None) -> dict[str, Any]:
-        """Have the scheduler store the COMPLETED job's model as a version of ``name`` (docs/catalog.md)."""
-        body = {"job": job_id, "parent": parent}
+    def register_model(
+        self, name: str, job_id: str, parent: str | None = None, store_keys: tuple[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Have the scheduler store the COMPLETED job's model as a version of ``name`` (docs/catalog.md);
+        ``store_keys``: (access key, secret key) of the job's results store, lent for this one read."""
+        body: dict[str, Any] = {"job": job_id, "parent": parent}
+        if store_keys is not None:
+            body["store_keys"] = {"access_key": store_keys[0], "secret_key": store_keys[1]}
         version: dict[str, Any] = self._request(
             "POST", f"/v1/models/{quote(name, safe='')}/versions", json_body=body
         ).json()
         return version
+
+    def list_models(self) -> list[dict[str, Any]]:
+        """The token's tenant's models, each with its versions (`model list`)."""
+        rows: list[dict[str, Any]] = self._request("GET", "/v1/models").json()
+        return rows
+
+    def move_alias(self, name: str, alias: str, version: str) -> dict[str, Any]:
+        """Point ``alias`` at ``version``, signed by the scheduler (`model alias`); ModelMoveRefusedError naming
+        the failed gates."""
+        path = f"/v1/models/{quote(name, safe='')}/aliases/{quote(alias, safe='')}"
+        move: dict[str, Any] = self._request("POST", path, json_body={"version": version}).json()
+        return move
+
+    def verify_model(self, name: str, reference: str) -> dict[str, Any]:
+        """The version or alias checked again by the scheduler with the platform's keys (`model verify`)."""
+        path = f"/v1/models/{quote(name, safe='')}/verify/{quote(reference, safe=':')}"
+        result: dict[str, Any] = self._request("GET", path).json()
+        return result
 
     def list_files(self, job_id: str, *, what: str = "all") -> list[StoredFile]:
         items = self._request("GET", f"/v1/jobs/{_quoted(job_id)}/files", params={"what": what}).json()
@@ -561,6 +585,8 @@ def error_from_response(response: Answer) -> SchedulerError:
         return AuthError(f"{message} (set ${TOKEN_ENV} or pass --token)")
     if status == 404 and body.get("error") == "not_found":
         return JobNotFoundError(message)
+    if status == 409 and isinstance(body.get("failed"), list):
+        return ModelMoveRefusedError(message, [str(f) for f in body["failed"]])
     if status == 409:
         return JobStateError(message)
     if status == 422 and isinstance(body.get("problems"), list):

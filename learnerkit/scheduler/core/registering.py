@@ -41,7 +41,7 @@ def catalog_registrar(registry: str, signer: Signer) -> Registrar:
 
     def run(tenant: str, job_id: str, spec: CatalogSpec, folder: Path, trial: Mapping[str, Any] | None) -> str:
         store = Store(registry, tenant)
-        version = register(store, spec.name, folder, keys, None, trial, (tenant, job_id)).version
+        version = register(store, spec.name, folder, keys, None, trial, (tenant, job_id), signer).version
         if spec.alias is None:
             return f"{spec.name}@{version}"
         at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -91,7 +91,8 @@ class ModelRegistering:
                 folder = Path(scratch)
                 view = await fetch_job(self.facade, tenant, job_id, folder)
                 trial = await trial_of(self.facade, view)
-                done = await asyncio.to_thread(registrar, tenant, job_id, spec, folder, trial)
+                async with self.facade.hold_model(tenant, spec.name, BY):  # the alias moves as any move: one at a time
+                    done = await asyncio.to_thread(registrar, tenant, job_id, spec, folder, trial)
         except LearnerkitError as e:
             return f"model not registered as {spec.name}: {e}"
         return f"model registered: {done}"

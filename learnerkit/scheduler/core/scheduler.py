@@ -7,10 +7,12 @@ and wakes the loop; the loop (:class:`ControlLoop`, started by whoever hosts the
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
@@ -47,12 +49,13 @@ from learnerkit.scheduler.facade import (
     JobView,
     LogStream,
     StoredFile,
+    StoreKeys,
     SweepView,
 )
 from learnerkit.scheduler.jobs.layout import results_store
 from learnerkit.scheduler.jobs.listing import ListedJob, select
 from learnerkit.scheduler.jobs.s3clients import S3Clients
-from learnerkit.scheduler.jobs.state import JobState, JobStatus
+from learnerkit.scheduler.jobs.state import JobState, JobStatus, now_iso
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.jobs.submission import SubmitOptions
 from learnerkit.scheduler.manifest.evaluations import parse_evaluations_text
@@ -65,6 +68,8 @@ from learnerkit.scheduler.sweeps.trialids import trial_of
 
 LOGGER = logging.getLogger(__name__)
 PARSES_AT_ONCE = 2
+MODEL_MOVE_WAIT_S = 60.0
+"""An alias move waits this long for another move of the same model to end (each takes seconds: a proof)."""
 """Manifests read side by side (each in a thread): more wait their turn without holding the event loop."""
 
 
@@ -218,6 +223,10 @@ class Scheduler:
 
     async def cancel_sweep(self, tenant: str, sweep_id: str) -> SweepView:
         return await self.sweeps.cancel(tenant, sweep_id)
+
+    def hold_model(self, tenant: str, name: str, by: str) -> AbstractAsyncContextManager[None]:
+        holder = json.dumps({"by": by, "since": now_iso()})
+        return self.shared.store.model_lock(tenant, name, holder, MODEL_MOVE_WAIT_S)
 
     async def _parse(self, text: str, source: str, tenant: str, image: str | None = None) -> JobManifest:
         """Refuse an oversized manifest unread; read the others in a thread, within the policy's time budget."""
@@ -411,13 +420,15 @@ class Scheduler:
         _check_learner(tracked, learner_id)
         return await self.reader.metrics_history(self._endpoints(tracked), tracked.manifest, tracked.state, learner_id)
 
-    async def outputs(self, tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
+    async def outputs(
+        self, tenant: str, job_id: str, *, what: str = "all", lent: StoreKeys | None = None
+    ) -> list[StoredFile]:
         tracked = self._owned(tenant, job_id)
-        return await self.reader.outputs(self._endpoints(tracked), tracked.manifest, tracked.state, what)
+        return await self.reader.outputs(self._endpoints(tracked, lent), tracked.manifest, tracked.state, what)
 
-    async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
+    async def open_output(self, tenant: str, job_id: str, path: str, *, lent: StoreKeys | None = None) -> FileStream:
         tracked = self._owned(tenant, job_id)
-        return await self.reader.open_output(self._endpoints(tracked), tracked.manifest, tracked.state, path)
+        return await self.reader.open_output(self._endpoints(tracked, lent), tracked.manifest, tracked.state, path)
 
     async def open_evaluation_data(self, tenant: str, job_id: str, uri: str) -> FileStream:
         tracked = self._owned(tenant, job_id)
@@ -430,14 +441,23 @@ class Scheduler:
             raise JobNotFoundError(f"no job {job_id!r}")
         return tracked
 
-    def _endpoints(self, tracked: Tracked) -> Endpoints:
-        """The job's results store (its account's client is shared); none once its credentials are deleted."""
-        if not results_store(tracked.manifest).credentials:
+    def _endpoints(self, tracked: Tracked, lent: StoreKeys | None = None) -> Endpoints:
+        """The job's results store (its account's client is shared); with ``lent``, the tenant's keys of it (the
+        store's location is still the job's own); none once its credentials are deleted and none are lent."""
+        endpoints = None
+        if lent is not None:
+            endpoints = replace(
+                endpoints_for(tracked.manifest, self.shared.options.platform),
+                s3_access_key=lent.access_key,
+                s3_secret_key=lent.secret_key,
+            )
+        elif not results_store(tracked.manifest).credentials:
             raise JobStateError(
                 f"job {tracked.state.job_id} is {tracked.state.status.value}: the scheduler deleted its store's "
-                f"credentials when it ended and has restarted since; read its results from the store with your keys"
+                f"credentials when it ended and has restarted since; read its results from the store with your "
+                "keys (or lend them for a model's registration: `learnerkit model register --lend-store-keys`)"
             )
-        return endpoints_for(tracked.manifest, self.shared.options.platform)
+        return endpoints or endpoints_for(tracked.manifest, self.shared.options.platform)
 
 
 def _check_learner(tracked: Tracked, learner_id: int) -> None:

@@ -9,24 +9,29 @@ scheduler needs it to redeploy the job after a restart; nothing else reads it. O
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from controller_sidecar import keys
 from controller_sidecar.errors import TransientError
-from controller_sidecar.etcdstore import EtcdStore
+from controller_sidecar.etcdstore import EtcdStore, LockHeldError
 from controller_sidecar.status import StatusRecord
 from learnerkit.pair.etcd import put_halt
-from learnerkit.scheduler.errors import ManifestTooLargeError, SchedulerError, StoreUnavailableError
+from learnerkit.scheduler.errors import ManifestTooLargeError, ModelBusyError, SchedulerError, StoreUnavailableError
 from learnerkit.scheduler.jobs.state import JobState, now_iso
 from learnerkit.scheduler.manifest.redact import redact_credentials
 
 LOGGER = logging.getLogger(__name__)
 CREDENTIALS_ROOT = "/learnerkit/credentials"
+MODEL_LOCK_TTL_S = 30
+"""A model's alias-move lock goes this long after its holder died (it is revoked at once when the move ends)."""
+MODEL_LOCK_RETRY_S = 0.1
 MAX_CREATE_BYTES = 1024 * 1024
 """A new job's keys in one transaction: below etcd's default request limit (1.5 MiB) with room to spare."""
 
@@ -125,6 +130,34 @@ class JobStore:
     def instance_key(self) -> str:
         """Beside the jobs' prefix, not under it: ``/learnerkit/jobs.instance``."""
         return f"{self.root.rstrip('/')}.instance"
+
+    def model_lock_key(self, tenant: str, name: str) -> str:
+        """Beside the jobs' prefix: ``/learnerkit/jobs.catalog/<tenant>/<name>``."""
+        return f"{self.root.rstrip('/')}.catalog/{tenant}/{name}"
+
+    @asynccontextmanager
+    async def model_lock(self, tenant: str, name: str, holder: str, wait_s: float) -> AsyncIterator[None]:
+        """Hold the model's alias-move lock (an etcd key on a lease, created only where it does not exist) while
+        the block runs: the catalog's registry has no compare-and-swap, so every move through the scheduler
+        reads and appends the alias log under it. Waits up to ``wait_s`` for another holder; then
+        `ModelBusyError` naming it."""
+        key = self.model_lock_key(tenant, name)
+        deadline = time.monotonic() + wait_s
+        while True:
+            held = AsyncExitStack()
+            try:
+                with _answering(f"lock the model {tenant}/{name}"):
+                    await held.enter_async_context(self.etcd.hold_lock(key, holder, MODEL_LOCK_TTL_S))
+            except LockHeldError as e:
+                if time.monotonic() >= deadline:
+                    raise ModelBusyError(
+                        f"another alias move of {name} is in progress ({e}); try again once it ends"
+                    ) from e
+                await asyncio.sleep(MODEL_LOCK_RETRY_S)
+                continue
+            async with held:
+                yield
+            return
 
     async def claim_instance(self, proposed: str, *, fixed: bool) -> str:
         """The scheduler instance of this job root: the one stored, else ``proposed`` (stored now); a ``fixed``

@@ -4,9 +4,10 @@
 (`image test`, `image scan`: the check `image publish` and the scheduler's image gate make), by the image ID the
 gate checked. It pulls the version (every blob checked against its digest), checks its weights signature with the
 platform's keys as an alias move does, and only then starts the server (`backends.modelservers`: hardened). The server
-checks the signature again before it loads anything (the folder could change between the two). Serving a name
-that is served already rolls it over: the new container is started and answers ready before the old one is
-stopped, which finishes the requests it holds (its server drains on SIGTERM).
+checks the signature again before it loads anything (the folder could change between the two). A served name has
+one address, its front's (`backends.modelfront`), kept while it is served: serving the name again rolls it over
+(the new server answers ready, the front switches to it, the requests in flight to the old one finish, then the
+old one stops, draining too).
 """
 
 from __future__ import annotations
@@ -22,14 +23,10 @@ from learnerkit.scheduler.backends.modelservers import (
     SERVER_IMAGE as SERVER_IMAGE,
 )
 from learnerkit.scheduler.backends.modelservers import (
-    VERSION_LABEL,
     Served,
     ServingError,
-    containers,
-    described,
     read_only_for_all,
-    remove,
-    run_server,
+    roll_over,
 )
 from learnerkit.scheduler.backends.modelservers import served as served
 from learnerkit.scheduler.backends.modelservers import stop as stop
@@ -48,8 +45,10 @@ def serve(
     key_files: Sequence[Path],
     home: Path,
     image: str = SERVER_IMAGE,
+    port: int | None = None,
 ) -> Served:
-    """Serve ``reference`` (NAME@ALIAS or NAME@VERSION); the version's files are kept under ``home``."""
+    """Serve ``reference`` (NAME@ALIAS or NAME@VERSION) at the name's address (``port``: its host port, where the
+    name is not served yet; None: one Docker picks); the version's files are kept under ``home``."""
     ref = Reference.parse(reference)
     digest = resolve(store, ref)
     proof = check_version(store, ref.name, digest, keys)
@@ -62,14 +61,9 @@ def serve(
         raise ServingError(f"the model server image is not served from: {e}") from e
     folder = _pulled(store, ref.name, digest, home)
     keys_folder = _public_keys(key_files, folder.parent / f"{folder.name}.keys")
-    old = [c for c in containers(store.tenant, ref.name) if c.labels.get(VERSION_LABEL) != digest]
-    same = [c for c in containers(store.tenant, ref.name) if c.labels.get(VERSION_LABEL) == digest]
-    if same:
-        return described(same[0], ref.name)
-    started = run_server(store.tenant, ref.name, digest, folder, keys_folder, image_id)
-    for previous in old:
-        remove(previous)
-    return started
+    return roll_over(
+        store.tenant, ref.name, digest, folder, keys_folder, image_id, home / store.tenant / ref.name / "front", port
+    )
 
 
 def _pulled(store: Store, name: str, digest: str, home: Path) -> Path:

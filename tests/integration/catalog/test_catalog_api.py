@@ -95,7 +95,8 @@ def test_the_scheduler_registers_a_completed_job_of_the_tenant_from_its_stored_o
     )
     fake.add(JobView("job-8", "team-a", "mnist", "PROCESSING"), files=files)
     fake.add(JobView("job-9", "team-a", "copied", "COMPLETED"), files=files)
-    with TestClient(create_app(fake, tenants.path, keys=published, catalog=registry)) as client:
+    app = create_app(fake, tenants.path, keys=published, catalog=registry, signer=load_signer(key))
+    with TestClient(app) as client:
         a = {"Authorization": f"Bearer {tenants.a}"}
         done = client.post("/v1/models/from-job/versions", headers=a, json={"job": "job-7"})
         assert done.status_code == 200, done.text
@@ -106,6 +107,12 @@ def test_the_scheduler_registers_a_completed_job_of_the_tenant_from_its_stored_o
         assert (sweep["sweep"], sweep["trial"], sweep["job"], sweep["rung"]) == ("sweep-1", 3, "job-7", 2), sweep
         shown = client.get(f"/v1/models/from-job/versions/{version['version']}", headers=a).json()
         assert shown["lineage"] == version["lineage"]
+        # The trial and rung are signed (the provenance signs only the parameters): the lineage gate holds.
+        moved = client.post("/v1/models/from-job/aliases/production", headers=a, json={"version": version["version"]})
+        assert moved.status_code == 200, moved.text
+        verified = client.get("/v1/models/from-job/verify/production", headers=a).json()
+        lineage_check = next(c for c in verified["checks"] if c["gate"] == "lineage")
+        assert verified["verified"] is True and lineage_check["state"] == "ok", verified
         b = {"Authorization": f"Bearer {tenants.b}"}
         other = client.post("/v1/models/from-job/versions", headers=b, json={"job": "job-7"})
         assert other.status_code == 404 and "no job 'job-7'" in other.text, other.text
@@ -115,3 +122,8 @@ def test_the_scheduler_registers_a_completed_job_of_the_tenant_from_its_stored_o
         assert copied.status_code == 400 and "provenance is of job job-7" in copied.text, copied.text
         listed = client.get("/v1/models", headers=a).json()
         assert {"name": "from-job", "versions": [version["version"]]} in listed  # job-9's copy stored nothing
+    with TestClient(create_app(fake, tenants.path, keys=published, catalog=registry)) as unsigned:
+        a = {"Authorization": f"Bearer {tenants.a}"}
+        done = unsigned.post("/v1/models/unsigned-trial/versions", headers=a, json={"job": "job-7"})
+        assert done.status_code == 200, done.text
+        assert done.json()["lineage"]["sweep"] is None  # no key to sign the trial: none named (nor parameters here)

@@ -1,6 +1,7 @@
 """`learnerkit model serve` end to end: a registered version served by the real model server image on the Docker
 engine, answering Triton's stock v2 client with the outputs of the model called in-process; a wrong body's 400
-naming the field; a folder whose signature is broken refused at load; `model stop` leaving nothing."""
+naming the field; a folder whose signature is broken refused at load; an alias roll-over at the same address that
+a polling client sees without one error; `model stop` finishing the request in flight and leaving nothing."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +23,9 @@ from click.testing import CliRunner
 
 from learnerkit.cli import cli
 from learnerkit.common.engine import engine
+from learnerkit.scheduler.backends.modelfront import STATUS_PATH
 from learnerkit.scheduler.backends.modelservers import (
+    FRONT_LABEL,
     MODEL_LABEL,
     SERVER_IMAGE,
     ServingError,
@@ -34,6 +38,7 @@ from learnerkit_build.state import state_home
 from tests.integration.catalog.modeljob import job_folder
 from tests.integration.catalog.test_catalog_registry import storage, tamper_blob
 from tests.unit.scheduler.provenance import jobfolder
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 SERVER_SPEC = "modelserver:2.13-cpu"
@@ -121,9 +126,22 @@ def env(registry: str, tmp_path: Path, digits_model: Path) -> Iterator[dict[str,
     code, out = model("alias", "digits", "production", json.loads(out)["version"], env=variables)
     assert code == 0, out
     yield variables
-    for container in engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={tenant}/digits"}):
-        container.remove(force=True)
+    for label in (MODEL_LABEL, FRONT_LABEL):
+        for container in engine().containers.list(all=True, filters={"label": f"{label}={tenant}/digits"}):
+            container.remove(force=True)
+    for network in engine().networks.list(filters={"label": f"{FRONT_LABEL}={tenant}/digits"}):
+        network.remove()
     forget(state_home() / "serving", tenant, "digits")
+
+
+def left_behind(tenant: str) -> list[str]:
+    """The containers and networks of the tenant's digits that are still there."""
+    found = [
+        str(c.name)
+        for label in (MODEL_LABEL, FRONT_LABEL)
+        for c in engine().containers.list(all=True, filters={"label": f"{label}={tenant}/digits"})
+    ]
+    return found + [str(n.name) for n in engine().networks.list(filters={"label": f"{FRONT_LABEL}={tenant}/digits"})]
 
 
 def model(*args: str, env: dict[str, str]) -> tuple[int, str]:
@@ -180,7 +198,7 @@ def test_a_version_served_answers_a_stock_v2_client_as_the_model_in_process(
     code, out = model("stop", "digits", env=env)
     assert code == 0 and json.loads(out)["stopped"] == [served["version"]], out
     assert not (state_home() / "serving" / env["LEARNERKIT_TENANT"]).joinpath("digits").exists()
-    assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
+    assert not left_behind(env["LEARNERKIT_TENANT"])
     code, out = model("predict", "digits@production", "--input", str(plain), env=env)
     assert code != 0 and "not served" in out, out
 
@@ -206,10 +224,49 @@ def test_a_version_whose_signature_is_broken_is_refused_at_load(env: dict[str, s
     assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
 
 
-def test_an_alias_moved_rolls_the_served_version_over(env: dict[str, str], digits_model: Path, tmp_path: Path) -> None:
+class Poller:
+    """A client asking the same address without pause, on one kept-alive connection: each answer's model version,
+    each error."""
+
+    def __init__(self, url: str, body: dict[str, Any]) -> None:
+        self.url, self.body = url, body
+        self.versions: list[str] = []
+        self.errors: list[str] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        with requests.Session() as session:
+            while not self.stopping.is_set():
+                try:
+                    answer = session.post(f"{self.url}/v2/models/digits/infer", json=self.body, timeout=60)
+                except requests.RequestException as e:
+                    self.errors.append(repr(e))
+                    continue
+                if answer.status_code != 200:
+                    self.errors.append(f"{answer.status_code}: {answer.text}")
+                else:
+                    self.versions.append(answer.json()["model_version"])
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=120)
+        assert not self.thread.is_alive()
+
+
+def infer_body(x: np.ndarray[Any, Any]) -> dict[str, Any]:
+    return {"inputs": [{"name": "input", "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()}]}
+
+
+def test_an_alias_moved_rolls_the_served_version_over_at_the_same_address_without_an_error(
+    env: dict[str, str], digits_model: Path, tmp_path: Path
+) -> None:
     code, out = model("serve", "digits@production", env=env)
     assert code == 0, out
     first = json.loads(out)
+    poller = Poller(first["url"], infer_body(called(digits_model)[0]))
+    wait_until(lambda: poller.versions or poller.errors, timeout=60, message="the first answer")
     folder, _ = signed_job(tmp_path / "job2", digits_model, Path(env["LEARNERKIT_SIGNING_KEY"]), b" ")
     code, out = model("register-folder", str(folder), "--name", "digits", env=env)
     assert code == 0, out
@@ -226,6 +283,14 @@ def test_an_alias_moved_rolls_the_served_version_over(env: dict[str, str], digit
     assert code == 0, out
     rolled = json.loads(out)
     assert rolled["version"] == second and rolled["container"] != first["container"]
+    assert rolled["url"] == first["url"] and rolled["front"] == first["front"]
+    seen_after = len(poller.versions)
+    wait_until(lambda: len(poller.versions) > seen_after + 5, timeout=60, message="answers after the roll-over")
+    poller.stop()
+    assert not poller.errors, poller.errors[:5]
+    switched = poller.versions.index(second)
+    assert set(poller.versions[:switched]) == {first["version"]}, "the old version answered first"
+    assert set(poller.versions[switched:]) == {second}, "never the old version once the new one answered"
     running = engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
     assert [c.name for c in running] == [rolled["container"]]
     code, out = model("predict", "digits@production", "--input", str(plain), env=env)
@@ -251,3 +316,39 @@ def test_a_version_whose_weights_changed_in_the_registry_is_not_served(
     assert refusal["refused"] is True and refusal["failed"] == ["weights signature"], out
     assert "weights signature: blob attempt-1/learner-1/results/model/model.json: changed" in refusal["message"], out
     assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
+
+
+def test_model_stop_finishes_the_request_in_flight_then_removes_everything(
+    env: dict[str, str], digits_model: Path
+) -> None:
+    """A batch large enough to take a while; `model stop` is asked once the front counts it in flight."""
+    code, out = model("serve", "digits@production", env=env)
+    assert code == 0, out
+    served = json.loads(out)
+    x = np.tile(called(digits_model)[0], (2000, 1))
+    answers: list[requests.Response | Exception] = []
+
+    def send() -> None:
+        try:
+            answers.append(requests.post(f"{served['url']}/v2/models/digits/infer", json=infer_body(x), timeout=300))
+        except requests.RequestException as e:
+            answers.append(e)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+
+    def in_flight() -> bool:
+        status = requests.get(f"{served['url']}{STATUS_PATH}", timeout=10).json()
+        return bool(status["in_flight"]) or bool(answers)
+
+    wait_until(in_flight, timeout=120, interval=0.005, message="the large request in flight at the front")
+    assert not answers, "the request ended before the stop: it must take longer"
+    code, out = model("stop", "digits", env=env)
+    assert code == 0, out
+    sender.join(timeout=300)
+    assert len(answers) == 1 and isinstance(answers[0], requests.Response), answers
+    assert answers[0].status_code == 200, answers[0].text[:500]
+    assert answers[0].json()["outputs"][0]["shape"] == [8000, 10]
+    assert not left_behind(env["LEARNERKIT_TENANT"])
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{served['url']}/v2/health/ready", timeout=10)

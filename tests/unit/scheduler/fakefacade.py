@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -22,6 +24,7 @@ from learnerkit.scheduler.facade import (
     LearnerView,
     LogStream,
     StoredFile,
+    StoreKeys,
     SweepView,
 )
 from learnerkit.scheduler.jobs.listing import ListedJob, select
@@ -88,6 +91,7 @@ class FakeFacade:
         self.after_submit: list[str | tuple[str, str]] = []
         """Statuses a submitted job then goes through, one per `get`; (status, model verdict) sets both."""
         self.submit_error: Exception | None = None
+        self.model_locks: dict[str, asyncio.Lock] = {}
         """Raised by `submit` when set (the scheduler's own failures)."""
         self.submitted_models: list[bytes] = []
         """Each submit's model, as it arrived."""
@@ -241,7 +245,9 @@ class FakeFacade:
         data = job.metrics if learner_id == 1 else b""
         return FileStream(iter([data[i : i + 5] for i in range(0, len(data), 5)]), len(data))
 
-    async def outputs(self, tenant: str, job_id: str, *, what: str = "all") -> list[StoredFile]:
+    async def outputs(
+        self, tenant: str, job_id: str, *, what: str = "all", lent: StoreKeys | None = None
+    ) -> list[StoredFile]:
         job = self._job(tenant, job_id)
         found = [
             StoredFile(path, len(data), _kind(path), hashlib.md5(data).hexdigest())  # S3's ETag of one part
@@ -249,13 +255,21 @@ class FakeFacade:
         ]
         return [item for item in found if what in ("all", item.kind)]
 
+    @asynccontextmanager
+    async def hold_model(self, tenant: str, name: str, by: str) -> AsyncIterator[None]:
+        """One move of a model at a time, in this process (the scheduler's is an etcd lock)."""
+        lock = self.model_locks.setdefault(f"{tenant}/{name}", asyncio.Lock())
+        async with lock:
+            self.calls.append(("hold_model", f"{tenant}/{name}"))
+            yield
+
     async def get_sweep(self, tenant: str, sweep_id: str) -> SweepView:
         sweep = self.sweeps.get(sweep_id)
         if sweep is None or sweep.tenant != tenant:
             raise JobNotFoundError(f"no sweep {sweep_id!r}")
         return sweep
 
-    async def open_output(self, tenant: str, job_id: str, path: str) -> FileStream:
+    async def open_output(self, tenant: str, job_id: str, path: str, *, lent: StoreKeys | None = None) -> FileStream:
         data = self._job(tenant, job_id).files.get(path)
         if data is None:
             raise UnknownFileError(f"job {job_id} stored no file {path!r}")

@@ -61,8 +61,10 @@ def _round(outcome: str) -> EvaluationRound:
     return started.settled(0, EvaluationOutcome("robust", "robustness", outcome, "why"))  # type: ignore[arg-type]
 
 
-def _run(outcome: str, registrar: Registrar | None, tenant: str | None = "team-a") -> list[tuple[str, str]]:
-    fake = FakeFacade()
+def _run(
+    outcome: str, registrar: Registrar | None, tenant: str | None = "team-a", fake: FakeFacade | None = None
+) -> list[tuple[str, str]]:
+    fake = fake or FakeFacade()
     fake.add(JobView("job-1", "team-a", "mnist", "COMPLETED"), files=FILES)
     reasons: list[tuple[str, str]] = []
 
@@ -82,6 +84,19 @@ def test_a_round_that_passed_registers_the_jobs_stored_outputs_and_says_so() -> 
     assert (tenant, job_id, spec) == ("team-a", "job-1", CatalogSpec("digits", "candidate"))
     assert set(files) == {"attempt-1/learner-1/results/model.bin", "provenance/provenance.intoto.json"}
     assert reasons == [("job-1", f"model registered: digits@sha256:{'a' * 64}, alias candidate")]
+
+
+def test_the_alias_moves_under_the_models_lock_as_any_move_through_the_scheduler() -> None:
+    fake = FakeFacade()
+    held: list[bool] = []
+
+    def registrar(tenant: str, job_id: str, spec: CatalogSpec, folder: Path, trial: Mapping[str, Any] | None) -> str:
+        held.append(fake.model_locks["team-a/digits"].locked())
+        return f"{spec.name}@sha256:{'a' * 64}, alias {spec.alias}"
+
+    _run("passed", registrar, fake=fake)
+    assert held == [True] and ("hold_model", "team-a/digits") in fake.calls
+    assert not fake.model_locks["team-a/digits"].locked()
 
 
 def test_a_round_that_did_not_pass_registers_nothing_and_the_status_names_the_evaluation() -> None:

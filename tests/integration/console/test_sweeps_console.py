@@ -2,9 +2,10 @@
 deterministic learner, rungs at 2, 4 and 8 steps, eta 2) run on the Docker backend by a real scheduler whose loop
 runs, the REST API and the console on uvicorn, the event hub following etcd; pages driven in Debian's chromium.
 
-The sweep is halted and resumed from its page, then followed live to its end (no reload); its rung table equals
-`learnerkit sweep status --output json`, a promoted trial's curve shows each step once, brushing the parallel
-coordinates (on the canvas and with the inputs) filters the table; axe on both pages, light and dark, at 375 px.
+The sweep is halted and resumed from its page, which offers only the verbs its state takes, then followed live to its
+end (no reload: its actions go); its rung table equals `learnerkit sweep status --output json`, a promoted trial's
+curve shows each step once, brushing the parallel coordinates (on the canvas and with the inputs) filters the table;
+axe on both pages, light and dark, at 375 px.
 
 Note: the sweep is resumed only once its trials' halts have landed. A sweep resumed while a trial job is still
 halting (one halted before its learner started) leaves that trial HALTED for good: `SweepDriver._resume` resumes only
@@ -116,8 +117,11 @@ def test_a_sweep_halted_resumed_and_followed_live_to_its_end_shows_what_sweep_st
     page = pages.open()
     _log_in(page, served, f"/ui/sweeps/{served.sweep_id}")
     status = page.locator("[data-live=header] h1 .status")
+    offered = page.get_by_role("region", name="Actions").get_by_role("button")
+    expect(offered).to_have_text(["Halt", "Cancel"])
     _act(page, "Halt")
     expect(status).to_have_text("halted")
+    expect(offered).to_have_text(["Resume", "Cancel"])
     expect(page.get_by_role("status").filter(has_text="Halt asked for")).to_be_visible()
     # Resume once every trial's halt has landed: a trial still halting is not resumed (see the module's note).
     wait_until(
@@ -193,11 +197,11 @@ def test_a_sweep_halted_resumed_and_followed_live_to_its_end_shows_what_sweep_st
     assert sorted(_visible_jobs(page)) == sorted([by_lr["0.2"], by_lr["0.3"]])
     assert float(page.locator("#parallel").get_attribute("data-filter-ms") or "inf") < 1000
     expect(page.get_by_label("lr from")).to_have_value("0.2")
+    # A done sweep takes no verb: the live update that showed it done took its actions away.
+    expect(page.get_by_role("region", name="Actions")).to_have_count(0)
     pages.shot(page, "sweep-1280")  # docs/images/console-sweep.png
-
-    # Actions through the facade: a done sweep refuses with its words.
-    _act(page, "Cancel")
-    expect(page.get_by_role("main")).to_contain_text(f"sweep {served.sweep_id} is done already")
+    page.set_viewport_size({"width": 800, "height": 900})
+    pages.shot(page, "sweep-800")
 
     found: dict[str, Any] = {}
     for dark in (False, True):
@@ -206,6 +210,11 @@ def test_a_sweep_halted_resumed_and_followed_live_to_its_end_shows_what_sweep_st
             _log_in(look, served, "/ui/sweeps")
             expect(look.locator(f'tr[data-sweep="{served.sweep_id}"]')).to_contain_text("done")
             found[f"list {dark} {width}"] = _violations(look, axe_source)
+            if (dark, width) == (False, 1280):
+                pages.shot(look, "sweeps-1280")
+                look.set_viewport_size({"width": 800, "height": 900})
+                pages.shot(look, "sweeps-800")
+                look.set_viewport_size({"width": 1280, "height": 900})
             look.goto(f"{served.url}/ui/sweeps/{served.sweep_id}")
             expect(look.locator("#parallel canvas")).to_have_count(1)
             expect(look.locator("#best .plot canvas")).to_have_count(1)

@@ -274,12 +274,12 @@
   }
 
   // --- Live: fetch the page again (coalesced), swap its live parts, then the plots' data.
-  const PARTS = list ? ["#sweeps-live"] : ["[data-live=header]", "tbody[data-live=trials]", "tbody[data-live=timelines]"];
+  const PARTS = list ? ["#sweeps-live"] : ["[data-live=header]", "[data-live=actions]", "tbody[data-live=trials]", "tbody[data-live=timelines]"];
   let fetching = false, again = null;
   function refresh(jobIds) {
     if (fetching) { again = again && jobIds ? new Set([...again, ...jobIds]) : jobIds || null; return; }
     fetching = true;
-    fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html" } })
+    fetch(location.pathname + location.search, { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then((r) => (r.ok ? r.text() : null))
       .then((html) => {
         if (!html) return;

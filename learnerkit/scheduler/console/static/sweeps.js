@@ -1,6 +1,7 @@
 // The sweep pages' live updates and plots (docs/console.md, "Sweeps"); progressive enhancement: the pages read
 // the same without it. The list and a sweep's page follow /ui/events from the position they were drawn at: a trial
-// job's event (its id is <sweep>-t<n>) fetches the page again and swaps its live parts, and the plots' data again;
+// job's event (its id is <sweep>-t<n>) or the sweep's own (its state) fetches the page again and swaps its live
+// parts, and the plots' data again;
 // brushes and zoom stay. A sweep's page draws parallel coordinates (parcoords.js) filtering the rung table, one
 // trial's learning curve with its rungs and pause/promote marks, objective against a parameter, best so far.
 "use strict";
@@ -279,7 +280,9 @@
   function refresh(jobIds) {
     if (fetching) { again = again && jobIds ? new Set([...again, ...jobIds]) : jobIds || null; return; }
     fetching = true;
-    fetch(location.pathname + location.search, { credentials: "same-origin", headers: { Accept: "text/html" } })
+    const address = new URL(location.href);
+    address.searchParams.delete("done"); // the notice of an action is the page's it was done on, not a later one's
+    fetch(address.pathname + address.search, { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then((r) => (r.ok ? r.text() : null))
       .then((html) => {
         if (!html) return;
@@ -304,11 +307,12 @@
     if (!root.dataset.after || !window.EventSource) return;
     const source = new EventSource("/ui/events?after=" + encodeURIComponent(root.dataset.after));
     const mine = (jobId) => (sweepId ? jobId.startsWith(sweepId + "-t") : /^sweep-.*-t\d+$/.test(jobId));
-    ["job", "job-deleted", "attempt", "metrics", "snapshot"].forEach((kind) => {
+    ["job", "job-deleted", "attempt", "metrics", "snapshot", "sweep"].forEach((kind) => {
       source.addEventListener(kind, (e) => {
         root.dataset.after = e.lastEventId;
         const body = JSON.parse(e.data);
         if (kind === "snapshot") refresh(null);
+        else if (kind === "sweep") { if (!sweepId || body.sweep_id === sweepId) refresh(null); } // its own record
         else if (mine(body.job_id)) refresh(new Set([body.job_id]));
       });
     });

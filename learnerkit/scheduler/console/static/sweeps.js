@@ -49,6 +49,7 @@
   // --- The rung table, filtered by the parallel coordinates' brushes.
   let mask = null, byIndex = new Map(), rows = null;
   function applyFilter() {
+    const count = page.querySelector("[data-live=shown]");
     if (!rows) rows = Array.from(page.querySelectorAll("tbody[data-live=trials] tr"), (row) => [row, byIndex.get(Number(row.dataset.trial))]);
     let shown = 0;
     for (const [row, i] of rows) {
@@ -56,8 +57,9 @@
       if (row.hidden !== hidden) row.hidden = hidden; // only the rows that change: layout is the cost
       shown += hidden ? 0 : 1;
     }
-    const count = page.querySelector("[data-live=shown]");
-    const text = shown === rows.length ? `${rows.length} trials` : `${shown} of ${rows.length} trials shown (the ranges of the parallel coordinates)`;
+    const body = page.querySelector("tbody[data-live=trials]");
+    const total = Number(body && body.dataset.total) || rows.length, here = total > rows.length ? " on this page, of " + total : "";
+    const text = shown === rows.length ? `${rows.length} trials${here}` : `${shown} of ${rows.length} trials${here} shown (the ranges of the parallel coordinates)`;
     if (count && count.textContent !== text) count.textContent = text;
   }
 

@@ -240,6 +240,7 @@ def test_a_sweeps_trials_are_paged_as_the_jobs_list_is(browser: TestClient, fake
     assert [one for page in pages for one in page] == [t.job_id for t in many], "each trial once, in order"
     second = browser.get("/ui/sweeps/sweep-0a1b2c3d?limit=50").text
     assert "1\N{EN DASH}50 of 120" in second and "First page" not in second
+    assert "50 trials on this page, of 120" in second
     assert '<option value="50" selected>' in second
     bad = browser.get("/ui/sweeps/sweep-0a1b2c3d?next=not-a-token")
     assert bad.status_code == 400 and "next: 'not-a-token' is not a next token" in html.unescape(bad.text)

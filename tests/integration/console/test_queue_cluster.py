@@ -227,7 +227,7 @@ def test_a_live_preemption_shows_in_the_open_queue_page_as_job_status_says(fabri
     victim = page.locator(f'table.queue tr[data-job="{fabric.victim}"]')
     expect(victim.locator(".status")).to_have_text("PREEMPTED", timeout=120_000)
     log = page.locator("table.preemptions tbody tr")
-    expect(log).to_have_count(1)
+    expect(log).to_have_count(1, timeout=30_000)
     expect(log.locator(".lost")).to_have_text("0 steps (checkpointed at its halt)", timeout=120_000)
 
     said = fabric.status(fabric.victim)
@@ -241,8 +241,9 @@ def test_a_live_preemption_shows_in_the_open_queue_page_as_job_status_says(fabri
         timeout=30,
         message="the page's reason to be the one `job status` says",
     )
-    assert victim.locator(".place").inner_text() == "1 of yours; 1 of 2 in all"
-    assert victim.locator(".kind").inner_text() == "node fit" and "CPU" in victim.locator(".frees").inner_text()
+    expect(victim.locator(".place")).to_have_text("1 of yours; 1 of 2 in all", timeout=30_000)
+    expect(victim.locator(".kind")).to_have_text("node fit")
+    expect(victim.locator(".frees")).to_contain_text("CPU")
     body = page.locator("main").inner_text()
     assert fabric.waiting not in body and "team-b" not in body, "other tenants are only counted"
     assert page.evaluate("window.notReloaded") is True

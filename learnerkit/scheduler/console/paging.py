@@ -40,28 +40,38 @@ class Paged(Generic[T]):
         return first, after
 
 
-def page_of(rows: Sequence[T], key: Callable[[T], tuple[Any, ...]], limit: int, token: str) -> Paged[T]:
+def page_of(
+    rows: Sequence[T], key: Callable[[T], tuple[Any, ...]], limit: int, token: str, *, list_name: str
+) -> Paged[T]:
     """The page of ``rows`` (in the order shown, ``key`` rising along it) after ``token``'s key; a 400 page naming
-    ``next`` for a token this console did not give."""
+    ``next`` for a token that is not one of ``list_name``'s (the token names its list, as the jobs list's its
+    query)."""
     limit = min(max(limit, 1), MAX_PAGE_JOBS)
     start = 0
     if token:
-        after = _decode(token)
-        start = next((i for i, row in enumerate(rows) if list(key(row)) > after), len(rows))
+        after = _decode(token, list_name)
+        try:
+            start = next((i for i, row in enumerate(rows) if list(key(row)) > after), len(rows))
+        except TypeError as e:  # a key of another shape
+            raise _not_ours(token) from e
     page = rows[start : start + limit]
     more = start + limit < len(rows)
-    return Paged(page, len(rows), start + 1, limit, _encode(key(page[-1])) if more else "")
+    return Paged(page, len(rows), start + 1, limit, _encode(list_name, key(page[-1])) if more else "")
 
 
-def _encode(key: tuple[Any, ...]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode().rstrip("=")
+def _encode(list_name: str, key: tuple[Any, ...]) -> str:
+    return base64.urlsafe_b64encode(json.dumps([list_name, *key]).encode()).decode().rstrip("=")
 
 
-def _decode(token: str) -> list[Any]:
+def _decode(token: str, list_name: str) -> list[Any]:
     try:
         raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (binascii.Error, ValueError) as e:
-        raise PageError(400, "Bad address", f"next: {token[:40]!r} is not a next token this console gave") from e
-    if not isinstance(raw, list):
-        raise PageError(400, "Bad address", f"next: {token[:40]!r} is not a next token this console gave")
-    return raw
+        raise _not_ours(token) from e
+    if not isinstance(raw, list) or not raw or raw[0] != list_name:
+        raise _not_ours(token)
+    return raw[1:]
+
+
+def _not_ours(token: str) -> PageError:
+    return PageError(400, "Bad address", f"next: {token[:40]!r} is not a next token of this list")

@@ -98,7 +98,7 @@ def add_sweep_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
     ) -> Response:
         live_after = position()
         found = sorted(await facade.list_sweeps(session.tenant), key=_newest_first)
-        paged = page_of(found, _newest_first, limit, next_token)
+        paged = page_of(found, _newest_first, limit, next_token, list_name="sweeps")
         names = await asyncio.gather(*(_name(facade, session.tenant, v) for v in paged.rows))
         first_link, next_link = paged.links(f"{PREFIX}/sweeps", next_token)
         return render.page(
@@ -125,7 +125,7 @@ def add_sweep_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
     ) -> Response:
         live_after = position()
         view = await sweep_of(session.tenant, sweep_id)
-        paged = page_of(view.trials, lambda t: (t.index,), limit, next_token)
+        paged = page_of(view.trials, lambda t: (t.index,), limit, next_token, list_name=f"trials of {view.sweep_id}")
         attempts = await attempts_of(session.tenant, paged.rows)
         first_link, next_link = paged.links(f"{PREFIX}/sweeps/{quote(view.sweep_id)}", next_token)
         action = SWEEP_ACTIONS.get(done)

@@ -243,7 +243,12 @@ def test_a_sweeps_trials_are_paged_as_the_jobs_list_is(browser: TestClient, fake
     assert "50 trials on this page, of 120" in second
     assert '<option value="50" selected>' in second
     bad = browser.get("/ui/sweeps/sweep-0a1b2c3d?next=not-a-token")
-    assert bad.status_code == 400 and "next: 'not-a-token' is not a next token" in html.unescape(bad.text)
+    assert bad.status_code == 400 and "next: 'not-a-token' is not a next token of this list" in html.unescape(bad.text)
+    fake.sweeps["sweep-00000001"] = replace(fake.sweeps["sweep-0a1b2c3d"], sweep_id="sweep-00000001", trials=())
+    lists = re.search(r'href="/ui/sweeps\?limit=1&amp;next=([^"]+)"', browser.get("/ui/sweeps?limit=1").text)
+    assert lists is not None, "the sweeps list's own next token"
+    other = browser.get(f"/ui/sweeps/sweep-0a1b2c3d?next={lists.group(1)}")
+    assert other.status_code == 400, "the list's token is not the trials'"
 
 
 def test_the_sweeps_list_is_paged_newest_first(browser: TestClient, fake: FakeFacade) -> None:

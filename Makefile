@@ -8,6 +8,9 @@ LEARNERKIT := $(BIN)/learnerkit
 # `learnerkit image build` does: make passes nothing the command would not find by itself.
 # TIER: the images `images` builds and the suite tests (image-tiers.yaml; docs/build-tool.md, "Tiers").
 TIER ?= test
+# The suite's workers: its test files run on this many processes at once (pytest-xdist), most of a test's time being
+# spent waiting on containers and servers; the files marked `serial` then run alone (docs/testing.md).
+TEST_WORKERS ?= 3
 
 .PHONY: setup images demo lint typecheck test test-full unit bench gpu-check clean k8s-binaries test-k8s repro
 
@@ -33,7 +36,8 @@ unit: setup
 	$(BIN)/pytest tests/unit
 
 test: setup lint images
-	LEARNERKIT_IMAGE_TIER=$(TIER) $(BIN)/pytest
+	LEARNERKIT_IMAGE_TIER=$(TIER) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"
+	LEARNERKIT_IMAGE_TIER=$(TIER) $(BIN)/pytest -m serial
 
 # Every image of the matrix, cuda included, built and tested (about an hour more than `make test` from cold).
 test-full:

@@ -29,9 +29,13 @@ backend over a real etcd against concurrency 1 (every decision stored, the heap 
 `learnerkit scheduler serve` on the container engine (listed within 2 minutes, most trials queued); --scale-only
 runs them alone. A missed target is printed as MISSED and the exit status is 1.
 
+With --in-place (bench/sweepinplace.py; --in-place-only runs it alone): the platform's CPU-seconds (sidecars and
+scheduler) per promotion in place against a promotion by a new deploy, in the same run, with the scheduler in this
+process and each learner pair this checkout's sidecar and learner-run as host processes (no images, no Docker).
+
 Usage: python bench/sweeps.py [--trials N] [--seed S] [--speed-trials N] [--real [--real-trials N]]
        [--arrival] [--digits [--digits-trials N] [--digits-rungs MIN,MAX] [--digits-widths W,W,W]]
-       [--scale] [--scale-local [--sidecar-image REF]] [--scale-only]
+       [--scale] [--scale-local [--sidecar-image REF]] [--scale-only] [--in-place [--in-place-runs N]] [--in-place-only]
 """
 
 from __future__ import annotations
@@ -155,6 +159,9 @@ def main() -> int:
     parser.add_argument("--sampler-trials", type=int, default=40, help="TPE and random search's trials per seed")
     parser.add_argument("--sampler-seeds", type=int, default=10)
     parser.add_argument("--population", type=int, default=8, help="PBT's population")
+    parser.add_argument("--in-place", action="store_true", help="CPU per promotion in place (bench/sweepinplace.py)")
+    parser.add_argument("--in-place-runs", type=int, default=1, help="--in-place: rounds of its three sweeps")
+    parser.add_argument("--in-place-only", action="store_true", help="--in-place alone, not the others")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still stops its servers and containers
     missed: list[str] = []
@@ -165,7 +172,12 @@ def main() -> int:
             missed += simulated_report(simulated_scale())
         if args.scale_local:
             missed += local_report(local_default_scale(args.sidecar_image))
-    if not args.scale_only:
+    if args.in_place or args.in_place_only:
+        from sweepinplace import in_place_figures  # etcd, SeaweedFS, host processes
+
+        if not in_place_figures(args.in_place_runs):
+            missed.append("the platform's CPU per promotion in place")
+    if not args.scale_only and not args.in_place_only:
         comparison(args.trials, args.seed, args.concurrency)
         arrival_order()
         decision_speed(args.speed_trials, args.seed)

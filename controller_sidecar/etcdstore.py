@@ -216,6 +216,20 @@ class EtcdStore:
         txn = {"success": [_put(keys.learner_metrics_key(job_id, learner_id, root), text)]}
         await self._fenced_txn(txn, keys.fence_key(job_id, root), fence, f"put the metrics of {job_id}/{learner_id}")
 
+    async def put_boundary(
+        self,
+        job_id: str,
+        learner_id: int,
+        record: Mapping[str, object],
+        root: str = keys.ROOT,
+        fence: Fence = UNGUARDED,
+    ) -> None:
+        """The learner waits at its rung's budget (``record``: attempt, step, budget, metrics), while the fence
+        allows this attempt."""
+        text = json.dumps(dict(record), sort_keys=True)
+        txn = {"success": [_put(keys.learner_boundary_key(job_id, learner_id, root), text)]}
+        await self._fenced_txn(txn, keys.fence_key(job_id, root), fence, f"put the boundary of {job_id}/{learner_id}")
+
     async def _fenced_txn(self, txn: Json, fence_key: str, fence: Fence, what: str) -> Json:
         """Run ``txn`` (its answer returned) only while ``fence_key`` is absent or reads ``fence.attempt``, in one
         transaction: a write of an attempt the scheduler moved on from is refused by etcd itself, whatever the

@@ -59,6 +59,22 @@ def learner_metrics_key(job_id: str, learner_id: int, root: str = ROOT) -> str:
     return learner_prefix(job_id, learner_id, root) + "metrics"
 
 
+def learner_boundary_key(job_id: str, learner_id: int, root: str = ROOT) -> str:
+    """A learner waiting at its rung's budget for the next one (promotion in place, docs/sweeps.md): its attempt,
+    step, budget and each metric's last value; written by its sidecar, read by the sweep driver."""
+    return learner_prefix(job_id, learner_id, root) + "boundary"
+
+
+def next_budget_prefix(job_id: str, root: str = ROOT) -> str:
+    return job_prefix(job_id, root) + "next-budget/"
+
+
+def next_budget_key(job_id: str, attempt: int, step: int, root: str = ROOT) -> str:
+    """The scheduler's answer to a boundary of ``attempt`` at ``step``: ``{"budget": 90}`` (promoted in place) or
+    ``{"budget": null, "reason": ...}``; written once, read by the job's sidecars."""
+    return f"{next_budget_prefix(job_id, root)}{attempt}-{step}"
+
+
 def history_prefix(job_id: str, root: str = ROOT) -> str:
     return job_prefix(job_id, root) + "history/"
 

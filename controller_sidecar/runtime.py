@@ -47,6 +47,7 @@ from controller_sidecar.processing import (
 )
 from controller_sidecar.progress import ProgressFile
 from controller_sidecar.prom import SidecarMetrics
+from controller_sidecar.promotion import follow_boundaries
 from controller_sidecar.provenancerecord import RECORD_KEY, Digested, RecordError, SidecarRecord
 from controller_sidecar.recordchannel import attempt_of, open_record, put_record
 from controller_sidecar.resources import learner_alive
@@ -199,6 +200,7 @@ class Sidecar:
             asyncio.create_task(periodic_checkpoints(settings, store, self.metrics, stop_processing)),
             asyncio.create_task(sample_resources(settings, self.metrics, stop_processing)),
             asyncio.create_task(ship_metrics(settings, self.history, self._upload_metrics, stop_processing)),
+            asyncio.create_task(follow_boundaries(settings, etcd, self.fence, stop_processing)),
         ]
         for follower in followers:
             follower.add_done_callback(self._follower_done)

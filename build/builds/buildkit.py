@@ -28,9 +28,15 @@ STOP_WAIT_S = 10.0
 LOG_TAIL_LINES = 40
 CONTEXT_RECORD = "source.local"
 """BuildKit's cache record type of a build context copied from the client."""
+LAYER_RECORD = "regular"
+"""BuildKit's cache record type of what a build step made (a layer)."""
+CACHE_MOUNT_RECORD = "exec.cachemount"
+"""BuildKit's cache record type of a `RUN --mount=type=cache` folder: the Caffe builds' compiler caches."""
 PRUNE_TIMEOUT_S = 120
 CACHE_KEEP_VARIABLE = "LEARNERKIT_BUILD_CACHE_MB"
 DEFAULT_CACHE_KEEP_MB = 8192
+COMPILER_CACHE_VARIABLE = "LEARNERKIT_COMPILER_CACHE_MB"
+DEFAULT_COMPILER_CACHE_MB = 2048
 STEP_RE = re.compile(r"^#\d+ \[(?:(?P<stage>[\w.-]+) )?(?P<done>\d+)/(?P<total>\d+)\]")
 
 LogSink = Callable[[str], None]
@@ -41,6 +47,17 @@ class BuildkitCli:
     argv: tuple[str, ...]
     """Command prefix up to and including `build`."""
     env: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class CacheCaps:
+    """How much of BuildKit's cache builds leave behind, in MiB."""
+
+    layers_mb: int
+    """`LEARNERKIT_BUILD_CACHE_MB`: the cache as a whole, of which only layers are removed to keep to it."""
+    compiler_mb: int
+    """`LEARNERKIT_COMPILER_CACHE_MB`: how far the cache mounts (compiler caches) may take the cache beyond
+    `layers_mb` before the least recently used of them is removed."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +129,7 @@ def stop_running_builds() -> None:
 def run_build(request: BuildRequest, on_line: LogSink) -> str:
     """Build the context; return the image ID. No tag is made here, so a failed build leaves none."""
     cli = find_buildkit_cli()
-    keep_mb = cache_keep_mb()
+    caps = cache_caps()
     with tempfile.TemporaryDirectory(prefix="learnerkit-iid-") as scratch:
         iidfile = Path(scratch) / "iid"
         argv = [*cli.argv, "--progress=plain", "--iidfile", str(iidfile)]
@@ -146,7 +163,7 @@ def run_build(request: BuildRequest, on_line: LogSink) -> str:
                         proc.wait()
                 with _running_guard:
                     _running.discard(proc)
-        prune_cache(cli, keep_mb, on_line)
+        prune_cache(cli, caps, on_line)
         if proc.returncode != 0:
             raise BuildError(request.image_name, f"docker build exited {proc.returncode}", "\n".join(tail))
         image = iidfile.read_text(encoding="utf-8").strip() if iidfile.exists() else ""
@@ -155,39 +172,60 @@ def run_build(request: BuildRequest, on_line: LogSink) -> str:
         return image
 
 
-def prune_argvs(cli: BuildkitCli, keep_mb: int) -> list[list[str]]:
-    """The commands that remove the build contexts BuildKit copied, then the least recently used cache beyond
-    `keep_mb` (no record a build is using is removed)."""
+def prune_argvs(cli: BuildkitCli, caps: CacheCaps) -> list[list[str]]:
+    """The commands that remove the build contexts BuildKit copied, then the least recently used layers while the
+    cache is over `caps.layers_mb`, then the least recently used cache mounts while it is over `caps.layers_mb +
+    caps.compiler_mb` (no record a build is using is removed).
+
+    A prune filtered by type counts the whole cache against its `--keep-storage` but removes only records of that
+    type: so layers go first, and a compiler cache only when the cache mounts alone pass their own allowance."""
     prune = [*cli.argv[:-2], "prune"] if cli.argv[-2:] == ("build", "--load") else [*cli.argv[:-1], "builder", "prune"]
     return [
         [*prune, "--force", "--filter", f"type={CONTEXT_RECORD}"],
-        [*prune, "--force", "--keep-storage", f"{keep_mb}mb"],
+        [*prune, "--force", "--filter", f"type={LAYER_RECORD}", "--keep-storage", f"{caps.layers_mb}mb"],
+        [
+            *prune,
+            "--force",
+            "--filter",
+            f"type={CACHE_MOUNT_RECORD}",
+            "--keep-storage",
+            f"{caps.layers_mb + caps.compiler_mb}mb",
+        ],
     ]
 
 
-def cache_keep_mb() -> int:
-    """`LEARNERKIT_BUILD_CACHE_MB`: how much of BuildKit's cache builds leave behind (default 8192 MiB)."""
-    raw = os.environ.get(CACHE_KEEP_VARIABLE, str(DEFAULT_CACHE_KEEP_MB))
+def cache_caps() -> CacheCaps:
+    """`LEARNERKIT_BUILD_CACHE_MB` (default 8192 MiB) and `LEARNERKIT_COMPILER_CACHE_MB` (default 2048 MiB)."""
+    return CacheCaps(
+        layers_mb=_mib_setting(CACHE_KEEP_VARIABLE, DEFAULT_CACHE_KEEP_MB),
+        compiler_mb=_mib_setting(COMPILER_CACHE_VARIABLE, DEFAULT_COMPILER_CACHE_MB),
+    )
+
+
+def _mib_setting(variable: str, default: int) -> int:
+    raw = os.environ.get(variable, str(default))
     try:
         value = int(raw)
     except ValueError:
         value = -1
     if value < 0:
-        raise ConfigError(f"{CACHE_KEEP_VARIABLE}={raw!r}: a whole number of MiB (0 or more) is expected")
+        raise ConfigError(f"{variable}={raw!r}: a whole number of MiB (0 or more) is expected")
     return value
 
 
-def prune_cache(cli: BuildkitCli, keep_mb: int, on_line: LogSink) -> None:
-    """Once a build is over, drop BuildKit's copies of build contexts and keep at most `keep_mb` of its cache,
-    the most recently used.
+def prune_cache(cli: BuildkitCli, caps: CacheCaps, on_line: LogSink) -> None:
+    """Once a build is over, drop BuildKit's copies of build contexts and keep at most `caps.layers_mb` of its
+    layers, the most recently used, and of its compiler caches what `caps` allows (`prune_argvs`).
 
     Each build's context is a fresh folder, so BuildKit keeps a full copy of it (its `source.local` record) that no
     later build reuses: a locked cuda image's context holds gigabytes of wheels. And a locked image is normalised
     into new layers after its build, so the build's own layers stay behind in the cache beside the image, about
     its size again (29 GB after three locked cuda builds here). Without a cap the cache grows with every build
-    until the disk is full. A prune that fails costs disk, not the build: it is reported in the build's log."""
+    until the disk is full. The compiler caches are kept apart from that cap: they spare a Caffe rebuild whose
+    sources did not change its compile (minutes on 2 cores), and an unfiltered cap evicted them with the layers.
+    A prune that fails costs disk, not the build: it is reported in the build's log."""
     env = {**os.environ, **dict(cli.env)}
-    for argv in prune_argvs(cli, keep_mb):
+    for argv in prune_argvs(cli, caps):
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=PRUNE_TIMEOUT_S, check=False, env=env)
         except (OSError, subprocess.TimeoutExpired) as e:

@@ -14,8 +14,10 @@ write and resume from atomic checkpoints::
     limit = learner.budget()  # a sweep's trial: stop at its rung by itself
     while step < total and not learner.halt_requested() and not (limit and limit.reached(step)):
         loss = train_step()
-        learner.log_metrics(step, loss=loss)
         step += 1
+        learner.log_metrics(step, loss=loss)
+        if limit and limit.reached(step):
+            limit = learner.next_budget(step) or limit  # promoted in place: train on in this process
     with learner.new_checkpoint(step) as path:
         save(path / "model.pt")
 """
@@ -26,6 +28,7 @@ from learner.halt import halt_requested, install_halt_handler
 from learner.metrics import log_metrics
 from learner.modelfile import load_model, save_model
 from learner.paths import checkpoint_dir, data_dir, log_dir, model_dir, result_dir, state_dir
+from learner.promotion import next_budget
 
 __all__ = [
     "Budget",
@@ -41,6 +44,7 @@ __all__ = [
     "log_metrics",
     "model_dir",
     "new_checkpoint",
+    "next_budget",
     "parameters",
     "result_dir",
     "save_model",

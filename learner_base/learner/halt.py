@@ -6,6 +6,7 @@ SIGINT into a flag instead of an immediate exit, so the script can finish its st
 
 A sweep trial is also halted at its rung's budget by the helper itself (:func:`halt_at_budget`, called by
 ``log_metrics``): a script that honours halts but never reads ``learner.budget()`` still stops at that step.
+A trial promoted in place at that step (``learner.next_budget``) takes that halt back (:func:`resume_after_budget`).
 """
 
 from __future__ import annotations
@@ -23,11 +24,21 @@ HALT_SIGNAL_ENV = "LEARNER_HALT_SIGNAL"
 
 _halt_signal: int | None = None
 _budget_reached = False
+_signals = 0
+"""Halt signals this process's handler has taken (``install_halt_handler``'s)."""
+_signals_by_budget = 0
+"""How many of them :func:`halt_at_budget` raised itself: a promotion in place takes back only those."""
 
 
 def _on_halt_signal(signum: int, _frame: FrameType | None) -> None:
-    global _halt_signal
+    global _halt_signal, _signals
     _halt_signal = signum
+    _signals += 1
+
+
+def signals_taken() -> int:
+    """How many halt signals the handler of :func:`install_halt_handler` has taken in this process."""
+    return _signals
 
 
 def install_halt_handler() -> None:
@@ -84,4 +95,17 @@ def halt_at_budget(step: int, limit: int) -> None:
         return  # learner-run refuses a bad value before the command starts: only a script run by hand gets here
     handler = signal.getsignal(signum)
     if callable(handler) and handler is not signal.default_int_handler:
+        global _signals_by_budget
         signal.raise_signal(signum)
+        _signals_by_budget = _signals
+
+
+def resume_after_budget() -> None:
+    """The trial was promoted in place (``learner.next_budget``): take back what :func:`halt_at_budget` did, so
+    ``halt_requested()`` is False again, unless a real halt came (a signal since, or ``control/halt``)."""
+    global _budget_reached, _halt_signal
+    _budget_reached = False
+    if _halt_signal is not None and _signals == _signals_by_budget:
+        _halt_signal = None
+    with contextlib.suppress(OSError):
+        (state_dir() / BUDGET_REACHED_FILE).unlink(missing_ok=True)

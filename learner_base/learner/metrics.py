@@ -22,6 +22,14 @@ from learner.paths import log_dir
 
 METRICS_FILE = "metrics.jsonl"
 
+_last: dict[str, tuple[int, int | float]] = {}
+"""Each metric's last (step, value) logged by this process: what ``next_budget`` tells the scheduler."""
+
+
+def last_values() -> dict[str, tuple[int, int | float]]:
+    """Each metric's last ``(step, value)`` that this process logged."""
+    return dict(_last)
+
 
 def _checked(key: str, value: object) -> int | float:
     # numbers.Real admits numpy scalars (np.float32 is not a float); bool is an int but never a metric.
@@ -51,7 +59,8 @@ def log_metrics(step: int, **values: float) -> None:
         raise ValueError(f"step must be a non-negative int, got {step!r}")
     if not values:
         raise ValueError("log_metrics needs at least one value, e.g. log_metrics(step, loss=0.5)")
-    record = {"step": step, "time": time.time(), "values": {k: _checked(k, v) for k, v in values.items()}}
+    checked = {k: _checked(k, v) for k, v in values.items()}
+    record = {"step": step, "time": time.time(), "values": checked}
     limit = budget()  # a bad LEARNER_BUDGET raises before anything is written
     line = (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
     directory = log_dir()
@@ -64,5 +73,6 @@ def log_metrics(step: int, **values: float) -> None:
             written += os.write(fd, line[written:])
     finally:
         os.close(fd)
+    _last.update((key, (step, value)) for key, value in checked.items())
     if limit is not None and limit.reached(step):
         halt_at_budget(step, limit.limit)

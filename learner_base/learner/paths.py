@@ -35,6 +35,12 @@ EXIT_FILE = "learner.exit"
 BUDGET_REACHED_FILE = "budget.reached"
 """In ``$JOB_STATE_DIR``: the helper writes it once ``log_metrics`` has logged the rung budget's step, for the
 command's other processes (``halt_requested``); ``learner-run`` removes one left by an earlier run."""
+BUDGET_WAIT_FILE = "budget.wait"
+"""In ``$JOB_STATE_DIR``: the helper writes it at a rung's budget to ask for the next one (``next_budget``):
+``{"step": 30, "budget": 30, "metrics": {"val_loss": [30, 0.25]}}``; the sidecar passes it to the scheduler."""
+BUDGET_NEXT_FILE = "budget.next"
+"""In ``$JOB_STATE_DIR``: the sidecar writes the scheduler's answer, ``{"step": 30, "budget": 90}`` (promoted in
+place) or ``{"step": 30, "budget": null, "reason": "..."}`` (checkpoint and end the rung as before)."""
 
 
 def env_path(variable: str, environ: Mapping[str, str] | None = None) -> Path:

@@ -340,13 +340,17 @@ def _key_files() -> list[Path]:
 
 @model_group.command("stop")
 @click.argument("name")
-@catalog_command
-def stop_command(name: str, store: Store, keys: list[Key], output: str) -> None:
-    """Stop serving NAME (every server of it)."""
+@click.option("--tenant", envvar="LEARNERKIT_TENANT", required=True, help="the tenant [env LEARNERKIT_TENANT]")
+@output_option
+def stop_command(name: str, tenant: str, output: str) -> None:
+    """Stop serving NAME (every server of it, on this host's engine): no registry or key is needed."""
     from learnerkit.scheduler.serving.deployment import forget, stop
 
-    versions = stop(store.tenant, name)
-    forget(_serving_home(), store.tenant, name)
+    try:
+        versions = stop(tenant, name)
+    except LearnerkitError as e:
+        fail(output, e)
+    forget(_serving_home(), tenant, name)
     emit(output, {"name": name, "stopped": versions}, lambda: console.print(f"stopped {name}"))
 
 

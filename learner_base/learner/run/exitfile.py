@@ -11,7 +11,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TypedDict
 
-from learner.paths import BUDGET_REACHED_FILE, EXIT_FILE
+from learner.paths import BUDGET_NEXT_FILE, BUDGET_REACHED_FILE, BUDGET_WAIT_FILE, EXIT_FILE
 from learner.run.errors import SetupError
 
 
@@ -119,9 +119,9 @@ def write_exit_file(state_dir: Path, record: ExitRecord) -> Path:
 
 
 def remove_stale_exit_file(state_dir: Path) -> None:
-    """Remove a ``learner.exit`` (and a ``budget.reached``) left by an earlier run of this container, so the
+    """Remove a ``learner.exit`` (and the budget's files) left by an earlier run of this container, so the
     files describe this run."""
-    for name in (EXIT_FILE, BUDGET_REACHED_FILE):
+    for name in (EXIT_FILE, BUDGET_REACHED_FILE, BUDGET_WAIT_FILE, BUDGET_NEXT_FILE):
         try:
             (state_dir / name).unlink(missing_ok=True)
         except OSError as e:

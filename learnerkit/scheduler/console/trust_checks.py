@@ -242,9 +242,8 @@ def _write_atomic(target: Path, chunks: Iterator[bytes]) -> None:
             for chunk in chunks:
                 out.write(chunk)
         Path(temp).replace(target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    finally:
+        Path(temp).unlink(missing_ok=True)  # gone once it replaced the target; a broken write leaves nothing
 
 
 def _sha256_of_chunks(chunks: Iterator[bytes]) -> str:

@@ -12,6 +12,7 @@ A trial that can no longer be promoted has its checkpoints removed (unless the s
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import tempfile
@@ -40,6 +41,7 @@ from learnerkit.scheduler.manifest.model import JobManifest
 from learnerkit.scheduler.outputs.reader import OutputsReader
 from learnerkit.scheduler.sweeps.best import best_index
 from learnerkit.scheduler.sweeps.books import SweepBook, plan_of, restore_book
+from learnerkit.scheduler.sweeps.boundary import Boundary
 from learnerkit.scheduler.sweeps.decisions import Action, Decision, TrialState
 from learnerkit.scheduler.sweeps.searchfile import SearchFileError, parse_search_file
 from learnerkit.scheduler.sweeps.space import Config
@@ -188,6 +190,8 @@ class SweepDriver:
         """When each running trial's history was last read for its budget (the loop's monotonic clock)."""
         self._lock = asyncio.Lock()
         """One change of a sweep's records at a time: the step's and the verbs' (decisions are numbered)."""
+        self._answered: set[tuple[str, int, int]] = set()
+        """Rung boundaries answered (job, attempt, step): a learner waiting for its next budget is asked once."""
 
     @property
     def store(self) -> SweepStore:
@@ -323,7 +327,12 @@ class SweepDriver:
         if sweep.state.status is not SweepStatus.RUNNING:
             return
         await self._finish_actions(sweep)
-        decisions, sweep.pending = sweep.pending, []
+        if sweep.pending:  # before a boundary's decisions: the book took these first
+            pending, sweep.pending = sweep.pending, []
+            await self._record(sweep, pending)
+        # Before the budget checks: a trial promoted in place trains towards its new budget, never halted at the old.
+        await self._boundaries(sweep)
+        decisions: list[Decision] = []
         for index, trial in sorted(sweep.trials.items()):
             if trial.record.state is not TrialState.RUNNING:
                 continue
@@ -339,6 +348,9 @@ class SweepDriver:
             if status in (JobStatus.COMPLETED, JobStatus.HALTED):
                 step, value, why = await self._rung_result(sweep, trial, tracked)
                 budget = sweep.spec.rungs[trial.record.target]
+                if step is None and trial.in_place_attempt == tracked.state.attempt:
+                    await self._not_taken(sweep, trial, tracked)
+                    continue
                 if status is JobStatus.HALTED and (step is None or step < budget):
                     continue  # halted before its budget (`job halt`, `sweep halt`): its rung goes on when resumed
                 decisions += sweep.book.report(index, value, why_missing=why)
@@ -351,7 +363,76 @@ class SweepDriver:
         await self._record(sweep, decisions)
         await self._finish_actions(sweep)
 
-    async def _record(self, sweep: ActiveSweep, decisions: list[Decision]) -> None:
+    # -- promotion in place ------------------------------------------------------------------------------
+
+    async def _boundaries(self, sweep: ActiveSweep) -> None:
+        """Answer each trial whose learner waits at its rung's budget for the next one (`learner.next_budget`):
+        promoted there and then, it trains on in the same process; otherwise it ends its rung as before."""
+        for index, trial in sorted(sweep.trials.items()):
+            tracked = self.shared.jobs.get(trial.job_id)
+            if (
+                sweep.state.status is not SweepStatus.RUNNING
+                or trial.record.state is not TrialState.RUNNING
+                or tracked is None
+                or tracked.state.stage is not Stage.RUNNING
+                or tracked.state.attempt < trial.rung_attempt
+            ):
+                continue
+            raw = self.shared.store.boundaries.get(trial.job_id)  # read by this step's monitoring of the job
+            boundary = Boundary.from_json(raw) if raw is not None else None
+            if boundary is None or boundary.attempt != tracked.state.attempt:
+                continue
+            asked = (trial.job_id, boundary.attempt, boundary.step)
+            if asked in self._answered:
+                continue
+            budget, reason = await self._in_place(sweep, index, trial, tracked, boundary)
+            await self.shared.store.answer_boundary(trial.job_id, boundary.attempt, boundary.step, budget, reason)
+            self._answered.add(asked)
+
+    async def _in_place(
+        self, sweep: ActiveSweep, index: int, trial: StoredTrial, tracked: Tracked, boundary: Boundary
+    ) -> tuple[int | None, str]:
+        """The budget the waiting learner trains on to, or None and why not. A promotion in place is recorded
+        before it is answered, as any decision is before the driver acts on it."""
+        rungs, target = sweep.spec.rungs, trial.record.target
+        if trial.in_place_attempt == boundary.attempt and target and boundary.budget == rungs[target - 1]:
+            return rungs[target], ""  # decided before a restart, not answered then
+        if boundary.budget != rungs[target]:
+            return None, f"{boundary.budget} is not the budget of the rung it trains towards ({rungs[target]})"
+        if target + 1 >= len(rungs):
+            return None, "its last rung"
+        if tracked.manifest.resources.learners != 1:
+            return None, "a trial of several learners is promoted by a new deploy"
+        metric = sweep.spec.objective.metric
+        value = boundary.result(metric, rungs[target - 1] if target else 0)
+        if value is None:
+            return None, f"the process that waits did not log {metric!r} in this rung"
+        before = copy.deepcopy(sweep.book)
+        decisions = sweep.book.report(index, value) + sweep.book.fill()
+        promoted = [d for d in decisions if d.trial == index and d.action in (Action.PROMOTE, Action.CONTINUE)]
+        if not promoted:
+            sweep.book = before  # its rung ends as before: reported from its stored history once its job ends
+            return None, "not promoted at once: it checkpoints and waits"
+        said = "; promoted in place: the same learner process trains on"
+        decisions = [replace(d, reason=d.reason + said) if d in promoted else d for d in decisions]
+        await self._record(sweep, decisions, in_place={index: boundary.attempt})
+        await self._finish_actions(sweep)
+        return promoted[0].budget, ""
+
+    async def _not_taken(self, sweep: ActiveSweep, trial: StoredTrial, tracked: Tracked) -> None:
+        """A trial promoted in place whose learner ended without training past its boundary (it gave up waiting
+        just before the answer came): promoted as before, by a new attempt from its checkpoint."""
+        resumed = replace(trial, rung_attempt=tracked.state.attempt + 1, in_place_attempt=None)
+        sweep.state = await self.store.record(sweep.sweep_id, sweep.state, [], [resumed])
+        sweep.trials[trial.record.index] = resumed
+        self._histories.pop(trial.job_id, None)
+        LOGGER.info(
+            "sweep %s: trial %d did not take its promotion in place; resumed", sweep.sweep_id, trial.record.index
+        )
+
+    async def _record(
+        self, sweep: ActiveSweep, decisions: list[Decision], *, in_place: Mapping[int, int] | None = None
+    ) -> None:
         changed: dict[int, StoredTrial] = {}
         records = {r.index: r for r in sweep.book.records()}
         for decision in decisions:
@@ -365,10 +446,12 @@ class SweepDriver:
                 trial = StoredTrial(record, sweep.job_id(index), parameters, rung_attempt=1, parent=parent)
             else:
                 trial = replace(previous, record=record)
-                if decision.action in (Action.PROMOTE, Action.CONTINUE):
+                if decision.action in (Action.PROMOTE, Action.CONTINUE) and index in (in_place or {}):
+                    trial = replace(trial, in_place_attempt=(in_place or {})[index])
+                elif decision.action in (Action.PROMOTE, Action.CONTINUE):
                     tracked = self.shared.jobs.get(trial.job_id)
                     attempt = tracked.state.attempt if tracked is not None else trial.rung_attempt
-                    trial = replace(trial, rung_attempt=attempt + 1)
+                    trial = replace(trial, rung_attempt=attempt + 1, in_place_attempt=None)
                 if decision.action is Action.STOP and not sweep.spec.keep_checkpoints:
                     trial = replace(trial, freed_bytes=await self._remove_checkpoints(sweep, trial))
             changed[index] = trial

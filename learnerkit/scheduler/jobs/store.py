@@ -65,6 +65,9 @@ class JobStore:
     def __init__(self, etcd: EtcdStore | None = None, root: str = keys.ROOT) -> None:
         self._etcd = etcd
         self.root = root
+        self.boundaries: dict[str, bytes] = {}
+        """Job id -> learner 1's request for its next budget at a rung's end (promotion in place), as the last
+        :meth:`learner_records` read found it: the sweep driver reads it here, with no request of its own."""
 
     @property
     def etcd(self) -> EtcdStore:
@@ -115,6 +118,8 @@ class JobStore:
         await self.etcd.put_all(items, deletes)
         if clear_learners:
             await self.etcd.delete_prefix(f"{keys.job_prefix(state.job_id, self.root)}learners/")
+            await self.etcd.delete_prefix(keys.next_budget_prefix(state.job_id, self.root))
+            self.boundaries.pop(state.job_id, None)
         return state
 
     def instance_key(self) -> str:
@@ -210,6 +215,10 @@ class JobStore:
                 alive.add(n)
             elif leaf == "metrics":
                 metrics[n] = {k: float(v) for k, v in json.loads(value).items() if isinstance(v, int | float)}
+            elif leaf == "boundary" and n == 1:
+                self.boundaries[job_id] = value
+        if keys.learner_boundary_key(job_id, 1, self.root) not in found:
+            self.boundaries.pop(job_id, None)
         return records, alive, metrics
 
     def attempts_prefix(self, job_id: str) -> str:
@@ -242,6 +251,13 @@ class JobStore:
     async def request_halt(self, job_id: str) -> None:
         with _answering(f"halting job {job_id}"):
             await put_halt(self.etcd, job_id, self.root)
+
+    async def answer_boundary(self, job_id: str, attempt: int, step: int, budget: int | None, reason: str) -> None:
+        """The answer to a boundary, written once (a scheduler restarted after deciding writes the same)."""
+        key = keys.next_budget_key(job_id, attempt, step, self.root)
+        text = json.dumps({"budget": budget, **({"reason": reason} if reason else {})}, sort_keys=True)
+        with _answering(f"answering job {job_id}'s rung boundary"):
+            await self.etcd.create_all(key, {key: text})
 
     async def halt_requested(self, job_id: str) -> bool:
         """Whether the job's halt key is set: by the scheduler, or by hand (``sidecar halt``, ``dev down``)."""

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 
+from learnerkit.common.errors import LearnerkitError
 from learnerkit.scheduler.events.changes import Event
 from learnerkit.scheduler.series.cache import SeriesCache
 
@@ -63,5 +64,5 @@ class SeriesPrebuild:
                 job = await self.cache.facade.get(tenant, job_id)
                 for learner in job.learners:
                     await self.cache.history(tenant, job_id, learner.learner_id)
-            except Exception:
+            except (LearnerkitError, OSError):  # the facade's and the store's errors, the disk's
                 LOGGER.warning("could not build job %s's metric series; its first view reads it", job_id, exc_info=True)

@@ -117,6 +117,9 @@ class StoredTrial:
     """What removing its checkpoints freed in the object store (a stopped trial's)."""
     parent: int | None = None
     """PBT: the trial whose checkpoint this one started from (its lineage, followed back)."""
+    in_place_attempt: int | None = None
+    """The job attempt in which it was last promoted in place (its learner trains on without a redeploy): an end of
+    that attempt with nothing trained past the boundary means the learner did not take it."""
 
     def to_raw(self) -> dict[str, Any]:
         r = self.record
@@ -131,6 +134,7 @@ class StoredTrial:
             "rung_attempt": self.rung_attempt,
             "freed_bytes": self.freed_bytes,
             **({"parent": self.parent} if self.parent is not None else {}),
+            **({"in_place_attempt": self.in_place_attempt} if self.in_place_attempt is not None else {}),
         }
 
     @classmethod
@@ -149,6 +153,7 @@ class StoredTrial:
             int(raw.get("rung_attempt", 1)),
             int(raw.get("freed_bytes", 0)),
             int(raw["parent"]) if raw.get("parent") is not None else None,
+            int(raw["in_place_attempt"]) if raw.get("in_place_attempt") is not None else None,
         )
 
 

@@ -43,6 +43,10 @@ from learnerkit_build.repro.imagediff import describe_difference
 from learnerkit_build.repro.reproducible import canonical_config, clamp_layer, normalise_image
 from tests.integration.conftest import REPO
 
+# The builds here re-tag the checkout's images and put every learnerkit tag back afterwards: alone, after the
+# parallel part, where no other test reads or makes a tag meanwhile.
+pytestmark = pytest.mark.serial
+
 
 def quiet(_line: str) -> None:
     """Build logs are not this test's subject."""

@@ -22,14 +22,7 @@
   css.href = "/ui/static/vendor/uPlot.min.css";
   document.head.appendChild(css);
 
-  async function getJSON(url) {
-    const answer = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
-    const type = answer.headers.get("content-type") || "";
-    if (!type.startsWith("application/json")) throw new Error("Your session has ended: reload the page to log in.");
-    const body = await answer.json();
-    if (!answer.ok) throw new Error(body.message || "The series could not be read (" + answer.status + ").");
-    return body;
-  }
+  const getJSON = (url) => window.lkGetJSON(url, "The series");
 
   // TensorBoard's smoothing: an exponential moving average, debiased so the first points are not pulled to 0.
   function smooth(ys, weight) {

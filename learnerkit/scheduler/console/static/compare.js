@@ -16,14 +16,7 @@
   css.href = "/ui/static/vendor/uPlot.min.css";
   document.head.appendChild(css);
 
-  async function getJSON(url) {
-    const answer = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
-    const type = answer.headers.get("content-type") || "";
-    if (!type.startsWith("application/json")) throw new Error("Your session has ended: reload the page to log in.");
-    const body = await answer.json();
-    if (!answer.ok) throw new Error(body.message || "The curves could not be read (" + answer.status + ").");
-    return body;
-  }
+  const getJSON = (url) => window.lkGetJSON(url, "The curves");
 
   function cssColour(name) {
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#0a58b5";

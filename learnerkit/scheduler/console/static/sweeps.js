@@ -13,14 +13,7 @@
   const sweepId = page ? page.dataset.sweep : null;
   const plotting = page && typeof uPlot !== "undefined" && window.ParCoords;
 
-  async function getJSON(url) {
-    const answer = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
-    const type = answer.headers.get("content-type") || "";
-    if (!type.startsWith("application/json")) throw new Error("Your session has ended: reload the page to log in.");
-    const body = await answer.json();
-    if (!answer.ok) throw new Error(body.message || "The sweep could not be read (" + answer.status + ").");
-    return body;
-  }
+  const getJSON = (url) => window.lkGetJSON(url, "The sweep");
 
   function colour(name, fallback) {
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;

@@ -259,7 +259,7 @@ def test_caffe_installs_every_stage_from_its_lock_and_compiles_with_the_one_date
             "RUN --mount=type=bind,source=.locked-builder/sources,target=/run/locked/sources",
             "sha256sum --quiet --strict --check /run/locked/sources/SHA256SUMS",
             "tar -xzf /run/locked/sources/*.tar.gz -C /src/caffe",
-            "RUN export SOURCE_DATE_EPOCH=1767225600",
+            " && export SOURCE_DATE_EPOCH=1767225600",
         ):
             assert step in builder, (image.name, step)
         cuda = image.variant.accelerator == "cuda"

@@ -10,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 from learnerkit.cli import cli
-from learnerkit.common.output import console
 from learnerkit.scheduler import cli_scheduler
 from learnerkit.scheduler.admission.stage import Stage
 from learnerkit.scheduler.backends.protocol import NodeHealth
@@ -73,7 +72,6 @@ def test_the_command_prints_json_and_a_table_that_cuts_no_name_at_80_columns(mon
         return rows
 
     monkeypatch.setattr(cli_scheduler, "list_nodes", listed)
-    monkeypatch.setattr(console, "width", 80)
     runner = CliRunner()
     answer = runner.invoke(cli, ["scheduler", "nodes", "--output", "json"], env={"ETCD_ENDPOINTS": "127.0.0.1:1"})
     assert answer.exit_code == 0, answer.output
@@ -85,7 +83,9 @@ def test_the_command_prints_json_and_a_table_that_cuts_no_name_at_80_columns(mon
         },
         {"node": "local", "state": "drained", "jobs": []},
     ]
-    table = runner.invoke(cli, ["scheduler", "nodes"], env={"ETCD_ENDPOINTS": "127.0.0.1:1"})
+    # The width as a terminal gives it (COLUMNS): setting the console's width would outlive the test (monkeypatch
+    # puts back a fixed width where the console had none) and narrow every later table of this process.
+    table = runner.invoke(cli, ["scheduler", "nodes"], env={"ETCD_ENDPOINTS": "127.0.0.1:1", "COLUMNS": "80"})
     assert table.exit_code == 0, table.output
     assert node in table.output and "job-dfd2a7c1e9b0" in table.output and "…" not in table.output
     assert max(len(line) for line in table.output.splitlines()) <= 80, table.output

@@ -1,0 +1,247 @@
+"""Promotion in place end to end: the scheduler with real etcd and SeaweedFS, each learner pair this checkout's real
+sidecar and `learner-run` as processes of this host (`bench/processbackend.py`), a stand-in learner that asks for its
+next budget at each rung (`learner.next_budget`).
+
+A trial continued at its rung there and then trains on in the same learner process (one start per trial) and
+trains each step once; one not answered within its wait (the scheduler is down) checkpoints and ends its rung as
+before, and the restarted scheduler goes on from that checkpoint by a new attempt; one that still waits when the
+scheduler is back is answered by the new one and trains on in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+import zipfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.processbackend import ProcessBackend
+from controller_sidecar import keys
+from controller_sidecar.etcdstore import EtcdStore
+from learnerkit.scheduler.admission.admit import AdmissionPolicy
+from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+from learnerkit.scheduler.core.options import SchedulerOptions
+from learnerkit.scheduler.core.planning import Platform
+from learnerkit.scheduler.facade import SweepView
+from learnerkit.scheduler.sweeps.decisions import Action
+from tests.integration.scheduler.conftest import RESULTS_BUCKET, Harness, manifest
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
+
+TRAIN = """\
+import os, time
+import learner
+
+quality = {"0.1": 0.5, "0.2": 0.1}[os.environ["lr"]]
+limit = learner.budget()
+ckpt = learner.latest_checkpoint()
+step = ckpt.step if ckpt else 0
+while not limit.reached(step):
+    time.sleep(float(os.environ.get("STEP_S", "0.02")))
+    step += 1
+    learner.log_metrics(step, val_loss=quality + 1.0 / step)
+    if limit.reached(step):
+        limit = learner.next_budget(step) or limit
+with learner.new_checkpoint(step) as path:
+    (path / "step").write_text(str(step))
+"""
+
+SEARCH = """\
+manifest: manifest.yml
+parameters:
+  lr: {type: choice, values: ["0.1", "0.2"]}
+objective: {metric: val_loss, goal: minimize}
+budget: {unit: step, min: 2, max: 8}
+algorithm: {name: median_stop, eta: 2}
+trials: 2
+concurrency: 2
+seed: 3
+"""
+"""The median rule continues every trial while fewer than 3 others have reported a rung: each continues at once."""
+
+
+async def chunks(path: Path) -> AsyncIterator[bytes]:
+    yield path.read_bytes()
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Iterator[ProcessBackend]:
+    made = ProcessBackend(tmp_path / "pairs")
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def where() -> str:
+    """The test's own job root: a restarted scheduler restores only its jobs."""
+    return f"/lk-test-{uuid.uuid4().hex[:8]}/jobs"
+
+
+@pytest.fixture
+def options(etcd_server: Any, s3_server: Any, where: str) -> SchedulerOptions:
+    return SchedulerOptions(
+        platform=Platform(etcd_endpoints=etcd_server.endpoint, sidecar_image="sidecar", etcd_root=where),
+        catalog=None,
+        resolve_image=lambda manifest: "learner",
+        policy=AdmissionPolicy(ready_timeout_s=120),
+        submit_policy=SubmitPolicy(object_stores=(str(origin(s3_server.endpoint_url)),)),
+        interval_s=0.05,
+    )
+
+
+@pytest.fixture
+def started(etcd_server: Any, options: SchedulerOptions, backend: ProcessBackend) -> Iterator[list[Harness]]:
+    made: list[Harness] = []
+    yield made
+    for harness in made:
+        harness.kill()
+
+
+def start(
+    etcd_server: Any, options: SchedulerOptions, backend: ProcessBackend, made: list[Harness], root: str
+) -> Harness:
+    harness = Harness(etcd_server, options, root=root, backend=backend)  # type: ignore[arg-type]
+    made.append(harness)
+    return harness
+
+
+def submit(harness: Harness, s3_server: Any, tmp_path: Path, search: str, command: str) -> str:
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr("train.py", TRAIN)
+    text = manifest(s3_server, command)
+    view = harness.call(harness.service.submit_sweep("team-a", search, text, model=chunks(archive)))
+    return view.sweep_id
+
+
+def done(harness: Harness, sweep_id: str, timeout: float = 300) -> SweepView:
+    def ended() -> SweepView | None:
+        sweep = harness.call(harness.service.get_sweep("team-a", sweep_id))
+        return sweep if sweep.status == "done" else None
+
+    return wait_until(
+        ended,
+        timeout=timeout,
+        interval=0.1,
+        message=lambda: f"{sweep_id} to end: {harness.call(harness.service.get_sweep('team-a', sweep_id))}",
+    )
+
+
+def history_steps(client: Any, job_id: str) -> list[int]:
+    """Every step of the trial's stored metric history, every attempt's."""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=RESULTS_BUCKET, Prefix=f"{job_id}/")
+    steps: list[int] = []
+    for item in sorted((i for page in pages for i in page.get("Contents", [])), key=lambda i: i["Key"]):
+        if item["Key"].endswith("/logs/metrics.jsonl"):
+            body = client.get_object(Bucket=RESULTS_BUCKET, Key=item["Key"])["Body"].read().decode()
+            steps += [json.loads(line)["step"] for line in body.splitlines() if line.strip()]
+    return steps
+
+
+def test_in_place_promotion_trains_each_step_once_and_starts_one_learner_process_per_trial(
+    etcd_server: Any,
+    s3_server: Any,
+    scheduler_buckets: Any,
+    options: SchedulerOptions,
+    backend: ProcessBackend,
+    started: list[Harness],
+    where: str,
+    tmp_path: Path,
+) -> None:
+    harness = start(etcd_server, options, backend, started, where)
+    sweep_id = submit(harness, s3_server, tmp_path, SEARCH, "python3 train.py")
+    final = done(harness, sweep_id)
+    driver = harness.service.loop.driver
+    assert driver is not None
+    decisions = harness.call(driver.store.decisions(sweep_id))
+    continued = [d for d in decisions if d.action is Action.CONTINUE]
+    assert len(continued) == 4, decisions  # each of the 2 trials past rungs 1 and 2
+    assert all(d.reason.endswith("promoted in place: the same learner process trains on") for d in continued)
+    for trial in final.trials:
+        assert (trial.state, trial.rung, len(trial.results)) == ("completed", 3, 3), trial
+        assert backend.learner_starts[trial.job_id] == 1, backend.learner_starts
+        assert history_steps(scheduler_buckets, trial.job_id) == list(range(1, 9))
+
+
+ONE_TRIAL = SEARCH.replace("trials: 2", "trials: 1").replace("concurrency: 2", "concurrency: 1")
+
+
+def training(harness: Harness, job_id: str) -> None:
+    """Wait until the trial's learner trains (its job is made by the driver's next step after the submit)."""
+
+    def processing() -> bool:
+        tracked = harness.service.shared.jobs.get(job_id)
+        return tracked is not None and tracked.state.status.value == "PROCESSING"
+
+    wait_until(processing, timeout=120, interval=0.05, message=f"{job_id} to train")
+
+
+def boundary_waits(etcd_server: Any, where: str, job_id: str) -> bool:
+    """Whether the trial's sidecar has put its learner's request for the next budget in etcd (read without a
+    scheduler: none runs meanwhile)."""
+
+    async def read() -> bool:
+        etcd = await EtcdStore.connect(etcd_server.settings())
+        try:
+            return await etcd.get(keys.learner_boundary_key(job_id, 1, where)) is not None
+        finally:
+            await etcd.close()
+
+    return asyncio.run(read())
+
+
+def test_a_trial_unanswered_within_its_wait_checkpoints_and_a_restarted_scheduler_resumes_it(
+    etcd_server: Any,
+    s3_server: Any,
+    scheduler_buckets: Any,
+    options: SchedulerOptions,
+    backend: ProcessBackend,
+    started: list[Harness],
+    where: str,
+    tmp_path: Path,
+) -> None:
+    first = start(etcd_server, options, backend, started, where)
+    command = "STEP_S=1 LEARNER_PROMOTION_WAIT=1 python3 train.py"  # rung 1 takes 2 s; the wait 1 s
+    sweep_id = submit(first, s3_server, tmp_path, ONE_TRIAL, command)
+    job_id = f"{sweep_id}-t0000"
+    training(first, job_id)
+    first.kill()  # down while the trial reaches its boundary and waits in vain
+    wait_until(lambda: boundary_waits(etcd_server, where, job_id), timeout=60, interval=0.05, message="its boundary")
+    wait_until(lambda: backend.learners_ended(job_id), timeout=60, interval=0.1, message="the learner to end its rung")
+    second = start(etcd_server, options, backend, started, where)
+    final = done(second, sweep_id)
+    [trial] = final.trials
+    assert (trial.state, len(trial.results)) == ("completed", 3), trial
+    assert backend.learner_starts[job_id] == 2  # the rung it gave up at ended; then one more, resumed in place
+    assert history_steps(scheduler_buckets, job_id) == list(range(1, 9))  # from its checkpoint: no step twice
+
+
+def test_a_trial_still_waiting_when_the_scheduler_is_back_is_promoted_in_place_by_the_new_one(
+    etcd_server: Any,
+    s3_server: Any,
+    scheduler_buckets: Any,
+    options: SchedulerOptions,
+    backend: ProcessBackend,
+    started: list[Harness],
+    where: str,
+    tmp_path: Path,
+) -> None:
+    first = start(etcd_server, options, backend, started, where)
+    command = "STEP_S=1 LEARNER_PROMOTION_WAIT=120 python3 train.py"
+    sweep_id = submit(first, s3_server, tmp_path, ONE_TRIAL, command)
+    job_id = f"{sweep_id}-t0000"
+    training(first, job_id)
+    first.kill()
+    wait_until(lambda: boundary_waits(etcd_server, where, job_id), timeout=60, interval=0.05, message="its boundary")
+    second = start(etcd_server, options, backend, started, where)
+    final = done(second, sweep_id)
+    [trial] = final.trials
+    assert (trial.state, len(trial.results)) == ("completed", 3), trial
+    assert backend.learner_starts[job_id] == 1
+    assert history_steps(scheduler_buckets, job_id) == list(range(1, 9))

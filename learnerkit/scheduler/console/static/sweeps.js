@@ -271,9 +271,13 @@
 
   // --- Live: fetch the page again (coalesced), swap its live parts, then the plots' data.
   const PARTS = list ? ["#sweeps-live"] : ["[data-live=header]", "[data-live=actions]", "tbody[data-live=trials]", "tbody[data-live=timelines]"];
-  let fetching = false, again = null;
+  // `again`: undefined, no refresh waits; null, one of everything (a snapshot, the sweep's own event); else job ids.
+  let fetching = false, again = undefined;
   function refresh(jobIds) {
-    if (fetching) { again = again && jobIds ? new Set([...again, ...jobIds]) : jobIds || null; return; }
+    if (fetching) {
+      again = again === undefined ? jobIds : again === null || jobIds === null ? null : new Set([...again, ...jobIds]);
+      return;
+    }
     fetching = true;
     const address = new URL(location.href);
     address.searchParams.delete("done"); // the notice of an action is the page's it was done on, not a later one's
@@ -294,7 +298,7 @@
       .finally(() => {
         fetching = false;
         root.dataset.refreshed = String(Number(root.dataset.refreshed || 0) + 1);
-        if (again !== null) { const ids = again; again = null; refresh(ids); }
+        if (again !== undefined) { const ids = again; again = undefined; refresh(ids); }
       });
   }
 

@@ -531,7 +531,7 @@ def _events_of(client: SchedulerClient, job_id: str, interval: float) -> Iterato
     a scheduler without the stream (404) is polled every ``interval`` instead."""
     try:
         for item in client.events():
-            if item is None or item.get("job_id") in (job_id, None):
+            if item is None or item.get("job_id") == job_id or item.get("event") == "snapshot":
                 yield item
     except JobNotFoundError:
         while True:

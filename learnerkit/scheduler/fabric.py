@@ -73,6 +73,8 @@ class NodeView:
     gpus: int
     gpus_used: int
     gpu_type: str | None
+    jobs: tuple[str, ...] = ()
+    """The jobs holding room there (deployed or running), by id: `scheduler nodes`' jobs."""
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from learnerkit.scheduler.console.compare_pages import add_compare_routes
 from learnerkit.scheduler.console.forms import FormError, read_form
 from learnerkit.scheduler.console.images_pages import add_image_routes
 from learnerkit.scheduler.console.origin import refusal
+from learnerkit.scheduler.console.paging import PAGE_SIZES
 from learnerkit.scheduler.console.queue_pages import add_queue_routes
 from learnerkit.scheduler.console.rendering import Renderer
 from learnerkit.scheduler.console.series import series_routes
@@ -55,7 +56,6 @@ from learnerkit.scheduler.facade import MAX_PAGE_JOBS, JobQuery, JobView, LogStr
 
 LOGGER = logging.getLogger(__name__)
 LOGIN_COOKIE = "learnerkit_login"
-PAGE_SIZES = (25, 50, 100, 200)
 
 
 @dataclass(frozen=True)

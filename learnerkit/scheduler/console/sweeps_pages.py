@@ -1,19 +1,23 @@
 """The console's sweep pages: the tenant's sweeps, one sweep's rung table, timelines and plots, and its halt,
 resume and cancel, each through the facade's operation the REST API calls (``/v1/sweeps``), so a refusal shows
-the facade's words, the ones `learnerkit sweep` prints. The plots' data come as JSON for `static/sweeps.js`."""
+the facade's words, the ones `learnerkit sweep` prints; the page offers only the verbs the sweep's state takes
+(`SweepStatus.refuses`, the rule the facade refuses by). The plots' data come as JSON for `static/sweeps.js`."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from learnerkit.scheduler.console import views
 from learnerkit.scheduler.console.access import PREFIX, Current, PageError, changing_form
+from learnerkit.scheduler.console.paging import DEFAULT_LIMIT, PAGE_SIZES, page_of
 from learnerkit.scheduler.console.rendering import Renderer
 from learnerkit.scheduler.console.sweeps_views import (
     best_so_far,
@@ -27,20 +31,21 @@ from learnerkit.scheduler.console.sweeps_views import (
 )
 from learnerkit.scheduler.errors import JobStateError, UnknownJobError, UnknownMetricError
 from learnerkit.scheduler.events.hub import EventHub
-from learnerkit.scheduler.facade import AttemptView, SchedulerFacade, SweepView
+from learnerkit.scheduler.facade import AttemptView, SchedulerFacade, SweepView, TrialView
 from learnerkit.scheduler.series.cache import SeriesCache
+from learnerkit.scheduler.sweeps.store import SweepStatus, SweepVerb
 
 
 @dataclass(frozen=True)
 class SweepAction:
-    name: str
+    name: SweepVerb
     label: str
     question: str
     done: str
     call: Callable[[SchedulerFacade, str, str], Awaitable[SweepView]]
 
 
-SWEEP_ACTIONS = {
+SWEEP_ACTIONS: dict[str, SweepAction] = {
     a.name: a
     for a in (
         SweepAction(
@@ -78,34 +83,51 @@ def add_sweep_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
         except UnknownJobError as e:
             raise PageError(404, "Not found", f"There is no sweep {sweep_id!r}.") from e
 
-    async def attempts_of(tenant: str, view: SweepView) -> dict[str, tuple[AttemptView, ...]]:
+    async def attempts_of(tenant: str, trials: Iterable[TrialView]) -> dict[str, tuple[AttemptView, ...]]:
         async def one(job_id: str) -> tuple[str, tuple[AttemptView, ...]]:
             try:
                 return job_id, (await facade.get(tenant, job_id)).attempts
             except UnknownJobError:  # deleted since
                 return job_id, ()
 
-        return dict(await asyncio.gather(*(one(t.job_id) for t in view.trials)))
+        return dict(await asyncio.gather(*(one(t.job_id) for t in trials)))
 
     @router.get("/sweeps")
-    async def sweeps_page(session: Current) -> Response:
+    async def sweeps_page(
+        session: Current, next_token: Annotated[str, Query(alias="next")] = "", limit: int = DEFAULT_LIMIT
+    ) -> Response:
         live_after = position()
-        found = sorted(await facade.list_sweeps(session.tenant), key=lambda v: v.submitted_at, reverse=True)
-        names = await asyncio.gather(*(_name(facade, session.tenant, v) for v in found))
+        found = sorted(await facade.list_sweeps(session.tenant), key=_newest_first)
+        paged = page_of(found, _newest_first, limit, next_token, list_name="sweeps")
+        names = await asyncio.gather(*(_name(facade, session.tenant, v) for v in paged.rows))
+        first_link, next_link = paged.links(f"{PREFIX}/sweeps", next_token)
         return render.page(
             "sweeps.html.j2",
             session=session,
             title="Sweeps",
-            rows=[sweep_row(v, name) for v, name in zip(found, names, strict=True)],
+            rows=[sweep_row(v, name) for v, name in zip(paged.rows, names, strict=True)],
+            paged=paged,
+            page_sizes=PAGE_SIZES,
+            per_page_path=f"{PREFIX}/sweeps",
+            first_link=first_link,
+            next_link=next_link,
             readable_time=views.readable_time,
             sweeps_live_after=live_after,
         )
 
     @router.get("/sweeps/{sweep_id}")
-    async def sweep_page(sweep_id: str, session: Current, done: str = "") -> Response:
+    async def sweep_page(
+        sweep_id: str,
+        session: Current,
+        done: str = "",
+        next_token: Annotated[str, Query(alias="next")] = "",
+        limit: int = DEFAULT_LIMIT,
+    ) -> Response:
         live_after = position()
         view = await sweep_of(session.tenant, sweep_id)
-        attempts = await attempts_of(session.tenant, view)
+        paged = page_of(view.trials, lambda t: (t.index,), limit, next_token, list_name=f"trials of {view.sweep_id}")
+        attempts = await attempts_of(session.tenant, paged.rows)
+        first_link, next_link = paged.links(f"{PREFIX}/sweeps/{quote(view.sweep_id)}", next_token)
         action = SWEEP_ACTIONS.get(done)
         return render.page(
             "sweep.html.j2",
@@ -113,10 +135,15 @@ def add_sweep_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
             title=f"Sweep {view.sweep_id}",
             sweep=view,
             done=action.done if action else "",
-            actions=tuple(SWEEP_ACTIONS.values()),
+            actions=tuple(a for a in SWEEP_ACTIONS.values() if SweepStatus(view.status).refuses(a.name) is None),
             best=plot_data(view)["best"],
-            trials=[trial_row(t) for t in view.trials],
-            timelines=[(t.job_id, segments(attempts.get(t.job_id, ()), t.state)) for t in view.trials],
+            trials=[trial_row(t) for t in paged.rows],
+            timelines=[(t.job_id, segments(attempts.get(t.job_id, ()), t.state)) for t in paged.rows],
+            paged=paged,
+            page_sizes=PAGE_SIZES,
+            per_page_path=f"{PREFIX}/sweeps/{quote(view.sweep_id)}",
+            first_link=first_link,
+            next_link=next_link,
             readable_time=views.readable_time,
             sweeps_live_after=live_after,
         )
@@ -128,7 +155,7 @@ def add_sweep_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
         except UnknownJobError:
             return _not_found(f"There is no sweep {sweep_id!r}.")
         data = plot_data(view)
-        data["best_so_far"] = best_so_far(view, await attempts_of(session.tenant, view))
+        data["best_so_far"] = best_so_far(view, await attempts_of(session.tenant, view.trials))
         return JSONResponse(data)
 
     @router.get("/sweeps/{sweep_id}/curves/{job_id}")
@@ -185,6 +212,11 @@ async def _name(facade: SchedulerFacade, tenant: str, view: SweepView) -> str:
         return (await facade.get(tenant, view.trials[0].job_id)).name
     except UnknownJobError:
         return ""
+
+
+def _newest_first(view: SweepView) -> tuple[float, str]:
+    """The list's order and its pages' key: newest first, then by id."""
+    return (-datetime.fromisoformat(view.submitted_at).timestamp() if view.submitted_at else 0.0, view.sweep_id)
 
 
 def _not_found(message: str) -> JSONResponse:

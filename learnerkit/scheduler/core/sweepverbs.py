@@ -54,8 +54,8 @@ class SweepVerbs:
 
     async def halt(self, tenant: str, sweep_id: str) -> SweepView:
         sweep = self.driver.owned(tenant, sweep_id)
-        if sweep.state.status is not SweepStatus.RUNNING:
-            raise JobStateError(f"sweep {sweep_id} is {sweep.state.status.value}: only a running sweep halts")
+        if refused := sweep.state.status.refuses("halt"):
+            raise JobStateError(f"sweep {sweep_id} {refused}")
         await self.driver.set_status(sweep, SweepStatus.HALTED, "halted")
         for tracked in self.driver.running_jobs(sweep):
             await self.halt_job(tenant, tracked.state.job_id)
@@ -63,15 +63,15 @@ class SweepVerbs:
 
     async def resume(self, tenant: str, sweep_id: str) -> SweepView:
         sweep = self.driver.owned(tenant, sweep_id)
-        if sweep.state.status is not SweepStatus.HALTED:
-            raise JobStateError(f"sweep {sweep_id} is {sweep.state.status.value}: only a halted sweep resumes")
+        if refused := sweep.state.status.refuses("resume"):
+            raise JobStateError(f"sweep {sweep_id} {refused}")
         await self.driver.resume(sweep)
         return self.view(sweep)
 
     async def cancel(self, tenant: str, sweep_id: str) -> SweepView:
         sweep = self.driver.owned(tenant, sweep_id)
-        if sweep.state.status.terminal:
-            raise JobStateError(f"sweep {sweep_id} is {sweep.state.status.value} already")
+        if refused := sweep.state.status.refuses("cancel"):
+            raise JobStateError(f"sweep {sweep_id} {refused}")
         await self.driver.set_status(sweep, SweepStatus.CANCELLED, "cancelled")  # the loop's steps end its trials
         return self.view(sweep)
 

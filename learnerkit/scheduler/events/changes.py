@@ -1,9 +1,10 @@
-"""One etcd change under the jobs' root as the event a tenant sees, or nothing (keys no page shows).
+"""One etcd change under the jobs' or the sweeps' root as the event a tenant sees, or nothing (keys no page shows).
 
 A job's keys (``controller_sidecar.keys``): ``status`` (the scheduler's JSON `JobState`), ``attempts/<n>``,
 ``learners/<n>/status`` (a sidecar's status record), ``learners/<n>/alive`` (held on the sidecar's lease) and
 ``learners/<n>/metrics``. History, provenance, the spec, halt and release marks make no event: what they change
-shows through the keys above.
+shows through the keys above. A sweep's ``state`` (`sweeps.store`: running, halted, cancelled, done, failed, and
+its decisions' count) is its event; its spec, trials and decisions make none (its trials are jobs).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller_sidecar.etcdstore import WatchEvent
+from learnerkit.scheduler.sweeps.store import sweeps_root
 
 LAST = 2**62
 """An index after every event's of a revision: ``Position(r, LAST)`` is "all of revision r"."""
@@ -43,11 +45,23 @@ class Change:
     """What a key's change says, before it has a position and a tenant."""
 
     kind: str
-    """The SSE event name: ``job``, ``job-deleted``, ``attempt``, ``learner``, ``metrics``."""
+    """The SSE event name: ``job``, ``job-deleted``, ``attempt``, ``learner``, ``metrics``, ``sweep``."""
     job_id: str
+    """The job's id; empty for a sweep's change."""
     data: dict[str, Any]
     tenant: str | None = None
     """Named by the change itself (a job's status holds its tenant); else the hub looks it up."""
+    sweep_id: str = ""
+    """A sweep's change: the sweep's id."""
+
+    @property
+    def subject(self) -> str:
+        """What the change is of, as the hub keeps tenants: the job id, or ``sweep <id>``."""
+        return self.job_id or f"sweep {self.sweep_id}"
+
+    def ids(self) -> dict[str, str]:
+        """The id an event's data starts with: ``job_id``, or a sweep's ``sweep_id``."""
+        return {"sweep_id": self.sweep_id} if self.sweep_id else {"job_id": self.job_id}
 
 
 @dataclass(frozen=True)
@@ -58,23 +72,27 @@ class Event:
 
     def sse(self) -> bytes:
         """The event as Server-Sent Events text: its id, its name and one line of JSON."""
-        body = json.dumps({"job_id": self.change.job_id, **self.change.data}, separators=(",", ":"))
+        body = json.dumps({**self.change.ids(), **self.change.data}, separators=(",", ":"))
         return f"id: {self.position}\nevent: {self.change.kind}\ndata: {body}\n\n".encode()
 
     def as_json(self) -> dict[str, Any]:
-        return {"id": str(self.position), "event": self.change.kind, "job_id": self.change.job_id, **self.change.data}
+        return {"id": str(self.position), "event": self.change.kind, **self.change.ids(), **self.change.data}
 
 
 JOB_FIELDS = ("status", "reason", "attempt", "restarts", "updated_at", "name")
 LEARNER_FIELDS = ("status", "message", "exit_code")
 
 
+SWEEP_FIELDS = ("status", "reason", "decisions")
+
+
 def change_of(event: WatchEvent, root: str) -> Change | None:
-    """The change ``event`` (under ``root``, the jobs' prefix without its slash) makes for a tenant; None for keys
-    no page shows and for values that do not parse (a half-written or foreign key is skipped, not fatal)."""
+    """The change ``event`` (under ``root``, the jobs' prefix without its slash, or the sweeps' beside it) makes for
+    a tenant; None for keys no page shows and for values that do not parse (a half-written or foreign key is
+    skipped, not fatal)."""
     prefix = root.rstrip("/") + "/"
     if not event.key.startswith(prefix):
-        return None
+        return _sweep(event, sweeps_root(root) + "/")
     job_id, _, rest = event.key[len(prefix) :].partition("/")
     parts = rest.split("/")
     try:
@@ -87,6 +105,18 @@ def change_of(event: WatchEvent, root: str) -> Change | None:
     except (ValueError, TypeError, AttributeError):
         return None
     return None
+
+
+def _sweep(event: WatchEvent, prefix: str) -> Change | None:
+    sweep_id, _, rest = event.key.removeprefix(prefix).partition("/")
+    if not event.key.startswith(prefix) or rest != "state" or event.value is None:
+        return None
+    try:
+        raw = json.loads(event.value)
+        data = {k: raw[k] for k in SWEEP_FIELDS if k in raw}
+    except (ValueError, TypeError):
+        return None
+    return Change("sweep", "", data, sweep_id=sweep_id)
 
 
 def _job(job_id: str, value: bytes | None) -> Change:

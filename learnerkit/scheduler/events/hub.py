@@ -31,7 +31,8 @@ STREAMS_PER_TENANT = 32
 Watch = Callable[[], AsyncGenerator[WatchEvent, None]]
 """etcd's changes under the root, from the revision after `Revision`'s."""
 Revision = Callable[[], Awaitable[int]]
-TenantOf = Callable[[str], Awaitable[str | None]]
+TenantOf = Callable[[Change], Awaitable[str | None]]
+"""The tenant of the job or sweep a change is of, looked up in etcd; None when it has none (not a job, a sweep)."""
 
 
 class TooManyStreams(Exception):
@@ -86,7 +87,7 @@ class EventHub:
 
     async def run(self, start_revision: Revision, watch: Watch, tenant_of: TenantOf) -> None:
         """Follow etcd until cancelled; ``tenant_of`` names the tenant of a job seen first by a key other than its
-        status (a job submitted before this scheduler started)."""
+        status (a job submitted before this scheduler started), and of a sweep (its state does not name it)."""
         revision = await start_revision()
         self._horizon = Position(revision, LAST)
         self._latest = Position(revision, LAST)  # a page drawn now is current with all of that revision
@@ -97,7 +98,7 @@ class EventHub:
                 change = change_of(watched, self.root)
                 if change is None:
                     continue
-                tenant = change.tenant or self._tenants.get(change.job_id) or await tenant_of(change.job_id)
+                tenant = change.tenant or self._tenants.get(change.subject) or await tenant_of(change)
                 if tenant is None:
                     continue
                 index = index + 1 if watched.revision == last_revision else 0
@@ -111,9 +112,9 @@ class EventHub:
     def publish(self, event: Event) -> None:
         change = event.change
         if change.kind == "job-deleted":
-            self._tenants.pop(change.job_id, None)
+            self._tenants.pop(change.subject, None)
         else:
-            self._tenants[change.job_id] = event.tenant
+            self._tenants[change.subject] = event.tenant
         if len(self._buffer) == self._buffer.maxlen:
             self._horizon = self._buffer[0].position
         self._buffer.append(event)

@@ -1,4 +1,6 @@
-"""The hub fed from etcd: a watch of the jobs' root from the revision this scheduler's stream starts at."""
+"""The hub fed from etcd: one watch from the revision this scheduler's stream starts at, of the folder holding the
+jobs' root and the sweeps' beside it (``/learnerkit/`` for ``/learnerkit/jobs``): one watch keeps one order of
+revisions for both; `changes.change_of` drops every other key there (credentials, node marks)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from datetime import UTC, datetime
 
 from controller_sidecar import keys
 from controller_sidecar.etcdstore import EtcdStore, WatchEvent
+from learnerkit.scheduler.events.changes import Change
 from learnerkit.scheduler.events.hub import EventHub
+from learnerkit.scheduler.sweeps.store import sweeps_root
 
 
 def start_key(root: str) -> str:
@@ -28,14 +32,17 @@ async def follow_etcd(hub: EventHub, etcd: EtcdStore) -> None:
         return revision
 
     async def watch() -> AsyncGenerator[WatchEvent, None]:
-        async for event in etcd.watch_prefix(root + "/", start_revision=revision + 1):
+        async for event in etcd.watch_prefix(root.rsplit("/", 1)[0] + "/", start_revision=revision + 1):
             yield event
 
-    async def tenant_of(job_id: str) -> str | None:
+    async def tenant_of(change: Change) -> str | None:
         try:
-            stored = await etcd.get(keys.job_status_key(job_id, root))
-        except ValueError:
-            return None  # not a job id: a foreign key under the root
-        return str(json.loads(stored[0]).get("tenant")) if stored else None
+            if change.sweep_id:
+                stored = await etcd.get(f"{sweeps_root(root)}/{change.sweep_id}/spec")
+            else:
+                stored = await etcd.get(keys.job_status_key(change.job_id, root))
+            return str(json.loads(stored[0])["tenant"]) if stored else None
+        except (ValueError, KeyError, TypeError):
+            return None  # not a job id, or a foreign key under the root
 
     await hub.run(start, watch, tenant_of)

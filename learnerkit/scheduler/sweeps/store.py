@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from controller_sidecar import keys
 from controller_sidecar.errors import PermanentError, TransientError
@@ -49,6 +49,20 @@ class SweepStatus(StrEnum):
     @property
     def terminal(self) -> bool:
         return self in (SweepStatus.CANCELLED, SweepStatus.DONE, SweepStatus.FAILED)
+
+    def refuses(self, verb: SweepVerb) -> str | None:
+        """Why a sweep in this state refuses ``verb``, the end of "sweep ID ..."; None where it takes it. The one
+        rule: the facade's sweep verbs refuse by it, the console's sweep page offers only what it allows."""
+        if verb == "halt" and self is not SweepStatus.RUNNING:
+            return f"is {self.value}: only a running sweep halts"
+        if verb == "resume" and self is not SweepStatus.HALTED:
+            return f"is {self.value}: only a halted sweep resumes"
+        if verb == "cancel" and self.terminal:
+            return f"is {self.value} already"
+        return None
+
+
+SweepVerb = Literal["halt", "resume", "cancel"]
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ clean; another tenant's job refused as an unknown one; 51 jobs refused."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from learnerkit.scheduler.sweeps.trialids import trial_job_id
 from tests.integration.console.conftest import BUCKET, Console, Pages, _manifest, log_in
 from tests.integration.console.test_axe import AXE, _violations
 from tests.integration.console.test_charts import _drag
+from tests.integration.console.test_live import put_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(300)]
 
@@ -205,3 +207,18 @@ def test_another_tenants_job_reads_as_none_and_more_than_fifty_are_refused(conso
     answer = page.goto(f"{console.url}/ui/compare?jobs={many}")
     assert answer is not None and answer.status == 400
     expect(page.get_by_role("main")).to_contain_text("at most 50 jobs; the address names 51")
+
+
+def test_the_lists_ticks_stay_through_a_live_update_of_its_rows(console: Console, pages: Pages) -> None:
+    page = pages.open()
+    log_in(page, console)
+    page.get_by_label(f"Compare {TRIALS[0]}").check()
+    page.locator("table.jobs tbody").evaluate("rows => { rows.dataset.drawn = 'first'; }")
+    # A job the list does not show: live.js fetches the list again and swaps its rows.
+    put_status(console, f"job-{uuid.uuid4().hex[:12]}", "team-a", JobStatus.QUEUED, "submitted elsewhere")
+    expect(page.locator("table.jobs tbody[data-drawn]")).to_have_count(0)
+    expect(page.get_by_label(f"Compare {TRIALS[0]}")).to_be_checked()
+    expect(page.get_by_label(f"Compare {TRIALS[1]}")).not_to_be_checked()
+    pages.shot(page, "jobs-ticked-1280")
+    page.set_viewport_size({"width": 800, "height": 900})
+    pages.shot(page, "jobs-ticked-800")

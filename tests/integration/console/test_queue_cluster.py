@@ -1,256 +1,205 @@
-"""The Queue and Cluster pages in Chromium against a real scheduler: its control loop running real admission passes
-over the jobs restored from the real etcd, on a cluster of two 4-CPU nodes where a deploy is only recorded (no
-container: a job admitted holds its room, reserved, until the end of the module). The preemptions are records
-written to etcd as the scheduler writes them (a preemption through the control loop itself is checked by
-tests/unit/scheduler/core/test_fabricviews.py); the usage figures are compared with the scheduler's own `/metrics`.
+"""The Queue and Cluster pages in Chromium over a live preemption on the Docker backend: a real scheduler whose
+loop runs (as in tests/integration/scheduler/test_preemption_docker.py: a job may be preempted one second after it
+runs), real learner pairs, etcd and SeaweedFS; the REST API and the console on uvicorn, the event hub following
+etcd. The engine's host is one node and each job asks for three quarters of its CPUs, so no two run together:
+team-a's low-priority job trains, team-b's waits behind it, and team-a's urgent job, submitted while the Queue page
+is open, preempts the first. The pages are compared with what the CLI says (`job status --output json`: the
+preempted attempt, the waiting job's reason; `scheduler nodes --output json`: who holds the room) and the usage
+figures with the scheduler's own `/metrics`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import io
+import json
 import socket
-import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 import pytest
 import uvicorn
+from click.testing import CliRunner
 from playwright.sync_api import Page, expect
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller_sidecar.etcdstore import EtcdStore
-from learnerkit.dev.s3 import create_bucket
-from learnerkit.scheduler.admission.admit import AdmissionPolicy, Quota
-from learnerkit.scheduler.admission.capacity import GIB, Node
-from learnerkit.scheduler.admission.stage import Stage
+from learnerkit.cli import cli
+from learnerkit.common.engine import engine
+from learnerkit.scheduler.admission.admit import Quota
 from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import add_token
-from learnerkit.scheduler.backends.deployment import JobDeployment
-from learnerkit.scheduler.backends.protocol import LearnerEnd, NodeHealth, SidecarStates
-from learnerkit.scheduler.config.policy import SubmitPolicy, origin
+from learnerkit.scheduler.backends.docker import NODE_NAME
 from learnerkit.scheduler.core.options import SchedulerOptions
-from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.core.scheduler import Scheduler
+from learnerkit.scheduler.errors import JobStateError
 from learnerkit.scheduler.events.hub import EventHub
 from learnerkit.scheduler.events.source import follow_etcd
-from learnerkit.scheduler.images.catalog import ImageCatalog
-from learnerkit.scheduler.jobs.attempts import Attempt, AttemptEnd, save_attempt
-from learnerkit.scheduler.jobs.state import JobState, JobStatus
-from learnerkit.scheduler.jobs.store import JobStore
-from learnerkit.scheduler.manifest.parser import parse_manifest
-from tests.integration.conftest import REPO
-from tests.integration.console.conftest import BUCKET, Pages
+from learnerkit.scheduler.preemption.rules import PreemptionRules
+from tests.integration.console.conftest import Pages
 from tests.integration.console.test_axe import AXE, _violations
+from tests.integration.scheduler.conftest import (
+    TERMINAL,
+    Harness,
+    leftovers,
+    manifest,
+    scheduler_buckets,
+    service_options,
+)
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
+__all__ = ["scheduler_buckets", "service_options"]  # fixtures shared
 
-T0 = 1_780_000_000.0
-"""2026-05-28 20:26 UTC, before the job the test submits: when the records' jobs were submitted."""
-
-
-class ClusterOfTwo:
-    """Two nodes of 4 CPUs; a deploy is only recorded, and no learner ever starts (nor is lost)."""
-
-    def __init__(self) -> None:
-        self.deployed: list[str] = []
-
-    def nodes(self) -> list[Node]:
-        return [Node(f"node-{i}", 4.0, 8 * GIB) for i in (1, 2)]
-
-    def node_health(self) -> dict[str, NodeHealth]:
-        return {node.name: NodeHealth() for node in self.nodes()}
-
-    def deploy(self, job: JobDeployment) -> None:
-        self.deployed.append(job.job_id)
-
-    def started(self, job_id: str, learners: int) -> bool:
-        return False
-
-    def sidecars(self, job_id: str) -> SidecarStates:
-        return SidecarStates(running=frozenset({1}))
-
-    def learners_running(self, job_id: str) -> set[int]:
-        return set()
-
-    def restart_sidecar(self, job_id: str, learner_id: int) -> bool:
-        return False
-
-    def learners_ended(self, job_id: str) -> dict[int, LearnerEnd]:
-        return {}
-
-    def teardown(self, job_id: str) -> None:
-        pass
-
-    def job_ids(self, instance: str) -> set[str]:
-        return set(self.deployed)
+TRAIN = "SMOKE_MIN_STEP_SECONDS=0.1 python /opt/learner/smoke/train.py --steps 100000 --checkpoint-every 10"
+"""Trains until it is cancelled, a checkpoint each 10 steps: its halt loses no step."""
 
 
-def manifest(s3: Any, name: str, cpus: float, priority: int = 0) -> str:
-    return f"""\
-name: {name}
-cpus: {cpus}
-memory: 16Mb
-learners: 1
-data_stores:
-  - id: s3
-    type: s3_datastore
-    training_data: {{container: {BUCKET}}}
-    training_results: {{container: {BUCKET}}}
-    connection: {{auth_url: "{s3.endpoint_url}", user_name: "{s3.access_key}", password: "{s3.secret_key}"}}
-framework:
-  name: pytorch
-  version: "2.13"
-  command: python train.py
-learnerkit: {{priority: {priority}}}
-"""
-
-
-@dataclass(frozen=True)
-class Record:
-    name: str
-    tenant: str
-    cpus: float
-    priority: int = 0
-    status: JobStatus = JobStatus.QUEUED
-    preempted: Attempt | None = None
-    """Its first attempt, ended PREEMPTED ..."""
-    preempted_by: str = ""
-    """... for this record's job."""
-
-
-RECORDS = (
-    # Admitted by the first pass, in this order: they fill node-1 (a-run1, a-run2) and 3 CPUs of node-2 (b-run).
-    Record("a-run1", "team-a", 2.0),
-    Record("b-run", "team-b", 3.0),
-    Record("a-run2", "team-a", 2.0),
-    # Wait: team-a's running-jobs quota is 2; 1 CPU is free, on node-2; b-behind waits behind b-big for CPU room.
-    Record("a-quota", "team-a", 1.0),
-    Record("b-big", "team-b", 2.0),
-    Record("b-behind", "team-b", 1.0, priority=-5),
-    # The preemptions' records, as the scheduler writes them: each victim's attempt ended PREEMPTED, naming its
-    # preemptor, with the steps and seconds it lost.
-    Record(
-        "a-victim",
-        "team-a",
-        1.0,
-        status=JobStatus.HALTED,
-        preempted=Attempt(1, ("node-1",), "2026-05-29T09:00:00Z").ended(
-            AttemptEnd.PREEMPTED, "", "2026-05-29T09:30:00Z", work_lost_s=0.0, steps_lost=0
-        ),
-        preempted_by="b-urgent",
-    ),
-    Record("b-urgent", "team-b", 1.0, priority=10, status=JobStatus.COMPLETED),
-    Record(
-        "b-victim",
-        "team-b",
-        1.0,
-        status=JobStatus.HALTED,
-        preempted=Attempt(1, ("node-2",), "2026-05-29T10:00:00Z").ended(
-            AttemptEnd.PREEMPTED, "", "2026-05-29T10:15:00Z", work_lost_s=42.0, steps_lost=7
-        ),
-        preempted_by="a-run1",
-    ),
-)
-
-
-@dataclass(frozen=True)
+@dataclass
 class Fabric:
     url: str
     tenant: str
     """team-a's token."""
     operator: str
     """An operator's token (tenant ops)."""
-    ids: dict[str, str]
-    """Job ids by record name."""
+    harness: Harness
+    root: str
+    """The jobs' root in etcd: the scheduler's, its sidecars' and `scheduler nodes`'."""
+    etcd_endpoint: str
     s3: Any
+    cpus: float
+    """What each job asks for: three quarters of the node's CPUs."""
+    node_cpus: float
+    victim: str
+    """team-a's job of priority -10, training."""
+    waiting: str
+    """team-b's job of priority -20, waiting behind it."""
+    urgent: str = field(default="")
+    """team-a's job of priority 0 that preempts the victim (`preempt`)."""
+
+    def job_text(self, priority: int, command: str) -> str:
+        extra = f"learnerkit:\n  priority: {priority}\n  halt_grace: 120\n"
+        return manifest(self.s3, command, cpus=self.cpus, extra=extra)
+
+    def preempt(self) -> str:
+        """Submit the urgent job through the API, once, as a user would."""
+        if not self.urgent:
+            answer = httpx.post(
+                f"{self.url}/v1/jobs",
+                content=self.job_text(0, "sleep 3600"),
+                headers={"Authorization": f"Bearer {self.tenant}", "Content-Type": "application/yaml"},
+            )
+            assert answer.status_code == 201, answer.text
+            self.urgent = str(answer.json()["job_id"])
+        return self.urgent
+
+    def preempted(self) -> None:
+        """The urgent job holds the room; the victim waits, its attempt ended PREEMPTED."""
+        urgent = self.preempt()
+        self.harness.wait_status("team-a", urgent, {"PROCESSING"}, timeout=180)
+        self.harness.wait_status("team-a", self.victim, {"PREEMPTED"}, timeout=60)
+
+    def status(self, job_id: str) -> Any:
+        """`learnerkit job status JOB --output json`, team-a's."""
+        env = {"LEARNERKIT_SCHEDULER_URL": self.url, "LEARNERKIT_TOKEN": self.tenant, "COLUMNS": "80"}
+        result = CliRunner().invoke(cli, ["job", "status", job_id, "--output", "json"], env=env)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    def nodes(self) -> Any:
+        """`learnerkit scheduler nodes --output json`, as an operator runs it beside the scheduler's etcd."""
+        env = {"ETCD_ENDPOINTS": self.etcd_endpoint, "LEARNERKIT_ETCD_ROOT": self.root, "COLUMNS": "80"}
+        # On a thread of its own: it runs its own asyncio loop, and Playwright's holds this thread.
+        with ThreadPoolExecutor(1) as thread:
+            result = thread.submit(
+                CliRunner().invoke, cli, ["scheduler", "nodes", "--output", "json"], env=env
+            ).result()
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
 
 
-async def _write(store: JobStore, s3: Any) -> dict[str, str]:
-    ids = {record.name: f"{record.name}-{uuid.uuid4().hex[:6]}" for record in RECORDS}
-    for n, record in enumerate(RECORDS):
-        job_id, text = ids[record.name], manifest(s3, record.name, record.cpus, record.priority)
-        spec = {
-            "manifest": parse_manifest(text, "manifest.yml", None).to_dict(),
-            "tenant": record.tenant,
-            "job_id": job_id,
-        }
-        state = JobState(job_id, record.tenant, record.name, T0 + n * 60)
-        await store.create(state, spec, text, "manifest.yml")
-        if record.preempted is not None:
-            preemptor = ids[record.preempted_by]
-            said = f"preempted by job {preemptor}"
-            await save_attempt(store, job_id, replace(record.preempted, reason=said, preempted_by=preemptor))
-        if record.status is not JobStatus.QUEUED:
-            await store.save(state.evolve(status=record.status, stage=Stage.DONE))
-    return ids
+def _training(harness: Harness, job_id: str) -> None:
+    harness.wait_status("team-a", job_id, {"PROCESSING"}, timeout=180)
+    wait_until(
+        lambda: harness.call(harness.service.get("team-a", job_id)).learners[0].metrics,
+        timeout=120,
+        message="the victim's metrics in etcd",
+    )
 
 
 @pytest.fixture(scope="module")
-def fabric(etcd_server: Any, s3_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
+def fabric(
+    etcd_server: Any,
+    s3_server: Any,
+    service_options: SchedulerOptions,
+    scheduler_buckets: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Fabric]:
     tokens = tmp_path_factory.mktemp("fabric") / "tokens.json"
     tenant, operator = add_token(tokens, "team-a"), add_token(tokens, "ops", "operator")
-    options = SchedulerOptions(
-        platform=Platform(etcd_endpoints=etcd_server.endpoint, sidecar_image="unused"),
-        catalog=ImageCatalog(REPO).frameworks(),
-        resolve_image=lambda _manifest: "unused",
-        policy=AdmissionPolicy(quotas={"team-a": Quota(jobs=2)}, ready_timeout_s=3600),
-        submit_policy=SubmitPolicy(object_stores=(str(origin(s3_server.endpoint_url)),)),
-        interval_s=0.2,
-    )
-    create_bucket(s3_server.client(), BUCKET)
     root = f"/learnerkit-fabric-{uuid.uuid4().hex[:8]}/jobs"
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
+    options = replace(
+        service_options,
+        platform=replace(service_options.platform, etcd_root=root),
+        policy=replace(service_options.policy, quotas={"team-a": Quota(jobs=2)}),
+        preemption=PreemptionRules(min_run_s=1.0),
+    )
+    harness = Harness(etcd_server, options, root=root)
     events = EventHub(root, streams_per_address=8)
-    stop = asyncio.Event()
 
-    async def start() -> tuple[EtcdStore, Scheduler, dict[str, str], asyncio.Task[None], asyncio.Task[None]]:
-        etcd = await EtcdStore.connect(etcd_server.settings())
-        store = JobStore(etcd, root)
-        ids = await _write(store, s3_server)
-        scheduler = Scheduler(store, ClusterOfTwo(), options)
-        await scheduler.loop.rebuild()
-        following = asyncio.create_task(follow_etcd(events, etcd))
+    async def follow() -> asyncio.Task[None]:
+        task = asyncio.create_task(follow_etcd(events, harness.service.shared.store.etcd))
         await asyncio.wait_for(events.ready.wait(), 30)
-        running = asyncio.create_task(scheduler.loop.run(stop))
-        return etcd, scheduler, ids, following, running
+        return task
 
-    etcd, scheduler, ids, following, running = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
+    following = harness.call(follow())
+    metrics = harness.service.shared.metrics
+    app = create_app(
+        harness.service, tokens, events=events, registry=metrics.registry, operator_registry=metrics.operator_registry
+    )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
-    metrics = scheduler.shared.metrics
-    app = create_app(
-        scheduler, tokens, events=events, registry=metrics.registry, operator_registry=metrics.operator_registry
-    )
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), loop)
+    serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), harness.loop)
+    node_cpus = float(engine().info()["NCPU"])
+    made = Fabric(
+        f"http://127.0.0.1:{sock.getsockname()[1]}",
+        tenant,
+        operator,
+        harness,
+        root,
+        etcd_server.endpoint,
+        s3_server,
+        round(node_cpus * 0.75, 2),
+        node_cpus,
+        victim="",
+        waiting="",
+    )
     try:
         wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
-        deployed = {ids[n] for n in ("a-run1", "a-run2", "b-run")}
-        wait_until(
-            lambda: {j for j, t in scheduler.shared.jobs.items() if t.active} == deployed,
-            timeout=30,
-            message="the first pass to admit a-run1, a-run2 and b-run",
-        )
-        yield Fabric(f"http://127.0.0.1:{sock.getsockname()[1]}", tenant, operator, ids, s3_server)
+        made.victim = harness.call(harness.service.submit("team-a", made.job_text(-10, TRAIN))).job_id
+        _training(harness, made.victim)
+        made.waiting = harness.call(harness.service.submit("team-b", made.job_text(-20, TRAIN))).job_id
+        yield made
     finally:
+        ids = [("team-a", made.victim), ("team-b", made.waiting), ("team-a", made.urgent)]
+        for owner, job_id in ids:
+            if job_id:
+                with contextlib.suppress(JobStateError):  # ended already
+                    harness.call(harness.service.cancel(owner, job_id))
+        for owner, job_id in ids:
+            if job_id:
+                harness.wait_status(owner, job_id, TERMINAL, timeout=120)
+                wait_until(lambda j=job_id: leftovers(j) == [], timeout=60, message=f"{job_id}'s containers to go")
         server.should_exit = True
         serving.result(timeout=30)
-        loop.call_soon_threadsafe(stop.set)
-        asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(running), 30), loop).result(40)
-        loop.call_soon_threadsafe(following.cancel)
+        harness.loop.call_soon_threadsafe(following.cancel)
         sock.close()
-        asyncio.run_coroutine_threadsafe(etcd.delete_prefix(root.rsplit("/", 1)[0] + "/"), loop).result(30)
-        asyncio.run_coroutine_threadsafe(etcd.close(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=30)
+        harness.kill()
 
 
 def _sign_in(page: Page, fabric: Fabric, token: str, path: str) -> None:
@@ -260,60 +209,47 @@ def _sign_in(page: Page, fabric: Fabric, token: str, path: str) -> None:
     page.wait_for_load_state()
 
 
-def _row(page: Page, job_id: str) -> dict[str, str]:
-    row = page.locator(f'table.queue tr[data-job="{job_id}"]')
-    cells = {"place": ".place", "kind": ".kind", "reason": ".reason", "frees": ".frees"}
-    return {key: row.locator(selector).inner_text() for key, selector in cells.items()}
+def _cells(row: Any) -> list[str]:
+    return [str(cell) for cell in row.locator("td").all_inner_texts()]
 
 
-def test_the_queue_shows_each_jobs_reason_place_and_what_frees_it_and_the_preemptions(
-    fabric: Fabric, pages: Pages
-) -> None:
+def test_a_live_preemption_shows_in_the_open_queue_page_as_job_status_says(fabric: Fabric, pages: Pages) -> None:
     page = pages.open()
     _sign_in(page, fabric, fabric.tenant, "/ui/queue")
-    ids = fabric.ids
-    expect(page.locator("table.queue tbody tr")).to_have_count(1)
-    quota = _row(page, ids["a-quota"])
-    # Within priority 0 team-b (3 of 8 CPUs) goes before team-a (4 of 8): b-big, then a-quota; b-behind last.
-    assert quota == {
-        "place": "1 of yours; 2 of 3 in all (1 of other tenants ahead)",
-        "kind": "quota",
-        "reason": "tenant 'team-a' running-jobs quota 2 reached (2 in use, job needs 1)",
-        "frees": "quota: 1 running job of yours must end",
-    }
-    body = page.locator("main").inner_text()
-    assert "b-big" not in body and "b-behind" not in body and "team-b" not in body, "other tenants are only counted"
-    log = page.locator("table.preemptions tbody tr")
-    expect(log).to_have_count(2)
-    assert log.nth(0).inner_text().split("\t")[1:] == [
-        "a job of priority 0 of another tenant",
-        ids["a-run1"],
-        "1",
-        "7 steps, 42 s of training",
-    ]
-    assert log.nth(1).inner_text().split("\t")[1:] == [
-        ids["a-victim"],
-        "a job of priority 10 of another tenant",
-        "1",
-        "0 steps (checkpointed at its halt)",
-    ]
-    pages.shot(page, "console-queue")
+    # The victim trains; team-b's job waits, counted and never named.
+    expect(page.locator("table.queue")).to_have_count(0)
+    expect(page.locator("#queue-live .count")).to_have_text("0 of your jobs queued; 1 job queued in all.")
+    expect(page.locator("table.preemptions")).to_have_count(0)
 
-    # Live: a job submitted through the API appears in the open page, its reason and place with it, no reload.
+    # Live: the urgent job, submitted through the API, preempts the victim in the open page, no reload.
     page.evaluate("window.notReloaded = true")
-    text = manifest(fabric.s3, "a-late", 1.0)
-    answer = httpx.post(
-        f"{fabric.url}/v1/jobs",
-        content=text,
-        headers={"Authorization": f"Bearer {fabric.tenant}", "Content-Type": "application/yaml"},
+    urgent = fabric.preempt()
+    victim = page.locator(f'table.queue tr[data-job="{fabric.victim}"]')
+    expect(victim.locator(".status")).to_have_text("PREEMPTED", timeout=120_000)
+    log = page.locator("table.preemptions tbody tr")
+    expect(log).to_have_count(1, timeout=30_000)
+    expect(log.locator(".lost")).to_have_text("0 steps (checkpointed at its halt)", timeout=120_000)
+
+    said = fabric.status(fabric.victim)
+    first = said["attempts"][0]
+    assert (first["number"], first["ended_by"], first["reason"]) == (1, "PREEMPTED", f"preempted by job {urgent}")
+    assert first["steps_lost"] == 0, first
+    assert _cells(log.first)[1:] == [fabric.victim, urgent, "1", "0 steps (checkpointed at its halt)"]
+    # Behind the urgent job for the node's CPUs, ahead of team-b's lower-priority job.
+    wait_until(
+        lambda: victim.locator(".reason").inner_text() == fabric.status(fabric.victim)["reason"],
+        timeout=30,
+        message="the page's reason to be the one `job status` says",
     )
-    assert answer.status_code == 201, answer.text
-    late = answer.json()["job_id"]
-    expect(page.locator(f'table.queue tr[data-job="{late}"] .frees')).to_have_text(
-        "quota: 2 running jobs of yours must end", timeout=20_000
-    )
+    expect(victim.locator(".place")).to_have_text("1 of yours; 1 of 2 in all", timeout=30_000)
+    expect(victim.locator(".kind")).to_have_text("node fit")
+    expect(victim.locator(".frees")).to_contain_text("CPU")
+    body = page.locator("main").inner_text()
+    assert fabric.waiting not in body and "team-b" not in body, "other tenants are only counted"
     assert page.evaluate("window.notReloaded") is True
-    assert _row(page, late)["place"] == "2 of yours; 3 of 4 in all (1 of other tenants ahead)"
+    pages.shot(page, "console-queue")
+    page.set_viewport_size({"width": 800, "height": 900})
+    pages.shot(page, "console-queue-800")
 
 
 def test_a_tenants_token_cannot_open_the_cluster_page(fabric: Fabric, pages: Pages) -> None:
@@ -323,7 +259,7 @@ def test_a_tenants_token_cannot_open_the_cluster_page(fabric: Fabric, pages: Pag
     expect(page.get_by_role("link", name="Cluster")).to_have_count(0)
     for path in ("/ui/cluster", "/ui/cluster/analytics.csv"):
         answer = page.request.get(fabric.url + path)
-        assert answer.status == 404 and "node-1" not in answer.text(), path
+        assert answer.status == 404 and NODE_NAME not in answer.text(), path
 
 
 def _metrics(url: str, token: str) -> dict[tuple[str, str, str], float]:
@@ -339,17 +275,22 @@ def _metrics(url: str, token: str) -> dict[tuple[str, str, str], float]:
     }
 
 
-def test_the_cluster_pages_figures_and_csv_equal_the_metrics(fabric: Fabric, pages: Pages) -> None:
+def test_the_cluster_page_shows_who_holds_the_room_and_figures_equal_to_the_metrics(
+    fabric: Fabric, pages: Pages
+) -> None:
+    fabric.preempted()
     page = pages.open()
     _sign_in(page, fabric, fabric.operator, "/ui/cluster")
     expect(page.locator("h1")).to_have_text("Cluster")
-    nodes = page.locator("table.nodes tbody tr")
-    assert [nodes.nth(i).inner_text().split("\t")[2] for i in range(2)] == ["4 of 4", "3 of 4"]
+    [node] = fabric.nodes()
+    assert (node["node"], node["state"], [j["job_id"] for j in node["jobs"]]) == (NODE_NAME, "ready", [fabric.urgent])
+    row = page.locator(f'table.nodes tr[data-node="{NODE_NAME}"]')
+    assert row.locator(".jobs").inner_text() == " ".join(j["job_id"] for j in node["jobs"])
+    assert _cells(row)[2] == f"{fabric.cpus:g} of {fabric.node_cpus:g}"
     tenants = {
-        row.get_attribute("data-tenant"): row.inner_text().split("\t")[2:4]
-        for row in page.locator("table.tenants tbody tr").all()
+        row.get_attribute("data-tenant"): _cells(row)[2:4] for row in page.locator("table.tenants tbody tr").all()
     }
-    assert tenants["team-a"][0] == "2 of 2" and tenants["team-b"] == ["1 of unlimited", "2"]
+    assert tenants == {"team-a": ["1 of 2", "1"], "team-b": ["0 of unlimited", "1"]}
 
     def same_minute() -> tuple[dict[tuple[str, str], tuple[float, float]], Any, Any] | None:
         page.reload()
@@ -369,8 +310,14 @@ def test_the_cluster_pages_figures_and_csv_equal_the_metrics(fabric: Fabric, pag
         after = page.locator("[data-as-of]").get_attribute("data-as-of")
         return (shown, rows, scraped) if before == after else None
 
-    shown, rows, scraped = wait_until(same_minute, timeout=150, message="a page, CSV and scrape within one minute")
-    assert shown, "the page shows usage"
+    def with_every_job() -> tuple[dict[tuple[str, str], tuple[float, float]], Any, Any] | None:
+        """The figures count to the whole minute: the three jobs show once the minute they were submitted ends."""
+        seen = same_minute()
+        return seen if seen is not None and sum(jobs for jobs, _ in seen[0].values()) == 3 else None
+
+    shown, rows, scraped = wait_until(
+        with_every_job, timeout=150, interval=2.0, message="a page, CSV and scrape within one minute, every job in"
+    )
     # The tenants' names and usage are an operator's: a scrape without a token, or with a tenant's, has none.
     assert _metrics(fabric.url, "") == {} and _metrics(fabric.url, fabric.tenant) == {}
     for (tenant, framework), (jobs, cpu_seconds) in shown.items():
@@ -382,9 +329,13 @@ def test_the_cluster_pages_figures_and_csv_equal_the_metrics(fabric: Fabric, pag
         jobs, cpu = summed.get(key, (0.0, 0.0))
         summed[key] = (jobs + int(row["jobs"]), cpu + float(row["cpu_seconds"]))
     assert summed == shown, "the CSV's rows sum to the page's figures"
-    # The records' attempts alone (running ones add up to the minute): b-victim's 15 minutes of 1 CPU.
-    assert shown[("team-b", "pytorch")][1] >= 900.0
+    # Submitted today: the victim and the urgent job of team-a, the waiting one of team-b; the victim's preempted
+    # attempt and the urgent job's running one used team-a's CPUs.
+    assert {key: jobs for key, (jobs, _) in shown.items()} == {("team-a", "pytorch"): 2, ("team-b", "pytorch"): 1}
+    assert shown[("team-a", "pytorch")][1] > 0 and shown[("team-b", "pytorch")][1] == 0
     pages.shot(page, "console-cluster")
+    page.set_viewport_size({"width": 800, "height": 900})
+    pages.shot(page, "console-cluster-800")
 
 
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])

@@ -2,9 +2,10 @@
 deterministic learner, rungs at 2, 4 and 8 steps, eta 2) run on the Docker backend by a real scheduler whose loop
 runs, the REST API and the console on uvicorn, the event hub following etcd; pages driven in Debian's chromium.
 
-The sweep is halted and resumed from its page, then followed live to its end (no reload); its rung table equals
-`learnerkit sweep status --output json`, a promoted trial's curve shows each step once, brushing the parallel
-coordinates (on the canvas and with the inputs) filters the table; axe on both pages, light and dark, at 375 px.
+The sweep is halted and resumed from its page, which offers only the verbs its state takes, then followed live to its
+end (no reload: its actions go); its rung table equals `learnerkit sweep status --output json`, a promoted trial's
+curve shows each step once, brushing the parallel coordinates (on the canvas and with the inputs) filters the table;
+axe on both pages, light and dark, at 375 px.
 
 Note: the sweep is resumed only once its trials' halts have landed. A sweep resumed while a trial job is still
 halting (one halted before its learner started) leaves that trial HALTED for good: `SweepDriver._resume` resumes only
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import requests
 import uvicorn
 from click.testing import CliRunner
 from playwright.sync_api import Page, expect
@@ -32,6 +34,7 @@ from learnerkit.scheduler.events.hub import EventHub
 from learnerkit.scheduler.events.source import follow_etcd
 from tests.integration.console.conftest import Pages
 from tests.integration.console.test_axe import _violations, axe_source
+from tests.integration.console.test_live import events
 from tests.integration.scheduler.conftest import Harness, learner_image, manifest, scheduler_buckets, service_options
 from tests.integration.scheduler.test_sweeps import SEARCH, chunks, model_zip
 from tests.waiting import wait_until
@@ -44,11 +47,29 @@ ENDED = ("HALTED", "COMPLETED", "FAILED", "CANCELLED", "")
 
 
 class Served:
-    def __init__(self, url: str, token: str, harness: Harness, sweep_id: str) -> None:
+    def __init__(self, url: str, token: str, harness: Harness, sweep_id: str, events: EventHub) -> None:
         self.url = url
         self.token = token
         self.harness = harness
         self.sweep_id = sweep_id
+        self.events = events
+
+    def sweep_statuses(self, after: str) -> list[str]:
+        """The statuses of the sweep's own events on `/v1/events` after position ``after`` up to its first ``done``,
+        each run of one status once (every batch of decisions rewrites the state)."""
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream", "Last-Event-ID": after}
+        said: list[str] = []
+        with requests.get(f"{self.url}/v1/events", headers=headers, stream=True, timeout=(5, 30)) as response:
+            assert response.status_code == 200, response.text
+            for event in events(response):
+                item = json.loads(event["data"])
+                if event["event"] != "sweep" or item.get("sweep_id") != self.sweep_id:
+                    continue
+                if not said or said[-1] != item["status"]:
+                    said.append(str(item["status"]))
+                if item["status"] == "done":
+                    return said
+        raise AssertionError(f"the stream ended before the sweep's done: {said}")
 
     def status_json(self) -> Any:
         env = {"LEARNERKIT_SCHEDULER_URL": self.url, "LEARNERKIT_TOKEN": self.token, "COLUMNS": "80"}
@@ -88,7 +109,7 @@ def served(
     )
     try:
         wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
-        yield Served(f"http://127.0.0.1:{sock.getsockname()[1]}", token, harness, view.sweep_id)
+        yield Served(f"http://127.0.0.1:{sock.getsockname()[1]}", token, harness, view.sweep_id, events)
     finally:
         sweep = harness.call(harness.service.get_sweep("team-a", view.sweep_id))
         if sweep.status in ("running", "halted"):
@@ -115,9 +136,13 @@ def test_a_sweep_halted_resumed_and_followed_live_to_its_end_shows_what_sweep_st
 ) -> None:
     page = pages.open()
     _log_in(page, served, f"/ui/sweeps/{served.sweep_id}")
+    before = str(served.events.latest)
     status = page.locator("[data-live=header] h1 .status")
+    offered = page.get_by_role("region", name="Actions").get_by_role("button")
+    expect(offered).to_have_text(["Halt", "Cancel"])
     _act(page, "Halt")
     expect(status).to_have_text("halted")
+    expect(offered).to_have_text(["Resume", "Cancel"])
     expect(page.get_by_role("status").filter(has_text="Halt asked for")).to_be_visible()
     # Resume once every trial's halt has landed: a trial still halting is not resumed (see the module's note).
     wait_until(
@@ -193,11 +218,11 @@ def test_a_sweep_halted_resumed_and_followed_live_to_its_end_shows_what_sweep_st
     assert sorted(_visible_jobs(page)) == sorted([by_lr["0.2"], by_lr["0.3"]])
     assert float(page.locator("#parallel").get_attribute("data-filter-ms") or "inf") < 1000
     expect(page.get_by_label("lr from")).to_have_value("0.2")
+    # A done sweep takes no verb: the live update that showed it done took its actions away.
+    expect(page.get_by_role("region", name="Actions")).to_have_count(0)
     pages.shot(page, "sweep-1280")  # docs/images/console-sweep.png
-
-    # Actions through the facade: a done sweep refuses with its words.
-    _act(page, "Cancel")
-    expect(page.get_by_role("main")).to_contain_text(f"sweep {served.sweep_id} is done already")
+    # The sweep's own record made its events, in order: halted from the page, resumed, done.
+    assert served.sweep_statuses(before) == ["halted", "running", "done"]
 
     found: dict[str, Any] = {}
     for dark in (False, True):
@@ -206,10 +231,20 @@ def test_a_sweep_halted_resumed_and_followed_live_to_its_end_shows_what_sweep_st
             _log_in(look, served, "/ui/sweeps")
             expect(look.locator(f'tr[data-sweep="{served.sweep_id}"]')).to_contain_text("done")
             found[f"list {dark} {width}"] = _violations(look, axe_source)
+            if (dark, width) == (False, 1280):
+                pages.shot(look, "sweeps-1280")
+                look.set_viewport_size({"width": 800, "height": 900})
+                pages.shot(look, "sweeps-800")
+                look.set_viewport_size({"width": 1280, "height": 900})
             look.goto(f"{served.url}/ui/sweeps/{served.sweep_id}")
             expect(look.locator("#parallel canvas")).to_have_count(1)
             expect(look.locator("#best .plot canvas")).to_have_count(1)
             found[f"sweep {dark} {width}"] = _violations(look, axe_source)
+            if (dark, width) == (False, 1280):
+                narrow = pages.open(width=800)
+                _log_in(narrow, served, f"/ui/sweeps/{served.sweep_id}")
+                expect(narrow.locator("#best .plot canvas")).to_have_count(1)
+                pages.shot(narrow, "sweep-800")
             if width == 375:
                 wide = look.evaluate("document.documentElement.scrollWidth")
                 assert wide <= 375 + 1, f"the sweep page scrolls sideways at 375 px: {wide}"

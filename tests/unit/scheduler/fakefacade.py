@@ -263,6 +263,9 @@ class FakeFacade:
             self.calls.append(("hold_model", f"{tenant}/{name}"))
             yield
 
+    async def list_sweeps(self, tenant: str) -> list[SweepView]:
+        return [sweep for sweep in self.sweeps.values() if sweep.tenant == tenant]
+
     async def get_sweep(self, tenant: str, sweep_id: str) -> SweepView:
         sweep = self.sweeps.get(sweep_id)
         if sweep is None or sweep.tenant != tenant:

@@ -38,11 +38,16 @@
       .then(function (html) {
         if (!html) return;
         var fresh = new DOMParser().parseFromString(html, "text/html");
+        var ticked = Array.from(document.querySelectorAll("input[form=compare-form]:checked"), function (i) { return i.value; });
         selectors.forEach(function (selector) {
           var now = document.querySelector(selector), next = fresh.querySelector(selector);
           if (!now && next) { swapSection(next); return; }
           if (!now || !next) return;
           if (now.tagName === "PRE") swapLog(now, next); else now.replaceWith(document.importNode(next, true));
+        });
+        // The list's Compare ticks are the person's, not the server's: kept on the rows swapped in.
+        document.querySelectorAll("input[form=compare-form]").forEach(function (i) {
+          if (ticked.indexOf(i.value) >= 0) i.checked = true;
         });
       })
       .finally(function () {

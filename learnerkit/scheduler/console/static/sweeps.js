@@ -1,6 +1,7 @@
 // The sweep pages' live updates and plots (docs/console.md, "Sweeps"); progressive enhancement: the pages read
 // the same without it. The list and a sweep's page follow /ui/events from the position they were drawn at: a trial
-// job's event (its id is <sweep>-t<n>) fetches the page again and swaps its live parts, and the plots' data again;
+// job's event (its id is <sweep>-t<n>) or the sweep's own (its state) fetches the page again and swaps its live
+// parts, and the plots' data again;
 // brushes and zoom stay. A sweep's page draws parallel coordinates (parcoords.js) filtering the rung table, one
 // trial's learning curve with its rungs and pause/promote marks, objective against a parameter, best so far.
 "use strict";
@@ -41,6 +42,7 @@
   // --- The rung table, filtered by the parallel coordinates' brushes.
   let mask = null, byIndex = new Map(), rows = null;
   function applyFilter() {
+    const count = page.querySelector("[data-live=shown]");
     if (!rows) rows = Array.from(page.querySelectorAll("tbody[data-live=trials] tr"), (row) => [row, byIndex.get(Number(row.dataset.trial))]);
     let shown = 0;
     for (const [row, i] of rows) {
@@ -48,8 +50,9 @@
       if (row.hidden !== hidden) row.hidden = hidden; // only the rows that change: layout is the cost
       shown += hidden ? 0 : 1;
     }
-    const count = page.querySelector("[data-live=shown]");
-    const text = shown === rows.length ? `${rows.length} trials` : `${shown} of ${rows.length} trials shown (the ranges of the parallel coordinates)`;
+    const body = page.querySelector("tbody[data-live=trials]");
+    const total = Number(body && body.dataset.total) || rows.length, here = total > rows.length ? " on this page, of " + total : "";
+    const text = shown === rows.length ? `${rows.length} trials${here}` : `${shown} of ${rows.length} trials${here} shown (the ranges of the parallel coordinates)`;
     if (count && count.textContent !== text) count.textContent = text;
   }
 
@@ -267,12 +270,18 @@
   }
 
   // --- Live: fetch the page again (coalesced), swap its live parts, then the plots' data.
-  const PARTS = list ? ["#sweeps-live"] : ["[data-live=header]", "tbody[data-live=trials]", "tbody[data-live=timelines]"];
-  let fetching = false, again = null;
+  const PARTS = list ? ["#sweeps-live"] : ["[data-live=header]", "[data-live=actions]", "tbody[data-live=trials]", "tbody[data-live=timelines]"];
+  // `again`: undefined, no refresh waits; null, one of everything (a snapshot, the sweep's own event); else job ids.
+  let fetching = false, again = undefined;
   function refresh(jobIds) {
-    if (fetching) { again = again && jobIds ? new Set([...again, ...jobIds]) : jobIds || null; return; }
+    if (fetching) {
+      again = again === undefined ? jobIds : again === null || jobIds === null ? null : new Set([...again, ...jobIds]);
+      return;
+    }
     fetching = true;
-    fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html" } })
+    const address = new URL(location.href);
+    address.searchParams.delete("done"); // the notice of an action is the page's it was done on, not a later one's
+    fetch(address.pathname + address.search, { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then((r) => (r.ok ? r.text() : null))
       .then((html) => {
         if (!html) return;
@@ -289,7 +298,7 @@
       .finally(() => {
         fetching = false;
         root.dataset.refreshed = String(Number(root.dataset.refreshed || 0) + 1);
-        if (again !== null) { const ids = again; again = null; refresh(ids); }
+        if (again !== undefined) { const ids = again; again = undefined; refresh(ids); }
       });
   }
 
@@ -297,11 +306,12 @@
     if (!root.dataset.after || !window.EventSource) return;
     const source = new EventSource("/ui/events?after=" + encodeURIComponent(root.dataset.after));
     const mine = (jobId) => (sweepId ? jobId.startsWith(sweepId + "-t") : /^sweep-.*-t\d+$/.test(jobId));
-    ["job", "job-deleted", "attempt", "metrics", "snapshot"].forEach((kind) => {
+    ["job", "job-deleted", "attempt", "metrics", "snapshot", "sweep"].forEach((kind) => {
       source.addEventListener(kind, (e) => {
         root.dataset.after = e.lastEventId;
         const body = JSON.parse(e.data);
         if (kind === "snapshot") refresh(null);
+        else if (kind === "sweep") { if (!sweepId || body.sweep_id === sweepId) refresh(null); } // its own record
         else if (mine(body.job_id)) refresh(new Set([body.job_id]));
       });
     });

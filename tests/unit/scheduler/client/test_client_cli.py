@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pytest
 import uvicorn
@@ -21,6 +22,7 @@ from click.testing import CliRunner
 from learnerkit.cli import cli
 from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import read_tokens
+from learnerkit.scheduler.cli_job import _events_of
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.client.provenance import evaluation_data_hasher
 from learnerkit.scheduler.errors import AuthError, JobNotFoundError, SchedulerUnreachableError
@@ -601,3 +603,20 @@ def test_logs_of_an_earlier_attempt(url: str, tenants: Tenants, fake: FakeFacade
     }
     code, out = run(url, tenants.a, "logs", "a-1", "--attempt", "3", "-o", "json")
     assert code == 1 and "400 attempt: job a-1 has attempts 1..2; got 3" in json.loads(out)["message"]
+
+
+def test_follow_takes_the_jobs_events_and_snapshots_not_a_sweeps() -> None:
+    class Streaming:
+        def events(self) -> Iterator[dict[str, object] | None]:
+            yield {"id": "5.0", "event": "sweep", "sweep_id": "sweep-0a1b2c3d", "status": "halted"}
+            yield {"id": "6.0", "event": "job", "job_id": "other", "status": "QUEUED"}
+            yield None
+            yield {"id": "7.0", "event": "snapshot"}
+            yield {"id": "8.0", "event": "job", "job_id": "a-1", "status": "PROCESSING"}
+
+    got = list(_events_of(cast(SchedulerClient, Streaming()), "a-1", 0.1))
+    assert got == [
+        None,
+        {"id": "7.0", "event": "snapshot"},
+        {"id": "8.0", "event": "job", "job_id": "a-1", "status": "PROCESSING"},
+    ]

@@ -80,7 +80,10 @@ def fake() -> FakeFacade:
         ),
     )
     facade.cluster_view = ClusterView(
-        (NodeView("n1", "ready", True, 8.0, 2.5, 32 << 30, 4 << 30, 4, 1, "a100"),),
+        (
+            NodeView("n1", "ready", True, 8.0, 2.5, 32 << 30, 4 << 30, 4, 1, "a100", ("job-a1", "job-b7")),
+            NodeView("n2", "ready", False, 8.0, 0.0, 32 << 30, 0, 0, 0, None),
+        ),
         (TenantView("team-a", 3.0, 4, None, None, 1, 1, 2.5, 4 << 30, 1, 1),),
         (
             UsageRow("2026-11-28", "team-a", "pytorch", 2, 7200.5, 0.0),
@@ -126,6 +129,8 @@ def test_an_operator_reads_the_cluster_and_its_csv_holds_the_pages_rows(client: 
     page = client.get("/ui/cluster")
     assert page.status_code == 200 and 'href="/ui/cluster"' in page.text
     assert "2.5 of 8" in page.text and "ready, drained" in page.text and "1 of 4 a100" in page.text
+    holders = re.findall(r'<td data-label="Jobs holding room" class="jobs">(.*?)</td>', page.text)
+    assert holders == ['<span class="id">job-a1</span> <span class="id">job-b7</span>', "none"]
     assert 'data-cpu-seconds="9000.75"' in page.text and ">2.50<" in page.text  # 9000.75 s: 2.50 CPU-hours
     download = client.get("/ui/cluster/analytics.csv")
     assert download.headers["content-type"].startswith("text/csv")

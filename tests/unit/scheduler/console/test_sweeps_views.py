@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -155,8 +156,12 @@ def test_a_trials_row_holds_what_sweep_status_says() -> None:
 
 
 @pytest.fixture
-def browser(tenants: Tenants) -> Iterator[TestClient]:
-    fake = FakeFacade()
+def fake() -> FakeFacade:
+    return FakeFacade()
+
+
+@pytest.fixture
+def browser(tenants: Tenants, fake: FakeFacade) -> Iterator[TestClient]:
     fake.sweeps["sweep-0a1b2c3d"] = sweep(trial(3, "paused", 2, (0.6, 0.5), lr=0.01, opt="adam"))
     fake.sweeps["sweep-ffffffff"] = SweepView(
         "sweep-ffffffff", "team-b", "running", "", "asha", "loss", "minimize", "step", (1,), 1, 1, ""
@@ -190,3 +195,71 @@ def test_a_sweep_action_asks_first_and_refuses_without_the_csrf_token(browser: T
     assert 'name="confirmed" value="yes"' in asked.text
     refused = browser.post("/ui/sweeps/sweep-0a1b2c3d/actions/halt", data={"confirmed": "yes"})
     assert refused.status_code == 403
+
+
+def _offered(page: str) -> list[str]:
+    return re.findall(r'action="/ui/sweeps/sweep-0a1b2c3d/actions/(\w+)"', page)
+
+
+@pytest.mark.parametrize(
+    ("status", "offered"),
+    [
+        ("running", ["halt", "cancel"]),
+        ("halted", ["resume", "cancel"]),
+        ("done", []),
+        ("cancelled", []),
+        ("failed", []),
+    ],
+)
+def test_a_sweep_page_offers_only_the_verbs_its_state_takes(
+    browser: TestClient, fake: FakeFacade, status: str, offered: list[str]
+) -> None:
+    fake.sweeps["sweep-0a1b2c3d"] = replace(fake.sweeps["sweep-0a1b2c3d"], status=status)
+    page = browser.get("/ui/sweeps/sweep-0a1b2c3d").text
+    assert _offered(page) == offered
+    assert ('aria-label="Actions"' in page) == bool(offered), "no empty Actions region"
+
+
+def _walk(browser: TestClient, address: str, pattern: str) -> list[list[str]]:
+    """Each page's ids, following Next page from ``address`` to the last page."""
+    pages: list[list[str]] = []
+    while address:
+        page = browser.get(address)
+        assert page.status_code == 200, page.text
+        pages.append(re.findall(pattern, page.text))
+        found = re.search(r'<a href="([^"]+)" rel="next">Next page</a>', page.text)
+        address = html.unescape(found.group(1)) if found else ""
+    return pages
+
+
+def test_a_sweeps_trials_are_paged_as_the_jobs_list_is(browser: TestClient, fake: FakeFacade) -> None:
+    many = tuple(trial(i, "running", 1, (), lr=0.01) for i in range(120))
+    fake.sweeps["sweep-0a1b2c3d"] = replace(fake.sweeps["sweep-0a1b2c3d"], trials=many)
+    pages = _walk(browser, "/ui/sweeps/sweep-0a1b2c3d?limit=50", r'<tr data-trial="\d+" data-job="([^"]+)"')
+    assert [len(p) for p in pages] == [50, 50, 20]
+    assert [one for page in pages for one in page] == [t.job_id for t in many], "each trial once, in order"
+    second = browser.get("/ui/sweeps/sweep-0a1b2c3d?limit=50").text
+    assert "1\N{EN DASH}50 of 120" in second and "First page" not in second
+    assert "50 trials on this page, of 120" in second
+    assert '<option value="50" selected>' in second
+    bad = browser.get("/ui/sweeps/sweep-0a1b2c3d?next=not-a-token")
+    assert bad.status_code == 400 and "next: 'not-a-token' is not a next token of this list" in html.unescape(bad.text)
+    fake.sweeps["sweep-00000001"] = replace(fake.sweeps["sweep-0a1b2c3d"], sweep_id="sweep-00000001", trials=())
+    lists = re.search(r'href="/ui/sweeps\?limit=1&amp;next=([^"]+)"', browser.get("/ui/sweeps?limit=1").text)
+    assert lists is not None, "the sweeps list's own next token"
+    other = browser.get(f"/ui/sweeps/sweep-0a1b2c3d?next={lists.group(1)}")
+    assert other.status_code == 400, "the list's token is not the trials'"
+
+
+def test_the_sweeps_list_is_paged_newest_first(browser: TestClient, fake: FakeFacade) -> None:
+    base = fake.sweeps["sweep-0a1b2c3d"]
+    for n in range(60):
+        sweep_id = f"sweep-{n:08x}"
+        fake.sweeps[sweep_id] = replace(
+            base, sweep_id=sweep_id, submitted_at=f"2026-11-{1 + n // 24:02d}T{n % 24:02d}:00:00+00:00"
+        )
+    del fake.sweeps["sweep-0a1b2c3d"]
+    pages = _walk(browser, "/ui/sweeps?limit=25", r'<tr data-sweep="([^"]+)"')
+    assert [len(p) for p in pages] == [25, 25, 10]
+    assert [one for page in pages for one in page] == [f"sweep-{n:08x}" for n in reversed(range(60))]
+    assert "60 sweeps" in browser.get("/ui/sweeps?limit=25").text

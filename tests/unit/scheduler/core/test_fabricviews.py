@@ -66,6 +66,7 @@ async def test_a_preemption_is_in_both_tenants_logs_naming_only_their_own_jobs()
     cluster = await scheduler.cluster()
     (node,) = cluster.nodes
     assert (node.name, node.gpus, node.gpus_used, node.drained) == ("n1", 8, 8, False)
+    assert node.jobs == ("job-urgent",), "who holds the room, as `scheduler nodes` names it"
     use = {t.tenant: (t.gpus, t.jobs, t.queued) for t in cluster.tenants}
     assert use == {"team-a": (8, 1, 0), "team-b": (0, 0, 2)}
 

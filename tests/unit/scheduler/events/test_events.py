@@ -15,7 +15,7 @@ import pytest
 from controller_sidecar.etcdstore import WatchEvent
 from learnerkit.scheduler.client.http import read_events
 from learnerkit.scheduler.events import hub as hub_module
-from learnerkit.scheduler.events.changes import LAST, Event, Position, change_of
+from learnerkit.scheduler.events.changes import LAST, Change, Event, Position, change_of
 from learnerkit.scheduler.events.hub import EventHub, Snapshot, Stream, TooManyStreams
 from learnerkit.scheduler.events.responses import resume_point
 
@@ -52,6 +52,49 @@ def test_each_key_becomes_its_event_and_other_keys_none() -> None:
         assert change_of(WatchEvent(key, value, 11), ROOT) is None, key
 
 
+def sweep_state(sweep_id: str, status: str, revision: int, reason: str = "") -> WatchEvent:
+    """A sweep's state as `SweepStore` writes it, beside the jobs' root."""
+    value = {"status": status, "decisions": 3, "reason": reason}
+    return WatchEvent(f"/lk/sweeps/{sweep_id}/state", json.dumps(value).encode(), revision)
+
+
+def test_a_sweeps_state_becomes_a_sweep_event_and_its_other_keys_none() -> None:
+    got = change_of(sweep_state("sweep-0a1b2c3d", "halted", 5, "halted"), ROOT)
+    assert got is not None and (got.kind, got.job_id, got.sweep_id, got.tenant) == ("sweep", "", "sweep-0a1b2c3d", None)
+    assert got.data == {"status": "halted", "reason": "halted", "decisions": 3}
+    assert got.subject == "sweep sweep-0a1b2c3d"
+    sse = Event(Position(5, 0), "team-a", got).sse().decode()
+    assert sse.endswith('data: {"sweep_id":"sweep-0a1b2c3d","status":"halted","reason":"halted","decisions":3}\n\n')
+    for key, value in (
+        ("/lk/sweeps/sweep-0a1b2c3d/spec", b'{"tenant": "team-a"}'),
+        ("/lk/sweeps/sweep-0a1b2c3d/decisions/0000000001", b"{}"),
+        ("/lk/sweeps/sweep-0a1b2c3d/trials/1", b"{}"),
+        ("/lk/sweeps/sweep-0a1b2c3d/state", b"not json"),
+        ("/lk/sweeps/sweep-0a1b2c3d/state", None),
+        ("/other/sweeps/sweep-0a1b2c3d/state", b'{"status": "done", "decisions": 1}'),
+    ):
+        assert change_of(WatchEvent(key, value, 6), ROOT) is None, key
+
+
+@pytest.mark.asyncio
+async def test_a_sweeps_events_reach_its_tenant_only() -> None:
+    feed = Feed()
+    feed.tenants["sweep sweep-0a1b2c3d"] = "team-a"  # from its spec
+    hub, task = await started(feed)
+    a, b = hub.subscribe("team-a", "10.0.0.1", None), hub.subscribe("team-b", "10.0.0.2", None)
+    await delivered(
+        feed,
+        hub,
+        sweep_state("sweep-0a1b2c3d", "running", 101),
+        sweep_state("sweep-0a1b2c3d", "halted", 102, "halted"),
+        sweep_state("sweep-unknown", "done", 103),
+    )
+    got = [(e.change.kind, e.change.sweep_id, e.change.data["status"]) for e in drain(a) if isinstance(e, Event)]
+    assert got == [("sweep", "sweep-0a1b2c3d", "running"), ("sweep", "sweep-0a1b2c3d", "halted")]
+    assert [e for e in drain(b) if isinstance(e, Event) and e.change.kind == "sweep"] == []
+    task.cancel()
+
+
 def test_positions_order_by_revision_then_index_and_parse_back() -> None:
     assert Position(7, 2) < Position(7, 10) < Position(8, 0)
     assert Position.parse(str(Position(123, 4))) == Position(123, 4)
@@ -78,8 +121,8 @@ class Feed:
         while True:
             yield await self.queue.get()
 
-    async def tenant_of(self, job_id: str) -> str | None:
-        return self.tenants.get(job_id)
+    async def tenant_of(self, change: Change) -> str | None:
+        return self.tenants.get(change.subject)
 
 
 async def started(feed: Feed, **caps: int) -> tuple[EventHub, asyncio.Task[None]]:

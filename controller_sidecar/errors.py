@@ -22,6 +22,12 @@ class TransientError(SidecarError):
         """The delay the server asked for (``Retry-After``), if any; the backoff never waits less."""
 
 
+class HeldBackError(TransientError):
+    """A write the sidecar itself holds back for now (its lease may have lapsed), not one the service refused:
+    retried until the operation's deadline, without spending its attempts, which are for the service's failures
+    (a learner that ends while its sidecar waits out an etcd blip still stores its results)."""
+
+
 class PermanentError(SidecarError):
     """A failure that retrying cannot fix: access denied, no such bucket, a corrupt archive."""
 

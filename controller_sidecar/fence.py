@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
-from controller_sidecar.errors import PermanentError, TransientError
+from controller_sidecar.errors import HeldBackError, PermanentError
 
 LOGGER = logging.getLogger(__name__)
 HELD_FRACTION = 2 / 3
@@ -33,7 +33,7 @@ class FencedError(PermanentError):
     """The job's fence names another attempt: this sidecar's writes are refused for good."""
 
 
-class LeaseLapsedError(TransientError):
+class LeaseLapsedError(HeldBackError):
     """The sidecar's lease may have expired (etcd unanswered past its refresh deadline): writes wait."""
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
-from controller_sidecar.errors import TransientError
+from controller_sidecar.errors import HeldBackError, TransientError
 
 LOGGER = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -31,7 +31,8 @@ class Backoff:
     """No delay is longer than this."""
     multiplier: float = 2.0
     max_attempts: int | None = 8
-    """Give up after this many attempts (None: retry until the deadline or cancellation)."""
+    """Give up after this many failed attempts (None: retry until the deadline or cancellation); a
+    :class:`~controller_sidecar.errors.HeldBackError` (the sidecar's own lease lapsed) spends none."""
     deadline_s: float | None = None
     """Give up once this many seconds have passed since the first attempt."""
 
@@ -106,20 +107,21 @@ async def retry_async(
     rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
     started = clock.monotonic()
     outage = Outage(what, clock.monotonic)
-    attempt = 0
+    attempt, tries = 0, 0
     while True:
-        attempt += 1
+        tries += 1
         try:
             result = await operation()
         except TransientError as error:
-            delay = max(backoff.delay(attempt, rng), error.delay_s or 0.0)
+            attempt += 0 if isinstance(error, HeldBackError) else 1
+            delay = max(backoff.delay(tries, rng), error.delay_s or 0.0)
             out_of_attempts = backoff.max_attempts is not None and attempt >= backoff.max_attempts
             past_deadline = backoff.deadline_s is not None and clock.monotonic() - started + delay > backoff.deadline_s
             if out_of_attempts or past_deadline:
                 raise
             outage.failed(error)
             if on_retry is not None:
-                on_retry(attempt, error)
+                on_retry(tries, error)
             await clock.sleep(delay)
         else:
             outage.ended()
@@ -141,20 +143,21 @@ def retry_sync(
     rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
     started = monotonic()
     outage = Outage(what, monotonic)
-    attempt = 0
+    attempt, tries = 0, 0
     while True:
-        attempt += 1
+        tries += 1
         try:
             result = operation()
         except TransientError as error:
-            delay = max(backoff.delay(attempt, rng), error.delay_s or 0.0)
+            attempt += 0 if isinstance(error, HeldBackError) else 1
+            delay = max(backoff.delay(tries, rng), error.delay_s or 0.0)
             out_of_attempts = backoff.max_attempts is not None and attempt >= backoff.max_attempts
             past_deadline = backoff.deadline_s is not None and monotonic() - started + delay > backoff.deadline_s
             if out_of_attempts or past_deadline:
                 raise
             outage.failed(error)
             if on_retry is not None:
-                on_retry(attempt, error)
+                on_retry(tries, error)
             sleep(delay)
         else:
             outage.ended()

@@ -35,9 +35,11 @@ lint: setup
 unit: setup
 	$(BIN)/pytest tests/unit
 
+# Both parts run whatever the first one's outcome, so that one run reports every failure; either failing fails it.
 test: setup lint images
-	LEARNERKIT_IMAGE_TIER=$(TIER) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"
-	LEARNERKIT_IMAGE_TIER=$(TIER) $(BIN)/pytest -m serial
+	LEARNERKIT_IMAGE_TIER=$(TIER) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"; parallel=$$?; \
+	LEARNERKIT_IMAGE_TIER=$(TIER) $(BIN)/pytest -m serial; serial=$$?; \
+	exit $$(( parallel != 0 ? parallel : serial ))
 
 # Every image of the matrix, cuda included, built and tested (about an hour more than `make test` from cold).
 test-full:

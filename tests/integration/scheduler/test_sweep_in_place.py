@@ -35,7 +35,7 @@ from tests.waiting import wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
 
 TRAIN = """\
-import os
+import os, time
 import learner
 
 quality = {"0.1": 0.5, "0.2": 0.1}[os.environ["lr"]]
@@ -43,6 +43,7 @@ limit = learner.budget()
 ckpt = learner.latest_checkpoint()
 step = ckpt.step if ckpt else 0
 while not limit.reached(step):
+    time.sleep(float(os.environ.get("STEP_S", "0")))
     step += 1
     learner.log_metrics(step, val_loss=quality + 1.0 / step)
     if limit.reached(step):

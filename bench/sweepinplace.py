@@ -136,7 +136,7 @@ async def measure(base: Path, runs: int) -> list[Run]:
             submit_policy=SubmitPolicy(object_stores=(str(origin(s3.endpoint_url)),)),
         )
         store = await EtcdStore.connect(etcd.settings())
-        scheduler = Scheduler(JobStore(store, ROOT), backend, options)  # type: ignore[arg-type]
+        scheduler = Scheduler(JobStore(store, ROOT), backend, options)
         await scheduler.loop.rebuild()
         stop = asyncio.Event()
         loop = asyncio.create_task(scheduler.loop.run(stop))

@@ -99,7 +99,7 @@ def start(
     made: list[Harness] = []
 
     def started() -> Harness:
-        harness = Harness(etcd_server, options, root=where, backend=backend)  # type: ignore[arg-type]
+        harness = Harness(etcd_server, options, root=where, backend=backend)
         made.append(harness)
         return harness
 

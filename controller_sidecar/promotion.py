@@ -10,7 +10,6 @@ bounds the wait; the sidecar answers as long as the learner runs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from controller_sidecar import keys
 from controller_sidecar.atomicfile import write_atomic
+from controller_sidecar.clock import event_or_timeout
 from controller_sidecar.control import BUDGET_NEXT_FILE, BUDGET_WAIT_FILE
 from controller_sidecar.errors import SidecarError
 from controller_sidecar.etcdstore import EtcdStore
@@ -78,8 +78,7 @@ async def follow_boundaries(settings: SidecarSettings, etcd: EtcdStore, fence: F
                 if not asking.done():
                     asking.cancel()
                 await asyncio.gather(asking, return_exceptions=True)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), settings.timing.poll_interval_s)
+        await event_or_timeout(stop, settings.timing.poll_interval_s)
 
 
 async def _ask(settings: SidecarSettings, etcd: EtcdStore, fence: Fence, attempt: int, boundary: Boundary) -> None:

@@ -433,6 +433,7 @@ class SweepDriver:
     async def _record(
         self, sweep: ActiveSweep, decisions: list[Decision], *, in_place: Mapping[int, int] | None = None
     ) -> None:
+        in_place = in_place or {}
         changed: dict[int, StoredTrial] = {}
         records = {r.index: r for r in sweep.book.records()}
         for decision in decisions:
@@ -446,9 +447,10 @@ class SweepDriver:
                 trial = StoredTrial(record, sweep.job_id(index), parameters, rung_attempt=1, parent=parent)
             else:
                 trial = replace(previous, record=record)
-                if decision.action in (Action.PROMOTE, Action.CONTINUE) and index in (in_place or {}):
-                    trial = replace(trial, in_place_attempt=(in_place or {})[index])
-                elif decision.action in (Action.PROMOTE, Action.CONTINUE):
+                promoted = decision.action in (Action.PROMOTE, Action.CONTINUE)
+                if promoted and index in in_place:
+                    trial = replace(trial, in_place_attempt=in_place[index])
+                elif promoted:
                     tracked = self.shared.jobs.get(trial.job_id)
                     attempt = tracked.state.attempt if tracked is not None else trial.rung_attempt
                     trial = replace(trial, rung_attempt=attempt + 1, in_place_attempt=None)

@@ -11,7 +11,9 @@ scheduler is back is answered by the new one and trains on in place.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
@@ -35,15 +37,16 @@ from tests.waiting import wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
 
 TRAIN = """\
-import os, time
+import os
 import learner
 
 quality = {"0.1": 0.5, "0.2": 0.1}[os.environ["lr"]]
 limit = learner.budget()
 ckpt = learner.latest_checkpoint()
 step = ckpt.step if ckpt else 0
+if ckpt is None and "HOLD_FIFO" in os.environ:
+    open(os.environ["HOLD_FIFO"]).close()  # held until the test opens the FIFO to write: see release()
 while not limit.reached(step):
-    time.sleep(float(os.environ.get("STEP_S", "0")))
     step += 1
     learner.log_metrics(step, val_loss=quality + 1.0 / step)
     if limit.reached(step):
@@ -190,18 +193,37 @@ def boundary_waits(etcd_server: Any, where: str, job_id: str) -> bool:
     return asyncio.run(read())
 
 
+def release(fifo: Path) -> None:
+    """Let the learner held on ``fifo`` go: a write end opens (without blocking) only once its read end is open,
+    and the learner's open returns as it does."""
+
+    def opened() -> bool:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: the learner has not opened it yet
+                raise
+            return False
+        return True
+
+    wait_until(opened, timeout=60, interval=0.05, message="the learner to wait on its hold")
+
+
 def waiting_unanswered(
     start: Callable[[], Harness], etcd_server: Any, s3_server: Any, where: str, tmp_path: Path, wait_s: int
 ) -> tuple[str, str]:
-    """Submit one trial (a step takes 1 s: rung 1, 2 s) whose learner waits ``wait_s`` for an answer, and kill the
-    scheduler while it trains: it reaches its first boundary with none to answer. The sweep's and the trial's ids."""
+    """Submit one trial whose learner waits ``wait_s`` for an answer, held before its first step until its
+    scheduler is killed: it reaches its first boundary with none to answer. The sweep's and the trial's ids."""
+    hold = tmp_path / "hold"
+    os.mkfifo(hold)
     first = start()
     sweep_id = submit(
-        first, s3_server, tmp_path, ONE_TRIAL, f"STEP_S=1 LEARNER_PROMOTION_WAIT={wait_s} python3 train.py"
+        first, s3_server, tmp_path, ONE_TRIAL, f"HOLD_FIFO={hold} LEARNER_PROMOTION_WAIT={wait_s} python3 train.py"
     )
     job_id = f"{sweep_id}-t0000"
     training(first, job_id)
     first.kill()
+    release(hold)
     wait_until(lambda: boundary_waits(etcd_server, where, job_id), timeout=60, interval=0.05, message="its boundary")
     return sweep_id, job_id
 

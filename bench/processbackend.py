@@ -158,12 +158,6 @@ class ProcessBackend:
     def job_ids(self, instance: str) -> set[str]:
         return set(self.pairs)
 
-    def sidecar_pids(self) -> list[int]:
-        """The sidecars running now."""
-        return [
-            p.sidecar.pid for pairs in list(self.pairs.values()) for p in pairs.values() if p.sidecar.poll() is None
-        ]
-
     def sidecar_cpu_s(self) -> float:
         """The CPU of every sidecar that has ended, together."""
         path = self.base / CPU_RECORDS

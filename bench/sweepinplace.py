@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchjobs import DATA_BUCKET, RESULTS_BUCKET, manifest
 from processbackend import ProcessBackend
 
 from controller_sidecar.etcdstore import EtcdStore
@@ -43,6 +44,7 @@ ROOT = "/bench/jobs"
 STEP_S = 0.1
 TRIALS = 3
 TARGET_CPU_S = 0.2
+CPUS, MEMORY = 0.2, "256Mb"
 
 TRAIN = """\
 import os, time
@@ -60,25 +62,6 @@ while not limit.reached(step):
         limit = learner.next_budget(step) or limit
 with learner.new_checkpoint(step) as path:
     (path / "step").write_text(str(step))
-"""
-
-
-def manifest(s3: SeaweedServer, command: str) -> str:
-    return f"""\
-name: in-place-bench
-cpus: 0.2
-memory: 256Mb
-learners: 1
-data_stores:
-  - id: s3
-    type: s3_datastore
-    training_data: {{container: bench-data}}
-    training_results: {{container: bench-results}}
-    connection: {{auth_url: "{s3.endpoint_url}", user_name: "{s3.access_key}", password: "{s3.secret_key}"}}
-framework:
-  name: pytorch
-  version: "2.13"
-  command: "{command}"
 """
 
 
@@ -118,7 +101,7 @@ async def one_sweep(
     scheduler: Scheduler, backend: ProcessBackend, s3: SeaweedServer, model: bytes, name: str, text: str, command: str
 ) -> Run:
     sidecars_before, cpu_before, started = backend.sidecar_cpu_s(), own_cpu_s(), time.monotonic()
-    view = await scheduler.submit_sweep(TENANT, text, manifest(s3, command), model=chunks(model))
+    view = await scheduler.submit_sweep(TENANT, text, manifest(s3, command, CPUS, MEMORY), model=chunks(model))
     while (view := await scheduler.get_sweep(TENANT, view.sweep_id)).status == "running":
         await asyncio.sleep(0.2)
     jobs = [t.job_id for t in view.trials]
@@ -142,9 +125,9 @@ async def measure(base: Path, runs: int) -> list[Run]:
     backend = ProcessBackend(base / "pairs")
     try:
         objects = s3.client()
-        for bucket in ("bench-data", "bench-results"):
+        for bucket in (DATA_BUCKET, RESULTS_BUCKET):
             objects.create_bucket(Bucket=bucket)
-        objects.put_object(Bucket="bench-data", Key="data.csv", Body=b"x\n1\n")
+        objects.put_object(Bucket=DATA_BUCKET, Key="data.csv", Body=b"x\n1\n")
         options = SchedulerOptions(
             platform=Platform(etcd_endpoints=etcd.endpoint, sidecar_image="sidecar", etcd_root=ROOT),
             catalog=None,
@@ -153,7 +136,7 @@ async def measure(base: Path, runs: int) -> list[Run]:
             submit_policy=SubmitPolicy(object_stores=(str(origin(s3.endpoint_url)),)),
         )
         store = await EtcdStore.connect(etcd.settings())
-        scheduler = Scheduler(JobStore(store, ROOT), backend, options)  # type: ignore[arg-type]
+        scheduler = Scheduler(JobStore(store, ROOT), backend, options)
         await scheduler.loop.rebuild()
         stop = asyncio.Event()
         loop = asyncio.create_task(scheduler.loop.run(stop))

@@ -1,4 +1,5 @@
-"""The control files shared with ``learner-run`` (docs/learner-contract.md): ``start``, ``halt``, ``learner.exit``."""
+"""The control files shared with ``learner-run`` and the ``learner`` helper (docs/learner-contract.md): ``start``,
+``halt``, ``learner.exit``, and a sweep trial's ``budget.wait`` and ``budget.next`` (``promotion``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from controller_sidecar.jobfiles import read_regular
 START_FILE = "start"
 HALT_FILE = "halt"
 EXIT_FILE = "learner.exit"
+BUDGET_WAIT_FILE = "budget.wait"
+BUDGET_NEXT_FILE = "budget.next"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ bounds the wait; the sidecar answers as long as the learner runs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -18,6 +17,8 @@ from pathlib import Path
 
 from controller_sidecar import keys
 from controller_sidecar.atomicfile import write_atomic
+from controller_sidecar.clock import event_or_timeout
+from controller_sidecar.control import BUDGET_NEXT_FILE, BUDGET_WAIT_FILE
 from controller_sidecar.errors import SidecarError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.fence import Fence
@@ -26,8 +27,6 @@ from controller_sidecar.recordchannel import attempt_of
 from controller_sidecar.settings import SidecarSettings
 
 LOGGER = logging.getLogger(__name__)
-WAIT_FILE = "budget.wait"
-NEXT_FILE = "budget.next"
 
 
 @dataclass(frozen=True)
@@ -41,12 +40,13 @@ class Boundary:
 
 def read_boundary(control: Path) -> Boundary | None:
     """The learner's request, or None while there is none (or it does not read: the helper writes it whole)."""
+    path = control / BUDGET_WAIT_FILE
     try:
-        raw = json.loads(read_regular(control / WAIT_FILE))
+        raw = json.loads(read_regular(path))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, SidecarError) as e:
-        warn_once(control / WAIT_FILE, f"{control / WAIT_FILE} does not read ({e}): no promotion in place", LOGGER)
+        warn_once(path, f"{path} does not read ({e}): no promotion in place", LOGGER)
         return None
     if not isinstance(raw, dict) or not all(isinstance(raw.get(k), int) for k in ("step", "budget")):
         return None
@@ -57,7 +57,7 @@ def read_boundary(control: Path) -> Boundary | None:
 def answer(control: Path, step: int, budget: int | None, reason: str = "") -> None:
     """``control/budget.next``, written whole."""
     body = {"step": step, "budget": budget, **({"reason": reason} if reason else {})}
-    write_atomic(control / NEXT_FILE, (json.dumps(body, sort_keys=True) + "\n").encode())
+    write_atomic(control / BUDGET_NEXT_FILE, (json.dumps(body, sort_keys=True) + "\n").encode())
 
 
 async def follow_boundaries(settings: SidecarSettings, etcd: EtcdStore, fence: Fence, stop: asyncio.Event) -> None:
@@ -78,8 +78,7 @@ async def follow_boundaries(settings: SidecarSettings, etcd: EtcdStore, fence: F
                 if not asking.done():
                     asking.cancel()
                 await asyncio.gather(asking, return_exceptions=True)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), settings.timing.poll_interval_s)
+        await event_or_timeout(stop, settings.timing.poll_interval_s)
 
 
 async def _ask(settings: SidecarSettings, etcd: EtcdStore, fence: Fence, attempt: int, boundary: Boundary) -> None:

@@ -398,9 +398,9 @@ class SweepDriver:
         if trial.in_place_attempt == boundary.attempt and target and boundary.budget == rungs[target - 1]:
             return rungs[target], ""  # decided before a restart, not answered then
         if boundary.budget != rungs[target]:
-            return None, f"{boundary.budget} is not the budget of the rung it trains towards ({rungs[target]})"
+            return None, f"the budget it reached, {boundary.budget}, is not its rung's ({rungs[target]})"
         if target + 1 >= len(rungs):
-            return None, "its last rung"
+            return None, "it reached the last rung: there is no next budget"
         if tracked.manifest.resources.learners != 1:
             return None, "a trial of several learners is promoted by a new deploy"
         metric = sweep.spec.objective.metric
@@ -412,7 +412,7 @@ class SweepDriver:
         promoted = [d for d in decisions if d.trial == index and d.action in (Action.PROMOTE, Action.CONTINUE)]
         if not promoted:
             sweep.book = before  # its rung ends as before: reported from its stored history once its job ends
-            return None, "not promoted at once: it checkpoints and waits"
+            return None, "not promoted at once: the trial checkpoints and ends its rung, and the sweep decides later"
         said = "; promoted in place: the same learner process trains on"
         decisions = [replace(d, reason=d.reason + said) if d in promoted else d for d in decisions]
         await self._record(sweep, decisions, in_place={index: boundary.attempt})
@@ -433,6 +433,7 @@ class SweepDriver:
     async def _record(
         self, sweep: ActiveSweep, decisions: list[Decision], *, in_place: Mapping[int, int] | None = None
     ) -> None:
+        in_place = in_place or {}
         changed: dict[int, StoredTrial] = {}
         records = {r.index: r for r in sweep.book.records()}
         for decision in decisions:
@@ -446,9 +447,10 @@ class SweepDriver:
                 trial = StoredTrial(record, sweep.job_id(index), parameters, rung_attempt=1, parent=parent)
             else:
                 trial = replace(previous, record=record)
-                if decision.action in (Action.PROMOTE, Action.CONTINUE) and index in (in_place or {}):
-                    trial = replace(trial, in_place_attempt=(in_place or {})[index])
-                elif decision.action in (Action.PROMOTE, Action.CONTINUE):
+                promoted = decision.action in (Action.PROMOTE, Action.CONTINUE)
+                if promoted and index in in_place:
+                    trial = replace(trial, in_place_attempt=in_place[index])
+                elif promoted:
                     tracked = self.shared.jobs.get(trial.job_id)
                     attempt = tracked.state.attempt if tracked is not None else trial.rung_attempt
                     trial = replace(trial, rung_attempt=attempt + 1, in_place_attempt=None)

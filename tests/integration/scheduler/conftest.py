@@ -6,8 +6,9 @@ import asyncio
 import json
 import textwrap
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -123,6 +124,11 @@ def manifest(
           command: {json.dumps(command)}
         """
     ) + textwrap.dedent(extra)
+
+
+async def chunks(path: Path) -> AsyncIterator[bytes]:
+    """A model archive as a submit takes it."""
+    yield path.read_bytes()
 
 
 @pytest.fixture(scope="session")

@@ -11,10 +11,12 @@ scheduler is back is answered by the new one and trains on in place.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
 import uuid
 import zipfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.facade import SweepView
 from learnerkit.scheduler.sweeps.decisions import Action
-from tests.integration.scheduler.conftest import RESULTS_BUCKET, Harness, manifest
+from tests.integration.scheduler.conftest import RESULTS_BUCKET, Harness, chunks, manifest
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
@@ -42,6 +44,8 @@ quality = {"0.1": 0.5, "0.2": 0.1}[os.environ["lr"]]
 limit = learner.budget()
 ckpt = learner.latest_checkpoint()
 step = ckpt.step if ckpt else 0
+if ckpt is None and "HOLD_FIFO" in os.environ:
+    open(os.environ["HOLD_FIFO"]).close()  # held until the test opens the FIFO to write: see release()
 while not limit.reached(step):
     step += 1
     learner.log_metrics(step, val_loss=quality + 1.0 / step)
@@ -63,10 +67,6 @@ concurrency: 2
 seed: 3
 """
 """The median rule continues every trial while fewer than 3 others have reported a rung: each continues at once."""
-
-
-async def chunks(path: Path) -> AsyncIterator[bytes]:
-    yield path.read_bytes()
 
 
 @pytest.fixture
@@ -95,19 +95,20 @@ def options(etcd_server: Any, s3_server: Any, where: str) -> SchedulerOptions:
 
 
 @pytest.fixture
-def started(etcd_server: Any, options: SchedulerOptions, backend: ProcessBackend) -> Iterator[list[Harness]]:
+def start(
+    etcd_server: Any, options: SchedulerOptions, backend: ProcessBackend, where: str
+) -> Iterator[Callable[[], Harness]]:
+    """Starts a scheduler over the test's job root and process pairs; each is killed at the test's end."""
     made: list[Harness] = []
-    yield made
+
+    def started() -> Harness:
+        harness = Harness(etcd_server, options, root=where, backend=backend)
+        made.append(harness)
+        return harness
+
+    yield started
     for harness in made:
         harness.kill()
-
-
-def start(
-    etcd_server: Any, options: SchedulerOptions, backend: ProcessBackend, made: list[Harness], root: str
-) -> Harness:
-    harness = Harness(etcd_server, options, root=root, backend=backend)  # type: ignore[arg-type]
-    made.append(harness)
-    return harness
 
 
 def submit(harness: Harness, s3_server: Any, tmp_path: Path, search: str, command: str) -> str:
@@ -144,16 +145,13 @@ def history_steps(client: Any, job_id: str) -> list[int]:
 
 
 def test_in_place_promotion_trains_each_step_once_and_starts_one_learner_process_per_trial(
-    etcd_server: Any,
     s3_server: Any,
     scheduler_buckets: Any,
-    options: SchedulerOptions,
     backend: ProcessBackend,
-    started: list[Harness],
-    where: str,
+    start: Callable[[], Harness],
     tmp_path: Path,
 ) -> None:
-    harness = start(etcd_server, options, backend, started, where)
+    harness = start()
     sweep_id = submit(harness, s3_server, tmp_path, SEARCH, "python3 train.py")
     final = done(harness, sweep_id)
     driver = harness.service.loop.driver
@@ -195,26 +193,53 @@ def boundary_waits(etcd_server: Any, where: str, job_id: str) -> bool:
     return asyncio.run(read())
 
 
+def release(fifo: Path) -> None:
+    """Let the learner held on ``fifo`` go: a write end opens (without blocking) only once its read end is open,
+    and the learner's open returns as it does."""
+
+    def opened() -> bool:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: the learner has not opened it yet
+                raise
+            return False
+        return True
+
+    wait_until(opened, timeout=60, interval=0.05, message="the learner to wait on its hold")
+
+
+def waiting_unanswered(
+    start: Callable[[], Harness], etcd_server: Any, s3_server: Any, where: str, tmp_path: Path, wait_s: int
+) -> tuple[str, str]:
+    """Submit one trial whose learner waits ``wait_s`` for an answer, held before its first step until its
+    scheduler is killed: it reaches its first boundary with none to answer. The sweep's and the trial's ids."""
+    hold = tmp_path / "hold"
+    os.mkfifo(hold)
+    first = start()
+    sweep_id = submit(
+        first, s3_server, tmp_path, ONE_TRIAL, f"HOLD_FIFO={hold} LEARNER_PROMOTION_WAIT={wait_s} python3 train.py"
+    )
+    job_id = f"{sweep_id}-t0000"
+    training(first, job_id)
+    first.kill()
+    release(hold)
+    wait_until(lambda: boundary_waits(etcd_server, where, job_id), timeout=60, interval=0.05, message="its boundary")
+    return sweep_id, job_id
+
+
 def test_a_trial_unanswered_within_its_wait_checkpoints_and_a_restarted_scheduler_resumes_it(
     etcd_server: Any,
     s3_server: Any,
     scheduler_buckets: Any,
-    options: SchedulerOptions,
     backend: ProcessBackend,
-    started: list[Harness],
+    start: Callable[[], Harness],
     where: str,
     tmp_path: Path,
 ) -> None:
-    first = start(etcd_server, options, backend, started, where)
-    command = "STEP_S=1 LEARNER_PROMOTION_WAIT=1 python3 train.py"  # rung 1 takes 2 s; the wait 1 s
-    sweep_id = submit(first, s3_server, tmp_path, ONE_TRIAL, command)
-    job_id = f"{sweep_id}-t0000"
-    training(first, job_id)
-    first.kill()  # down while the trial reaches its boundary and waits in vain
-    wait_until(lambda: boundary_waits(etcd_server, where, job_id), timeout=60, interval=0.05, message="its boundary")
+    sweep_id, job_id = waiting_unanswered(start, etcd_server, s3_server, where, tmp_path, wait_s=1)
     wait_until(lambda: backend.learners_ended(job_id), timeout=60, interval=0.1, message="the learner to end its rung")
-    second = start(etcd_server, options, backend, started, where)
-    final = done(second, sweep_id)
+    final = done(start(), sweep_id)
     [trial] = final.trials
     assert (trial.state, len(trial.results)) == ("completed", 3), trial
     assert backend.learner_starts[job_id] == 2  # the rung it gave up at ended; then one more, resumed in place
@@ -225,21 +250,13 @@ def test_a_trial_still_waiting_when_the_scheduler_is_back_is_promoted_in_place_b
     etcd_server: Any,
     s3_server: Any,
     scheduler_buckets: Any,
-    options: SchedulerOptions,
     backend: ProcessBackend,
-    started: list[Harness],
+    start: Callable[[], Harness],
     where: str,
     tmp_path: Path,
 ) -> None:
-    first = start(etcd_server, options, backend, started, where)
-    command = "STEP_S=1 LEARNER_PROMOTION_WAIT=120 python3 train.py"
-    sweep_id = submit(first, s3_server, tmp_path, ONE_TRIAL, command)
-    job_id = f"{sweep_id}-t0000"
-    training(first, job_id)
-    first.kill()
-    wait_until(lambda: boundary_waits(etcd_server, where, job_id), timeout=60, interval=0.05, message="its boundary")
-    second = start(etcd_server, options, backend, started, where)
-    final = done(second, sweep_id)
+    sweep_id, job_id = waiting_unanswered(start, etcd_server, s3_server, where, tmp_path, wait_s=120)
+    final = done(start(), sweep_id)
     [trial] = final.trials
     assert (trial.state, len(trial.results)) == ("completed", 3), trial
     assert backend.learner_starts[job_id] == 1

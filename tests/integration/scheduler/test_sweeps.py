@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import zipfile
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.facade import SweepView
 from learnerkit.scheduler.sweeps.best import best_trial
 from learnerkit.scheduler.sweeps.decisions import Action
-from tests.integration.scheduler.conftest import RESULTS_BUCKET, Harness, leftovers, manifest
+from tests.integration.scheduler.conftest import RESULTS_BUCKET, Harness, chunks, leftovers, manifest
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
@@ -60,10 +59,6 @@ trials: 4
 concurrency: 2
 seed: 3
 """
-
-
-async def chunks(path: Path) -> AsyncIterator[bytes]:
-    yield path.read_bytes()
 
 
 def model_zip(tmp_path: Path) -> Path:

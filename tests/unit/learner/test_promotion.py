@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import learner
+from controller_sidecar.promotion import answer
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -65,7 +66,7 @@ def start_trial(job: Path, budget: str, **extra: str) -> subprocess.Popen[str]:
 
 
 def sidecar(job: Path, answers: dict[int, int | None], seen: list[dict[str, object]]) -> threading.Thread:
-    """Answers each request for the next budget (by its step) as ``answers`` say, as the sidecar would."""
+    """Answers each request for the next budget (by its step) as ``answers`` say, with the sidecar's writer."""
 
     def run() -> None:
         control = job / "control"
@@ -79,9 +80,7 @@ def sidecar(job: Path, answers: dict[int, int | None], seen: list[dict[str, obje
                 return found if isinstance(found, dict) and found.get("step") == step else None
 
             seen.append(wait_until(asked, timeout=20, interval=0.01, message=f"a request at step {step}"))
-            temp = control / ".next"
-            temp.write_text(json.dumps({"step": step, "budget": budget}))
-            temp.replace(control / "budget.next")
+            answer(control, step, budget)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()

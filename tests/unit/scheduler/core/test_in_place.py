@@ -21,20 +21,11 @@ from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit.scheduler.sweeps.decisions import Action, Decision, TrialRecord, TrialState
 from learnerkit.scheduler.sweeps.searchfile import parse_search_file
 from learnerkit.scheduler.sweeps.store import StoredTrial, SweepSpecRecord, SweepState
+from tests.unit.scheduler.core.test_sweepdriver import SEARCH as SWEEP_SEARCH
 
 REPO = Path(__file__).resolve().parents[4]
 MANIFEST = (REPO / "tests/unit/scheduler/manifests/ffdl-tf-mount-cos.yml").read_text()
-SEARCH = """\
-manifest: manifest.yml
-parameters:
-  lr: {type: choice, values: ["0.1", "0.2", "0.3"]}
-objective: {metric: val_loss, goal: minimize}
-budget: {unit: step, min: 1, max: 3}
-algorithm: {name: asha, eta: 3}
-trials: 3
-concurrency: 3
-keep_checkpoints: true
-"""
+SEARCH = SWEEP_SEARCH + "concurrency: 3\nkeep_checkpoints: true\n"
 
 
 class Records:

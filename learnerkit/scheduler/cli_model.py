@@ -311,12 +311,8 @@ def verify_command(
     from learnerkit.scheduler.catalog.service import verify
 
     if client is not None:
-        from learnerkit.scheduler.catalog.errors import CatalogError
-
         ref = Reference.parse(reference)
-        if ref.alias is None and ref.version is None:
-            raise CatalogError(f"{reference}: name a version or an alias (NAME@sha256:... or NAME@ALIAS)")
-        result = client.verify_model(ref.name, ref.alias or str(ref.version))
+        result = client.verify_model(ref.name, ref.pinned())
     else:
         assert store is not None
         result = verify(store, reference, keys).to_dict()

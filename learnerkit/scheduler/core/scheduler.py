@@ -68,9 +68,9 @@ from learnerkit.scheduler.sweeps.trialids import trial_of
 
 LOGGER = logging.getLogger(__name__)
 PARSES_AT_ONCE = 2
+"""Manifests read side by side (each in a thread): more wait their turn without holding the event loop."""
 MODEL_MOVE_WAIT_S = 60.0
 """An alias move waits this long for another move of the same model to end (each takes seconds: a proof)."""
-"""Manifests read side by side (each in a thread): more wait their turn without holding the event loop."""
 
 
 class Scheduler:

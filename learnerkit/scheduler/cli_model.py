@@ -15,13 +15,13 @@ import click
 from rich.markup import escape
 
 from learnerkit.common.errors import LearnerkitError
-from learnerkit.common.output import console, emit, err_console, fail, output_option
+from learnerkit.common.output import console, emit, fail, output_option
 from learnerkit.scheduler.catalog.errors import RefusedError
 from learnerkit.scheduler.catalog.versions import Store, Version
-from learnerkit.scheduler.cli_job import connected
+from learnerkit.scheduler.cli_job import connected, scheduler_client, token_option
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.config.settings import DEFAULT_SIGNING_KEY, SIGNING_KEY_SETTING
-from learnerkit.scheduler.errors import ModelMoveRefusedError
+from learnerkit.scheduler.errors import ModelMoveRefusedError, SchedulerUnreachableError
 from learnerkit.scheduler.manifest.catalogfield import MODEL_NAME_HELP, model_name_ok
 
 if TYPE_CHECKING:
@@ -75,15 +75,16 @@ def _catalog(command: F, through_scheduler: bool) -> F:
 
         try:
             if through_scheduler and (url is not None or tenant is None):
-                client = SchedulerClient.from_env(url, token)
-                if (warning := client.plain_http_warning()) is not None:
-                    err_console.print(warning, markup=False, highlight=False)
                 try:
-                    return command(*args, store=None, keys=[], client=client, output=output, **kw)
-                finally:
-                    client.close()
-            if tenant is None:
-                raise click.UsageError("Missing option '--tenant' (or LEARNERKIT_TENANT)")
+                    with scheduler_client(url, token) as client:
+                        return command(*args, store=None, keys=[], client=client, output=output, **kw)
+                except SchedulerUnreachableError as e:
+                    if url is not None:
+                        raise
+                    raise SchedulerUnreachableError(
+                        f"{e} (with no --tenant or LEARNERKIT_TENANT, the command asks the scheduler)"
+                    ) from e
+            assert tenant is not None  # click requires it where there is no scheduler path
             paths = public_keys or (public_key_path(Path(os.environ.get(SIGNING_KEY_SETTING, DEFAULT_SIGNING_KEY))),)
             keys = [load_public_key(path) for path in paths]
             extra = {"client": None} if through_scheduler else {}
@@ -125,7 +126,7 @@ def _catalog(command: F, through_scheduler: bool) -> F:
             click.option(
                 "--url", default=None, help="through this scheduler [env LEARNERKIT_SCHEDULER_URL; no --tenant]"
             ),
-            click.option("--token", default=None, help="the tenant's token [env LEARNERKIT_TOKEN]"),
+            token_option,
         ]
     decorated: Any = wrapper
     for option in reversed(options):
@@ -441,10 +442,11 @@ def _key_files() -> list[Path]:
 def stop_command(name: str, tenant: str, output: str) -> None:
     """Stop serving NAME on this host's engine: its address first (the requests in flight finish), then every
     server of it; no registry or key is needed."""
+    from learnerkit.scheduler.catalog.names import check_name
     from learnerkit.scheduler.serving.deployment import forget, stop
 
     try:
-        versions = stop(tenant, name)
+        versions = stop(check_name(tenant, "tenant"), check_name(name))
     except LearnerkitError as e:
         fail(output, e)
     forget(_serving_home(), tenant, name)

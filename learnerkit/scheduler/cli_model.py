@@ -92,7 +92,7 @@ def _catalog(command: F, through_scheduler: bool) -> F:
         except (RefusedError, ModelMoveRefusedError) as e:
             emit(output, {"refused": True, "failed": e.failed, "message": str(e)}, lambda: None)
             if output != "json":
-                console.print(f"[bold red]refused:[/] {escape(str(e))}")
+                console.print(f"[bold red]refused:[/] {escape(str(e))}", soft_wrap=True)
             raise SystemExit(1) from e
         except LearnerkitError as e:
             fail(output, e)
@@ -271,7 +271,11 @@ def alias_command(
         signer = load_signer(signing_key, SIGNING_KEY_SETTING, key_passphrase(os.environ))
         at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         move = move_alias(store, name, alias, version, keys, signer, getpass.getuser(), at)
-    emit(output, move, lambda: console.print(f"{name}@{alias} -> {move['to']} (from {move['from'] or 'nothing'})"))
+    emit(
+        output,
+        move,
+        lambda: console.print(f"{name}@{alias} -> {move['to']} (from {move['from'] or 'nothing'})", soft_wrap=True),
+    )
 
 
 @model_group.command("history")
@@ -359,7 +363,7 @@ def pull_command(reference: str, folder: Path, store: Store, keys: list[Key], ou
     from learnerkit.scheduler.catalog.service import pull
 
     version = pull(store, reference, folder)
-    emit(output, _version_row(version), lambda: console.print(f"{reference} -> {folder}"))
+    emit(output, _version_row(version), lambda: console.print(f"{reference} -> {folder}", soft_wrap=True))
 
 
 @model_group.command("export")
@@ -377,7 +381,7 @@ def export_command(reference: str, folder: Path, store: Store, keys: list[Key], 
     from learnerkit.scheduler.catalog.service import export_hf
 
     version = export_hf(store, reference, folder)
-    emit(output, _version_row(version), lambda: console.print(f"{reference} -> {folder}"))
+    emit(output, _version_row(version), lambda: console.print(f"{reference} -> {folder}", soft_wrap=True))
 
 
 @model_group.command("import")
@@ -395,7 +399,11 @@ def import_command(folder: Path, name: str, store: Store, keys: list[Key], outpu
     from learnerkit.scheduler.catalog.service import import_hf
 
     version = import_hf(store, name, folder)
-    emit(output, _version_row(version), lambda: console.print(f"imported {name}@{version.version} (unattested)"))
+    emit(
+        output,
+        _version_row(version),
+        lambda: console.print(f"imported {name}@{version.version} (unattested)", soft_wrap=True),
+    )
 
 
 def _serving_home() -> Path:

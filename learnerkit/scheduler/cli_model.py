@@ -212,7 +212,8 @@ def list_command(store: Store | None, keys: list[Key], client: SchedulerClient |
             for version in row["versions"]:
                 console.print(f"{row['name']}@{version}", soft_wrap=True, markup=False)
         if not rows:
-            console.print("no models for the tenant", markup=False)
+            whose = f"tenant {store.tenant}" if store is not None else "the token's tenant"
+            console.print(f"no models for {whose}", markup=False)
 
     emit(output, rows, show)
 

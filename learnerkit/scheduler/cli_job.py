@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import wraps
 from pathlib import Path
@@ -64,25 +65,36 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+token_option = click.option("--token", default=None, help="the tenant's token [env LEARNERKIT_TOKEN]")
+
+
+@contextmanager
+def scheduler_client(url: str | None, token: str | None) -> Iterator[SchedulerClient]:
+    """A client of the scheduler (``--url``, ``--token`` or their settings), its plain-HTTP warning on stderr."""
+    client = SchedulerClient.from_env(url, token)
+    if (warning := client.plain_http_warning()) is not None:
+        err_console.print(warning, markup=False, highlight=False)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 def connected(command: F) -> F:
     """Add ``--url``, ``--token``, ``--output``; hand the command a client; report errors in the chosen format."""
 
     @click.option("--url", default=None, help="the scheduler [env LEARNERKIT_SCHEDULER_URL; http://127.0.0.1:8080]")
-    @click.option("--token", default=None, help="the tenant's token [env LEARNERKIT_TOKEN]")
+    @token_option
     @output_option
     @wraps(command)
     def wrapper(*args: Any, url: str | None, token: str | None, output: str, **kwargs: Any) -> Any:
-        client = SchedulerClient.from_env(url, token)
-        if (warning := client.plain_http_warning()) is not None:
-            err_console.print(warning, markup=False, highlight=False)
         try:
-            return command(*args, client=client, output=output, **kwargs)
+            with scheduler_client(url, token) as client:
+                return command(*args, client=client, output=output, **kwargs)
         except ManifestRejectedError as e:
             _report_rejected(output, e)
         except LearnerkitError as e:
             fail(output, e)
-        finally:
-            client.close()
 
     return wrapper  # type: ignore[return-value]
 

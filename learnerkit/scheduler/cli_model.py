@@ -15,13 +15,13 @@ import click
 from rich.markup import escape
 
 from learnerkit.common.errors import LearnerkitError
-from learnerkit.common.output import console, emit, err_console, fail, output_option
+from learnerkit.common.output import console, emit, fail, output_option
 from learnerkit.scheduler.catalog.errors import RefusedError
 from learnerkit.scheduler.catalog.versions import Store, Version
-from learnerkit.scheduler.cli_job import connected
+from learnerkit.scheduler.cli_job import connected, scheduler_client, token_option
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.config.settings import DEFAULT_SIGNING_KEY, SIGNING_KEY_SETTING
-from learnerkit.scheduler.errors import ModelMoveRefusedError
+from learnerkit.scheduler.errors import ModelMoveRefusedError, SchedulerUnreachableError
 from learnerkit.scheduler.manifest.catalogfield import MODEL_NAME_HELP, model_name_ok
 
 if TYPE_CHECKING:
@@ -75,15 +75,16 @@ def _catalog(command: F, through_scheduler: bool) -> F:
 
         try:
             if through_scheduler and (url is not None or tenant is None):
-                client = SchedulerClient.from_env(url, token)
-                if (warning := client.plain_http_warning()) is not None:
-                    err_console.print(warning, markup=False, highlight=False)
                 try:
-                    return command(*args, store=None, keys=[], client=client, output=output, **kw)
-                finally:
-                    client.close()
-            if tenant is None:
-                raise click.UsageError("Missing option '--tenant' (or LEARNERKIT_TENANT)")
+                    with scheduler_client(url, token) as client:
+                        return command(*args, store=None, keys=[], client=client, output=output, **kw)
+                except SchedulerUnreachableError as e:
+                    if url is not None:
+                        raise
+                    raise SchedulerUnreachableError(
+                        f"{e} (with no --tenant or LEARNERKIT_TENANT, the command asks the scheduler)"
+                    ) from e
+            assert tenant is not None  # click requires it where there is no scheduler path
             paths = public_keys or (public_key_path(Path(os.environ.get(SIGNING_KEY_SETTING, DEFAULT_SIGNING_KEY))),)
             keys = [load_public_key(path) for path in paths]
             extra = {"client": None} if through_scheduler else {}
@@ -91,7 +92,7 @@ def _catalog(command: F, through_scheduler: bool) -> F:
         except (RefusedError, ModelMoveRefusedError) as e:
             emit(output, {"refused": True, "failed": e.failed, "message": str(e)}, lambda: None)
             if output != "json":
-                console.print(f"[bold red]refused:[/] {escape(str(e))}")
+                console.print(f"[bold red]refused:[/] {escape(str(e))}", soft_wrap=True)
             raise SystemExit(1) from e
         except LearnerkitError as e:
             fail(output, e)
@@ -125,7 +126,7 @@ def _catalog(command: F, through_scheduler: bool) -> F:
             click.option(
                 "--url", default=None, help="through this scheduler [env LEARNERKIT_SCHEDULER_URL; no --tenant]"
             ),
-            click.option("--token", default=None, help="the tenant's token [env LEARNERKIT_TOKEN]"),
+            token_option,
         ]
     decorated: Any = wrapper
     for option in reversed(options):
@@ -211,7 +212,8 @@ def list_command(store: Store | None, keys: list[Key], client: SchedulerClient |
             for version in row["versions"]:
                 console.print(f"{row['name']}@{version}", soft_wrap=True, markup=False)
         if not rows:
-            console.print("no models for the tenant", markup=False)
+            whose = f"tenant {store.tenant}" if store is not None else "the token's tenant"
+            console.print(f"no models for {whose}", markup=False)
 
     emit(output, rows, show)
 
@@ -270,7 +272,11 @@ def alias_command(
         signer = load_signer(signing_key, SIGNING_KEY_SETTING, key_passphrase(os.environ))
         at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         move = move_alias(store, name, alias, version, keys, signer, getpass.getuser(), at)
-    emit(output, move, lambda: console.print(f"{name}@{alias} -> {move['to']} (from {move['from'] or 'nothing'})"))
+    emit(
+        output,
+        move,
+        lambda: console.print(f"{name}@{alias} -> {move['to']} (from {move['from'] or 'nothing'})", soft_wrap=True),
+    )
 
 
 @model_group.command("history")
@@ -311,12 +317,8 @@ def verify_command(
     from learnerkit.scheduler.catalog.service import verify
 
     if client is not None:
-        from learnerkit.scheduler.catalog.errors import CatalogError
-
         ref = Reference.parse(reference)
-        if ref.alias is None and ref.version is None:
-            raise CatalogError(f"{reference}: name a version or an alias (NAME@sha256:... or NAME@ALIAS)")
-        result = client.verify_model(ref.name, ref.alias or str(ref.version))
+        result = client.verify_model(ref.name, ref.pinned())
     else:
         assert store is not None
         result = verify(store, reference, keys).to_dict()
@@ -362,7 +364,7 @@ def pull_command(reference: str, folder: Path, store: Store, keys: list[Key], ou
     from learnerkit.scheduler.catalog.service import pull
 
     version = pull(store, reference, folder)
-    emit(output, _version_row(version), lambda: console.print(f"{reference} -> {folder}"))
+    emit(output, _version_row(version), lambda: console.print(f"{reference} -> {folder}", soft_wrap=True))
 
 
 @model_group.command("export")
@@ -380,7 +382,7 @@ def export_command(reference: str, folder: Path, store: Store, keys: list[Key], 
     from learnerkit.scheduler.catalog.service import export_hf
 
     version = export_hf(store, reference, folder)
-    emit(output, _version_row(version), lambda: console.print(f"{reference} -> {folder}"))
+    emit(output, _version_row(version), lambda: console.print(f"{reference} -> {folder}", soft_wrap=True))
 
 
 @model_group.command("import")
@@ -398,7 +400,11 @@ def import_command(folder: Path, name: str, store: Store, keys: list[Key], outpu
     from learnerkit.scheduler.catalog.service import import_hf
 
     version = import_hf(store, name, folder)
-    emit(output, _version_row(version), lambda: console.print(f"imported {name}@{version.version} (unattested)"))
+    emit(
+        output,
+        _version_row(version),
+        lambda: console.print(f"imported {name}@{version.version} (unattested)", soft_wrap=True),
+    )
 
 
 def _serving_home() -> Path:
@@ -445,10 +451,11 @@ def _key_files() -> list[Path]:
 def stop_command(name: str, tenant: str, output: str) -> None:
     """Stop serving NAME on this host's engine: its address first (the requests in flight finish), then every
     server of it; no registry or key is needed."""
+    from learnerkit.scheduler.catalog.names import check_name
     from learnerkit.scheduler.serving.deployment import forget, stop
 
     try:
-        versions = stop(tenant, name)
+        versions = stop(check_name(tenant, "tenant"), check_name(name))
     except LearnerkitError as e:
         fail(output, e)
     forget(_serving_home(), tenant, name)

@@ -36,7 +36,7 @@ class JobStateError(SchedulerError):
 
 class ModelMoveRefusedError(JobStateError):
     """The scheduler refused an alias move (409): the version does not prove every check, ``failed`` names the
-    gates; or another move of the model holds its lock (``failed`` empty)."""
+    gates (a move kept waiting by another is `ModelBusyError`, a plain 409 `JobStateError` to a client)."""
 
     def __init__(self, message: str, failed: list[str]) -> None:
         super().__init__(message)

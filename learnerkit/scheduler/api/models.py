@@ -73,8 +73,8 @@ def models_router(
             raise HTTPException(404, str(e)) from e
         except RefusedError as e:
             raise HTTPException(409, {"error": "refused", "message": str(e), "failed": e.failed}) from e
-        except ConflictError as e:
-            raise HTTPException(409, str(e)) from e
+        except ConflictError as e:  # the alias log changed under the move: the same code as a busy lock's
+            raise HTTPException(409, {"error": "conflict", "message": str(e)}) from e
         except StoreError as e:
             raise HTTPException(503, str(e)) from e
         except CatalogError as e:

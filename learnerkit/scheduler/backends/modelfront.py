@@ -90,9 +90,9 @@ class Upstreams:
             if seen != self._seen:
                 named = json.loads(path.read_text(encoding="utf-8"))
                 self._seen = seen
-                if self.current is None or named["url"] != self.current["url"]:
-                    with self.changed:
-                        self.pending = {"url": str(named["url"]), "version": str(named["version"])}
+                wanted = {"url": str(named["url"]), "version": str(named["version"])}
+                with self.changed:  # naming the current server again (a roll-over undone) ends any pending switch
+                    self.pending = None if self.current is not None and wanted["url"] == self.current["url"] else wanted
         except (OSError, ValueError, KeyError, TypeError) as e:
             print(f"modelfront: {path}: {e}", file=sys.stderr, flush=True)
             return

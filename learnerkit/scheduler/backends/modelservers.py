@@ -84,15 +84,16 @@ def roll_over(
     old = [c for c in servers if c.labels.get(VERSION_LABEL) != digest]
     same = [c for c in servers if c.labels.get(VERSION_LABEL) == digest and c.status == "running"]
     running_front = front(tenant, name)
-    if same and running_front is not None and not old:
-        return described(same[0], name, running_front)
+    if same and running_front is not None and not old and port in (None, _front_port(running_front)):
+        return described(same[0], name, running_front)  # another port: start_front names the one it has
     started = None if same else _start(tenant, name, digest, folder, keys, image, network(tenant, name))
     server = same[0] if started is None else started
     try:
         if started is not None:
             _wait_ready(started, name)
-        front_container = start_front(tenant, name, control, described(server, name), image, port)
-        switch(front_container, name, described(server, name), [described(c, name) for c in old])
+        own = described(server, name)
+        front_container = start_front(tenant, name, control, own, image, port)
+        switch(front_container, name, own, [described(c, name) for c in old])
     except ServingError:
         if started is not None:
             if old:
@@ -294,7 +295,6 @@ def _start(tenant: str, name: str, digest: str, folder: Path, keys: Path, image:
 
 def described(container: Any, name: str, front_container: Any | None = None) -> Served:
     """The server ``container`` at the address of ``front_container`` (its own without one)."""
-    container.reload()
     url = _published(front_container) if front_container is not None else _published(container)
     front_name = str(front_container.name) if front_container is not None else ""
     return Served(name, str(container.labels.get(VERSION_LABEL)), url, str(container.name), front_name)

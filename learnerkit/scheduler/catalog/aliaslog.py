@@ -37,14 +37,11 @@ class Entry:
 
 
 def read_log(store: Store, name: str) -> list[bytes]:
-    found = oci.get_manifest(store.host, store.repo(name), LOG_TAG)
-    if found is None:
-        return []
-    manifest = layout.parse_json(found[0], f"{name} alias log")
-    return [oci.get_blob(store.host, store.repo(name), layer["digest"]) for layer in manifest.get("layers", [])]
+    return [oci.get_blob(store.host, store.repo(name), digest) for digest in _log_layers(store, name)]
 
 
 def _log_layers(store: Store, name: str) -> list[str]:
+    """The digests of the stored log's entries, oldest first (none without a log)."""
     found = oci.get_manifest(store.host, store.repo(name), LOG_TAG)
     if found is None:
         return []

@@ -51,5 +51,11 @@ class Reference:
             return cls(name, version=check_digest(rest))
         return cls(name, alias=check_alias(rest))
 
+    def pinned(self) -> str:
+        """The version or alias after the ``@``; CatalogError for a bare name, which names neither."""
+        if self.version is None and self.alias is None:
+            raise CatalogError(f"{self}: name a version (NAME@sha256:...) or an alias (NAME@ALIAS)")
+        return self.version or str(self.alias)
+
     def __str__(self) -> str:
         return self.name + (f"@{self.version}" if self.version else f"@{self.alias}" if self.alias else "")

@@ -214,12 +214,11 @@ def resolve(store: Store, ref: Reference) -> str:
         if layout.version_tag(ref.version) not in tags:
             raise NotFoundError(f"model {ref.name}: no version {ref.version} for tenant {store.tenant}")
         return ref.version
-    if ref.alias is not None:
-        found = oci.get_manifest(store.host, store.repo(ref.name), ref.alias) if ref.alias in tags else None
-        if found is None:
-            raise NotFoundError(f"model {ref.name}: no alias {ref.alias!r}")
-        return found[1]
-    raise CatalogError(f"{ref}: name a version (NAME@sha256:...) or an alias (NAME@ALIAS)")
+    alias = ref.pinned()
+    found = oci.get_manifest(store.host, store.repo(ref.name), alias) if alias in tags else None
+    if found is None:
+        raise NotFoundError(f"model {ref.name}: no alias {alias!r}")
+    return found[1]
 
 
 def models(store: Store) -> list[str]:

@@ -9,6 +9,7 @@ import asyncio
 import logging
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,11 @@ class ModelRegistering:
                 folder = Path(scratch)
                 view = await fetch_job(self.facade, tenant, job_id, folder)
                 trial = await trial_of(self.facade, view)
-                async with self.facade.hold_model(tenant, spec.name, BY):  # the alias moves as any move: one at a time
+                # The alias moves as any move, one at a time; without one, no move: no lock to wait for.
+                held: AbstractAsyncContextManager[None] = nullcontext()
+                if spec.alias is not None:
+                    held = self.facade.hold_model(tenant, spec.name, BY)
+                async with held:
                     done = await asyncio.to_thread(registrar, tenant, job_id, spec, folder, trial)
         except LearnerkitError as e:
             return f"model not registered as {spec.name}: {e}"

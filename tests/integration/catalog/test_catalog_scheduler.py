@@ -157,8 +157,7 @@ def _register(
     served: Served, token: str, job: str, name: str, *lend: str, keys: dict[str, str] | None = None
 ) -> tuple[int, Any]:
     env = {"LEARNERKIT_SCHEDULER_URL": served.url, "LEARNERKIT_TOKEN": token, **(keys or {})}
-    result = CliRunner().invoke(cli, ["model", "register", job, "--name", name, *lend, "--output", "json"], env=env)
-    return result.exit_code, json.loads(result.output)
+    return _model(env, "register", job, "--name", name, *lend)
 
 
 def test_model_register_job_after_a_restart_names_why_and_another_tenant_gets_no_such_job(served: Served) -> None:

@@ -126,22 +126,28 @@ def env(registry: str, tmp_path: Path, digits_model: Path) -> Iterator[dict[str,
     code, out = model("alias", "digits", "production", json.loads(out)["version"], env=variables)
     assert code == 0, out
     yield variables
-    for label in (MODEL_LABEL, FRONT_LABEL):
-        for container in engine().containers.list(all=True, filters={"label": f"{label}={tenant}/digits"}):
-            container.remove(force=True)
-    for network in engine().networks.list(filters={"label": f"{FRONT_LABEL}={tenant}/digits"}):
+    containers, networks = leftovers(tenant)
+    for container in containers:
+        container.remove(force=True)
+    for network in networks:  # once the containers on it are gone
         network.remove()
     forget(state_home() / "serving", tenant, "digits")
 
 
-def left_behind(tenant: str) -> list[str]:
-    """The containers and networks of the tenant's digits that are still there."""
-    found = [
-        str(c.name)
+def leftovers(tenant: str) -> tuple[list[Any], list[Any]]:
+    """The containers (servers and front) and the network of the tenant's digits still on the engine."""
+    containers = [
+        c
         for label in (MODEL_LABEL, FRONT_LABEL)
         for c in engine().containers.list(all=True, filters={"label": f"{label}={tenant}/digits"})
     ]
-    return found + [str(n.name) for n in engine().networks.list(filters={"label": f"{FRONT_LABEL}={tenant}/digits"})]
+    return containers, list(engine().networks.list(filters={"label": f"{FRONT_LABEL}={tenant}/digits"}))
+
+
+def left_behind(tenant: str) -> list[str]:
+    """The names of what of the tenant's digits is still there."""
+    containers, networks = leftovers(tenant)
+    return [str(thing.name) for thing in (*containers, *networks)]
 
 
 def model(*args: str, env: dict[str, str]) -> tuple[int, str]:
@@ -221,7 +227,7 @@ def test_a_version_whose_signature_is_broken_is_refused_at_load(env: dict[str, s
     message = str(refused.value)
     assert "exited 2" in message and "refused to load" in message, message
     assert "results/model/model.pt: changed (its SHA-256 is not the signed one)" in message, message
-    assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
+    assert not left_behind(env["LEARNERKIT_TENANT"])  # no server, no front, no network
 
 
 class Poller:
@@ -315,7 +321,7 @@ def test_a_version_whose_weights_changed_in_the_registry_is_not_served(
     refusal = json.loads(out)
     assert refusal["refused"] is True and refusal["failed"] == ["weights signature"], out
     assert "weights signature: blob attempt-1/learner-1/results/model/model.json: changed" in refusal["message"], out
-    assert not engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={env['LEARNERKIT_TENANT']}/digits"})
+    assert not left_behind(env["LEARNERKIT_TENANT"])  # no server, no front, no network
 
 
 def test_model_stop_finishes_the_request_in_flight_then_removes_everything(

@@ -94,6 +94,13 @@ def name(control: Path, upstream: Upstream, version: str) -> None:
     temporary.replace(control / CONTROL_FILE)
 
 
+def current(front: Front, upstream: Upstream, control: Path) -> None:
+    """``upstream`` ready, named in the control file and the front's current server."""
+    upstream.ready.set()
+    name(control, upstream, "sha256:old")
+    wait_until(lambda: front.status()["upstream"] is not None, timeout=10, message="a current server")
+
+
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[Front, Upstream, Upstream, Path]]:
     old, new = Upstream("old"), Upstream("new")
@@ -137,9 +144,7 @@ def test_a_kept_alive_connection_the_server_closed_is_opened_again(
     pair: tuple[Front, Upstream, Upstream, Path],
 ) -> None:
     front, old, _, control = pair
-    old.ready.set()
-    name(control, old, "sha256:old")
-    wait_until(lambda: front.status()["upstream"] is not None, timeout=10, message="a current server")
+    current(front, old, control)
     with requests.Session() as session:  # one client connection: one front thread, one connection to the server
         for path in ("/close", "/v2/models/digits", "/close", "/v2/models/digits"):
             assert session.get(f"{front.url}{path}", timeout=10).status_code == 200
@@ -149,9 +154,7 @@ def test_a_stopping_front_waits_for_the_requests_in_flight_and_closes_kept_conne
     pair: tuple[Front, Upstream, Upstream, Path],
 ) -> None:
     front, old, _, control = pair
-    old.ready.set()
-    name(control, old, "sha256:old")
-    wait_until(lambda: front.status()["upstream"] is not None, timeout=10, message="a current server")
+    current(front, old, control)
     held: list[str] = []
     slow = threading.Thread(target=lambda: held.append(requests.get(f"{front.url}/slow", timeout=30).text))
     slow.start()
@@ -170,13 +173,21 @@ def test_a_stopping_front_waits_for_the_requests_in_flight_and_closes_kept_conne
         Handler.stopping.clear()
 
 
+def test_naming_the_current_server_again_ends_a_pending_switch(pair: tuple[Front, Upstream, Upstream, Path]) -> None:
+    front, old, new, control = pair
+    current(front, old, control)
+    name(control, new, "sha256:new")
+    wait_until(lambda: front.status()["pending"] is not None, timeout=10, message="the new server pending")
+    name(control, old, "sha256:old")  # the roll-over undone: the new server never got ready
+    wait_until(lambda: front.status()["pending"] is None, timeout=10, message="the pending switch ended")
+    assert front.status()["upstream"]["url"] == old.url
+
+
 def test_a_control_file_that_is_not_json_is_reported_and_changes_nothing(
     pair: tuple[Front, Upstream, Upstream, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     front, old, _, control = pair
-    old.ready.set()
-    name(control, old, "sha256:old")
-    wait_until(lambda: front.status()["upstream"] is not None, timeout=10, message="a current server")
+    current(front, old, control)
     (control / CONTROL_FILE).write_text("{not json", encoding="utf-8")
     wait_until(lambda: "upstream: Expecting" in capsys.readouterr().err, timeout=10, message="the report")
     assert front.status()["upstream"]["url"] == old.url

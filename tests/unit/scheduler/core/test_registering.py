@@ -62,7 +62,11 @@ def _round(outcome: str) -> EvaluationRound:
 
 
 def _run(
-    outcome: str, registrar: Registrar | None, tenant: str | None = "team-a", fake: FakeFacade | None = None
+    outcome: str,
+    registrar: Registrar | None,
+    tenant: str | None = "team-a",
+    fake: FakeFacade | None = None,
+    text: str = TEXT,
 ) -> list[tuple[str, str]]:
     fake = fake or FakeFacade()
     fake.add(JobView("job-1", "team-a", "mnist", "COMPLETED"), files=FILES)
@@ -71,7 +75,7 @@ def _run(
     async def record(job_id: str, reason: str) -> None:
         reasons.append((job_id, reason))
 
-    job = EvaluatedJob("job-1", parse_manifest(TEXT), Endpoints("127.0.0.1:2379"), TEXT, "manifest.yml")
+    job = EvaluatedJob("job-1", parse_manifest(text), Endpoints("127.0.0.1:2379"), text, "manifest.yml")
     registering = ModelRegistering(fake, lambda _job: tenant, record, registrar)
     asyncio.run(registering.round_signed(job, _round(outcome)))
     return reasons
@@ -97,6 +101,14 @@ def test_the_alias_moves_under_the_models_lock_as_any_move_through_the_scheduler
     _run("passed", registrar, fake=fake)
     assert held == [True] and ("hold_model", "team-a/digits") in fake.calls
     assert not fake.model_locks["team-a/digits"].locked()
+
+
+def test_a_registration_that_moves_no_alias_takes_no_lock() -> None:
+    fake, registered = FakeFacade(), Registered()
+    reasons = _run("passed", registered, fake=fake, text=TEXT.replace("  alias: candidate\n", ""))
+    assert [spec for _, _, spec, _ in registered.calls] == [CatalogSpec("digits", None)]
+    assert reasons == [("job-1", f"model registered: digits@sha256:{'a' * 64}, alias None")]
+    assert not [call for call in fake.calls if call[0] == "hold_model"]
 
 
 def test_a_round_that_did_not_pass_registers_nothing_and_the_status_names_the_evaluation() -> None:

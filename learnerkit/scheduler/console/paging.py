@@ -30,9 +30,11 @@ class Paged(Generic[T]):
     next: str
     """The token of the next page; empty on the last."""
 
-    def links(self, path: str, token: str) -> tuple[str, str]:
-        """The addresses of the first page (empty on it) and of the next (empty on the last), as the jobs list's."""
-        return page_links(path, {"limit": self.limit}, token, self.next)
+    def controls(self, path: str, token: str) -> dict[str, Any]:
+        """What the page's paging controls read (templates/paging.html.j2), for the list at ``path`` shown after
+        ``token``: the page, the sizes offered, the First page and Next page links."""
+        first, after = page_links(path, {"limit": self.limit}, token, self.next)
+        return {"paged": self, "page_sizes": PAGE_SIZES, "per_page_path": path, "first_link": first, "next_link": after}
 
 
 def page_limit(limit: int) -> int:

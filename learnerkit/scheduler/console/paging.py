@@ -1,7 +1,8 @@
 """Keyset paging of the lists the facade gives whole (a tenant's sweeps, a sweep's trials), with the jobs list's
 query parameters and controls: ``limit`` rows a page (`PAGE_SIZES` offered, at most the API's `MAX_PAGE_JOBS`)
-and ``next``, the jobs list's kind of token (`common.cursor`), naming its list and holding its last row's key. A page is the rows after that key,
-never an offset, as the jobs list's pages are (docs/api.md, "Listing jobs"): sweeps started meanwhile shift no page."""
+and ``next``, the jobs list's kind of token (`common.cursor`) naming its list and holding its last row's key. A
+page is the rows after that key, never an offset, as the jobs list's pages are (docs/api.md, "Listing jobs"):
+sweeps started meanwhile shift no page."""
 
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ def decode_token(token: str, query: JobQuery, digest: str) -> SortKey:
     try:
         key, raw_digest = cursor.decode(token)
         value, submitted, job_id = key
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         raise InvalidRequestError(f"next: {token[:40]!r} is not a next token this scheduler gave") from e
     if raw_digest != digest:
         raise InvalidRequestError(

@@ -76,4 +76,9 @@ def page_of(
 
 
 def _not_ours(token: str) -> PageError:
-    return PageError(400, "Bad address", f"next: {token[:40]!r} is not a next token of this list")
+    return PageError(
+        400,
+        "Bad address",
+        f"next: {token[:40]!r} is not a next token of this list: open the list again from its first page (its "
+        "address without next)",
+    )

@@ -34,7 +34,7 @@ from learnerkit.scheduler.console.compare_pages import add_compare_routes
 from learnerkit.scheduler.console.forms import FormError, read_form
 from learnerkit.scheduler.console.images_pages import add_image_routes
 from learnerkit.scheduler.console.origin import refusal
-from learnerkit.scheduler.console.paging import PAGE_SIZES
+from learnerkit.scheduler.console.paging import DEFAULT_LIMIT, PAGE_SIZES, page_limit, page_links
 from learnerkit.scheduler.console.queue_pages import add_queue_routes
 from learnerkit.scheduler.console.rendering import Renderer
 from learnerkit.scheduler.console.series import series_routes
@@ -52,7 +52,7 @@ from learnerkit.scheduler.errors import (
 )
 from learnerkit.scheduler.events.hub import EventHub, TooManyStreams
 from learnerkit.scheduler.events.responses import event_stream, resume_point
-from learnerkit.scheduler.facade import MAX_PAGE_JOBS, JobQuery, JobView, LogStream, SchedulerFacade, StoredFile
+from learnerkit.scheduler.facade import JobQuery, JobView, LogStream, SchedulerFacade, StoredFile
 
 LOGGER = logging.getLogger(__name__)
 LOGIN_COOKIE = "learnerkit_login"
@@ -193,7 +193,7 @@ def _router(
         q: str = "",
         sort: str = "-submitted",
         next_token: Annotated[str, Query(alias="next")] = "",
-        limit: int = 50,
+        limit: int = DEFAULT_LIMIT,
     ) -> Response:
         live_after = _position(events)
         statuses = frozenset(s.strip().upper() for s in status or () if s.strip())
@@ -219,6 +219,7 @@ def _router(
         sort_links = {
             column: f"{PREFIX}/jobs?{urlencode(params | {'sort': to}, doseq=True)}" for column, to in flips.items()
         }
+        first_link, next_link = page_links(f"{PREFIX}/jobs", params, next_token, (page.next or "") if page else "")
         return render.page(
             "jobs.html.j2",
             status=400 if error else 200,
@@ -231,10 +232,8 @@ def _router(
             sorts=views.SORTS,
             page_sizes=PAGE_SIZES,
             sort_links=sort_links,
-            first_link=f"{PREFIX}/jobs?{urlencode(params, doseq=True)}" if next_token else "",
-            next_link=(
-                f"{PREFIX}/jobs?{urlencode(params | {'next': page.next}, doseq=True)}" if page and page.next else ""
-            ),
+            first_link=first_link,
+            next_link=next_link,
             readable_time=views.readable_time,
             live_after=live_after,
         )
@@ -413,7 +412,7 @@ def _job_query(shown: dict[str, Any], statuses: frozenset[str], next_token: str)
     if sort not in views.SORTS:
         raise ConfigError(f"sort: one of {', '.join(views.SORTS)}; got {sort!r}")
     return JobQuery(
-        limit=min(max(int(shown["limit"]), 1), MAX_PAGE_JOBS),
+        limit=page_limit(int(shown["limit"])),
         next=next_token or None,
         sort=sort.removeprefix("-"),
         descending=sort.startswith("-"),

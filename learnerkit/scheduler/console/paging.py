@@ -1,18 +1,17 @@
 """Keyset paging of the lists the facade gives whole (a tenant's sweeps, a sweep's trials), with the jobs list's
 query parameters and controls: ``limit`` rows a page (`PAGE_SIZES` offered, at most the API's `MAX_PAGE_JOBS`)
-and ``next``, an opaque token naming its list and holding its last row's key. A page is the rows after that key,
-never an offset, as the jobs list's pages are (docs/api.md, "Listing jobs"): sweeps started meanwhile shift no page."""
+and ``next``, the jobs list's kind of token (`common.cursor`) naming its list and holding its last row's key. A
+page is the rows after that key, never an offset, as the jobs list's pages are (docs/api.md, "Listing jobs"):
+sweeps started meanwhile shift no page."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlencode
 
+from learnerkit.common import cursor
 from learnerkit.scheduler.console.access import PageError
 from learnerkit.scheduler.facade import MAX_PAGE_JOBS
 
@@ -32,12 +31,24 @@ class Paged(Generic[T]):
     next: str
     """The token of the next page; empty on the last."""
 
-    def links(self, path: str, token: str) -> tuple[str, str]:
-        """The addresses of the first page (empty on it) and of the next (empty on the last), as the jobs list's."""
-        params = {"limit": self.limit}
-        first = f"{path}?{urlencode(params)}" if token else ""
-        after = f"{path}?{urlencode(params | {'next': self.next})}" if self.next else ""
-        return first, after
+    def controls(self, path: str, token: str) -> dict[str, Any]:
+        """What the page's paging controls read (templates/paging.html.j2), for the list at ``path`` shown after
+        ``token``: the page, the sizes offered, the First page and Next page links."""
+        first, after = page_links(path, {"limit": self.limit}, token, self.next)
+        return {"paged": self, "page_sizes": PAGE_SIZES, "per_page_path": path, "first_link": first, "next_link": after}
+
+
+def page_limit(limit: int) -> int:
+    """The rows a page asked for, kept to 1 to the API's `MAX_PAGE_JOBS`."""
+    return min(max(limit, 1), MAX_PAGE_JOBS)
+
+
+def page_links(path: str, params: Mapping[str, Any], token: str, next_token: str) -> tuple[str, str]:
+    """The addresses, with the list's other query parameters, of the first page (empty when ``token`` is, on it)
+    and of the next (empty when ``next_token`` is, on the last)."""
+    first = f"{path}?{urlencode(params, doseq=True)}" if token else ""
+    after = f"{path}?{urlencode({**params, 'next': next_token}, doseq=True)}" if next_token else ""
+    return first, after
 
 
 def page_of(
@@ -46,32 +57,28 @@ def page_of(
     """The page of ``rows`` (in the order shown, ``key`` rising along it) after ``token``'s key; a 400 page naming
     ``next`` for a token that is not one of ``list_name``'s (the token names its list, as the jobs list's its
     query)."""
-    limit = min(max(limit, 1), MAX_PAGE_JOBS)
+    limit = page_limit(limit)
     start = 0
     if token:
-        after = _decode(token, list_name)
+        try:
+            after, tag = cursor.decode(token)
+        except ValueError as e:
+            raise _not_ours(token) from e
+        if tag != list_name:
+            raise _not_ours(token)
         try:
             start = next((i for i, row in enumerate(rows) if list(key(row)) > after), len(rows))
         except TypeError as e:  # a key of another shape
             raise _not_ours(token) from e
     page = rows[start : start + limit]
     more = start + limit < len(rows)
-    return Paged(page, len(rows), start + 1, limit, _encode(list_name, key(page[-1])) if more else "")
-
-
-def _encode(list_name: str, key: tuple[Any, ...]) -> str:
-    return base64.urlsafe_b64encode(json.dumps([list_name, *key]).encode()).decode().rstrip("=")
-
-
-def _decode(token: str, list_name: str) -> list[Any]:
-    try:
-        raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (binascii.Error, ValueError) as e:
-        raise _not_ours(token) from e
-    if not isinstance(raw, list) or not raw or raw[0] != list_name:
-        raise _not_ours(token)
-    return raw[1:]
+    return Paged(page, len(rows), start + 1, limit, cursor.encode(key(page[-1]), list_name) if more else "")
 
 
 def _not_ours(token: str) -> PageError:
-    return PageError(400, "Bad address", f"next: {token[:40]!r} is not a next token of this list")
+    return PageError(
+        400,
+        "Bad address",
+        f"next: {token[:40]!r} is not a next token of this list: open the list again from its first page (its "
+        "address without next)",
+    )

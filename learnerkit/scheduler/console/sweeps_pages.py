@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from learnerkit.scheduler.console import views
 from learnerkit.scheduler.console.access import PREFIX, Current, PageError, changing_form
-from learnerkit.scheduler.console.paging import DEFAULT_LIMIT, PAGE_SIZES, page_of
+from learnerkit.scheduler.console.paging import DEFAULT_LIMIT, page_of
 from learnerkit.scheduler.console.rendering import Renderer
 from learnerkit.scheduler.console.sweeps_views import (
     best_so_far,
@@ -100,17 +100,12 @@ def add_sweep_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
         found = sorted(await facade.list_sweeps(session.tenant), key=_newest_first)
         paged = page_of(found, _newest_first, limit, next_token, list_name="sweeps")
         names = await asyncio.gather(*(_name(facade, session.tenant, v) for v in paged.rows))
-        first_link, next_link = paged.links(f"{PREFIX}/sweeps", next_token)
         return render.page(
             "sweeps.html.j2",
             session=session,
             title="Sweeps",
             rows=[sweep_row(v, name) for v, name in zip(paged.rows, names, strict=True)],
-            paged=paged,
-            page_sizes=PAGE_SIZES,
-            per_page_path=f"{PREFIX}/sweeps",
-            first_link=first_link,
-            next_link=next_link,
+            **paged.controls(f"{PREFIX}/sweeps", next_token),
             readable_time=views.readable_time,
             sweeps_live_after=live_after,
         )
@@ -127,7 +122,6 @@ def add_sweep_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
         view = await sweep_of(session.tenant, sweep_id)
         paged = page_of(view.trials, lambda t: (t.index,), limit, next_token, list_name=f"trials of {view.sweep_id}")
         attempts = await attempts_of(session.tenant, paged.rows)
-        first_link, next_link = paged.links(f"{PREFIX}/sweeps/{quote(view.sweep_id)}", next_token)
         action = SWEEP_ACTIONS.get(done)
         return render.page(
             "sweep.html.j2",
@@ -139,11 +133,7 @@ def add_sweep_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
             best=plot_data(view)["best"],
             trials=[trial_row(t) for t in paged.rows],
             timelines=[(t.job_id, segments(attempts.get(t.job_id, ()), t.state)) for t in paged.rows],
-            paged=paged,
-            page_sizes=PAGE_SIZES,
-            per_page_path=f"{PREFIX}/sweeps/{quote(view.sweep_id)}",
-            first_link=first_link,
-            next_link=next_link,
+            **paged.controls(f"{PREFIX}/sweeps/{quote(view.sweep_id)}", next_token),
             readable_time=views.readable_time,
             sweeps_live_after=live_after,
         )

@@ -20,7 +20,7 @@ from learnerkit.scheduler.fabric import (
     TenantView,
 )
 from learnerkit.scheduler.jobs.attempts import AttemptEnd
-from learnerkit.scheduler.nodes.listing import node_rows
+from learnerkit.scheduler.nodes.listing import holders
 
 DRAIN = "drain"
 
@@ -109,7 +109,7 @@ def cluster_view(
     """Every node's capacity and use, every tenant's quota, weight and use, and the usage analytics at ``at_wall``'s
     minute; ``tenants``: those to show beside the ones holding or waiting for room and those with a quota."""
     cluster, policy = admission.cluster, admission.policy
-    held = {row.node: tuple(j.job_id for j in row.jobs) for row in node_rows({}, (), (t.state for t in jobs.values()))}
+    held = holders(t.state for t in jobs.values())
     nodes = []
     for name, node in sorted(cluster.nodes.items()):
         free = cluster.free(name)
@@ -125,7 +125,7 @@ def cluster_view(
                 gpus=node.gpus,
                 gpus_used=node.gpus - free.gpus,
                 gpu_type=node.gpu_type,
-                jobs=held.get(name, ()),
+                jobs=tuple(j.job_id for j in held.get(name, ())),
             )
         )
     in_use = admission.in_use()

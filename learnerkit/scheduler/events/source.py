@@ -31,8 +31,10 @@ async def follow_etcd(hub: EventHub, etcd: EtcdStore) -> None:
         revision = await etcd.put(start_key(root), json.dumps({"started_at": datetime.now(UTC).isoformat()}))
         return revision
 
+    folder = sweeps_root(root).rsplit("/", 1)[0] + "/"  # the jobs' and the sweeps' parent, by sweeps_root's rule
+
     async def watch() -> AsyncGenerator[WatchEvent, None]:
-        async for event in etcd.watch_prefix(root.rsplit("/", 1)[0] + "/", start_revision=revision + 1):
+        async for event in etcd.watch_prefix(folder, start_revision=revision + 1):
             yield event
 
     async def tenant_of(change: Change) -> str | None:

@@ -8,8 +8,6 @@ query's filters and order, so a token handed to another query is refused rather 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import heapq
 import json
@@ -17,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from learnerkit.common import cursor
 from learnerkit.scheduler.errors import InvalidRequestError
 from learnerkit.scheduler.facade import JobQuery
 from learnerkit.scheduler.jobs.state import JobStatus
@@ -89,7 +88,7 @@ def select(jobs: Sequence[ListedJob], query: JobQuery) -> Selection:
     page = pick(query.limit + 1, keys)
     return Selection(
         job_ids=tuple(key[2] for key in page[: query.limit]),
-        cursors=tuple(encode_token(key, digest) for key in page[: query.limit]),
+        cursors=tuple(cursor.encode(key, digest) for key in page[: query.limit]),
         more=len(page) > query.limit,
         total=total,
     )
@@ -109,18 +108,12 @@ def _query_digest(query: JobQuery) -> str:
     return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:12]
 
 
-def encode_token(key: SortKey, digest: str) -> str:
-    raw = json.dumps({"k": list(key), "q": digest}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
 def decode_token(token: str, query: JobQuery, digest: str) -> SortKey:
     """The sort key a token continues after; refuses one that is not a token or belongs to another query."""
     try:
-        raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        value, submitted, job_id = raw["k"]
-        raw_digest = raw["q"]
-    except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
+        key, raw_digest = cursor.decode(token)
+        value, submitted, job_id = key
+    except (ValueError, TypeError) as e:
         raise InvalidRequestError(f"next: {token[:40]!r} is not a next token this scheduler gave") from e
     if raw_digest != digest:
         raise InvalidRequestError(

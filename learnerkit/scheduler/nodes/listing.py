@@ -54,20 +54,26 @@ class NodeRow:
 def node_rows(published: Mapping[str, str], drained: Iterable[str], jobs: Iterable[JobState]) -> list[NodeRow]:
     """Every node published, drained or holding a job, by name. A lost node stays lost whether drained or not."""
     drained = frozenset(drained)
-    held: dict[str, list[NodeJob]] = {}
-    for job in jobs:
-        if job.stage not in (Stage.DEPLOYED, Stage.RUNNING):
-            continue
-        for node in dict.fromkeys(job.nodes):
-            held.setdefault(node, []).append(NodeJob(job.job_id, job.tenant, job.status.value))
+    held = holders(jobs)
     known = {state.value: state for state in NodeState}
     rows = []
     for name in sorted({*published, *drained, *held}):
         state = known.get(published.get(name, ""), NodeState.UNKNOWN)
         if name in drained and state is not NodeState.LOST:
             state = NodeState.DRAINED
-        rows.append(NodeRow(name, state, tuple(sorted(held.get(name, ()), key=lambda j: j.job_id))))
+        rows.append(NodeRow(name, state, held.get(name, ())))
     return rows
+
+
+def holders(jobs: Iterable[JobState]) -> dict[str, tuple[NodeJob, ...]]:
+    """Node name -> the jobs holding room there (deployed or running), by id."""
+    held: dict[str, list[NodeJob]] = {}
+    for job in jobs:
+        if job.stage not in (Stage.DEPLOYED, Stage.RUNNING):
+            continue
+        for node in dict.fromkeys(job.nodes):
+            held.setdefault(node, []).append(NodeJob(job.job_id, job.tenant, job.status.value))
+    return {node: tuple(sorted(found, key=lambda j: j.job_id)) for node, found in held.items()}
 
 
 async def list_nodes(settings: EtcdSettings) -> list[NodeRow]:

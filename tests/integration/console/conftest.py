@@ -11,6 +11,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from learnerkit.scheduler.jobs.state import JobState, JobStatus
 from learnerkit.scheduler.jobs.store import JobStore
 from learnerkit.scheduler.manifest.parser import parse_manifest
 from tests.integration.conftest import REPO
+from tests.integration.scheduler.conftest import Harness
 from tests.waiting import wait_until
 
 # Playwright must never fetch a browser of its own: the tests drive Debian's chromium.
@@ -296,3 +298,27 @@ def log_in(page: Page, console: Console, token: str | None = None, path: str = "
     page.get_by_label("Tenant token").fill(token or console.token)
     page.get_by_role("button", name="Log in").click()
     page.wait_for_load_state()
+
+
+@contextmanager
+def serving(harness: Harness, tokens: Path, **app: Any) -> Iterator[tuple[str, EventHub]]:
+    """The REST API and the console of ``harness``'s scheduler (whose loop runs: the Docker-backed console tests)
+    on uvicorn on 127.0.0.1, its event hub following etcd; ``app``: `create_app`'s other arguments. Yields the URL and
+    the hub; at the end the hub's streams are closed (an open page's stream would hold uvicorn) and both stop."""
+    events = EventHub(harness.root, streams_per_address=8)
+    following = asyncio.run_coroutine_threadsafe(follow_etcd(events, harness.service.shared.store.etcd), harness.loop)
+    wait_until(events.ready.is_set, timeout=30, message="the event hub to follow etcd")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    app_served = create_app(harness.service, tokens, events=events, **app)
+    server = uvicorn.Server(uvicorn.Config(app_served, log_level="warning"))
+    serving_task = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), harness.loop)
+    try:
+        wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", events
+    finally:
+        harness.loop.call_soon_threadsafe(events.close)
+        server.should_exit = True
+        serving_task.result(timeout=30)
+        following.cancel()
+        sock.close()

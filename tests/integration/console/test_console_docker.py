@@ -5,33 +5,26 @@ etcd), from QUEUED to COMPLETED, its learner's metrics, its charts drawn from th
 
 from __future__ import annotations
 
-import asyncio
 import re
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 from playwright.sync_api import Page, expect
 
 from learnerkit.dev.s3 import create_bucket
 from learnerkit.scheduler.admission.admit import AdmissionPolicy
-from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.config.policy import SubmitPolicy, origin
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
-from learnerkit.scheduler.events.hub import EventHub
-from learnerkit.scheduler.events.source import follow_etcd
 from learnerkit.scheduler.images.catalog import ImageCatalog
 from learnerkit_build.builds.sidecarimage import build_sidecar
 from learnerkit_build.imagetest.smokedata import write_smoke_dataset
 from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.conftest import REPO
-from tests.integration.console.conftest import Pages
+from tests.integration.console.conftest import Pages, serving
 from tests.integration.scheduler.conftest import DATA_BUCKET, RESULTS_BUCKET, TERMINAL, Harness, leftovers, manifest
-from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(900)]
 
@@ -63,22 +56,10 @@ def served(
     harness = Harness(etcd_server, options)
     tokens = folder / "tokens.json"
     token = add_token(tokens, "team-a")
-    events = EventHub(harness.root, streams_per_address=8)
-    following = asyncio.run_coroutine_threadsafe(follow_etcd(events, harness.service.shared.store.etcd), harness.loop)
-    wait_until(events.ready.is_set, timeout=30, message="the event hub to follow etcd")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(harness.service, tokens, events=events), log_level="warning"))
-    serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), harness.loop)
     try:
-        wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", token, harness
+        with serving(harness, tokens) as (url, _):
+            yield url, token, harness
     finally:
-        harness.loop.call_soon_threadsafe(events.close)  # ends the open streams, so uvicorn can stop
-        server.should_exit = True
-        serving.result(timeout=30)
-        following.cancel()
-        sock.close()
         harness.kill()
 
 

@@ -10,12 +10,10 @@ figures with the scheduler's own `/metrics`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import csv
 import io
 import json
-import socket
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +22,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from click.testing import CliRunner
 from playwright.sync_api import Page, expect
 from prometheus_client.parser import text_string_to_metric_families
@@ -32,15 +29,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from learnerkit.cli import cli
 from learnerkit.common.engine import engine
 from learnerkit.scheduler.admission.admit import Quota
-from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.backends.docker import NODE_NAME
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.errors import JobStateError
-from learnerkit.scheduler.events.hub import EventHub
-from learnerkit.scheduler.events.source import follow_etcd
 from learnerkit.scheduler.preemption.rules import PreemptionRules
-from tests.integration.console.conftest import Pages
+from tests.integration.console.conftest import Pages, serving
 from tests.integration.console.test_axe import AXE, _violations
 from tests.integration.scheduler.conftest import (
     TERMINAL,
@@ -50,6 +44,7 @@ from tests.integration.scheduler.conftest import (
     scheduler_buckets,
     service_options,
 )
+from tests.integration.scheduler.test_preemption_docker import running_with_metrics
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
@@ -122,15 +117,6 @@ class Fabric:
         return json.loads(result.output)
 
 
-def _training(harness: Harness, job_id: str) -> None:
-    harness.wait_status("team-a", job_id, {"PROCESSING"}, timeout=180)
-    wait_until(
-        lambda: harness.call(harness.service.get("team-a", job_id)).learners[0].metrics,
-        timeout=120,
-        message="the victim's metrics in etcd",
-    )
-
-
 @pytest.fixture(scope="module")
 def fabric(
     etcd_server: Any,
@@ -149,57 +135,45 @@ def fabric(
         preemption=PreemptionRules(min_run_s=1.0),
     )
     harness = Harness(etcd_server, options, root=root)
-    events = EventHub(root, streams_per_address=8)
-
-    async def follow() -> asyncio.Task[None]:
-        task = asyncio.create_task(follow_etcd(events, harness.service.shared.store.etcd))
-        await asyncio.wait_for(events.ready.wait(), 30)
-        return task
-
-    following = harness.call(follow())
     metrics = harness.service.shared.metrics
-    app = create_app(
-        harness.service, tokens, events=events, registry=metrics.registry, operator_registry=metrics.operator_registry
-    )
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), harness.loop)
+    registries = {"registry": metrics.registry, "operator_registry": metrics.operator_registry}
     node_cpus = float(engine().info()["NCPU"])
-    made = Fabric(
-        f"http://127.0.0.1:{sock.getsockname()[1]}",
-        tenant,
-        operator,
-        harness,
-        root,
-        etcd_server.endpoint,
-        s3_server,
-        round(node_cpus * 0.75, 2),
-        node_cpus,
-        victim="",
-        waiting="",
-    )
     try:
-        wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
-        made.victim = harness.call(harness.service.submit("team-a", made.job_text(-10, TRAIN))).job_id
-        _training(harness, made.victim)
-        made.waiting = harness.call(harness.service.submit("team-b", made.job_text(-20, TRAIN))).job_id
-        yield made
+        with serving(harness, tokens, **registries) as (url, _):
+            made = Fabric(
+                url,
+                tenant,
+                operator,
+                harness,
+                root,
+                etcd_server.endpoint,
+                s3_server,
+                round(node_cpus * 0.75, 2),
+                node_cpus,
+                victim="",
+                waiting="",
+            )
+            try:
+                made.victim = harness.call(harness.service.submit("team-a", made.job_text(-10, TRAIN))).job_id
+                running_with_metrics(harness, made.victim)
+                made.waiting = harness.call(harness.service.submit("team-b", made.job_text(-20, TRAIN))).job_id
+                yield made
+            finally:
+                _end_jobs(made)
     finally:
-        ids = [("team-a", made.victim), ("team-b", made.waiting), ("team-a", made.urgent)]
-        for owner, job_id in ids:
-            if job_id:
-                with contextlib.suppress(JobStateError):  # ended already
-                    harness.call(harness.service.cancel(owner, job_id))
-        for owner, job_id in ids:
-            if job_id:
-                harness.wait_status(owner, job_id, TERMINAL, timeout=120)
-                wait_until(lambda j=job_id: leftovers(j) == [], timeout=60, message=f"{job_id}'s containers to go")
-        server.should_exit = True
-        serving.result(timeout=30)
-        harness.loop.call_soon_threadsafe(following.cancel)
-        sock.close()
         harness.kill()
+
+
+def _end_jobs(made: Fabric) -> None:
+    ids = [("team-a", made.victim), ("team-b", made.waiting), ("team-a", made.urgent)]
+    for owner, job_id in ids:
+        if job_id:
+            with contextlib.suppress(JobStateError):  # ended already
+                made.harness.call(made.harness.service.cancel(owner, job_id))
+    for owner, job_id in ids:
+        if job_id:
+            made.harness.wait_status(owner, job_id, TERMINAL, timeout=120)
+            wait_until(lambda j=job_id: leftovers(j) == [], timeout=60, message=f"{job_id}'s containers to go")
 
 
 def _sign_in(page: Page, fabric: Fabric, token: str, path: str) -> None:

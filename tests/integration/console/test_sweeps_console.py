@@ -13,26 +13,20 @@ trials whose job is HALTED at that moment; the test would then wait for an end t
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
-import uvicorn
 from click.testing import CliRunner
 from playwright.sync_api import Page, expect
 
-from controller_sidecar import keys
 from learnerkit.cli import cli
-from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.api.auth import add_token
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.events.hub import EventHub
-from learnerkit.scheduler.events.source import follow_etcd
-from tests.integration.console.conftest import Pages
+from tests.integration.console.conftest import Pages, serving
 from tests.integration.console.test_axe import _violations, axe_source
 from tests.integration.console.test_live import events
 from tests.integration.scheduler.conftest import Harness, learner_image, manifest, scheduler_buckets, service_options
@@ -90,34 +84,21 @@ def served(
     folder = tmp_path_factory.mktemp("console-sweeps")
     token = add_token(folder / "tokens.json", "team-a")
     harness = Harness(etcd_server, service_options)
-    events = EventHub(keys.ROOT, streams_per_address=8)
-
-    async def follow() -> asyncio.Task[None]:
-        task = asyncio.create_task(follow_etcd(events, harness.service.shared.store.etcd))
-        await asyncio.wait_for(events.ready.wait(), 30)
-        return task
-
-    following = harness.call(follow())
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    app = create_app(harness.service, folder / "tokens.json", events=events)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), harness.loop)
     text = manifest(s3_server, "python3 train.py --lr ${lr}")
-    view = harness.call(
-        harness.service.submit_sweep("team-a", SEARCH, text, image=learner_image, model=chunks(model_zip(folder)))
-    )
     try:
-        wait_until(lambda: server.started, timeout=10, message="uvicorn to start")
-        yield Served(f"http://127.0.0.1:{sock.getsockname()[1]}", token, harness, view.sweep_id, events)
+        with serving(harness, folder / "tokens.json") as (url, hub):
+            view = harness.call(
+                harness.service.submit_sweep(
+                    "team-a", SEARCH, text, image=learner_image, model=chunks(model_zip(folder))
+                )
+            )
+            try:
+                yield Served(url, token, harness, view.sweep_id, hub)
+            finally:
+                sweep = harness.call(harness.service.get_sweep("team-a", view.sweep_id))
+                if sweep.status in ("running", "halted"):
+                    harness.call(harness.service.cancel_sweep("team-a", view.sweep_id))
     finally:
-        sweep = harness.call(harness.service.get_sweep("team-a", view.sweep_id))
-        if sweep.status in ("running", "halted"):
-            harness.call(harness.service.cancel_sweep("team-a", view.sweep_id))
-        server.should_exit = True
-        serving.result(timeout=30)
-        harness.loop.call_soon_threadsafe(following.cancel)
-        sock.close()
         harness.kill()
 
 

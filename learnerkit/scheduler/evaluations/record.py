@@ -118,7 +118,7 @@ class EvaluationRound:
             job_id,
             int(raw["round"]),
             int(raw["attempt"]),
-            tuple(spec_from_dict(spec) for spec in raw["specs"]),
+            tuple(spec_from_dict(spec, known=(str(spec.get("kind")),)) for spec in raw["specs"]),
             tuple(EvaluationOutcome.from_raw(o) for o in raw["outcomes"]),
             bool(raw.get("signed", True)),
         )

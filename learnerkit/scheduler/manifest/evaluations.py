@@ -151,7 +151,7 @@ def _kind(reader: FieldReader, value: Mapping[str, Any], loc: FieldPath, kinds: 
         return None
     declared = kinds.get(kind)
     if declared is None:
-        reader.fail((*loc, "kind"), f"unknown value {kind!r}; valid: {listed} (the kinds the installed evaluators declare)")
+        reader.fail((*loc, "kind"), f"unknown value {kind!r}; valid: {listed} (the installed evaluators' kinds)")
     return declared
 
 
@@ -228,5 +228,3 @@ def _text_item(reader: FieldReader, value: Any, loc: FieldPath) -> str | None:
         reader.fail(loc, f"expected a string; got {describe(value)}")
         return None
     return value.strip()
-
-

@@ -44,8 +44,8 @@ def _field(reader: FieldReader, item: Mapping[str, Any], loc: FieldPath, rule: F
         return _list(reader, value, (*loc, rule.name), rule)
     if value is None:
         if rule.required:
-            what = f": {rule.help}" if rule.help else ""
-            reader.fail((*loc, rule.name), f"required{what}" if rule.name not in item else "required: got an empty value")
+            what = (f": {rule.help}" if rule.help else "") if rule.name not in item else ": got an empty value"
+            reader.fail((*loc, rule.name), f"required{what}")
             return BAD
         return rule.default
     return _scalar(reader, value, (*loc, rule.name), rule)

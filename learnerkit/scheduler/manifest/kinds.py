@@ -230,7 +230,8 @@ def _field_rule(
     item = reader.mapping(raw, loc, _FIELD_KEYS)
     if item is None:
         return None
-    kind = reader.choice(item, loc, "type", types)
+    named = reader.choice(item, loc, "type", types)
+    kind = next((t for t in types if t == named), None)
     if kind is None:
         if item.get("type") is None:
             reader.fail((*loc, "type"), f"required: one of {', '.join(types)}")
@@ -291,7 +292,8 @@ def _metrics(reader: FieldReader, value: Any, loc: FieldPath) -> dict[str, Metri
         item = reader.mapping(raw, (*loc, name), _METRIC_KEYS)
         if item is None:
             continue
-        direction = reader.choice(item, (*loc, name), "direction", DIRECTIONS)
+        named = reader.choice(item, (*loc, name), "direction", DIRECTIONS)
+        direction = next((d for d in DIRECTIONS if d == named), None)
         if direction is None:
             if item.get("direction") is None:
                 reader.fail((*loc, name, "direction"), f"required: one of {', '.join(DIRECTIONS)}")
@@ -344,7 +346,8 @@ def _threshold_rule(
         elif metric not in metrics:
             reader.fail((*loc, "bounds", key), f"{metric!r} is not among this kind's metrics")
         elif not _side_allowed(metrics[metric].direction, found.group(1)):
-            reader.fail((*loc, "bounds", key), f"{metric} is better {metrics[metric].direction}: not a {found.group(1)}")
+            better = metrics[metric].direction
+            reader.fail((*loc, "bounds", key), f"{metric} is better {better}: a threshold is not its {found.group(1)}")
     return ThresholdRule("list", dict(at), dict(bounds))
 
 

@@ -215,7 +215,10 @@ def _listed_threshold(item: Mapping[str, Any]) -> tuple[str, str]:
     """``({"attack": "pgd", "epsilon": 0.1, "min_accuracy": 0.6})`` -> ``("pgd at epsilon 0.1", "accuracy >= 0.6")``."""
     bounds = {k: v for k, v in item.items() if k.startswith(("min_", "max_"))}
     where = [(k, v) for k, v in item.items() if k not in bounds]
-    what = " ".join([str(where[0][1]), *(f"at {k} {v}" for k, v in where[1:])]) if where else ""
+    if len(where) == 1:
+        what = f"{where[0][0]} {where[0][1]}"  # {"level": 0.9, ...}: "level 0.9"
+    else:
+        what = " ".join([*(str(v) for _, v in where[:1]), *(f"at {k} {v}" for k, v in where[1:])])
     wanted = " and ".join(f"{k[4:]} {'>=' if k.startswith('min_') else '<='} {v}" for k, v in bounds.items())
     return what, wanted
 

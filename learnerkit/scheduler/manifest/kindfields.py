@@ -186,9 +186,12 @@ def _listed(
     found = []
     for i, raw in enumerate(value):
         here = (*loc, i)
-        item = reader.mapping(raw, here, keys)
-        if item is None:
+        if not isinstance(raw, dict):
+            reader.fail(here, f"expected a mapping with keys {', '.join(keys)}; got {describe(raw)}")
             continue
+        item = raw
+        for key in (k for k in item if k not in keys):
+            reader.fail((*here, key), _unknown_threshold_key(kind, str(key)))
         at = {key: _at(reader, item, here, key, kind, fields) for key in rule.at}
         given = {key: _bound(reader, item, here, key, kind.metrics[m]) for key, m in rule.bounds.items() if key in item}
         if not given:
@@ -197,6 +200,13 @@ def _listed(
         if given and not any(v is BAD for v in (*at.values(), *given.values())):
             found.append({**at, **given})
     return found if len(found) == len(value) else None
+
+
+def _unknown_threshold_key(kind: EvaluatorKind, key: str) -> str:
+    if not key.startswith(("min_", "max_")):
+        return f"unknown key {key!r}; valid keys: {', '.join((*kind.thresholds.at, *kind.thresholds.bounds))}"
+    bounds = ", ".join(f"{k} ({metric})" for k, metric in kind.thresholds.bounds.items())
+    return f"unknown key {key!r}: {kind.kind} evaluations produce no {key[4:]}; bounds: {bounds}"
 
 
 def _at(

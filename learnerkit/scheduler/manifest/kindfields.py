@@ -91,7 +91,8 @@ def _number(reader: FieldReader, value: Any, loc: FieldPath, rule: FieldRule) ->
 
 def _list(reader: FieldReader, value: Any, loc: FieldPath, rule: FieldRule) -> Any:
     assert rule.item is not None  # a list rule always has one (kinds.load_kind)
-    what = f"a list of 1 to {rule.max_items} {rule.help or 'values'}"
+    most = f"1 to {rule.max_items} " if rule.max_items != FieldRule.max_items else ""
+    what = f"a list of {most}{rule.help or 'values'}"
     if value is None and not rule.required:
         return rule.default
     if not isinstance(value, list) or not value or len(value) > rule.max_items:

@@ -249,6 +249,8 @@ def _field_rule(
         inner = _field_rule(reader, item["item"], (*loc, "item"), name, ITEM_TYPES)
         if inner is None:
             return None
+    if item.get("default") is not None:
+        reader.json_value(item["default"], (*loc, "default"))
     flags = {key: reader.boolean(item, loc, key) or False for key in ("required", "not_in_data", "predictions")}
     return FieldRule(
         name=name,

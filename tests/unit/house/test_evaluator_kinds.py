@@ -4,6 +4,7 @@ verdicted and shown by the project's code as it is (docs/evaluations.md, "Declar
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -194,3 +195,26 @@ def test_a_declaration_that_is_wrong_is_refused_naming_its_file_and_line(project
         load_kinds(project)
     assert re.search(r"evaluation.yaml:16: metrics\.coverage\.direction: unknown value 'up'", str(caught.value))
     assert installed_kinds(REPO).names[:2] == EVALUATORS
+
+
+def test_no_code_of_the_platform_spells_a_kind() -> None:
+    """The scheduler and the build tool take every kind from its declaration: no string in their code (their
+    docstrings and comments aside) names an installed kind. The learner helper's typed specs are the evaluators'."""
+    kinds = re.compile(rf"\b({'|'.join(load_kinds(REPO).names)})\b")
+    spelled = []
+    for path in sorted([*(REPO / "learnerkit").rglob("*.py"), *(REPO / "build").rglob("*.py")]):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        documentation = {
+            id(node.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        }
+        spelled += [
+            f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in documentation
+            and kinds.search(node.value)
+        ]
+    assert spelled == []

@@ -11,10 +11,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from controller_sidecar.endpoints import Endpoints
 from learner.evaluation.report import Failure, Report, summary_text
 from learner.evaluation.spec import KindSpec, spec_from_dict, spec_to_dict
+from learnerkit.cli import cli
 from learnerkit.common.errors import ConfigError
 from learnerkit.common.project import ROOT_ENV
 from learnerkit.scheduler.console.trust_views import _thresholds
@@ -218,3 +220,19 @@ def test_no_code_of_the_platform_spells_a_kind() -> None:
             and kinds.search(node.value)
         ]
     assert spelled == []
+
+
+def test_job_validate_takes_the_kinds_of_its_root(project: Path, tmp_path: Path) -> None:
+    path = tmp_path / "manifest.yml"
+    path.write_text(MANIFEST, encoding="utf-8")
+    runner = CliRunner()
+    command = ["job", "validate", str(path), "--root", str(project), "--output", "json"]
+    result = runner.invoke(cli, command, env={ROOT_ENV: str(REPO)})
+    assert result.exit_code == 0, result.output
+    (checked,) = json.loads(result.output)["manifest"]["evaluations"]
+    assert (checked["kind"], checked["levels"], checked["bins"]) == ("calibration", [0.9, 0.95], 15)
+    refused = runner.invoke(cli, [*command[:4], str(REPO), *command[5:]], env={ROOT_ENV: str(REPO)})
+    assert refused.exit_code == 1
+    (problem,) = json.loads(refused.output)["problems"]
+    assert {key: problem[key] for key in ("line", "field")} == {"line": 13, "field": "evaluations[0].kind"}
+    assert problem["message"].startswith("unknown value 'calibration'; valid: robustness, fairness")

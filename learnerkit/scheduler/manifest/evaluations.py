@@ -131,7 +131,7 @@ def _evaluation(
     columns = () if data is None else (data.label, *data.features)
     fields = entry_fields(reader, item, loc, declared, columns)
     thresholds = entry_thresholds(reader, item.get("thresholds"), (*loc, "thresholds"), declared, fields)
-    if name is None or data is None or fields is None or thresholds is None:
+    if name is None or data is None or len(fields) != len(declared.fields) or thresholds is None:
         return None
     raw = {"kind": declared.kind, "name": name, "data": _data_dict(data), **fields, "thresholds": thresholds}
     try:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from learnerkit.common.yamlfile import FieldPath
-from learnerkit.scheduler.manifest.fields import FieldReader, describe
+from learnerkit.scheduler.manifest.fields import QUOTE_HINT, FieldReader, describe
 from learnerkit.scheduler.manifest.kinds import EvaluatorKind, FieldRule, MetricRule
 
 BOUND_KEYS = ("min", "max")
@@ -23,19 +23,17 @@ BAD = _Bad()
 
 def entry_fields(
     reader: FieldReader, item: Mapping[str, Any], loc: FieldPath, kind: EvaluatorKind, columns: Sequence[str]
-) -> dict[str, Any] | None:
-    """Every declared field's value (its default where absent); ``columns``: the data's label and features, which a
-    ``not_in_data`` column may not name."""
+) -> dict[str, Any]:
+    """Each declared field's value (its default where absent), a field refused left out; ``columns``: the data's
+    label and features, which a ``not_in_data`` column may not name."""
     found = {name: _field(reader, item, loc, rule) for name, rule in kind.fields.items()}
     for name, rule in kind.fields.items():
         value = found[name]
         if rule.not_in_data and isinstance(value, str) and value in columns:
             where = "the label" if value == columns[0] else "a feature"
-            reader.fail((*loc, name), f"{value!r} is {where} too; name the group column only here")
+            reader.fail((*loc, name), f"{value!r} is {where} too; {name} may be neither the label nor a feature")
             found[name] = BAD
-    if any(value is BAD for value in found.values()):
-        return None
-    return found
+    return {name: value for name, value in found.items() if value is not BAD}
 
 
 def _field(reader: FieldReader, item: Mapping[str, Any], loc: FieldPath, rule: FieldRule) -> Any:
@@ -58,7 +56,7 @@ def _scalar(reader: FieldReader, value: Any, loc: FieldPath, rule: FieldRule) ->
         return str(value)  # a label or group value: CSV cells are text
     if not isinstance(value, str):
         wanted = "a string or whole number" if rule.type == "value" else "a string"
-        hint = "; quote it" if isinstance(value, int | float) and not isinstance(value, bool) else ""
+        hint = f"; {QUOTE_HINT}" if isinstance(value, int | float) and not isinstance(value, bool) else ""
         reader.fail(loc, f"expected {wanted}; got {describe(value)}{hint}")
         return BAD
     text = value.strip()
@@ -109,9 +107,10 @@ def _list(reader: FieldReader, value: Any, loc: FieldPath, rule: FieldRule) -> A
 
 
 def entry_thresholds(
-    reader: FieldReader, value: Any, loc: FieldPath, kind: EvaluatorKind, fields: Mapping[str, Any] | None
+    reader: FieldReader, value: Any, loc: FieldPath, kind: EvaluatorKind, fields: Mapping[str, Any]
 ) -> Any:
-    """The thresholds in their JSON form (list or mapping, as the kind declares), or None after problems."""
+    """The thresholds in their JSON form (list or mapping, as the kind declares), or None after problems;
+    ``fields``: the entry's fields checked (a listed threshold names values of its list fields)."""
     if kind.thresholds.form == "bounds":
         return _bounds(reader, value, loc, kind)
     return _listed(reader, value, loc, kind, fields)
@@ -175,7 +174,7 @@ def _side(low: float | None, high: float | None) -> str:
 
 
 def _listed(
-    reader: FieldReader, value: Any, loc: FieldPath, kind: EvaluatorKind, fields: Mapping[str, Any] | None
+    reader: FieldReader, value: Any, loc: FieldPath, kind: EvaluatorKind, fields: Mapping[str, Any]
 ) -> list[dict[str, Any]] | None:
     rule = kind.thresholds
     keys = (*rule.at, *rule.bounds)
@@ -197,7 +196,8 @@ def _listed(
         given = {key: _bound(reader, item, here, key, kind.metrics[m]) for key, m in rule.bounds.items() if key in item}
         if not given:
             only = next(iter(rule.bounds)) if len(rule.bounds) == 1 else None
-            reader.fail((*here, only) if only else here, "required: a number" if only else f"give one of {keys}")
+            wanted = "required: a number" if only else f"give one of {', '.join(rule.bounds)}"
+            reader.fail((*here, only) if only else here, wanted)
         if given and not any(v is BAD for v in (*at.values(), *given.values())):
             found.append({**at, **given})
     return found if len(found) == len(value) else None
@@ -211,7 +211,12 @@ def _unknown_threshold_key(kind: EvaluatorKind, key: str) -> str:
 
 
 def _at(
-    reader: FieldReader, item: Mapping[str, Any], loc: FieldPath, key: str, kind: EvaluatorKind, fields: Any
+    reader: FieldReader,
+    item: Mapping[str, Any],
+    loc: FieldPath,
+    key: str,
+    kind: EvaluatorKind,
+    fields: Mapping[str, Any],
 ) -> Any:
     """Where a listed threshold is measured: one of the values of the entry's list field that ``key`` names."""
     among = kind.fields[kind.thresholds.at[key]]
@@ -221,7 +226,7 @@ def _at(
         reader.fail((*loc, key), f"required{valid}")
         return BAD
     value = _scalar(reader, item[key], (*loc, key), among.item)
-    listed = fields.get(among.name) if isinstance(fields, Mapping) else None
+    listed = fields.get(among.name)  # absent where the entry's list was refused: its problem is named
     if value is not BAD and isinstance(listed, list) and value not in listed:
         shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in listed)
         label = f"{value:g}" if isinstance(value, float) else repr(value)

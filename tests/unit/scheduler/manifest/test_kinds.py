@@ -71,3 +71,10 @@ def test_a_field_or_metric_of_another_kind_is_refused_naming_field_and_line(old:
     assert old in SECTION
     found = problems(BASE + SECTION.replace(old, new, 1))
     assert any(re.search(expected, p) for p in found), found
+
+
+def test_a_threshold_is_checked_against_the_lists_that_were_not_refused() -> None:
+    text = SECTION.replace("attacks: [fgsm, pgd]", "attacks: [fgsm, cw]").replace("epsilon: 0.1,", "epsilon: 0.15,")
+    found = problems(BASE + text)
+    assert any("attacks[1]: unknown attack 'cw'" in p for p in found), found
+    assert any("thresholds[0].epsilon: 0.15 is not among this evaluation's epsilons" in p for p in found), found

@@ -62,8 +62,8 @@ def test_every_evaluator_folder_declares_one_kind_and_only_they_do() -> None:
         ),
         (
             "kind: robustness",
-            "kind: explainability",
-            r"manifest.yml:\d+: evaluations\[0\]\.kind: unknown value 'explainability'; valid: robustness, fairness",
+            "kind: lineage",
+            r"manifest.yml:\d+: evaluations\[0\]\.kind: unknown value 'lineage'; valid: robustness, fairness",
         ),
     ],
 )

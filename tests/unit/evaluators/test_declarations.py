@@ -59,8 +59,8 @@ def test_an_entry_of_each_kind_is_taken_with_its_defaults() -> None:
         (
             "watch: [postcode]",
             "epsilons: [0.1]",
-            "evaluations.yml:6: evaluations[0].epsilons: unknown key 'epsilons' for kind explainability; it is a field of "
-            "robustness evaluations",
+            "evaluations.yml:6: evaluations[0].epsilons: unknown key 'epsilons' for kind explainability; "
+            "it is a field of robustness evaluations",
         ),
         (
             "{method: kernel_shap,",
@@ -76,8 +76,8 @@ def test_an_entry_of_each_kind_is_taken_with_its_defaults() -> None:
         (
             "coverage: {min: 0.88}",
             "disparate_impact: {min: 0.8}",
-            "evaluations.yml:15: evaluations[1].thresholds.disparate_impact: unknown key 'disparate_impact': uncertainty "
-            "evaluations produce no such metric; valid: expected_calibration_error, brier_score, coverage",
+            "evaluations.yml:15: evaluations[1].thresholds.disparate_impact: unknown key 'disparate_impact': "
+            "uncertainty evaluations produce no such metric; valid: expected_calibration_error, brier_score, coverage",
         ),
         ("coverage: {min: 0.88}", "coverage: {max: 0.88}", "coverage is better higher: its threshold is a min"),
         (

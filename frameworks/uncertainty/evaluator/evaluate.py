@@ -140,13 +140,15 @@ def brier_score(probabilities: np.ndarray, y: np.ndarray) -> float:
 def conformal(
     calibration: np.ndarray, calibration_y: np.ndarray, held_out: np.ndarray, held_out_y: np.ndarray, level: float
 ) -> tuple[float, float, float]:
-    """Split conformal sets (score: one minus a class's probability): the held-out coverage, the average set size
-    and the score threshold (the calibration scores' ceil((n + 1) level) / n quantile; 1 where that exceeds 1)."""
+    """Split conformal sets (score: one minus a class's probability; the predicted class always in, so no set is
+    empty): the held-out coverage, the average set size and the score threshold (the calibration scores'
+    ceil((n + 1) level)-th smallest; 1 where that rank exceeds n)."""
     scores = 1.0 - calibration[np.arange(len(calibration_y)), calibration_y]
     n = len(scores)
     rank = math.ceil((n + 1) * level)
     threshold = 1.0 if rank > n else float(np.sort(scores)[rank - 1])
     sets = (1.0 - held_out) <= threshold
+    sets[np.arange(len(held_out)), held_out.argmax(axis=1)] = True  # never empty: a superset keeps the coverage
     coverage = float(sets[np.arange(len(held_out_y)), held_out_y].mean())
     return coverage, float(sets.sum(axis=1).mean()), threshold
 

@@ -118,34 +118,40 @@ def kernel_shap(
 ) -> np.ndarray:
     """Kernel SHAP (Lundberg and Lee, 2017) for every example at once: coalitions drawn from the Shapley kernel
     (each with its complement), shared by all examples, so one least-squares solve with one right-hand side per
-    example gives every example's values; the constraint that they sum to f(x) - f(baseline) is kept exactly."""
-    features = examples.shape[1]
+    example gives every example's values; the constraint that they sum to f(x) - f(baseline) is kept exactly. A
+    feature equal to its baseline in every example (a blank pixel) changes nothing: it gets 0 and no column."""
+    varying = np.flatnonzero(np.any(examples != baseline[None, :], axis=0))
+    count = len(varying)
     rng = np.random.default_rng(0)
-    sizes = np.arange(1, features)
-    kernel = (features - 1) / (sizes * (features - sizes))
-    drawn = rng.choice(sizes, size=max(1, samples // 2), p=kernel / kernel.sum()) if features > 1 else []
-    half = np.zeros((len(drawn), features), dtype=bool)
+    sizes = np.arange(1, count)
+    kernel = (count - 1) / (sizes * (count - sizes))
+    drawn = rng.choice(sizes, size=max(1, samples // 2), p=kernel / kernel.sum()) if count > 1 else []
+    half = np.zeros((len(drawn), count), dtype=bool)
     for row, size in zip(half, drawn, strict=True):
-        row[rng.choice(features, size=int(size), replace=False)] = True
+        row[rng.choice(count, size=int(size), replace=False)] = True
     coalitions = np.concatenate([half, ~half]).astype(np.float64)
     target = np.arange(len(examples))
     full = forward.predict_proba(examples)[target, predicted]
     empty = forward.predict_proba(baseline[None, :])[0][predicted]
-    values = np.empty((len(coalitions), len(examples)))
+    total = full - empty
+    values = np.zeros((len(examples), examples.shape[1]))
+    if count <= 1:
+        values[:, varying] = total[:, None]
+        return values
+    kept = np.empty((len(coalitions), len(examples)))
     per_call = max(1, BATCH_ROWS // len(examples))
     for k in range(0, len(coalitions), per_call):  # coalitions x examples rows per model call
-        part = coalitions[k : k + per_call]
-        masked = np.where(part[:, None, :] > 0, examples[None, :, :], baseline[None, None, :])
-        found = forward.predict_proba(masked.reshape(-1, features)).reshape(len(part), len(examples), -1)
-        values[k : k + len(part)] = found[:, target, predicted]
-    total = full - empty
-    if features == 1 or not len(coalitions):
-        return total[:, None] * np.ones((1, features))
+        part = np.ones((len(coalitions[k : k + per_call]), examples.shape[1]), dtype=bool)
+        part[:, varying] = coalitions[k : k + per_call] > 0
+        masked = np.where(part[:, None, :], examples[None, :, :], baseline[None, None, :])
+        found = forward.predict_proba(masked.reshape(-1, examples.shape[1])).reshape(len(part), len(examples), -1)
+        kept[k : k + len(part)] = found[:, target, predicted]
     last = coalitions[:, -1:]
     design = coalitions[:, :-1] - last
-    response = values - empty[None, :] - last * total[None, :]
+    response = kept - empty[None, :] - last * total[None, :]
     solved = np.linalg.lstsq(design, response, rcond=None)[0].T
-    return np.concatenate([solved, (total - solved.sum(axis=1))[:, None]], axis=1)
+    values[:, varying] = np.concatenate([solved, (total - solved.sum(axis=1))[:, None]], axis=1)
+    return values
 
 
 def judge_explanations(

@@ -29,10 +29,10 @@ from learner.modelfile import load_model
 from learner.paths import result_dir
 
 KIND = "explainability"
-METHODS = ("integrated_gradients", "kernel_shap")
 SHOWN_FEATURES = 5
-"""Features listed per shown example, and the chart's bars are at most CHART_FEATURES."""
+"""Features listed per shown example and per method's top features in the readable summary."""
 CHART_FEATURES = 20
+"""Bars per method in the importance chart: the largest shares."""
 BATCH_ROWS = 65536
 """Rows per model call of kernel SHAP's coalitions."""
 BOUNDS = {"max_share": "feature_share", "min_faithfulness": "faithfulness", "min_monotonicity": "monotonicity"}
@@ -65,7 +65,8 @@ def evaluate(spec: EvaluationSpec, inputs: Inputs) -> Report:
     unknown = [name for name in watched if name not in features]
     if unknown:
         raise InputError(
-            f"watch: {', '.join(map(repr, unknown))} is not a feature of {table.path.name}; "
+            f"watch: {', '.join(map(repr, unknown))} {'is not a feature' if len(unknown) == 1 else 'are not features'} "
+            f"of {table.path.name}; "
             f"features: {', '.join(features)}"
         )
     model, description = load_model(inputs.model)
@@ -84,7 +85,7 @@ def evaluate(spec: EvaluationSpec, inputs: Inputs) -> Report:
         results[method] = judge_explanations(forward, examples, attributions, baseline)
     shares = {method: importance(result["attributions"]) for method, result in results.items()}
     failures = judge(fields.get("thresholds") or [], results, shares, features, watched)
-    metrics = describe(spec, features, watched, results, shares, labels, predicted, int(fields.get("shown", 3)))
+    metrics = describe(features, watched, results, shares, labels, predicted, int(fields.get("shown", 3)))
     chart = f"{spec.name}-importance.png"
     write_chart(result_dir() / REPORT_FOLDER / chart, features, shares)
     metrics["chart"] = chart
@@ -226,7 +227,6 @@ def judge(
 
 
 def describe(
-    spec: KindSpec,
     features: Sequence[str],
     watched: Sequence[str],
     results: Mapping[str, Mapping[str, Any]],

@@ -54,6 +54,7 @@ from learnerkit.scheduler.config.tenants import load_tenants
 from learnerkit.scheduler.errors import JobNotFoundError, ManifestError, ManifestRejectedError, SchedulerError
 from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_JOBS, MODEL_REJECTED, JobQuery, JobView
 from learnerkit.scheduler.manifest.defaultresults import default_results
+from learnerkit.scheduler.manifest.kinds import installed_kinds
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest, ResourceDefaults
 from learnerkit.scheduler.manifest.parser import load_manifest
 from learnerkit.scheduler.manifest.units import format_size
@@ -635,7 +636,8 @@ def validate(
         if offline:
             defaults = replace(defaults, results_bucket=OFFLINE_RESULTS_BUCKET)
         catalog = framework_catalog(find_project_root(root))
-        job = load_manifest(manifest, catalog, image=image, defaults=defaults, tenant=tenant)
+        kinds = installed_kinds(find_project_root(root))
+        job = load_manifest(manifest, catalog, image=image, defaults=defaults, tenant=tenant, kinds=kinds)
         if tenants_file is not None:
             policy = load_tenants(tenants_file).applied_to(SubmitPolicy())
             check_tenant_settings(job, tenant or job.extensions.tenant, policy, str(manifest))

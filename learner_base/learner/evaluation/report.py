@@ -43,7 +43,7 @@ class Report:
     failures: tuple[Failure, ...]
     metrics: Mapping[str, Any]
     """Robustness: ``clean_accuracy`` and ``curve`` (attack -> [{epsilon, accuracy}]); fairness: every group
-    metric and ``groups`` (per group: size, favourable rate, true positive rate)."""
+    metric and ``groups`` (per group: size, favourable rate, true positive rate); another kind: its evaluator's."""
     seconds: float = 0.0
 
     @property
@@ -78,23 +78,30 @@ def report_from_dict(raw: Mapping[str, Any]) -> Report:
 
 
 def summary_text(report: Report) -> str:
-    """The readable summary: the verdict, each failure, then the curve or the group metrics."""
+    """The readable summary: the verdict, each failure, then the curve, or each figure and the groups' (a report
+    of any kind: what its metrics hold decides, not its kind's name)."""
     lines = [f"evaluation {report.name} ({report.kind}): {report.verdict.upper()}"]
     lines += [f"  missed: {failure.describe()}" for failure in report.failures]
     metrics = report.metrics
-    if report.kind == "robustness":
+    if "curve" in metrics:
         lines.append(f"clean accuracy: {metrics.get('clean_accuracy', float('nan')):.4f}")
         for attack, points in (metrics.get("curve") or {}).items():
             lines.append(f"{attack}:")
             lines += [f"  epsilon {p['epsilon']:<8g} accuracy {p['accuracy']:.4f}" for p in points]
     else:
         for key, value in metrics.items():
-            if key != "groups":
-                lines.append(f"{key}: {'undefined' if value is None else format(value, '.4f')}")
+            if key != "groups" and not isinstance(value, Mapping | list):
+                lines.append(f"{key}: {_figure(value)}")
         for group, values in (metrics.get("groups") or {}).items():
             shown = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
             lines.append(f"group {group}: {shown}")
     return "\n".join(lines) + "\n"
+
+
+def _figure(value: Any) -> str:
+    if value is None:
+        return "undefined"
+    return format(value, ".4f") if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
 
 
 def write_report(result_dir: Path, report: Report) -> Path:

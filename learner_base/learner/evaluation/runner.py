@@ -91,22 +91,23 @@ def read_table(path: Path) -> Table:
     return Table(path, header, tuple(rows))
 
 
-def load_spec(argument: str | None) -> EvaluationSpec:
+def load_spec(argument: str | None, kind: str | None = None) -> EvaluationSpec:
     try:
         text = Path(argument).read_text(encoding="utf-8") if argument else os.environ.get(SPEC_VARIABLE, "")
         if not text:
             raise SpecError(f"no evaluation spec: give --spec FILE or set {SPEC_VARIABLE}")
-        return spec_from_dict(json.loads(text))
+        return spec_from_dict(json.loads(text), () if kind is None else (kind,))
     except (OSError, json.JSONDecodeError) as e:
         raise SpecError(f"evaluation spec {argument or SPEC_VARIABLE}: {e}") from e
 
 
-def main(evaluate: Evaluate, argv: Sequence[str] | None = None) -> int:
+def main(evaluate: Evaluate, argv: Sequence[str] | None = None, kind: str | None = None) -> int:
+    """``kind``: the kind an evaluator without a typed spec runs (its folder's ``evaluation.yaml``)."""
     parser = argparse.ArgumentParser(description="Run one evaluation on the job's saved model (docs/evaluations.md)")
     parser.add_argument("--spec", help=f"the evaluation's JSON (default: ${SPEC_VARIABLE})")
     args = parser.parse_args(argv)
     try:
-        spec = load_spec(args.spec)
+        spec = load_spec(args.spec, kind)
         table = read_table(data_dir() / spec.data.file)
         report = evaluate(spec, Inputs(table=table, model=model_dir()))
     except ValueError as e:  # SpecError, InputError, a model description that cannot be read

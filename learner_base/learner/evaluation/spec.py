@@ -1,13 +1,15 @@
 """What an evaluation is asked to do: the typed form of one entry of a manifest's ``evaluations`` section.
 
-The manifest parser (``learnerkit.scheduler.manifest.evaluations``) builds these from YAML, naming the line of
-every bad field; the evaluator reads them back from the JSON the scheduler hands it (``spec_from_dict``). Every
-value is plain data: no field is ever evaluated as an expression.
+The manifest parser (``learnerkit.scheduler.manifest.evaluations``) checks each entry against the kind its
+evaluator's folder declares (``frameworks/<name>/evaluation.yaml``), naming the line of every bad field, and builds
+these from its JSON form; the evaluator reads them back from the JSON the scheduler hands it (``spec_from_dict``).
+A kind without a typed form here is a ``KindSpec``: its declared fields as JSON data, which its own evaluator reads.
+Every value is plain data: no field is ever evaluated as an expression.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -92,7 +94,18 @@ class FairnessSpec:
     kind: Kind = "fairness"
 
 
-EvaluationSpec = RobustnessSpec | FairnessSpec
+@dataclass(frozen=True)
+class KindSpec:
+    """An evaluation of any other kind: ``fields`` holds its declared fields (thresholds among them) as checked
+    JSON data."""
+
+    name: str
+    kind: str
+    data: EvaluationData
+    fields: Mapping[str, Any]
+
+
+EvaluationSpec = RobustnessSpec | FairnessSpec | KindSpec
 
 
 def spec_to_dict(spec: EvaluationSpec) -> dict[str, Any]:
@@ -104,6 +117,8 @@ def spec_to_dict(spec: EvaluationSpec) -> dict[str, Any]:
         "store": spec.data.store,
         "container": spec.data.container,
     }
+    if isinstance(spec, KindSpec):
+        return {**spec.fields, "kind": spec.kind, "name": spec.name, "data": data}
     if isinstance(spec, RobustnessSpec):
         return {
             "kind": spec.kind,
@@ -130,17 +145,22 @@ def spec_to_dict(spec: EvaluationSpec) -> dict[str, Any]:
     }
 
 
-def spec_from_dict(raw: Mapping[str, Any]) -> EvaluationSpec:
-    """The spec from its JSON data (``spec_to_dict``); raises ``SpecError`` naming the first bad field."""
+TYPED_KINDS = ("robustness", "fairness")
+"""The kinds with a typed spec here; any other kind is a ``KindSpec``."""
+
+
+def spec_from_dict(raw: Mapping[str, Any], known: Collection[str] = ()) -> EvaluationSpec:
+    """The spec from its JSON data (``spec_to_dict``); raises ``SpecError`` naming the first bad field. ``known``:
+    the other kinds taken (as ``KindSpec``): the kind an evaluator runs, the kinds the manifest parser checked."""
     try:
-        return _from_dict(raw)
+        return _from_dict(raw, known)
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, SpecError):
             raise
         raise SpecError(f"evaluation document: bad or missing field {e}") from e
 
 
-def _from_dict(raw: Mapping[str, Any]) -> EvaluationSpec:
+def _from_dict(raw: Mapping[str, Any], known: Collection[str]) -> EvaluationSpec:
     d = raw["data"]
     data = EvaluationData(
         file=str(d["file"]),
@@ -183,7 +203,10 @@ def _from_dict(raw: Mapping[str, Any]) -> EvaluationSpec:
             prediction=None if raw.get("prediction") is None else str(raw["prediction"]),
             thresholds=thresholds,
         )
-    raise SpecError(f"kind: unknown {kind!r}; valid: robustness, fairness")
+    if kind not in known:
+        raise SpecError(f"kind: unknown {kind!r}; valid: {', '.join((*TYPED_KINDS, *known))}")
+    fields = {key: value for key, value in raw.items() if key not in ("kind", "name", "data")}
+    return KindSpec(name=str(raw["name"]), kind=kind, data=data, fields=fields)
 
 
 def _optional_float(value: Any) -> float | None:

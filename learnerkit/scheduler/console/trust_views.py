@@ -196,14 +196,12 @@ def _report(folder: Path, signed: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _thresholds(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """A robustness list of {attack, epsilon, min_accuracy} or a fairness map of {metric: {min, max}}, as text."""
+    """A kind's thresholds as text, in either form a kind declares (docs/evaluations.md, "Declaring a kind"): a
+    list of items naming where (``attack``, ``epsilon``) and a ``min_<x>``/``max_<x>`` bound, or a map of
+    ``{metric: {min, max}}``."""
     thresholds = spec.get("thresholds")
     if isinstance(thresholds, list):
-        return tuple(
-            (f"{t.get('attack')} at epsilon {t.get('epsilon')}", f"accuracy >= {t.get('min_accuracy')}")
-            for t in thresholds
-            if isinstance(t, dict)
-        )
+        return tuple(_listed_threshold(t) for t in thresholds if isinstance(t, dict))
     if isinstance(thresholds, dict):
         return tuple(
             (str(metric), " and ".join(f"{'>=' if k == 'min' else '<='} {v}" for k, v in sorted(bounds.items())))
@@ -211,6 +209,18 @@ def _thresholds(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
             if isinstance(bounds, dict)
         )
     return ()
+
+
+def _listed_threshold(item: Mapping[str, Any]) -> tuple[str, str]:
+    """``({"attack": "pgd", "epsilon": 0.1, "min_accuracy": 0.6})`` -> ``("pgd at epsilon 0.1", "accuracy >= 0.6")``."""
+    bounds = {k: v for k, v in item.items() if k.startswith(("min_", "max_"))}
+    where = [(k, v) for k, v in item.items() if k not in bounds]
+    if len(where) == 1:
+        what = f"{where[0][0]} {where[0][1]}"  # {"level": 0.9, ...}: "level 0.9"
+    else:
+        what = " ".join([*(str(v) for _, v in where[:1]), *(f"at {k} {v}" for k, v in where[1:])])
+    wanted = " and ".join(f"{k[4:]} {'>=' if k.startswith('min_') else '<='} {v}" for k, v in bounds.items())
+    return what, wanted
 
 
 def verdict_line(checks: Sequence[Check], key_id: str) -> tuple[bool, str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from learnerkit.scheduler.evaluations.record import EvaluationOutcome, EvaluationRound
+from learnerkit.scheduler.evaluations.record import EvaluationOutcome, EvaluationRound, judged_column
 from learnerkit.scheduler.facade import MODEL_ACCEPTED, MODEL_NOT_EVALUATED, MODEL_PENDING, MODEL_REJECTED
 from learnerkit.scheduler.jobs.state import JobStatus
 
@@ -27,7 +27,7 @@ def model_verdict(status: JobStatus, planned: bool, evaluated: EvaluationRound |
         return MODEL_PENDING if planned and status not in ENDED_WITHOUT_MODEL else MODEL_NOT_EVALUATED
     if evaluated.in_flight:
         return MODEL_PENDING
-    judged = {spec.name: getattr(spec, "prediction", None) for spec in evaluated.specs}
+    judged = {spec.name: judged_column(spec) for spec in evaluated.specs}
     failed = [_missed(o, judged.get(o.name)) for o in evaluated.outcomes if o.outcome == "failed"]
     if failed:
         return f"{MODEL_REJECTED} ({'; '.join(failed)})"

@@ -17,9 +17,9 @@ from learnerkit.common.errors import ConfigError
 from learnerkit.pair.spec import PairSpec
 from learnerkit.scheduler.backends.deployment import JobDeployment
 from learnerkit.scheduler.jobs.layout import job_location, outputs_prefix, split_container
+from learnerkit.scheduler.manifest.kinds import EvaluatorKinds, installed_kinds
 from learnerkit.scheduler.manifest.model import JobManifest
 
-COMMAND = "python /opt/learner/evaluator/evaluate.py"
 CPUS = 1.0
 MEMORY_BYTES = 2 * 1024**3
 SHUTDOWN_DEADLINE_S = 20.0
@@ -92,8 +92,13 @@ def plan_evaluation(
     image: str,
     platform: SidecarPlatform,
     instance: str,
+    kinds: EvaluatorKinds | None = None,
 ) -> JobDeployment:
-    """The pair; ``ConfigError`` when the evaluation data cannot be served."""
+    """The pair, running the command the evaluation's kind declares (``kinds`` None: the installed evaluators');
+    ``ConfigError`` when the evaluation data cannot be served or no evaluator declares the kind."""
+    declared = (kinds if kinds is not None else installed_kinds()).get(spec.kind)
+    if declared is None:
+        raise ConfigError(f"evaluation {spec.name}: no installed evaluator declares the kind {spec.kind}")
     model_bucket, learner_prefix = outputs_prefix(job.manifest, job.job_id, attempt, 1)
     config = SidecarConfigDocument(
         results=StoreFolder(*results_folder(job, round_, spec.name)),
@@ -108,7 +113,7 @@ def plan_evaluation(
         learner_id=1,
         learner_image=image,
         sidecar_image=platform.sidecar_image,
-        command=COMMAND,
+        command=declared.command,
         sidecar_config=config.to_raw(),
         endpoints=job.endpoints,
         learner_env={"EVALUATION_SPEC": json.dumps(spec_to_dict(spec), sort_keys=True)},

@@ -13,10 +13,17 @@ from typing import Any, Literal
 from controller_sidecar import keys
 from learner.evaluation.spec import EvaluationSpec, spec_from_dict, spec_to_dict
 from learnerkit.scheduler.facade import JUDGES_MODEL
+from learnerkit.scheduler.manifest.kinds import installed_kinds
 
 Outcome = Literal["running", "passed", "failed", "crashed"]
 """``failed``: a threshold missed (the failures name it); ``crashed``: no verdict (the evaluator or its pair
 ended without a report), never taken for a pass."""
+
+
+def judged_column(spec: EvaluationSpec) -> str | None:
+    """The column of the tenant's predictions the evaluation judged instead of the model, if its kind declares one
+    and the spec names it."""
+    return installed_kinds().judged_column(spec.kind, spec_to_dict(spec))
 
 
 def evaluations_key(job_id: str, root: str = keys.ROOT) -> str:
@@ -83,10 +90,10 @@ class EvaluationRound:
         return cls(job_id, round_, attempt, specs, tuple(EvaluationOutcome(s.name, s.kind) for s in specs))
 
     def judges(self, name: str) -> str:
-        """What the evaluation ``name`` judged: the model, or the tenant's predictions (a fairness evaluation over
-        a supplied ``prediction`` column runs no model)."""
+        """What the evaluation ``name`` judged: the model, or the tenant's predictions (an evaluation over a
+        supplied column of predictions, as its kind declares one, runs no model: fairness's ``prediction``)."""
         spec = next((s for s in self.specs if s.name == name), None)
-        prediction = getattr(spec, "prediction", None)
+        prediction = None if spec is None else judged_column(spec)
         return JUDGES_MODEL if prediction is None else f"the tenant's predictions (column {prediction})"
 
     @property
@@ -118,7 +125,7 @@ class EvaluationRound:
             job_id,
             int(raw["round"]),
             int(raw["attempt"]),
-            tuple(spec_from_dict(spec) for spec in raw["specs"]),
+            tuple(spec_from_dict(spec, known=(str(spec.get("kind")),)) for spec in raw["specs"]),
             tuple(EvaluationOutcome.from_raw(o) for o in raw["outcomes"]),
             bool(raw.get("signed", True)),
         )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from learnerkit.common.errors import ConfigError
 from learnerkit.scheduler.manifest.ffdlnames import means_newest, newest, version_key
+from learnerkit.scheduler.manifest.kinds import installed_kinds
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest
 from learnerkit_build.lock.committed import image_lock
 from learnerkit_build.recipes.matrix import load_matrix
@@ -16,6 +17,7 @@ from learnerkit_build.recipes.matrix import load_matrix
 class ImageCatalog:
     def __init__(self, root: Path, registry: str | None = None) -> None:
         self.matrix = load_matrix(root)
+        self.kinds = installed_kinds(root)
         self.registry = registry
 
     def frameworks(self) -> FrameworkCatalog:
@@ -48,12 +50,15 @@ class ImageCatalog:
         return {}
 
     def evaluator(self, kind: str) -> str:
-        """The evaluator image of an evaluation's kind: the matrix's framework of that name (``robustness``), at
-        its newest version, CPU variant (an evaluation asks for no GPU)."""
+        """The evaluator image of an evaluation's kind: the image of the framework whose folder declares the kind
+        (``frameworks/robustness/evaluation.yaml``; else the evaluator framework of the kind's name), at its newest
+        version, CPU variant (an evaluation asks for no GPU)."""
+        declared = self.kinds.get(kind)
+        framework = declared.framework if declared is not None else kind
         images = [
             image
             for image in self.matrix.images
-            if image.framework.name == kind
+            if image.framework.name == framework
             and image.framework.smoke.kind == "evaluation"
             and image.variant.accelerator == "cpu"
         ]

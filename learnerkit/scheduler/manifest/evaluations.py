@@ -1,29 +1,21 @@
 """The manifest's ``evaluations:`` section (a learnerkit extension beside FfDL's fields; docs/evaluations.md).
 
-Each entry becomes a typed ``RobustnessSpec`` or ``FairnessSpec`` (``learner.evaluation.spec``: the evaluator
-images read the same types). Every value is checked for its type and range and every problem names its field and
-line; nothing is evaluated, so a value that looks like code stays a string. ``job submit`` and ``job validate``
-read the section through the manifest parser; ``job evaluate`` reads a file holding only this section.
+Each entry is checked against the kind its ``kind`` names, as the evaluator's folder declares it
+(``learnerkit.scheduler.manifest.kinds``; ``frameworks/<name>/evaluation.yaml``), and becomes the spec the evaluator
+reads back (``learner.evaluation.spec``). Every value is checked for its type and range and every problem names its
+field and line; nothing is evaluated, so a value that looks like code stays a string. ``job submit`` and
+``job validate`` read the section through the manifest parser; ``job evaluate`` reads a file holding only this
+section.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from learner.evaluation.spec import (
-    ATTACKS,
-    FAIRNESS_METRICS,
-    Bound,
-    EvaluationData,
-    EvaluationSpec,
-    FairnessSpec,
-    RobustnessSpec,
-    RobustnessThreshold,
-)
+from learner.evaluation.spec import EvaluationData, EvaluationSpec, SpecError, spec_from_dict
 from learnerkit.common.errors import ConfigError
 from learnerkit.common.yamlfile import (
     FieldPath,
@@ -36,25 +28,12 @@ from learnerkit.common.yamlfile import (
 )
 from learnerkit.scheduler.errors import ManifestError
 from learnerkit.scheduler.manifest.fields import FieldReader, describe
+from learnerkit.scheduler.manifest.kindfields import entry_fields, entry_thresholds
+from learnerkit.scheduler.manifest.kinds import COMMON_KEYS, DECLARATION, EvaluatorKind, EvaluatorKinds, installed_kinds
 
 SECTION = "evaluations"
-KINDS = ("robustness", "fairness")
-COMMON_KEYS = ("name", "kind", "data")
-ROBUSTNESS_KEYS = (*COMMON_KEYS, "attacks", "epsilons", "pgd_steps", "thresholds")
-FAIRNESS_KEYS = (
-    *COMMON_KEYS,
-    "protected_attribute",
-    "privileged_groups",
-    "favourable_label",
-    "prediction",
-    "thresholds",
-)
 DATA_KEYS = ("store", "container", "file", "label", "features")
-ROBUSTNESS_THRESHOLD_KEYS = ("attack", "epsilon", "min_accuracy")
-BOUND_KEYS = ("min", "max")
 MAX_EVALUATIONS = 16
-MAX_EPSILONS = 32
-MAX_PGD_STEPS = 1000
 MAX_FEATURES = 10_000
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?")
 _NAME_HELP = "lower-case letters, digits and '-', at most 40, starting and ending with a letter or digit"
@@ -62,9 +41,14 @@ _FILE_HELP = "a relative path of the CSV below the container, without '.' or '..
 
 
 def parse_evaluations(
-    reader: FieldReader, value: Any, store_ids: Collection[str] | None, loc: FieldPath = (SECTION,)
+    reader: FieldReader,
+    value: Any,
+    store_ids: Collection[str] | None,
+    loc: FieldPath = (SECTION,),
+    kinds: EvaluatorKinds | None = None,
 ) -> tuple[EvaluationSpec, ...] | None:
-    """The section's specs, or None after recording problems; ``store_ids`` None skips the store check."""
+    """The section's specs, or None after recording problems; ``store_ids`` None skips the store check; ``kinds``
+    None: the kinds the project's evaluators declare (``installed_kinds``)."""
     if value is None:
         return ()
     if not isinstance(value, list) or not value:
@@ -73,7 +57,8 @@ def parse_evaluations(
     if len(value) > MAX_EVALUATIONS:
         reader.fail(loc, f"at most {MAX_EVALUATIONS} evaluations; got {len(value)}")
         return None
-    specs = [_evaluation(reader, item, (*loc, i), store_ids) for i, item in enumerate(value)]
+    declared = kinds if kinds is not None else installed_kinds()
+    specs = [_evaluation(reader, item, (*loc, i), store_ids, declared) for i, item in enumerate(value)]
     seen: dict[str, int] = {}
     for i, spec in enumerate(specs):
         if spec is not None and spec.name in seen:
@@ -87,7 +72,9 @@ def parse_evaluations(
     return tuple(spec for spec in specs if spec is not None)
 
 
-def load_evaluations(path: Path, store_ids: Collection[str] | None = None) -> tuple[EvaluationSpec, ...]:
+def load_evaluations(
+    path: Path, store_ids: Collection[str] | None = None, kinds: EvaluatorKinds | None = None
+) -> tuple[EvaluationSpec, ...]:
     """A file holding only ``evaluations:`` (``job evaluate``); raises ``ManifestError`` listing every problem."""
     try:
         doc = load_located_yaml(path, YamlBudget(max_nodes=10_000))
@@ -95,11 +82,11 @@ def load_evaluations(path: Path, store_ids: Collection[str] | None = None) -> tu
         raise ManifestError(list(e.problems)) from e
     except ConfigError as e:
         raise ManifestError([Problem(path=path, line=None, loc=(), message=str(e))]) from e
-    return evaluations_document(doc, store_ids)
+    return evaluations_document(doc, store_ids, kinds)
 
 
 def parse_evaluations_text(
-    text: str, source: str, store_ids: Collection[str] | None = None
+    text: str, source: str, store_ids: Collection[str] | None = None, kinds: EvaluatorKinds | None = None
 ) -> tuple[EvaluationSpec, ...]:
     """``load_evaluations`` of a file's text (``job evaluate`` through the API)."""
     path = Path(source)
@@ -109,10 +96,12 @@ def parse_evaluations_text(
         raise ManifestError(list(e.problems)) from e
     except ConfigError as e:
         raise ManifestError([Problem(path=path, line=None, loc=(), message=str(e))]) from e
-    return evaluations_document(doc, store_ids)
+    return evaluations_document(doc, store_ids, kinds)
 
 
-def evaluations_document(doc: LocatedYaml, store_ids: Collection[str] | None) -> tuple[EvaluationSpec, ...]:
+def evaluations_document(
+    doc: LocatedYaml, store_ids: Collection[str] | None, kinds: EvaluatorKinds | None = None
+) -> tuple[EvaluationSpec, ...]:
     reader = FieldReader(doc)
     top = reader.mapping(doc.data, (), (SECTION,)) if doc.data is not None else None
     if top is None:
@@ -121,31 +110,73 @@ def evaluations_document(doc: LocatedYaml, store_ids: Collection[str] | None) ->
         raise ManifestError(reader.problems)
     if top.get(SECTION) is None:
         reader.fail((SECTION,), "required: a list of evaluations")
-    specs = parse_evaluations(reader, top.get(SECTION), store_ids)
+    specs = parse_evaluations(reader, top.get(SECTION), store_ids, kinds=kinds)
     if reader.problems or specs is None:
         raise ManifestError(reader.problems)
     return specs
 
 
 def _evaluation(
-    reader: FieldReader, value: Any, loc: FieldPath, store_ids: Collection[str] | None
+    reader: FieldReader, value: Any, loc: FieldPath, store_ids: Collection[str] | None, kinds: EvaluatorKinds
 ) -> EvaluationSpec | None:
     if not isinstance(value, dict):
         reader.fail(loc, f"expected a mapping with keys {', '.join(COMMON_KEYS)}, ...; got {describe(value)}")
         return None
-    kind = reader.choice(value, loc, "kind", KINDS)
-    if kind is None:
-        if value.get("kind") is None:
-            reader.fail((*loc, "kind"), f"required: one of {', '.join(KINDS)}")
+    declared = _kind(reader, value, loc, kinds)
+    if declared is None:
         return None
-    item = reader.mapping(value, loc, ROBUSTNESS_KEYS if kind == "robustness" else FAIRNESS_KEYS)
-    if item is None:
-        return None
+    item = _entry_keys(reader, value, loc, declared, kinds)
     name = reader.string(item, loc, "name", required=True, pattern=_NAME, pattern_help=_NAME_HELP)
     data = _data(reader, item.get("data"), (*loc, "data"), store_ids)
-    if kind == "robustness":
-        return _robustness(reader, item, loc, name, data)
-    return _fairness(reader, item, loc, name, data)
+    columns = () if data is None else (data.label, *data.features)
+    fields = entry_fields(reader, item, loc, declared, columns)
+    thresholds = entry_thresholds(reader, item.get("thresholds"), (*loc, "thresholds"), declared, fields)
+    if name is None or data is None or len(fields) != len(declared.fields) or thresholds is None:
+        return None
+    raw = {"kind": declared.kind, "name": name, "data": _data_dict(data), **fields, "thresholds": thresholds}
+    try:
+        return spec_from_dict(raw, known=(declared.kind,))
+    except SpecError as e:  # the evaluator's typed spec refuses what its declaration let through
+        reader.fail(loc, f"{e} (check {declared.folder / DECLARATION})")
+        return None
+
+
+def _kind(reader: FieldReader, value: Mapping[str, Any], loc: FieldPath, kinds: EvaluatorKinds) -> EvaluatorKind | None:
+    """The entry's kind, or a problem listing the kinds the installed evaluators declare."""
+    listed = ", ".join(kinds.names) or "none (no frameworks/*/evaluation.yaml)"
+    kind = reader.string(value, loc, "kind")
+    if kind is None:
+        if value.get("kind") is None:
+            reader.fail((*loc, "kind"), f"required: one of {listed}")
+        return None
+    declared = kinds.get(kind)
+    if declared is None:
+        reader.fail((*loc, "kind"), f"unknown value {kind!r}; valid: {listed} (the installed evaluators' kinds)")
+    return declared
+
+
+def _entry_keys(
+    reader: FieldReader, value: dict[str, Any], loc: FieldPath, declared: EvaluatorKind, kinds: EvaluatorKinds
+) -> dict[str, Any]:
+    """The entry; a key the kind does not declare is a problem, naming the kinds whose field it is."""
+    keys = (*COMMON_KEYS, *declared.fields, "thresholds")
+    for key in value:
+        if key in keys:
+            continue
+        others = kinds.of_field(str(key))
+        whose = f"; it is a field of {' and '.join(others)} evaluations" if others else ""
+        reader.fail((*loc, key), f"unknown key {key!r} for kind {declared.kind}{whose}; valid keys: {', '.join(keys)}")
+    return value
+
+
+def _data_dict(data: EvaluationData) -> dict[str, Any]:
+    return {
+        "file": data.file,
+        "label": data.label,
+        "features": list(data.features),
+        "store": data.store,
+        "container": data.container,
+    }
 
 
 def _data(reader: FieldReader, value: Any, loc: FieldPath, store_ids: Collection[str] | None) -> EvaluationData | None:
@@ -191,197 +222,9 @@ def _columns(reader: FieldReader, item: Mapping[str, Any], loc: FieldPath, key: 
     return tuple(name for name in names if name is not None)
 
 
-def _text_item(reader: FieldReader, value: Any, loc: FieldPath, *, numbers: bool = False) -> str | None:
-    """One list item that must be a non-blank string (``numbers``: or a whole number, kept as text)."""
-    if numbers and isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
+def _text_item(reader: FieldReader, value: Any, loc: FieldPath) -> str | None:
+    """One list item that must be a non-blank string."""
     if not isinstance(value, str) or not value.strip():
-        reader.fail(loc, f"expected a {'string or whole number' if numbers else 'string'}; got {describe(value)}")
+        reader.fail(loc, f"expected a string; got {describe(value)}")
         return None
     return value.strip()
-
-
-def _robustness(
-    reader: FieldReader, item: Mapping[str, Any], loc: FieldPath, name: str | None, data: EvaluationData | None
-) -> RobustnessSpec | None:
-    attacks = _attacks(reader, item.get("attacks"), (*loc, "attacks"))
-    epsilons = _epsilons(reader, item.get("epsilons"), (*loc, "epsilons"))
-    pgd_steps = reader.integer(item, loc, "pgd_steps", minimum=1, maximum=MAX_PGD_STEPS)
-    thresholds = _robustness_thresholds(reader, item.get("thresholds"), (*loc, "thresholds"), attacks, epsilons)
-    if name is None or data is None or attacks is None or epsilons is None or thresholds is None:
-        return None
-    return RobustnessSpec(
-        name=name,
-        data=data,
-        attacks=attacks,
-        epsilons=epsilons,
-        thresholds=thresholds,
-        pgd_steps=pgd_steps or RobustnessSpec.pgd_steps,
-    )
-
-
-def _attacks(reader: FieldReader, value: Any, loc: FieldPath) -> tuple[str, ...] | None:
-    if not isinstance(value, list) or not value:
-        reader.fail(loc, f"required: a list of attacks from {', '.join(ATTACKS)}; got {describe(value)}")
-        return None
-    attacks = [_text_item(reader, item, (*loc, i)) for i, item in enumerate(value)]
-    for i, attack in enumerate(attacks):
-        if attack is not None and attack not in ATTACKS:
-            reader.fail((*loc, i), f"unknown attack {attack!r}; valid: {', '.join(ATTACKS)}")
-            attacks[i] = None
-    if any(a is None for a in attacks):
-        return None
-    unique = tuple(dict.fromkeys(a for a in attacks if a is not None))
-    if len(unique) != len(attacks):
-        reader.fail(loc, "an attack is listed twice")
-        return None
-    return unique
-
-
-def _epsilons(reader: FieldReader, value: Any, loc: FieldPath) -> tuple[float, ...] | None:
-    if not isinstance(value, list) or not value or len(value) > MAX_EPSILONS:
-        reader.fail(loc, f"required: a list of 1 to {MAX_EPSILONS} perturbation sizes above 0; got {describe(value)}")
-        return None
-    numbers = [_epsilon(reader, item, (*loc, i)) for i, item in enumerate(value)]
-    if any(n is None for n in numbers):
-        return None
-    epsilons = sorted(n for n in numbers if n is not None)
-    if len(set(epsilons)) != len(epsilons):
-        reader.fail(loc, "an epsilon is listed twice")
-        return None
-    return tuple(epsilons)
-
-
-def _epsilon(reader: FieldReader, value: Any, loc: FieldPath) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        reader.fail(loc, f"expected a number above 0; got {describe(value)}")
-        return None
-    return float(value)
-
-
-def _robustness_thresholds(
-    reader: FieldReader,
-    value: Any,
-    loc: FieldPath,
-    attacks: tuple[str, ...] | None,
-    epsilons: tuple[float, ...] | None,
-) -> tuple[RobustnessThreshold, ...] | None:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        reader.fail(loc, f"expected a list of {{attack, epsilon, min_accuracy}}; got {describe(value)}")
-        return None
-    found = []
-    for i, raw in enumerate(value):
-        here = (*loc, i)
-        item = reader.mapping(raw, here, ROBUSTNESS_THRESHOLD_KEYS)
-        if item is None:
-            continue
-        attack = reader.choice(item, here, "attack", ATTACKS)
-        if attack is None and item.get("attack") is None:
-            reader.fail((*here, "attack"), f"required: one of {', '.join(ATTACKS)}")
-        if attack is not None and attacks is not None and attack not in attacks:
-            reader.fail((*here, "attack"), f"{attack!r} is not among this evaluation's attacks ({', '.join(attacks)})")
-            attack = None
-        epsilon = reader.positive_number(item, here, "epsilon", required=True)
-        if epsilon is not None and epsilons is not None and epsilon not in epsilons:
-            shown = ", ".join(f"{e:g}" for e in epsilons)
-            reader.fail((*here, "epsilon"), f"{epsilon:g} is not among this evaluation's epsilons ({shown})")
-            epsilon = None
-        accuracy = _fraction(reader, item, here, "min_accuracy", required=True)
-        if attack is not None and epsilon is not None and accuracy is not None:
-            found.append(RobustnessThreshold(attack, epsilon, accuracy))
-    return tuple(found) if len(found) == len(value) else None
-
-
-def _fraction(
-    reader: FieldReader, item: Mapping[str, Any], loc: FieldPath, key: str, *, required: bool
-) -> float | None:
-    number = _number(reader, item, loc, key, required=required)
-    if number is not None and not 0.0 <= number <= 1.0:
-        reader.fail((*loc, key), f"must be between 0 and 1; got {number:g}")
-        return None
-    return number
-
-
-def _number(reader: FieldReader, item: Mapping[str, Any], loc: FieldPath, key: str, *, required: bool) -> float | None:
-    value = item.get(key)
-    if value is None:
-        if required:
-            reader.fail((*loc, key), "required: a number")
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        reader.fail((*loc, key), f"expected a number; got {describe(value)}")
-        return None
-    return float(value)
-
-
-def _fairness(
-    reader: FieldReader, item: Mapping[str, Any], loc: FieldPath, name: str | None, data: EvaluationData | None
-) -> FairnessSpec | None:
-    attribute = reader.string(item, loc, "protected_attribute", required=True)
-    groups = _values(reader, item.get("privileged_groups"), (*loc, "privileged_groups"))
-    favourable = _value(reader, item, loc, "favourable_label")
-    prediction = reader.string(item, loc, "prediction")
-    thresholds = _bounds(reader, item.get("thresholds"), (*loc, "thresholds"))
-    if data is not None and attribute is not None and attribute in (data.label, *data.features):
-        where = "the label" if attribute == data.label else "a feature"
-        reader.fail((*loc, "protected_attribute"), f"{attribute!r} is {where} too; name the group column only here")
-        attribute = None
-    if None in (name, data, attribute, groups, favourable, thresholds):
-        return None
-    assert name is not None and data is not None and attribute is not None  # narrowed above
-    assert groups is not None and favourable is not None and thresholds is not None
-    return FairnessSpec(
-        name=name,
-        data=data,
-        protected_attribute=attribute,
-        privileged_groups=groups,
-        favourable_label=favourable,
-        prediction=prediction,
-        thresholds=thresholds,
-    )
-
-
-def _value(reader: FieldReader, item: Mapping[str, Any], loc: FieldPath, key: str) -> str | None:
-    """A label or group value: a string or a whole number, kept as text (CSV cells are text)."""
-    value = item.get(key)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return reader.string(item, loc, key, required=True)
-
-
-def _values(reader: FieldReader, value: Any, loc: FieldPath) -> tuple[str, ...] | None:
-    if not isinstance(value, list) or not value:
-        reader.fail(loc, f"required: a list of the protected attribute's privileged values; got {describe(value)}")
-        return None
-    values = [_text_item(reader, item, (*loc, i), numbers=True) for i, item in enumerate(value)]
-    if any(v is None for v in values):
-        return None
-    return tuple(v for v in values if v is not None)
-
-
-def _bounds(reader: FieldReader, value: Any, loc: FieldPath) -> dict[str, Bound] | None:
-    if value is None:
-        return {}
-    section = reader.mapping(value, loc, FAIRNESS_METRICS)
-    if section is None:
-        return None
-    bounds: dict[str, Bound] = {}
-    for metric, raw in section.items():
-        if metric not in FAIRNESS_METRICS:
-            continue
-        item = reader.mapping(raw, (*loc, metric), BOUND_KEYS)
-        if item is None:
-            continue
-        low = _number(reader, item, (*loc, metric), "min", required=False)
-        high = _number(reader, item, (*loc, metric), "max", required=False)
-        if low is None and high is None:
-            if item.get("min") is None and item.get("max") is None:
-                reader.fail((*loc, metric), "give min, max or both")
-            continue
-        if low is not None and high is not None and low > high:
-            reader.fail((*loc, metric), f"min {low:g} is above max {high:g}")
-            continue
-        bounds[metric] = Bound(low, high)
-    return bounds if len(bounds) == len(section) else None

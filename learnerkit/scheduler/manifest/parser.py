@@ -35,6 +35,7 @@ from learnerkit.scheduler.manifest.evaluations import parse_evaluations
 from learnerkit.scheduler.manifest.ffdlnames import CHOSEN, DISTRIBUTED_NAMES, known_names, means_newest, runs_as
 from learnerkit.scheduler.manifest.fields import FieldReader, describe
 from learnerkit.scheduler.manifest.imageref import reference_problem
+from learnerkit.scheduler.manifest.kinds import EvaluatorKinds
 from learnerkit.scheduler.manifest.model import (
     CONNECTION_KEYS,
     CREDENTIAL_KEYS,
@@ -113,17 +114,19 @@ def load_manifest(
     defaults: ResourceDefaults = FFDL_DEFAULTS,
     image: str | None = None,
     tenant: str | None = None,
+    kinds: EvaluatorKinds | None = None,
 ) -> JobManifest:
     """Read and validate a manifest file; raises `ManifestError` listing every problem. ``image``: the
     submission's ``--image``, which replaces the framework's image (and ``learnerkit.image``); ``tenant``: whose
-    folder the default results store is (None: the manifest's ``learnerkit.tenant``)."""
+    folder the default results store is (None: the manifest's ``learnerkit.tenant``); ``kinds``: the evaluator
+    kinds of the project the catalog comes from (None: ``installed_kinds()``)."""
     try:
         doc = load_located_yaml(path, YamlBudget(max_nodes=MAX_NODES))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
     except ConfigError as e:
         raise ManifestError([Problem(path=path, line=None, loc=(), message=str(e))]) from e
-    return _parse(doc, catalog, defaults, image, tenant)
+    return _parse(doc, catalog, defaults, image, tenant, kinds)
 
 
 def parse_manifest(
@@ -153,6 +156,7 @@ def _parse(
     defaults: ResourceDefaults,
     image: str | None = None,
     tenant: str | None = None,
+    kinds: EvaluatorKinds | None = None,
 ) -> JobManifest:
     reader = FieldReader(doc)
     if doc.data is None:
@@ -176,7 +180,7 @@ def _parse(
     framework = _framework(reader, top.get("framework"), catalog, extensions)
     metrics = _evaluation_metrics(reader, top.get("evaluation_metrics"))
     store_ids = None if stores is None else {store.id for store in stores}
-    evaluations = parse_evaluations(reader, top.get("evaluations"), store_ids)
+    evaluations = parse_evaluations(reader, top.get("evaluations"), store_ids, kinds=kinds)
     catalog_spec = parse_catalog(reader, top.get("catalog"), bool(top.get("evaluations")))
     if stores is not None and extensions is not None:
         _check_store_references(reader, stores, extensions)

@@ -17,6 +17,7 @@ from typing import Any
 from controller_sidecar.provenancerecord import Digested
 from learnerkit import __version__
 from learnerkit.common.signing import STATEMENT_TYPE
+from learnerkit.scheduler.manifest.kinds import installed_kinds
 from learnerkit.scheduler.provenance.facts import ImageFact
 from learnerkit.scheduler.provenance.statement import BUILDER_ID
 
@@ -100,7 +101,7 @@ def _evaluation(fact: EvaluationFact) -> dict[str, Any]:
         "verdict": fact.verdict,
         "message": fact.message,
         "failures": [dict(f) for f in fact.failures],
-        "judges": "model" if fact.spec.get("prediction") is None else "tenant-predictions",
+        "judges": "model" if installed_kinds().judged_column(fact.kind, fact.spec) is None else "tenant-predictions",
         "spec": dict(fact.spec),
         "data": [{"uri": d.name, "digest": {"sha256": d.sha256}, "annotations": {"size": d.size}} for d in fact.data],
         "reports": [

@@ -145,9 +145,9 @@ def test_cuda_variants_need_a_probe(make_project: MakeProject) -> None:
 
 
 def test_the_evaluator_images_share_their_torch_layer() -> None:
-    """Both evaluator images install the same `pip.shared` first: one layer for the two."""
+    """Every evaluator image installs the same `pip.shared` first: one layer for them all."""
     images = [image for image in load_matrix(REPO).images if image.framework.smoke.kind == "evaluation"]
-    assert {image.framework.name for image in images} == {"robustness", "fairness"}
+    assert {"robustness", "fairness"} <= {image.framework.name for image in images}
     shared = {tuple(image.variant.pip.shared) for image in images if image.variant.pip}
     assert shared == {("torch==2.13.0+cpu", "numpy==2.4.6")}
 

@@ -55,11 +55,8 @@ say "uploading the sample dataset to s3://training-data/pytorch-smoke/"
 "$LK" dev dataset "$DEMO/data"
 "$LK" dev upload "$DEMO/data" s3://training-data/pytorch-smoke/
 
-say "submitting examples/pytorch-smoke/manifest.yml (the dev S3 endpoint and keys filled in)"
-umask 077
-"$PY" -c 'import os, sys; open(sys.argv[2], "w").write(os.path.expandvars(open(sys.argv[1]).read()))' \
-  examples/pytorch-smoke/manifest.yml "$DEMO/manifest.yml"
-job=$("$LK" job submit "$DEMO/manifest.yml" --output json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["job_id"])')
+say "submitting examples/pytorch-smoke/manifest.yml (the CLI fills in the dev S3 endpoint and keys from the shell)"
+job=$("$LK" job submit examples/pytorch-smoke/manifest.yml --output json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["job_id"])')
 say "job $job queued; following it"
 "$LK" job status "$job" --follow
 echo

@@ -119,25 +119,40 @@ def format_field_path(loc: FieldPath) -> str:
     return out or "(document)"
 
 
-def load_located_yaml(path: Path, budget: YamlBudget | None = None) -> LocatedYaml:
-    """Read and parse `path`; see `parse_located_yaml`."""
+def read_yaml_text(path: Path) -> str:
+    """The text of `path`; `ConfigError` naming it where it cannot be read or is not UTF-8."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from e
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from e
-    return parse_located_yaml(text, path, budget)
+
+
+def load_located_yaml(path: Path, budget: YamlBudget | None = None) -> LocatedYaml:
+    """Read and parse `path`; see `parse_located_yaml`."""
+    return parse_located_yaml(read_yaml_text(path), path, budget)
 
 
 def parse_located_yaml(text: str, path: Path, budget: YamlBudget | None = None) -> LocatedYaml:
     """Parse one YAML document; syntax errors and duplicate keys raise `YamlError` naming their lines, and so
     does a document over its ``budget`` (values or time; default: `MAX_NODES`, no time limit)."""
     budget = budget or YamlBudget()
+    root = compose_yaml(text, path, budget)
+    builder = _Builder(path, budget.max_nodes)
+    data = builder.build(root, ()) if root is not None else None
+    if builder.problems:
+        raise YamlError(builder.problems)
+    return LocatedYaml(path=path, data=data, lines=builder.lines)
+
+
+def compose_yaml(text: str, path: Path, budget: YamlBudget) -> yaml.Node | None:
+    """The node tree of one YAML document (None: empty), with the marks of each node's place in ``text``;
+    syntax errors and a document over its ``budget`` raise `YamlError` naming their lines."""
     loader: _BoundedLoader | None = None
     try:
         loader = _BoundedLoader(text, budget)
-        root = loader.get_single_node()
+        root: yaml.Node | None = loader.get_single_node()
     except _OverBudget as e:
         raise YamlError([Problem(path, None, (), f"{e}: too large or too complex")]) from e
     except yaml.MarkedYAMLError as e:
@@ -151,11 +166,7 @@ def parse_located_yaml(text: str, path: Path, budget: YamlBudget | None = None) 
     finally:
         if loader is not None:
             loader.dispose()
-    builder = _Builder(path, budget.max_nodes)
-    data = builder.build(root, ()) if root is not None else None
-    if builder.problems:
-        raise YamlError(builder.problems)
-    return LocatedYaml(path=path, data=data, lines=builder.lines)
+    return root
 
 
 class _Builder:

@@ -38,7 +38,9 @@ from learnerkit.common.output import (
     to_jsonable,
 )
 from learnerkit.common.project import find_project_root
+from learnerkit.common.yamlfile import YamlError
 from learnerkit.scheduler.client.http import SchedulerClient
+from learnerkit.scheduler.client.manifestfile import read_expanded, secrets_hidden
 from learnerkit.scheduler.client.terminal import (
     evaluation_reports,
     format_metrics,
@@ -51,12 +53,12 @@ from learnerkit.scheduler.client.terminal import (
 from learnerkit.scheduler.config.policy import SubmitPolicy, check_tenant_settings
 from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.config.tenants import load_tenants
-from learnerkit.scheduler.errors import JobNotFoundError, ManifestError, ManifestRejectedError, SchedulerError
+from learnerkit.scheduler.errors import JobNotFoundError, ManifestRejectedError, SchedulerError
 from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_JOBS, MODEL_REJECTED, JobQuery, JobView
 from learnerkit.scheduler.manifest.defaultresults import default_results
 from learnerkit.scheduler.manifest.kinds import installed_kinds
 from learnerkit.scheduler.manifest.model import FrameworkCatalog, JobManifest, ResourceDefaults
-from learnerkit.scheduler.manifest.parser import load_manifest
+from learnerkit.scheduler.manifest.parser import parse_manifest
 from learnerkit.scheduler.manifest.units import format_size
 
 if TYPE_CHECKING:
@@ -143,17 +145,22 @@ def submit(
     output: str,
 ) -> None:
     """Queue the job MANIFEST describes (an FfDL manifest.yml), with its model code MODEL (a folder or a .zip,
-    FfDL's model definition) unpacked into MODEL_DIR, where the command runs."""
-    text = manifest.read_text(encoding="utf-8")
-    if model is None:
-        job = client.submit(text, source=manifest.name, image=image)
-    else:
-        from learnerkit.scheduler.modelcode.archive import check_model_archive, model_archive  # only a submit with code
+    FfDL's model definition) unpacked into MODEL_DIR, where the command runs. Its ${NAME} references are
+    filled from this shell's environment first, as validate fills them."""
+    try:
+        expanded = read_expanded(manifest, os.environ)
+    except YamlError as e:
+        fail_with_problems(output, e, "manifest")
+    with secrets_hidden(expanded):
+        if model is None:
+            job = client.submit(expanded.text, source=manifest.name, image=image)
+        else:
+            from learnerkit.scheduler.modelcode.archive import check_model_archive, model_archive  # only with code
 
-        with tempfile.TemporaryDirectory(prefix="learnerkit-submit-") as workdir:
-            archive = model_archive(model, Path(workdir))
-            check_model_archive(archive, name=str(model))
-            job = _upload(client, text, manifest.name, image, archive, output)
+            with tempfile.TemporaryDirectory(prefix="learnerkit-submit-") as workdir:
+                archive = model_archive(model, Path(workdir))
+                check_model_archive(archive, name=str(model))
+                job = _upload(client, expanded.text, manifest.name, image, archive, output)
     if follow:
         _follow(client, job, interval, output)
     else:
@@ -251,8 +258,14 @@ def status(job_id: str, follow: bool, interval: float, client: SchedulerClient, 
 @connected
 def evaluate(job_id: str, evaluations: Path, client: SchedulerClient, output: str) -> None:
     """Evaluate COMPLETED JOB_ID's model again, without retraining, with the EVALUATIONS file (a YAML file
-    holding an `evaluations:` list, as in a manifest); `job status` shows the verdicts."""
-    job = client.evaluate(job_id, evaluations.read_text(encoding="utf-8"), evaluations.name)
+    holding an `evaluations:` list, as in a manifest, its ${NAME} references filled from this shell's
+    environment); `job status` shows the verdicts."""
+    try:
+        expanded = read_expanded(evaluations, os.environ)
+    except YamlError as e:
+        fail_with_problems(output, e, "evaluations file")
+    with secrets_hidden(expanded):
+        job = client.evaluate(job_id, expanded.text, evaluations.name)
     emit(output, job, lambda: console.print(job_details(job)))
 
 
@@ -629,7 +642,8 @@ def validate(
 
     The one check left to submit: a manifest without training_results runs only on a scheduler with a default
     results store, and offline validate cannot know the scheduler's settings; it says so, and where the results
-    go on one that has it (--results-bucket)."""
+    go on one that has it (--results-bucket). MANIFEST's ${NAME} references are filled from this shell's
+    environment first, as submit fills them (docs/manifests.md#variables)."""
     try:
         defaults = _validate_defaults(results_bucket)
         offline = defaults.results_bucket is None
@@ -637,12 +651,16 @@ def validate(
             defaults = replace(defaults, results_bucket=OFFLINE_RESULTS_BUCKET)
         catalog = framework_catalog(find_project_root(root))
         kinds = installed_kinds(find_project_root(root))
-        job = load_manifest(manifest, catalog, image=image, defaults=defaults, tenant=tenant, kinds=kinds)
-        if tenants_file is not None:
-            policy = load_tenants(tenants_file).applied_to(SubmitPolicy())
-            check_tenant_settings(job, tenant or job.extensions.tenant, policy, str(manifest))
+        expanded = read_expanded(manifest, os.environ)
+        with secrets_hidden(expanded):
+            job = parse_manifest(
+                expanded.text, str(manifest), catalog, image=image, defaults=defaults, tenant=tenant, kinds=kinds
+            )
+            if tenants_file is not None:
+                policy = load_tenants(tenants_file).applied_to(SubmitPolicy())
+                check_tenant_settings(job, tenant or job.extensions.tenant, policy, str(manifest))
         summary = _checked_model(model, _locked(find_project_root(root), job)) if model is not None else None
-    except ManifestError as e:
+    except YamlError as e:
         fail_with_problems(output, e, "manifest")
     except LearnerkitError as e:
         fail(output, e)

@@ -30,8 +30,10 @@ from learnerkit.common.output import (
 )
 from learnerkit.common.project import find_project_root
 from learnerkit.common.yamlfile import YamlError
+from learnerkit.common.yamlvars import ExpandedYaml
 from learnerkit.scheduler.cli_job import connected, framework_catalog, image_option, model_argument
 from learnerkit.scheduler.client.http import SchedulerClient
+from learnerkit.scheduler.client.manifestfile import read_expanded, secrets_hidden
 from learnerkit.scheduler.client.sweeptables import parameters_text, rungs_table, sweeps_table, trials_table
 from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.sweeps.best import best_trial
@@ -56,10 +58,11 @@ def sweep_group() -> None:
 )
 @output_option
 def validate(sweep: Path, root: Path | None, output: str) -> None:
-    """Check SWEEP (a search file) and the manifest it names as `submit` would; show the rungs and the
-    trials' parameters, or every problem and exit 1."""
+    """Check SWEEP (a search file) and the manifest it names as `submit` would, their ${NAME} references filled
+    from this shell's environment; show the rungs and the trials' parameters, or every problem and exit 1."""
     try:
-        checked = load_sweep(sweep, framework_catalog(find_project_root(root)), defaults=resource_defaults(os.environ))
+        catalog = framework_catalog(find_project_root(root))
+        checked = load_sweep(sweep, catalog, defaults=resource_defaults(os.environ), read=_read)
     except YamlError as e:
         fail_with_problems(output, e, "sweep")
     except LearnerkitError as e:
@@ -77,6 +80,10 @@ def validate(sweep: Path, root: Path | None, output: str) -> None:
         "trials": [{"trial": i, "parameters": dict(c)} for i, c in enumerate(configs)],
     }
     emit(output, data, lambda: _show(checked, configs))
+
+
+def _read(path: Path) -> ExpandedYaml:
+    return read_expanded(path, os.environ)
 
 
 def _show(sweep: Sweep, configs: list[Config]) -> None:
@@ -112,21 +119,23 @@ def _format(value: object) -> str:
 @connected
 def submit(sweep: Path, model: Path | None, image: str | None, client: SchedulerClient, output: str) -> None:
     """Start the sweep SWEEP describes (a search file naming its manifest), every trial running the model
-    code MODEL (a folder or a .zip)."""
-    checked = load_sweep(sweep)  # the problems a scheduler would find, found here first
-    search, manifest = sweep.read_text(encoding="utf-8"), checked.spec.manifest.read_text(encoding="utf-8")
+    code MODEL (a folder or a .zip). Their ${NAME} references are filled from this shell's environment first,
+    as validate fills them."""
+    checked = load_sweep(sweep, read=_read)  # the problems a scheduler would find, found here first
+    search, manifest = checked.search_yaml.text, checked.manifest_yaml.text
     names = (sweep.name, checked.spec.manifest.name)
-    if model is None:
-        view = client.submit_sweep(search, manifest, search_source=names[0], manifest_source=names[1], image=image)
-    else:
-        from learnerkit.scheduler.modelcode.archive import check_model_archive, model_archive  # only with code
+    with secrets_hidden(checked.manifest_yaml):
+        if model is None:
+            view = client.submit_sweep(search, manifest, search_source=names[0], manifest_source=names[1], image=image)
+        else:
+            from learnerkit.scheduler.modelcode.archive import check_model_archive, model_archive  # only with code
 
-        with tempfile.TemporaryDirectory(prefix="learnerkit-sweep-") as workdir:
-            archive = model_archive(model, Path(workdir))
-            check_model_archive(archive, name=str(model))
-            view = client.submit_sweep(
-                search, manifest, search_source=names[0], manifest_source=names[1], image=image, model=archive
-            )
+            with tempfile.TemporaryDirectory(prefix="learnerkit-sweep-") as workdir:
+                archive = model_archive(model, Path(workdir))
+                check_model_archive(archive, name=str(model))
+                view = client.submit_sweep(
+                    search, manifest, search_source=names[0], manifest_source=names[1], image=image, model=archive
+                )
     emit(output, view, lambda: console.print(f"submitted sweep [bold]{escape(view.sweep_id)}[/]: {view.status}"))
 
 

@@ -138,8 +138,10 @@ def parse_manifest(
     defaults: ResourceDefaults = FFDL_DEFAULTS,
     image: str | None = None,
     tenant: str | None = None,
+    kinds: EvaluatorKinds | None = None,
 ) -> JobManifest:
-    """Validate manifest text; `source` names it in messages. `catalog` None skips the framework check.
+    """Validate manifest text; `source` names it in messages. `catalog` None skips the framework check; the
+    other arguments as `load_manifest`'s.
 
     Reading the YAML stops with a problem after `MAX_NODES` values or, with ``seconds``, after that long.
     """
@@ -147,7 +149,7 @@ def parse_manifest(
         doc = parse_located_yaml(text, Path(source), YamlBudget(max_nodes=MAX_NODES, seconds=seconds))
     except YamlError as e:
         raise ManifestError(list(e.problems)) from e
-    return _parse(doc, catalog, defaults, image, tenant)
+    return _parse(doc, catalog, defaults, image, tenant, kinds)
 
 
 def _parse(

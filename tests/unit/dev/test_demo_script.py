@@ -27,3 +27,9 @@ def test_the_services_start_in_the_background_before_the_builds_and_are_awaited_
     awaited = SCRIPT.index('if ! wait "$services"; then')
     submitted = SCRIPT.index('"$LK" job submit')
     assert started < first_build < awaited < submitted
+
+
+def test_the_demo_submits_the_example_as_shipped_the_cli_filling_in_its_variables() -> None:
+    """No copy of the manifest filled in by the script: what a user runs by hand is what the demo runs."""
+    assert '"$LK" job submit examples/pytorch-smoke/manifest.yml --output json' in SCRIPT
+    assert "expandvars" not in SCRIPT and '"$DEMO/manifest.yml"' not in SCRIPT

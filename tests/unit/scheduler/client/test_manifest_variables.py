@@ -12,15 +12,21 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from learnerkit.cli import cli
 from learnerkit.common.yamlfile import YamlBudget, YamlError
 from learnerkit.common.yamlvars import expand_yaml
 from learnerkit.scheduler.client.manifestfile import RUN_TIME_FIELDS, read_expanded, secrets_hidden
 from learnerkit.scheduler.errors import ManifestError, ManifestRejectedError
 from learnerkit.scheduler.manifest.parser import parse_manifest
+from tests.unit.scheduler.api.test_model_upload import url
+from tests.unit.scheduler.conftest import Tenants
+from tests.unit.scheduler.fakefacade import FakeFacade, view
 
+__all__ = ["url"]  # the fixture: the scheduler's real HTTP path to a fake facade
 REPO = Path(__file__).resolve().parents[4]
 SOURCE = Path("manifest.yml")
 MANIFEST = """\
@@ -123,7 +129,7 @@ def test_a_malformed_reference_is_an_error(written: str, message: str) -> None:
 
 
 @given(value=st.text(max_size=40))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_any_value_stays_one_scalar_and_every_line_keeps_its_number(value: str) -> None:
     """`: `, `#`, quotes, brackets, line breaks, unicode: the value lands whole where the reference was, in a
     quoted, a plain and a block scalar alike, and the document keeps its keys and its line count."""
@@ -232,3 +238,73 @@ def test_aliases_that_stand_for_too_many_values_are_refused_before_they_are_walk
     lines += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, 10)]
     with pytest.raises(YamlError, match=r"more than 20000 values \(alias expansion\?\)"):
         expand_yaml("\n".join(lines) + "\n", SOURCE, {"V": "x"}, YamlBudget(max_nodes=20_000))
+
+
+def test_sweep_validate_fills_in_the_search_file_and_its_manifest(tmp_path: Path) -> None:
+    """The trial manifest's `${lr}` stays the sweep's parameter even where the caller's shell sets `lr`."""
+    (tmp_path / "manifests").mkdir()
+    manifest = (REPO / "tests/unit/scheduler/manifests/learnerkit-pytorch-ddp.yml").read_text()
+    manifest = manifest.replace("https://s3.lab.example:8333", "${S3_ENDPOINT_URL}").replace(
+        "--epochs 90", "--lr ${lr}"
+    )
+    (tmp_path / "manifests/job.yml").write_text(manifest)
+    search = tmp_path / "search.yml"
+    search.write_text(
+        "manifest: ${MANIFESTS}/job.yml\nparameters:\n  lr: {type: choice, values: [0.1, 0.2]}\n"
+        "objective: {metric: val_loss, goal: minimize}\nbudget: {unit: step, min: 1, max: 9}\n"
+        "algorithm: {name: asha}\ntrials: ${TRIALS}\n"
+    )
+    env = {"S3_ENDPOINT_URL": "https://s3.lab.example:8333", "MANIFESTS": "manifests", "TRIALS": "2", "lr": "9"}
+
+    def validate(env: dict[str, str]) -> tuple[int, dict[str, object]]:
+        argv = ["sweep", "validate", str(search), "--root", str(REPO), "-o", "json"]
+        result = CliRunner().invoke(cli, argv, env=env)
+        return result.exit_code, json.loads(result.output)
+
+    code, data = validate(env)
+    assert code == 0, data
+    trials = data["trials"]
+    assert isinstance(trials, list) and len(trials) == 2 and trials[0]["parameters"]["lr"] in (0.1, 0.2)
+    code, data = validate(env | {"S3_ENDPOINT_URL": None})  # type: ignore[dict-item]  # CliRunner unsets it
+    assert code == 1
+    message = (
+        "${S3_ENDPOINT_URL}: the variable S3_ENDPOINT_URL is not set; set it, give a default "
+        "(${S3_ENDPOINT_URL:-default}), or write $${ for a literal ${"
+    )
+    assert data["problems"] == [
+        {"file": str(tmp_path / "manifests/job.yml"), "line": line, "field": field, "message": message}
+        for line, field in ((19, "data_stores[0].connection.auth_url"), (28, "data_stores[1].connection.auth_url"))
+    ]
+
+
+def test_job_submit_sends_the_text_validate_checks(
+    url: str, fake: FakeFacade, tenants: Tenants, tmp_path: Path
+) -> None:
+    path = tmp_path / "manifest.yml"
+    path.write_text(MANIFEST)
+    env = ENV | {"LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": tenants.a}
+    result = CliRunner().invoke(cli, ["job", "submit", str(path), "--output", "json"], env=env)
+    assert result.exit_code == 0, result.output
+    sent = fake.jobs[json.loads(result.output)["job_id"]].manifest
+    assert sent == read_expanded(path, ENV).text
+    assert sent.count("\n") == MANIFEST.count("\n") and "auth_url: " + '"http://127.0.0.1:8333"' in sent
+    assert "command: python ${DATA_DIR}/train.py --lr ${lr} --home $HOME" in sent
+
+
+def test_job_evaluate_fills_in_its_evaluations_file(
+    url: str, fake: FakeFacade, tenants: Tenants, tmp_path: Path
+) -> None:
+    fake.add(view("job-7", "team-a", status="COMPLETED"))
+    path = tmp_path / "evaluations.yml"
+    path.write_text(
+        "evaluations:\n  - name: ${EVALUATION}\n    kind: robustness\n"
+        "    data: {file: digits-eval.csv, label: label}\n    attacks: [fgsm]\n    epsilons: [0.1]\n"
+    )
+    env = {"LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": tenants.a}
+    argv = ["job", "evaluate", "job-7", str(path), "--output", "json"]
+    result = CliRunner().invoke(cli, argv, env=env | {"EVALUATION": "strict-robustness"})
+    assert result.exit_code == 0, result.output
+    assert [e["name"] for e in json.loads(result.output)["evaluations"]] == ["strict-robustness"]
+    unset = CliRunner().invoke(cli, argv, env=env)
+    assert unset.exit_code == 1
+    assert json.loads(unset.output)["problems"][0]["line"] == 2

@@ -39,6 +39,7 @@ from learnerkit.common.output import (
 )
 from learnerkit.common.project import find_project_root
 from learnerkit.common.yamlfile import YamlError
+from learnerkit.common.yamlvars import ExpandedYaml
 from learnerkit.scheduler.client.http import SchedulerClient
 from learnerkit.scheduler.client.manifestfile import read_expanded, secrets_hidden
 from learnerkit.scheduler.client.terminal import (
@@ -53,7 +54,7 @@ from learnerkit.scheduler.client.terminal import (
 from learnerkit.scheduler.config.policy import SubmitPolicy, check_tenant_settings
 from learnerkit.scheduler.config.settings import resource_defaults
 from learnerkit.scheduler.config.tenants import load_tenants
-from learnerkit.scheduler.errors import JobNotFoundError, ManifestRejectedError, SchedulerError
+from learnerkit.scheduler.errors import JobNotFoundError, ManifestError, ManifestRejectedError, SchedulerError
 from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_JOBS, MODEL_REJECTED, JobQuery, JobView
 from learnerkit.scheduler.manifest.defaultresults import default_results
 from learnerkit.scheduler.manifest.kinds import installed_kinds
@@ -148,8 +149,8 @@ def submit(
     FfDL's model definition) unpacked into MODEL_DIR, where the command runs. Its ${NAME} references are
     filled from this shell's environment first, as validate fills them."""
     try:
-        expanded = read_expanded(manifest, os.environ)
-    except YamlError as e:
+        expanded = read_manifest(manifest)
+    except ManifestError as e:
         fail_with_problems(output, e, "manifest")
     with secrets_hidden(expanded):
         if model is None:
@@ -165,6 +166,15 @@ def submit(
         _follow(client, job, interval, output)
     else:
         emit(output, job, lambda: console.print(f"submitted job [bold]{job.job_id}[/]: {styled_status(job.status)}"))
+
+
+def read_manifest(path: Path) -> ExpandedYaml:
+    """``path`` with this shell's variables filled in (docs/manifests.md#variables); `ManifestError` naming each
+    reference that cannot be filled, or the file where it cannot be read."""
+    try:
+        return read_expanded(path, os.environ)
+    except YamlError as e:
+        raise ManifestError(list(e.problems)) from e
 
 
 def _upload(client: SchedulerClient, text: str, source: str, image: str | None, archive: Path, output: str) -> JobView:
@@ -261,8 +271,8 @@ def evaluate(job_id: str, evaluations: Path, client: SchedulerClient, output: st
     holding an `evaluations:` list, as in a manifest, its ${NAME} references filled from this shell's
     environment); `job status` shows the verdicts."""
     try:
-        expanded = read_expanded(evaluations, os.environ)
-    except YamlError as e:
+        expanded = read_manifest(evaluations)
+    except ManifestError as e:
         fail_with_problems(output, e, "evaluations file")
     with secrets_hidden(expanded):
         job = client.evaluate(job_id, expanded.text, evaluations.name)
@@ -651,7 +661,7 @@ def validate(
             defaults = replace(defaults, results_bucket=OFFLINE_RESULTS_BUCKET)
         catalog = framework_catalog(find_project_root(root))
         kinds = installed_kinds(find_project_root(root))
-        expanded = read_expanded(manifest, os.environ)
+        expanded = read_manifest(manifest)
         with secrets_hidden(expanded):
             job = parse_manifest(
                 expanded.text, str(manifest), catalog, image=image, defaults=defaults, tenant=tenant, kinds=kinds
@@ -660,7 +670,7 @@ def validate(
                 policy = load_tenants(tenants_file).applied_to(SubmitPolicy())
                 check_tenant_settings(job, tenant or job.extensions.tenant, policy, str(manifest))
         summary = _checked_model(model, _locked(find_project_root(root), job)) if model is not None else None
-    except YamlError as e:
+    except ManifestError as e:
         fail_with_problems(output, e, "manifest")
     except LearnerkitError as e:
         fail(output, e)

@@ -7,8 +7,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
 
 
 def encode(key: Sequence[Any], tag: str) -> str:
@@ -25,3 +28,33 @@ def decode(token: str) -> tuple[Any, object]:
     except (binascii.Error, ValueError, TypeError, KeyError) as e:
         raise ValueError(f"{token[:40]!r} is not a next token") from e
     return key, tag
+
+
+@dataclass(frozen=True)
+class Slice(Generic[T]):
+    """One page of a list held whole (`page`)."""
+
+    rows: Sequence[T]
+    start: int
+    """The index of the page's first row in the list."""
+    cursors: tuple[str, ...]
+    """The token that continues after each row (a page cut short, at a byte bound, goes on from one)."""
+    next: str | None
+    """The token of the next page; None on the last."""
+
+
+def page(rows: Sequence[T], key: Callable[[T], Sequence[Any]], limit: int, token: str | None, tag: str) -> Slice[T]:
+    """The ``limit`` rows of ``rows`` (in the order shown, ``key`` rising along it, unique) after ``token``'s key;
+    `ValueError` for a token that is none, names another list than ``tag``, or holds a key of another shape."""
+    start = 0
+    if token:
+        after, found = decode(token)
+        if found != tag:
+            raise ValueError(f"{token[:40]!r} is a next token of another list")
+        try:
+            start = next((i for i, row in enumerate(rows) if list(key(row)) > after), len(rows))
+        except TypeError as e:
+            raise ValueError(f"{token[:40]!r} holds a key of another list") from e
+    chosen = rows[start : start + limit]
+    cursors = tuple(encode(key(row), tag) for row in chosen)
+    return Slice(chosen, start, cursors, cursors[-1] if start + limit < len(rows) else None)

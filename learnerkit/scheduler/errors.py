@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from learnerkit.common.errors import ConfigError, LearnerkitError
 from learnerkit.common.yamlfile import YamlError
 
@@ -151,3 +154,14 @@ def model_too_large(max_model_bytes: int) -> ModelTooLargeError:
     return ModelTooLargeError(
         f"the model is over {max_model_bytes} bytes, the most this scheduler takes (LEARNERKIT_MAX_MODEL_BYTES)"
     )
+
+
+def not_a_next_token(token: str) -> InvalidRequestError:
+    """The words for a ``next`` that no list of this scheduler gave (the jobs', the sweeps')."""
+    return InvalidRequestError(f"next: {token[:40]!r} is not a next token this scheduler gave")
+
+
+def query_problems(details: Sequence[Mapping[str, Any]]) -> str:
+    """A request's bad parameters (FastAPI's validation errors: ``loc``, ``msg``) in the words the API answers and
+    the CLI prints (``query.limit: Input should be greater than or equal to 1``); the console's error page too."""
+    return "; ".join(f"{'.'.join(str(part) for part in d['loc'])}: {d['msg']}" for d in details)

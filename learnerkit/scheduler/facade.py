@@ -239,6 +239,17 @@ class JobPage:
 
 
 @dataclass(frozen=True)
+class SweepPage:
+    """A page of a tenant's sweeps as ``GET /v1/sweeps`` answers it (the client's reading)."""
+
+    sweeps: tuple[SweepView, ...]
+    next: str | None
+    """The token of the next page; None on the last."""
+    total: int
+    """The tenant's sweeps over every page."""
+
+
+@dataclass(frozen=True)
 class LogChunk:
     data: bytes
     next_offset: int

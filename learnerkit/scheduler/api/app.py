@@ -38,6 +38,7 @@ from learnerkit.scheduler.api.auth import TokenStore
 from learnerkit.scheduler.api.events import events_router
 from learnerkit.scheduler.api.hosting import HealthCheck, Lifespan
 from learnerkit.scheduler.api.hsts import StrictTransportSecurity
+from learnerkit.scheduler.api.listpages import list_page_response, page_response
 from learnerkit.scheduler.api.models import models_router
 from learnerkit.scheduler.api.multipart import (
     BodyTimeouts,
@@ -70,6 +71,7 @@ from learnerkit.scheduler.errors import (
     UnknownSweepError,
     UploadTimeoutError,
     model_too_large,
+    query_problems,
 )
 from learnerkit.scheduler.events.hub import EventHub
 from learnerkit.scheduler.facade import (
@@ -77,7 +79,6 @@ from learnerkit.scheduler.facade import (
     MAX_PAGE_BYTES,
     MAX_PAGE_JOBS,
     EvaluationReports,
-    JobPage,
     JobQuery,
     JobView,
     SchedulerFacade,
@@ -106,8 +107,6 @@ JSON_OVERHEAD = 6
 STORE_RETRY_AFTER_S = 5
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain"})
 NEXT_OFFSET_HEADER = "X-Next-Offset"
-NEXT_TOKEN_HEADER = "X-Next-Token"  # noqa: S105 (a header name, not a token)
-TOTAL_HEADER = "X-Total-Count"
 SORT_PATTERN = "^-?(submitted|name|status)$"
 _JOB_JSON = TypeAdapter(JobView)
 FINISHED_HEADER = "X-Finished"
@@ -203,15 +202,7 @@ _LOG_RESPONSE: dict[int | str, dict[str, Any]] = {
     }
 }
 
-_LIST_RESPONSE: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "a page of the tenant's jobs",
-        "headers": {
-            NEXT_TOKEN_HEADER: {"description": "pass as `next` for the page after; absent on the last"},
-            TOTAL_HEADER: {"description": "jobs matching the filters, over every page", "schema": {"type": "integer"}},
-            "Link": {"description": '`<url>; rel="next"`: the next page, when there is one'},
-        },
-    },
+_LIST_RESPONSE: dict[int | str, dict[str, Any]] = list_page_response("jobs") | {
     400: {"model": ErrorBody, "description": "a bad time, or a next token of another query"},
 }
 
@@ -430,7 +421,7 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings, submits: RateLi
             search=q or None,
         )
         page = await facade.page_jobs(tenant, query)
-        return _page_response(request, page)
+        return page_response(request, page.jobs, _JOB_JSON, page.cursors, page.next, page.total)
 
     @router.get("/jobs/{job_id}", response_model=JobView, responses=_NOT_FOUND)
     async def get_job(job_id: str, tenant: Tenant) -> JobView:
@@ -555,25 +546,6 @@ def _jobs_router(facade: SchedulerFacade, limits: LimitSettings, submits: RateLi
         return StreamingResponse(stream.chunks, media_type="application/octet-stream", headers=headers)
 
     return router
-
-
-def _page_response(request: Request, page: JobPage) -> Response:
-    """The page as a JSON array (today's body), cut short where it would pass `MAX_PAGE_BYTES`: the next
-    token then continues after the last job sent."""
-    parts: list[bytes] = []
-    size = 2
-    for view in page.jobs:
-        encoded = _JOB_JSON.dump_json(view)
-        if parts and size + len(encoded) + 1 > MAX_PAGE_BYTES:
-            break
-        parts.append(encoded)
-        size += len(encoded) + (1 if len(parts) > 1 else 0)
-    next_token = page.next if len(parts) == len(page.jobs) else page.cursors[len(parts) - 1]
-    headers = {TOTAL_HEADER: str(page.total)}
-    if next_token is not None:
-        headers[NEXT_TOKEN_HEADER] = next_token
-        headers["Link"] = f'<{request.url.include_query_params(next=next_token)}>; rel="next"'
-    return Response(b"[" + b",".join(parts) + b"]", media_type="application/json", headers=headers)
 
 
 def _media_type(request: Request) -> str:
@@ -736,7 +708,7 @@ def _http_error(_request: Request, error: Exception) -> JSONResponse:
 def _validation_error(_request: Request, error: Exception) -> JSONResponse:
     exc = cast(RequestValidationError, error)
     details = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
-    message = "; ".join(f"{'.'.join(str(p) for p in d['loc'])}: {d['msg']}" for d in details)
+    message = query_problems(details)
     return JSONResponse({"error": "bad_request", "message": message, "detail": details}, status_code=422)
 
 

@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ValidationError
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from learnerkit.common import cursor
+from learnerkit.scheduler.api.listpages import list_page_response, page_response
 from learnerkit.scheduler.api.multipart import BodyTimeouts, declared_too_large, receive_submission
 from learnerkit.scheduler.api.ratelimit import RateLimiter
 from learnerkit.scheduler.config.settings import LimitSettings
-from learnerkit.scheduler.errors import InvalidRequestError, ManifestTooLargeError, RateLimitedError, model_too_large
-from learnerkit.scheduler.facade import SchedulerFacade, SweepView
+from learnerkit.scheduler.errors import (
+    InvalidRequestError,
+    ManifestTooLargeError,
+    RateLimitedError,
+    model_too_large,
+    not_a_next_token,
+)
+from learnerkit.scheduler.facade import DEFAULT_PAGE_JOBS, MAX_PAGE_BYTES, MAX_PAGE_JOBS, SchedulerFacade, SweepView
 
 JSON_OVERHEAD = 2
+LIST_TAG = "v1/sweeps"
+"""What a ``next`` token of the sweeps' list names (`common.cursor`): a token of another list is refused."""
+_SWEEP_JSON = TypeAdapter(SweepView)
 
 
 class SweepSubmitBody(BaseModel):
@@ -54,10 +66,27 @@ def sweeps_router(
             image=body.image,
         )
 
-    @router.get("/sweeps", response_model=list[SweepView], responses=responses)
-    async def list_sweeps(tenant: str = Depends(tenant_of)) -> list[SweepView]:
-        """The tenant's sweeps."""
-        return await facade.list_sweeps(tenant)
+    @router.get(
+        "/sweeps",
+        response_model=list[SweepView],
+        responses=responses | list_page_response("sweeps") | {400: {"description": "a next token of another list"}},
+    )
+    async def list_sweeps(
+        request: Request,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_PAGE_JOBS, description=f"sweeps per page (at most {MAX_PAGE_BYTES} bytes)")
+        ] = DEFAULT_PAGE_JOBS,
+        next_token: Annotated[str | None, Query(alias="next", description="the previous page's X-Next-Token")] = None,
+        tenant: str = Depends(tenant_of),
+    ) -> Response:
+        """A page of the tenant's sweeps, oldest first (ties by id), as ``GET /v1/jobs`` pages its jobs:
+        ``X-Next-Token`` (and a ``Link: rel="next"``) when more follow, ``X-Total-Count``."""
+        found = sorted(await facade.list_sweeps(tenant), key=_oldest_first)
+        try:
+            chosen = cursor.page(found, _oldest_first, limit, next_token, LIST_TAG)
+        except ValueError as e:
+            raise not_a_next_token(next_token or "") from e
+        return page_response(request, chosen.rows, _SWEEP_JSON, chosen.cursors, chosen.next, len(found))
 
     @router.get("/sweeps/{sweep_id}", response_model=SweepView, responses=responses)
     async def get_sweep(sweep_id: str, tenant: str = Depends(tenant_of)) -> SweepView:
@@ -122,3 +151,8 @@ async def _submit_multipart(facade: SchedulerFacade, tenant: str, request: Reque
         if received.model is not None:
             async for _chunk in received.model:
                 pass
+
+
+def _oldest_first(view: SweepView) -> tuple[str, str]:
+    """The list's order and its pages' key: submission (ISO-8601 UTC to the second: they sort as text), then id."""
+    return (view.submitted_at, view.sweep_id)

@@ -52,6 +52,7 @@ from learnerkit.scheduler.facade import (
     LogChunk,
     StoredFile,
     SweepOfJob,
+    SweepPage,
     SweepView,
 )
 
@@ -203,7 +204,27 @@ class SchedulerClient:
         return sweep_view(self._send_model("/v1/sweeps", fields, model, progress or (lambda _n: None)).json())
 
     def list_sweeps(self) -> list[SweepView]:
-        return [sweep_view(item) for item in self._request("GET", "/v1/sweeps").json()]
+        """Every sweep of the tenant, oldest first, page after page."""
+        sweeps: list[SweepView] = []
+        token: str | None = None
+        while True:
+            page = self.page_sweeps(MAX_PAGE_JOBS, token)
+            sweeps += page.sweeps
+            if page.next is None:
+                return sweeps
+            token = page.next
+
+    def page_sweeps(self, limit: int, next_token: str | None = None) -> SweepPage:
+        """One page of the tenant's sweeps (`GET /v1/sweeps`): ``limit`` of them after ``next_token``'s."""
+        params = [("limit", str(limit))] + ([("next", next_token)] if next_token is not None else [])
+        answer = self._request("GET", "/v1/sweeps", params=params)
+        sweeps = tuple(sweep_view(item) for item in answer.json())
+        total = answer.headers.get(TOTAL_HEADER.lower(), "")
+        return SweepPage(
+            sweeps,
+            answer.headers.get(NEXT_TOKEN_HEADER.lower()) or None,
+            int(total) if total.isdigit() else len(sweeps),
+        )
 
     def get_sweep(self, sweep_id: str) -> SweepView:
         return sweep_view(self._request("GET", f"/v1/sweeps/{_quoted(sweep_id)}").json())

@@ -3,12 +3,17 @@ something, and the error pages it leads to (`PageError`, `LoginRequired`)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
 
 from learnerkit.scheduler.console.forms import FormError, read_form
 from learnerkit.scheduler.console.sessions import Session, SessionStore, csrf_matches
+from learnerkit.scheduler.errors import query_problems
 
 PREFIX = "/ui"
 SESSION_COOKIE = "learnerkit_session"
@@ -29,6 +34,25 @@ class PageError(Exception):
         self.status = status
         self.title = title
         self.message = message
+
+
+class PageRoute(APIRoute):
+    """A console route whose bad query parameter (``limit=abc``, ``attempt=0``) is the console's error page in the
+    words and status the API answers (422: docs/api.md, "Errors"), not the API's JSON; a page's script, which asks
+    for JSON (`static/fetchjson.js`), still gets the JSON it reads."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def page_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as e:
+                if "application/json" in request.headers.get("accept", ""):
+                    raise
+                raise PageError(422, "Bad address", query_problems(e.errors())) from e
+
+        return page_handler
 
 
 def session_of(request: Request) -> Session:

@@ -24,6 +24,7 @@ from learnerkit.scheduler.console.access import (
     Current,
     LoginRequired,
     PageError,
+    PageRoute,
     changing_form,
     not_found,
     session_of,
@@ -34,7 +35,7 @@ from learnerkit.scheduler.console.compare_pages import add_compare_routes
 from learnerkit.scheduler.console.forms import FormError, read_form
 from learnerkit.scheduler.console.images_pages import add_image_routes
 from learnerkit.scheduler.console.origin import refusal
-from learnerkit.scheduler.console.paging import DEFAULT_LIMIT, PAGE_SIZES, page_limit, page_links
+from learnerkit.scheduler.console.paging import DEFAULT_LIMIT, PAGE_SIZES, Limit, page_links
 from learnerkit.scheduler.console.queue_pages import add_queue_routes
 from learnerkit.scheduler.console.rendering import Renderer
 from learnerkit.scheduler.console.series import series_routes
@@ -118,7 +119,7 @@ def _router(
             raise PageError(403, "Refused", "This address is not the scheduler's own: open the console at its own.")
 
     root = APIRouter(dependencies=[Depends(guard)])
-    router = APIRouter(prefix=PREFIX)  # guarded as a part of `root`
+    router = APIRouter(prefix=PREFIX, route_class=PageRoute)  # guarded as a part of `root`
 
     @root.get("/")
     async def home() -> Response:
@@ -193,7 +194,7 @@ def _router(
         q: str = "",
         sort: str = "-submitted",
         next_token: Annotated[str, Query(alias="next")] = "",
-        limit: int = DEFAULT_LIMIT,
+        limit: Limit = DEFAULT_LIMIT,
     ) -> Response:
         live_after = _position(events)
         statuses = frozenset(s.strip().upper() for s in status or () if s.strip())
@@ -412,7 +413,7 @@ def _job_query(shown: dict[str, Any], statuses: frozenset[str], next_token: str)
     if sort not in views.SORTS:
         raise ConfigError(f"sort: one of {', '.join(views.SORTS)}; got {sort!r}")
     return JobQuery(
-        limit=page_limit(int(shown["limit"])),
+        limit=int(shown["limit"]),
         next=next_token or None,
         sort=sort.removeprefix("-"),
         descending=sort.startswith("-"),

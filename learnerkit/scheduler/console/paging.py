@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 from urllib.parse import urlencode
+
+from fastapi import Query
 
 from learnerkit.common import cursor
 from learnerkit.scheduler.console.access import PageError
@@ -38,9 +40,8 @@ class Paged(Generic[T]):
         return {"paged": self, "page_sizes": PAGE_SIZES, "per_page_path": path, "first_link": first, "next_link": after}
 
 
-def page_limit(limit: int) -> int:
-    """The rows a page asked for, kept to 1 to the API's `MAX_PAGE_JOBS`."""
-    return min(max(limit, 1), MAX_PAGE_JOBS)
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_JOBS, description="rows a page")]
+"""A list page's ``limit``, held to the bounds the API's lists keep (a bad one: the API's words, `pages`)."""
 
 
 def page_links(path: str, params: Mapping[str, Any], token: str, next_token: str) -> tuple[str, str]:
@@ -57,22 +58,11 @@ def page_of(
     """The page of ``rows`` (in the order shown, ``key`` rising along it) after ``token``'s key; a 400 page naming
     ``next`` for a token that is not one of ``list_name``'s (the token names its list, as the jobs list's its
     query)."""
-    limit = page_limit(limit)
-    start = 0
-    if token:
-        try:
-            after, tag = cursor.decode(token)
-        except ValueError as e:
-            raise _not_ours(token) from e
-        if tag != list_name:
-            raise _not_ours(token)
-        try:
-            start = next((i for i, row in enumerate(rows) if list(key(row)) > after), len(rows))
-        except TypeError as e:  # a key of another shape
-            raise _not_ours(token) from e
-    page = rows[start : start + limit]
-    more = start + limit < len(rows)
-    return Paged(page, len(rows), start + 1, limit, cursor.encode(key(page[-1]), list_name) if more else "")
+    try:
+        chosen = cursor.page(rows, key, limit, token, list_name)
+    except ValueError as e:
+        raise _not_ours(token) from e
+    return Paged(chosen.rows, len(rows), chosen.start + 1, limit, chosen.next or "")
 
 
 def _not_ours(token: str) -> PageError:

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from learnerkit.scheduler.console import views
 from learnerkit.scheduler.console.access import PREFIX, Current, PageError, changing_form
-from learnerkit.scheduler.console.paging import DEFAULT_LIMIT, page_of
+from learnerkit.scheduler.console.paging import DEFAULT_LIMIT, Limit, page_of
 from learnerkit.scheduler.console.rendering import Renderer
 from learnerkit.scheduler.console.sweeps_views import (
     best_so_far,
@@ -94,7 +94,7 @@ def add_sweep_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
 
     @router.get("/sweeps")
     async def sweeps_page(
-        session: Current, next_token: Annotated[str, Query(alias="next")] = "", limit: int = DEFAULT_LIMIT
+        session: Current, next_token: Annotated[str, Query(alias="next")] = "", limit: Limit = DEFAULT_LIMIT
     ) -> Response:
         live_after = position()
         found = sorted(await facade.list_sweeps(session.tenant), key=_newest_first)
@@ -116,7 +116,7 @@ def add_sweep_routes(router: APIRouter, facade: SchedulerFacade, render: Rendere
         session: Current,
         done: str = "",
         next_token: Annotated[str, Query(alias="next")] = "",
-        limit: int = DEFAULT_LIMIT,
+        limit: Limit = DEFAULT_LIMIT,
     ) -> Response:
         live_after = position()
         view = await sweep_of(session.tenant, sweep_id)

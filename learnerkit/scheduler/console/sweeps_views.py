@@ -46,13 +46,19 @@ class TrialRow:
     reason: str
 
 
+REQUEUED_ENDS = frozenset({"PREEMPTED", "DRAINED", "NODE_LOST", "INTERRUPTED", "RESTARTED"})
+"""An attempt's ends after which the scheduler queues the job again by itself (`jobs.attempts.REQUEUED_ENDS`): the
+trial waits for room, it was not paused. A gap under a second (started again at once) is no segment."""
+
+
 @dataclass(frozen=True)
 class Segment:
     """One stretch of a trial's life on its timeline."""
 
     kind: str
-    """running (its first attempt), resumed (a later one, from a checkpoint), paused (between two), stopped (a
-    mark: its end, no length)."""
+    """running (its first attempt), resumed (a later one, from a checkpoint), paused (between two, where the trial
+    stopped at its rung or was halted), requeued (between two, where the scheduler queued it again by itself),
+    stopped (a mark: its end, no length)."""
     start: str
     end: str
     """ISO-8601 UTC; empty: still going."""
@@ -144,8 +150,10 @@ def segments(attempts: Sequence[AttemptView], state: str, now: datetime | None =
     moment = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     found: list[Segment] = []
     for n, attempt in enumerate(attempts):
-        if n and found and attempts[n - 1].ended_at:
-            found.append(Segment("paused", attempts[n - 1].ended_at or "", attempt.started_at, 0.0))
+        before = attempts[n - 1] if n else None
+        if before is not None and before.ended_at and _seconds(before.ended_at, attempt.started_at) >= 1:
+            gap = "requeued" if before.ended_by in REQUEUED_ENDS else "paused"
+            found.append(Segment(gap, before.ended_at, attempt.started_at, 0.0))
         kind = "resumed" if attempt.resumed_from is not None or n else "running"
         found.append(Segment(kind, attempt.started_at, attempt.ended_at or "", 0.0))
     last = attempts[-1] if attempts else None

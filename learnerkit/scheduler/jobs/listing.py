@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from learnerkit.common import cursor
-from learnerkit.scheduler.errors import InvalidRequestError
+from learnerkit.scheduler.errors import InvalidRequestError, not_a_next_token
 from learnerkit.scheduler.facade import JobQuery
 from learnerkit.scheduler.jobs.state import JobStatus
 
@@ -114,15 +114,15 @@ def decode_token(token: str, query: JobQuery, digest: str) -> SortKey:
         key, raw_digest = cursor.decode(token)
         value, submitted, job_id = key
     except (ValueError, TypeError) as e:
-        raise InvalidRequestError(f"next: {token[:40]!r} is not a next token this scheduler gave") from e
+        raise not_a_next_token(token) from e
     if raw_digest != digest:
         raise InvalidRequestError(
             "next: the token belongs to a query with other filters or another order: ask again from the first page"
         )
     if not isinstance(job_id, str) or not isinstance(submitted, int | float):
-        raise InvalidRequestError(f"next: {token[:40]!r} is not a next token this scheduler gave")
+        raise not_a_next_token(token)
     if query.sort == "submitted":
         value = float(value)
     elif not isinstance(value, str):
-        raise InvalidRequestError(f"next: {token[:40]!r} is not a next token this scheduler gave")
+        raise not_a_next_token(token)
     return (value, float(submitted), job_id)

@@ -253,12 +253,16 @@ class Pages:
         self.left: list[str] = []
         self.contexts: list[BrowserContext] = []
 
-    def open(self, *, width: int = 1280, javascript: bool = True, dark: bool = False) -> Page:
+    def open(
+        self, *, width: int = 1280, javascript: bool = True, dark: bool = False, timezone: str | None = None
+    ) -> Page:
+        """``timezone``: the browser's (an IANA name); None: the machine's."""
         context = self.browser.new_context(
             viewport={"width": width, "height": 900},
             java_script_enabled=javascript,
             service_workers="block",
             color_scheme="dark" if dark else "light",
+            timezone_id=timezone,
         )
         context.route("**/*", self._stay_local)
         self.contexts.append(context)

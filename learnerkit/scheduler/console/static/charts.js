@@ -105,8 +105,9 @@
       const opts = {
         width: plot.clientWidth,
         height: 240,
+        tzDate: lkAxes.utc,
         scales: { x: { time: axis.value === "time" }, y: { distr: log.checked ? 3 : 1 } },
-        axes: [{ stroke: colour("--fg") }, { stroke: colour("--fg"), ...(log.checked ? { values: logTicks } : {}) }],
+        axes: [lkAxes.x(axis.value, figure, { stroke: colour("--fg") }), { stroke: colour("--fg"), ...(log.checked ? { values: logTicks } : {}) }],
         series: [
           { label: axis.value },
           { label: entry.name, stroke: line, width: 1, alpha: smoothed ? 0.35 : 1 },

@@ -114,8 +114,9 @@
         width: plot.clientWidth,
         height: 280,
         legend: { show: false }, // the page's own legend, one for all charts, is keyboard-usable
+        tzDate: lkAxes.utc,
         scales: { x: { time: axis.value === "time" }, y: { distr: log.checked ? 3 : 1 } },
-        axes: [{ stroke: fg }, { stroke: fg }],
+        axes: [lkAxes.x(axis.value, figure, { stroke: fg }), { stroke: fg }],
         series,
         cursor: { drag: { x: true, y: false, setScale: false }, points: { show: false } },
         hooks: {

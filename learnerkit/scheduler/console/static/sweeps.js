@@ -102,7 +102,7 @@
     function options(width) {
       return {
         width, height: 240,
-        axes: axesStyle(),
+        axes: [lkAxes.x("step", box.figure, axesStyle()[0]), axesStyle()[1]],
         scales: { x: { time: false } },
         series: [{ label: "step" }, { label: data.metric, stroke: colour("--accent", "#0a58b5"), width: 1.5 }],
         cursor: { drag: { x: true, y: false } },
@@ -237,9 +237,9 @@
       update() {
         const xs = data.best_so_far.map((p) => Date.parse(p[0]) / 1000), ys = data.best_so_far.map((p) => p[1]);
         box.plot.setAttribute("aria-label", `Best ${data.metric} so far over time, ${xs.length} results`);
-        box.note.textContent = xs.length ? `Best ${data.metric}: ${data.best} (${data.goal}).` : "No rung has finished yet.";
+        box.note.textContent = xs.length ? `Best ${data.metric}: ${data.best} (${data.goal}); times in UTC.` : "No rung has finished yet.";
         const opts = {
-          width: box.plot.clientWidth || 600, height: 200, axes: axesStyle(),
+          width: box.plot.clientWidth || 600, height: 200, axes: axesStyle(), tzDate: lkAxes.utc,
           series: [{ label: "time" }, { label: "best " + data.metric, stroke: colour("--ok", "#1e6b34"), width: 2, paths: uPlot.paths.stepped({ align: 1 }) }],
         };
         if (u) { u.setData([xs, ys]); return; }

@@ -37,6 +37,7 @@ from learnerkit.scheduler.facade import (
 )
 from learnerkit.scheduler.provenance.verify import DataAnswer
 from tests.unit.scheduler.conftest import Tenants
+from tests.unit.scheduler.console.test_sweeps_views import sweep
 from tests.unit.scheduler.fakefacade import MANIFEST, WAIT_REASON, FakeFacade, view
 from tests.waiting import wait_until
 
@@ -565,6 +566,22 @@ def test_the_client_lists_every_job_page_after_page(url: str, tenants: Tenants, 
         fake.add(view(f"a-{n:04d}", "team-a"))
     listed = SchedulerClient(url, tenants.a).list_jobs()
     assert [job.job_id for job in listed] == [f"a-{n:04d}" for n in range(MAX_PAGE_JOBS + 3)]
+
+
+def test_sweep_list_follows_every_page(url: str, tenants: Tenants, fake: FakeFacade) -> None:
+    """`GET /v1/sweeps` is paged (at most `MAX_PAGE_JOBS` a page): `sweep list` still lists every sweep, its JSON
+    the one array it always was."""
+    base = sweep()
+    ids = [f"sweep-{n:08x}" for n in range(MAX_PAGE_JOBS + 3)]
+    for n, sweep_id in enumerate(ids):
+        fake.sweeps[sweep_id] = replace(
+            base, sweep_id=sweep_id, submitted_at=f"2026-11-{1 + n // 60:02d}T04:{n % 60:02d}:00+00:00"
+        )
+    env = {"LEARNERKIT_SCHEDULER_URL": url, "LEARNERKIT_TOKEN": tenants.a}
+    listed = CliRunner().invoke(cli, ["sweep", "list", "-o", "json"], env=env)
+    assert listed.exit_code == 0, listed.output
+    assert [s["sweep_id"] for s in json.loads(listed.stdout)] == ids
+    assert [s.sweep_id for s in SchedulerClient(url, tenants.a).page_sweeps(2).sweeps] == ids[:2]
 
 
 @pytest.mark.parametrize("reason", ["", "waiting for 2 GPU(s) of type nvidia-a100: 1 free"])

@@ -16,6 +16,7 @@ from learnerkit.scheduler.api.app import create_app
 from learnerkit.scheduler.console.origin import own_names
 from learnerkit.scheduler.console.pages import ConsoleSettings
 from learnerkit.scheduler.console.sweeps_views import (
+    REQUEUED_ENDS,
     best_so_far,
     marks,
     plot_data,
@@ -25,6 +26,7 @@ from learnerkit.scheduler.console.sweeps_views import (
     unique_steps,
 )
 from learnerkit.scheduler.facade import AttemptView, ParameterView, SweepView, TrialView
+from learnerkit.scheduler.jobs.attempts import REQUEUED_ENDS as SCHEDULERS_REQUEUED_ENDS
 from tests.unit.scheduler.conftest import Tenants
 from tests.unit.scheduler.fakefacade import FakeFacade
 
@@ -263,3 +265,52 @@ def test_the_sweeps_list_is_paged_newest_first(browser: TestClient, fake: FakeFa
     assert [len(p) for p in pages] == [25, 25, 10]
     assert [one for page in pages for one in page] == [f"sweep-{n:08x}" for n in reversed(range(60))]
     assert "60 sweeps" in browser.get("/ui/sweeps?limit=25").text
+
+
+@pytest.mark.parametrize(
+    ("address", "api"),
+    [
+        ("/ui/jobs?limit=abc", "/v1/jobs?limit=abc"),
+        ("/ui/jobs?limit=0", "/v1/jobs?limit=0"),
+        ("/ui/jobs?limit=100000", "/v1/jobs?limit=100000"),
+        ("/ui/sweeps?limit=abc", "/v1/sweeps?limit=abc"),
+        ("/ui/sweeps/sweep-0a1b2c3d?limit=0", "/v1/sweeps?limit=0"),
+        ("/ui/jobs/a-1?attempt=0", "/v1/jobs/a-1/logs?attempt=0"),
+        ("/ui/jobs/a-1/log?attempt=1&end=-1", "/v1/jobs/a-1/logs?attempt=1&offset=-1"),
+    ],
+)
+def test_a_bad_query_parameter_is_the_consoles_error_page_in_the_apis_words(
+    browser: TestClient, tenants: Tenants, address: str, api: str
+) -> None:
+    page = browser.get(address)
+    answer = browser.get(api, headers={"Authorization": f"Bearer {tenants.a}"})
+    assert page.status_code == answer.status_code == 422, page.text
+    assert page.headers["content-type"].startswith("text/html")
+    words = answer.json()["message"].replace("offset", "end")
+    assert f'<p class="error">{html.escape(words)}</p>' in page.text
+    assert "Log out" in page.text, "the console's layout, its session's bar"
+
+
+def test_a_scripts_bad_query_is_still_answered_as_json(browser: TestClient) -> None:
+    answer = browser.get("/ui/compare/series?jobs=a,b&points=1", headers={"Accept": "application/json"})
+    assert answer.status_code == 422 and answer.json()["error"] == "bad_request"
+
+
+def test_a_trial_never_paused_shows_no_pause() -> None:
+    """A gap between attempts is a pause only where the trial stopped at its rung or was halted (COMPLETED,
+    HALTED); one the scheduler requeued by itself waited in the queue, and one started again at once has no gap."""
+    restarted = [
+        AttemptView(1, started_at=at(0), ended_at=at(2), ended_by="RESTARTED"),
+        AttemptView(2, started_at=at(2), ended_at=at(4), ended_by="COMPLETED"),
+    ]
+    assert [(s.kind, s.seconds) for s in segments(restarted, "done")] == [("running", 120.0), ("resumed", 120.0)]
+    preempted = [
+        AttemptView(1, started_at=at(0), ended_at=at(2), ended_by="PREEMPTED"),
+        AttemptView(2, started_at=at(5), resumed_from=1),
+    ]
+    found = segments(preempted, "running", now=datetime(2026, 11, 29, 4, 6, tzinfo=UTC))
+    assert [(s.kind, s.seconds) for s in found] == [("running", 120.0), ("requeued", 180.0), ("resumed", 60.0)]
+
+
+def test_the_requeued_ends_are_the_schedulers() -> None:
+    assert {end.value for end in SCHEDULERS_REQUEUED_ENDS} == REQUEUED_ENDS

@@ -427,7 +427,8 @@ def verify_command(reference: str, public_key: Path | None, output: str) -> None
 
     host, _, rest = reference.partition("/")
     repository, tag = _split(rest)
-    done = verify(host, repository, tag, public_key or public_key_path(default_key_path()))
+    setting = "--public-key" if public_key else "the default key's .pub under LEARNERKIT_HOME"
+    done = verify(host, repository, tag, public_key or public_key_path(default_key_path()), setting)
     kinds = ", ".join(a.kind for a in done.attestations)
     emit(
         output,

@@ -465,7 +465,7 @@ def verify(
     from learnerkit.scheduler.provenance.verify import verify_folder
 
     if public_keys:
-        keys = [load_public_key(path) for path in public_keys]
+        keys = [load_public_key(path, "--public-key") for path in public_keys]
     else:
         keys = [public_key_from_pem(pem.encode(), f"{client.base_url}/v1/keys") for pem in client.public_keys()]
     folder = Path(target)

@@ -140,7 +140,7 @@ def serve_command(
             backend={"kind": BackendKind(backend) if backend else None},
             limits={"tenants": tenants, "defaults": defaults},
             trust={"project_images": trust_project_images},
-            signing={"key": signing_key},
+            signing={"key": signing_key, "source": "--signing-key" if signing_key is not None else None},
         )
         results = tenant_results(defaults.results_bucket, "<tenant>") if defaults.results_bucket else "none (required)"
         storage = format_size(defaults.storage_bytes) if defaults.storage_bytes else "an unbounded /job"
@@ -217,11 +217,12 @@ def key_rotate(key: Path, output: str) -> None:
     id>.pub`) so the scheduler keeps publishing it (GET /v1/keys) and jobs it signed still verify. Restart `serve`
     to sign with the new key."""
     from learnerkit.common.keyring import retired_folder, rotate
+    from learnerkit.common.optionsource import given_by
     from learnerkit.common.passphrase import key_passphrase
     from learnerkit.common.signing import public_pem
 
     try:
-        rotation = rotate(key, key_passphrase(os.environ))
+        rotation = rotate(key, key_passphrase(os.environ), given_by("key", "--key", SIGNING_KEY_SETTING))
     except (LearnerkitError, OSError) as e:
         fail(output, e if isinstance(e, LearnerkitError) else ConfigError(f"{key}: cannot write the keys: {e}"))
         return

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import click
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -32,7 +33,7 @@ from learnerkit.scheduler.config.settings import (
 from learnerkit.scheduler.errors import TokensFileError
 from learnerkit.scheduler.manifest.defaultresults import tenant_results
 from learnerkit.scheduler.manifest.units import format_size
-from learnerkit.scheduler.nodes.listing import list_nodes
+from learnerkit.scheduler.nodes.listing import NodeRow, list_nodes
 from learnerkit.scheduler.nodes.marks import mark_node
 
 tokens_option = click.option(
@@ -321,6 +322,17 @@ def undrain_command(node: str, etcd_endpoints: str | None, output: str) -> None:
     _mark(node, etcd_endpoints, output, drained=False)
 
 
+def nodes_table(rows: list[NodeRow]) -> Table:
+    """A row per job holding room on a node; no rules, so a node's name (Kubernetes': 30 characters and more) and
+    a job id leave the state and the status their words at 80 columns."""
+    table = Table("NODE", "STATE", "JOB", "TENANT", "STATUS", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for row in rows:
+        for job in row.jobs or (None,):
+            cells = (job.job_id, job.tenant, job.status) if job is not None else ("-", "", "")
+            table.add_row(escape(row.node), row.state.value, *(escape(cell) for cell in cells))
+    return keep_whole(table, "NODE", "JOB")
+
+
 @scheduler_group.command("nodes")
 @etcd_option
 @output_option
@@ -337,12 +349,7 @@ def nodes_command(etcd_endpoints: str | None, output: str) -> None:
         return
 
     def show() -> None:
-        table = Table("NODE", "STATE", "JOB", "TENANT", "STATUS")
-        for row in rows:
-            for job in row.jobs or (None,):
-                cells = (job.job_id, job.tenant, job.status) if job is not None else ("-", "", "")
-                table.add_row(escape(row.node), row.state.value, *(escape(cell) for cell in cells))
-        console.print(keep_whole(table, "NODE", "JOB"))
+        console.print(nodes_table(rows))
 
     emit(output, [row.to_dict() for row in rows], show)
 

@@ -18,10 +18,12 @@ from learnerkit.cli import cli
 from learnerkit.dev.cli_dev import status_table
 from learnerkit.dev.environment import ServiceStatus
 from learnerkit.scheduler.api.auth import add_token
+from learnerkit.scheduler.cli_scheduler import nodes_table
 from learnerkit.scheduler.cli_sweep import parameters_view
 from learnerkit.scheduler.client.sweeptables import rungs_table, sweeps_table, trials_table
 from learnerkit.scheduler.client.terminal import job_details, jobs_table, metrics_table
 from learnerkit.scheduler.facade import AttemptView, EvaluationView, JobView, LearnerView, SweepView, TrialView
+from learnerkit.scheduler.nodes.listing import NodeJob, NodeRow, NodeState
 from learnerkit_build import views
 from learnerkit_build.builds.images import BuildResult
 from learnerkit_build.builds.locking import LockResult
@@ -189,6 +191,11 @@ TABLES: dict[str, tuple[Callable[[], RenderableType], tuple[str, ...]]] = {
             80,
         ),
         ("learning_rate", "weight_decay", "warmup_steps", "optimizer", "label_smoothing", "0.0001235", "adamw"),
+    ),
+    "scheduler nodes": (
+        lambda: nodes_table([NodeRow("worker-gpu-a100-node-07", NodeState.NOT_READY,
+                                     (NodeJob(JOB, "team-a", "CHECKPOINTING"),))]),
+        ("worker-gpu-a100-node-07", "not-ready", JOB, "CHECKPOINTING", "TENANT", "STATUS", "STATE"),
     ),
     "dev status": (
         lambda: status_table([ServiceStatus("prometheus", "running", True, 123456, "http://127.0.0.1:49152",

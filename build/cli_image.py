@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -144,7 +143,7 @@ def base_command(rebuild: bool, output: str) -> None:
             with progress.image(f"base {name}") as on_line:
                 image_id, made = ensure_base(recipe_for(name), on_line, rebuild=rebuild)
             results.append({"base": name, "image_id": image_id, "status": "built" if made else "cached"})
-    emit(output, results, lambda: console.print(views.simple_table(results, "image_id")))
+    emit(output, results, lambda: console.print(views.base_table(results)))
 
 
 @image_group.command("lock")
@@ -185,7 +184,7 @@ def lock_command(
         for target in lock_targets(project, images, sidecar=sidecar, base=base):
             with progress.image(f"lock {target.name}") as on_line:
                 results.append(lock_one(project, target, resolved.inputs, on_line))
-    emit(output, results, lambda: console.print(views.simple_table([asdict(r) for r in results], "name", "path")))
+    emit(output, results, lambda: console.print(views.lock_table(results)))
 
 
 @image_group.command("build")
@@ -427,7 +426,8 @@ def verify_command(reference: str, public_key: Path | None, output: str) -> None
 
     host, _, rest = reference.partition("/")
     repository, tag = _split(rest)
-    done = verify(host, repository, tag, public_key or public_key_path(default_key_path()))
+    setting = "--public-key" if public_key else "the default key's .pub under LEARNERKIT_HOME"
+    done = verify(host, repository, tag, public_key or public_key_path(default_key_path()), setting)
     kinds = ", ".join(a.kind for a in done.attestations)
     emit(
         output,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -20,6 +21,7 @@ from learnerkit_build.recipes.pipconfig import Setting
 from learnerkit_build.recipes.spec import ImageSpec
 
 if TYPE_CHECKING:  # `image ls`, `image build` and the others need not load the scanner's code or the fetchers
+    from learnerkit_build.builds.locking import LockResult
     from learnerkit_build.builds.prefetch import FillReport
     from learnerkit_build.scan.lint import LintReport
     from learnerkit_build.scan.outdated import OutdatedImage
@@ -131,17 +133,24 @@ def settings_table(settings: Sequence[Setting]) -> RenderableType:
 
 
 def build_table(results: list[BuildResult]) -> RenderableType:
-    """What each build did, in 80 columns; why an image was skipped follows the table."""
+    """What each build did, in 80 columns: the spec over its reference in one cell (side by side, the longest of
+    each leave the status and the seconds no room); why an image was skipped follows the table."""
     table = Table(
-        "spec", "status", "reference", "seconds", title="build", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
+        "spec, reference", "status", "seconds", title="build", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
     )
     colours = {"built": "green", "cached": "cyan", "skipped": "yellow"}
     for result in results:
-        table.add_row(
-            result.spec, f"[{colours[result.status]}]{result.status}[/]", result.reference, f"{result.seconds:.1f}"
-        )
+        status = f"[{colours[result.status]}]{result.status}[/]"
+        table.add_row(f"{result.spec}\n  {result.reference}", status, f"{result.seconds:.1f}")
     reasons = [Text(f"{result.spec}: {result.reason}") for result in results if result.reason]
-    return Group(keep_whole(table, "spec", "status", "reference", "seconds"), *reasons)
+    return Group(keep_whole(table, "spec, reference", "status", "seconds"), *reasons)
+
+
+def base_table(results: list[dict[str, str]]) -> Table:
+    """Each local base and Docker's short ID of its image (what `docker run` takes; `--output json` has the full
+    one): the full ID, 71 characters, leaves the rest no room at 80 columns."""
+    rows = [{**row, "image_id": row["image_id"].removeprefix("sha256:")[:12]} for row in results]
+    return simple_table(rows, "base", "image_id", "status")
 
 
 def outdated_table(found: Sequence[OutdatedImage]) -> RenderableType:
@@ -162,6 +171,17 @@ def simple_table(rows: list[dict[str, Any]], *whole: str) -> Table:
     for row in rows:
         table.add_row(*(str(value) for value in row.values()))
     return keep_whole(table, *whole)
+
+
+def lock_table(results: Sequence[LockResult]) -> Table:
+    """Each image's name over its lock file's path (relative to the project) in one cell, both whole: the two side
+    by side leave the counts and the status no room at 80 columns; a refusal's reason wraps between words."""
+    table = Table("image, lock file", "debian", "python", "status", box=box.SIMPLE_HEAD, show_edge=False)
+    table.pad_edge = False
+    for result in results:
+        where = f"{escape(result.name)}\n  {escape(result.path)}" if result.path else escape(result.name)
+        table.add_row(where, str(result.debian), str(result.python), escape(result.status))
+    return keep_whole(table, "image, lock file")
 
 
 def write_rendered(dest: Path, images: list[ImageSpec], rendered: dict[str, str]) -> dict[str, str]:
@@ -210,7 +230,7 @@ def lint_table(reports: list[LintReport]) -> Table:
     for report in reports:
         findings = "\n".join(f"line {f.line}: {f.code} {f.level}: {f.message}" for f in report.findings)
         table.add_row(report.spec, "[green]pass[/]" if report.passed else "[red]FAIL[/]", findings)
-    return table
+    return keep_whole(table, "image", "result")
 
 
 def estimate_line(names: Sequence[str], durations: Mapping[str, float], jobs: int) -> str:

@@ -409,30 +409,39 @@ class EtcdStore:
             except _Compacted:
                 LOGGER.info("watch of %s fell behind a compaction; reading it again", key)
 
-    async def watch_prefix(self, prefix: str, start_revision: int | None = None) -> AsyncIterator[WatchEvent]:
-        """Every change under ``prefix`` from ``start_revision`` (default: from now), across etcd restarts.
-
-        After a compaction the prefix is read again: changed keys come as puts and keys this watch saw and
-        that are gone as deletes (a key created and deleted inside the compacted gap is not reported).
-        """
+    def watch_prefix(self, prefix: str, start_revision: int | None = None) -> AsyncGenerator[WatchEvent, None]:
+        """Every change under ``prefix`` from ``start_revision`` (default: from now), across etcd restarts."""
         raw = prefix.encode()
-        range_end = _prefix_end(raw)
+        return self._watch(raw, _prefix_end(raw), f"{prefix}*", start_revision)
+
+    def watch_range(
+        self, key: str, range_end: str, start_revision: int | None = None
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """Every change of a key in [``key``, ``range_end``) from ``start_revision`` (default: from now), across etcd
+        restarts: one watch, so one order of revisions, over the keys of prefixes side by side."""
+        return self._watch(key.encode(), range_end.encode(), f"{key}..{range_end}", start_revision)
+
+    async def _watch(
+        self, raw: bytes, end: bytes, what: str, start_revision: int | None
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """After a compaction the range is read again: changed keys come as puts and keys this watch saw and that
+        are gone as deletes (a key created and deleted inside the compacted gap is not reported)."""
         present: set[str] = set()
         if start_revision is None:
-            snapshot, revision = await self._retrying(lambda: self._read_prefix(prefix), f"read {prefix}*")
+            snapshot, revision = await self._retrying(lambda: self._read_range(raw, end), f"read {what}")
             present.update(snapshot)
             start_revision = revision + 1
         next_revision = start_revision
         while True:
             try:
-                async with aclosing(self._resumable_watch(raw, range_end, next_revision)) as events:
+                async with aclosing(self._resumable_watch(raw, end, next_revision)) as events:
                     async for event in events:
                         next_revision = event.revision + 1
                         _track(present, event)
                         yield event
             except _Compacted:
-                LOGGER.info("watch of %s* fell behind a compaction; reading the prefix again", prefix)
-                snapshot, revision = await self._retrying(lambda: self._read_prefix(prefix), f"read {prefix}*")
+                LOGGER.info("watch of %s fell behind a compaction; reading the range again", what)
+                snapshot, revision = await self._retrying(lambda: self._read_range(raw, end), f"read {what}")
                 changed = sorted(
                     (WatchEvent(k, v, r) for k, (v, r) in snapshot.items() if r >= next_revision),
                     key=lambda e: (e.revision, e.key),
@@ -481,13 +490,18 @@ class EtcdStore:
 
     async def _read_prefix(self, prefix: str) -> tuple[dict[str, tuple[bytes, int]], int]:
         """Every key under ``prefix`` with its value and mod revision, as of one revision (returned too)."""
-        end = b64(_prefix_end(prefix.encode()))
+        return await self._read_range(prefix.encode(), _prefix_end(prefix.encode()))
+
+    async def _read_range(self, key: bytes, range_end: bytes) -> tuple[dict[str, tuple[bytes, int]], int]:
+        """Every key in [``key``, ``range_end``) with its value and mod revision, as of one revision (returned
+        too)."""
+        end, what = b64(range_end), f"get {key.decode()}..{range_end.decode(errors='replace')}"
         while True:
             found: dict[str, tuple[bytes, int]] = {}
-            request: Json = {"key": b64(prefix), "range_end": end, "limit": PAGE_SIZE}
+            request: Json = {"key": b64(key), "range_end": end, "limit": PAGE_SIZE}
             try:
                 while True:
-                    answer = await self._gateway.call("kv/range", request, f"get {prefix}*")
+                    answer = await self._gateway.call("kv/range", request, what)
                     request["revision"] = revision = _revision(answer)
                     for kv in answer.get("kvs", []):
                         found[unb64(kv["key"]).decode()] = (_value(kv), int(kv["mod_revision"]))
@@ -495,7 +509,7 @@ class EtcdStore:
                         return found, revision
                     request["key"] = b64(unb64(answer["kvs"][-1]["key"]) + b"\0")
             except RevisionCompacted:
-                LOGGER.info("the revision of a paged read of %s* was compacted; reading it again", prefix)
+                LOGGER.info("the revision of a paged read of %s was compacted; reading it again", what)
 
     async def _retrying(self, operation: Callable[[], Awaitable[T]], what: str) -> T:
         return await retry_async(operation, self._backoff, what=what, clock=self._clock, rng=self._rng)

@@ -25,5 +25,7 @@ def default_key_path() -> Path:
 
 
 def load_or_create_signer(path: Path | None = None) -> CryptoSigner:
-    """The signer of the key at `path` (default under $LEARNERKIT_HOME); made, with its .pub, on first use."""
-    return signing.load_or_create_signer(path or default_key_path())
+    """The signer of the key at `path` (`image publish --key`; default under $LEARNERKIT_HOME); made, with its .pub,
+    on first use. An error names the option, or the variable of the default's folder."""
+    setting = "--key" if path is not None else "the default key under LEARNERKIT_HOME"
+    return signing.load_or_create_signer(path or default_key_path(), setting)

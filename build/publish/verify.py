@@ -46,9 +46,12 @@ class VerifyResult:
     """Referrer manifests that are not statements signed by the key, with why."""
 
 
-def verify(target_registry: str, repository: str, tag: str, public_key: Path) -> VerifyResult:
+def verify(
+    target_registry: str, repository: str, tag: str, public_key: Path, key_setting: str | None = None
+) -> VerifyResult:
+    """``key_setting``: what gave ``public_key`` (an option), named by a key error."""
     where = f"{target_registry}/{repository}:{tag}"
-    key = load_public_key(public_key)
+    key = load_public_key(public_key, key_setting)
     found = registry.get_manifest(target_registry, repository, tag)
     if found is None:
         raise VerifyFailed(f"{where}: no such image in the registry")

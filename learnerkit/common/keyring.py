@@ -63,10 +63,11 @@ def published_keys(key: Path, signer: CryptoSigner) -> list[PublishedKey]:
     return [current, *retired]
 
 
-def rotate(key: Path, passphrase: bytes | None = None) -> Rotation:
+def rotate(key: Path, passphrase: bytes | None = None, setting: str | None = None) -> Rotation:
     """A new signing key at ``key`` (encrypted with ``passphrase`` where one is given, which must also open the
-    old one); the old key's public key is kept first, so a failure between the two writes loses no public key."""
-    old = load_signer(key, passphrase=passphrase)
+    old one); the old key's public key is kept first, so a failure between the two writes loses no public key.
+    ``setting``: what gave ``key``, named by an error."""
+    old = load_signer(key, setting, passphrase)
     keyid = old.public_key.keyid
     write_atomic(retired_folder(key) / f"{keyid}.pub", public_pem(old).encode())
     return Rotation(keyid, create_signer(key, passphrase))

@@ -9,10 +9,11 @@ from dataclasses import asdict, is_dataclass
 from enum import Enum, StrEnum
 from functools import wraps
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 import click
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -103,17 +104,56 @@ def handles_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def keep_whole(table: Table, *headers: str) -> Table:
+def keep_whole(table: Table, *headers: str) -> WholeTable:
     """Never shorten what a user copies (ids, references): those columns neither wrap nor end in an ellipsis
-    at any terminal width; every other column folds its text onto more lines rather than cutting it."""
-    for column in table.columns:
+    at any terminal width. Every other column wraps between words and, where the terminal has the room, keeps its
+    longest word (up to `FOLDED_WORD` cells; a longer one folds) whole, so a header or a status is not broken into
+    letters; where it has not, the kept columns win and the words fold. The tests render each table at 80."""
+    words: dict[int, int] = {}
+    for index, column in enumerate(table.columns):
         if column.header in headers:
             column.no_wrap = True
             column.min_width = max([_cell_width(cell) for cell in column.cells] + [_cell_width(column.header)])
         else:
             column.overflow = "fold"
-    return table
+            longest = max([_word_width(cell) for cell in column.cells] + [_word_width(column.header)])
+            words[index] = min(longest, FOLDED_WORD)
+    table.__class__ = WholeTable  # the same table, laid out by WholeTable at each rendering
+    whole = cast(WholeTable, table)
+    whole.words = words
+    return whole
+
+
+FOLDED_WORD = 20
+"""A word (a header's, a status, a number) up to this many cells is kept whole; a longer one (a path in free
+text) folds onto more lines rather than widening its column past the terminal."""
+
+
+class WholeTable(Table):
+    """A `keep_whole` table: at each rendering, its columns' words are kept whole when they fit beside the kept
+    columns in the width given."""
+
+    words: dict[int, int]
+    """The longest word of each column not kept whole, by index: its least width where the room allows."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        _, right, _, left = self.padding
+        gaps = (left + right) * len(self.columns) - (0 if self.pad_edge else left + right)
+        gaps += (len(self.columns) - 1 + (2 if self.show_edge else 0)) if self.box else 0
+        needed = gaps + sum(self.words.get(i, c.min_width or 0) for i, c in enumerate(self.columns))
+        for index, word in self.words.items():
+            self.columns[index].min_width = word if needed <= options.max_width and word else None
+        yield from super().__rich_console__(console, options)
 
 
 def _cell_width(cell: object) -> int:
-    return Text.from_markup(cell).cell_len if isinstance(cell, str) else 0
+    """The widest line of a cell (a cell of several lines is as wide as its widest)."""
+    if not isinstance(cell, str):
+        return 0
+    return max((cell_len(line) for line in Text.from_markup(cell).plain.split("\n")), default=0)
+
+
+def _word_width(cell: object) -> int:
+    if not isinstance(cell, str):
+        return 0
+    return max((cell_len(word) for word in Text.from_markup(cell).plain.split()), default=0)

@@ -79,9 +79,9 @@ def create_signer(path: Path, passphrase: bytes | None = None) -> CryptoSigner:
     return signer
 
 
-def load_or_create_signer(path: Path) -> CryptoSigner:
-    """The key at ``path``; made, with its ``.pub``, when there is no file there."""
-    return load_signer(path) if path.exists() else create_signer(path)
+def load_or_create_signer(path: Path, setting: str | None = None) -> CryptoSigner:
+    """The key at ``path``; made, with its ``.pub``, when there is no file there. ``setting``: as `load_signer`'s."""
+    return load_signer(path, setting) if path.exists() else create_signer(path)
 
 
 def public_pem(signer: CryptoSigner) -> str:
@@ -99,12 +99,14 @@ def public_key_from_pem(pem: bytes, where: str) -> SSlibKey:
     return SSlibKey.from_crypto(key, scheme=SCHEME)
 
 
-def load_public_key(path: Path) -> SSlibKey:
+def load_public_key(path: Path, setting: str | None = None) -> SSlibKey:
+    """The public key at ``path``; the error names ``setting`` (the option or variable that gave the path)."""
+    named = f"{setting}={path}" if setting else str(path)
     try:
         pem = path.read_bytes()
     except OSError as e:
-        raise ConfigError(f"{path}: not a readable PEM public key: {e}") from e
-    return public_key_from_pem(pem, str(path))
+        raise ConfigError(f"{named}: not a readable PEM public key: {e}") from e
+    return public_key_from_pem(pem, named)
 
 
 def canonical(payload: Any) -> bytes:

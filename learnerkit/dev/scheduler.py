@@ -104,7 +104,7 @@ def certificates(launch: Launch) -> CertificateFiles:
 
 def _prepare(launch: Launch) -> None:
     launch.folder.mkdir(parents=True, exist_ok=True)
-    load_or_create_signer(signing_key(launch))
+    load_or_create_signer(signing_key(launch), "the dev scheduler's key (dev --state-dir)")
     if not certificates(launch).cert.exists():
         create_certificates(launch.folder / "tls")
     if not _tenants(launch).exists():

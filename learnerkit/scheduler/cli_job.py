@@ -34,6 +34,7 @@ from learnerkit.common.output import (
     err_console,
     fail,
     fail_with_problems,
+    keep_whole,
     output_option,
     to_jsonable,
 )
@@ -488,7 +489,7 @@ def verify(
     from learnerkit.scheduler.provenance.verify import verify_folder
 
     if public_keys:
-        keys = [load_public_key(path) for path in public_keys]
+        keys = [load_public_key(path, "--public-key") for path in public_keys]
     else:
         keys = [public_key_from_pem(pem.encode(), f"{client.base_url}/v1/keys") for pem in client.public_keys()]
     folder = Path(target)
@@ -809,7 +810,7 @@ def _show(path: Path, job: JobManifest, model: ModelSummary | None, results_sour
         files = f"{model.files} file{'' if model.files == 1 else 's'}"
         table.add_row("model code", f"{files}, {decimal(model.expanded_bytes)}")
         table.add_row("requirements", ", ".join(model.requirements) or "none")
-    console.print(table)
+    console.print(keep_whole(table))
     for field, why in left.items():
         console.print(
             f"[yellow]left to submit[/]: {field}: {escape(why)}. The one check validate leaves to submit:"

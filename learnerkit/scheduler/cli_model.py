@@ -85,8 +85,12 @@ def _catalog(command: F, through_scheduler: bool) -> F:
                         f"{e} (with no --tenant or LEARNERKIT_TENANT, the command asks the scheduler)"
                     ) from e
             assert tenant is not None  # click requires it where there is no scheduler path
-            paths = public_keys or (public_key_path(Path(os.environ.get(SIGNING_KEY_SETTING, DEFAULT_SIGNING_KEY))),)
-            keys = [load_public_key(path) for path in paths]
+            if public_keys:
+                keys = [load_public_key(path, "--public-key") for path in public_keys]
+            else:
+                beside = f"the .pub beside {SIGNING_KEY_SETTING}"
+                key = Path(os.environ.get(SIGNING_KEY_SETTING, DEFAULT_SIGNING_KEY))
+                keys = [load_public_key(public_key_path(key), beside)]
             extra = {"client": None} if through_scheduler else {}
             return command(*args, store=Store(registry, tenant), keys=keys, output=output, **extra, **kw)
         except (RefusedError, ModelMoveRefusedError) as e:
@@ -264,12 +268,14 @@ def alias_command(
     if client is not None:
         move = client.move_alias(name, alias, version)
     else:
+        from learnerkit.common.optionsource import given_by
         from learnerkit.common.passphrase import key_passphrase
         from learnerkit.common.signing import load_signer
         from learnerkit.scheduler.catalog.service import move_alias
 
         assert store is not None
-        signer = load_signer(signing_key, SIGNING_KEY_SETTING, key_passphrase(os.environ))
+        source = given_by("signing_key", "--signing-key", SIGNING_KEY_SETTING)
+        signer = load_signer(signing_key, source, key_passphrase(os.environ))
         at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         move = move_alias(store, name, alias, version, keys, signer, getpass.getuser(), at)
     emit(

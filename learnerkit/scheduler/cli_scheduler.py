@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import click
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -32,7 +33,7 @@ from learnerkit.scheduler.config.settings import (
 from learnerkit.scheduler.errors import TokensFileError
 from learnerkit.scheduler.manifest.defaultresults import tenant_results
 from learnerkit.scheduler.manifest.units import format_size
-from learnerkit.scheduler.nodes.listing import list_nodes
+from learnerkit.scheduler.nodes.listing import NodeRow, list_nodes
 from learnerkit.scheduler.nodes.marks import mark_node
 
 tokens_option = click.option(
@@ -140,7 +141,7 @@ def serve_command(
             backend={"kind": BackendKind(backend) if backend else None},
             limits={"tenants": tenants, "defaults": defaults},
             trust={"project_images": trust_project_images},
-            signing={"key": signing_key},
+            signing={"key": signing_key, "source": "--signing-key" if signing_key is not None else None},
         )
         results = tenant_results(defaults.results_bucket, "<tenant>") if defaults.results_bucket else "none (required)"
         storage = format_size(defaults.storage_bytes) if defaults.storage_bytes else "an unbounded /job"
@@ -217,11 +218,12 @@ def key_rotate(key: Path, output: str) -> None:
     id>.pub`) so the scheduler keeps publishing it (GET /v1/keys) and jobs it signed still verify. Restart `serve`
     to sign with the new key."""
     from learnerkit.common.keyring import retired_folder, rotate
+    from learnerkit.common.optionsource import given_by
     from learnerkit.common.passphrase import key_passphrase
     from learnerkit.common.signing import public_pem
 
     try:
-        rotation = rotate(key, key_passphrase(os.environ))
+        rotation = rotate(key, key_passphrase(os.environ), given_by("key", "--key", SIGNING_KEY_SETTING))
     except (LearnerkitError, OSError) as e:
         fail(output, e if isinstance(e, LearnerkitError) else ConfigError(f"{key}: cannot write the keys: {e}"))
         return
@@ -320,6 +322,17 @@ def undrain_command(node: str, etcd_endpoints: str | None, output: str) -> None:
     _mark(node, etcd_endpoints, output, drained=False)
 
 
+def nodes_table(rows: list[NodeRow]) -> Table:
+    """A row per job holding room on a node; no rules, so a node's name (Kubernetes': 30 characters and more) and
+    a job id leave the state and the status their words at 80 columns."""
+    table = Table("NODE", "STATE", "JOB", "TENANT", "STATUS", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for row in rows:
+        for job in row.jobs or (None,):
+            cells = (job.job_id, job.tenant, job.status) if job is not None else ("-", "", "")
+            table.add_row(escape(row.node), row.state.value, *(escape(cell) for cell in cells))
+    return keep_whole(table, "NODE", "JOB")
+
+
 @scheduler_group.command("nodes")
 @etcd_option
 @output_option
@@ -336,12 +349,7 @@ def nodes_command(etcd_endpoints: str | None, output: str) -> None:
         return
 
     def show() -> None:
-        table = Table("NODE", "STATE", "JOB", "TENANT", "STATUS")
-        for row in rows:
-            for job in row.jobs or (None,):
-                cells = (job.job_id, job.tenant, job.status) if job is not None else ("-", "", "")
-                table.add_row(escape(row.node), row.state.value, *(escape(cell) for cell in cells))
-        console.print(keep_whole(table, "NODE", "JOB"))
+        console.print(nodes_table(rows))
 
     emit(output, [row.to_dict() for row in rows], show)
 

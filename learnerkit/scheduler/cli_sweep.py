@@ -11,11 +11,14 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from controller_sidecar.atomicfile import write_atomic
 from learnerkit.common.errors import LearnerkitError
@@ -26,6 +29,7 @@ from learnerkit.common.output import (
     err_console,
     fail,
     fail_with_problems,
+    keep_whole,
     output_option,
 )
 from learnerkit.common.project import find_project_root
@@ -102,10 +106,21 @@ def _show(sweep: Sweep, configs: list[Config]) -> None:
             f"the first {len(configs)} trials' parameters are known now; the others' come from the results",
             highlight=False,
         )
-    table = Table("trial", *spec.space.names, box=None, pad_edge=False)
-    for index, config in enumerate(configs):
-        table.add_row(str(index), *(_format(config[name]) for name in spec.space.names))
-    console.print(table)
+    console.print(parameters_view(spec.space.names, configs, console.width))
+
+
+def parameters_view(names: Sequence[str], configs: list[Config], width: int) -> RenderableType:
+    """One row per trial, one column per parameter, where ``width`` holds every name and value whole; else a line
+    per trial (``trial 0: lr=0.001, ...``), so no name is broken."""
+    cells = [[str(index), *(_format(config[name]) for name in names)] for index, config in enumerate(configs)]
+    columns = zip(["trial", *names], *cells, strict=True)
+    if sum(max(len(cell) for cell in column) + 2 for column in columns) - 2 > width:
+        lines = [f"trial {row[0]}: " + ", ".join(map("=".join, zip(names, row[1:], strict=True))) for row in cells]
+        return Group(*(Text(line) for line in lines))
+    table = Table("trial", *names, box=None, pad_edge=False)
+    for row in cells:
+        table.add_row(*row)
+    return keep_whole(table, "trial", *names)
 
 
 def _format(value: object) -> str:

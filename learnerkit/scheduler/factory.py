@@ -34,7 +34,7 @@ from learnerkit.scheduler.backends.k8s_objects import SIDECAR_METRICS_PORT
 from learnerkit.scheduler.backends.protocol import Backend
 from learnerkit.scheduler.config.packageindex import sidecar_packages
 from learnerkit.scheduler.config.policy import SubmitPolicy
-from learnerkit.scheduler.config.settings import SIGNING_KEY_SETTING, BackendKind, SchedulerSettings
+from learnerkit.scheduler.config.settings import BackendKind, SchedulerSettings
 from learnerkit.scheduler.config.tenants import Tenants, load_tenants
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
@@ -147,7 +147,7 @@ async def sole_scheduler(etcd: EtcdStore, settings: SchedulerSettings) -> AsyncI
 
 def create_scheduler(settings: SchedulerSettings) -> HostedScheduler:
     """Refuses (ConfigError naming ``$LEARNERKIT_SIGNING_KEY``) without a readable platform signing key."""
-    signer = load_signer(settings.signing.key, SIGNING_KEY_SETTING, settings.signing.passphrase)
+    signer = load_signer(settings.signing.key, settings.signing.source, settings.signing.passphrase)
     keys = published_keys(settings.signing.key, signer)
     catalog = ImageCatalog(find_project_root(), settings.backend.registry)
     backend, metrics_port = backend_for(settings)

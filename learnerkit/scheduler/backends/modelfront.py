@@ -143,7 +143,12 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._error(HTTPStatus.LENGTH_REQUIRED, "send the body with a Content-Length")
             return
-        length = int(self.headers.get("Content-Length") or 0)
+        declared = (self.headers.get("Content-Length") or "0").strip()
+        if not (declared.isascii() and declared.isdigit()):  # int() takes "-5", " 5", "٣" and "1_0"
+            self.close_connection = True
+            self._error(HTTPStatus.BAD_REQUEST, f"Content-Length {declared!r} is not a count of bytes")
+            return
+        length = int(declared)
         if length > MAX_BODY:
             self.close_connection = True
             self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"the body is over {MAX_BODY} bytes")

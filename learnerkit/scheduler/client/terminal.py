@@ -76,15 +76,15 @@ def jobs_table(jobs: list[JobView], now: datetime | None = None, width: int | No
         table.add_column(column)
     for row in rows:
         table.add_row(*(row[column] for column in shown))
-    keep_whole(table, "job", "status", "learners", "gpus", "age", "model")
+    whole = keep_whole(table, "job", "status", "learners", "gpus", "age", "model")
     longest_word = max((len(word) for job in jobs for word in job.name.split()), default=0)
     room = None
     if width is not None:
         kept = sum((column.min_width or 0) + 2 for column in table.columns if column.no_wrap)
         room = width - kept - 2 - (REASON_ROOM + 2 if "reason" in shown else 0)
     name_width = min(longest_word, MAX_NAME_WORD, longest_word if room is None else room)
-    table.columns[shown.index("name")].min_width = name_width if name_width > 0 else None
-    return table
+    whole.words[shown.index("name")] = name_width
+    return whole
 
 
 JOB_COLUMNS = ("job", "name", "status", "learners", "gpus", "age", "model", "reason")

@@ -224,6 +224,8 @@ class SigningSettings:
     create` makes one. The scheduler does not start without it."""
     passphrase: bytes | None = field(default=None, repr=False)
     """What decrypts it: ``$LEARNERKIT_SIGNING_KEY_PASSPHRASE`` or the file ``$..._PASSPHRASE_FILE`` names."""
+    source: str = "LEARNERKIT_SIGNING_KEY"
+    """What gave `key` (``--signing-key`` of `scheduler serve`, else the variable): a key error names it."""
 
 
 @dataclass(frozen=True)

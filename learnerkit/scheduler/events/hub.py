@@ -27,6 +27,8 @@ QUEUED = 1_000
 """Events waiting for one slow stream before it is ended."""
 STREAMS_PER_TENANT = 32
 """Streams open at once for one tenant (browsers' tabs, `job status --follow`s)."""
+REPORTED_KEYS = 10_000
+"""Keys whose skipped changes were logged, each once; past this many the record starts again."""
 
 Watch = Callable[[], AsyncGenerator[WatchEvent, None]]
 """etcd's changes under the root, from the revision after `Revision`'s."""
@@ -78,6 +80,7 @@ class EventHub:
         self._tenants: dict[str, str] = {}
         self._closed = False
         self._listeners: list[Callable[[Event], None]] = []
+        self._reported: set[str] = set()
         self.ready = asyncio.Event()
 
     @property
@@ -87,7 +90,9 @@ class EventHub:
 
     async def run(self, start_revision: Revision, watch: Watch, tenant_of: TenantOf) -> None:
         """Follow etcd until cancelled; ``tenant_of`` names the tenant of a job seen first by a key other than its
-        status (a job submitted before this scheduler started), and of a sweep (its state does not name it)."""
+        status (a job submitted before this scheduler started), and of a sweep (its state does not name it). A change
+        that fails (a key or record that does not parse, a lookup etcd did not answer) is skipped, its key logged
+        once: one bad key never ends every stream."""
         revision = await start_revision()
         self._horizon = Position(revision, LAST)
         self._latest = Position(revision, LAST)  # a page drawn now is current with all of that revision
@@ -95,15 +100,33 @@ class EventHub:
         index, last_revision = 0, revision
         async with aclosing(watch()) as changes:
             async for watched in changes:
-                change = change_of(watched, self.root)
-                if change is None:
+                try:
+                    change = change_of(watched, self.root)
+                    if change is None:
+                        continue
+                    tenant = change.tenant or self._tenants.get(change.subject) or await tenant_of(change)
+                except Exception as e:  # noqa: BLE001 - any failure of one key's change; cancelling is no Exception
+                    self._skipped(watched, e)
                     continue
-                tenant = change.tenant or self._tenants.get(change.subject) or await tenant_of(change)
                 if tenant is None:
                     continue
                 index = index + 1 if watched.revision == last_revision else 0
                 last_revision = watched.revision
                 self.publish(Event(Position(watched.revision, index), tenant, change))
+
+    def _skipped(self, watched: WatchEvent, error: Exception) -> None:
+        if watched.key in self._reported:
+            return
+        if len(self._reported) >= REPORTED_KEYS:
+            self._reported.clear()
+        self._reported.add(watched.key)
+        LOGGER.warning(
+            "event stream: skipped the change of %s at revision %d (%s: %s); later failures of this key are not logged",
+            watched.key,
+            watched.revision,
+            type(error).__name__,
+            error,
+        )
 
     def listen(self, listener: Callable[[Event], None]) -> None:
         """Call ``listener`` with every event as it is published, on the loop (it must not block)."""

@@ -5,6 +5,8 @@ Layout, beside the jobs' root (``/learnerkit/sweeps`` for ``/learnerkit/jobs``):
 - ``<sweep_id>/spec``: the tenant, the search file and the manifest as submitted (credentials included, as
   ``/learnerkit/credentials/<job>`` keeps a job's), the submit's options; written once, and again without the
   credentials when the sweep ends (done, cancelled or failed; `SweepStore.delete_credentials`).
+- ``<sweep_id>/tenant``: the tenant alone, written with the spec: the event stream names a sweep's tenant without
+  reading its spec (sweeps stored before it was written fall back to the spec).
 - ``<sweep_id>/state``: running, halted, cancelled, done or failed (with the reason), and the count of decisions taken.
 - ``<sweep_id>/trials/<index>``: each started trial's `TrialRecord`, its job and the attempt its rung began.
 - ``<sweep_id>/decisions/<n>``: every decision in order, with its reason (read by `sweep status`).
@@ -214,12 +216,22 @@ class SweepStore:
         prefix = self._prefix(spec.sweep_id)
         items = {
             f"{prefix}spec": json.dumps(spec.to_raw(), sort_keys=True),
+            f"{prefix}tenant": spec.tenant,
             f"{prefix}state": json.dumps(SweepState().to_raw(), sort_keys=True),
         }
         try:
             return await self.etcd.create_all(f"{prefix}spec", items)
         except TransientError as e:
             raise StoreUnavailableError(f"storing sweep {spec.sweep_id}: etcd does not answer: {e}") from e
+
+    async def tenant(self, sweep_id: str) -> str | None:
+        """The sweep's tenant, from its ``tenant`` key (its spec for a sweep stored without one); None: no sweep."""
+        prefix = self._prefix(sweep_id)
+        found = await self.etcd.get(f"{prefix}tenant")
+        if found is not None:
+            return found[0].decode()
+        spec = await self.etcd.get(f"{prefix}spec")
+        return None if spec is None else str(json.loads(spec[0])["tenant"])
 
     async def delete_credentials(self, spec: SweepSpecRecord) -> SweepSpecRecord:
         """Keep the sweep's manifest without its stores' credentials: an ended sweep starts no trial again."""

@@ -6,6 +6,7 @@ server closed meanwhile sent again, SIGTERM's drain."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http import HTTPStatus
@@ -192,3 +193,18 @@ def test_a_control_file_that_is_not_json_is_reported_and_changes_nothing(
     wait_until(lambda: "upstream: Expecting" in capsys.readouterr().err, timeout=10, message="the report")
     assert front.status()["upstream"]["url"] == old.url
     assert modelfront.ready(old.url) and not modelfront.ready("http://127.0.0.1:1")
+
+
+@pytest.mark.parametrize("length", ["abc", "-5", "+5", "1_0"])
+def test_a_content_length_that_is_no_count_of_bytes_is_answered_400(
+    pair: tuple[Front, Upstream, Upstream, Path], length: str
+) -> None:
+    front, old, _, control = pair
+    current(front, old, control)
+    host, port = front.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode())
+        answer = sock.makefile("rb").read()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), head
+    assert json.loads(body) == {"error": f"Content-Length {length.strip()!r} is not a count of bytes"}

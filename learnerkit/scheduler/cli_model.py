@@ -420,20 +420,26 @@ def _serving_home() -> Path:
     "--port",
     type=click.IntRange(1, 65535),
     default=None,
-    help="the name's port on 127.0.0.1, where it is not served yet [one Docker picks; kept while it is served]",
+    help="the reference's port on 127.0.0.1, where it is not served yet [one Docker picks; kept while it is served]",
 )
 @catalog_command
 def serve_command(
     reference: str, image: str | None, port: int | None, store: Store, keys: list[Key], output: str
 ) -> None:
-    """Serve a version over the Open Inference Protocol v2 on the local Docker engine; prints the name's address,
-    which stays while it is served. Serving a served name again rolls it over to the version named now, at the
-    same address: the new server answers ready, new requests go to it, the old one's finish, then it stops."""
+    """Serve a version over the Open Inference Protocol v2 on the local Docker engine; prints the reference's
+    address, which stays while it is served. Each NAME@ALIAS (or NAME@VERSION) has its own address, so
+    `production` and `candidate` of one model are served side by side. Serving a served reference again answers
+    its address, rolling it over where the alias moved meanwhile (the new server answers ready, new requests go
+    to it, the old one's finish, then it stops); the name's other references are not touched."""
     from learnerkit.scheduler.serving.deployment import SERVER_IMAGE, serve
 
     key_files = _key_files()
     served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE, port)
-    emit(output, served.to_dict(), lambda: console.print(served.url, soft_wrap=True))
+    emit(
+        output,
+        served.to_dict(),
+        lambda: console.print(f"{served.reference} ({served.version}) at {served.url}", soft_wrap=True, markup=False),
+    )
 
 
 def _key_files() -> list[Path]:
@@ -445,21 +451,27 @@ def _key_files() -> list[Path]:
 
 
 @model_group.command("stop")
-@click.argument("name")
+@click.argument("reference", metavar="NAME|NAME@ALIAS|NAME@VERSION")
 @click.option("--tenant", envvar="LEARNERKIT_TENANT", required=True, help="the tenant [env LEARNERKIT_TENANT]")
 @output_option
-def stop_command(name: str, tenant: str, output: str) -> None:
-    """Stop serving NAME on this host's engine: its address first (the requests in flight finish), then every
-    server of it; no registry or key is needed."""
-    from learnerkit.scheduler.catalog.names import check_name
-    from learnerkit.scheduler.serving.deployment import forget, stop
+def stop_command(reference: str, tenant: str, output: str) -> None:
+    """Stop serving NAME@ALIAS (or NAME@VERSION) on this host's engine, the name's other references kept; a bare
+    NAME stops every reference of it. Its address goes first (the requests in flight finish), then its servers;
+    no registry or key is needed."""
+    from learnerkit.scheduler.catalog.names import Reference, check_name
+    from learnerkit.scheduler.serving.deployment import stop
 
     try:
-        versions = stop(check_name(tenant, "tenant"), check_name(name))
+        stopped = stop(_serving_home(), check_name(tenant, "tenant"), reference)
     except LearnerkitError as e:
         fail(output, e)
-    forget(_serving_home(), tenant, name)
-    emit(output, {"name": name, "stopped": versions}, lambda: console.print(f"stopped {name}"))
+    name = Reference.parse(reference).name
+    references = sorted({s.reference for s in stopped})
+    emit(
+        output,
+        {"name": name, "stopped": [s.version for s in stopped], "references": references},
+        lambda: console.print(f"stopped {', '.join(references)}", soft_wrap=True, markup=False),
+    )
 
 
 @model_group.command("predict")
@@ -481,10 +493,10 @@ def predict_command(reference: str, input_file: Path, store: Store, keys: list[K
     from learnerkit.scheduler.serving.predict import predict
 
     ref = Reference.parse(reference)
-    server = served(store.tenant, ref.name)
+    server = served(store.tenant, reference)
     wanted = resolve(store, ref)
     if server.version != wanted:
-        raise CatalogError(f"{reference} is {wanted}, but {ref.name} serves {server.version}: serve it first")
+        raise CatalogError(f"{reference} is {wanted}, but {server.reference} serves {server.version}: serve it first")
     answer = predict(server.url, ref.name, input_file)
 
     def show() -> None:

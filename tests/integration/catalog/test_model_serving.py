@@ -283,7 +283,7 @@ def test_an_alias_moved_rolls_the_served_version_over_at_the_same_address_withou
     plain = tmp_path / "batch.json"
     plain.write_text(json.dumps(called(digits_model)[0].tolist()), encoding="utf-8")
     code, out = model("predict", "digits@production", "--input", str(plain), env=env)
-    assert code != 0 and f"but digits serves {first['version']}: serve it first" in out, out
+    assert code != 0 and f"but digits@production serves {first['version']}: serve it first" in out, out
 
     code, out = model("serve", "digits@production", env=env)
     assert code == 0, out

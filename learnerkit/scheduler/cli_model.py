@@ -222,18 +222,26 @@ def list_command(store: Store | None, keys: list[Key], client: SchedulerClient |
 @click.argument("reference", metavar="NAME@VERSION|NAME@ALIAS")
 @catalog_command
 def show_command(reference: str, store: Store, keys: list[Key], output: str) -> None:
-    """A version: its files, job and lineage."""
+    """A version: its files, job and lineage, and where this host's engine serves it (`served`: null where no
+    Docker engine answers)."""
     from learnerkit.scheduler.catalog.service import lineage_of
+    from learnerkit.scheduler.serving.deployment import served_here
 
     version = lineage_of(store, reference)
-    emit(output, _version_row(version), lambda: _show_version(version))
+    here = served_here(store.tenant, version.name)
+    served = None if here is None else [s.to_dict() for s in here if s.version == version.version]
+    emit(output, {**_version_row(version), "served": served}, lambda: _show_version(version, served))
 
 
-def _show_version(version: Version) -> None:
+def _show_version(version: Version, served: list[dict[str, Any]] | None) -> None:
     console.print(f"{version.name}@{version.version}", soft_wrap=True)
     console.print(f"job {version.job}; {'attested' if version.attested else 'UNATTESTED (imported)'}")
     for blob in version.files:
         console.print(f"  {blob.path} {blob.digest} {blob.size} bytes", soft_wrap=True)
+    if served is None:
+        console.print("served: unknown (no Docker engine answers)")
+    for row in served or []:
+        console.print(f"served as {row['reference']} at {row['url']}", soft_wrap=True, markup=False)
 
 
 @model_group.command("alias")
@@ -472,6 +480,34 @@ def stop_command(reference: str, tenant: str, output: str) -> None:
         {"name": name, "stopped": [s.version for s in stopped], "references": references},
         lambda: console.print(f"stopped {', '.join(references)}", soft_wrap=True, markup=False),
     )
+
+
+@model_group.command("served")
+@click.argument("name", required=False)
+@click.option("--tenant", envvar="LEARNERKIT_TENANT", required=True, help="the tenant [env LEARNERKIT_TENANT]")
+@output_option
+def served_command(name: str | None, tenant: str, output: str) -> None:
+    """What this host's engine serves of the tenant's models (of NAME only, where given): each NAME@ALIAS or
+    NAME@VERSION with its address and version; no registry or key is needed."""
+    from learnerkit.common.engineimages import EngineError
+    from learnerkit.scheduler.catalog.names import check_name
+    from learnerkit.scheduler.serving.deployment import served_here
+
+    check_name(tenant, "tenant")
+    found = served_here(tenant, None if name is None else check_name(name))
+    if found is None:
+        fail(output, EngineError("no Docker engine answers: nothing is served on this host"))
+    rows = [s.to_dict() for s in found or []]
+
+    def show() -> None:
+        # Two lines an endpoint, never cut at 80 columns: the reference and address, then the version's digest.
+        for row in rows:
+            console.print(f"{row['reference']} {row['url']}", soft_wrap=True, markup=False)
+            console.print(f"  {row['version']}", soft_wrap=True, markup=False)
+        if not rows:
+            console.print(f"nothing of tenant {tenant} is served on this host", markup=False)
+
+    emit(output, rows, show)
 
 
 @model_group.command("predict")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from securesystemslib.signer import Key
 
+from learnerkit.common.engineimages import EngineError
 from learnerkit.scheduler.backends import modelservers
 from learnerkit.scheduler.backends.modelservers import (
     SERVER_IMAGE as SERVER_IMAGE,
@@ -36,7 +37,6 @@ from learnerkit.scheduler.backends.modelservers import (
     read_only_for_all,
     roll_over,
 )
-from learnerkit.scheduler.backends.modelservers import served_endpoints as served_endpoints
 from learnerkit.scheduler.catalog.errors import RefusedError
 from learnerkit.scheduler.catalog.names import Reference
 from learnerkit.scheduler.catalog.proof import WEIGHTS
@@ -92,6 +92,14 @@ def stop(home: Path, tenant: str, reference: str) -> list[Served]:
         else:
             _forget_endpoint(home, Endpoint(tenant, ref.name, pinned))
     return stopped
+
+
+def served_here(tenant: str, name: str | None = None) -> list[Served] | None:
+    """The tenant's endpoints (of ``name``, where given) on this host's engine; None where no engine answers."""
+    try:
+        return modelservers.served_endpoints(tenant, name)
+    except EngineError:
+        return None
 
 
 def _control(home: Path, endpoint: Endpoint) -> Path:

@@ -99,3 +99,19 @@ def test_model_stop_names_the_alias_it_stopped_and_the_one_not_served(
     assert result.exit_code == 1, result.output
     assert "digits@candidate is not served for tenant team (served: digits@production" in result.output
     assert [s.reference for s in modelservers.served_endpoints("team")] == ["digits@production"]
+
+
+def test_model_served_lists_each_endpoint_whole_at_80_columns(fake: FakeEngine) -> None:
+    serving(fake, Endpoint("team", "digits", "production"), V1, 41001)
+    serving(fake, Endpoint("team", "digits", V2), V2, 41002)
+    serving(fake, Endpoint("other", "digits", "production"), V1, 41003)  # another tenant's: not listed
+    run = CliRunner().invoke
+    result = run(cli, ["model", "served", "digits", "--tenant", "team", "--output", "json"])
+    assert result.exit_code == 0, result.output
+    assert [(r["reference"], r["alias"], r["version"], r["url"]) for r in json.loads(result.output)] == [
+        ("digits@production", "production", V1, "http://127.0.0.1:41001"),
+        (f"digits@{V2}", None, V2, "http://127.0.0.1:41002"),
+    ]
+    text = run(cli, ["model", "served", "--tenant", "team"], env={"COLUMNS": "80"}).output.splitlines()
+    assert "digits@production http://127.0.0.1:41001" in text and f"  {V1}" in text, text
+    assert all(len(line) <= 80 for line in text if not line.startswith("digits@sha256:")), text

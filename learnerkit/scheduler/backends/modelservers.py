@@ -201,16 +201,15 @@ def stop(tenant: str, name: str, pinned: str | None = None) -> list[Served]:
 
 
 def served(endpoint: Endpoint) -> Served:
-    """The running server of ``endpoint`` (the newest, while a roll-over has two) at its front's address;
-    ServingError, naming what of the name is served, for none."""
-    found = [c for c in containers(endpoint) if c.status == "running"]
-    if not found:
+    """The running server of ``endpoint`` at its front's address; ServingError, naming what of the name is
+    served, for none."""
+    found = _running(endpoint)
+    if found is None:
         raise ServingError(
             f"{endpoint.reference} is not served for tenant {endpoint.tenant}{_others(endpoint.tenant, endpoint.name)}"
             f" (`learnerkit model serve {endpoint.reference}`)"
         )
-    newest = max(found, key=lambda c: str(c.attrs.get("Created", "")))
-    return described(newest, endpoint.name, front(endpoint))
+    return found
 
 
 def served_endpoints(tenant: str, name: str | None = None) -> list[Served]:
@@ -218,11 +217,20 @@ def served_endpoints(tenant: str, name: str | None = None) -> list[Served]:
     model = f"{tenant}/{name}" if name is not None else None
     endpoints = set()
     for container in engine().containers.list(filters={"label": SERVED_LABEL}):
-        label = str(container.labels.get(SERVED_LABEL, ""))
-        owner, _, pinned = label.partition("@")
+        owner, _, pinned = str(container.labels.get(SERVED_LABEL, "")).partition("@")
         if MODEL_LABEL in container.labels and owner.startswith(f"{tenant}/") and model in (None, owner):
             endpoints.add(Endpoint(tenant, owner.removeprefix(f"{tenant}/"), pinned))
-    return sorted((served(e) for e in endpoints), key=lambda s: s.reference)
+    running = [_running(e) for e in endpoints]  # None: its server exited since the list
+    return sorted((s for s in running if s is not None), key=lambda s: s.reference)
+
+
+def _running(endpoint: Endpoint) -> Served | None:
+    """The running server of ``endpoint`` (the newest, while a roll-over has two) at its front's address."""
+    found = [c for c in containers(endpoint) if c.status == "running"]
+    if not found:
+        return None
+    newest = max(found, key=lambda c: str(c.attrs.get("Created", "")))
+    return described(newest, endpoint.name, front(endpoint))
 
 
 def _others(tenant: str, name: str) -> str:

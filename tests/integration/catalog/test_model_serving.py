@@ -344,6 +344,10 @@ def test_production_and_candidate_are_served_side_by_side_and_roll_over_apart(
         assert metadata["name"] == "digits" and metadata["versions"] == [served["version"]], metadata
     code, out = model("serve", "digits@production", env=env)  # served already: its address again, nothing new
     assert code == 0 and json.loads(out) == production, out
+    code, out = model("served", "digits", env=env)
+    assert code == 0 and json.loads(out) == [candidate, production], out
+    code, out = model("show", "digits@production", env=env)
+    assert code == 0 and json.loads(out)["served"] == [production], out
 
     poller = Poller(production["url"], infer_body(x))
     wait_until(lambda: poller.versions or poller.errors, timeout=60, message="production's first answer")

@@ -33,7 +33,14 @@ import requests
 
 from controller_sidecar.provenancerecord import Digested
 from learnerkit.common.signing import create_signer, public_key_path
-from learnerkit.scheduler.backends.modelservers import SERVER_IMAGE, read_only_for_all, roll_over, server_url, stop
+from learnerkit.scheduler.backends.modelservers import (
+    SERVER_IMAGE,
+    Endpoint,
+    read_only_for_all,
+    roll_over,
+    server_url,
+    stop,
+)
 from learnerkit.scheduler.provenance.modelsig import SIGNATURE_FILE, model_signature
 
 TENANT = "bench"
@@ -133,7 +140,10 @@ def main() -> None:
         folder, keys = signed_version(Path(tmp))
         baseline = json.loads(docker_python(IN_PROCESS.format(model=MODEL, n=args.requests), f"{folder}:/model:ro"))
         in_process = figures(baseline["seconds"], baseline["total"])
-        server = roll_over(TENANT, NAME, "sha256:" + "0" * 64, folder, keys, SERVER_IMAGE, Path(tmp) / "front", None)
+        digest = "sha256:" + "0" * 64
+        server = roll_over(
+            Endpoint(TENANT, NAME, digest), digest, folder, keys, SERVER_IMAGE, Path(tmp) / "front", None
+        )
         try:
             direct = f"{server_url(server)}/v2/models/{NAME}/infer"
             front = f"{server.url}/v2/models/{NAME}/infer"

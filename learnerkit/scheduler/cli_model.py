@@ -226,18 +226,26 @@ def list_command(store: Store | None, keys: list[Key], client: SchedulerClient |
 @click.argument("reference", metavar="NAME@VERSION|NAME@ALIAS")
 @catalog_command
 def show_command(reference: str, store: Store, keys: list[Key], output: str) -> None:
-    """A version: its files, job and lineage."""
+    """A version: its files, job and lineage, and where this host's engine serves it (`served`: null where no
+    Docker engine answers)."""
     from learnerkit.scheduler.catalog.service import lineage_of
+    from learnerkit.scheduler.serving.deployment import served_here
 
     version = lineage_of(store, reference)
-    emit(output, _version_row(version), lambda: _show_version(version))
+    here = served_here(store.tenant, version.name)
+    served = None if here is None else [s.to_dict() for s in here if s.version == version.version]
+    emit(output, {**_version_row(version), "served": served}, lambda: _show_version(version, served))
 
 
-def _show_version(version: Version) -> None:
+def _show_version(version: Version, served: list[dict[str, Any]] | None) -> None:
     console.print(f"{version.name}@{version.version}", soft_wrap=True)
     console.print(f"job {version.job}; {'attested' if version.attested else 'UNATTESTED (imported)'}")
     for blob in version.files:
         console.print(f"  {blob.path} {blob.digest} {blob.size} bytes", soft_wrap=True)
+    if served is None:
+        console.print("served: unknown (no Docker engine answers)")
+    for row in served or []:
+        console.print(f"served as {row['reference']} at {row['url']}", soft_wrap=True, markup=False)
 
 
 @model_group.command("alias")
@@ -426,20 +434,26 @@ def _serving_home() -> Path:
     "--port",
     type=click.IntRange(1, 65535),
     default=None,
-    help="the name's port on 127.0.0.1, where it is not served yet [one Docker picks; kept while it is served]",
+    help="the reference's port on 127.0.0.1, where it is not served yet [one Docker picks; kept while it is served]",
 )
 @catalog_command
 def serve_command(
     reference: str, image: str | None, port: int | None, store: Store, keys: list[Key], output: str
 ) -> None:
-    """Serve a version over the Open Inference Protocol v2 on the local Docker engine; prints the name's address,
-    which stays while it is served. Serving a served name again rolls it over to the version named now, at the
-    same address: the new server answers ready, new requests go to it, the old one's finish, then it stops."""
+    """Serve a version over the Open Inference Protocol v2 on the local Docker engine; prints the reference's
+    address, which stays while it is served. Each NAME@ALIAS (or NAME@VERSION) has its own address, so
+    `production` and `candidate` of one model are served side by side. Serving a served reference again answers
+    its address, rolling it over where the alias moved meanwhile (the new server answers ready, new requests go
+    to it, the old one's finish, then it stops); the name's other references are not touched."""
     from learnerkit.scheduler.serving.deployment import SERVER_IMAGE, serve
 
     key_files = _key_files()
     served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE, port)
-    emit(output, served.to_dict(), lambda: console.print(served.url, soft_wrap=True))
+    emit(
+        output,
+        served.to_dict(),
+        lambda: console.print(f"{served.reference} ({served.version}) at {served.url}", soft_wrap=True, markup=False),
+    )
 
 
 def _key_files() -> list[Path]:
@@ -451,21 +465,55 @@ def _key_files() -> list[Path]:
 
 
 @model_group.command("stop")
-@click.argument("name")
+@click.argument("reference", metavar="NAME|NAME@ALIAS|NAME@VERSION")
 @click.option("--tenant", envvar="LEARNERKIT_TENANT", required=True, help="the tenant [env LEARNERKIT_TENANT]")
 @output_option
-def stop_command(name: str, tenant: str, output: str) -> None:
-    """Stop serving NAME on this host's engine: its address first (the requests in flight finish), then every
-    server of it; no registry or key is needed."""
-    from learnerkit.scheduler.catalog.names import check_name
-    from learnerkit.scheduler.serving.deployment import forget, stop
+def stop_command(reference: str, tenant: str, output: str) -> None:
+    """Stop serving NAME@ALIAS (or NAME@VERSION) on this host's engine, the name's other references kept; a bare
+    NAME stops every reference of it. Its address goes first (the requests in flight finish), then its servers;
+    no registry or key is needed."""
+    from learnerkit.scheduler.catalog.names import Reference, check_name
+    from learnerkit.scheduler.serving.deployment import stop
 
     try:
-        versions = stop(check_name(tenant, "tenant"), check_name(name))
+        stopped = stop(_serving_home(), check_name(tenant, "tenant"), reference)
     except LearnerkitError as e:
         fail(output, e)
-    forget(_serving_home(), tenant, name)
-    emit(output, {"name": name, "stopped": versions}, lambda: console.print(f"stopped {name}"))
+    name = Reference.parse(reference).name
+    references = sorted({s.reference for s in stopped})
+    emit(
+        output,
+        {"name": name, "stopped": [s.version for s in stopped], "references": references},
+        lambda: console.print(f"stopped {', '.join(references)}", soft_wrap=True, markup=False),
+    )
+
+
+@model_group.command("served")
+@click.argument("name", required=False)
+@click.option("--tenant", envvar="LEARNERKIT_TENANT", required=True, help="the tenant [env LEARNERKIT_TENANT]")
+@output_option
+def served_command(name: str | None, tenant: str, output: str) -> None:
+    """What this host's engine serves of the tenant's models (of NAME only, where given): each NAME@ALIAS or
+    NAME@VERSION with its address and version; no registry or key is needed."""
+    from learnerkit.common.engineimages import EngineError
+    from learnerkit.scheduler.catalog.names import check_name
+    from learnerkit.scheduler.serving.deployment import served_here
+
+    check_name(tenant, "tenant")
+    found = served_here(tenant, None if name is None else check_name(name))
+    if found is None:
+        fail(output, EngineError("no Docker engine answers: nothing is served on this host"))
+    rows = [s.to_dict() for s in found or []]
+
+    def show() -> None:
+        # Two lines an endpoint, never cut at 80 columns: the reference and address, then the version's digest.
+        for row in rows:
+            console.print(f"{row['reference']} {row['url']}", soft_wrap=True, markup=False)
+            console.print(f"  {row['version']}", soft_wrap=True, markup=False)
+        if not rows:
+            console.print(f"nothing of tenant {tenant} is served on this host", markup=False)
+
+    emit(output, rows, show)
 
 
 @model_group.command("predict")
@@ -487,10 +535,10 @@ def predict_command(reference: str, input_file: Path, store: Store, keys: list[K
     from learnerkit.scheduler.serving.predict import predict
 
     ref = Reference.parse(reference)
-    server = served(store.tenant, ref.name)
+    server = served(store.tenant, reference)
     wanted = resolve(store, ref)
     if server.version != wanted:
-        raise CatalogError(f"{reference} is {wanted}, but {ref.name} serves {server.version}: serve it first")
+        raise CatalogError(f"{reference} is {wanted}, but {server.reference} serves {server.version}: serve it first")
     answer = predict(server.url, ref.name, input_file)
 
     def show() -> None:

@@ -1,6 +1,10 @@
 """Model servers on the local Docker engine: the model server image (frameworks/modelserver) run hardened, found by
-label, waited for until ready, stopped; and each served name's front (`modelfront`), its stable address, that
-switches to a new server once it is ready and drains the old one (docs/catalog.md, "Serving").
+label, waited for until ready, stopped; and each endpoint's front (`modelfront`), its stable address, that switches
+to a new server once it is ready and drains the old one (docs/catalog.md, "Serving").
+
+An endpoint is one served reference, NAME@ALIAS or NAME@VERSION: `production` and `candidate` of one model are two,
+each with its own front, network and servers, so rolling one over never touches the other. What is served is only
+on the engine (labels), never in the scheduler: a scheduler's restart changes nothing of it.
 
 A server runs non-root, with a read-only root and no capabilities, no credentials in its environment, the version's
 folder and the platform's public keys mounted read-only, published on 127.0.0.1 only. It checks the version's model
@@ -9,6 +13,7 @@ signature before it loads anything and exits 2 naming what failed; `run_server` 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import urllib.error
@@ -29,7 +34,9 @@ MODEL_LABEL = "io.learnerkit.model"
 """`<tenant>/<name>`: which served model a container is."""
 VERSION_LABEL = "io.learnerkit.model.version"
 FRONT_LABEL = "io.learnerkit.model.front"
-"""`<tenant>/<name>`: which served model's front a container is (no MODEL_LABEL: it serves no version)."""
+"""`<tenant>/<name>`: which served model's front (or network) a container is (no MODEL_LABEL: it serves no version)."""
+SERVED_LABEL = "io.learnerkit.model.served"
+"""`<tenant>/<name>@<alias or version>`: the endpoint a server, front or network belongs to."""
 PORT = 8080
 READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 30
@@ -40,19 +47,76 @@ class ServingError(LearnerkitError):
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """One served reference of a tenant's model: ``pinned`` is the alias or the version (``sha256:...``)."""
+
+    tenant: str
+    name: str
+    pinned: str
+
+    @property
+    def reference(self) -> str:
+        return f"{self.name}@{self.pinned}"
+
+    @property
+    def alias(self) -> str | None:
+        return None if self.pinned.startswith("sha256:") else self.pinned
+
+    @property
+    def label(self) -> str:
+        return f"{self.tenant}/{self.reference}"
+
+    @property
+    def slug(self) -> str:
+        """Readable and unique: name and alias (or the version's first 12 hex digits), cut to 24 characters, and 8
+        hex digits of the whole label (names, aliases and tenants all may hold "-": joined, they could collide)."""
+        short = self.pinned.removeprefix("sha256:")[:12] if self.alias is None else self.pinned
+        return f"{self.name}-{short}"[:24].rstrip("-._") + "-" + hashlib.sha256(self.label.encode()).hexdigest()[:8]
+
+    @property
+    def front_container(self) -> str:
+        return f"lk-front-{self.slug}"
+
+    @property
+    def network_name(self) -> str:
+        return f"lk-model-{self.slug}"
+
+    def server_container(self, digest: str) -> str:
+        """A server of ``digest``: its start's milliseconds too, as a removed one's name may linger a moment."""
+        return f"lk-model-{self.slug}-{digest.removeprefix('sha256:')[:12]}-{int(time.time() * 1000) % 100000}"
+
+
+def front_labels(endpoint: Endpoint) -> dict[str, str]:
+    """The labels of the endpoint's front and network."""
+    return {FRONT_LABEL: f"{endpoint.tenant}/{endpoint.name}", SERVED_LABEL: endpoint.label}
+
+
+def server_labels(endpoint: Endpoint, digest: str) -> dict[str, str]:
+    return {MODEL_LABEL: f"{endpoint.tenant}/{endpoint.name}", VERSION_LABEL: digest, SERVED_LABEL: endpoint.label}
+
+
+@dataclass(frozen=True)
 class Served:
     name: str
     version: str
     url: str
-    """The name's stable address: its front's (the server's own where it has none)."""
+    """The endpoint's stable address: its front's (the server's own where it has none)."""
     container: str
     """The server's container."""
     front: str = ""
     """The front's container."""
+    pinned: str = ""
+    """The alias or version served at ``url`` ("" for a server started alone, `run_server`)."""
+
+    @property
+    def reference(self) -> str:
+        return f"{self.name}@{self.pinned}" if self.pinned else self.name
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "alias": None if not self.pinned or self.pinned.startswith("sha256:") else self.pinned,
+            "reference": self.reference,
             "version": self.version,
             "url": self.url,
             "container": self.container,
@@ -65,7 +129,7 @@ def run_server(
 ) -> Served:
     """A server of the pulled version in ``folder`` (the platform's keys in ``keys``), once it answers ready;
     ServingError, nothing left running, when it refuses the version or never gets ready."""
-    container = _start(tenant, name, digest, folder, keys, image, network)
+    container = _start(Endpoint(tenant, name, digest), digest, folder, keys, image, network)
     try:
         _wait_ready(container, name)
     except ServingError:
@@ -75,82 +139,118 @@ def run_server(
 
 
 def roll_over(
-    tenant: str, name: str, digest: str, folder: Path, keys: Path, image: str, control: Path, port: int | None
+    endpoint: Endpoint, digest: str, folder: Path, keys: Path, image: str, control: Path, port: int | None
 ) -> Served:
-    """``name`` served at its front's address by a server of ``digest``: started (or kept, where it runs), the
+    """``endpoint`` served at its front's address by a server of ``digest``: started (or kept, where it runs), the
     front switched to it once it answers ready, then every server of another version stopped once the front has
-    no request in flight to it. A server started here is removed again when the switch fails."""
-    servers = containers(tenant, name)
+    no request in flight to it. A server started here is removed again when the switch fails. The name's other
+    endpoints are not touched."""
+    name = endpoint.name
+    servers = containers(endpoint)
     old = [c for c in servers if c.labels.get(VERSION_LABEL) != digest]
     same = [c for c in servers if c.labels.get(VERSION_LABEL) == digest and c.status == "running"]
-    running_front = front(tenant, name)
+    running_front = front(endpoint)
     if same and running_front is not None and not old and port in (None, _front_port(running_front)):
         return described(same[0], name, running_front)  # another port: start_front names the one it has
-    started = None if same else _start(tenant, name, digest, folder, keys, image, network(tenant, name))
+    started = None if same else _start(endpoint, digest, folder, keys, image, network(endpoint))
     server = same[0] if started is None else started
     try:
         if started is not None:
             _wait_ready(started, name)
         own = described(server, name)
-        front_container = start_front(tenant, name, control, own, image, port)
-        switch(front_container, name, own, [described(c, name) for c in old])
+        front_container = start_front(endpoint, control, own, image, port)
+        switch(front_container, endpoint.reference, own, [described(c, name) for c in old])
     except ServingError:
         if started is not None:
             if old:
                 name_upstream(control, described(old[-1], name))
             remove(started)
-        if not old and running_front is None:  # the name was not served: nothing of it is left
-            for container in _fronts(tenant, name):
+        if not old and running_front is None:  # the endpoint was not served: nothing of it is left
+            for container in _fronts(endpoint):
                 remove(container)
-            _remove_network(tenant, name)
+            _remove_networks({SERVED_LABEL: endpoint.label})
         raise
     for previous in old:
         remove(previous)
     return described(server, name, front_container)
 
 
-def stop(tenant: str, name: str) -> list[str]:
-    """Stop and remove the front of ``name`` (it finishes the requests it is forwarding), then every server of
-    it, then its network; the versions they served (ServingError for none)."""
-    found = containers(tenant, name)
-    fronts = _fronts(tenant, name)
-    if not found and not fronts:
-        raise ServingError(f"model {name} is not served for tenant {tenant}")
+def stop(tenant: str, name: str, pinned: str | None = None) -> list[Served]:
+    """Stop and remove the front of the endpoint ``name@pinned`` (every endpoint of ``name`` for None; a front
+    finishes the requests it is forwarding), then its servers, then its network; what each served (ServingError
+    naming the endpoint, and what is served, for none)."""
+    if pinned is None:
+        found = list(engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={tenant}/{name}"}))
+        fronts = list(engine().containers.list(all=True, filters={"label": f"{FRONT_LABEL}={tenant}/{name}"}))
+        if not found and not fronts:
+            raise ServingError(f"model {name} is not served for tenant {tenant}")
+    else:
+        endpoint = Endpoint(tenant, name, pinned)
+        found, fronts = containers(endpoint), _fronts(endpoint)
+        if not found and not fronts:
+            raise ServingError(f"{endpoint.reference} is not served for tenant {tenant}{_others(tenant, name)}")
+    stopped = sorted((described(c, name) for c in found), key=lambda s: s.reference)
     for container in fronts:
         remove(container)
     for container in found:
         remove(container)
-    _remove_network(tenant, name)
-    return [str(c.labels.get(VERSION_LABEL)) for c in found]
+    _remove_networks(
+        {FRONT_LABEL: f"{tenant}/{name}"} if pinned is None else {SERVED_LABEL: f"{tenant}/{name}@{pinned}"}
+    )
+    return stopped
 
 
-def served(tenant: str, name: str) -> Served:
-    """The running server of ``name`` (the newest, while a roll-over has two) at the front's address;
-    ServingError for none."""
-    found = [c for c in containers(tenant, name) if c.status == "running"]
+def served(endpoint: Endpoint) -> Served:
+    """The running server of ``endpoint`` at its front's address; ServingError, naming what of the name is
+    served, for none."""
+    found = _running(endpoint)
+    if found is None:
+        raise ServingError(
+            f"{endpoint.reference} is not served for tenant {endpoint.tenant}{_others(endpoint.tenant, endpoint.name)}"
+            f" (`learnerkit model serve {endpoint.reference}`)"
+        )
+    return found
+
+
+def served_endpoints(tenant: str, name: str | None = None) -> list[Served]:
+    """Every endpoint of the tenant's models (of ``name`` only, where given) with a running server, by reference."""
+    model = f"{tenant}/{name}" if name is not None else None
+    endpoints = set()
+    for container in engine().containers.list(filters={"label": SERVED_LABEL}):
+        owner, _, pinned = str(container.labels.get(SERVED_LABEL, "")).partition("@")
+        if MODEL_LABEL in container.labels and owner.startswith(f"{tenant}/") and model in (None, owner):
+            endpoints.add(Endpoint(tenant, owner.removeprefix(f"{tenant}/"), pinned))
+    running = [_running(e) for e in endpoints]  # None: its server exited since the list
+    return sorted((s for s in running if s is not None), key=lambda s: s.reference)
+
+
+def _running(endpoint: Endpoint) -> Served | None:
+    """The running server of ``endpoint`` (the newest, while a roll-over has two) at its front's address."""
+    found = [c for c in containers(endpoint) if c.status == "running"]
     if not found:
-        raise ServingError(f"model {name} is not served for tenant {tenant} (`learnerkit model serve {name}@ALIAS`)")
+        return None
     newest = max(found, key=lambda c: str(c.attrs.get("Created", "")))
-    return described(newest, name, front(tenant, name))
+    return described(newest, endpoint.name, front(endpoint))
 
 
-def network_name(tenant: str, name: str) -> str:
-    return f"lk-model-{tenant}-{name}"
+def _others(tenant: str, name: str) -> str:
+    """`` (served: NAME@A, NAME@B)``: the name's endpoints that are served, for an error about another one."""
+    others = [s.reference for s in served_endpoints(tenant, name)]
+    return f" (served: {', '.join(others)})" if others else ""
 
 
-def network(tenant: str, name: str) -> str:
-    """The served name's own Docker network (its front and servers), made once."""
-    wanted = network_name(tenant, name)
+def network(endpoint: Endpoint) -> str:
+    """The endpoint's own Docker network (its front and servers), made once."""
+    wanted = endpoint.network_name
     if not [n for n in engine().networks.list(names=[wanted]) if n.name == wanted]:
-        engine().networks.create(wanted, driver="bridge", labels={FRONT_LABEL: f"{tenant}/{name}"})
+        engine().networks.create(wanted, driver="bridge", labels=front_labels(endpoint))
     return wanted
 
 
-def _remove_network(tenant: str, name: str) -> None:
-    wanted = network_name(tenant, name)
-    for found in engine().networks.list(names=[wanted]):
-        if found.name == wanted:  # Docker's name filter matches parts of names too
-            found.remove()
+def _remove_networks(labels: dict[str, str]) -> None:
+    """The networks with all of ``labels`` (once the containers on them are gone)."""
+    for found in engine().networks.list(filters={"label": [f"{k}={v}" for k, v in labels.items()]}):
+        found.remove()
 
 
 def upstream_url(server: Served) -> str:
@@ -158,35 +258,38 @@ def upstream_url(server: Served) -> str:
     return f"http://{server.container}:{PORT}"
 
 
-def front(tenant: str, name: str) -> Any | None:
-    """The running front of ``name``, if any."""
-    running = [c for c in _fronts(tenant, name) if c.status == "running"]
+def front(endpoint: Endpoint) -> Any | None:
+    """The running front of ``endpoint``, if any."""
+    running = [c for c in _fronts(endpoint) if c.status == "running"]
     return running[0] if running else None
 
 
-def start_front(tenant: str, name: str, control: Path, server: Served, image: str, port: int | None) -> Any:
-    """The front of ``name``, ``server`` named in its control folder; a front that runs already is kept (its
-    port is the name's address), one that stopped is started again on the port it had. ``port``: the host port
-    of a new front (None: one Docker picks)."""
+def start_front(endpoint: Endpoint, control: Path, server: Served, image: str, port: int | None) -> Any:
+    """The front of ``endpoint``, ``server`` named in its control folder; a front that runs already is kept (its
+    port is the endpoint's address), one that stopped is started again on the port it had. ``port``: the host
+    port of a new front (None: one Docker picks)."""
     name_upstream(control, server)
-    running = front(tenant, name)
+    running = front(endpoint)
+    reference = endpoint.reference
     if running is not None:
         had = _front_port(running)
         if port is not None and had != port:
-            raise ServingError(f"{name} is served on port {had}: `learnerkit model stop {name}` to change it")
+            raise ServingError(
+                f"{reference} is served at http://127.0.0.1:{had}: `learnerkit model stop {reference}` to change it"
+            )
         return running
-    for stopped in _fronts(tenant, name):
+    for stopped in _fronts(endpoint):
         port = port or _front_port(stopped)
         stopped.remove(force=True)
     try:
         container = engine().containers.run(
             image,
-            command=["--control", "/control", "--name", name, "--port", str(PORT)],
+            command=["--control", "/control", "--name", endpoint.name, "--port", str(PORT)],
             entrypoint=["/usr/bin/tini", "--", "/opt/learner/venv/bin/python", "/front/modelfront.py"],
-            name=f"lk-front-{tenant}-{name}",
-            labels={FRONT_LABEL: f"{tenant}/{name}"},
+            name=endpoint.front_container,
+            labels=front_labels(endpoint),
             detach=True,
-            network=network(tenant, name),
+            network=network(endpoint),
             **_hardened(),
             volumes={
                 modelfront.__file__: {"bind": "/front/modelfront.py", "mode": "ro"},
@@ -195,7 +298,7 @@ def start_front(tenant: str, name: str, control: Path, server: Served, image: st
             ports={f"{PORT}/tcp": ("127.0.0.1", port)},
         )
     except docker.errors.APIError as e:
-        raise ServingError(f"the front of {name} did not start: {e.explanation or e}") from e
+        raise ServingError(f"the front of {reference} did not start: {e.explanation or e}") from e
     return container
 
 
@@ -209,7 +312,7 @@ def name_upstream(control: Path, server: Served) -> None:
     control.chmod(0o755)  # the front runs as UID 1000, not necessarily the host user
 
 
-def switch(front_container: Any, name: str, server: Served, old: list[Served]) -> None:
+def switch(front_container: Any, reference: str, server: Served, old: list[Served]) -> None:
     """Until the front routes to ``server`` and has no request in flight to any of ``old``: then they can stop
     without dropping one. ServingError with the front's log when it exits or the deadline passes."""
     wanted, leaving = upstream_url(server), {upstream_url(o) for o in old}
@@ -219,7 +322,7 @@ def switch(front_container: Any, name: str, server: Served, old: list[Served]) -
         front_container.reload()
         if front_container.status in ("exited", "dead"):
             tail = front_container.logs(tail=20).decode("utf-8", "replace").strip()
-            raise ServingError(f"the front of {name} exited: {tail}")
+            raise ServingError(f"the front of {reference} exited: {tail}")
         url = _published(front_container)
         if url:
             try:
@@ -231,11 +334,13 @@ def switch(front_container: Any, name: str, server: Served, old: list[Served]) -
             if current == wanted and not leaving & set(status.get("in_flight", {})):
                 return
         time.sleep(0.05)
-    raise ServingError(f"the front of {name} did not switch to {wanted} within {READY_TIMEOUT:.0f} s: {status}")
+    raise ServingError(f"the front of {reference} did not switch to {wanted} within {READY_TIMEOUT:.0f} s: {status}")
 
 
-def _fronts(tenant: str, name: str) -> list[Any]:
-    return list(engine().containers.list(all=True, filters={"label": f"{FRONT_LABEL}={tenant}/{name}"}))
+def _fronts(endpoint: Endpoint) -> list[Any]:
+    """The fronts of ``endpoint``, running or not."""
+    labels = [f"{k}={v}" for k, v in front_labels(endpoint).items()]
+    return list(engine().containers.list(all=True, filters={"label": labels}))
 
 
 def _front_port(container: Any) -> int | None:
@@ -254,8 +359,10 @@ def read_only_for_all(folder: Path) -> None:
         path.chmod(0o555 if path.is_dir() else 0o444)
 
 
-def containers(tenant: str, name: str) -> list[Any]:
-    return list(engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={tenant}/{name}"}))
+def containers(endpoint: Endpoint) -> list[Any]:
+    """The servers of ``endpoint``, running or not."""
+    labels = [f"{MODEL_LABEL}={endpoint.tenant}/{endpoint.name}", f"{SERVED_LABEL}={endpoint.label}"]
+    return list(engine().containers.list(all=True, filters={"label": labels}))
 
 
 def _hardened() -> dict[str, Any]:
@@ -271,7 +378,8 @@ def _hardened() -> dict[str, Any]:
     }
 
 
-def _start(tenant: str, name: str, digest: str, folder: Path, keys: Path, image: str, network: str | None) -> Any:
+def _start(endpoint: Endpoint, digest: str, folder: Path, keys: Path, image: str, network: str | None) -> Any:
+    name = endpoint.name
     key_args = [arg for key in sorted(keys.glob("*.pub")) for arg in ("--public-key", f"/keys/{key.name}")]
     command = ["--model-dir", "/model", *key_args, "--name", name, "--version", digest, "--port", str(PORT)]
     ready = f"import urllib.request as u; u.urlopen('http://127.0.0.1:{PORT}/v2/health/ready', timeout=4)"
@@ -280,8 +388,8 @@ def _start(tenant: str, name: str, digest: str, folder: Path, keys: Path, image:
             image,
             command=command,
             entrypoint=["/usr/bin/tini", "--", "/opt/learner/venv/bin/python", "/opt/learner/server/serve.py"],
-            name=f"lk-model-{tenant}-{name}-{digest.removeprefix('sha256:')[:12]}-{int(time.time() * 1000) % 100000}",
-            labels={MODEL_LABEL: f"{tenant}/{name}", VERSION_LABEL: digest},
+            name=endpoint.server_container(digest),
+            labels=server_labels(endpoint, digest),
             detach=True,
             **_hardened(),
             **({"network": network} if network else {}),
@@ -297,7 +405,8 @@ def described(container: Any, name: str, front_container: Any | None = None) -> 
     """The server ``container`` at the address of ``front_container`` (its own without one)."""
     url = _published(front_container) if front_container is not None else _published(container)
     front_name = str(front_container.name) if front_container is not None else ""
-    return Served(name, str(container.labels.get(VERSION_LABEL)), url, str(container.name), front_name)
+    pinned = str(container.labels.get(SERVED_LABEL, "")).partition("@")[2]
+    return Served(name, str(container.labels.get(VERSION_LABEL)), url, str(container.name), front_name, pinned)
 
 
 def server_url(server: Served) -> str:

@@ -4,32 +4,39 @@
 (`image test`, `image scan`: the check `image publish` and the scheduler's image gate make), by the image ID the
 gate checked. It pulls the version (every blob checked against its digest), checks its weights signature with the
 platform's keys as an alias move does, and only then starts the server (`backends.modelservers`: hardened). The server
-checks the signature again before it loads anything (the folder could change between the two). A served name has
-one address, its front's (`backends.modelfront`), kept while it is served: serving the name again rolls it over
-(the new server answers ready, the front switches to it, the requests in flight to the old one finish, then the
-old one stops, draining too).
+checks the signature again before it loads anything (the folder could change between the two). Each served
+reference (NAME@ALIAS, NAME@VERSION: an endpoint) has one address, its front's (`backends.modelfront`), kept while
+it is served: serving the reference again rolls that endpoint over (the new server answers ready, the front switches
+to it, the requests in flight to the old one finish, then the old one stops, draining too), and only that one.
+
+Serving and stopping a name on this host hold one lock file per name (`flock`): two `serve`s of one endpoint at once
+would race for its front's container name. The catalog's etcd lock (`hold_model`) is not taken: it orders alias
+moves, and `serve` moves none; it resolves the alias once, so a move made meanwhile is served by the next `serve`.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from securesystemslib.signer import Key
 
+from learnerkit.common.engineimages import EngineError
+from learnerkit.scheduler.backends import modelservers
 from learnerkit.scheduler.backends.modelservers import (
     SERVER_IMAGE as SERVER_IMAGE,
 )
 from learnerkit.scheduler.backends.modelservers import (
+    Endpoint,
     Served,
     ServingError,
     read_only_for_all,
     roll_over,
 )
-from learnerkit.scheduler.backends.modelservers import served as served
-from learnerkit.scheduler.backends.modelservers import stop as stop
 from learnerkit.scheduler.catalog.errors import RefusedError
 from learnerkit.scheduler.catalog.names import Reference
 from learnerkit.scheduler.catalog.proof import WEIGHTS
@@ -47,9 +54,10 @@ def serve(
     image: str = SERVER_IMAGE,
     port: int | None = None,
 ) -> Served:
-    """Serve ``reference`` (NAME@ALIAS or NAME@VERSION) at the name's address (``port``: its host port, where the
-    name is not served yet; None: one Docker picks); the version's files are kept under ``home``."""
+    """Serve ``reference`` (NAME@ALIAS or NAME@VERSION) at its endpoint's address (``port``: its host port, where
+    the endpoint is not served yet; None: one Docker picks); the version's files are kept under ``home``."""
     ref = Reference.parse(reference)
+    endpoint = Endpoint(store.tenant, ref.name, ref.pinned())
     digest = resolve(store, ref)
     proof = check_version(store, ref.name, digest, keys)
     if proof.failed_checks(WEIGHTS):
@@ -59,11 +67,57 @@ def serve(
         image_id = str(check_gates(image).image_id)
     except PublishRefused as e:
         raise ServingError(f"the model server image is not served from: {e}") from e
-    folder = _pulled(store, ref.name, digest, home)
-    keys_folder = _public_keys(key_files, folder.parent / f"{folder.name}.keys")
-    return roll_over(
-        store.tenant, ref.name, digest, folder, keys_folder, image_id, home / store.tenant / ref.name / "front", port
-    )
+    with _held(home, store.tenant, ref.name):
+        folder = _pulled(store, ref.name, digest, home)
+        keys_folder = _public_keys(key_files, folder.parent / f"{folder.name}.keys")
+        return roll_over(endpoint, digest, folder, keys_folder, image_id, _control(home, endpoint), port)
+
+
+def served(tenant: str, reference: str) -> Served:
+    """The endpoint of ``reference`` (NAME@ALIAS, NAME@VERSION) on this engine; ServingError naming what of the
+    name is served where it is not."""
+    ref = Reference.parse(reference)
+    return modelservers.served(Endpoint(tenant, ref.name, ref.pinned()))
+
+
+def stop(home: Path, tenant: str, reference: str) -> list[Served]:
+    """Stop the endpoint of NAME@ALIAS or NAME@VERSION, or every endpoint of a bare NAME, and remove what `serve`
+    kept of it under ``home`` (a pulled version only once no endpoint of the name serves it)."""
+    ref = Reference.parse(reference)
+    pinned = None if ref.version is None and ref.alias is None else ref.pinned()
+    with _held(home, tenant, ref.name):
+        stopped = modelservers.stop(tenant, ref.name, pinned)
+        if pinned is None:
+            forget(home, tenant, ref.name)
+        else:
+            _forget_endpoint(home, Endpoint(tenant, ref.name, pinned))
+    return stopped
+
+
+def served_here(tenant: str, name: str | None = None) -> list[Served] | None:
+    """The tenant's endpoints (of ``name``, where given) on this host's engine; None where no engine answers."""
+    try:
+        return modelservers.served_endpoints(tenant, name)
+    except EngineError:
+        return None
+
+
+def _control(home: Path, endpoint: Endpoint) -> Path:
+    """The endpoint's front's control folder (the alias, or the version as its folder is named)."""
+    return home / endpoint.tenant / endpoint.name / "fronts" / endpoint.pinned.replace(":", "-")
+
+
+@contextmanager
+def _held(home: Path, tenant: str, name: str) -> Iterator[None]:
+    """The name's serving lock on this host, held while the block runs (a second `serve` or `stop` waits)."""
+    folder = home / tenant
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / f".{name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _pulled(store: Store, name: str, digest: str, home: Path) -> Path:
@@ -86,7 +140,19 @@ def _public_keys(files: Sequence[Path], folder: Path) -> Path:
 
 def forget(home: Path, tenant: str, name: str) -> None:
     """The pulled versions of ``name`` under ``home``, removed once it is stopped (they are read-only)."""
-    folder = home / tenant / name
+    _remove(home / tenant / name)
+
+
+def _forget_endpoint(home: Path, endpoint: Endpoint) -> None:
+    """The stopped endpoint's control folder, and each pulled version no endpoint of the name serves any more."""
+    _remove(_control(home, endpoint))
+    kept = {s.version.replace(":", "-") for s in modelservers.served_endpoints(endpoint.tenant, endpoint.name)}
+    for folder in (home / endpoint.tenant / endpoint.name).glob("sha256-*"):
+        if folder.name.removesuffix(".keys") not in kept:
+            _remove(folder)
+
+
+def _remove(folder: Path) -> None:
     if folder.is_dir():
         for path in [folder, *folder.rglob("*")]:
             if path.is_dir():

@@ -1,7 +1,9 @@
 """`learnerkit model serve` end to end: a registered version served by the real model server image on the Docker
 engine, answering Triton's stock v2 client with the outputs of the model called in-process; a wrong body's 400
 naming the field; a folder whose signature is broken refused at load; an alias roll-over at the same address that
-a polling client sees without one error; `model stop` finishing the request in flight and leaving nothing."""
+a polling client sees without one error; production and candidate of one model served side by side, candidate
+rolled over without production's client seeing it; `model stop` finishing the request in flight and leaving
+nothing."""
 
 from __future__ import annotations
 
@@ -283,7 +285,7 @@ def test_an_alias_moved_rolls_the_served_version_over_at_the_same_address_withou
     plain = tmp_path / "batch.json"
     plain.write_text(json.dumps(called(digits_model)[0].tolist()), encoding="utf-8")
     code, out = model("predict", "digits@production", "--input", str(plain), env=env)
-    assert code != 0 and f"but digits serves {first['version']}: serve it first" in out, out
+    assert code != 0 and f"but digits@production serves {first['version']}: serve it first" in out, out
 
     code, out = model("serve", "digits@production", env=env)
     assert code == 0, out
@@ -304,6 +306,78 @@ def test_an_alias_moved_rolls_the_served_version_over_at_the_same_address_withou
     assert np.array_equal(
         np.array(json.loads(out)["outputs"][0]["data"], dtype=np.float32), called(digits_model)[1].ravel()
     )
+
+
+def version_of(url: str, x: np.ndarray[Any, Any]) -> str:
+    answer = requests.post(f"{url}/v2/models/digits/infer", json=infer_body(x), timeout=60)
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["model_version"])
+
+
+def test_production_and_candidate_are_served_side_by_side_and_roll_over_apart(
+    env: dict[str, str], digits_model: Path, tmp_path: Path
+) -> None:
+    """Two aliases of one model at two addresses, each answering its own version under the catalog name; moving
+    candidate rolls over only candidate's endpoint while a client polling production sees no change."""
+    tenant, x = env["LEARNERKIT_TENANT"], called(digits_model)[0]
+    versions = []
+    for number, suffix in ((2, b" "), (3, b"  ")):
+        folder, _ = signed_job(tmp_path / f"job{number}", digits_model, Path(env["LEARNERKIT_SIGNING_KEY"]), suffix)
+        code, out = model("register-folder", str(folder), "--name", "digits", env=env)
+        assert code == 0, out
+        versions.append(json.loads(out)["version"])
+    code, out = model("alias", "digits", "candidate", versions[0], env=env)
+    assert code == 0, out
+
+    code, out = model("serve", "digits@production", env=env)
+    assert code == 0, out
+    production = json.loads(out)
+    code, out = model("serve", "digits@candidate", env=env)
+    assert code == 0, out
+    candidate = json.loads(out)
+    assert (production["alias"], candidate["alias"]) == ("production", "candidate")
+    assert production["url"] != candidate["url"] and production["front"] != candidate["front"]
+    assert candidate["version"] == versions[0] != production["version"]
+    for served in (production, candidate):
+        assert version_of(served["url"], x) == served["version"]
+        metadata = requests.get(f"{served['url']}/v2/models/digits", timeout=30).json()
+        assert metadata["name"] == "digits" and metadata["versions"] == [served["version"]], metadata
+    code, out = model("serve", "digits@production", env=env)  # served already: its address again, nothing new
+    assert code == 0 and json.loads(out) == production, out
+    code, out = model("served", "digits", env=env)
+    assert code == 0 and json.loads(out) == [candidate, production], out
+    code, out = model("show", "digits@production", env=env)
+    assert code == 0 and json.loads(out)["served"] == [production], out
+
+    poller = Poller(production["url"], infer_body(x))
+    wait_until(lambda: poller.versions or poller.errors, timeout=60, message="production's first answer")
+    code, out = model("alias", "digits", "candidate", versions[1], env=env)
+    assert code == 0, out
+    code, out = model("serve", "digits@candidate", env=env)
+    assert code == 0, out
+    rolled = json.loads(out)
+    assert rolled["version"] == versions[1] and rolled["container"] != candidate["container"]
+    assert rolled["url"] == candidate["url"] and rolled["front"] == candidate["front"]
+    assert version_of(candidate["url"], x) == versions[1]
+    seen_after = len(poller.versions)
+    wait_until(lambda: len(poller.versions) > seen_after + 5, timeout=60, message="production's answers after")
+    poller.stop()
+    assert not poller.errors, poller.errors[:5]
+    assert set(poller.versions) == {production["version"]}, "production answered its own version throughout"
+    servers = engine().containers.list(all=True, filters={"label": f"{MODEL_LABEL}={tenant}/digits"})
+    assert sorted(c.name for c in servers) == sorted([production["container"], rolled["container"]])
+
+    code, out = model("stop", "digits@candidate", env=env)
+    assert code == 0, out
+    assert json.loads(out) == {"name": "digits", "stopped": [versions[1]], "references": ["digits@candidate"]}
+    assert version_of(production["url"], x) == production["version"]
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{candidate['url']}/v2/health/ready", timeout=10)
+    code, out = model("stop", "digits@candidate", env=env)
+    assert code == 1 and "digits@candidate is not served for tenant" in out and "digits@production" in out, out
+    code, out = model("stop", "digits", env=env)
+    assert code == 0 and json.loads(out)["references"] == ["digits@production"], out
+    assert not left_behind(tenant)
 
 
 def test_a_version_whose_weights_changed_in_the_registry_is_not_served(

@@ -8,11 +8,16 @@ import base64
 import json
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from learnerkit.common.signing import create_signer
 from learnerkit.scheduler.core.options import SchedulerOptions
+from learnerkit.scheduler.factory import describe_image
+from learnerkit.scheduler.images.gate import ImageGate
+from learnerkit.scheduler.provenance.writer import ProvenanceWriter
 from learnerkit_build.recipes.render import BuildInputs
 from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, leftovers, manifest
 from tests.integration.scheduler.test_evaluations_docker import FOLDER, built, evaluated_data, settled_evaluations
@@ -43,10 +48,18 @@ evaluations:
 
 @pytest.fixture
 def evaluating(
-    etcd_server: Any, service_options: SchedulerOptions, evaluated_data: None, build_inputs: BuildInputs
+    etcd_server: Any,
+    service_options: SchedulerOptions,
+    evaluated_data: None,
+    build_inputs: BuildInputs,
+    tmp_path: Path,
 ) -> Iterator[Harness]:
+    """A scheduler with both evaluators and a platform signing key: without a key no round's statement is signed."""
     evaluators = {kind: built(f"{kind}:{version}-cpu", build_inputs) for kind, version in EVALUATORS}
-    made = Harness(etcd_server, replace(service_options, resolve_evaluator=evaluators.__getitem__))
+    signer = create_signer(tmp_path / "platform.pem")
+    writer = ProvenanceWriter(signer, describe_image(ImageGate(("*",), ())), service_options.platform.sidecar_image)
+    options = replace(service_options, resolve_evaluator=evaluators.__getitem__, provenance=writer)
+    made = Harness(etcd_server, options)
     yield made
     made.kill()
 

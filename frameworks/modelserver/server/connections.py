@@ -21,6 +21,11 @@ class Connections:
         self.stopping = False
         self.changed = threading.Condition()
 
+    def opened(self, connection: socket.socket) -> None:
+        """Accepted: idle until its first request line is read."""
+        with self.changed:
+            self.idle.add(connection)
+
     def waiting(self, connection: socket.socket) -> None:
         """Before a connection's next request line is read. Once the server stops, a connection that comes to wait
         (one accepted just before) has its reading side shut down at once: what it was sent already is answered."""

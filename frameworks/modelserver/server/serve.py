@@ -106,6 +106,7 @@ class Handler(BaseHTTPRequestHandler):
     of the headers, 40 ms an answer (measured: 44 ms p50 for one client before, bench/model_serving.py)."""
     served: Model
     connections = Connections()
+    """The process's connections (one server a process); `ModelHTTPServer` registers each as it accepts it."""
 
     def handle_one_request(self) -> None:
         self.connections.waiting(self.connection)
@@ -115,12 +116,6 @@ class Handler(BaseHTTPRequestHandler):
         """Called once a request line is read: from here the request is answered, even by a stopping server."""
         self.connections.taken(self.connection)
         return super().parse_request()
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.connections.closed(self.connection)
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -199,6 +194,21 @@ class Handler(BaseHTTPRequestHandler):
             super().log_request(code, size)
 
 
+class ModelHTTPServer(ThreadingHTTPServer):
+    """A thread a connection, each connection counted from its accept (in the accepting thread): once `shutdown`
+    has returned, every connection a stop must wait for is known."""
+
+    daemon_threads = True
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        Handler.connections.opened(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        Handler.connections.closed(request)
+        super().shutdown_request(request)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--model-dir", type=Path, required=True)
@@ -215,8 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"modelserver: refused to load: {e}", file=sys.stderr)
         return 2
     Handler.served = served
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
-    server.daemon_threads = True
+    server = ModelHTTPServer((args.host, args.port), Handler)
     serving = f"{args.name}@{args.version} ({served.signature.platform})"
     print(f"modelserver: serving {serving} on port {server.server_address[1]}", file=sys.stderr, flush=True)
     stopping = threading.Event()

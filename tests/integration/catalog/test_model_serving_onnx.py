@@ -21,13 +21,16 @@ import pytest
 import requests
 import torch
 import tritonclient.http as v2client
+from click.testing import CliRunner
 
+from learnerkit.cli import cli
 from learnerkit.common.engine import engine
 from learnerkit.scheduler.backends.modelservers import SERVER_IMAGE, ServingError, read_only_for_all, run_server
 from learnerkit.scheduler.serving.deployment import forget
+from learnerkit_build.publish.push import PublishRefused, check_gates
 from learnerkit_build.state import state_home
 from tests.integration.catalog.modeljob import job_folder
-from tests.integration.catalog.test_model_serving import left_behind, leftovers, model
+from tests.integration.catalog.test_model_serving import SERVER_SPEC, left_behind, leftovers, model
 from tests.unit.modelserver.versions import onnx_bytes
 from tests.unit.scheduler.provenance import jobfolder
 from tests.waiting import wait_until
@@ -49,6 +52,12 @@ def digits_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     the server image's onnxruntime, in-process (no server)."""
     if not engine().images.list(name=SERVER_IMAGE.split(":")[0]):
         pytest.fail(f"{SERVER_IMAGE} is not built: `learnerkit image build modelserver`")
+    try:
+        check_gates(SERVER_IMAGE)
+    except PublishRefused:  # as test_model_serving.py: serve needs the image's test and scan records
+        for verb in ("test", "scan"):
+            result = CliRunner().invoke(cli, ["image", verb, SERVER_SPEC])
+            assert result.exit_code == 0, result.output
     out = tmp_path_factory.mktemp("digits-onnx")
     out.chmod(0o777)
     torch.manual_seed(0)

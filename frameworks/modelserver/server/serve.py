@@ -5,9 +5,12 @@
 
 The folder is a `learnerkit model pull` of the version (mounted read-only). Nothing in it is read as a model
 before its OpenSSF model signature verifies with the platform's public key(s): a folder that fails is refused,
-the reason on stderr, exit 2, and the server never listens. The model is the TorchScript `learner.save_model`
-wrote (`results/model/model.pt` and `model.json`), loaded by `torch.jit.load` (no pickled Python objects).
-The standard library's threading HTTP server answers; HTTP/1.1 keeps a client's connection open.
+the reason on stderr, exit 2, and the server never listens. The model is an ONNX graph the job saved
+(`results/model/model.onnx`), run by onnxruntime, or else the TorchScript `learner.save_model` wrote
+(`results/model/model.pt` and `model.json`), loaded by `torch.jit.load`: no pickled Python object either way.
+The standard library's threading HTTP server answers; HTTP/1.1 keeps a client's connection open. On SIGTERM it
+stops accepting, closes the idle kept-alive connections, answers the requests it has read with
+`Connection: close`, and exits once they are answered, or after `--drain-seconds` (20) whatever is left.
 """
 
 from __future__ import annotations
@@ -19,87 +22,81 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import torch
+from connections import Connections
 from modelsignature import SignatureError, verify_folder
-from v2protocol import BadRequest, Signature, error, infer_response, metadata, parse_infer
+from v2protocol import BadRequest, Model, ModelFailed, error, infer_response, metadata, parse_infer
 
-MODEL_FILE = "results/model/model.pt"
-DESCRIPTION_FILE = "results/model/model.json"
-PLATFORM = "pytorch_torchscript"
+MODEL_FOLDER = "results/model/"
+"""Where a job's learner saves its model (``$RESULT_DIR/model/``): TorchScript (`model.pt` with `model.json`,
+`learner.save_model`), ONNX (`model.onnx`), or both."""
+ONNX_FILE = "model.onnx"
+TORCHSCRIPT_FILE = "model.pt"
+DESCRIPTION_FILE = "model.json"
 MAX_BODY = 64 << 20
 DRAIN_SECONDS = 20.0
-"""On SIGTERM (`docker stop`, a roll-over): how long the requests being answered may take to finish."""
+"""On SIGTERM (`docker stop`, a roll-over): how long the requests being answered may take to finish (below the
+30 s `docker stop` grants, learnerkit/scheduler/backends/modelservers.py STOP_TIMEOUT)."""
 MODEL_ROUTE = re.compile(r"^/v2/models/(?P<name>[^/]+)(?:/versions/(?P<version>[^/]+))?(?P<verb>/ready|/infer)?$")
 
 
 class LoadRefused(Exception):
-    """The version cannot be loaded: its signature does not verify, or it holds no TorchScript model."""
+    """The version cannot be loaded: its signature does not verify, or it holds no model this server runs."""
 
 
-class Served:
-    """The one loaded model: its signature (name, version, tensors) and the TorchScript program."""
+def load(folder: Path, keys: list[Path], name: str, version: str) -> Model:
+    """The version's model, once its signature verifies: ONNX by onnxruntime where the chosen learner saved
+    `model.onnx`, else its TorchScript; each runtime is imported only when its model is served."""
+    try:
+        signed = verify_folder(folder, keys)
+    except SignatureError as e:
+        raise LoadRefused(f"{name}@{version}: the model signature does not verify: {e}") from e
+    path = pick_model(signed, name)
+    try:
+        if path.endswith(ONNX_FILE):
+            import onnxmodel
 
-    def __init__(self, folder: Path, keys: list[Path], name: str, version: str) -> None:
-        try:
-            signed = verify_folder(folder, keys)
-        except SignatureError as e:
-            raise LoadRefused(f"{name}@{version}: the model signature does not verify: {e}") from e
-        model_file = _pick_model(signed, name)
-        description = json.loads((folder / model_file).with_name("model.json").read_text(encoding="utf-8"))
-        if description.get("format") != "torchscript":
-            raise LoadRefused(f"{model_file}: format {description.get('format')!r}, this server loads torchscript")
-        self.signature = Signature(
-            name, version, tuple(int(n) for n in description["input_shape"]), int(description["classes"])
-        )
-        self.program = torch.jit.load(str(folder / model_file), map_location="cpu")
-        self.program.eval()
+            return onnxmodel.OnnxModel(folder / path, name, version)
+        import torchscript
 
-    def run(self, shape: tuple[int, ...], values: list[float]) -> tuple[tuple[int, ...], list[float]]:
-        with torch.inference_mode():
-            out = self.program(torch.tensor(values, dtype=torch.float32).reshape(shape))
-        return tuple(out.shape), out.reshape(-1).tolist()
+        return torchscript.TorchScriptModel(folder / path, name, version)
+    except (ImportError, ValueError) as e:
+        raise LoadRefused(f"{path}: {e}") from e
 
 
-def _pick_model(signed: dict[str, str], name: str) -> str:
-    """The signed TorchScript file with its signed description beside it: the first learner's of the last attempt
-    (every learner of a data-parallel job saves the same model)."""
+def pick_model(signed: Iterable[str], name: str) -> str:
+    """The signed model file to serve: in the model folder of the first learner of the last attempt that saved
+    one (every learner of a data-parallel job saves the same model), `model.onnx` where it is there, else
+    `model.pt` with its `model.json`."""
 
-    def order(path: str) -> tuple[int, int]:
+    def order(path: str) -> tuple[int, int, int]:
         numbers = [int(n) for n in re.findall(r"(?:attempt|learner)-(\d+)", path)] + [0, 0]
-        return (-numbers[0], numbers[1])
+        return (-numbers[0], numbers[1], 0 if path.endswith(ONNX_FILE) else 1)
 
+    files = set(signed)
     found = sorted(
-        (p for p in signed if p.endswith(MODEL_FILE) and p.replace("model.pt", "model.json") in signed), key=order
+        (
+            p
+            for p in files
+            if p.endswith(MODEL_FOLDER + ONNX_FILE)
+            or (
+                p.endswith(MODEL_FOLDER + TORCHSCRIPT_FILE)
+                and p.removesuffix(TORCHSCRIPT_FILE) + DESCRIPTION_FILE in files
+            )
+        ),
+        key=order,
     )
     if not found:
-        raise LoadRefused(f"{name}: no signed {MODEL_FILE} with its model.json (saved by learner.save_model)")
+        raise LoadRefused(
+            f"{name}: no signed {MODEL_FOLDER}{ONNX_FILE}, nor {MODEL_FOLDER}{TORCHSCRIPT_FILE} with its "
+            f"{DESCRIPTION_FILE} (saved by learner.save_model)"
+        )
     return found[0]
-
-
-class InFlight:
-    """How many `infer` requests are being answered: a stopping server waits for them, not for idle connections."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.changed = threading.Condition()
-
-    def __enter__(self) -> None:
-        with self.changed:
-            self.count += 1
-
-    def __exit__(self, *_: object) -> None:
-        with self.changed:
-            self.count -= 1
-            self.changed.notify_all()
-
-    def drain(self, seconds: float) -> None:
-        with self.changed:
-            self.changed.wait_for(lambda: self.count == 0, timeout=seconds)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -107,8 +104,18 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     """Headers and body go out in two writes: with Nagle's algorithm the body waits for the client's delayed ACK
     of the headers, 40 ms an answer (measured: 44 ms p50 for one client before, bench/model_serving.py)."""
-    served: Served
-    in_flight = InFlight()
+    served: Model
+    connections = Connections()
+    """The process's connections (one server a process); `ModelHTTPServer` registers each as it accepts it."""
+
+    def handle_one_request(self) -> None:
+        self.connections.waiting(self.connection)
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        """Called once a request line is read: from here the request is answered, even by a stopping server."""
+        self.connections.taken(self.connection)
+        return super().parse_request()
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -121,7 +128,7 @@ class Handler(BaseHTTPRequestHandler):
             if route == "/ready":
                 self._json(HTTPStatus.OK, {"name": signature.name, "ready": True})
             elif route == "":
-                self._json(HTTPStatus.OK, metadata(signature, PLATFORM))
+                self._json(HTTPStatus.OK, metadata(signature))
             else:
                 self._send(HTTPStatus.METHOD_NOT_ALLOWED, error("infer is a POST"))
 
@@ -139,17 +146,19 @@ class Handler(BaseHTTPRequestHandler):
         elif self.headers.get("Inference-Header-Content-Length") is not None:
             self._send(HTTPStatus.BAD_REQUEST, error("the binary tensor extension is not spoken: send JSON data"))
         else:
-            with self.in_flight:
-                self._infer(body)
+            self._infer(body)
 
     def _infer(self, body: bytes) -> None:
         try:
-            batch = parse_infer(body, self.served.signature)
+            request = parse_infer(body, self.served.signature)
+            outputs = self.served.run(request)
         except BadRequest as e:
             self._send(HTTPStatus.BAD_REQUEST, error(str(e)))
             return
-        shape, values = self.served.run(batch.shape, batch.values)
-        self._send(HTTPStatus.OK, infer_response(self.served.signature, batch.id, shape, values))
+        except ModelFailed as e:
+            self._send(HTTPStatus.INTERNAL_SERVER_ERROR, error(str(e)))
+            return
+        self._send(HTTPStatus.OK, infer_response(self.served.signature, request.id, outputs))
 
     def _model_route(self, path: str) -> str | None:
         """The verb after `/v2/models/{name}[/versions/{v}]` (`""`, `/ready`, `/infer`), or None once a 404 is sent."""
@@ -171,6 +180,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: HTTPStatus, body: bytes) -> None:
         self.send_response(status)
+        if self.connections.stopping:
+            self.close_connection = True
+            self.send_header("Connection", "close")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -182,6 +194,21 @@ class Handler(BaseHTTPRequestHandler):
             super().log_request(code, size)
 
 
+class ModelHTTPServer(ThreadingHTTPServer):
+    """A thread a connection, each connection counted from its accept (in the accepting thread): once `shutdown`
+    has returned, every connection a stop must wait for is known."""
+
+    daemon_threads = True
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        Handler.connections.opened(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        Handler.connections.closed(request)
+        super().shutdown_request(request)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--model-dir", type=Path, required=True)
@@ -190,24 +217,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", required=True)
     parser.add_argument("--host", default="0.0.0.0")  # noqa: S104 (inside its container; published on 127.0.0.1)
     parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--drain-seconds", type=float, default=DRAIN_SECONDS)
     args = parser.parse_args(argv)
     try:
-        served = Served(args.model_dir, args.public_key, args.name, args.version)
+        served = load(args.model_dir, args.public_key, args.name, args.version)
     except LoadRefused as e:
         print(f"modelserver: refused to load: {e}", file=sys.stderr)
         return 2
     Handler.served = served
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
-    server.daemon_threads = True
-    print(f"modelserver: serving {args.name}@{args.version} on port {args.port}", file=sys.stderr, flush=True)
+    server = ModelHTTPServer((args.host, args.port), Handler)
+    serving = f"{args.name}@{args.version} ({served.signature.platform})"
+    print(f"modelserver: serving {serving} on port {server.server_address[1]}", file=sys.stderr, flush=True)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     threading.Thread(target=server.serve_forever, daemon=True).start()
     stopping.wait()
-    server.shutdown()
     started = time.monotonic()
-    Handler.in_flight.drain(DRAIN_SECONDS)
-    print(f"modelserver: stopped; drained in {time.monotonic() - started:.2f} s", file=sys.stderr, flush=True)
+    idle = Handler.connections.stop()  # before the listener closes: every answer from now on closes its connection
+    server.shutdown()
+    server.server_close()
+    drained = Handler.connections.drain(args.drain_seconds)
+    print(
+        f"modelserver: stopped; {idle} idle connection(s) closed; {'drained' if drained else 'NOT drained'} in "
+        f"{time.monotonic() - started:.2f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return 0
 
 

@@ -1,60 +1,118 @@
-"""The Open Inference Protocol v2 (KServe, Triton) as JSON: an `infer` body checked against the model's input,
-and the answers' bodies. Standard library only, so it is tested without torch.
+"""The Open Inference Protocol v2 (KServe, Triton) as JSON: an `infer` body checked against the model's inputs,
+and the answers' bodies. Standard library only, so it is tested without torch or onnxruntime.
 
-Only the JSON tensor form is spoken: a body of the binary tensor extension (`Inference-Header-Content-Length`)
-is refused by name. Every refusal names the field that is wrong, as a 400 whose body is `{"error": ...}`.
+A model is its `Signature`: named input and output tensors, each with a v2 datatype and a shape where -1 is a
+dimension of any size (the batch, or an ONNX graph's symbolic dimension). Only the JSON tensor form is spoken: a
+body of the binary tensor extension (`Inference-Header-Content-Length`) is refused by name. Every refusal names
+the field that is wrong, as a 400 whose body is `{"error": ...}`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-DATATYPE = "FP32"
-"""What a model saved by learner.save_model takes and returns (float32 tensors)."""
-INPUT_NAME = "input"
-OUTPUT_NAME = "logits"
+FLOATS = frozenset({"FP16", "FP32", "FP64"})
+INTEGERS = {
+    "INT8": (-(2**7), 2**7 - 1),
+    "INT16": (-(2**15), 2**15 - 1),
+    "INT32": (-(2**31), 2**31 - 1),
+    "INT64": (-(2**63), 2**63 - 1),
+    "UINT8": (0, 2**8 - 1),
+    "UINT16": (0, 2**16 - 1),
+    "UINT32": (0, 2**32 - 1),
+    "UINT64": (0, 2**64 - 1),
+}
+"""Each integer datatype's least and greatest value."""
+DATATYPES = frozenset({*FLOATS, *INTEGERS, "BOOL"})
+"""The tensor datatypes spoken (BYTES, strings, is not: no model this server loads takes them)."""
+ANY = -1
 
 
 class BadRequest(ValueError):
     """An `infer` body the model cannot take; the message names the field (`inputs[0].shape`)."""
 
 
+class ModelFailed(RuntimeError):
+    """The model failed on inputs that fit its signature: a 500 with the model's own words."""
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a model: its name, v2 datatype and shape (-1: any size of at least 1)."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    symbols: tuple[str | None, ...] = ()
+    """The name of each dimension of any size where the model names it (an ONNX graph's `batch`): dimensions of
+    one name must be of one size across the inputs. Empty: none named."""
+
+
 @dataclass(frozen=True)
 class Signature:
-    """One model's tensors: one example's input shape (no batch) and how many logits come out."""
+    """One served model: its catalog name and version, the platform that runs it, its tensors."""
 
     name: str
     version: str
-    input_shape: tuple[int, ...]
-    classes: int
+    platform: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
 
 
 @dataclass(frozen=True)
-class Batch:
-    """An `infer` request made ready for the model: the values row-major, the shape with its batch first."""
+class Tensor:
+    """A tensor of a request or an answer: values row-major as JSON numbers or booleans, the shape in full."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    values: list[Any]
+
+
+@dataclass(frozen=True)
+class Request:
+    """An `infer` request made ready for the model: its inputs in the signature's order, the outputs asked for
+    (every output where the body names none)."""
 
     id: str | None
-    shape: tuple[int, ...]
-    values: list[float]
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[str, ...]
 
 
-def metadata(model: Signature, platform: str) -> dict[str, Any]:
-    """`GET /v2/models/{name}`: a batch dimension of any size (-1) before one example's shape."""
+class Model(Protocol):
+    """A loaded model as the server calls it."""
+
+    @property
+    def signature(self) -> Signature: ...
+
+    def run(self, request: Request) -> list[Tensor]:
+        """The outputs asked for, as the model computed them; `BadRequest` where the model refused the inputs,
+        `ModelFailed` where it failed on them."""
+        ...
+
+
+def metadata(model: Signature) -> dict[str, Any]:
+    """`GET /v2/models/{name}`: each tensor's name, datatype and shape (-1: a dimension of any size)."""
     return {
         "name": model.name,
         "versions": [model.version],
-        "platform": platform,
-        "inputs": [{"name": INPUT_NAME, "datatype": DATATYPE, "shape": [-1, *model.input_shape]}],
-        "outputs": [{"name": OUTPUT_NAME, "datatype": DATATYPE, "shape": [-1, model.classes]}],
+        "platform": model.platform,
+        "inputs": [_described(t) for t in model.inputs],
+        "outputs": [_described(t) for t in model.outputs],
     }
 
 
-def parse_infer(body: bytes, model: Signature) -> Batch:
-    """The body of `POST /v2/models/{name}/infer`, checked against the model's one input; `BadRequest` names what
-    does not fit (the JSON, `inputs`, `inputs[0].name`, `.datatype`, `.shape`, `.data`, `outputs[i].name`)."""
+def _described(tensor: TensorSpec) -> dict[str, Any]:
+    return {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
+
+
+def parse_infer(body: bytes, model: Signature) -> Request:
+    """The body of `POST /v2/models/{name}/infer`, checked against the model's inputs; `BadRequest` names what
+    does not fit (the JSON, `id`, `inputs`, `inputs[i].name`, `.datatype`, `.shape`, `.data`, `outputs[i].name`)."""
     try:
         request = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -65,57 +123,109 @@ def parse_infer(body: bytes, model: Signature) -> Batch:
     if request_id is not None and not isinstance(request_id, str):
         raise BadRequest(f"id: must be a string, got {_kind(request_id)}")
     inputs = request.get("inputs")
-    if not isinstance(inputs, list) or len(inputs) != 1:
+    if not isinstance(inputs, list) or len(inputs) != len(model.inputs):
         got = f"{len(inputs)} inputs" if isinstance(inputs, list) else _kind(inputs)
-        raise BadRequest(f"inputs: {model.name} takes exactly one input ({INPUT_NAME!r}), got {got}")
-    shape, values = _tensor(inputs[0], model)
-    for index, wanted in enumerate(_list(request.get("outputs", []), "outputs")):
-        name = wanted.get("name") if isinstance(wanted, dict) else None
-        if name != OUTPUT_NAME:
-            raise BadRequest(f"outputs[{index}].name: {name!r} is not an output of {model.name} ({OUTPUT_NAME!r})")
-    return Batch(request_id, shape, values)
+        count = "exactly one input" if len(model.inputs) == 1 else f"{len(model.inputs)} inputs"
+        raise BadRequest(f"inputs: {model.name} takes {count} ({_names(model.inputs)}), got {got}")
+    given: dict[str, Tensor] = {}
+    sizes: dict[str, tuple[int, str]] = {}
+    for index, tensor in enumerate(inputs):
+        parsed = _tensor(tensor, f"inputs[{index}]", model, given, sizes)
+        given[parsed.name] = parsed
+    wanted = []
+    for index, asked in enumerate(_list(request.get("outputs", []), "outputs")):
+        name = asked.get("name") if isinstance(asked, dict) else None
+        if name not in {t.name for t in model.outputs}:
+            known = _names(model.outputs)
+            raise BadRequest(f"outputs[{index}].name: {name!r} is not an output of {model.name} ({known})")
+        wanted.append(str(name))
+    outputs = tuple(wanted) if wanted else tuple(t.name for t in model.outputs)
+    return Request(request_id, tuple(given[t.name] for t in model.inputs), outputs)
 
 
-def _tensor(tensor: Any, model: Signature) -> tuple[tuple[int, ...], list[float]]:
-    where = "inputs[0]"
+def _tensor(
+    tensor: Any, where: str, model: Signature, given: dict[str, Tensor], sizes: dict[str, tuple[int, str]]
+) -> Tensor:
+    """One of the body's inputs against the model's input of its name; ``sizes``: each named dimension's size so
+    far, and where it was set."""
     if not isinstance(tensor, dict):
         raise BadRequest(f"{where}: must be an object with name, shape, datatype and data, got {_kind(tensor)}")
-    if tensor.get("name") != INPUT_NAME:
-        raise BadRequest(f"{where}.name: {tensor.get('name')!r} is not an input of {model.name} ({INPUT_NAME!r})")
-    if tensor.get("datatype") != DATATYPE:
-        raise BadRequest(f"{where}.datatype: {tensor.get('datatype')!r}; {model.name} takes {DATATYPE}")
-    shape = tensor.get("shape")
+    name = tensor.get("name")
+    spec = next((t for t in model.inputs if t.name == name), None)
+    if spec is None:
+        raise BadRequest(f"{where}.name: {name!r} is not an input of {model.name} ({_names(model.inputs)})")
+    if spec.name in given:
+        raise BadRequest(f"{where}.name: {spec.name!r} is given twice")
+    one = len(model.inputs) == 1
+    datatype = tensor.get("datatype")
+    if datatype != spec.datatype:
+        as_name = "" if one else f" as {spec.name!r}"
+        raise BadRequest(f"{where}.datatype: {datatype!r}; {model.name} takes {spec.datatype}{as_name}")
+    shape = _shape(tensor.get("shape"), where, spec, f"{model.name}'s input" + ("" if one else f" {spec.name!r}"))
+    for axis, symbol in enumerate(spec.symbols):
+        if symbol is None:
+            continue
+        size, set_by = sizes.setdefault(symbol, (shape[axis], where))
+        if size != shape[axis]:
+            raise BadRequest(
+                f"{where}.shape: {list(shape)}: dimension {axis} ({symbol!r}) is {shape[axis]}, but {set_by} has "
+                f"{symbol!r} {size}"
+            )
+    if "data" not in tensor:
+        raise BadRequest(f"{where}.data: missing (the binary tensor extension is not spoken: send JSON data)")
+    values = _flatten(tensor["data"], f"{where}.data", spec.datatype)
+    expected = math.prod(shape)
+    if len(values) != expected:
+        raise BadRequest(f"{where}.data: {len(values)} values for shape {list(shape)} ({expected} expected)")
+    return Tensor(spec.name, spec.datatype, shape, values)
+
+
+def _shape(shape: Any, where: str, spec: TensorSpec, label: str) -> tuple[int, ...]:
     if (
         not isinstance(shape, list)
         or not shape
         or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
     ):
         raise BadRequest(f"{where}.shape: must be a list of sizes, got {shape!r}")
-    wanted = [-1, *model.input_shape]
-    if len(shape) != len(wanted) or tuple(shape[1:]) != model.input_shape or shape[0] < 1:
-        raise BadRequest(f"{where}.shape: {shape} does not fit {model.name}'s input {wanted} (batch first, at least 1)")
-    if "data" not in tensor:
-        raise BadRequest(f"{where}.data: missing (the binary tensor extension is not spoken: send JSON data)")
-    values = _flatten(tensor["data"], f"{where}.data")
-    expected = math.prod(shape)
-    if len(values) != expected:
-        raise BadRequest(f"{where}.data: {len(values)} values for shape {shape} ({expected} expected)")
-    return tuple(shape), values
+    fits = len(shape) == len(spec.shape) and all(
+        n >= 1 if wanted == ANY else n == wanted for n, wanted in zip(shape, spec.shape, strict=True)
+    )
+    if not fits:
+        raise BadRequest(f"{where}.shape: {shape} does not fit {label} {list(spec.shape)} (-1: any size of at least 1)")
+    return tuple(shape)
 
 
-def _flatten(data: Any, where: str) -> list[float]:
-    """Row-major values of flat or nested lists, as the protocol allows both; booleans and strings are refused."""
-    out: list[float] = []
+def _flatten(data: Any, where: str, datatype: str) -> list[Any]:
+    """Row-major values of flat or nested lists, as the protocol allows both, each of the datatype: finite
+    numbers for FP*, whole numbers in range for (U)INT*, true or false for BOOL."""
+    out: list[Any] = []
     stack = [data]
     while stack:
         item = stack.pop()
         if isinstance(item, list):
             stack.extend(reversed(item))
-        elif isinstance(item, int | float) and not isinstance(item, bool) and math.isfinite(item):
-            out.append(float(item))
         else:
-            raise BadRequest(f"{where}: {item!r} is not a finite number")
+            out.append(_value(item, where, datatype))
     return out
+
+
+def _value(item: Any, where: str, datatype: str) -> Any:
+    if datatype == "BOOL":
+        if not isinstance(item, bool):
+            raise BadRequest(f"{where}: {item!r} is not a boolean (BOOL takes true or false)")
+        return item
+    if isinstance(item, bool) or not isinstance(item, int | float):
+        raise BadRequest(f"{where}: {item!r} is not a finite number")
+    if datatype in FLOATS:
+        if not math.isfinite(item):
+            raise BadRequest(f"{where}: {item!r} is not a finite number")
+        return float(item)
+    least, greatest = INTEGERS[datatype]
+    if not isinstance(item, int):
+        raise BadRequest(f"{where}: {item!r} is not a whole number ({datatype})")
+    if not least <= item <= greatest:
+        raise BadRequest(f"{where}: {item} is out of {datatype}'s range [{least}, {greatest}]")
+    return item
 
 
 def _list(value: Any, where: str) -> list[Any]:
@@ -124,17 +234,23 @@ def _list(value: Any, where: str) -> list[Any]:
     return value
 
 
+def _names(tensors: Sequence[TensorSpec]) -> str:
+    return ", ".join(repr(t.name) for t in tensors)
+
+
 def _kind(value: Any) -> str:
     return "nothing" if value is None else type(value).__name__
 
 
-def infer_response(model: Signature, request_id: str | None, shape: tuple[int, ...], values: list[float]) -> bytes:
-    """The answer to `infer`: the model's logits as it computed them, row-major, float32 values as JSON numbers
-    (exact: every float32 is a double, and JSON carries doubles exactly)."""
+def infer_response(model: Signature, request_id: str | None, outputs: Sequence[Tensor]) -> bytes:
+    """The answer to `infer`: the outputs as the model computed them, row-major, floating-point values as JSON
+    numbers (exact: every float32 and float16 is a double, and JSON carries doubles exactly)."""
     answer: dict[str, Any] = {"model_name": model.name, "model_version": model.version}
     if request_id is not None:
         answer["id"] = request_id
-    answer["outputs"] = [{"name": OUTPUT_NAME, "datatype": DATATYPE, "shape": list(shape), "data": values}]
+    answer["outputs"] = [
+        {"name": t.name, "datatype": t.datatype, "shape": list(t.shape), "data": t.values} for t in outputs
+    ]
     return json.dumps(answer).encode()
 
 

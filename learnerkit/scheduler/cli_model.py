@@ -20,12 +20,14 @@ from learnerkit.scheduler.catalog.errors import RefusedError
 from learnerkit.scheduler.catalog.versions import Store, Version
 from learnerkit.scheduler.cli_job import connected, scheduler_client, token_option
 from learnerkit.scheduler.client.http import SchedulerClient
-from learnerkit.scheduler.config.settings import DEFAULT_SIGNING_KEY, SIGNING_KEY_SETTING
+from learnerkit.scheduler.config.settings import DEFAULT_SIGNING_KEY, SIGNING_KEY_SETTING, BackendKind
 from learnerkit.scheduler.errors import ModelMoveRefusedError, SchedulerUnreachableError
 from learnerkit.scheduler.manifest.catalogfield import MODEL_NAME_HELP, model_name_ok
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Key
+
+    from learnerkit.scheduler.serving.deployment import KubernetesModelServers
 
 F = TypeVar("F", bound=Callable[..., Any])
 REGISTRY_SETTING = "LEARNERKIT_CATALOG_REGISTRY"
@@ -413,6 +415,33 @@ def _serving_home() -> Path:
     return state_home() / "serving"
 
 
+BACKEND_OPTION = click.option(
+    "--backend",
+    type=click.Choice([k.value for k in BackendKind]),
+    envvar="LEARNERKIT_SCHEDULER_BACKEND",
+    default=BackendKind.DOCKER.value,
+    show_default=True,
+    help="where the model is served: this host's Docker engine or the scheduler's cluster [env LEARNERKIT_SCHEDULER_BACKEND]",
+)
+NAMESPACE_OPTION = click.option(
+    "--namespace",
+    envvar="LEARNERKIT_K8S_NAMESPACE",
+    default="learnerkit",
+    show_default=True,
+    help="the cluster's namespace (--backend kubernetes; $KUBECONFIG) [env LEARNERKIT_K8S_NAMESPACE]",
+)
+
+
+def _cluster_servers(backend: str, namespace: str) -> KubernetesModelServers | None:
+    """The served models of the cluster $KUBECONFIG names (else the in-cluster account), or None for Docker."""
+    if backend != BackendKind.KUBERNETES.value:
+        return None
+    from learnerkit.scheduler.backends.k8s_cluster import connect
+    from learnerkit.scheduler.serving.deployment import KubernetesModelServers
+
+    return KubernetesModelServers(connect(), namespace)
+
+
 @model_group.command("serve")
 @click.argument("reference", metavar="NAME@ALIAS|NAME@VERSION")
 @click.option("--image", default=None, help="the model server image [learnerkit/modelserver:2.13-cpu-py3.11]")
@@ -422,17 +451,30 @@ def _serving_home() -> Path:
     default=None,
     help="the name's port on 127.0.0.1, where it is not served yet [one Docker picks; kept while it is served]",
 )
+@BACKEND_OPTION
+@NAMESPACE_OPTION
 @catalog_command
 def serve_command(
-    reference: str, image: str | None, port: int | None, store: Store, keys: list[Key], output: str
+    reference: str,
+    image: str | None,
+    port: int | None,
+    backend: str,
+    namespace: str,
+    store: Store,
+    keys: list[Key],
+    output: str,
 ) -> None:
-    """Serve a version over the Open Inference Protocol v2 on the local Docker engine; prints the name's address,
-    which stays while it is served. Serving a served name again rolls it over to the version named now, at the
-    same address: the new server answers ready, new requests go to it, the old one's finish, then it stops."""
+    """Serve a version over the Open Inference Protocol v2 on the local Docker engine (or the cluster); prints the
+    name's address, which stays while it is served. Serving a served name again rolls it over to the version named
+    now, at the same address: the new server answers ready, new requests go to it, the old one's finish, then it
+    stops."""
     from learnerkit.scheduler.serving.deployment import SERVER_IMAGE, serve
 
+    if port is not None and backend == BackendKind.KUBERNETES.value:
+        raise click.BadParameter("--port is the Docker backend's: on Kubernetes the address is the Service's")
     key_files = _key_files()
-    served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE, port)
+    servers = _cluster_servers(backend, namespace)
+    served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE, port, servers)
     emit(output, served.to_dict(), lambda: console.print(served.url, soft_wrap=True))
 
 
@@ -447,15 +489,19 @@ def _key_files() -> list[Path]:
 @model_group.command("stop")
 @click.argument("name")
 @click.option("--tenant", envvar="LEARNERKIT_TENANT", required=True, help="the tenant [env LEARNERKIT_TENANT]")
+@BACKEND_OPTION
+@NAMESPACE_OPTION
 @output_option
-def stop_command(name: str, tenant: str, output: str) -> None:
-    """Stop serving NAME on this host's engine: its address first (the requests in flight finish), then every
-    server of it; no registry or key is needed."""
+def stop_command(name: str, tenant: str, backend: str, namespace: str, output: str) -> None:
+    """Stop serving NAME on this host's engine (or the cluster): its address first (the requests in flight
+    finish), then every server of it, until nothing of it is left; no registry or key is needed."""
     from learnerkit.scheduler.catalog.names import check_name
     from learnerkit.scheduler.serving.deployment import forget, stop
 
     try:
-        versions = stop(check_name(tenant, "tenant"), check_name(name))
+        servers = _cluster_servers(backend, namespace)
+        tenant, name = check_name(tenant, "tenant"), check_name(name)
+        versions = servers.stop(tenant, name) if servers is not None else stop(tenant, name)
     except LearnerkitError as e:
         fail(output, e)
     forget(_serving_home(), tenant, name)

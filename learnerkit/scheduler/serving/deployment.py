@@ -7,7 +7,8 @@ platform's keys as an alias move does, and only then starts the server (`backend
 checks the signature again before it loads anything (the folder could change between the two). A served name has
 one address, its front's (`backends.modelfront`), kept while it is served: serving the name again rolls it over
 (the new server answers ready, the front switches to it, the requests in flight to the old one finish, then the
-old one stops, draining too).
+old one stops, draining too). With ``servers`` (`--backend kubernetes`) the same version is served on the cluster
+instead (`backends.k8s_modelservers`): a pod per version, the files sent into it, a Service as the address.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 
 from securesystemslib.signer import Key
 
+from learnerkit.scheduler.backends.k8s_cluster import connect
+from learnerkit.scheduler.backends.k8s_modelservers import KubernetesModelServers as KubernetesModelServers
 from learnerkit.scheduler.backends.modelservers import (
     SERVER_IMAGE as SERVER_IMAGE,
 )
@@ -46,9 +49,11 @@ def serve(
     home: Path,
     image: str = SERVER_IMAGE,
     port: int | None = None,
+    servers: KubernetesModelServers | None = None,
 ) -> Served:
     """Serve ``reference`` (NAME@ALIAS or NAME@VERSION) at the name's address (``port``: its host port, where the
-    name is not served yet; None: one Docker picks); the version's files are kept under ``home``."""
+    name is not served yet; None: one Docker picks); the version's files are kept under ``home``. ``servers``:
+    on that cluster instead of the local engine (by the image's reference: the cluster has its own copy)."""
     ref = Reference.parse(reference)
     digest = resolve(store, ref)
     proof = check_version(store, ref.name, digest, keys)
@@ -61,9 +66,16 @@ def serve(
         raise ServingError(f"the model server image is not served from: {e}") from e
     folder = _pulled(store, ref.name, digest, home)
     keys_folder = _public_keys(key_files, folder.parent / f"{folder.name}.keys")
+    if servers is not None:
+        return servers.roll_over(store.tenant, ref.name, digest, folder, keys_folder, image)
     return roll_over(
         store.tenant, ref.name, digest, folder, keys_folder, image_id, home / store.tenant / ref.name / "front", port
     )
+
+
+def cluster_servers(namespace: str) -> KubernetesModelServers:
+    """The served models in ``namespace`` of the cluster $KUBECONFIG names (else the in-cluster account)."""
+    return KubernetesModelServers(connect(), namespace)
 
 
 def _pulled(store: Store, name: str, digest: str, home: Path) -> Path:

@@ -421,7 +421,7 @@ BACKEND_OPTION = click.option(
     envvar="LEARNERKIT_SCHEDULER_BACKEND",
     default=BackendKind.DOCKER.value,
     show_default=True,
-    help="where the model is served: this host's Docker engine or the scheduler's cluster [env LEARNERKIT_SCHEDULER_BACKEND]",
+    help="this host's Docker engine or the scheduler's cluster [env LEARNERKIT_SCHEDULER_BACKEND]",
 )
 NAMESPACE_OPTION = click.option(
     "--namespace",
@@ -436,10 +436,9 @@ def _cluster_servers(backend: str, namespace: str) -> KubernetesModelServers | N
     """The served models of the cluster $KUBECONFIG names (else the in-cluster account), or None for Docker."""
     if backend != BackendKind.KUBERNETES.value:
         return None
-    from learnerkit.scheduler.backends.k8s_cluster import connect
-    from learnerkit.scheduler.serving.deployment import KubernetesModelServers
+    from learnerkit.scheduler.serving.deployment import cluster_servers
 
-    return KubernetesModelServers(connect(), namespace)
+    return cluster_servers(namespace)
 
 
 @model_group.command("serve")

@@ -107,9 +107,7 @@ def _annotations(tenant: str, name: str) -> dict[str, str]:
     return {TENANT_ANNOTATION: tenant, NAME_ANNOTATION: name}
 
 
-def server_pod(
-    tenant: str, name: str, digest: str, image: str, namespace: str, key_files: Sequence[str]
-) -> KubeObject:
+def server_pod(tenant: str, name: str, digest: str, image: str, namespace: str, key_files: Sequence[str]) -> KubeObject:
     """The pod of one served version; ``key_files``: the public keys' file names, as they arrive under ``keys/``."""
     key_args = [arg for key in key_files for arg in ("--public-key", f"/keys/{key}")]
     server_args = ["--model-dir", "/model", *key_args, "--name", name, "--version", digest, "--port", str(PORT)]

@@ -171,12 +171,14 @@ class KubernetesModelServers:
             if targets == {pod}:
                 return
             time.sleep(POLL_S)
-        raise ServingError(f"Service {self.namespace}/{service} did not reach pod {pod} alone within "
-                           f"{ENDPOINTS_TIMEOUT_S:g} s: its old pods are kept")
+        raise ServingError(
+            f"Service {self.namespace}/{service} did not reach pod {pod} alone within "
+            f"{ENDPOINTS_TIMEOUT_S:g} s: its old pods are kept"
+        )
 
     def _wait_ready(self, pod: str, name: str, send: tuple[Path, Path] | None) -> None:
-        """Send the files once ``receive`` runs (it waits for them), then wait for the Ready condition; ServingError naming the
-        server's last log lines when it exits (a refused signature) or the deadline passes."""
+        """Send the files once ``receive`` runs (it waits for them), then wait for the Ready condition;
+        ServingError naming the server's last log lines when it exits (a refused signature) or the deadline passes."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             found = self._read_pod(pod)

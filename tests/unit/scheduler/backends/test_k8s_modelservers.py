@@ -74,8 +74,11 @@ def kubelet(kmock: KubernetesEmulator, pod: str, status: dict[str, Any]) -> None
     kmock.objects["v1/pods", NAMESPACE, pod].patch({"status": status})
 
 
-RECEIVING = {"initContainerStatuses": [{"name": "receive", "ready": False, "restartCount": 0, "image": IMAGE,
-                                        "imageID": "", "state": {"running": {}}}]}
+RECEIVING = {
+    "initContainerStatuses": [
+        {"name": "receive", "ready": False, "restartCount": 0, "image": IMAGE, "imageID": "", "state": {"running": {}}}
+    ]
+}
 READY = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
 
 
@@ -114,8 +117,13 @@ async def test_the_first_serve_sends_the_files_then_makes_the_service_once_ready
     assert served.url == f"http://{mo.service_name('acme', 'digits')}.{NAMESPACE}.svc:8080"
     assert (served.version, served.container) == (V1, pod)
     made = live(kmock, "pods", pod)
-    assert made is not None and made["spec"]["containers"][0]["args"][-5:] == ["digits", "--version", V1, "--port",
-                                                                               "8080"]
+    assert made is not None and made["spec"]["containers"][0]["args"][-5:] == [
+        "digits",
+        "--version",
+        V1,
+        "--port",
+        "8080",
+    ]
     assert made["spec"]["automountServiceAccountToken"] is False
     assert len(sent.calls) == 1
 
@@ -161,9 +169,24 @@ async def test_a_server_that_refuses_the_version_is_removed_and_the_old_one_kept
     kubelet(kmock, new, RECEIVING)
     await await_until(lambda: asyncio.sleep(0, any(c[0] == new for c in sent.calls)), message="files sent")
     exited = {"terminated": {"exitCode": 2, "reason": "Error"}}
-    kubelet(kmock, new, {"phase": "Running", "containerStatuses": [
-        {"name": "server", "ready": False, "restartCount": 1, "image": IMAGE, "imageID": "",
-         "state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": exited}]})
+    kubelet(
+        kmock,
+        new,
+        {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "server",
+                    "ready": False,
+                    "restartCount": 1,
+                    "image": IMAGE,
+                    "imageID": "",
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": exited,
+                }
+            ],
+        },
+    )
     with pytest.raises(ServingError, match=r"the model server of digits exited 2 \(Error\)"):
         await asyncio.wait_for(task, 10)
     assert live(kmock, "pods", new) is None, "the refused version's pod is deleted"

@@ -421,6 +421,7 @@ BACKEND_OPTION = click.option(
     envvar="LEARNERKIT_SCHEDULER_BACKEND",
     default=BackendKind.DOCKER.value,
     show_default=True,
+    is_eager=True,  # read before --port, which it rules out
     help="this host's Docker engine or the scheduler's cluster [env LEARNERKIT_SCHEDULER_BACKEND]",
 )
 NAMESPACE_OPTION = click.option(
@@ -441,6 +442,13 @@ def _cluster_servers(backend: str, namespace: str) -> KubernetesModelServers | N
     return cluster_servers(namespace)
 
 
+def _docker_port(context: click.Context, _parameter: click.Parameter, port: int | None) -> int | None:
+    """``--port`` refused on the cluster before any registry or key is read (``--backend`` is read first)."""
+    if port is not None and context.params.get("backend") == BackendKind.KUBERNETES.value:
+        raise click.BadParameter("--port is the Docker backend's: on Kubernetes the address is the Service's")
+    return port
+
+
 @model_group.command("serve")
 @click.argument("reference", metavar="NAME@ALIAS|NAME@VERSION")
 @click.option("--image", default=None, help="the model server image [learnerkit/modelserver:2.13-cpu-py3.11]")
@@ -448,6 +456,7 @@ def _cluster_servers(backend: str, namespace: str) -> KubernetesModelServers | N
     "--port",
     type=click.IntRange(1, 65535),
     default=None,
+    callback=_docker_port,
     help="the name's port on 127.0.0.1, where it is not served yet [one Docker picks; kept while it is served]",
 )
 @BACKEND_OPTION
@@ -469,8 +478,6 @@ def serve_command(
     stops."""
     from learnerkit.scheduler.serving.deployment import SERVER_IMAGE, serve
 
-    if port is not None and backend == BackendKind.KUBERNETES.value:
-        raise click.BadParameter("--port is the Docker backend's: on Kubernetes the address is the Service's")
     key_files = _key_files()
     servers = _cluster_servers(backend, namespace)
     served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE, port, servers)

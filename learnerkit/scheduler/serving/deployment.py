@@ -14,6 +14,7 @@ instead (`backends.k8s_modelservers`): a pod per version, the files sent into it
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,8 +75,9 @@ def serve(
 
 
 def cluster_servers(namespace: str) -> KubernetesModelServers:
-    """The served models in ``namespace`` of the cluster $KUBECONFIG names (else the in-cluster account)."""
-    return KubernetesModelServers(connect(), namespace)
+    """The served models in ``namespace`` of the cluster $KUBECONFIG names (else ~/.kube/config, else the
+    in-cluster account); read now, not when the client library was imported."""
+    return KubernetesModelServers(connect(os.environ.get("KUBECONFIG")), namespace)
 
 
 def _pulled(store: Store, name: str, digest: str, home: Path) -> Path:

@@ -46,10 +46,13 @@ class KubernetesModelServers:
     def host(self) -> str:
         return str(self.api.configuration.host)
 
-    def roll_over(self, tenant: str, name: str, digest: str, folder: Path, keys: Path, image: str) -> Served:
+    def roll_over(
+        self, tenant: str, name: str, digest: str, folder: Path, keys: Path, image: str, gated_id: str | None = None
+    ) -> Served:
         """``name`` served at its Service by a ready pod of ``digest``: created (or kept), the Service pointed at it
         once it is ready, then every pod of another version deleted. A pod created here is deleted again, and the
-        Service left as it was, when it never gets ready."""
+        Service left as it was, when it never gets ready or runs another image than ``gated_id`` (the image ID
+        the gates checked on this host; comparable where the node reports an image ID, not a registry digest)."""
         key_files = sorted(path.name for path in keys.glob("*.pub"))
         pod = mo.server_pod(tenant, name, digest, image, self.namespace, key_files)
         service = self._service(tenant, name)
@@ -68,6 +71,8 @@ class KubernetesModelServers:
         try:
             if created or not _ready(same[0]):
                 self._wait_ready(pod_name, name, (folder, keys))
+            if gated_id is not None:
+                _check_image(self._read_pod(pod_name), gated_id)
             if service is None:
                 with _translated("creating", f"Service {self.namespace}/{mo.service_name(tenant, name)}", self.host):
                     self._core.create_namespaced_service(self.namespace, service_object)
@@ -244,6 +249,19 @@ def _terminated(pod: Any, container: str) -> str | None:
         if ended is not None:
             return f"{ended.exit_code} ({ended.reason})"
     return None
+
+
+def _check_image(pod: Any, gated_id: str) -> None:
+    """ServingError when the node reports running an image ID other than the gated one. A ``repo@sha256:...``
+    (pulled from a registry) names a manifest, not an image ID: it cannot be compared here and passes."""
+    for status in _statuses(pod, init=False):
+        if status.name == mo.SERVER_CONTAINER and status.image_id:
+            runs = str(status.image_id).removeprefix("docker-pullable://")
+            if "@" not in runs and runs != gated_id:
+                raise ServingError(
+                    f"Pod {pod.metadata.name} runs the image {runs}, not {gated_id}, which passed the test and scan "
+                    "gates here: import the gated image into the cluster"
+                )
 
 
 def _gone_ok(call: Callable[[], Any]) -> None:

@@ -68,7 +68,7 @@ def serve(
     folder = _pulled(store, ref.name, digest, home)
     keys_folder = _public_keys(key_files, folder.parent / f"{folder.name}.keys")
     if servers is not None:
-        return servers.roll_over(store.tenant, ref.name, digest, folder, keys_folder, image)
+        return servers.roll_over(store.tenant, ref.name, digest, folder, keys_folder, image, image_id)
     return roll_over(
         store.tenant, ref.name, digest, folder, keys_folder, image_id, home / store.tenant / ref.name / "front", port
     )

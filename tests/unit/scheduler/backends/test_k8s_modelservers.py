@@ -215,3 +215,26 @@ async def test_another_tenants_name_is_not_served_here(
     with pytest.raises(ServingError, match="not served for tenant other"):
         await asyncio.to_thread(servers.served, "other", "digits")
     assert (await asyncio.to_thread(servers.served, "acme", "digits")).version == V1
+
+
+async def test_a_pod_running_another_image_than_the_gated_one_is_refused(
+    kmock: KubernetesEmulator, servers: KubernetesModelServers, sent: Sent, files: tuple[Path, Path]
+) -> None:
+    gated, other = "sha256:" + "aa" * 32, "sha256:" + "bb" * 32
+    task = asyncio.create_task(asyncio.to_thread(servers.roll_over, "acme", "digits", V1, *files, IMAGE, gated))
+    pod = mo.pod_name("acme", "digits", V1)
+    await await_until(lambda: asyncio.sleep(0, live(kmock, "pods", pod)), message="the pod")
+    kubelet(kmock, pod, RECEIVING)
+    await await_until(lambda: asyncio.sleep(0, sent.calls), message="files sent")
+    running = {"name": "server", "ready": True, "restartCount": 0, "image": IMAGE, "state": {"running": {}}}
+    kubelet(kmock, pod, {**READY, "containerStatuses": [{**running, "imageID": other}]})
+    with pytest.raises(ServingError, match=f"runs the image {other}, not {gated}"):
+        await asyncio.wait_for(task, 10)
+    assert live(kmock, "pods", pod) is None and selector(kmock) is None, "nothing of the name is left"
+    # The same image, and one the node pulled by digest (a manifest, not comparable here), are served.
+    for image_id in (gated, f"registry.local/learnerkit/modelserver@sha256:{'cc' * 32}"):
+        task = asyncio.create_task(asyncio.to_thread(servers.roll_over, "acme", "digits", V1, *files, IMAGE, gated))
+        await await_until(lambda: asyncio.sleep(0, live(kmock, "pods", pod)), message="the pod again")
+        kubelet(kmock, pod, {**READY, "containerStatuses": [{**running, "imageID": image_id}]})
+        assert (await asyncio.wait_for(task, 10)).version == V1
+        await asyncio.to_thread(servers.stop, "acme", "digits")

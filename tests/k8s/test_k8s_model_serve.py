@@ -57,15 +57,16 @@ def cluster_env(
     assert code == 0, out
     yield variables
     selector = mo.model_selector("team-k8s", "digits")
-    k8s_cluster.kubectl("-n", NAMESPACE, "delete", "pods,services", "-l", selector, "--wait=true")
+    k8s_cluster.kubectl("-n", NAMESPACE, "delete", "pods,services,networkpolicies", "-l", selector, "--wait=true")
     forget(state_home() / "serving", "team-k8s", "digits")
 
 
-def left(core: Any) -> list[str]:
+def left(core: Any, net: Any) -> list[str]:
     selector = mo.model_selector("team-k8s", "digits")
     pods = core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
     services = core.list_namespaced_service(NAMESPACE, label_selector=selector).items
-    return [f"{type(o).__name__} {o.metadata.name}" for o in (*pods, *services)]
+    policies = net.list_namespaced_network_policy(NAMESPACE, label_selector=selector).items
+    return [f"{type(o).__name__} {o.metadata.name}" for o in (*pods, *services, *policies)]
 
 
 def infer(pod: Any, x: np.ndarray[Any, Any]) -> dict[str, Any]:
@@ -111,7 +112,8 @@ class Watcher:
 def test_a_version_served_on_the_cluster_rolls_over_on_ready_and_stops_clean(
     cluster_env: dict[str, str], k8s_cluster: LocalCluster, digits_model: Path, tmp_path: Path
 ) -> None:
-    core = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(k8s_cluster.kubeconfig)))
+    api = kubernetes.config.new_client_from_config(str(k8s_cluster.kubeconfig))
+    core, net = kubernetes.client.CoreV1Api(api), kubernetes.client.NetworkingV1Api(api)
     code, out = model("serve", "digits@production", env=cluster_env)
     assert code == 0, out
     first = json.loads(out)
@@ -145,13 +147,14 @@ def test_a_version_served_on_the_cluster_rolls_over_on_ready_and_stops_clean(
     assert samples[0][0] == mo.version_label(first["version"]), "sampling began before the roll-over"
     switched = [ready for version, ready in samples if version == new]
     assert switched and all(switched), "the Service named the new version before its pod was ready"
+    kept = [f"V1Pod {rolled['container']}", f"V1Service {rolled['front']}", f"V1NetworkPolicy {rolled['front']}"]
     wait_until(
-        lambda: left(core) == [f"V1Pod {rolled['container']}", f"V1Service {rolled['front']}"],
+        lambda: left(core, net) == kept,
         timeout=120,
-        message=lambda: f"only the new pod and the Service: {left(core)}",
+        message=lambda: f"only the new pod, the Service and the policy: {left(core, net)}",
     )
     assert infer(core.read_namespaced_pod(rolled["container"], NAMESPACE), x)["model_version"] == second
 
     code, out = model("stop", "digits", env=cluster_env)
     assert code == 0 and json.loads(out)["stopped"] == [second], out
-    assert left(core) == [], "model stop waits until everything of the name is gone"
+    assert left(core, net) == [], "model stop waits until everything of the name is gone"

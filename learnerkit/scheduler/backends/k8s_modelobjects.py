@@ -187,6 +187,26 @@ def model_service(tenant: str, name: str, digest: str, namespace: str) -> KubeOb
     }
 
 
+def model_policy(tenant: str, name: str, namespace: str) -> KubeObject:
+    """No egress for the name's pods (the server needs nothing: its files are sent in), ingress to its port."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": service_name(tenant, name),
+            "namespace": namespace,
+            "labels": model_labels(tenant, name),
+            "annotations": _annotations(tenant, name),
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {MODEL_LABEL: model_key(tenant, name)}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"ports": [{"protocol": "TCP", "port": PORT}]}],
+            "egress": [],
+        },
+    }
+
+
 def version_selector(tenant: str, name: str, digest: str) -> dict[str, str]:
     return {MODEL_LABEL: model_key(tenant, name), VERSION_LABEL: version_label(digest)}
 

@@ -2,7 +2,8 @@
 
 A served name is one Service (its stable address) and one pod per version it runs (``k8s_modelobjects``). A
 roll-over creates the new version's pod, sends it the verified files (``k8s_modelfiles``), waits until the kubelet
-reports it ready (the readiness probe on ``/v2/health/ready``), only then moves the Service's selector to it, and
+reports it ready (the readiness probe on ``/v2/health/ready``; a NetworkPolicy, made first, denies the name's pods
+every egress), only then moves the Service's selector to it, and
 then deletes the old pods, which drain what they were answering on SIGTERM. `stop` deletes the Service and the
 pods and waits until they are gone. Every object is found by its labels, checked again on the answer.
 """
@@ -17,9 +18,9 @@ from typing import Any
 import kubernetes.client
 
 from learnerkit.scheduler.backends import k8s_modelobjects as mo
-from learnerkit.scheduler.backends.k8s_cluster import HTTP_NOT_FOUND, _translated
+from learnerkit.scheduler.backends.k8s_cluster import HTTP_CONFLICT, HTTP_NOT_FOUND, _translated
 from learnerkit.scheduler.backends.k8s_modelfiles import send_files
-from learnerkit.scheduler.backends.k8s_objects import MANAGED_BY, validate_objects
+from learnerkit.scheduler.backends.k8s_objects import MANAGED_BY, KubeObject, validate_objects
 from learnerkit.scheduler.backends.modelservers import Served, ServingError
 from learnerkit.scheduler.errors import BackendError
 
@@ -40,6 +41,7 @@ class KubernetesModelServers:
         self.namespace = namespace
         self.validate = validate
         self._core = kubernetes.client.CoreV1Api(api)
+        self._net = kubernetes.client.NetworkingV1Api(api)
         self._send = send or (lambda pod, model, keys: send_files(api, namespace, pod, model, keys))
 
     @property
@@ -61,8 +63,11 @@ class KubernetesModelServers:
         wanted = mo.version_label(digest)
         old = [p for p in pods if p.metadata.labels.get(mo.VERSION_LABEL) != wanted]
         same = [p for p in pods if p.metadata.labels.get(mo.VERSION_LABEL) == wanted and _deleting(p) is False]
+        policy = mo.model_policy(tenant, name, self.namespace)
         if self.validate:
-            validate_objects([pod, service_object])
+            validate_objects([pod, service_object, policy])
+        fresh = service is None and not pods
+        self._ensure_policy(tenant, name, policy)  # before any pod: none runs unfenced
         created = not same
         if created:
             with _translated("creating", f"Pod {self.namespace}/{pod['metadata']['name']}", self.host):
@@ -81,6 +86,8 @@ class KubernetesModelServers:
         except (ServingError, BackendError):
             if created:
                 self._delete_pod(pod_name)
+            if fresh:  # the name was not served: nothing of it is left
+                self._delete_policy(mo.service_name(tenant, name))
             raise
         if old:  # switched: the new pod serves; on a failure here the old ones are only kept
             self._wait_endpoints(mo.service_name(tenant, name), pod_name)
@@ -91,23 +98,59 @@ class KubernetesModelServers:
     def stop(self, tenant: str, name: str) -> list[str]:
         """Delete the Service of ``name`` (no new request reaches it), then its pods (each drains what it is
         answering on SIGTERM), and wait until none is left; the versions they served (ServingError for none)."""
-        service = self._service(tenant, name)
-        pods = self._pods(tenant, name)
-        if service is None and not pods:
+        service, pods, policy = self._service(tenant, name), self._pods(tenant, name), self._policy(tenant, name)
+        if service is None and not pods and policy is None:
             raise ServingError(f"model {name} is not served for tenant {tenant} in namespace {self.namespace}")
         if service is not None:
             with _translated("deleting", f"Service {self.namespace}/{service.metadata.name}", self.host):
                 _gone_ok(lambda: self._core.delete_namespaced_service(service.metadata.name, self.namespace))
         for pod in pods:
             self._delete_pod(pod.metadata.name)
+        if policy is not None:
+            self._delete_policy(policy.metadata.name)
         deadline = time.monotonic() + GONE_TIMEOUT_S
-        while left := [p.metadata.name for p in self._pods(tenant, name)] + (
-            [] if self._service(tenant, name) is None else [mo.service_name(tenant, name)]
-        ):
+        while left := self._left(tenant, name):
             if time.monotonic() >= deadline:
                 raise ServingError(f"{name}: still there after {GONE_TIMEOUT_S:g} s: {', '.join(left)}")
             time.sleep(POLL_S)
         return [(p.metadata.annotations or {}).get(mo.DIGEST_ANNOTATION, "") for p in pods]
+
+    def _left(self, tenant: str, name: str) -> list[str]:
+        """``Kind name`` of every object of the served name still there."""
+        service, policy = self._service(tenant, name), self._policy(tenant, name)
+        return [
+            *(f"Pod {p.metadata.name}" for p in self._pods(tenant, name)),
+            *([f"Service {service.metadata.name}"] if service is not None else []),
+            *([f"NetworkPolicy {policy.metadata.name}"] if policy is not None else []),
+        ]
+
+    def _policy(self, tenant: str, name: str) -> Any | None:
+        wanted = mo.service_name(tenant, name)
+        with _translated("reading", f"NetworkPolicy {self.namespace}/{wanted}", self.host):
+            try:
+                found = self._net.read_namespaced_network_policy(wanted, self.namespace)
+            except kubernetes.client.ApiException as e:
+                if e.status == HTTP_NOT_FOUND:
+                    return None
+                raise
+        return found if _ours(found, tenant, name) else None
+
+    def _ensure_policy(self, tenant: str, name: str, policy: KubeObject) -> None:
+        what = f"NetworkPolicy {self.namespace}/{policy['metadata']['name']}"
+        if self._policy(tenant, name) is not None:
+            return
+        try:
+            with _translated("creating", what, self.host):
+                self._net.create_namespaced_network_policy(self.namespace, policy)
+        except BackendError as e:
+            if e.status != HTTP_CONFLICT:
+                raise
+            if self._policy(tenant, name) is None:
+                raise BackendError(f"creating {what}: it exists and is not {tenant}'s {name}", status=e.status) from e
+
+    def _delete_policy(self, policy: str) -> None:
+        with _translated("deleting", f"NetworkPolicy {self.namespace}/{policy}", self.host):
+            _gone_ok(lambda: self._net.delete_namespaced_network_policy(policy, self.namespace))
 
     def served(self, tenant: str, name: str) -> Served:
         """The version the Service points at; ServingError when ``name`` is not served."""

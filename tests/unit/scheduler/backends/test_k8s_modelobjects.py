@@ -28,6 +28,7 @@ def test_every_object_validates_even_for_the_longest_name() -> None:
     objects = [
         mo.server_pod("acme", LONG_NAME, DIGEST, IMAGE, "serving", ["k.pub"]),
         mo.model_service("acme", LONG_NAME, DIGEST, "serving"),
+        mo.model_policy("acme", LONG_NAME, "serving"),
     ]
     validate_objects(objects)
     assert len(mo.service_name("acme", LONG_NAME)) <= 63
@@ -113,3 +114,11 @@ def test_the_receiver_refuses_a_member_outside_its_folder(tmp_path: Path, monkey
     with pytest.raises(SystemExit, match=r"refused: \.\./escape"):
         exec(compile(mo.RECEIVE_FILES.replace(mo.INCOMING, str(incoming)), "receive", "exec"), {})
     assert not (tmp_path / "escape").exists() and not (incoming / mo.COMPLETE_FILE).exists()
+
+
+def test_the_policy_denies_every_egress_of_the_names_pods_and_lets_clients_reach_the_port() -> None:
+    policy = mo.model_policy("acme", "digits", "serving")["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"] and policy["egress"] == []
+    assert policy["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8080}]}]
+    assert policy["podSelector"]["matchLabels"].items() <= pod()["metadata"]["labels"].items()
+    assert not policy["podSelector"]["matchLabels"].items() <= pod(name="digits2")["metadata"]["labels"].items()

@@ -47,7 +47,11 @@ def sent() -> Sent:
 @pytest.fixture
 def servers(kmock: KubernetesEmulator, sent: Sent, monkeypatch: pytest.MonkeyPatch) -> KubernetesModelServers:
     monkeypatch.setattr(k8s_modelservers, "READY_TIMEOUT_S", 15.0)  # a failed test's roll-over ends soon after it
-    for plural in ("v1/pods", "v1/services"):  # kmock knows a resource from its objects, or declared
+    for plural in (
+        "v1/pods",
+        "v1/services",
+        "networking.k8s.io/v1/networkpolicies",
+    ):  # kmock knows a resource from its objects, or declared
         kmock.resources[plural] = {}
     configuration = kubernetes.client.Configuration()
     configuration.host = str(kmock.url).rstrip("/")
@@ -64,7 +68,7 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
 
 def live(kmock: KubernetesEmulator, plural: str, name: str) -> dict[str, Any] | None:
     try:
-        found = kmock.objects[f"v1/{plural}", NAMESPACE, name]
+        found = kmock.objects[plural if "/" in plural else f"v1/{plural}", NAMESPACE, name]
     except KeyError:
         return None
     return None if found.deleted else dict(found.raw)
@@ -74,6 +78,7 @@ def kubelet(kmock: KubernetesEmulator, pod: str, status: dict[str, Any]) -> None
     kmock.objects["v1/pods", NAMESPACE, pod].patch({"status": status})
 
 
+POLICIES = "networking.k8s.io/v1/networkpolicies"
 RECEIVING = {
     "initContainerStatuses": [
         {"name": "receive", "ready": False, "restartCount": 0, "image": IMAGE, "imageID": "", "state": {"running": {}}}
@@ -126,6 +131,10 @@ async def test_the_first_serve_sends_the_files_then_makes_the_service_once_ready
     ]
     assert made["spec"]["automountServiceAccountToken"] is False
     assert len(sent.calls) == 1
+    posts = [str(r.url.path).rsplit("/", 1)[-1] for r in kmock if r.method == method.POST]
+    assert posts == ["networkpolicies", "pods", "services"], "the policy before the pod, the address once ready"
+    policy = live(kmock, POLICIES, mo.service_name("acme", "digits"))
+    assert policy is not None and policy["spec"]["egress"] == []
 
 
 async def test_a_roll_over_moves_the_selector_only_once_the_new_pod_is_ready_then_removes_the_old(
@@ -203,6 +212,7 @@ async def test_stop_removes_everything_of_the_name_and_nothing_else(
     stopped = await asyncio.to_thread(servers.stop, "acme", "digits")
     assert stopped == [V1]
     assert selector(kmock) is None and live(kmock, "pods", mo.pod_name("acme", "digits", V1)) is None
+    assert live(kmock, POLICIES, mo.service_name("acme", "digits")) is None
     assert live(kmock, "pods", other["metadata"]["name"]) is not None
     with pytest.raises(ServingError, match="model digits is not served for tenant acme"):
         await asyncio.to_thread(servers.stop, "acme", "digits")
@@ -231,6 +241,7 @@ async def test_a_pod_running_another_image_than_the_gated_one_is_refused(
     with pytest.raises(ServingError, match=f"runs the image {other}, not {gated}"):
         await asyncio.wait_for(task, 10)
     assert live(kmock, "pods", pod) is None and selector(kmock) is None, "nothing of the name is left"
+    assert live(kmock, POLICIES, mo.service_name("acme", "digits")) is None
     # The same image, and one the node pulled by digest (a manifest, not comparable here), are served.
     for image_id in (gated, f"registry.local/learnerkit/modelserver@sha256:{'cc' * 32}"):
         task = asyncio.create_task(asyncio.to_thread(servers.roll_over, "acme", "digits", V1, *files, IMAGE, gated))

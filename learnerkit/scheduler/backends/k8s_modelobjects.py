@@ -28,7 +28,8 @@ INCOMING = "/incoming"
 """The init container's mount of the files' emptyDir; the files arrive under ``files/``, then ``complete``."""
 COMPLETE_FILE = "complete"
 RECEIVE_DEADLINE_S = 600
-"""How long a new pod waits for its files: a pod the scheduler abandoned fails instead of waiting for good."""
+"""How long ``receive`` waits for the files before it exits 1: a pod whose `serve` died shows the kubelet's back-off
+(``Init:CrashLoopBackOff``) instead of an init container that looks busy."""
 MODEL_LABEL = "learnerkit.io/model"
 """A hash of ``tenant/name``: which served model an object belongs to."""
 VERSION_LABEL = "learnerkit.io/model-version"

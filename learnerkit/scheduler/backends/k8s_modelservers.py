@@ -62,17 +62,22 @@ class KubernetesModelServers:
         pods = self._pods(tenant, name)
         wanted = mo.version_label(digest)
         old = [p for p in pods if p.metadata.labels.get(mo.VERSION_LABEL) != wanted]
-        same = [p for p in pods if p.metadata.labels.get(mo.VERSION_LABEL) == wanted and _deleting(p) is False]
+        same = [p for p in pods if p.metadata.labels.get(mo.VERSION_LABEL) == wanted and not _deleting(p)]
         policy = mo.model_policy(tenant, name, self.namespace)
         if self.validate:
             validate_objects([pod, service_object, policy])
         fresh = service is None and not pods
         self._ensure_policy(tenant, name, policy)  # before any pod: none runs unfenced
         created = not same
-        if created:
-            with _translated("creating", f"Pod {self.namespace}/{pod['metadata']['name']}", self.host):
-                self._core.create_namespaced_pod(self.namespace, pod)
         pod_name = pod["metadata"]["name"]
+        if created:
+            try:
+                with _translated("creating", f"Pod {self.namespace}/{pod_name}", self.host):
+                    self._core.create_namespaced_pod(self.namespace, pod)
+            except BackendError:
+                if fresh:
+                    self._delete_policy(mo.service_name(tenant, name))
+                raise
         try:
             if created or not _ready(same[0]):
                 self._wait_ready(pod_name, name, (folder, keys))

@@ -13,12 +13,13 @@ from typing import Any
 
 import kubernetes.client
 import pytest
-from kmock import KubernetesEmulator, method
+from kmock import KubernetesEmulator, method, resource
 
 from learnerkit.scheduler.backends import k8s_modelobjects as mo
 from learnerkit.scheduler.backends import k8s_modelservers
 from learnerkit.scheduler.backends.k8s_modelservers import KubernetesModelServers
 from learnerkit.scheduler.backends.modelservers import ServingError
+from learnerkit.scheduler.errors import BackendError
 from tests.waiting import await_until
 
 pytestmark = pytest.mark.asyncio
@@ -249,3 +250,12 @@ async def test_a_pod_running_another_image_than_the_gated_one_is_refused(
         kubelet(kmock, pod, {**READY, "containerStatuses": [{**running, "imageID": image_id}]})
         assert (await asyncio.wait_for(task, 10)).version == V1
         await asyncio.to_thread(servers.stop, "acme", "digits")
+
+
+async def test_a_first_serve_the_api_refuses_leaves_nothing(
+    kmock: KubernetesEmulator, servers: KubernetesModelServers, files: tuple[Path, Path]
+) -> None:
+    kmock["post", resource("v1/pods")] << 403 << {"kind": "Status", "message": "pods are forbidden here"}
+    with pytest.raises(BackendError, match=r"creating Pod serving/lk-model-digits-.*: 403 .*pods are forbidden here"):
+        await asyncio.to_thread(servers.roll_over, "acme", "digits", V1, *files, IMAGE)
+    assert live(kmock, POLICIES, mo.service_name("acme", "digits")) is None and selector(kmock) is None

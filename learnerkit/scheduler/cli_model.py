@@ -20,12 +20,14 @@ from learnerkit.scheduler.catalog.errors import RefusedError
 from learnerkit.scheduler.catalog.versions import Store, Version
 from learnerkit.scheduler.cli_job import connected, scheduler_client, token_option
 from learnerkit.scheduler.client.http import SchedulerClient
-from learnerkit.scheduler.config.settings import DEFAULT_SIGNING_KEY, SIGNING_KEY_SETTING
+from learnerkit.scheduler.config.settings import DEFAULT_SIGNING_KEY, SIGNING_KEY_SETTING, BackendKind
 from learnerkit.scheduler.errors import ModelMoveRefusedError, SchedulerUnreachableError
 from learnerkit.scheduler.manifest.catalogfield import MODEL_NAME_HELP, model_name_ok
 
 if TYPE_CHECKING:
     from securesystemslib.signer import Key
+
+    from learnerkit.scheduler.serving.deployment import KubernetesModelServers
 
 F = TypeVar("F", bound=Callable[..., Any])
 REGISTRY_SETTING = "LEARNERKIT_CATALOG_REGISTRY"
@@ -427,6 +429,40 @@ def _serving_home() -> Path:
     return state_home() / "serving"
 
 
+BACKEND_OPTION = click.option(
+    "--backend",
+    type=click.Choice([k.value for k in BackendKind]),
+    envvar="LEARNERKIT_SCHEDULER_BACKEND",
+    default=BackendKind.DOCKER.value,
+    show_default=True,
+    is_eager=True,  # read before --port, which it rules out
+    help="this host's Docker engine or the scheduler's cluster [env LEARNERKIT_SCHEDULER_BACKEND]",
+)
+NAMESPACE_OPTION = click.option(
+    "--namespace",
+    envvar="LEARNERKIT_K8S_NAMESPACE",
+    default="learnerkit",
+    show_default=True,
+    help="the cluster's namespace (--backend kubernetes; $KUBECONFIG) [env LEARNERKIT_K8S_NAMESPACE]",
+)
+
+
+def _cluster_servers(backend: str, namespace: str) -> KubernetesModelServers | None:
+    """The served models of the cluster $KUBECONFIG names (else the in-cluster account), or None for Docker."""
+    if backend != BackendKind.KUBERNETES.value:
+        return None
+    from learnerkit.scheduler.serving.deployment import cluster_servers
+
+    return cluster_servers(namespace)
+
+
+def _docker_port(context: click.Context, _parameter: click.Parameter, port: int | None) -> int | None:
+    """``--port`` refused on the cluster before any registry or key is read (``--backend`` is read first)."""
+    if port is not None and context.params.get("backend") == BackendKind.KUBERNETES.value:
+        raise click.BadParameter("--port is the Docker backend's: on Kubernetes the address is the Service's")
+    return port
+
+
 @model_group.command("serve")
 @click.argument("reference", metavar="NAME@ALIAS|NAME@VERSION")
 @click.option("--image", default=None, help="the model server image [learnerkit/modelserver:2.13-cpu-py3.11]")
@@ -434,21 +470,33 @@ def _serving_home() -> Path:
     "--port",
     type=click.IntRange(1, 65535),
     default=None,
+    callback=_docker_port,
     help="the reference's port on 127.0.0.1, where it is not served yet [one Docker picks; kept while it is served]",
 )
+@BACKEND_OPTION
+@NAMESPACE_OPTION
 @catalog_command
 def serve_command(
-    reference: str, image: str | None, port: int | None, store: Store, keys: list[Key], output: str
+    reference: str,
+    image: str | None,
+    port: int | None,
+    backend: str,
+    namespace: str,
+    store: Store,
+    keys: list[Key],
+    output: str,
 ) -> None:
-    """Serve a version over the Open Inference Protocol v2 on the local Docker engine; prints the reference's
-    address, which stays while it is served. Each NAME@ALIAS (or NAME@VERSION) has its own address, so
-    `production` and `candidate` of one model are served side by side. Serving a served reference again answers
-    its address, rolling it over where the alias moved meanwhile (the new server answers ready, new requests go
-    to it, the old one's finish, then it stops); the name's other references are not touched."""
+    """Serve a version over the Open Inference Protocol v2 on the local Docker engine (or, with `--backend
+    kubernetes`, the cluster); prints the reference's address, which stays while it is served. On Docker each
+    NAME@ALIAS (or NAME@VERSION) has its own address, so `production` and `candidate` of one model are served side
+    by side; on Kubernetes a name has one address (its Service), and serving another reference of it rolls it over.
+    Serving a served reference again answers its address, rolling it over where the alias moved meanwhile (the new
+    server answers ready, new requests go to it, the old one's finish, then it stops)."""
     from learnerkit.scheduler.serving.deployment import SERVER_IMAGE, serve
 
     key_files = _key_files()
-    served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE, port)
+    servers = _cluster_servers(backend, namespace)
+    served = serve(store, reference, keys, key_files, _serving_home(), image or SERVER_IMAGE, port, servers)
     emit(
         output,
         served.to_dict(),
@@ -467,16 +515,24 @@ def _key_files() -> list[Path]:
 @model_group.command("stop")
 @click.argument("reference", metavar="NAME|NAME@ALIAS|NAME@VERSION")
 @click.option("--tenant", envvar="LEARNERKIT_TENANT", required=True, help="the tenant [env LEARNERKIT_TENANT]")
+@BACKEND_OPTION
+@NAMESPACE_OPTION
 @output_option
-def stop_command(reference: str, tenant: str, output: str) -> None:
+def stop_command(reference: str, tenant: str, backend: str, namespace: str, output: str) -> None:
     """Stop serving NAME@ALIAS (or NAME@VERSION) on this host's engine, the name's other references kept; a bare
     NAME stops every reference of it. Its address goes first (the requests in flight finish), then its servers;
-    no registry or key is needed."""
+    no registry or key is needed. On Kubernetes (`--backend kubernetes`) a name has one address: its Service, pods
+    and policy go, whichever reference is given."""
     from learnerkit.scheduler.catalog.names import Reference, check_name
-    from learnerkit.scheduler.serving.deployment import stop
+    from learnerkit.scheduler.serving.deployment import stop, stop_on_cluster
 
     try:
-        stopped = stop(_serving_home(), check_name(tenant, "tenant"), reference)
+        servers = _cluster_servers(backend, namespace)
+        tenant = check_name(tenant, "tenant")
+        if servers is not None:
+            stopped = stop_on_cluster(servers, _serving_home(), tenant, reference)
+        else:
+            stopped = stop(_serving_home(), tenant, reference)
     except LearnerkitError as e:
         fail(output, e)
     name = Reference.parse(reference).name

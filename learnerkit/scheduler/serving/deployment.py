@@ -12,21 +12,28 @@ to it, the requests in flight to the old one finish, then the old one stops, dra
 Serving and stopping a name on this host hold one lock file per name (`flock`): two `serve`s of one endpoint at once
 would race for its front's container name. The catalog's etcd lock (`hold_model`) is not taken: it orders alias
 moves, and `serve` moves none; it resolves the alias once, so a move made meanwhile is served by the next `serve`.
+With ``servers`` (`--backend kubernetes`) the version is served on the cluster instead
+(`backends.k8s_modelservers`): a pod per version, the files sent into it, a Service as the name's one address (on
+the cluster a name has one endpoint; serving another reference of it rolls it over).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from securesystemslib.signer import Key
 
 from learnerkit.common.engineimages import EngineError
 from learnerkit.scheduler.backends import modelservers
+from learnerkit.scheduler.backends.k8s_cluster import connect
+from learnerkit.scheduler.backends.k8s_modelservers import KubernetesModelServers as KubernetesModelServers
 from learnerkit.scheduler.backends.modelservers import (
     SERVER_IMAGE as SERVER_IMAGE,
 )
@@ -53,6 +60,7 @@ def serve(
     home: Path,
     image: str = SERVER_IMAGE,
     port: int | None = None,
+    servers: KubernetesModelServers | None = None,
 ) -> Served:
     """Serve ``reference`` (NAME@ALIAS or NAME@VERSION) at its endpoint's address (``port``: its host port, where
     the endpoint is not served yet; None: one Docker picks); the version's files are kept under ``home``."""
@@ -70,6 +78,9 @@ def serve(
     with _held(home, store.tenant, ref.name):
         folder = _pulled(store, ref.name, digest, home)
         keys_folder = _public_keys(key_files, folder.parent / f"{folder.name}.keys")
+        if servers is not None:
+            served = servers.roll_over(store.tenant, ref.name, digest, folder, keys_folder, image, image_id)
+            return replace(served, pinned=ref.pinned())
         return roll_over(endpoint, digest, folder, keys_folder, image_id, _control(home, endpoint), port)
 
 
@@ -92,6 +103,15 @@ def stop(home: Path, tenant: str, reference: str) -> list[Served]:
         else:
             _forget_endpoint(home, Endpoint(tenant, ref.name, pinned))
     return stopped
+
+
+def stop_on_cluster(servers: KubernetesModelServers, home: Path, tenant: str, reference: str) -> list[Served]:
+    """Stop the name's one endpoint on the cluster, whichever reference of the name is given, until nothing of it
+    is left there, and remove what `serve` kept of it under ``home``."""
+    name = Reference.parse(reference).name
+    versions = servers.stop(tenant, name)
+    forget(home, tenant, name)
+    return [Served(name, version, "", "") for version in versions]
 
 
 def served_here(tenant: str, name: str | None = None) -> list[Served] | None:
@@ -118,6 +138,12 @@ def _held(home: Path, tenant: str, name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def cluster_servers(namespace: str) -> KubernetesModelServers:
+    """The served models in ``namespace`` of the cluster $KUBECONFIG names (else ~/.kube/config, else the
+    in-cluster account); read now, not when the client library was imported."""
+    return KubernetesModelServers(connect(os.environ.get("KUBECONFIG")), namespace)
 
 
 def _pulled(store: Store, name: str, digest: str, home: Path) -> Path:

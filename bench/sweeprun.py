@@ -85,7 +85,7 @@ class RealRun:
     recomputed: int
     """Steps a trial's histories hold more than once."""
     attempts: int
-    """Trial starts and promotions: each a deploy of a learner pair."""
+    """Trial starts and promotions: each a deploy of a learner pair, but for a promotion in place."""
     sidecar_cpu_s: float
     scheduler_cpu_s: float
     engine_cpu_s: float
@@ -93,6 +93,13 @@ class RealRun:
     """The learner containers' CPU-seconds: training, and the interpreter's and framework's start each attempt."""
     trained_s: float
     """The training's own seconds, as the learners logged them (0 without ``seconds_metric``)."""
+    pairs: tuple[int, ...]
+    """Per trial, by index: the learner pairs deployed for it (its job's attempts), each a learner started."""
+
+    @property
+    def deploys(self) -> int:
+        """Learner pairs deployed: ``attempts - deploys`` promotions went on in place."""
+        return sum(self.pairs)
 
     @property
     def best(self) -> float:
@@ -186,6 +193,7 @@ def run_sweep(lab: Cluster, text: str, label: str, model: Path, seconds_metric: 
     engine_spent, engine_idle = engine_meter.spent()
     steps = recomputed = 0
     trained_s = 0.0
+    pairs = tuple(len(lab.client.get(trial.job_id).attempts) for trial in view.trials)
     for trial in view.trials:
         records = history(lab.client, trial.job_id)
         seen = [r["step"] for r in records]
@@ -207,6 +215,7 @@ def run_sweep(lab: Cluster, text: str, label: str, model: Path, seconds_metric: 
         max(0.0, engine_spent - engine_idle),
         sum(cost.cpu_s for cost in learners.costs.values()),
         trained_s,
+        pairs,
     )
 
 

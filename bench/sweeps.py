@@ -22,7 +22,8 @@ first-rung durations measured there.
 
 With --digits (bench/sweepdigits.py): a real training problem, a small PyTorch network on scikit-learn's digits
 (written to CSV in the robustness image and uploaded to the dev object store), ASHA against successive halving
-from scratch and random search with full training, in the same learner containers under the same scheduler.
+from scratch and random search with full training, in the same learner containers under the same scheduler; ASHA's
+learner promotes in place (`learner.next_budget`) where the scheduler promotes it at its rung's end.
 
 With --scale and --scale-local (bench/sweepscale.py): a sweep of 200 trials at concurrency 200, on a simulated
 backend over a real etcd against concurrency 1 (every decision stored, the heap flat over 100 steps), and under
@@ -200,7 +201,7 @@ def main() -> int:
         low, high = (int(n) for n in args.digits_rungs.split(","))
         widths = tuple(int(n) for n in args.digits_widths.split(","))
         digits = digits_comparison(args.digits_trials, args.concurrency, args.seed, (low, high), widths)
-        digits_report(digits)
+        missed += digits_report(digits)
     for miss in missed:
         print(f"MISSED: {miss}", file=sys.stderr)
     return 1 if missed else 0

@@ -15,10 +15,12 @@ import pytest
 from controller_sidecar.etcdstore import EtcdStore, WatchEvent
 from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.events.source import watched_range
+from learnerkit.scheduler.facade import SweepView
 from learnerkit.scheduler.manifest.redact import REDACTED
 from learnerkit.scheduler.sweeps.store import SweepSpecRecord, SweepState, SweepStatus
-from tests.integration.scheduler.conftest import Harness, manifest
+from tests.integration.scheduler.conftest import TERMINAL, Harness, leftovers, manifest
 from tests.integration.scheduler.test_sweeps import SEARCH, model_zip
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(300)]
 
@@ -67,7 +69,20 @@ def test_no_watched_key_ever_holds_a_sweep_s_credentials_and_their_key_goes_with
     )
     held = harness.call(etcd.get(credentials_key(view.sweep_id)))
     assert held is not None and secret in held[0]  # needed while it runs
+
+    def sweep() -> SweepView:
+        return harness.call(harness.service.get_sweep("team-a", view.sweep_id))
+
+    def training() -> bool:
+        return any(trial.job_status == "PROCESSING" for trial in sweep().trials)
+
+    def trials_gone() -> bool:
+        trials = sweep().trials
+        return all(t.job_status in TERMINAL and leftovers(t.job_id) == [] for t in trials)
+
+    wait_until(training, timeout=180, interval=0.2, message="a trial to train")
     harness.call(harness.service.cancel_sweep("team-a", view.sweep_id))
+    wait_until(trials_gone, timeout=180, interval=0.2, message=lambda: f"the trials to end and go: {sweep().trials}")
     assert harness.call(etcd.get(credentials_key(view.sweep_id))) is None
     first, end = watched_range(harness.root)
     marker = f"{harness.service.loop.driver.store.root}/{view.sweep_id}/test-end"  # type: ignore[union-attr]

@@ -320,8 +320,9 @@ class SweepStore:
         return [decision_from_raw(json.loads(found[key])) for key in sorted(found)[:counted]]
 
     async def fail(self, sweep_id: str, reason: str) -> None:
-        """Mark a sweep failed whose records cannot be restored (its state's count of decisions kept if it reads);
-        one failed already keeps its state."""
+        """Mark a sweep failed whose records cannot be restored (its state's count of decisions kept if it reads),
+        its credentials deleted in the same transaction (no driver holds it to delete them as it ends); one failed
+        already keeps its state."""
         key = f"{self._prefix(sweep_id)}state"
         try:
             found = await self.etcd.get(key)
@@ -332,7 +333,9 @@ class SweepStore:
             if stored.status is SweepStatus.FAILED:
                 return  # failed at an earlier start: its first reason stays
             state = SweepState(SweepStatus.FAILED, stored.decisions, reason)
-            await self.etcd.put(key, json.dumps(state.to_raw(), sort_keys=True))
+            await self.etcd.put_all(
+                {key: json.dumps(state.to_raw(), sort_keys=True)}, delete=(self._credentials_key(sweep_id),)
+            )
         except TransientError as e:
             raise StoreUnavailableError(f"failing sweep {sweep_id}: etcd does not answer: {e}") from e
 

@@ -129,3 +129,14 @@ def test_an_ended_sweep_of_the_earlier_layout_keeps_its_redacted_spec_and_gets_n
     before = dict(etcd.data)
     asyncio.run(sweeps.load_all())
     assert etcd.data == before
+
+
+def test_a_sweep_failed_at_start_for_records_that_do_not_read_loses_its_credentials() -> None:
+    """No driver holds such a sweep, so none deletes them as it ends: `fail` does, with the state it writes."""
+    sweeps, etcd = store()
+    asyncio.run(sweeps.create(record()))
+    etcd.data[f"/learnerkit/sweeps/{SWEEP}/trials/000000"] = b"{not json"
+    loaded = asyncio.run(sweeps.load_all())
+    assert list(loaded.unreadable) == [SWEEP]
+    asyncio.run(sweeps.fail(SWEEP, loaded.unreadable[SWEEP]))
+    assert holding_secret(etcd) == []

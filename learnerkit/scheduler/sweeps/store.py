@@ -2,14 +2,20 @@
 
 Layout, beside the jobs' root (``/learnerkit/sweeps`` for ``/learnerkit/jobs``):
 
-- ``<sweep_id>/spec``: the tenant, the search file and the manifest as submitted (credentials included, as
-  ``/learnerkit/credentials/<job>`` keeps a job's), the submit's options; written once, and again without the
-  credentials when the sweep ends (done, cancelled or failed; `SweepStore.delete_credentials`).
+- ``<sweep_id>/spec``: the tenant, the search file, the manifest as submitted with its stores' credentials
+  redacted, the submit's options; written once, and again marked ``"credentials": "deleted"`` when the sweep ends.
 - ``<sweep_id>/tenant``: the tenant alone, written with the spec: the event stream names a sweep's tenant without
   reading its spec (sweeps stored before it was written fall back to the spec).
 - ``<sweep_id>/state``: running, halted, cancelled, done or failed (with the reason), and the count of decisions taken.
 - ``<sweep_id>/trials/<index>``: each started trial's `TrialRecord`, its job and the attempt its rung began.
 - ``<sweep_id>/decisions/<n>``: every decision in order, with its reason (read by `sweep status`).
+
+The manifest as submitted, credentials included, lies apart under ``/learnerkit/credentials/sweeps/<sweep_id>``
+(`sweep_credentials_key`), beside the jobs' ``/learnerkit/credentials/<job>`` and outside the range the event hub
+watches: written in the transaction that writes the spec, read at start (`load_all`), deleted in the transaction
+that marks the spec when the sweep ends (done, cancelled or failed; `SweepStore.delete_credentials`). A job id
+holds no ``/``, so no job's key is ever ``sweeps/...``. A sweep stored before that layout (credentials in its
+spec, no such key) runs on them, and `load_all` moves them out in one transaction.
 
 A batch of decisions and the trial records they change are written before the driver acts on them (creates a
 trial's job, resumes it): after a restart the records say what was decided, and the driver finishes what it
@@ -186,6 +192,22 @@ def sweeps_root(jobs_root: str = keys.ROOT) -> str:
     return f"{parent}/sweeps"
 
 
+def sweep_credentials_key(sweep_id: str, jobs_root: str = keys.ROOT) -> str:
+    """``/learnerkit/credentials/sweeps/<sweep_id>`` beside ``/learnerkit/jobs``: outside the sweeps' prefix and
+    the event hub's watched range (``/learnerkit/jobs/`` .. the end of ``/learnerkit/sweeps/``)."""
+    parent = jobs_root.rstrip("/").rsplit("/", 1)[0]
+    return f"{parent}/credentials/sweeps/{sweep_id}"
+
+
+def _spec_raw(spec: SweepSpecRecord) -> str:
+    """The spec as etcd keeps it: its manifest's credentials redacted (they lie under `sweep_credentials_key`)."""
+    return json.dumps(replace(spec, manifest_text=redact_credentials(spec.manifest_text)).to_raw(), sort_keys=True)
+
+
+def _credentials_raw(spec: SweepSpecRecord) -> str:
+    return json.dumps({"manifest": spec.manifest_text, "source": spec.manifest_source})
+
+
 def _decision_raw(decision: Decision) -> str:
     return json.dumps(
         {
@@ -207,15 +229,21 @@ class SweepStore:
     def __init__(self, etcd: EtcdStore, jobs_root: str = keys.ROOT) -> None:
         self.etcd = etcd
         self.root = sweeps_root(jobs_root)
+        self.jobs_root = jobs_root
 
     def _prefix(self, sweep_id: str) -> str:
         return f"{self.root}/{sweep_id}/"
 
+    def _credentials_key(self, sweep_id: str) -> str:
+        return sweep_credentials_key(sweep_id, self.jobs_root)
+
     async def create(self, spec: SweepSpecRecord) -> bool:
-        """The sweep's spec and first state in one transaction, unless a sweep of that id exists."""
+        """The sweep's spec (credentials redacted), its credentials apart and its first state in one transaction,
+        unless a sweep of that id exists."""
         prefix = self._prefix(spec.sweep_id)
         items = {
-            f"{prefix}spec": json.dumps(spec.to_raw(), sort_keys=True),
+            f"{prefix}spec": _spec_raw(spec),
+            self._credentials_key(spec.sweep_id): _credentials_raw(spec),
             f"{prefix}tenant": spec.tenant,
             f"{prefix}state": json.dumps(SweepState().to_raw(), sort_keys=True),
         }
@@ -234,15 +262,31 @@ class SweepStore:
         return None if spec is None else str(json.loads(spec[0])["tenant"])
 
     async def delete_credentials(self, spec: SweepSpecRecord) -> SweepSpecRecord:
-        """Keep the sweep's manifest without its stores' credentials: an ended sweep starts no trial again."""
+        """Delete the sweep's credentials and mark its spec so, in one transaction: an ended sweep starts no trial
+        again."""
         redacted = replace(spec, manifest_text=redact_credentials(spec.manifest_text), credentials_deleted=True)
+        spec_key = f"{self._prefix(spec.sweep_id)}spec"
         try:
-            await self.etcd.put(f"{self._prefix(spec.sweep_id)}spec", json.dumps(redacted.to_raw(), sort_keys=True))
+            await self.etcd.put_all({spec_key: _spec_raw(redacted)}, delete=(self._credentials_key(spec.sweep_id),))
         except TransientError as e:
             raise StoreUnavailableError(
                 f"deleting the credentials of sweep {spec.sweep_id}: etcd does not answer: {e}"
             ) from e
         return redacted
+
+    async def move_credentials(self, spec: SweepSpecRecord) -> None:
+        """A sweep stored with its credentials in its spec (the layout before `sweep_credentials_key`): the spec
+        redacted and the credentials under their own key, in one transaction."""
+        items = {
+            f"{self._prefix(spec.sweep_id)}spec": _spec_raw(spec),
+            self._credentials_key(spec.sweep_id): _credentials_raw(spec),
+        }
+        try:
+            await self.etcd.put_all(items)
+        except TransientError as e:
+            raise StoreUnavailableError(
+                f"moving the credentials of sweep {spec.sweep_id}: etcd does not answer: {e}"
+            ) from e
 
     async def record(
         self, sweep_id: str, state: SweepState, decisions: Sequence[Decision], trials: Sequence[StoredTrial]
@@ -276,8 +320,9 @@ class SweepStore:
         return [decision_from_raw(json.loads(found[key])) for key in sorted(found)[:counted]]
 
     async def fail(self, sweep_id: str, reason: str) -> None:
-        """Mark a sweep failed whose records cannot be restored (its state's count of decisions kept if it reads);
-        one failed already keeps its state."""
+        """Mark a sweep failed whose records cannot be restored (its state's count of decisions kept if it reads),
+        its credentials deleted in the same transaction (no driver holds it to delete them as it ends); one failed
+        already keeps its state."""
         key = f"{self._prefix(sweep_id)}state"
         try:
             found = await self.etcd.get(key)
@@ -288,18 +333,23 @@ class SweepStore:
             if stored.status is SweepStatus.FAILED:
                 return  # failed at an earlier start: its first reason stays
             state = SweepState(SweepStatus.FAILED, stored.decisions, reason)
-            await self.etcd.put(key, json.dumps(state.to_raw(), sort_keys=True))
+            await self.etcd.put_all(
+                {key: json.dumps(state.to_raw(), sort_keys=True)}, delete=(self._credentials_key(sweep_id),)
+            )
         except TransientError as e:
             raise StoreUnavailableError(f"failing sweep {sweep_id}: etcd does not answer: {e}") from e
 
     async def load_all(self) -> LoadedSweeps:
-        """Every sweep, for a restarted scheduler; one whose spec is missing is skipped, one whose records
-        cannot be read is named in `unreadable` with the reason (the others are restored all the same)."""
+        """Every sweep, for a restarted scheduler, its spec's manifest with the credentials kept apart; one whose
+        spec is missing is skipped, one whose records cannot be read is named in `unreadable` with the reason (the
+        others are restored all the same). A sweep stored with its credentials in its spec has them moved out."""
         by_sweep: dict[str, dict[str, bytes]] = {}
         async for key, value in self.etcd.iter_prefix(f"{self.root}/"):
             sweep_id, _, rest = key[len(self.root) + 1 :].partition("/")
             if not rest.startswith("decisions/"):
                 by_sweep.setdefault(sweep_id, {})[rest] = value
+        credentials_root = self._credentials_key("")
+        apart = {key[len(credentials_root) :]: value async for key, value in self.etcd.iter_prefix(credentials_root)}
         loaded = LoadedSweeps()
         for sweep_id, found in sorted(by_sweep.items()):
             if "spec" not in found or "state" not in found:
@@ -310,13 +360,13 @@ class SweepStore:
                     for rest, value in found.items()
                     if rest.startswith("trials/")
                 }
-                loaded.sweeps.append(
-                    StoredSweep(
-                        SweepSpecRecord.from_raw(json.loads(found["spec"])),
-                        SweepState.from_raw(json.loads(found["state"])),
-                        trials,
-                    )
-                )
+                spec = SweepSpecRecord.from_raw(json.loads(found["spec"]))
+                state = SweepState.from_raw(json.loads(found["state"]))
+                if sweep_id in apart:
+                    spec = replace(spec, manifest_text=str(json.loads(apart[sweep_id])["manifest"]))
+                elif not spec.credentials_deleted:
+                    await self.move_credentials(spec)
+                loaded.sweeps.append(StoredSweep(spec, state, trials))
             except (KeyError, ValueError, TypeError, AttributeError) as e:
                 loaded.unreadable[sweep_id] = f"its records in etcd cannot be read: {type(e).__name__}: {e}"
         return loaded

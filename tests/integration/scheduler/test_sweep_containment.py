@@ -30,7 +30,7 @@ from learnerkit.scheduler.core.options import SchedulerOptions
 from learnerkit.scheduler.core.planning import Platform
 from learnerkit.scheduler.facade import SweepView
 from learnerkit.scheduler.sweeps.decisions import Action
-from learnerkit.scheduler.sweeps.store import sweeps_root
+from learnerkit.scheduler.sweeps.store import sweep_credentials_key, sweeps_root
 from tests.integration.scheduler.conftest import Harness
 from tests.waiting import wait_until
 
@@ -279,6 +279,10 @@ def test_a_sweep_whose_records_cannot_be_read_is_failed_and_the_others_start(
     assert state["status"] == "failed", state
     assert state["reason"].startswith("its records in etcd cannot be read: JSONDecodeError"), state
     assert state["decisions"] == 2  # its decisions stay counted (shown by `sweep status` once readable)
+    held = [
+        second.call(second.service.shared.store.etcd.get(sweep_credentials_key(s, root))) for s in (good_id, bad_id)
+    ]
+    assert held[0] is not None and held[1] is None  # no driver holds the failed one to delete them as it ends
 
 
 def test_a_job_whose_records_cannot_be_read_is_left_out_and_the_others_start(

@@ -155,7 +155,6 @@ def test_a_partitioned_nodes_learner_is_fenced_before_the_job_moves_and_stores_n
     queued = wait_until(requeued, timeout=120, message="the job's first attempt ended by the node's loss")
     requeued_at = time.monotonic()
     assert queued is not None and queued.attempts[0].ended_by == "NODE_LOST", queued
-    # Moved only once the old attempt could no longer write: its lease is gone, and it stores nothing from now on.
     alive = keys.learner_alive_key(job.job_id, 1, ROOT)
     assert h.call(h.service.shared.store.etcd.get(alive)) is None, "moved while the old sidecar held its lease"
     old_results = stored(scheduler_buckets, attempt_1)
@@ -191,14 +190,18 @@ def test_a_partitioned_nodes_learner_is_fenced_before_the_job_moves_and_stores_n
     assert early == {}, f"stored under {attempt_2} before its pod was bound"
 
     # etcd: the fence, then no write of a sidecar until the new attempt's pod existed; the old lease ended after it.
-    mine = [c for c in changes.seen if c.key.startswith(keys.job_prefix(job.job_id, ROOT))]
+    prefix = keys.job_prefix(job.job_id, ROOT)
+    mine = [c for c in changes.seen if c.key.startswith(prefix)]
     fence_key = keys.fence_key(job.job_id, ROOT)
     fenced = next(c for c in mine if c.key == fence_key and c.value == b"2")
     late = [c for c in mine if c.revision > fenced.revision and c.value is not None and c.seen_at < bound_at]
     stale = [(c.key, c.revision) for c in late if learner_write(c.key, job.job_id)]
     assert stale == [], f"writes of the old attempt after the fence (revision {fenced.revision})"
+    # Moved only once the old attempt could no longer write: its sidecar's lease (the alive key) ended before the
+    # scheduler closed the attempt (a requeue clears learners/ only after that, and deploys the next attempt after).
     lease_gone = next(c for c in mine if c.key == alive and c.value is None and c.revision > fenced.revision)
-    assert lease_gone.seen_at < requeued_at
+    closed = next(c for c in mine if c.key == f"{prefix}attempts/1" and b"NODE_LOST" in (c.value or b""))
+    assert lease_gone.revision < closed.revision, "moved while the old sidecar held its lease"
     log = old_sidecar_log(k8s_cluster, partitioned, old_pod_uid)
     assert "fenced: the job's fence names attempt 2, not 1" in log, log[-2000:]
     gone(k8s_api, job.job_id)

@@ -329,12 +329,26 @@ class LocalCluster:
         """The node as a machine that went down: its kubelet killed and its pods' processes with it, its Ready
         condition ``Unknown`` as the node lifecycle controller (not run here) sets it once the kubelet stops
         posting. ``restore_node`` brings it back."""
+        self._stop_kubelet(name)
+        kill_tasks(self.nodes[name])
+        self._unknown(name)
+
+    def partition_node(self, name: str) -> None:
+        """The node cut off from the control plane: its kubelet killed while its pods' containers run on (and
+        still reach what their network reaches), its Ready condition ``Unknown`` as for a lost node.
+        ``restore_node`` brings it back; its kubelet then stops the containers of pods deleted meanwhile."""
+        self._stop_kubelet(name)
+        self._unknown(name)
+
+    def _stop_kubelet(self, name: str) -> None:
         node = self.nodes[name]
         self._note_pods(name)
         proc = self.processes.pop(node.process("kubelet"))
         proc.kill()
         proc.wait(timeout=10)
-        kill_tasks(node)
+
+    def _unknown(self, name: str) -> None:
+        """The node's ``Ready`` condition set as the node lifecycle controller sets it once the kubelet is silent."""
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         unknown = {
             "type": "Ready",

@@ -82,7 +82,8 @@ def lost_learners(
 
 
 LOG_ENDING_CHARS = 300
-"""How much of a dead sidecar's last log line goes into the job's reason (a traceback's last line fits)."""
+"""How much of a dead sidecar's last log line goes into the job's reason (a traceback's last line fits); a longer
+line keeps its start and its end, where an error's own words and its final cause are."""
 
 
 def _log_ending(tail: str) -> str:
@@ -92,7 +93,8 @@ def _log_ending(tail: str) -> str:
         return ""
     last = lines[-1]
     if len(last) > LOG_ENDING_CHARS:
-        last = last[: LOG_ENDING_CHARS - 1] + "…"
+        kept = LOG_ENDING_CHARS - 1
+        last = last[: kept // 2] + "…" + last[len(last) - (kept - kept // 2) :]
     return f"; its log ends: {last}"
 
 

@@ -133,11 +133,15 @@ def test_the_lost_learners_reason_ends_with_the_dead_sidecars_last_line() -> Non
     }
 
 
-def test_a_long_last_line_is_cut_to_a_readable_length() -> None:
+def test_a_long_last_line_is_cut_to_a_readable_length_keeping_its_start_and_its_end() -> None:
+    """The end of a long line is where its final cause is (seen cut off: which write a lapsed lease held back)."""
     tracked = Tracked(JobState("j", "team", "j", 0.0), parse_manifest(MANIFEST), MANIFEST, "m.yml")
-    sidecars = SidecarStates({1: 1}, log_tails={1: "first\n" + "x" * 1000 + "\n\n"})
+    line = "ERROR uploading: " + "x" * 1000 + " (etcd unanswered); the write: checkpoints/step-20"
+    sidecars = SidecarStates({1: 1}, log_tails={1: "first\n" + line + "\n\n"})
     (reason,) = lost_learners(
         tracked, sidecars, LivenessTimes(100.0, 100.0, 0.0), lease_ttl_s=10.0, renewal_grace_s=30.0
     ).values()
     ending = reason.split("; its log ends: ")[1]
-    assert ending == "x" * (LOG_ENDING_CHARS - 1) + "…"
+    assert len(ending) == LOG_ENDING_CHARS
+    assert ending.startswith("ERROR uploading: xxx") and ending.endswith("the write: checkpoints/step-20")
+    assert ending.count("…") == 1

@@ -45,6 +45,8 @@ PORTS = {
     "s3.port.grpc": 18333,
 }
 """Each port ``weed server`` opens, with SeaweedFS' own default number."""
+FIRST_START_ATTEMPTS = 3
+"""A first start whose ports another process took between their choice and ``weed``'s bind gets new ones."""
 DEV_BUCKETS = ("training-data", "training-results")
 PROBE_BUCKET = "learnerkit-probe"
 
@@ -166,6 +168,10 @@ def s3_ready(client: Any, bucket: str) -> bool:
     return True
 
 
+class PortTakenError(ServiceError):
+    """``weed`` exited because one of its ports was bound by another process first."""
+
+
 class SeaweedServer:
     """One ``weed server -s3`` process, a child of this one; :meth:`stop` and :meth:`start` keep ports and data.
 
@@ -190,6 +196,8 @@ class SeaweedServer:
         self.secret_key = secret_key or secrets.token_urlsafe(30)
         self.endpoint_url = f"http://{host}:{self.ports['s3.port']}"
         self.process: subprocess.Popen[bytes] | None = None
+        self._started = False
+        self._log_from = 0
         (root / "data").mkdir(parents=True, exist_ok=True)
         self.config = root / "s3-identities.json"
         write_identities(self.config, self.access_key, self.secret_key)
@@ -211,8 +219,27 @@ class SeaweedServer:
         return s3_client(self.endpoint_url, self.access_key, self.secret_key)
 
     def start(self) -> None:
+        """Start ``weed``; a first start whose ports were taken meanwhile (free ports are chosen, then bound by
+        another process: a race with any other program on the host) tries again on new ones. A restart keeps
+        its ports, as its callers rely on."""
+        attempts = 1 if self._started else FIRST_START_ATTEMPTS
+        for attempt in range(1, attempts + 1):
+            try:
+                self._start_once()
+            except PortTakenError:
+                if attempt == attempts:
+                    raise
+                self.ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
+                self.endpoint_url = f"http://{self.host}:{self.ports['s3.port']}"
+            else:
+                self._started = True
+                return
+
+    def _start_once(self) -> None:
         argv = [*self.launcher, *weed_argv(self.exe, self.root / "data", self.config, self.ports, self.host)]
-        with (self.root / "weed.log").open("ab") as log:
+        log_path = self.root / "weed.log"
+        self._log_from = log_path.stat().st_size if log_path.exists() else 0
+        with log_path.open("ab") as log:
             self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if not poll_until(self._ready, READY_TIMEOUT_S, 0.2):
             raise ServiceError(
@@ -222,13 +249,18 @@ class SeaweedServer:
 
     def _ready(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
-            raise ServiceError(f"weed server exited with {self.process.returncode}: {self._log_tail()}")
+            tail = self._log_tail()
+            error = PortTakenError if "address already in use" in tail else ServiceError
+            raise error(f"weed server exited with {self.process.returncode}: {tail}")
         master = f"http://{self.host}:{self.ports['master.port']}"
         return volumes_writable(master) and s3_ready(self.client(), "readiness")
 
     def _log_tail(self) -> str:
+        """The end of this start's part of the log."""
         try:
-            return (self.root / "weed.log").read_text(encoding="utf-8", errors="replace")[-2000:]
+            with (self.root / "weed.log").open("rb") as log:
+                log.seek(self._log_from)
+                return log.read().decode("utf-8", errors="replace")[-2000:]
         except FileNotFoundError:
             return "(no log)"
 

@@ -178,7 +178,6 @@ def test_a_trial_that_never_reports_the_objective_fails_its_rung_with_the_reason
 
 
 HALT_ONLY = """\
-import time
 import learner
 
 learner.install_halt_handler()
@@ -186,7 +185,6 @@ ckpt = learner.latest_checkpoint()
 step = ckpt.step if ckpt else 0
 lr = float(learner.parameters()["lr"])
 while step < 2000 and not learner.halt_requested():  # honours halts; never reads learner.budget()
-    time.sleep(0.02)  # 50 steps a second
     step += 1
     learner.log_metrics(step, val_loss=lr + 1.0 / step)
 with learner.new_checkpoint(step) as path:
@@ -240,14 +238,14 @@ def test_a_halt_aware_trial_that_never_reads_its_budget_stops_at_each_rung_s_ste
 
 
 NEITHER = """\
-import time
+import signal
 import learner
 
-step = 0
-while step < 2000:  # reads no budget, never polls the halt, has no handler: SIGTERM ends it
-    time.sleep(0.05)
-    step += 1
+# Reads no budget, never polls the halt, has no handler: it trains one step past its budget (2), then waits for a
+# signal, so only the driver's halt (SIGTERM) ends it.
+for step in (1, 2, 3):
     learner.log_metrics(step, val_loss=1.0 / step)
+signal.pause()
 """
 
 

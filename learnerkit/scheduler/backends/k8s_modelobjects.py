@@ -19,7 +19,12 @@ import re
 from collections.abc import Sequence
 
 from learnerkit.pair.spec import LEARNER_UID
-from learnerkit.scheduler.backends.k8s_objects import MANAGED_BY, KubeObject, restricted_security_context
+from learnerkit.scheduler.backends.k8s_objects import (
+    MANAGED_BY,
+    KubeObject,
+    restricted_pod_security_context,
+    restricted_security_context,
+)
 
 PORT = 8080
 RECEIVE_CONTAINER = "receive"
@@ -127,11 +132,7 @@ def server_pod(tenant: str, name: str, digest: str, image: str, namespace: str, 
             "restartPolicy": "Always",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": LEARNER_UID,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            "securityContext": restricted_pod_security_context(LEARNER_UID),
             "initContainers": [
                 {
                     "name": RECEIVE_CONTAINER,

@@ -124,6 +124,11 @@ def _meta(name: str, namespace: str, labels: Mapping[str, str]) -> ObjectMeta:
     return {"name": name, "namespace": namespace, "labels": dict(labels)}
 
 
+def restricted_pod_security_context(uid: int) -> dict[str, Any]:
+    """A pod's share of the "restricted" profile: non-root as user ``uid``, the runtime's default seccomp."""
+    return {"runAsNonRoot": True, "runAsUser": uid, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def restricted_security_context(uid: int) -> dict[str, Any]:
     """The Pod Security Standard "restricted" profile, plus a read-only root file system, as user ``uid``."""
     return {
@@ -330,11 +335,7 @@ def learner_pod(job: JobDeployment, learner: PairSpec, layout: PodLayout = PodLa
         # No API token and no service variables: the learner sees nothing of the cluster.
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": LEARNER_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_pod_security_context(LEARNER_UID),
         **_containers(job, learner, layout),
         "volumes": [
             # The manifest's storage bounds /job: the kubelet evicts the pod past it, before the node's disk fills.

@@ -14,6 +14,7 @@ import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -102,21 +103,30 @@ def signed_job(
 ) -> tuple[Path, Path]:
     """A job folder whose result is the digits model (``description_suffix`` after its model.json makes another
     version of the same model)."""
+    return result_job(
+        tmp,
+        {
+            "results/model/model.pt": (digits_model / "model" / "model.pt").read_bytes(),
+            "results/model/model.json": (digits_model / "model" / "model.json").read_bytes() + description_suffix,
+        },
+        key,
+    )
+
+
+def result_job(tmp: Path, files: dict[str, bytes], key: Path | None = None) -> tuple[Path, Path]:
+    """A signed job folder whose results are ``files`` (path in the job: bytes), and its signing key."""
     kept = jobfolder.RESULT_FILES
-    jobfolder.RESULT_FILES = {
-        "results/model/model.pt": (digits_model / "model" / "model.pt").read_bytes(),
-        "results/model/model.json": (digits_model / "model" / "model.json").read_bytes() + description_suffix,
-    }
+    jobfolder.RESULT_FILES = files
     try:
         return job_folder(tmp, key=key)
     finally:
         jobfolder.RESULT_FILES = kept
 
 
-@pytest.fixture
-def env(registry: str, tmp_path: Path, digits_model: Path) -> Iterator[dict[str, str]]:
-    """A tenant of its own with the digits model registered and aliased `production`."""
-    folder, key = signed_job(tmp_path / "job", digits_model)
+@contextmanager
+def registered_tenant(registry: str, folder: Path, key: Path) -> Iterator[dict[str, str]]:
+    """A tenant of its own with the job folder's model registered as `digits` and aliased `production`: the
+    variables the CLI needs; what it served is removed after."""
     tenant = f"team-{uuid.uuid4().hex[:8]}"
     variables = {
         "LEARNERKIT_CATALOG_REGISTRY": registry,
@@ -134,6 +144,13 @@ def env(registry: str, tmp_path: Path, digits_model: Path) -> Iterator[dict[str,
     for network in networks:  # once the containers on it are gone
         network.remove()
     forget(state_home() / "serving", tenant, "digits")
+
+
+@pytest.fixture
+def env(registry: str, tmp_path: Path, digits_model: Path) -> Iterator[dict[str, str]]:
+    """A tenant of its own with the digits model registered and aliased `production`."""
+    with registered_tenant(registry, *signed_job(tmp_path / "job", digits_model)) as variables:
+        yield variables
 
 
 def leftovers(tenant: str) -> tuple[list[Any], list[Any]]:

@@ -11,7 +11,6 @@ import json
 import shutil
 import socket
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,13 +25,15 @@ from click.testing import CliRunner
 from learnerkit.cli import cli
 from learnerkit.common.engine import engine
 from learnerkit.scheduler.backends.modelservers import SERVER_IMAGE, ServingError, read_only_for_all, run_server
-from learnerkit.scheduler.serving.deployment import forget
 from learnerkit_build.publish.push import PublishRefused, check_gates
-from learnerkit_build.state import state_home
-from tests.integration.catalog.modeljob import job_folder
-from tests.integration.catalog.test_model_serving import SERVER_SPEC, left_behind, leftovers, model
+from tests.integration.catalog.test_model_serving import (
+    SERVER_SPEC,
+    left_behind,
+    model,
+    registered_tenant,
+    result_job,
+)
 from tests.unit.modelserver.versions import onnx_bytes
-from tests.unit.scheduler.provenance import jobfolder
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -80,29 +81,9 @@ def called(digits_onnx: Path) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any
 @pytest.fixture
 def env(registry: str, tmp_path: Path, digits_onnx: Path) -> Iterator[dict[str, str]]:
     """A tenant of its own with the ONNX digits registered (its only model file) and aliased `production`."""
-    kept = jobfolder.RESULT_FILES
-    jobfolder.RESULT_FILES = {"results/model/model.onnx": (digits_onnx / "model.onnx").read_bytes()}
-    try:
-        folder, key = job_folder(tmp_path / "job")
-    finally:
-        jobfolder.RESULT_FILES = kept
-    tenant = f"team-{uuid.uuid4().hex[:8]}"
-    variables = {
-        "LEARNERKIT_CATALOG_REGISTRY": registry,
-        "LEARNERKIT_TENANT": tenant,
-        "LEARNERKIT_SIGNING_KEY": str(key),
-    }
-    code, out = model("register-folder", str(folder), "--name", "digits", env=variables)
-    assert code == 0, out
-    code, out = model("alias", "digits", "production", json.loads(out)["version"], env=variables)
-    assert code == 0, out
-    yield variables
-    containers, networks = leftovers(tenant)
-    for container in containers:
-        container.remove(force=True)
-    for network in networks:
-        network.remove()
-    forget(state_home() / "serving", tenant, "digits")
+    folder, key = result_job(tmp_path / "job", {"results/model/model.onnx": (digits_onnx / "model.onnx").read_bytes()})
+    with registered_tenant(registry, folder, key) as variables:
+        yield variables
 
 
 def test_an_onnx_version_served_answers_a_stock_v2_client_as_onnxruntime_in_process(

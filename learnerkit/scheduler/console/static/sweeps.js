@@ -75,6 +75,8 @@
     const plot = document.createElement("div");
     plot.className = "plot";
     plot.setAttribute("role", "img");
+    // Named from the start: a chart whose data is still on its way is read out by its title, not as nameless.
+    plot.setAttribute("aria-label", `${title}; the line below says what it shows`);
     const note = hint("");
     figure.append(caption, controls, plot, note);
     container.replaceChildren(figure);

@@ -21,9 +21,12 @@ KILL_WAIT_S = 10.0
 LOG_TAIL_CHARS = 2000
 
 
-def log_tail(path: Path) -> str:
+def log_tail(path: Path, start: int = 0) -> str:
+    """The end of the log at ``path`` from byte ``start`` on (one start's part of a log that every start appends to)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with path.open("rb") as log:
+            log.seek(start)
+            text = log.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return "(no log)"
     return text[-LOG_TAIL_CHARS:] or "(empty log)"

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from controller_sidecar.settings import EtcdSettings
 from learnerkit.common.errors import ToolMissingError
-from learnerkit.dev.errors import ServiceError
+from learnerkit.dev.detached import log_tail
+from learnerkit.dev.errors import PortTakenError, ServiceError
 from learnerkit.dev.polling import poll_until
-from learnerkit.dev.ports import LOOPBACK, free_port
+from learnerkit.dev.ports import FIRST_START_ATTEMPTS, LOOPBACK, free_ports, port_was_taken
 from learnerkit.dev.service import Launch, Service
 
 ETCD_BINARY = "/usr/bin/etcd"
@@ -67,10 +68,11 @@ class EtcdServer:
     def __init__(self, binary: str, data_dir: Path) -> None:
         self.binary = binary
         self.data_dir = data_dir
-        self.client_port = free_port()
-        self.peer_port = free_port()
+        self.client_port, self.peer_port = free_ports(2)
         self.log_path = data_dir.parent / "etcd.log"
         self._process: subprocess.Popen[bytes] | None = None
+        self._started = False
+        self._log_from = 0
 
     @property
     def endpoint(self) -> str:
@@ -84,10 +86,27 @@ class EtcdServer:
         return self._process is not None and self._process.poll() is None
 
     def start(self) -> None:
+        """Start etcd; a first start whose ports were taken meanwhile tries again on new ones, on an empty data
+        directory (the failed start may have written its member's addresses there). A restart keeps its ports."""
         if self.running:
             return
+        attempts = 1 if self._started else FIRST_START_ATTEMPTS
+        for attempt in range(1, attempts + 1):
+            try:
+                self._start_once()
+            except PortTakenError:
+                if attempt == attempts:
+                    raise
+                self.client_port, self.peer_port = free_ports(2)
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+            else:
+                self._started = True
+                return
+
+    def _start_once(self) -> None:
         argv = etcd_argv(self.binary, "learnerkit-test", self.data_dir, self.client_port, self.peer_port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_from = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=_path_only())
         if not poll_until(self._healthy, START_TIMEOUT_S):
@@ -116,12 +135,17 @@ class EtcdServer:
 
     def _healthy(self) -> bool:
         if self._process is None or self._process.poll() is not None:
-            raise ServiceError(self._failure())
+            tail = self._log_tail()
+            error = PortTakenError if port_was_taken(tail) else ServiceError
+            raise error(self._failure())
         return etcd_healthy(self.endpoint)
 
+    def _log_tail(self) -> str:
+        """The end of this start's part of the log."""
+        return log_tail(self.log_path, self._log_from)
+
     def _failure(self) -> str:
-        tail = self.log_path.read_text(errors="replace")[-2000:] if self.log_path.exists() else ""
-        return f"etcd on {self.endpoint} did not become healthy; its log ends:\n{tail}"
+        return f"etcd on {self.endpoint} did not become healthy; its log ends:\n{self._log_tail()}"
 
 
 def _path_only() -> dict[str, str]:

@@ -6,6 +6,14 @@ import socket
 from collections.abc import Mapping
 
 LOOPBACK = "127.0.0.1"
+FIRST_START_ATTEMPTS = 3
+"""A server's first start whose ports another process took between their choice and the server's bind gets new
+ones, up to this many starts in all (a restart keeps its ports: its callers rely on them)."""
+
+
+def port_was_taken(log: str) -> bool:
+    """Whether a server's log says it could not bind a port (Go's words, as etcd and SeaweedFS print them)."""
+    return "address already in use" in log
 
 
 def free_ports(count: int) -> list[int]:

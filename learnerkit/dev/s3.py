@@ -28,9 +28,10 @@ from controller_sidecar.atomicfile import write_atomic
 from controller_sidecar.settings import S3Settings
 from learnerkit.common.errors import ToolMissingError
 from learnerkit.dev.credentials import ACCESS_KEY_VAR, SECRET_KEY_VAR
-from learnerkit.dev.errors import ServiceError
+from learnerkit.dev.detached import log_tail
+from learnerkit.dev.errors import PortTakenError, ServiceError
 from learnerkit.dev.polling import poll_until
-from learnerkit.dev.ports import LOOPBACK, free_ports
+from learnerkit.dev.ports import FIRST_START_ATTEMPTS, LOOPBACK, free_ports, port_was_taken
 from learnerkit.dev.service import Launch, Service
 
 READY_TIMEOUT_S = 60.0
@@ -45,8 +46,6 @@ PORTS = {
     "s3.port.grpc": 18333,
 }
 """Each port ``weed server`` opens, with SeaweedFS' own default number."""
-FIRST_START_ATTEMPTS = 3
-"""A first start whose ports another process took between their choice and ``weed``'s bind gets new ones."""
 DEV_BUCKETS = ("training-data", "training-results")
 PROBE_BUCKET = "learnerkit-probe"
 
@@ -168,10 +167,6 @@ def s3_ready(client: Any, bucket: str) -> bool:
     return True
 
 
-class PortTakenError(ServiceError):
-    """``weed`` exited because one of its ports was bound by another process first."""
-
-
 class SeaweedServer:
     """One ``weed server -s3`` process, a child of this one; :meth:`stop` and :meth:`start` keep ports and data.
 
@@ -250,19 +245,14 @@ class SeaweedServer:
     def _ready(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
             tail = self._log_tail()
-            error = PortTakenError if "address already in use" in tail else ServiceError
+            error = PortTakenError if port_was_taken(tail) else ServiceError
             raise error(f"weed server exited with {self.process.returncode}: {tail}")
         master = f"http://{self.host}:{self.ports['master.port']}"
         return volumes_writable(master) and s3_ready(self.client(), "readiness")
 
     def _log_tail(self) -> str:
         """The end of this start's part of the log."""
-        try:
-            with (self.root / "weed.log").open("rb") as log:
-                log.seek(self._log_from)
-                return log.read().decode("utf-8", errors="replace")[-2000:]
-        except FileNotFoundError:
-            return "(no log)"
+        return log_tail(self.root / "weed.log", self._log_from)
 
     def stop(self) -> None:
         """SIGKILL: SeaweedFS has nothing to flush that a test needs, and a kill is what an outage looks like."""

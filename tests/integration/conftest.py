@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import http.server
 import shutil
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -16,6 +15,9 @@ import pytest
 import requests
 
 from learnerkit.common import engine
+from learnerkit.dev.detached import log_tail
+from learnerkit.dev.errors import PortTakenError, ServiceError
+from learnerkit.dev.ports import FIRST_START_ATTEMPTS, LOOPBACK, free_port, port_was_taken
 from learnerkit_build.recipes.pipconfig import BuildOptions, pip_config, resolve_build_inputs
 from learnerkit_build.recipes.render import BuildInputs
 from tests.waiting import wait_until
@@ -58,31 +60,48 @@ def image_cleanup(docker_client: Any) -> Iterator[list[str]]:
             docker_client.images.remove(image.id, force=True)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Debian's docker-registry on a free 127.0.0.1 port with its own storage; killed in teardown."""
+    """Debian's docker-registry on a free 127.0.0.1 port with its own storage; killed in teardown. A port that
+    another process binds between its choice and the registry's bind is chosen again."""
     exe = shutil.which("docker-registry")
     if exe is None:
         pytest.fail("docker-registry is not installed: `make setup` installs it")
     folder = tmp_path_factory.mktemp("registry")
-    port = free_port()
+    for attempt in range(1, FIRST_START_ATTEMPTS + 1):
+        try:
+            host, proc = _start_registry(exe, folder)
+        except PortTakenError:
+            if attempt == FIRST_START_ATTEMPTS:
+                raise
+            continue
+        try:
+            yield host
+        finally:
+            proc.kill()
+            proc.wait(timeout=10)
+        return
+
+
+def _start_registry(exe: str, folder: Path) -> tuple[str, subprocess.Popen[bytes]]:
+    """One start of the registry on a new free port: its ``host:port`` and its process, once it answers."""
+    host = f"{LOOPBACK}:{free_port()}"
     config = folder / "config.yml"
     config.write_text(
         f"version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {folder / 'data'}}}\n"
-        f"  delete: {{enabled: true}}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+        f"  delete: {{enabled: true}}\nhttp:\n  addr: {host}\n",
         encoding="utf-8",
     )
-    log = (folder / "registry.log").open("wb")
-    proc = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
-    host = f"127.0.0.1:{port}"
+    log_path = folder / "registry.log"
+    log_from = log_path.stat().st_size if log_path.exists() else 0
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
 
     def up() -> bool:
+        if proc.poll() is not None:
+            tail = log_tail(log_path, log_from)
+            error = PortTakenError if port_was_taken(tail) else ServiceError
+            raise error(f"docker-registry on {host} exited with {proc.returncode}: {tail}")
         try:
             return requests.get(f"http://{host}/v2/", timeout=1).status_code == 200
         except requests.RequestException:
@@ -90,11 +109,11 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     try:
         wait_until(up, timeout=30, interval=0.1, message=f"docker-registry on {host}")
-        yield host
-    finally:
+    except BaseException:
         proc.kill()
         proc.wait(timeout=10)
-        log.close()
+        raise
+    return host, proc
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,12 @@ from learnerkit.common.yamlfile import FieldPath, LocatedYaml, Problem
 QUOTE_HINT = "quote it (YAML reads 1.10 as the number 1.1)"
 
 
-def describe(value: Any) -> str:
-    """A YAML-flavoured name of what was found, for `expected X, got Y` messages."""
+def describe(value: Any, *, shown: bool = True) -> str:
+    """A YAML-flavoured name of what was found, for `expected X, got Y` messages; with ``shown`` false (a
+    credential's value), its kind alone."""
+    if not shown and value is not None:
+        kind = "a boolean" if isinstance(value, bool) else "a number" if isinstance(value, int | float) else "a value"
+        return f"{kind} (not repeated here: it is a credential)"
     if value is None:
         return "an empty value"
     if isinstance(value, bool):
@@ -69,21 +73,23 @@ class FieldReader:
         required: bool = False,
         pattern: re.Pattern[str] | None = None,
         pattern_help: str = "",
+        secret: bool = False,
     ) -> str | None:
-        """A non-blank string, stripped of surrounding whitespace (FfDL's `command: >` ends in a newline)."""
+        """A non-blank string, stripped of surrounding whitespace (FfDL's `command: >` ends in a newline); a
+        ``secret`` one's value is never quoted in a problem."""
         if not self._present(parent, loc, key, required):
             return None
         value = parent[key]
         if not isinstance(value, str):
             hint = f"; {QUOTE_HINT}" if isinstance(value, int | float) and not isinstance(value, bool) else ""
-            self.fail((*loc, key), f"expected a string; got {describe(value)}{hint}")
+            self.fail((*loc, key), f"expected a string; got {describe(value, shown=not secret)}{hint}")
             return None
         text = value.strip()
         if not text:
             self.fail((*loc, key), "must not be empty")
             return None
         if pattern is not None and not pattern.fullmatch(text):
-            self.fail((*loc, key), f"{text!r} is not valid: {pattern_help}")
+            self.fail((*loc, key), f"{'the value' if secret else repr(text)} is not valid: {pattern_help}")
             return None
         return text
 

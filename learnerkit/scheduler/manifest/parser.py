@@ -339,7 +339,8 @@ def _connection(
     values = {
         key: text
         for key in CONNECTION_KEYS[store_type]
-        if key in connection and (text := reader.string(connection, loc, key)) is not None
+        if key in connection
+        and (text := reader.string(connection, loc, key, secret=key in CREDENTIAL_KEYS)) is not None
     }
     _check_connection(reader, loc, store_type, values)
     public = {key: text for key, text in values.items() if key not in CREDENTIAL_KEYS}

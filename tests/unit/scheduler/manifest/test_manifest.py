@@ -332,6 +332,17 @@ def test_sections_of_the_wrong_shape() -> None:
     )
 
 
+@pytest.mark.parametrize("key", ["user_name", "password"])
+def test_a_credential_of_the_wrong_type_is_named_but_never_shown(key: str) -> None:
+    old = {"user_name": "      user_name: key", "password": "      password: secret"}[key]
+    message = only_problem(edit(old, f"      {key}: 8675309"))
+    assert message.startswith(
+        f"manifest.yml:{18 if key == 'password' else 17}: data_stores[0].connection.{key}: expected"
+    )
+    assert "a number" in message and "quote it" in message
+    assert "8675309" not in message
+
+
 def test_non_yaml_names_the_line() -> None:
     message = only_problem("name: [unclosed\ncpus: 1\n")
     assert message.startswith("manifest.yml:2: (document): YAML syntax error:")

@@ -806,6 +806,13 @@ def _show(path: Path, job: JobManifest, model: ModelSummary | None, results_sour
         f"tenant {ext.tenant}, queue {ext.queue}, priority {ext.priority}, distributed {ext.distributed.value}",
     )
     table.add_row("command", job.framework.command)
+    for spec in job.evaluations:
+        data = spec.data
+        in_store = f" in {data.store}" if data.store else ""
+        table.add_row("evaluation", f"{spec.name} ({spec.kind}): {data.file}{in_store}, labels in {data.label!r}")
+    if job.catalog is not None:
+        alias = f", alias {job.catalog.alias} moved to it" if job.catalog.alias else ""
+        table.add_row("catalog", f"registers model {job.catalog.name} once its evaluations pass{alias}")
     if model is not None:
         files = f"{model.files} file{'' if model.files == 1 else 's'}"
         table.add_row("model code", f"{files}, {decimal(model.expanded_bytes)}")

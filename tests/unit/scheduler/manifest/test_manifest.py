@@ -550,6 +550,20 @@ def test_validate_prints_a_summary() -> None:
         assert text in out
 
 
+def test_validate_lists_each_evaluation_and_the_catalog_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    variables = {"S3_ENDPOINT_URL": "http://127.0.0.1:8333", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    for name, value in variables.items():  # the example's ${...}
+        monkeypatch.setenv(name, value)
+    manifest = tmp_path / "manifest.yml"
+    example = (REPO / "examples" / "digits-evaluated" / "manifest.yml").read_text(encoding="utf-8")
+    manifest.write_text(example + "catalog:\n  name: digits\n  alias: production\n", encoding="utf-8")
+    code, out = run("job", "validate", str(manifest), "--root", str(REPO))
+    assert code == 0, out
+    flat = " ".join(out.replace("│", " ").split())
+    assert "evaluation digits-robustness (robustness): digits-eval.csv, labels in 'label'" in flat
+    assert "catalog registers model digits once its evaluations pass, alias production moved to it" in flat
+
+
 def test_validate_json_holds_the_spec() -> None:
     code, out = run(
         "job", "validate", str(MANIFESTS / "ffdl-custom-pytorch-dist.yml"), "--root", str(REPO), "-o", "json"

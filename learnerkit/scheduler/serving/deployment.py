@@ -10,8 +10,9 @@ it is served: serving the reference again rolls that endpoint over (the new serv
 to it, the requests in flight to the old one finish, then the old one stops, draining too), and only that one.
 
 Serving and stopping a name on this host hold one lock file per name (`flock`): two `serve`s of one endpoint at once
-would race for its front's container name. The catalog's etcd lock (`hold_model`) is not taken: it orders alias
-moves, and `serve` moves none; it resolves the alias once, so a move made meanwhile is served by the next `serve`.
+would race for its front's container name; the second says it waits, and gives up after :data:`LOCK_WAIT_S`.
+The catalog's etcd lock (`hold_model`) is not taken: it orders alias moves, and `serve` moves none; it resolves the
+alias once, so a move made meanwhile is served by the next `serve`.
 With ``servers`` (`--backend kubernetes`) the version is served on the cluster instead
 (`backends.k8s_modelservers`): a pod per version, the files sent into it, a Service as the name's one address (on
 the cluster a name has one endpoint; serving another reference of it rolls it over).
@@ -21,12 +22,15 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import shutil
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import IO
 
 from securesystemslib.signer import Key
 
@@ -50,6 +54,12 @@ from learnerkit.scheduler.catalog.proof import WEIGHTS
 from learnerkit.scheduler.catalog.service import check_version, pull
 from learnerkit.scheduler.catalog.versions import Store, resolve
 from learnerkit_build.publish.push import PublishRefused, check_gates
+
+LOGGER = logging.getLogger(__name__)
+LOCK_WAIT_S = 900.0
+"""How long a `serve` or `stop` waits for another of the same name on this host (a rollover waits for the old
+server's requests to finish, and a pull for the version's blobs) before it gives up."""
+LOCK_POLL_S = 0.2
 
 
 def serve(
@@ -128,16 +138,37 @@ def _control(home: Path, endpoint: Endpoint) -> Path:
 
 
 @contextmanager
-def _held(home: Path, tenant: str, name: str) -> Iterator[None]:
-    """The name's serving lock on this host, held while the block runs (a second `serve` or `stop` waits)."""
+def _held(home: Path, tenant: str, name: str, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+    """The name's serving lock on this host, held while the block runs: a second `serve` or `stop` says that it
+    waits, and gives up after ``wait_s`` with a ServingError naming the lock file. The file stays (it is only
+    ever locked, never read: its presence holds nothing)."""
     folder = home / tenant
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / f".{name}.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    path = folder / f".{name}.lock"
+    with path.open("a") as lock:
+        if not _locked(lock):
+            LOGGER.warning("%s: another `model serve` or `model stop` of it runs on this host: waiting for it", name)
+            deadline = time.monotonic() + wait_s
+            while not _locked(lock):
+                if time.monotonic() >= deadline:
+                    raise ServingError(
+                        f"{name}: another `model serve` or `model stop` of it on this host still holds {path} after "
+                        f"{wait_s:g}s; let it finish or end it (`fuser {path}` names it), then try again"
+                    )
+                time.sleep(LOCK_POLL_S)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _locked(lock: IO[str]) -> bool:
+    """Whether this process now holds ``lock`` (taken at once, or not at all)."""
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def cluster_servers(namespace: str) -> KubernetesModelServers:

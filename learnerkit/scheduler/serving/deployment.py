@@ -153,7 +153,7 @@ def _held(home: Path, tenant: str, name: str, wait_s: float = LOCK_WAIT_S) -> It
                 if time.monotonic() >= deadline:
                     raise ServingError(
                         f"{name}: another `model serve` or `model stop` of it on this host still holds {path} after "
-                        f"{wait_s:g}s; let it finish or end it (`fuser {path}` names it), then try again"
+                        f"{wait_s:g}s; let it finish or end it (`lslocks` names its process), then try again"
                     )
                 time.sleep(LOCK_POLL_S)
         try:

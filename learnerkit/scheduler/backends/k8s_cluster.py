@@ -129,7 +129,7 @@ def _api_message(e: ApiException) -> str:
 
 
 @contextmanager
-def _translated(action: str, what: str, host: str) -> Iterator[None]:
+def api_errors_named(action: str, what: str, host: str) -> Iterator[None]:
     """Turn the client's exceptions into a ``BackendError`` that says what was done to which object."""
     try:
         yield
@@ -199,7 +199,7 @@ class KubernetesCluster:
     def layout(self) -> PodLayout:
         """The pod layout for this server, from its ``/version`` (asked once)."""
         if self._layout is None:
-            with _translated("reading", "the server's version", self.host):
+            with api_errors_named("reading", "the server's version", self.host):
                 version = kubernetes.client.VersionApi(self.api).get_code()
             try:
                 self._layout = layout_for_version(version.major, version.minor)
@@ -236,7 +236,7 @@ class KubernetesCluster:
         deadline = time.monotonic() + DELETION_WAIT_S
         while True:
             try:
-                with _translated("creating", describe(obj), self.host):
+                with api_errors_named("creating", describe(obj), self.host):
                     self._kinds[kind].create(namespace, obj)
             except BackendError as e:
                 if e.status != HTTP_CONFLICT:
@@ -265,7 +265,7 @@ class KubernetesCluster:
     def _read(self, kind: str, name: str, namespace: str, what: str) -> Any | None:
         """The object, or None when it is gone."""
         try:
-            with _translated("reading", what, self.host):
+            with api_errors_named("reading", what, self.host):
                 return self._kinds[kind].read(name, namespace)
         except BackendError as e:
             if e.status == HTTP_NOT_FOUND:
@@ -276,7 +276,7 @@ class KubernetesCluster:
         """Delete one object (``options``: the delete call's, e.g. ``grace_period_seconds``); False when it was
         gone already."""
         try:
-            with _translated("deleting", f"{kind} {namespace}/{name}", self.host):
+            with api_errors_named("deleting", f"{kind} {namespace}/{name}", self.host):
                 self._kinds[kind].delete(name, namespace, **options)
         except BackendError as e:
             if e.status == HTTP_NOT_FOUND:
@@ -291,7 +291,7 @@ class KubernetesCluster:
         delete another job's objects.
         """
         selector = job_selector(job_id) if job_id else f"app.kubernetes.io/managed-by={MANAGED_BY}"
-        with _translated("listing", f"{kind}s in {namespace} ({selector})", self.host):
+        with api_errors_named("listing", f"{kind}s in {namespace} ({selector})", self.host):
             items = self._kinds[kind].list(namespace, label_selector=selector).items
         return [
             item

@@ -18,7 +18,7 @@ from typing import Any
 import kubernetes.client
 
 from learnerkit.scheduler.backends import k8s_modelobjects as mo
-from learnerkit.scheduler.backends.k8s_cluster import HTTP_CONFLICT, HTTP_NOT_FOUND, _translated
+from learnerkit.scheduler.backends.k8s_cluster import HTTP_CONFLICT, HTTP_NOT_FOUND, api_errors_named
 from learnerkit.scheduler.backends.k8s_modelfiles import send_files
 from learnerkit.scheduler.backends.k8s_objects import MANAGED_BY, KubeObject, validate_objects
 from learnerkit.scheduler.backends.modelservers import Served, ServingError
@@ -72,7 +72,7 @@ class KubernetesModelServers:
         pod_name = pod["metadata"]["name"]
         if created:
             try:
-                with _translated("creating", f"Pod {self.namespace}/{pod_name}", self.host):
+                with api_errors_named("creating", f"Pod {self.namespace}/{pod_name}", self.host):
                     self._core.create_namespaced_pod(self.namespace, pod)
             except BackendError:
                 if fresh:
@@ -84,7 +84,9 @@ class KubernetesModelServers:
             if gated_id is not None:
                 _check_image(self._read_pod(pod_name), gated_id)
             if service is None:
-                with _translated("creating", f"Service {self.namespace}/{mo.service_name(tenant, name)}", self.host):
+                with api_errors_named(
+                    "creating", f"Service {self.namespace}/{mo.service_name(tenant, name)}", self.host
+                ):
                     self._core.create_namespaced_service(self.namespace, service_object)
             elif service.spec.selector != mo.version_selector(tenant, name, digest):
                 self._point(service.metadata.name, mo.version_selector(tenant, name, digest))
@@ -107,7 +109,7 @@ class KubernetesModelServers:
         if service is None and not pods and policy is None:
             raise ServingError(f"model {name} is not served for tenant {tenant} in namespace {self.namespace}")
         if service is not None:
-            with _translated("deleting", f"Service {self.namespace}/{service.metadata.name}", self.host):
+            with api_errors_named("deleting", f"Service {self.namespace}/{service.metadata.name}", self.host):
                 _gone_ok(lambda: self._core.delete_namespaced_service(service.metadata.name, self.namespace))
         for pod in pods:
             self._delete_pod(pod.metadata.name)
@@ -131,7 +133,7 @@ class KubernetesModelServers:
 
     def _policy(self, tenant: str, name: str) -> Any | None:
         wanted = mo.service_name(tenant, name)
-        with _translated("reading", f"NetworkPolicy {self.namespace}/{wanted}", self.host):
+        with api_errors_named("reading", f"NetworkPolicy {self.namespace}/{wanted}", self.host):
             try:
                 found = self._net.read_namespaced_network_policy(wanted, self.namespace)
             except kubernetes.client.ApiException as e:
@@ -145,7 +147,7 @@ class KubernetesModelServers:
         if self._policy(tenant, name) is not None:
             return
         try:
-            with _translated("creating", what, self.host):
+            with api_errors_named("creating", what, self.host):
                 self._net.create_namespaced_network_policy(self.namespace, policy)
         except BackendError as e:
             if e.status != HTTP_CONFLICT:
@@ -154,7 +156,7 @@ class KubernetesModelServers:
                 raise BackendError(f"creating {what}: it exists and is not {tenant}'s {name}", status=e.status) from e
 
     def _delete_policy(self, policy: str) -> None:
-        with _translated("deleting", f"NetworkPolicy {self.namespace}/{policy}", self.host):
+        with api_errors_named("deleting", f"NetworkPolicy {self.namespace}/{policy}", self.host):
             _gone_ok(lambda: self._net.delete_namespaced_network_policy(policy, self.namespace))
 
     def served(self, tenant: str, name: str) -> Served:
@@ -175,7 +177,7 @@ class KubernetesModelServers:
 
     def _service(self, tenant: str, name: str) -> Any | None:
         wanted = mo.service_name(tenant, name)
-        with _translated("reading", f"Service {self.namespace}/{wanted}", self.host):
+        with api_errors_named("reading", f"Service {self.namespace}/{wanted}", self.host):
             try:
                 found = self._core.read_namespaced_service(wanted, self.namespace)
             except kubernetes.client.ApiException as e:
@@ -186,21 +188,21 @@ class KubernetesModelServers:
 
     def _pods(self, tenant: str, name: str) -> list[Any]:
         selector = mo.model_selector(tenant, name)
-        with _translated("listing", f"Pods in {self.namespace} ({selector})", self.host):
+        with api_errors_named("listing", f"Pods in {self.namespace} ({selector})", self.host):
             items = self._core.list_namespaced_pod(self.namespace, label_selector=selector).items
         return [p for p in items if _ours(p, tenant, name)]
 
     def _point(self, service: str, selector: dict[str, str]) -> None:
         """Move the Service to the version ``selector`` names (a merge patch: the selector's keys are the same)."""
-        with _translated("switching", f"Service {self.namespace}/{service}", self.host):
+        with api_errors_named("switching", f"Service {self.namespace}/{service}", self.host):
             self._core.patch_namespaced_service(service, self.namespace, {"spec": {"selector": selector}})
 
     def _delete_pod(self, pod: str) -> None:
-        with _translated("deleting", f"Pod {self.namespace}/{pod}", self.host):
+        with api_errors_named("deleting", f"Pod {self.namespace}/{pod}", self.host):
             _gone_ok(lambda: self._core.delete_namespaced_pod(pod, self.namespace))
 
     def _read_pod(self, pod: str) -> Any:
-        with _translated("reading", f"Pod {self.namespace}/{pod}", self.host):
+        with api_errors_named("reading", f"Pod {self.namespace}/{pod}", self.host):
             return self._core.read_namespaced_pod(pod, self.namespace)
 
     def _wait_endpoints(self, service: str, pod: str) -> None:
@@ -209,7 +211,7 @@ class KubernetesModelServers:
         without that controller has no Endpoints object (404): nothing to wait for."""
         deadline = time.monotonic() + ENDPOINTS_TIMEOUT_S
         while time.monotonic() < deadline:
-            with _translated("reading", f"Endpoints {self.namespace}/{service}", self.host):
+            with api_errors_named("reading", f"Endpoints {self.namespace}/{service}", self.host):
                 try:
                     found = self._core.read_namespaced_endpoints(service, self.namespace)
                 except kubernetes.client.ApiException as e:

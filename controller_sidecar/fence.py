@@ -28,6 +28,12 @@ HELD_FRACTION = 2 / 3
 """Of the lease's TTL after a refresh's sending: its writes stop before etcd can expire the lease while the
 sidecar's clock runs no more than a third slower than etcd's, and a write already sent has the rest to land."""
 
+GIVE_UP_HELD_BACK_S = 120.0
+"""A write of the sidecar's outputs held back this long in a row is given up, and the sidecar exits
+``LEASE_LAPSED_EXIT`` (:mod:`controller_sidecar.exits`) so that the scheduler requeues the job: well before the
+scheduler's own bound on a lease not renewed (``lease_renewal_grace_s``, 300 s), which would fail it, and far
+above an etcd restart or a leader election (seconds)."""
+
 
 class FencedError(PermanentError):
     """The job's fence names another attempt: this sidecar's writes are refused for good."""
@@ -63,6 +69,14 @@ class Fence:
     def fenced(self) -> bool:
         return self._fenced.is_set()
 
+    @property
+    def held_back(self) -> bool:
+        """Whether this sidecar's writes wait now because its lease may have lapsed (not fenced: that is for good)."""
+        if not self.guarded or self.fenced:
+            return False
+        held_until = self._held_until
+        return held_until is None or self._clock.monotonic() >= held_until
+
     def refreshed(self, sent_at: float) -> None:
         """etcd answered a refresh sent at ``sent_at`` (monotonic): the lease is held until TTL after its receipt."""
         if not self.fenced:
@@ -84,10 +98,7 @@ class Fence:
         """Raise unless this sidecar may write ``what`` now: `FencedError` for good, `LeaseLapsedError` for now."""
         if self.fenced:
             raise FencedError(f"{what}: refused, this attempt is fenced ({self.reason})")
-        if not self.guarded:
-            return
-        held_until = self._held_until
-        if held_until is None or self._clock.monotonic() >= held_until:
+        if self.held_back:
             raise LeaseLapsedError(f"{what}: waiting, the sidecar's lease may have expired (etcd unanswered)")
 
 

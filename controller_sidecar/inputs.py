@@ -13,6 +13,7 @@ from controller_sidecar.archive import extract_archive
 from controller_sidecar.checkpointsync import checkpoint_digest, restore_latest_checkpoint
 from controller_sidecar.download import download_prefix
 from controller_sidecar.errors import TransferError
+from controller_sidecar.fence import GIVE_UP_HELD_BACK_S
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.provenancerecord import Digested, InstalledPackage
 from controller_sidecar.requirements import install_requirements
@@ -42,7 +43,10 @@ class InputsReady:
 
 
 def transfer_backoff(settings: SidecarSettings) -> Backoff:
-    return Backoff(initial_s=0.2, maximum_s=10.0, max_attempts=settings.s3.max_attempts)
+    """A transfer's retries: a write held back by a lapsed lease is given up after :data:`GIVE_UP_HELD_BACK_S`."""
+    return Backoff(
+        initial_s=0.2, maximum_s=10.0, max_attempts=settings.s3.max_attempts, held_back_s=GIVE_UP_HELD_BACK_S
+    )
 
 
 async def fetch_inputs(settings: SidecarSettings, store: S3Store, metrics: SidecarMetrics) -> InputsReady:

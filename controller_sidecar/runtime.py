@@ -349,7 +349,8 @@ class Sidecar:
             metrics=Digested(metrics.key.removeprefix(prefix), metrics.sha256, metrics.size) if metrics else None,
         )
         await self._put_record(record)
-        store, bucket, key = await self._s3(), settings.locations.results.bucket, settings.locations.results.key(RECORD_KEY)
+        store, location = await self._s3(), settings.locations.results
+        bucket, key = location.bucket, location.key(RECORD_KEY)
         await retry_async(
             functools.partial(asyncio.to_thread, store.put_bytes, bucket, key, record.to_json()),
             transfer_backoff(settings),

@@ -28,6 +28,14 @@ from learnerkit.scheduler.core.draining import Draining
 from learnerkit.scheduler.core.endcheck import completions_to_confirm, confirmed_records
 from learnerkit.scheduler.core.halting import HaltWatch, halting
 from learnerkit.scheduler.core.holding import Holding
+from learnerkit.scheduler.core.leaselapse import (
+    MAX_LEASE_LAPSE_REQUEUES,
+    lapse_requeue_reason,
+    lapse_requeues,
+    lapsed_leases,
+    lapses_spent,
+    lost_only_to_lapses,
+)
 from learnerkit.scheduler.core.liveness import (
     LivenessTimes,
     ended_without_exit_record,
@@ -389,6 +397,7 @@ class ControlLoop:
             **ended_without_exit_record(tracked, watching, ended, monotonic, self._watching_since),
             **lost_learners(tracked, sidecars, times, options.lease_ttl_s, options.lease_renewal_grace_s),
         }
+        lapsed = lapsed_leases(sidecars, lost)
         if completions_to_confirm(tracked):  # the runtime confirms a learner's end before its COMPLETED counts
             running = await asyncio.to_thread(shared.backend.learners_running, state.job_id)
             ended = ended or await asyncio.to_thread(shared.backend.learners_ended, state.job_id)
@@ -412,6 +421,15 @@ class ControlLoop:
                 if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
                     return  # cancelled during the teardown
                 extensions = tracked.manifest.extensions
+                if result.status is JobStatus.FAILED and lost_only_to_lapses(
+                    records, state.first_sequence, lost, lapsed
+                ):
+                    if lapse_requeues(tracked.attempts) < MAX_LEASE_LAPSE_REQUEUES:
+                        why = lapse_requeue_reason(result.reason)
+                        await self.transitions.requeue(tracked, why, restart=False, ended_by=AttemptEnd.INTERRUPTED)
+                        LOGGER.warning("job %s: %s", state.job_id, why)
+                        return
+                    result = replace(result, reason=lapses_spent(result.reason))
                 if (
                     result.status is JobStatus.FAILED
                     and extensions.auto_resume

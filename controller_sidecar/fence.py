@@ -28,12 +28,6 @@ HELD_FRACTION = 2 / 3
 """Of the lease's TTL after a refresh's sending: its writes stop before etcd can expire the lease while the
 sidecar's clock runs no more than a third slower than etcd's, and a write already sent has the rest to land."""
 
-GIVE_UP_HELD_BACK_S = 120.0
-"""A write of the sidecar's outputs held back this long in a row is given up, and the sidecar exits
-``LEASE_LAPSED_EXIT`` (:mod:`controller_sidecar.exits`) so that the scheduler requeues the job: well before the
-scheduler's own bound on a lease not renewed (``lease_renewal_grace_s``, 300 s), which would fail it, and far
-above an etcd restart or a leader election (seconds)."""
-
 
 class FencedError(PermanentError):
     """The job's fence names another attempt: this sidecar's writes are refused for good."""

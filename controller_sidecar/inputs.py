@@ -13,7 +13,6 @@ from controller_sidecar.archive import extract_archive
 from controller_sidecar.checkpointsync import checkpoint_digest, restore_latest_checkpoint
 from controller_sidecar.download import download_prefix
 from controller_sidecar.errors import TransferError
-from controller_sidecar.fence import GIVE_UP_HELD_BACK_S
 from controller_sidecar.prom import SidecarMetrics
 from controller_sidecar.provenancerecord import Digested, InstalledPackage
 from controller_sidecar.requirements import install_requirements
@@ -43,9 +42,12 @@ class InputsReady:
 
 
 def transfer_backoff(settings: SidecarSettings) -> Backoff:
-    """A transfer's retries: a write held back by a lapsed lease is given up after :data:`GIVE_UP_HELD_BACK_S`."""
+    """A transfer's retries: a write held back by a lapsed lease is given up after ``timing.held_back_give_up_s``."""
     return Backoff(
-        initial_s=0.2, maximum_s=10.0, max_attempts=settings.s3.max_attempts, held_back_s=GIVE_UP_HELD_BACK_S
+        initial_s=0.2,
+        maximum_s=10.0,
+        max_attempts=settings.s3.max_attempts,
+        held_back_s=settings.timing.held_back_give_up_s,
     )
 
 

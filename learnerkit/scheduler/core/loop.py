@@ -421,8 +421,10 @@ class ControlLoop:
                 if tracked.state.stage not in (Stage.DEPLOYED, Stage.RUNNING):
                     return  # cancelled during the teardown
                 extensions = tracked.manifest.extensions
-                if result.status is JobStatus.FAILED and lost_only_to_lapses(
-                    records, state.first_sequence, lost, lapsed
+                if (
+                    result.status is JobStatus.FAILED
+                    and lost_only_to_lapses(records, state.first_sequence, lost, lapsed)
+                    and not await self._halt_asked(tracked)
                 ):
                     if lapse_requeues(tracked.attempts) < MAX_LEASE_LAPSE_REQUEUES:
                         why = lapse_requeue_reason(result.reason)
@@ -440,6 +442,10 @@ class ControlLoop:
                 else:
                     await self.transitions.end(tracked, result.status, result.reason, release=True)
 
+    async def _halt_asked(self, tracked: Tracked) -> bool:
+        """Whether the job's user (``job halt``) or someone by hand (its halt key) asked it to halt."""
+        return tracked.state.halted_by_user or await self.shared.store.halt_requested(tracked.state.job_id)
+
     async def _hand_over(
         self, tracked: Tracked, records: Mapping[int, StatusRecord], halted: str, sidecars: SidecarStates
     ) -> bool:
@@ -452,7 +458,7 @@ class ControlLoop:
             await self.preempting.finish(tracked, records)
         elif self.draining.drained(tracked):
             await self.draining.finish(tracked, records)
-        elif not tracked.state.halted_by_user and not await self.shared.store.halt_requested(tracked.state.job_id):
+        elif not await self._halt_asked(tracked):
             said = "; ".join(sorted(set(sidecars.ended_by.values()))) or halted
             why = f"stopped from outside the scheduler ({said}); resumes from its last checkpoint"
             await self.transitions.requeue(tracked, why, restart=False, ended_by=AttemptEnd.INTERRUPTED)

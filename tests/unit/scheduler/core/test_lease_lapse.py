@@ -119,6 +119,18 @@ async def test_a_sidecar_that_exited_for_another_cause_still_fails_its_job() -> 
 
 
 @pytest.mark.asyncio
+async def test_a_job_whose_user_asked_its_halt_is_not_requeued_by_a_lapse() -> None:
+    """The halt is the user's: the job ends as a lost learner ends it (FAILED, which `job resume` takes up)."""
+    h, backend = harness()
+    job = h.submit("job-a", 0)
+    await h.running(job)
+    await h.store.request_halt("job-a")  # `sidecar halt`, or `job halt` through the scheduler
+    await lapse(h, backend, job)
+    assert (job.state.status, job.state.stage, job.state.attempt) == (JobStatus.FAILED, Stage.DONE, 1)
+    assert "requeues for that cause" not in job.state.reason
+
+
+@pytest.mark.asyncio
 async def test_where_the_backend_restarts_a_sidecar_it_is_restarted_first_and_the_job_kept() -> None:
     """Docker: the sidecar started again on the pair's /job goes on storing once its lease is held again."""
     h, backend = harness(restartable=True)

@@ -1,5 +1,5 @@
 """The sidecar's exit statuses, shared with the scheduler, which reads a dead sidecar's status to decide its job's
-fate (``learnerkit.scheduler.core.liveness``)."""
+fate (``learnerkit.scheduler.core.liveness`` and ``leaselapse``)."""
 
 from __future__ import annotations
 

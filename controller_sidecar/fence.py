@@ -63,6 +63,14 @@ class Fence:
     def fenced(self) -> bool:
         return self._fenced.is_set()
 
+    @property
+    def held_back(self) -> bool:
+        """Whether this sidecar's writes wait now because its lease may have lapsed (not fenced: that is for good)."""
+        if not self.guarded or self.fenced:
+            return False
+        held_until = self._held_until
+        return held_until is None or self._clock.monotonic() >= held_until
+
     def refreshed(self, sent_at: float) -> None:
         """etcd answered a refresh sent at ``sent_at`` (monotonic): the lease is held until TTL after its receipt."""
         if not self.fenced:
@@ -84,10 +92,7 @@ class Fence:
         """Raise unless this sidecar may write ``what`` now: `FencedError` for good, `LeaseLapsedError` for now."""
         if self.fenced:
             raise FencedError(f"{what}: refused, this attempt is fenced ({self.reason})")
-        if not self.guarded:
-            return
-        held_until = self._held_until
-        if held_until is None or self._clock.monotonic() >= held_until:
+        if self.held_back:
             raise LeaseLapsedError(f"{what}: waiting, the sidecar's lease may have expired (etcd unanswered)")
 
 

@@ -42,7 +42,13 @@ class InputsReady:
 
 
 def transfer_backoff(settings: SidecarSettings) -> Backoff:
-    return Backoff(initial_s=0.2, maximum_s=10.0, max_attempts=settings.s3.max_attempts)
+    """A transfer's retries: a write held back by a lapsed lease is given up after ``timing.held_back_give_up_s``."""
+    return Backoff(
+        initial_s=0.2,
+        maximum_s=10.0,
+        max_attempts=settings.s3.max_attempts,
+        held_back_s=settings.timing.held_back_give_up_s,
+    )
 
 
 async def fetch_inputs(settings: SidecarSettings, store: S3Store, metrics: SidecarMetrics) -> InputsReady:

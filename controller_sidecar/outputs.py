@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING
 from controller_sidecar.checkpointsync import upload_checkpoints
 from controller_sidecar.clock import event_or_timeout
 from controller_sidecar.errors import SidecarError, UnsafeFileError
+from controller_sidecar.fence import LeaseLapsedError
 from controller_sidecar.inputs import transfer_backoff
 from controller_sidecar.jobfiles import open_learner_file, regular_files
 from controller_sidecar.outcome import Outcome
 from controller_sidecar.prom import SidecarMetrics, TransferKind
 from controller_sidecar.resultkeys import ResultRefused, encoded_name, result_key
-from controller_sidecar.retry import retry_async
+from controller_sidecar.retry import Backoff, retry_async
 from controller_sidecar.s3objects import HashedObject
 from controller_sidecar.settings import S3Location, SidecarSettings
 from controller_sidecar.status import ErrorCode, Phase
@@ -36,6 +37,9 @@ CHECKPOINT_STATE = "upload-checkpoints.json"
 SHOWN_REFUSALS = 5
 """Files named in the final status; the sidecar's log names every one."""
 SHOWN_REASON_CHARS = 160
+HELD_BACK_RAISES = Backoff(held_back_s=0.0)
+"""Each request of a checkpoint's upload: a write held back by a lapsed lease ends the pass at once, and the
+pass's own retry (:func:`transfer_backoff`) waits for the lease, bounded once for the whole pass."""
 
 
 async def store_checkpoints(settings: SidecarSettings, store: S3Store, metrics: SidecarMetrics) -> list[str]:
@@ -47,6 +51,7 @@ async def store_checkpoints(settings: SidecarSettings, store: S3Store, metrics: 
             settings.dirs.checkpoints,
             settings.locations.checkpoint_files,
             state_file=settings.dirs.control / CHECKPOINT_STATE,
+            backoff=HELD_BACK_RAISES,
         ),
         transfer_backoff(settings),
         what="upload checkpoints",
@@ -126,6 +131,8 @@ async def store_tree(
         except ResultRefused as refusal:
             LOGGER.warning("not stored: %s/%s: %s", folder, encoded_name(relative), refusal.reason)
             outcome.refused.append(refusal)
+        except LeaseLapsedError:
+            raise  # not the file's fault: nothing more is stored until the lease is known held again
         except (SidecarError, OSError) as error:
             LOGGER.warning("not stored: %s/%s: %s", folder, encoded_name(relative), error)
             outcome.refused.append(ResultRefused(relative, _short(str(error))))

@@ -35,6 +35,10 @@ class Backoff:
     :class:`~controller_sidecar.errors.HeldBackError` (the sidecar's own lease lapsed) spends none."""
     deadline_s: float | None = None
     """Give up once this many seconds have passed since the first attempt."""
+    held_back_s: float | None = None
+    """Give up once the sidecar has held the operation back this long in a row (its lease may have lapsed: a
+    :class:`~controller_sidecar.errors.HeldBackError` since the last attempt that was sent); None: wait for the
+    lease as long as the other bounds allow."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.initial_s <= self.maximum_s or not math.isfinite(self.maximum_s):
@@ -90,6 +94,23 @@ class Outage:
         self.started, self.failures = None, 0
 
 
+class HeldFor:
+    """How long one operation has been held back in a row, against its backoff's ``held_back_s``."""
+
+    def __init__(self, backoff: Backoff) -> None:
+        self._limit_s = backoff.held_back_s
+        self._since: float | None = None
+
+    def too_long(self, error: TransientError, now: float, delay: float) -> bool:
+        """Whether, after ``error`` at ``now``, waiting ``delay`` more would hold the operation back too long."""
+        if not isinstance(error, HeldBackError):
+            self._since = None  # the attempt was sent: the lease was known held
+            return False
+        if self._since is None:
+            self._since = now
+        return self._limit_s is not None and now - self._since + delay >= self._limit_s
+
+
 async def retry_async(
     operation: Callable[[], Awaitable[T]],
     backoff: Backoff,
@@ -108,6 +129,7 @@ async def retry_async(
     started = clock.monotonic()
     outage = Outage(what, clock.monotonic)
     attempt, tries = 0, 0
+    held = HeldFor(backoff)
     while True:
         tries += 1
         try:
@@ -117,7 +139,7 @@ async def retry_async(
             delay = max(backoff.delay(tries, rng), error.delay_s or 0.0)
             out_of_attempts = backoff.max_attempts is not None and attempt >= backoff.max_attempts
             past_deadline = backoff.deadline_s is not None and clock.monotonic() - started + delay > backoff.deadline_s
-            if out_of_attempts or past_deadline:
+            if out_of_attempts or past_deadline or held.too_long(error, clock.monotonic(), delay):
                 raise
             outage.failed(error)
             if on_retry is not None:
@@ -144,6 +166,7 @@ def retry_sync(
     started = monotonic()
     outage = Outage(what, monotonic)
     attempt, tries = 0, 0
+    held = HeldFor(backoff)
     while True:
         tries += 1
         try:
@@ -153,7 +176,7 @@ def retry_sync(
             delay = max(backoff.delay(tries, rng), error.delay_s or 0.0)
             out_of_attempts = backoff.max_attempts is not None and attempt >= backoff.max_attempts
             past_deadline = backoff.deadline_s is not None and monotonic() - started + delay > backoff.deadline_s
-            if out_of_attempts or past_deadline:
+            if out_of_attempts or past_deadline or held.too_long(error, monotonic(), delay):
                 raise
             outage.failed(error)
             if on_retry is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -27,9 +28,9 @@ from controller_sidecar.control import EXIT_FILE, LearnerExit, read_exit, signal
 from controller_sidecar.errors import SidecarError, UnsafeFileError, UnsafePathError
 from controller_sidecar.etcdstore import EtcdStore
 from controller_sidecar.evalmetrics import MetricsParser, parse_evaluation_metrics
-from controller_sidecar.fence import Fence
+from controller_sidecar.fence import Fence, LeaseLapsedError
 from controller_sidecar.health import HEARTBEAT_FILE
-from controller_sidecar.inputs import InputsReady, fetch_inputs
+from controller_sidecar.inputs import InputsReady, fetch_inputs, transfer_backoff
 from controller_sidecar.jobspace import full_note
 from controller_sidecar.learnercgroup import LearnerCgroup
 from controller_sidecar.outcome import Outcome, outcome_of
@@ -223,12 +224,16 @@ class Sidecar:
         if exit_record.reason == "lost":
             outcome = Outcome(Phase.FAILED, ErrorCode.LEARNER_LOST, exit_record.error or "learner lost", None)
         if self.fence.fenced:  # another attempt may run: nothing of this one is stored (nor its status accepted)
-            return self._finish(reporter, Outcome(Phase.HALTED, ErrorCode.NONE, f"fenced: {self.fence.reason}", None))
+            return self._finish(reporter, self._fenced_outcome())
         try:
             results = await self._store_outputs()
         except UnsafeFileError as e:
             self._refuse(e)
+        except LeaseLapsedError:
+            raise  # not the job's failure: no final status, the sidecar exits LEASE_LAPSED_EXIT (cli)
         except SidecarError as e:
+            if self.fence.fenced:  # fenced while storing: the job is another attempt's, not failed by this one
+                return self._finish(reporter, self._fenced_outcome())
             LOGGER.warning("storing failed: %s", e)
             if outcome.phase is Phase.COMPLETED:
                 outcome = Outcome(Phase.FAILED, ErrorCode.UPLOAD_FAILED, f"results not stored: {e}", outcome.exit_code)
@@ -240,6 +245,9 @@ class Sidecar:
         if self._terminated_at is not None and outcome.phase is Phase.HALTED:
             outcome = Outcome(outcome.phase, outcome.error_code, f"terminated: {outcome.message}", outcome.exit_code)
         return self._finish(reporter, outcome)
+
+    def _fenced_outcome(self) -> Outcome:
+        return Outcome(Phase.HALTED, ErrorCode.NONE, f"fenced: {self.fence.reason}", None)
 
     async def _flush(self, reporter: StatusReporter, timeout_s: float) -> None:
         """Wait, at most ``timeout_s``, until the last metrics and every queued status are in etcd."""
@@ -341,8 +349,13 @@ class Sidecar:
             metrics=Digested(metrics.key.removeprefix(prefix), metrics.sha256, metrics.size) if metrics else None,
         )
         await self._put_record(record)
-        store, bucket = await self._s3(), settings.locations.results.bucket
-        await asyncio.to_thread(store.put_bytes, bucket, settings.locations.results.key(RECORD_KEY), record.to_json())
+        store, location = await self._s3(), settings.locations.results
+        bucket, key = location.bucket, location.key(RECORD_KEY)
+        await retry_async(
+            functools.partial(asyncio.to_thread, store.put_bytes, bucket, key, record.to_json()),
+            transfer_backoff(settings),
+            what=f"put s3://{bucket}/{key}",
+        )
 
     def _inputs_record(self) -> SidecarRecord:
         """The inputs' digests kept since DOWNLOADING (none where the download did not finish)."""
@@ -511,7 +524,11 @@ class Sidecar:
         metrics = None
         if handle is not None:
             with handle:
-                metrics = await self._upload_metrics(handle)
+                metrics = await retry_async(
+                    functools.partial(self._upload_metrics, handle),
+                    transfer_backoff(settings),
+                    what=f"upload {METRICS_FILE}",
+                )
         await self._store_record(results, metrics)
         return results
 

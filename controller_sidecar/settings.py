@@ -123,6 +123,11 @@ class Timing:
     container's grace period (Docker's stop timeout, Kubernetes' terminationGracePeriodSeconds)."""
     poll_interval_s: float = 0.1
     """How often the control folder is checked for ``learner.exit`` when no file event arrives."""
+    held_back_give_up_s: float = 120.0
+    """A write of the outputs held back this long in a row by a lapsed lease is given up, and the sidecar exits
+    ``LEASE_LAPSED_EXIT`` so that the scheduler requeues the job (:mod:`controller_sidecar.exits`): keep it well
+    below the scheduler's bound on a lease not renewed (``lease_renewal_grace_s``, 300 s), which fails the job,
+    and far above an etcd restart or a leader election (seconds)."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,7 @@ def load_settings(environ: Mapping[str, str], config_path: Path | None = None) -
             metrics_ship_interval_s=reader.seconds("timing.metrics_ship_interval_s", Timing.metrics_ship_interval_s),
             shutdown_deadline_s=reader.seconds("timing.shutdown_deadline_s", Timing.shutdown_deadline_s),
             poll_interval_s=reader.seconds("timing.poll_interval_s", Timing.poll_interval_s),
+            held_back_give_up_s=reader.seconds("timing.held_back_give_up_s", Timing.held_back_give_up_s),
         ),
         limits=Limits(
             max_archive_bytes=reader.integer("limits.max_archive_bytes", minimum=1, default=Limits.max_archive_bytes),

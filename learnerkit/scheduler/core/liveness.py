@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from controller_sidecar.exits import LEASE_LAPSED_EXIT
 from controller_sidecar.status import Phase
 from learnerkit.scheduler.backends.protocol import LearnerEnd, SidecarStates
 from learnerkit.scheduler.core.tracking import Tracked
@@ -57,12 +58,7 @@ def lost_learners(
             tracked.missing_since.pop(n, None)
             continue
         if n in sidecars.exited:
-            ended_by = sidecars.ended_by.get(n)
-            lost[n] = (
-                f"its pod ended before a final status ({ended_by})"
-                if ended_by
-                else f"its sidecar exited with status {sidecars.exited[n]} before reporting a final status"
-            ) + _log_ending(sidecars.log_tails.get(n, ""))
+            lost[n] = _exited_why(sidecars, n) + _log_ending(sidecars.log_tails.get(n, ""))
             continue
         if n in tracked.alive:
             tracked.seen_alive.add(n)
@@ -79,6 +75,15 @@ def lost_learners(
         elif state.admitted_at is not None and times.wall - state.admitted_at > STARTUP_GRACE_S + 2 * lease_ttl_s:
             lost[n] = f"its sidecar never reported within {STARTUP_GRACE_S:.0f}s"
     return lost
+
+
+def _exited_why(sidecars: SidecarStates, n: int) -> str:
+    ended_by, code = sidecars.ended_by.get(n), sidecars.exited[n]
+    if code == LEASE_LAPSED_EXIT:
+        return f"its sidecar gave up on its lapsed lease (exit status {code}) before reporting a final status"
+    if ended_by:
+        return f"its pod ended before a final status ({ended_by})"
+    return f"its sidecar exited with status {code} before reporting a final status"
 
 
 LOG_ENDING_CHARS = 300

@@ -28,6 +28,14 @@ from learnerkit.scheduler.core.draining import Draining
 from learnerkit.scheduler.core.endcheck import completions_to_confirm, confirmed_records
 from learnerkit.scheduler.core.halting import HaltWatch, halting
 from learnerkit.scheduler.core.holding import Holding
+from learnerkit.scheduler.core.leaselapse import (
+    MAX_LEASE_LAPSE_REQUEUES,
+    lapse_requeue_reason,
+    lapse_requeues,
+    lapsed_leases,
+    lapses_spent,
+    lost_only_to_lapses,
+)
 from learnerkit.scheduler.core.liveness import (
     LivenessTimes,
     ended_without_exit_record,
@@ -389,6 +397,7 @@ class ControlLoop:
             **ended_without_exit_record(tracked, watching, ended, monotonic, self._watching_since),
             **lost_learners(tracked, sidecars, times, options.lease_ttl_s, options.lease_renewal_grace_s),
         }
+        lapsed = lapsed_leases(sidecars, lost)
         if completions_to_confirm(tracked):  # the runtime confirms a learner's end before its COMPLETED counts
             running = await asyncio.to_thread(shared.backend.learners_running, state.job_id)
             ended = ended or await asyncio.to_thread(shared.backend.learners_ended, state.job_id)
@@ -414,6 +423,17 @@ class ControlLoop:
                 extensions = tracked.manifest.extensions
                 if (
                     result.status is JobStatus.FAILED
+                    and lost_only_to_lapses(records, state.first_sequence, lost, lapsed)
+                    and not await self._halt_asked(tracked)
+                ):
+                    if lapse_requeues(tracked.attempts) < MAX_LEASE_LAPSE_REQUEUES:
+                        why = lapse_requeue_reason(result.reason)
+                        await self.transitions.requeue(tracked, why, restart=False, ended_by=AttemptEnd.INTERRUPTED)
+                        LOGGER.warning("job %s: %s", state.job_id, why)
+                        return
+                    result = replace(result, reason=lapses_spent(result.reason))
+                if (
+                    result.status is JobStatus.FAILED
                     and extensions.auto_resume
                     and tracked.state.restarts < extensions.max_restarts
                 ):
@@ -421,6 +441,10 @@ class ControlLoop:
                     await self.transitions.requeue(tracked, reason, restart=True, ended_by=AttemptEnd.RESTARTED)
                 else:
                     await self.transitions.end(tracked, result.status, result.reason, release=True)
+
+    async def _halt_asked(self, tracked: Tracked) -> bool:
+        """Whether the job's user (``job halt``) or someone by hand (its halt key) asked it to halt."""
+        return tracked.state.halted_by_user or await self.shared.store.halt_requested(tracked.state.job_id)
 
     async def _hand_over(
         self, tracked: Tracked, records: Mapping[int, StatusRecord], halted: str, sidecars: SidecarStates
@@ -434,7 +458,7 @@ class ControlLoop:
             await self.preempting.finish(tracked, records)
         elif self.draining.drained(tracked):
             await self.draining.finish(tracked, records)
-        elif not tracked.state.halted_by_user and not await self.shared.store.halt_requested(tracked.state.job_id):
+        elif not await self._halt_asked(tracked):
             said = "; ".join(sorted(set(sidecars.ended_by.values()))) or halted
             why = f"stopped from outside the scheduler ({said}); resumes from its last checkpoint"
             await self.transitions.requeue(tracked, why, restart=False, ended_by=AttemptEnd.INTERRUPTED)

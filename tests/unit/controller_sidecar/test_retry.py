@@ -228,3 +228,63 @@ def test_the_delay_of_any_attempt_is_bounded_by_the_maximum(attempt: int) -> Non
 def test_a_backoff_that_cannot_be_bounded_is_refused(initial_s: float, maximum_s: float, multiplier: float) -> None:
     with pytest.raises(ValueError, match="Backoff"):
         Backoff(initial_s=initial_s, maximum_s=maximum_s, multiplier=multiplier)
+
+
+class Alternating:
+    """Held back ``lapsed`` times, then one attempt sent that the service refuses, again and again."""
+
+    def __init__(self, lapsed: int) -> None:
+        self.lapsed, self.calls = lapsed, 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.calls % (self.lapsed + 1):
+            raise LeaseLapsedError("put s3://results/a: waiting, the sidecar's lease may have expired")
+        raise TransientError("the store answered 503")
+
+
+def test_a_write_held_back_too_long_in_a_row_is_given_up_whatever_its_other_bounds() -> None:
+    """The sidecar gives its outputs' writes up after ``held_back_s`` of a lapsed lease, and exits so that the
+    scheduler requeues the job, rather than wait on until the scheduler fails it for a lease not renewed."""
+    clock = FakeClock()
+    started = clock.monotonic()
+    operation = LapsedThenDown(lapsed=10_000, down=0)
+
+    async def call() -> str:
+        return operation()
+
+    backoff = Backoff(initial_s=0.5, maximum_s=0.5, max_attempts=None, held_back_s=30.0)
+    with pytest.raises(LeaseLapsedError):
+        asyncio.run(retry_async(call, backoff, what="upload", clock=clock))
+    assert 29.0 <= clock.monotonic() - started <= 30.0 and operation.calls > 58
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    sync = LapsedThenDown(lapsed=10_000, down=0)
+    with pytest.raises(LeaseLapsedError):
+        retry_sync(sync, backoff, what="upload", sleep=sleep, monotonic=lambda: now[0])
+    assert 29.0 <= now[0] <= 30.0
+
+
+def test_an_attempt_sent_between_lapses_starts_the_held_back_time_again() -> None:
+    """Short lapses with writes sent between them (the store failing those) are not one long lapse: the service's
+    failures run the attempts out, not the held-back bound."""
+    operation = Alternating(lapsed=10)
+    backoff = Backoff(initial_s=1.0, maximum_s=1.0, max_attempts=5, held_back_s=12.0)
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.raises(TransientError, match="503"):
+        retry_sync(operation, backoff, what="upload", sleep=sleep, monotonic=lambda: now[0], rng=random.Random(1))
+    assert operation.calls == 5 * 11, "five attempts sent, each after ten lapsed ones"
+
+
+def test_a_held_back_bound_of_zero_hands_the_wait_to_the_caller_at_once() -> None:
+    operation = LapsedThenDown(lapsed=1, down=0)
+    with pytest.raises(LeaseLapsedError):
+        retry_sync(operation, Backoff(held_back_s=0.0), what="upload", sleep=lambda _s: pytest.fail("waited"))
+    assert operation.calls == 1

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -41,37 +40,14 @@ UNANSWERED = "/learners/1/alive alive failed"
 """What the sidecar logs as a refresh of its lease first fails."""
 
 
-class FrozenEtcd:
-    """An etcd of this test's own, which the test freezes and thaws (never another's)."""
-
-    def __init__(self, server: EtcdServer) -> None:
-        self.server = server
-        self.frozen = False
-
-    def _signal(self, sig: signal.Signals) -> None:
-        process = self.server._process
-        assert process is not None and process.poll() is None
-        os.kill(process.pid, sig)
-
-    def freeze(self) -> None:
-        self._signal(signal.SIGSTOP)
-        self.frozen = True
-
-    def thaw(self) -> None:
-        if self.frozen:
-            self._signal(signal.SIGCONT)
-            self.frozen = False
-
-
 @pytest.fixture
-def etcd(tmp_path: Path) -> Iterator[FrozenEtcd]:
+def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
+    """An etcd of this test's own, which the test freezes and thaws (never another's)."""
     server = EtcdServer(etcd_binary(), tmp_path / "etcd")
     server.start()
-    frozen = FrozenEtcd(server)
     try:
-        yield frozen
+        yield server
     finally:
-        frozen.thaw()
         server.stop()
 
 
@@ -123,9 +99,9 @@ class SidecarProcess:
 
 
 @pytest.fixture
-def sidecar(tmp_path: Path, etcd: FrozenEtcd, s3_server: SeaweedServer) -> Iterator[SidecarProcess]:
+def sidecar(tmp_path: Path, etcd: EtcdServer, s3_server: SeaweedServer) -> Iterator[SidecarProcess]:
     create_bucket(s3_server.client(), BUCKET)
-    process = SidecarProcess(tmp_path, etcd.server, s3_server)
+    process = SidecarProcess(tmp_path, etcd, s3_server)
     try:
         yield process
     finally:
@@ -133,7 +109,7 @@ def sidecar(tmp_path: Path, etcd: FrozenEtcd, s3_server: SeaweedServer) -> Itera
 
 
 def test_a_sidecar_whose_etcd_stops_answering_gives_up_with_its_own_status_and_a_restart_stores_the_results(
-    sidecar: SidecarProcess, etcd: FrozenEtcd, s3_server: SeaweedServer
+    sidecar: SidecarProcess, etcd: EtcdServer, s3_server: SeaweedServer
 ) -> None:
     control, results = sidecar.job_dir / "control", sidecar.job_dir / "results"
     sidecar.start()
@@ -149,20 +125,21 @@ def test_a_sidecar_whose_etcd_stops_answering_gives_up_with_its_own_status_and_a
     results.mkdir(parents=True, exist_ok=True)
     (results / "model.bin").write_bytes(b"weights" * 1000)
 
-    etcd.freeze()
-    # A refresh sent after the last one etcd answered fails only after the gateway's read timeout, longer than the
-    # two thirds of the TTL the lease is known held after a refresh's sending: from then on the writes wait.
-    wait_until(lambda: any(UNANSWERED in line for line in sidecar.lines()), timeout=60, message="a refresh unanswered")
-    (control / EXIT_FILE).write_text(json.dumps({"exit_code": 0, "reason": "completed"}))
-    wait_until(lambda: any(HELD_BACK in line for line in sidecar.lines()), timeout=30, message="a write held back")
+    with etcd.paused():
+        # A refresh sent after the last one etcd answered fails only after the gateway's read timeout, longer than
+        # the two thirds of the TTL the lease is known held after a refresh's sending: from then on the writes wait.
+        wait_until(
+            lambda: any(UNANSWERED in line for line in sidecar.lines()), timeout=60, message="a refresh unanswered"
+        )
+        (control / EXIT_FILE).write_text(json.dumps({"exit_code": 0, "reason": "completed"}))
+        wait_until(lambda: any(HELD_BACK in line for line in sidecar.lines()), timeout=30, message="a write held back")
 
-    assert sidecar.wait(timeout=60) == LEASE_LAPSED_EXIT, sidecar.lines()[-20:]
-    last = sidecar.lines()[-1]
-    assert "gave up while the sidecar's lease may have lapsed (etcd unanswered)" in last, last
-    assert f"exiting with status {LEASE_LAPSED_EXIT}" in last and "resumes from its last checkpoint" in last, last
-    assert not any("results not stored" in line for line in sidecar.lines()), "no FAILED outcome was made"
+        assert sidecar.wait(timeout=60) == LEASE_LAPSED_EXIT, sidecar.lines()[-20:]
+        last = sidecar.lines()[-1]
+        assert "gave up while the sidecar's lease may have lapsed (etcd unanswered)" in last, last
+        assert f"exiting with status {LEASE_LAPSED_EXIT}" in last and "resumes from its last checkpoint" in last, last
+        assert not any("results not stored" in line for line in sidecar.lines()), "no FAILED outcome was made"
 
-    etcd.thaw()
     status = learner_status(sidecar.etcd.settings(), sidecar.job, 1)
     assert status is not None and not status.phase.terminal, status  # no final status: the scheduler decides
 

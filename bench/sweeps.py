@@ -71,18 +71,31 @@ ETA = 3
 DECISION_LIMIT_S = 0.001
 
 
+def reachable_rungs(trials: int) -> tuple[int, ...]:
+    """The last of `RUNGS` that ASHA's top 1/eta lets some trial reach with `trials` trials: rung k (from 0) is
+    reached by floor(trials / eta^k) of them, so 9 trials at eta 3 get rungs 30, 90, 270 (with all four, the
+    last rung would hold no result and there would be no best to compare). The full budget stays the same."""
+    count = 1
+    while count < len(RUNGS) and ETA**count <= trials:
+        count += 1
+    return RUNGS[-count:]
+
+
 def comparison(trials: int, seed: int, concurrency: int) -> None:
+    if trials < 1:
+        raise SystemExit(f"--trials: at least 1; got {trials}")
     configs = trial_configs(SPACE, seed=seed, trials=trials, grid=False)
 
     def curve(trial: int, budget: int) -> float:
         return synthetic_loss(configs[trial], budget)
 
-    asha = simulate(Plan(AlgorithmName.ASHA, LOSS, RUNGS, trials, concurrency, eta=ETA), curve)
-    full = simulate(Plan(AlgorithmName.RANDOM, LOSS, RUNGS[-1:], trials, concurrency), curve)
+    rungs = reachable_rungs(trials)
+    asha = simulate(Plan(AlgorithmName.ASHA, LOSS, rungs, trials, concurrency, eta=ETA), curve)
+    full = simulate(Plan(AlgorithmName.RANDOM, LOSS, rungs[-1:], trials, concurrency), curve)
     best_asha = min(asha.book.ranked[-1])[0]
     best_full = min(full.book.ranked[-1])[0]
     units_asha, units_full = sum(asha.trained.values()), sum(full.trained.values())
-    print(f"synthetic learner, {trials} trials, rungs {RUNGS}, eta {ETA}, concurrency {concurrency}, seed {seed}")
+    print(f"synthetic learner, {trials} trials, rungs {rungs}, eta {ETA}, concurrency {concurrency}, seed {seed}")
     print(f"  best val_loss: ASHA {best_asha:.5f}, random with full training {best_full:.5f}")
     print(f"  ASHA's best / random's best:                      {best_asha / best_full:.4f}  (target <= 1.01)")
     print(f"  ASHA's learner-units / random's:                  {units_asha / units_full:.3f}   (target <= 0.35)")

@@ -35,7 +35,8 @@ scheduler) per promotion in place against a promotion by a new deploy, in the sa
 process and each learner pair this checkout's sidecar and learner-run as host processes (no images, no Docker).
 
 Usage: python bench/sweeps.py [--trials N] [--seed S] [--speed-trials N] [--real [--real-trials N]]
-       [--arrival] [--digits [--digits-trials N] [--digits-rungs MIN,MAX] [--digits-widths W,W,W]]
+       [--arrival] [--digits [--digits-trials N] [--digits-rungs MIN,MAX] [--digits-widths W,W,W]
+       [--digits-passes N]]
        [--scale] [--scale-local [--sidecar-image REF]] [--scale-only] [--in-place [--in-place-runs N]] [--in-place-only]
 """
 
@@ -166,6 +167,9 @@ def main() -> int:
     parser.add_argument("--digits-trials", type=int, default=9)
     parser.add_argument("--digits-rungs", default="3,27", help="the digits runs' budget min,max in epochs")
     parser.add_argument("--digits-widths", default="16,32,64", help="the digits network's hidden widths to choose from")
+    parser.add_argument(
+        "--digits-passes", type=int, default=1, help="passes over the digits training set in one epoch (heavier epochs)"
+    )
     parser.add_argument("--scale", action="store_true", help="200 trials at concurrency 200, simulated (etcd)")
     parser.add_argument("--scale-local", action="store_true", help="200 trials at concurrency 200, scheduler serve")
     parser.add_argument("--scale-only", action="store_true", help="the --scale cases alone, not the others")
@@ -213,7 +217,11 @@ def main() -> int:
 
         low, high = (int(n) for n in args.digits_rungs.split(","))
         widths = tuple(int(n) for n in args.digits_widths.split(","))
-        digits = digits_comparison(args.digits_trials, args.concurrency, args.seed, (low, high), widths)
+        if args.digits_passes < 1:
+            parser.error(f"--digits-passes: at least 1; got {args.digits_passes}")
+        digits = digits_comparison(
+            args.digits_trials, args.concurrency, args.seed, (low, high), widths, args.digits_passes
+        )
         missed += digits_report(digits)
     for miss in missed:
         print(f"MISSED: {miss}", file=sys.stderr)

@@ -73,12 +73,13 @@ while not limit.reached(epoch):
     started = time.process_time()
     torch.manual_seed(1000 + epoch)
     net.train()
-    order = torch.randperm(len(x))
-    for start in range(0, len(x), 32):
-        batch = order[start : start + 32]
-        optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(net(x[batch]), y[batch]).backward()
-        optimizer.step()
+    for _ in range({passes}):
+        order = torch.randperm(len(x))
+        for start in range(0, len(x), 32):
+            batch = order[start : start + 32]
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(net(x[batch]), y[batch]).backward()
+            optimizer.step()
     net.eval()
     with torch.no_grad():
         out = net(vx)
@@ -153,22 +154,27 @@ def upload_digits(lab: Cluster) -> None:
             objects.upload_file(str(job / "data" / name), BUCKET, name)
 
 
-def model(folder: Path, label: str, *, from_scratch: bool, in_place: bool) -> Path:
+def model(folder: Path, label: str, *, from_scratch: bool, in_place: bool, passes: int = 1) -> Path:
     archive = folder / f"model-{label}.zip"
     with zipfile.ZipFile(archive, "w") as out:
-        out.writestr("train.py", TRAIN.format(from_scratch=from_scratch, in_place=in_place))
+        out.writestr("train.py", TRAIN.format(from_scratch=from_scratch, in_place=in_place, passes=passes))
     return archive
 
 
 def digits_comparison(
-    trials: int, concurrency: int, seed: int, rungs: tuple[int, int], widths: tuple[int, ...] = WIDTHS
+    trials: int,
+    concurrency: int,
+    seed: int,
+    rungs: tuple[int, int],
+    widths: tuple[int, ...] = WIDTHS,
+    passes: int = 1,
 ) -> list[RealRun]:
     """ASHA (promotion in place where it can), random search with full training, successive halving from scratch;
-    each run's row printed as it ends."""
+    each run's row printed as it ends. `passes`: passes over the training set in one epoch (heavier epochs)."""
     print(
         f"digits (1300 train, 497 validation; PyTorch MLP, SGD, batch 32, one thread): {trials} trials, ASHA rungs"
         f" {rungs[0]}..{rungs[1]} epochs (eta 3), random search {rungs[1]} epochs, {concurrency} at once, seed {seed},"
-        f" widths {', '.join(map(str, widths))}"
+        f" widths {', '.join(map(str, widths))}, {passes} pass(es) over the training set an epoch"
     )
     print(
         f"{'':11}{'best':>8}{'epochs':>7}{'recomp':>7}{'train CPU-s':>12}{'learner CPU-s':>14}{'start+prom':>11}"
@@ -185,7 +191,7 @@ def digits_comparison(
             ("sh-scratch", "asha", True, False),  # every promotion a new deploy that retrains from epoch 0
         ):
             text = search(algorithm, trials, concurrency, seed, rungs, widths)
-            trial_model = model(lab.root, label, from_scratch=scratch, in_place=in_place)
+            trial_model = model(lab.root, label, from_scratch=scratch, in_place=in_place, passes=passes)
             run = run_sweep(lab, text, label, trial_model, SECONDS_METRIC)
             print(
                 f"{run.label:11}{run.best:8.5f}{run.steps:7d}{run.recomputed:7d}{run.trained_s:12.2f}"

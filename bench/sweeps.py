@@ -35,7 +35,8 @@ scheduler) per promotion in place against a promotion by a new deploy, in the sa
 process and each learner pair this checkout's sidecar and learner-run as host processes (no images, no Docker).
 
 Usage: python bench/sweeps.py [--trials N] [--seed S] [--speed-trials N] [--real [--real-trials N]]
-       [--arrival] [--digits [--digits-trials N] [--digits-rungs MIN,MAX] [--digits-widths W,W,W]]
+       [--arrival] [--digits [--digits-trials N] [--digits-rungs MIN,MAX] [--digits-widths W,W,W]
+       [--digits-passes N]]
        [--scale] [--scale-local [--sidecar-image REF]] [--scale-only] [--in-place [--in-place-runs N]] [--in-place-only]
 """
 
@@ -71,18 +72,31 @@ ETA = 3
 DECISION_LIMIT_S = 0.001
 
 
+def reachable_rungs(trials: int) -> tuple[int, ...]:
+    """The last of `RUNGS` that ASHA's top 1/eta lets some trial reach with `trials` trials: rung k (from 0) is
+    reached by floor(trials / eta^k) of them, so 9 trials at eta 3 get rungs 30, 90, 270 (with all four, the
+    last rung would hold no result and there would be no best to compare). The full budget stays the same."""
+    count = 1
+    while count < len(RUNGS) and ETA**count <= trials:
+        count += 1
+    return RUNGS[-count:]
+
+
 def comparison(trials: int, seed: int, concurrency: int) -> None:
+    if trials < 1:
+        raise SystemExit(f"--trials: at least 1; got {trials}")
     configs = trial_configs(SPACE, seed=seed, trials=trials, grid=False)
 
     def curve(trial: int, budget: int) -> float:
         return synthetic_loss(configs[trial], budget)
 
-    asha = simulate(Plan(AlgorithmName.ASHA, LOSS, RUNGS, trials, concurrency, eta=ETA), curve)
-    full = simulate(Plan(AlgorithmName.RANDOM, LOSS, RUNGS[-1:], trials, concurrency), curve)
+    rungs = reachable_rungs(trials)
+    asha = simulate(Plan(AlgorithmName.ASHA, LOSS, rungs, trials, concurrency, eta=ETA), curve)
+    full = simulate(Plan(AlgorithmName.RANDOM, LOSS, rungs[-1:], trials, concurrency), curve)
     best_asha = min(asha.book.ranked[-1])[0]
     best_full = min(full.book.ranked[-1])[0]
     units_asha, units_full = sum(asha.trained.values()), sum(full.trained.values())
-    print(f"synthetic learner, {trials} trials, rungs {RUNGS}, eta {ETA}, concurrency {concurrency}, seed {seed}")
+    print(f"synthetic learner, {trials} trials, rungs {rungs}, eta {ETA}, concurrency {concurrency}, seed {seed}")
     print(f"  best val_loss: ASHA {best_asha:.5f}, random with full training {best_full:.5f}")
     print(f"  ASHA's best / random's best:                      {best_asha / best_full:.4f}  (target <= 1.01)")
     print(f"  ASHA's learner-units / random's:                  {units_asha / units_full:.3f}   (target <= 0.35)")
@@ -153,6 +167,9 @@ def main() -> int:
     parser.add_argument("--digits-trials", type=int, default=9)
     parser.add_argument("--digits-rungs", default="3,27", help="the digits runs' budget min,max in epochs")
     parser.add_argument("--digits-widths", default="16,32,64", help="the digits network's hidden widths to choose from")
+    parser.add_argument(
+        "--digits-passes", type=int, default=1, help="passes over the digits training set in one epoch (heavier epochs)"
+    )
     parser.add_argument("--scale", action="store_true", help="200 trials at concurrency 200, simulated (etcd)")
     parser.add_argument("--scale-local", action="store_true", help="200 trials at concurrency 200, scheduler serve")
     parser.add_argument("--scale-only", action="store_true", help="the --scale cases alone, not the others")
@@ -200,7 +217,11 @@ def main() -> int:
 
         low, high = (int(n) for n in args.digits_rungs.split(","))
         widths = tuple(int(n) for n in args.digits_widths.split(","))
-        digits = digits_comparison(args.digits_trials, args.concurrency, args.seed, (low, high), widths)
+        if args.digits_passes < 1:
+            parser.error(f"--digits-passes: at least 1; got {args.digits_passes}")
+        digits = digits_comparison(
+            args.digits_trials, args.concurrency, args.seed, (low, high), widths, args.digits_passes
+        )
         missed += digits_report(digits)
     for miss in missed:
         print(f"MISSED: {miss}", file=sys.stderr)

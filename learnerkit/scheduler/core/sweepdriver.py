@@ -12,7 +12,6 @@ A trial that can no longer be promoted has its checkpoints removed (unless the s
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 import tempfile
@@ -332,6 +331,7 @@ class SweepDriver:
             await self._record(sweep, pending)
         # Before the budget checks: a trial promoted in place trains towards its new budget, never halted at the old.
         await self._boundaries(sweep)
+        await self._remove_after_end(sweep)
         decisions: list[Decision] = []
         for index, trial in sorted(sweep.trials.items()):
             if trial.record.state is not TrialState.RUNNING:
@@ -407,17 +407,41 @@ class SweepDriver:
         value = boundary.result(metric, rungs[target - 1] if target else 0)
         if value is None:
             return None, f"the process that waits did not log {metric!r} in this rung"
-        before = copy.deepcopy(sweep.book)
         decisions = sweep.book.report(index, value) + sweep.book.fill()
         promoted = [d for d in decisions if d.trial == index and d.action in (Action.PROMOTE, Action.CONTINUE)]
         if not promoted:
-            sweep.book = before  # its rung ends as before: reported from its stored history once its job ends
-            return None, "not promoted at once: the trial checkpoints and ends its rung, and the sweep decides later"
+            # Its rung result counts now, as ASHA's worker reports when it finishes: the trials reaching this rung
+            # after it see it, and its slot is free. Its job checkpoints and ends; that end is not reported again.
+            await self._record(sweep, decisions)
+            self._rung_ended(trial.job_id)
+            await self._finish_actions(sweep)
+            return None, "not promoted at once: the trial checkpoints and pauses, and the sweep decides later"
         said = "; promoted in place: the same learner process trains on"
         decisions = [replace(d, reason=d.reason + said) if d in promoted else d for d in decisions]
         await self._record(sweep, decisions, in_place={index: boundary.attempt})
         await self._finish_actions(sweep)
         return promoted[0].budget, ""
+
+    def _rung_ended(self, job_id: str) -> None:
+        """Forget what was read of a trial's rung: a promotion reads its history afresh and checks its budget again."""
+        self._histories.pop(job_id, None)
+        self._halting.discard(job_id)
+        self._checked.pop(job_id, None)
+
+    def _job_runs(self, job_id: str) -> bool:
+        tracked = self.shared.jobs.get(job_id)
+        return tracked is not None and tracked.state.stage is not Stage.DONE
+
+    async def _remove_after_end(self, sweep: ActiveSweep) -> None:
+        """Remove the checkpoints of the trials stopped while their jobs ran, once those jobs have ended."""
+        removed = [
+            replace(t, remove_at_end=False, freed_bytes=await self._remove_checkpoints(sweep, t))
+            for t in sweep.trials.values()
+            if t.remove_at_end and not self._job_runs(t.job_id)
+        ]
+        if removed:
+            sweep.state = await self.store.record(sweep.sweep_id, sweep.state, [], removed)
+            sweep.trials.update({t.record.index: t for t in removed})
 
     async def _not_taken(self, sweep: ActiveSweep, trial: StoredTrial, tracked: Tracked) -> None:
         """A trial promoted in place whose learner ended without training past its boundary (it gave up waiting
@@ -455,10 +479,14 @@ class SweepDriver:
                     attempt = tracked.state.attempt if tracked is not None else trial.rung_attempt
                     trial = replace(trial, rung_attempt=attempt + 1, in_place_attempt=None)
                 if decision.action is Action.STOP and not sweep.spec.keep_checkpoints:
-                    trial = replace(trial, freed_bytes=await self._remove_checkpoints(sweep, trial))
+                    if self._job_runs(trial.job_id):
+                        trial = replace(trial, remove_at_end=True)
+                    else:
+                        trial = replace(trial, freed_bytes=await self._remove_checkpoints(sweep, trial))
             changed[index] = trial
         state = sweep.state
-        if sweep.book.finished and state.status is SweepStatus.RUNNING:
+        settled = not any(self._job_runs(t.job_id) for t in sweep.trials.values())  # a paused one's may checkpoint
+        if sweep.book.finished and settled and state.status is SweepStatus.RUNNING:
             state = replace(state, status=SweepStatus.DONE, reason="every trial settled")
         sweep.state = await self.store.record(sweep.sweep_id, state, decisions, list(changed.values()))
         sweep.trials.update(changed)

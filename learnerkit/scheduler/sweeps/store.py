@@ -128,6 +128,9 @@ class StoredTrial:
     in_place_attempt: int | None = None
     """The job attempt in which it was last promoted in place (its learner trains on without a redeploy): an end of
     that attempt with nothing trained past the boundary means the learner did not take it."""
+    remove_at_end: bool = False
+    """Stopped while its job still ran (answered no at its boundary, its learner checkpoints and ends): its
+    checkpoints are removed once that job has ended, so none is written after the removal."""
 
     def to_raw(self) -> dict[str, Any]:
         r = self.record
@@ -143,6 +146,7 @@ class StoredTrial:
             "freed_bytes": self.freed_bytes,
             **({"parent": self.parent} if self.parent is not None else {}),
             **({"in_place_attempt": self.in_place_attempt} if self.in_place_attempt is not None else {}),
+            **({"remove_at_end": True} if self.remove_at_end else {}),
         }
 
     @classmethod
@@ -162,6 +166,7 @@ class StoredTrial:
             int(raw.get("freed_bytes", 0)),
             int(raw["parent"]) if raw.get("parent") is not None else None,
             int(raw["in_place_attempt"]) if raw.get("in_place_attempt") is not None else None,
+            raw.get("remove_at_end") is True,
         )
 
 

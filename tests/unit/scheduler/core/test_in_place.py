@@ -1,7 +1,7 @@
 """The sweep driver's part of promotion in place, on fakes of etcd's records: a trial waiting at its rung's boundary
 is promoted there and then when the decision core would, recorded before it is answered; a scheduler restarted in
-between answers the same; a trial not promoted at once is answered no and the book is left as it was; a trial
-promoted in place whose attempt ends without training past its boundary is promoted by a new attempt."""
+between answers the same; a trial not promoted at once is answered no, its rung result counted there and then (once);
+a trial promoted in place whose attempt ends without training past its boundary is promoted by a new attempt."""
 
 from __future__ import annotations
 
@@ -58,6 +58,7 @@ def driver_over(records: Records, jobs: dict[str, Tracked]) -> SweepDriver:
         store=records,
         options=SimpleNamespace(platform=Platform("http://127.0.0.1:2379", "s")),
         evaluations=SimpleNamespace(rounds={}),
+        clock=SimpleNamespace(monotonic=lambda: 0.0),  # the trials' budgets were checked a moment ago
     )
     driver = SweepDriver(
         cast(Any, shared), cast(Any, None), cast(Any, None), cast(Any, None), cast(Any, None), cast(Any, None)
@@ -66,9 +67,9 @@ def driver_over(records: Records, jobs: dict[str, Tracked]) -> SweepDriver:
     return driver
 
 
-def sweep_of(trials: dict[int, StoredTrial]) -> Any:
-    spec = parse_search_file(SEARCH, Path("search.yml"))
-    record = SweepSpecRecord("sweep-x", "team-a", 0.0, SEARCH, "search.yml", MANIFEST, "manifest.yml")
+def sweep_of(trials: dict[int, StoredTrial], search: str = SEARCH) -> Any:
+    spec = parse_search_file(search, Path("search.yml"))
+    record = SweepSpecRecord("sweep-x", "team-a", 0.0, search, "search.yml", MANIFEST, "manifest.yml")
     return active_sweep(record, spec, parse_manifest(MANIFEST), SubmitOptions(), SweepState(decisions=5), trials)
 
 
@@ -110,17 +111,47 @@ def test_the_best_of_its_rung_is_promoted_in_place_recorded_first_and_answered_a
     assert (records.writes, records.answers) == (["answer"], {("sweep-x-t0002", 1, 1): 3})
 
 
-def test_a_trial_not_promoted_at_once_is_answered_no_and_the_book_is_as_it_was() -> None:
+def running(index: int) -> StoredTrial:
+    return StoredTrial(TrialRecord(index, TrialState.RUNNING, 0), f"sweep-x-t{index:04d}", {"lr": "0.3"})
+
+
+def test_a_trial_answered_no_counts_at_once_so_a_later_one_of_its_rung_is_promoted_in_place() -> None:
+    """Three trials reach rung 1 together: the first two are answered no, their results entering the rung's record
+    there and then (paused, stored before the answer); the third is the best of three and trains on in place."""
     records = Records()
-    trials = {0: paused(0, 0.5), 1: paused(1, 0.6)}
-    trials[2] = StoredTrial(TrialRecord(2, TrialState.RUNNING, 0), "sweep-x-t0002", {"lr": "0.3"})
-    records.boundaries["sweep-x-t0002"] = waiting(0.9)  # the worst of its rung: trial 0 is promoted, not it
+    trials = {i: running(i) for i in range(3)}
+    jobs = {f"sweep-x-t{i:04d}": job(i) for i in range(3)}
+    for i, value in enumerate((0.5, 0.6, 0.1)):
+        records.boundaries[f"sweep-x-t{i:04d}"] = waiting(value)
     sweep = sweep_of(trials)
-    before = sweep.book.records()
-    asyncio.run(driver_over(records, {"sweep-x-t0002": job(2)})._boundaries(sweep))
-    assert records.writes == ["answer"]
-    assert records.answers == {("sweep-x-t0002", 1, 1): None}
-    assert sweep.book.records() == before  # its rung ends as before: reported from its history once its job ends
+    asyncio.run(driver_over(records, jobs)._boundaries(sweep))
+    assert records.writes == ["decisions", "answer"] * 3  # each decision stored before its learner hears of it
+    assert records.answers == {("sweep-x-t0000", 1, 1): None, ("sweep-x-t0001", 1, 1): None, ("sweep-x-t0002", 1, 1): 3}
+    states = {i: (t.record.state, t.record.results) for i, t in records.trials.items()}
+    assert states == {
+        0: (TrialState.STOPPED, (0.5,)),  # the top 1 of 3 continue: they can no longer be promoted
+        1: (TrialState.STOPPED, (0.6,)),
+        2: (TrialState.RUNNING, (0.1,)),
+    }
+    assert records.trials[2].in_place_attempt == 1
+
+
+def test_a_paused_trial_answered_no_is_not_counted_again_when_its_job_ends() -> None:
+    records = Records()
+    trials = {i: running(i) for i in range(3)}
+    jobs = {f"sweep-x-t{i:04d}": job(i) for i in range(3)}
+    records.boundaries["sweep-x-t0000"] = waiting(0.5)
+    sweep = sweep_of(trials)
+    driver = driver_over(records, jobs)
+    driver.reader = cast(Any, _History())
+    asyncio.run(driver._boundaries(sweep))
+    assert records.answers == {("sweep-x-t0000", 1, 1): None}
+    assert (sweep.trials[0].record.state, sweep.trials[0].record.results) == (TrialState.PAUSED, (0.5,))
+    before, written = sweep.book.records(), len(records.writes)
+    jobs["sweep-x-t0000"] = job(0, Stage.DONE, JobStatus.COMPLETED)  # it checkpointed and ended its rung
+    asyncio.run(driver._step(sweep))
+    assert sweep.book.records() == before
+    assert len(records.writes) == written  # no second report of its rung, nothing decided
 
 
 class _History:
@@ -150,3 +181,42 @@ def test_a_promotion_in_place_the_learner_did_not_take_is_made_by_a_new_attempt(
         None,
     )
     assert all(d.action is not Action.FAIL for d in sweep.pending)
+
+
+class _Objects:
+    """A trial's stored objects, as the object store lists them; what was deleted."""
+
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    def of(self, endpoints: object) -> _Objects:
+        return self
+
+    def list(self, location: Any) -> list[SimpleNamespace]:
+        key = f"{location.prefix}attempt-1/learner-1/checkpoints/1/state.pt"
+        return [SimpleNamespace(key=key, size=10)] if key not in self.deleted else []
+
+    def delete(self, bucket: str, key: str) -> None:
+        self.deleted.append(key)
+
+
+def test_a_trial_stopped_while_its_job_checkpoints_has_its_checkpoints_removed_once_its_job_ended() -> None:
+    records = Records()
+    trials = {i: running(i) for i in range(3)}
+    jobs = {f"sweep-x-t{i:04d}": job(i) for i in range(3)}
+    for i, value in enumerate((0.5, 0.6, 0.1)):
+        records.boundaries[f"sweep-x-t{i:04d}"] = waiting(value)
+    sweep = sweep_of(trials, search=SWEEP_SEARCH + "concurrency: 3\n")
+    objects = _Objects()
+    driver = driver_over(records, jobs)
+    driver.clients, driver.reader = cast(Any, objects), cast(Any, _History())
+    asyncio.run(driver._boundaries(sweep))
+    assert [records.trials[i].record.state for i in (0, 1)] == [TrialState.STOPPED, TrialState.STOPPED]
+    assert objects.deleted == []  # their learners write their checkpoints now
+    assert [records.trials[i].remove_at_end for i in (0, 1)] == [True, True]
+    assert StoredTrial.from_raw(records.trials[1].to_raw()) == records.trials[1]  # kept for a restart
+    jobs["sweep-x-t0000"] = job(0, Stage.DONE, JobStatus.COMPLETED)
+    asyncio.run(driver._step(sweep))
+    removed = [(records.trials[i].remove_at_end, records.trials[i].freed_bytes) for i in (0, 1)]
+    assert removed == [(False, 10), (True, 0)]  # trial 1's job still runs
+    assert len(objects.deleted) == 1 and "sweep-x-t0000" in objects.deleted[0]

@@ -19,7 +19,13 @@ from learnerkit.common.errors import ToolMissingError
 from learnerkit.dev.detached import log_tail
 from learnerkit.dev.errors import PortTakenError, ServiceError
 from learnerkit.dev.polling import poll_until
-from learnerkit.dev.ports import FIRST_START_ATTEMPTS, LOOPBACK, free_ports, port_was_taken
+from learnerkit.dev.ports import (
+    FIRST_START_ATTEMPTS,
+    LOOPBACK,
+    free_ports,
+    port_was_taken,
+    start_on_new_ports_if_taken,
+)
 from learnerkit.dev.service import Launch, Service
 
 ETCD_BINARY = "/usr/bin/etcd"
@@ -90,18 +96,12 @@ class EtcdServer:
         directory (the failed start may have written its member's addresses there). A restart keeps its ports."""
         if self.running:
             return
-        attempts = 1 if self._started else FIRST_START_ATTEMPTS
-        for attempt in range(1, attempts + 1):
-            try:
-                self._start_once()
-            except PortTakenError:
-                if attempt == attempts:
-                    raise
-                self.client_port, self.peer_port = free_ports(2)
-                shutil.rmtree(self.data_dir, ignore_errors=True)
-            else:
-                self._started = True
-                return
+        start_on_new_ports_if_taken(self._start_once, self._new_ports, 1 if self._started else FIRST_START_ATTEMPTS)
+        self._started = True
+
+    def _new_ports(self) -> None:
+        self.client_port, self.peer_port = free_ports(2)
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def _start_once(self) -> None:
         argv = etcd_argv(self.binary, "learnerkit-test", self.data_dir, self.client_port, self.peer_port)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+from learnerkit.dev.errors import PortTakenError
 
 LOOPBACK = "127.0.0.1"
 FIRST_START_ATTEMPTS = 3
@@ -14,6 +16,19 @@ ones, up to this many starts in all (a restart keeps its ports: its callers rely
 def port_was_taken(log: str) -> bool:
     """Whether a server's log says it could not bind a port (Go's words, as etcd and SeaweedFS print them)."""
     return "address already in use" in log
+
+
+def start_on_new_ports_if_taken(start: Callable[[], None], new_ports: Callable[[], None], attempts: int) -> None:
+    """``start()``; where it raises `PortTakenError`, ``new_ports()`` and start again, ``attempts`` starts in all."""
+    for attempt in range(1, attempts + 1):
+        try:
+            start()
+        except PortTakenError:
+            if attempt == attempts:
+                raise
+            new_ports()
+        else:
+            return
 
 
 def free_ports(count: int) -> list[int]:

@@ -31,7 +31,13 @@ from learnerkit.dev.credentials import ACCESS_KEY_VAR, SECRET_KEY_VAR
 from learnerkit.dev.detached import log_tail
 from learnerkit.dev.errors import PortTakenError, ServiceError
 from learnerkit.dev.polling import poll_until
-from learnerkit.dev.ports import FIRST_START_ATTEMPTS, LOOPBACK, free_ports, port_was_taken
+from learnerkit.dev.ports import (
+    FIRST_START_ATTEMPTS,
+    LOOPBACK,
+    free_ports,
+    port_was_taken,
+    start_on_new_ports_if_taken,
+)
 from learnerkit.dev.service import Launch, Service
 
 READY_TIMEOUT_S = 60.0
@@ -217,18 +223,12 @@ class SeaweedServer:
         """Start ``weed``; a first start whose ports were taken meanwhile (free ports are chosen, then bound by
         another process: a race with any other program on the host) tries again on new ones. A restart keeps
         its ports, as its callers rely on."""
-        attempts = 1 if self._started else FIRST_START_ATTEMPTS
-        for attempt in range(1, attempts + 1):
-            try:
-                self._start_once()
-            except PortTakenError:
-                if attempt == attempts:
-                    raise
-                self.ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
-                self.endpoint_url = f"http://{self.host}:{self.ports['s3.port']}"
-            else:
-                self._started = True
-                return
+        start_on_new_ports_if_taken(self._start_once, self._new_ports, 1 if self._started else FIRST_START_ATTEMPTS)
+        self._started = True
+
+    def _new_ports(self) -> None:
+        self.ports = dict(zip(PORTS, free_ports(len(PORTS)), strict=True))
+        self.endpoint_url = f"http://{self.host}:{self.ports['s3.port']}"
 
     def _start_once(self) -> None:
         argv = [*self.launcher, *weed_argv(self.exe, self.root / "data", self.config, self.ports, self.host)]

@@ -109,7 +109,7 @@ def _start_registry(exe: str, folder: Path) -> tuple[str, subprocess.Popen[bytes
 
     try:
         wait_until(up, timeout=30, interval=0.1, message=f"docker-registry on {host}")
-    except BaseException:
+    except (TimeoutError, ServiceError):  # it never answered, or it exited (a taken port among them)
         proc.kill()
         proc.wait(timeout=10)
         raise

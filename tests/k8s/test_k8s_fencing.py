@@ -11,7 +11,6 @@ the other node."""
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -29,11 +28,20 @@ from learnerkit.dev.etcd import EtcdServer
 from learnerkit.dev.k8scluster import NODE_NAME, LocalCluster
 from learnerkit.dev.k8scluster.containerd import sandboxes
 from learnerkit.scheduler.facade import JobView
-from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, manifest
+from tests.integration.scheduler.conftest import RESULTS_BUCKET, Harness, manifest
 from tests.integration.scheduler.test_drain_docker import ROOT
 from tests.integration.scheduler.test_preemption_docker import TENANT
 from tests.k8s.test_k8s_jobs import gone, learner_started
-from tests.k8s.test_k8s_two_nodes import GRACE_S, JOB, JOB_EXTRA, STEPS, job_pods, second_node, two_nodes
+from tests.k8s.test_k8s_two_nodes import (
+    GRACE_S,
+    JOB,
+    JOB_EXTRA,
+    STEPS,
+    completed_by_attempt_2_on,
+    job_pods,
+    second_node,
+    two_nodes,
+)
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.services, pytest.mark.timeout(900)]
@@ -174,13 +182,7 @@ def test_a_partitioned_nodes_learner_is_fenced_before_the_job_moves_and_stores_n
     )
     running_at = time.monotonic()
 
-    final = h.wait_status(TENANT, job.job_id, TERMINAL)
-    assert final.status == "COMPLETED", final
-    second = final.attempts[1]
-    assert (second.number, second.resumed_from, second.ended_by, second.nodes) == (2, 1, "COMPLETED", (NODE_NAME,))
-    key = f"{attempt_2}learner-1/results/summary.json"
-    summary = json.loads(scheduler_buckets.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read())
-    assert summary["start_step"] > 1 and summary["final_step"] == STEPS, summary
+    completed_by_attempt_2_on(h, scheduler_buckets, job.job_id, NODE_NAME)
 
     # The object store: the old attempt stored nothing once the job moved (its sidecar still ran on the
     # partitioned node); everything under the new attempt's prefix was stored once its pod existed.

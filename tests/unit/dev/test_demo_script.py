@@ -38,3 +38,13 @@ def test_the_demo_submits_the_example_as_shipped_the_cli_filling_in_its_variable
     """No copy of the manifest filled in by the script: what a user runs by hand is what the demo runs."""
     assert '"$LK" job submit examples/pytorch-smoke/manifest.yml --output json' in SCRIPT
     assert "expandvars" not in SCRIPT and '"$DEMO/manifest.yml"' not in SCRIPT
+
+
+def test_the_scan_runs_beside_the_sidecar_build_and_ends_before_the_job_is_submitted() -> None:
+    """The job's provenance, signed as it ends, names the scan's record: the scan may not still run then."""
+    learner_built = SCRIPT.index('"$LK" image build pytorch:2.13-cpu')
+    scan_started = SCRIPT.index('"$LK" image scan pytorch:2.13-cpu >"$DEMO/scan.log" 2>&1 &')
+    sidecar_built = SCRIPT.index('"$LK" sidecar build')
+    scan_awaited = SCRIPT.index('! wait "$scan"')
+    submitted = SCRIPT.index('"$LK" job submit')
+    assert learner_built < scan_started < sidecar_built < scan_awaited < submitted

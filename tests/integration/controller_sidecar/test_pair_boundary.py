@@ -63,9 +63,12 @@ def test_links_in_results_and_checkpoints_are_skipped_and_the_job_completes(pair
 def test_a_link_where_the_sidecar_reads_halts_the_learner_and_fails_the_job(
     pairs: Pairs, planted: str, named: str
 ) -> None:
-    # No pause between the line and the swap: the sidecar holds the log open from before start, so the line
-    # is shipped however soon the learner swaps the file (it was lost when the first read came after).
-    spec = pairs.spec(f"echo before; {planted}; echo after; sleep 120", data_prefix=None, halt_grace_s=5)
+    # The swap comes as soon as the line is in the file: the sidecar holds the log open from before start, so the
+    # line is shipped however soon after it the learner swaps the file (it was lost when the first read came
+    # after). The line goes through learner-run's tee, so `echo` returning does not mean it is in the file yet:
+    # swapped before the tee wrote it, it went to the unlinked file after the sidecar had left it (once, 2026-11-29).
+    written = 'until [ -s "$LOG_DIR/learner.log" ]; do sleep 0.01; done'
+    spec = pairs.spec(f"echo before; {written}; {planted}; echo after; sleep 120", data_prefix=None, halt_grace_s=5)
     handle = pairs.start(spec)
     final = pairs.wait_terminal(handle, spec.job_id, timeout=FINISH_S)
     assert (final.phase, final.error_code) == (Phase.FAILED, ErrorCode.UNSAFE_FILE), pairs.describe(handle, spec.job_id)

@@ -29,7 +29,8 @@ from pathlib import Path
 import requests
 
 from learnerkit.common import engine
-from learnerkit_build.builds.baseimage import base_archive, recipe_for
+from learnerkit_build.builds.baseimage import recipe_for
+from learnerkit_build.builds.basemake import base_archive
 from learnerkit_build.builds.elsewhere import Environment, rebuild_elsewhere
 from learnerkit_build.builds.elsewhere import days_ahead as elsewhere_days
 from learnerkit_build.builds.images import build_image

@@ -2,10 +2,10 @@
 
 pytest-xdist's `--dist loadfile` hands whole files to workers; by default it starts the files with the most tests
 first, which puts the real-cluster files (one to nine tests of minutes each, a cluster to start per file) last,
-and the parallel run ended with the CPU partly idle (docs/testing.md). `make test` passes
-`--no-loadscope-reorder`, so the workers take the files in the order collected, and this plugin orders the
-collection: the real-cluster tiers first, then the tests against real servers, then the unit tests, each tier in
-its own collection order.
+where a worker ran them alone while the others had finished: the end of the parallel run waited on them. `make
+test` passes `--no-loadscope-reorder`, so the workers take the files in the order collected, and this plugin
+orders the collection: the real-cluster tiers first, then the tests against real servers, then the unit tests,
+each tier in its own collection order.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ unit: setup
 
 # Both parts run whatever the first one's outcome, so that one run reports every failure; either failing fails it.
 test: setup lint images
-	LEARNERKIT_IMAGE_TIER=$(TIER) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial"; parallel=$$?; \
+	LEARNERKIT_IMAGE_TIER=$(TIER) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial"; parallel=$$?; \
 	LEARNERKIT_IMAGE_TIER=$(TIER) $(BIN)/pytest -m serial; serial=$$?; \
 	exit $$(( parallel != 0 ? parallel : serial ))
 

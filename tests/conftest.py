@@ -20,4 +20,4 @@ settings.load_profile("explore" if os.environ.get("LEARNERKIT_HYPOTHESIS_EXPLORE
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
 
-pytest_plugins = ["tests.servers.etcd", "tests.servers.s3", "tests.engine_leftovers", "tests.start_order"]
+pytest_plugins = ["tests.servers.etcd", "tests.servers.s3", "tests.engine_leftovers"]

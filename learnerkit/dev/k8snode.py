@@ -9,7 +9,9 @@ would each see the other's pod sandboxes. Its kubelet and containerd also share 
 (a slave of the host's: they see the host's mounts, the host not theirs) in which ``/var/log/pods`` and
 ``/var/log/containers`` are folders of the node's: a kubelet's garbage collection removes every pod log folder
 of a pod it does not know, so two kubelets on one ``/var/log/pods`` would delete each other's pods' logs (and a
-container created after that fails: its log file's folder is gone).
+container created after that fails: its log file's folder is gone). Its pods' network namespaces are mounted
+under its containerd's state folder, not in the host's ``/var/run/netns``: clusters run side by side (one per test
+worker), and each removes and checks only what is its own.
 """
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ state = "{root / "state"}"
   path = "{root / "opt"}"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{pause_ref}"
+  netns_mounts_under_state_dir = true
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"

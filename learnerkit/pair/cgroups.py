@@ -6,6 +6,8 @@ local engine's containers have their cgroups on this host; elsewhere there is no
 
 from __future__ import annotations
 
+import socket
+import struct
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -36,3 +38,25 @@ def cgroup_mounts(pid: int, root: Path = CGROUP_ROOT, proc: Path = PROC_ROOT) ->
     if not all(Path(host).is_dir() for host in mounts):
         return None
     return mounts
+
+
+def shares_our_pids(engine_socket: str | None) -> bool:
+    """Whether the engine listening on the Unix socket ``engine_socket`` numbers processes as this process does.
+
+    Then a learner whose process this host does not show has ended, whatever the engine still says (it records an
+    end a moment later, seconds on a busy machine). The kernel names a socket's peer by its PID in the reader's
+    namespace, 0 where it cannot see it (a scheduler in a container given the host's socket); an engine in a
+    namespace of its own (Docker in Docker) is seen but numbers its containers' processes otherwise.
+    """
+    if engine_socket is None:
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5)
+            sock.connect(engine_socket)
+            credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid = struct.unpack("3i", credentials)[0]
+        ours = (PROC_ROOT / "self" / "ns" / "pid").stat().st_ino
+        return pid > 0 and (PROC_ROOT / str(pid) / "ns" / "pid").stat().st_ino == ours
+    except OSError:
+        return False

@@ -20,7 +20,8 @@ import docker.errors
 
 from learner.paths import DIR_DEFAULTS, JOB_DIR, SHARED_DIR
 from learnerkit.common.engine import EngineError, engine, gpu_request
-from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
+from learnerkit.common.engineimages import engine_socket
+from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts, shares_our_pids
 from learnerkit.pair.jobdisk import JobDiskSettings, backing_file, job_volume, remove_volume
 from learnerkit.pair.spec import LEARNER_UID, SIDECAR_CPUS, SIDECAR_MEMORY_BYTES, SIDECAR_UID, PairSpec
 
@@ -33,11 +34,11 @@ LEARNER_RUN_AS = f"{LEARNER_UID}:0"
 SIDECAR_RUN_AS = f"{SIDECAR_UID}:0"
 DATA_DIR = DIR_DEFAULTS["DATA_DIR"]
 STOP_MARGIN_S = 10
-STATE_SETTLE_S = 5.0
-"""How long a learner whose process is gone may still read as running on the engine before its cgroup is taken
-to be out of this host's sight (a remote engine)."""
-STATE_POLL_S = 0.02
 """A stop waits this much longer than the sidecar's shutdown deadline (or the learner's halt grace)."""
+STATE_SETTLE_S = 5.0
+"""How long a learner this host shows no process of may still read as running on an engine that numbers processes
+otherwise before its cgroup is taken to be out of this host's sight (a remote engine)."""
+STATE_POLL_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -205,10 +206,11 @@ def _job_volume(client: Any, spec: PairSpec, placement: DockerPlacement, labels:
 def _learner_cgroups(learner: Any) -> dict[str, str] | None:
     """The running learner's cgroup folders (empty when this host has none of its); None once it has ended.
 
-    The engine records a container's end a moment after its process is gone: a learner whose process this host no
-    longer shows while the engine still says it runs is asked again until the engine says which (within
-    ``STATE_SETTLE_S``). Only a process this host never shows (a remote engine's) gives nothing to mount: the
-    sidecar is then started without the cgroup, and a learner that had just ended would leave it waiting.
+    The engine records a container's end a moment after its process is gone. Where the engine numbers processes
+    as this host does, a learner whose process is gone has ended, whatever the engine says. Elsewhere it is asked
+    again until it says which (within ``STATE_SETTLE_S``); only a process this host never shows (a remote engine's)
+    gives nothing to mount: the sidecar is then started without the cgroup, and a learner that had just ended would
+    leave it waiting.
     """
     deadline = time.monotonic() + STATE_SETTLE_S
     while True:
@@ -219,7 +221,11 @@ def _learner_cgroups(learner: Any) -> dict[str, str] | None:
         mounts = cgroup_mounts(int(state["Pid"]))
         if mounts is None:
             return None  # ending: some of its folders are gone already
-        if mounts or time.monotonic() > deadline:
+        if mounts:
+            return mounts
+        if shares_our_pids(engine_socket()):
+            return None
+        if time.monotonic() > deadline:
             return mounts
         time.sleep(STATE_POLL_S)
 

@@ -12,6 +12,7 @@ import pytest
 from kubernetes.client import CoreV1Api
 
 from learnerkit.dev.k8scluster import LocalCluster
+from learnerkit.dev.k8scluster.host import netns
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_objects import GPU_RESOURCE, LEARNER_CONTAINER, PodLayout
 from learnerkit.scheduler.core.options import SchedulerOptions
@@ -66,11 +67,12 @@ def test_manifest_runs_to_completed_with_logs_results_and_metrics(
 
 
 def test_cancel_in_processing_leaves_nothing(
-    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any
+    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any, k8s_cluster: LocalCluster
 ) -> None:
     view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, "sleep 300")))
     k8s_harness.wait_status("team-a", view.job_id, {"PROCESSING"}, timeout=240)
     assert job_objects_left(k8s_api, view.job_id) != []
+    assert k8s_cluster.pod_network_namespaces() and not [n for n in netns() if n.startswith("cni-")]
     cancelled = k8s_harness.call(k8s_harness.service.cancel("team-a", view.job_id))
     assert cancelled.status == "CANCELLED"
     gone(k8s_api, view.job_id)

@@ -30,7 +30,7 @@ from learnerkit.dev.k8scluster.controlplane import (
     token_users,
 )
 from learnerkit.dev.k8scluster.forwarder import Forwarder
-from learnerkit.dev.k8scluster.host import NETNS, NOT_YET, free_subnet, mounts, netns, run, terminate, unmount_below
+from learnerkit.dev.k8scluster.host import NOT_YET, free_subnet, mounts, run, terminate, unmount_below
 from learnerkit.dev.k8scluster.nodenet import connect, disconnect, network_leftovers
 from learnerkit.dev.k8scluster.poddns import PodDns
 from learnerkit.dev.k8scluster.volumes import make_shared_volumes
@@ -83,7 +83,6 @@ class LocalCluster:
         """What ``import_images`` imported: a node added later gets them too."""
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.pod_uids: set[str] = set()
-        self.netns_before = netns()
 
     @property
     def first(self) -> NodeSpec:
@@ -422,10 +421,6 @@ class LocalCluster:
             self.dns.close()
         unmount_below(self.workdir)
         remove_cgroups(self.first)
-        for name in netns() - self.netns_before:
-            if name.startswith("cni-"):
-                subprocess.run(["umount", str(NETNS / name)], capture_output=True, check=False)
-                (NETNS / name).unlink(missing_ok=True)
         subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True, check=False)
         subprocess.run(["iptables", "-D", "FORWARD", *self._forward_rule], capture_output=True, check=False)
         self._remove_pod_logs()
@@ -464,11 +459,17 @@ class LocalCluster:
             found.append(f"iptables FORWARD rule for {self.bridge}")
         if self.workdir.exists():
             found.append(f"folder {self.workdir}")
-        found += [f"netns {name}" for name in netns() - self.netns_before if name.startswith("cni-")]
+        found += [f"mount {m}" for m in mounts() if m.startswith(str(self.workdir.resolve()))]
         found += [f"pod log {p}" for uid in self.pod_uids for p in Path("/var/log/pods").glob(f"*_{uid}")]
         for name in self.made:
             found += [item for item in self.node_leftovers(name) if item not in found]
         return found
+
+    def pod_network_namespaces(self) -> list[str]:
+        """The first node's pods' network namespaces, mounted under its containerd's state folder (not in the
+        host's ``/var/run/netns``, where a cluster beside this one, another test worker's, would take them for its
+        own)."""
+        return [m for m in mounts() if m.startswith(str(self.workdir.resolve())) and "/netns/cni-" in m]
 
     def node_leftovers(self, name: str) -> list[str]:
         """What of one node is still on the machine (empty once ``remove_node`` or ``stop`` removed it)."""

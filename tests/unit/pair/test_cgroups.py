@@ -4,10 +4,17 @@ the learner is gone, and the job waiting for ever."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts
+import pytest
+
+from learnerkit.pair import docker as docker_pair
+from learnerkit.pair.cgroups import SIDECAR_MOUNT, cgroup_mounts, shares_our_pids
 from learnerkit.pair.docker import _learner_cgroups
 
 PID = 4242
@@ -64,9 +71,73 @@ class EndingLearner:
 GONE_PID = 2**22 + 1  # above pid_max's ceiling: no process has it
 
 
-def test_a_learner_that_ended_while_the_engine_still_says_running_is_ended_not_unmountable() -> None:
-    """The race behind the flaky test_pair_learner_lost: the engine records the end a moment after the process is
-    gone; reading it as "this host shows no cgroup" started the sidecar without one, waiting for ever."""
+@pytest.fixture
+def engine_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine that numbers processes otherwise than this host (a remote one, or Docker in Docker)."""
+    monkeypatch.setattr(docker_pair, "shares_our_pids", lambda socket: False)
+
+
+def test_a_learner_whose_process_is_gone_has_ended_where_the_engine_shares_our_pids(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The race behind the flaky test_pair_learner_lost: on a busy machine the engine records the end seconds after
+    the process is gone; waiting for it (up to ``STATE_SETTLE_S``) and then reading "this host shows no cgroup"
+    started the sidecar without one, waiting for ever."""
+    monkeypatch.setattr(docker_pair, "shares_our_pids", lambda socket: True)
+    learner = EndingLearner(running_reloads=1000)
+    assert _learner_cgroups(learner) is None
+    assert learner.reloads == 1
+
+
+@pytest.mark.usefixtures("engine_elsewhere")
+def test_an_engine_elsewhere_is_asked_until_it_records_the_end() -> None:
     learner = EndingLearner(running_reloads=3)
     assert _learner_cgroups(learner) is None
     assert learner.reloads == 4
+
+
+@pytest.mark.usefixtures("engine_elsewhere")
+def test_a_process_an_engine_elsewhere_runs_gives_nothing_to_mount_once_settled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(docker_pair, "STATE_SETTLE_S", 0.1)
+    learner = EndingLearner(running_reloads=10**9)
+    assert _learner_cgroups(learner) == {}
+    assert learner.reloads > 1
+
+
+def serve(path: Path, argv_prefix: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+    """A process listening on the Unix socket ``path`` (behind ``argv_prefix``, e.g. a new PID namespace)."""
+    code = (
+        "import socket,sys\n"
+        "s=socket.socket(socket.AF_UNIX);s.bind(sys.argv[1]);s.listen(4);print('up',flush=True)\n"
+        "while True: s.accept()[0].close()\n"
+    )
+    server = subprocess.Popen([*argv_prefix, sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE)
+    assert server.stdout is not None and server.stdout.readline() == b"up\n"
+    return server
+
+
+def test_an_engine_in_our_pid_namespace_shares_our_pids(tmp_path: Path) -> None:
+    server = serve(tmp_path / "engine.sock")
+    try:
+        assert shares_our_pids(str(tmp_path / "engine.sock"))
+    finally:
+        server.kill()
+        server.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="a PID namespace needs root")
+def test_an_engine_in_a_pid_namespace_of_its_own_does_not(tmp_path: Path) -> None:
+    """Docker in Docker: its socket's peer is visible here, but it numbers its containers' processes otherwise."""
+    server = serve(tmp_path / "engine.sock", ("unshare", "--pid", "--fork", "--kill-child"))
+    try:
+        assert not shares_our_pids(str(tmp_path / "engine.sock"))
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_no_socket_or_a_socket_nobody_listens_on_shares_nothing(tmp_path: Path) -> None:
+    assert not shares_our_pids(None)
+    assert not shares_our_pids(str(tmp_path / "nobody.sock"))

@@ -213,6 +213,7 @@ def _learner_cgroups(learner: Any) -> dict[str, str] | None:
     leave it waiting.
     """
     deadline = time.monotonic() + STATE_SETTLE_S
+    local: bool | None = None  # asked once, and only of a learner this host shows no process of
     while True:
         learner.reload()
         state = learner.attrs["State"]
@@ -223,7 +224,9 @@ def _learner_cgroups(learner: Any) -> dict[str, str] | None:
             return None  # ending: some of its folders are gone already
         if mounts:
             return mounts
-        if shares_our_pids(engine_socket()):
+        if local is None:
+            local = shares_our_pids(engine_socket())
+        if local:
             return None
         if time.monotonic() > deadline:
             return mounts

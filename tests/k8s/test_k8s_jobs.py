@@ -5,6 +5,7 @@ images."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from kubernetes.client import CoreV1Api
 
 from learnerkit.dev.k8scluster import LocalCluster
-from learnerkit.dev.k8scluster.host import netns
+from learnerkit.dev.k8scluster.host import NETNS
 from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_objects import GPU_RESOURCE, LEARNER_CONTAINER, PodLayout
 from learnerkit.scheduler.core.options import SchedulerOptions
@@ -72,7 +73,10 @@ def test_cancel_in_processing_leaves_nothing(
     view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, "sleep 300")))
     k8s_harness.wait_status("team-a", view.job_id, {"PROCESSING"}, timeout=240)
     assert job_objects_left(k8s_api, view.job_id) != []
-    assert k8s_cluster.pod_network_namespaces() and not [n for n in netns() if n.startswith("cni-")]
+    # The pod's network namespace is mounted under the cluster's folder, not in the host's /var/run/netns, where a
+    # cluster beside this one would take it for its own (an nsfs mount's inode is the namespace's).
+    ours = {Path(mount).stat().st_ino for mount in k8s_cluster.pod_network_namespaces()}
+    assert ours and not ours & {path.stat().st_ino for path in NETNS.iterdir()}
     cancelled = k8s_harness.call(k8s_harness.service.cancel("team-a", view.job_id))
     assert cancelled.status == "CANCELLED"
     gone(k8s_api, view.job_id)

@@ -30,7 +30,7 @@ from learnerkit.dev.k8scluster.controlplane import (
     token_users,
 )
 from learnerkit.dev.k8scluster.forwarder import Forwarder
-from learnerkit.dev.k8scluster.host import NOT_YET, free_subnet, mounts, run, terminate, unmount_below
+from learnerkit.dev.k8scluster.host import NOT_YET, free_subnet, mounts_below, run, terminate, unmount_below
 from learnerkit.dev.k8scluster.nodenet import connect, disconnect, network_leftovers
 from learnerkit.dev.k8scluster.poddns import PodDns
 from learnerkit.dev.k8scluster.volumes import make_shared_volumes
@@ -459,7 +459,7 @@ class LocalCluster:
             found.append(f"iptables FORWARD rule for {self.bridge}")
         if self.workdir.exists():
             found.append(f"folder {self.workdir}")
-        found += [f"mount {m}" for m in mounts() if m.startswith(str(self.workdir.resolve()))]
+        found += [f"mount {m}" for m in mounts_below(self.workdir)]
         found += [f"pod log {p}" for uid in self.pod_uids for p in Path("/var/log/pods").glob(f"*_{uid}")]
         for name in self.made:
             found += [item for item in self.node_leftovers(name) if item not in found]
@@ -469,7 +469,7 @@ class LocalCluster:
         """The first node's pods' network namespaces, mounted under its containerd's state folder (not in the
         host's ``/var/run/netns``, where a cluster beside this one, another test worker's, would take them for its
         own)."""
-        return [m for m in mounts() if m.startswith(str(self.workdir.resolve())) and "/netns/cni-" in m]
+        return [m for m in mounts_below(self.workdir) if "/netns/cni-" in m]
 
     def node_leftovers(self, name: str) -> list[str]:
         """What of one node is still on the machine (empty once ``remove_node`` or ``stop`` removed it)."""
@@ -480,7 +480,7 @@ class LocalCluster:
         if node.netns is None:
             return found
         found += network_leftovers(node, self._veth(node))
-        found += [f"mount {m}" for m in mounts() if m.startswith(str(node.folder.resolve()))]
+        found += [f"mount {m}" for m in mounts_below(node.folder)]
         if node.folder.exists():
             found.append(f"folder {node.folder}")
         return found

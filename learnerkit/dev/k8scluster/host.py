@@ -36,14 +36,15 @@ def free_subnet() -> ipaddress.IPv4Network:
     raise RuntimeError("no free /24 left in 10.222.0.0/16")
 
 
-def mounts() -> list[str]:
-    """Every mount point of this process's mount namespace."""
-    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+def mounts_below(folder: Path) -> list[str]:
+    """The mount points of this process's mount namespace at or below ``folder``."""
+    top = str(folder.resolve())
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [point for point in points if point == top or point.startswith(f"{top}/")]
 
 
 def unmount_below(folder: Path) -> None:
-    prefix = str(folder.resolve())
-    for point in sorted((m for m in mounts() if m.startswith(prefix)), key=len, reverse=True):
+    for point in sorted(mounts_below(folder), key=len, reverse=True):
         subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 

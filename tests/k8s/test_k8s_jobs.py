@@ -18,7 +18,7 @@ from learnerkit.scheduler.backends.k8s import KubernetesBackend
 from learnerkit.scheduler.backends.k8s_objects import GPU_RESOURCE, LEARNER_CONTAINER, PodLayout
 from learnerkit.scheduler.core.options import SchedulerOptions
 from tests.integration.conftest import REPO
-from tests.integration.scheduler.conftest import RESULTS_BUCKET, TERMINAL, Harness, manifest
+from tests.integration.scheduler.conftest import GATE, HELD, RESULTS_BUCKET, TERMINAL, Harness, manifest
 from tests.integration.scheduler.test_scheduler_docker import DDP_SCRIPT
 from tests.k8s.conftest import LEARNER_IMAGE, NAMESPACE, job_objects_left
 from tests.waiting import wait_until
@@ -170,9 +170,14 @@ def test_gpu_job_runs_on_fake_gpus_and_one_asking_too_many_is_refused_with_the_r
 
 
 def test_scheduler_restart_leaves_the_running_job_alone(
-    k8s_harness: Harness, pod_s3: SimpleNamespace, scheduler_buckets: Any, k8s_api: Any, k8s_backend: KubernetesBackend
+    k8s_harness: Harness,
+    pod_s3: SimpleNamespace,
+    scheduler_buckets: Any,
+    k8s_api: Any,
+    k8s_backend: KubernetesBackend,
+    k8s_cluster: LocalCluster,
 ) -> None:
-    view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, "sleep 15")))
+    view = k8s_harness.call(k8s_harness.service.submit("team-a", manifest(pod_s3, HELD)))
     k8s_harness.wait_status("team-a", view.job_id, {"PROCESSING"}, timeout=240)
     # The kubelet reports container states to the API a little after the sidecar reports PROCESSING to etcd.
     before = wait_until(lambda: learner_started(k8s_api, view.job_id), timeout=60, message="the learner running")
@@ -180,6 +185,7 @@ def test_scheduler_restart_leaves_the_running_job_alone(
     again = Harness(k8s_harness.etcd_server, k8s_harness.options, backend=k8s_backend)
     try:
         assert learner_started(k8s_api, view.job_id) == before, "the pod was replaced or its learner restarted"
+        let_go(k8s_cluster, view.job_id)
         final = again.wait_status("team-a", view.job_id, TERMINAL)
         assert final.status == "COMPLETED", final
         gone(k8s_api, view.job_id)
@@ -206,6 +212,11 @@ def test_a_forged_exit_record_does_not_end_the_learner_and_what_it_writes_after_
     assert stored(scheduler_buckets, f"{prefix}/before.txt") == b"before\n"
     assert stored(scheduler_buckets, f"{prefix}/after.txt") == b"after\n"
     gone(k8s_api, view.job_id)
+
+
+def let_go(cluster: LocalCluster, job_id: str) -> None:
+    """End a `HELD` learner: make the file it waits for in its pod's /tmp."""
+    cluster.kubectl("-n", NAMESPACE, "exec", f"lk-{job_id}-1", "-c", LEARNER_CONTAINER, "--", "sh", "-c", f": > {GATE}")
 
 
 def learner_started(api: Any, job_id: str) -> tuple[str, str] | None:

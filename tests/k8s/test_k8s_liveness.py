@@ -13,9 +13,9 @@ from controller_sidecar.settings import EtcdSettings
 from learnerkit.dev.etcd import EtcdServer
 from learnerkit.dev.k8scluster import LocalCluster
 from learnerkit.scheduler.backends.k8s_objects import SIDECAR_CONTAINER
-from tests.integration.scheduler.conftest import TERMINAL, Harness, manifest
+from tests.integration.scheduler.conftest import HELD, TERMINAL, Harness, manifest
 from tests.k8s.conftest import NAMESPACE
-from tests.k8s.test_k8s_jobs import gone, learner_started
+from tests.k8s.test_k8s_jobs import gone, learner_started, let_go
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.services, pytest.mark.timeout(600)]
@@ -35,9 +35,9 @@ def test_etcd_paused_past_the_lease_ttl_keeps_the_running_job(
     etcd_server: EtcdServer,
 ) -> None:
     h = k8s_harness
-    view = h.call(h.service.submit("team-a", manifest(pod_s3, "sleep 30")))
+    view = h.call(h.service.submit("team-a", manifest(pod_s3, HELD)))
     h.wait_status("team-a", view.job_id, {"PROCESSING"}, timeout=240)
-    wait_until(lambda: learner_started(k8s_api, view.job_id), timeout=60, message="the learner running")
+    before = wait_until(lambda: learner_started(k8s_api, view.job_id), timeout=60, message="the learner running")
     pod = f"lk-{view.job_id}-1"
     with etcd_server.paused():
         frozen_at = time.monotonic()
@@ -54,7 +54,8 @@ def test_etcd_paused_past_the_lease_ttl_keeps_the_running_job(
         interval=0.5,
         message="the sidecar to find its lease revoked and grant a new one (the blip happened)",
     )
-    assert learner_started(k8s_api, view.job_id) is not None, "the learner still runs"
+    assert learner_started(k8s_api, view.job_id) == before, "the pod was replaced or its learner restarted"
+    let_go(k8s_cluster, view.job_id)
     final = h.wait_status("team-a", view.job_id, TERMINAL)
     assert (final.status, final.reason) == ("COMPLETED", ""), final
     gone(k8s_api, view.job_id)

@@ -95,6 +95,12 @@ class Harness:
         )
 
 
+GATE = "/tmp/learnerkit-test-gate"
+HELD = f"until [ -e {GATE} ]; do sleep 0.2; done"
+"""A learner command that runs until the test makes `GATE` in the learner's /tmp: a fixed sleep races the test
+on a busy machine, where the steps before it may take longer than the sleep."""
+
+
 def manifest(
     s3: Any, command: str, *, data: str = "smoke", learners: int = 1, extra: str = "", cpus: float = 0.5
 ) -> str:

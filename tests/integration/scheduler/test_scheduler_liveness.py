@@ -15,7 +15,7 @@ from controller_sidecar.etcdstore import EtcdStore
 from learnerkit.common import engine
 from learnerkit.pair.docker import JOB_LABEL, ROLE_LABEL, pairs_of, remove_pair
 from learnerkit.scheduler.jobs.store import JobStore
-from tests.integration.scheduler.conftest import TERMINAL, Harness, leftovers, manifest
+from tests.integration.scheduler.conftest import GATE, HELD, TERMINAL, Harness, leftovers, manifest
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.services, pytest.mark.timeout(600)]
@@ -82,7 +82,7 @@ def test_etcd_paused_past_the_lease_ttl_keeps_the_running_job(
 ) -> None:
     """etcd frozen (SIGSTOP) past the lease's TTL: when it answers again the lease is revoked, the sidecar grants
     itself a new one, and its job ends COMPLETED, never "learner lost" (the k8s tier's test, on Docker)."""
-    job = harness.call(harness.service.submit("team-a", manifest(s3_server, "sleep 45", cpus=1)))
+    job = harness.call(harness.service.submit("team-a", manifest(s3_server, HELD, cpus=1)))
     harness.wait_status("team-a", job.job_id, {"PROCESSING"})
     ttl = harness.options.lease_ttl_s
     with etcd_server.paused():
@@ -101,8 +101,10 @@ def test_etcd_paused_past_the_lease_ttl_keeps_the_running_job(
         interval=0.5,
         message="the sidecar to find its lease revoked and grant a new one (the blip happened)",
     )
-    assert container_of(job.job_id, "learner").status == "running", "the learner still runs"
+    learner = container_of(job.job_id, "learner")
+    assert learner.status == "running", "the learner still runs"
     assert harness.call(harness.service.get("team-a", job.job_id)).status == "PROCESSING"
+    assert learner.exec_run(["sh", "-c", f": > {GATE}"]).exit_code == 0
     final = harness.wait_status("team-a", job.job_id, TERMINAL)
     assert (final.status, final.reason) == ("COMPLETED", ""), final
 

@@ -108,7 +108,6 @@ def k8s_options(
         resolve_image=catalog.resolve,
         policy=AdmissionPolicy(ready_timeout_s=180),
         submit_policy=SubmitPolicy(object_stores=(str(origin(pod_s3.endpoint_url)),)),
-        interval_s=0.1,
     )
 
 

@@ -51,7 +51,6 @@ def served(
         resolve_image=catalog.resolve,
         policy=AdmissionPolicy(ready_timeout_s=120),
         submit_policy=SubmitPolicy(object_stores=(str(origin(s3_server.endpoint_url)),)),
-        interval_s=0.1,
     )
     harness = Harness(etcd_server, options)
     tokens = folder / "tokens.json"

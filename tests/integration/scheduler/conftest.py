@@ -90,7 +90,7 @@ class Harness:
         return wait_until(
             reached,
             timeout=timeout,
-            interval=0.05,
+            interval=0.2,
             message=lambda: f"{job_id} to reach {statuses}: {self.call(self.service.get(tenant, job_id))}",
         )
 
@@ -159,7 +159,6 @@ def service_options(etcd_server: Any, s3_server: Any, build_inputs: BuildInputs)
         resolve_image=catalog.resolve,
         policy=AdmissionPolicy(ready_timeout_s=120),
         submit_policy=SubmitPolicy(object_stores=(str(origin(s3_server.endpoint_url)),)),
-        interval_s=0.1,
         attempt_figures=True,
     )
 

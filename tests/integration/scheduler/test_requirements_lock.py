@@ -33,7 +33,6 @@ def locked_harness(etcd_server: Any, s3_server: Any, scheduler_buckets: Any) -> 
         resolve_image=catalog.resolve,
         locked_of=catalog.locked_of,
         submit_policy=SubmitPolicy(object_stores=(str(origin(s3_server.endpoint_url)),)),
-        interval_s=0.1,
     )
     made = Harness(etcd_server, options)
     yield made

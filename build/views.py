@@ -123,10 +123,11 @@ def publish_lines(rows: list[dict[str, Any]]) -> list[Text]:
 
 def settings_table(settings: Sequence[Setting]) -> RenderableType:
     """Where pip inside the builds looks and where each setting came from, values whole; a setting that is
-    not used is marked, and why follows the table."""
+    not used is marked under its value (beside it, the mark widened the column past 80 and broke the sources'
+    names), and why follows the table."""
     table = Table("build input", "value", "from", title="pip inside builds", box=box.SIMPLE_HEAD, pad_edge=False)
     for setting in settings:
-        value = setting.value if setting.unused is None else f"[dim]{setting.value}[/] [yellow](not used)[/]"
+        value = setting.value if setting.unused is None else f"[dim]{setting.value}[/]\n[yellow](not used)[/]"
         table.add_row(setting.name, value, setting.source)
     unused = [Text(f"{setting.value}: not used: {setting.unused}") for setting in settings if setting.unused]
     return Group(keep_whole(table, "build input", "value"), *unused)

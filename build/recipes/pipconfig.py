@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from learnerkit_build.recipes.render import PYPI_INDEX, BuildInputs, without_credentials
+from learnerkit_build.recipes.render import PYPI_INDEX_URL, BuildInputs, without_credentials
 from learnerkit_build.state import write_atomic
 
 DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -179,7 +179,7 @@ def resolve_build_inputs(options: BuildOptions, config: Mapping[str, str]) -> Re
     index_url: str | None = None
     index = _single(options.index_url, config, "index-url")
     if index is None:
-        settings.append(Setting("index-url", PYPI_INDEX, "default"))
+        settings.append(Setting("index-url", PYPI_INDEX_URL, "default"))
     else:
         value, source = index
         reason = _remote_only(value)

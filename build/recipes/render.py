@@ -48,7 +48,8 @@ class BuildInputs:
         return ", ".join(parts)
 
 
-PYPI_INDEX = "https://pypi.org/simple (pip's default)"
+PYPI_INDEX_URL = "https://pypi.org/simple"
+PYPI_INDEX = f"{PYPI_INDEX_URL} (pip's default)"
 CUDA_DISTRIBUTIONS = {"prefixes": list(CUDA_DISTRIBUTION_PREFIXES), "names": list(CUDA_DISTRIBUTION_NAMES)}
 
 

@@ -78,12 +78,17 @@ def test_the_real_matrix_lists_every_cuda_variant_within_80_columns() -> None:
 
 def test_build_inputs_say_their_source_and_why_one_is_not_used() -> None:
     settings = [
+        Setting("index-url", "https://pypi.org/simple", "default"),
+        Setting("extra-index-url", "file:///opt/pypi-more/simple", "pip config global.extra-index-url", "a folder"),
         Setting("find-links", "/opt/wheels", "pip config $PIP_FIND_LINKS"),
-        Setting("extra-index-url", "file:///opt/pypi/simple", "pip config global.extra-index-url", "a folder"),
+        Setting("ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "pip config $PIP_CERT"),
     ]
-    text = " ".join(at_80(settings_table(settings)).split())
-    assert "/opt/wheels" in text and "pip config $PIP_FIND_LINKS" in text
-    assert "file:///opt/pypi/simple: not used: a folder" in text
+    drawn = at_80(settings_table(settings))
+    words = drawn.split()
+    for word in ["file:///opt/pypi-more/simple", "global.extra-index-url", "/etc/ssl/certs/ca-certificates.crt"]:
+        assert word in words, drawn
+    assert "(not used)" in drawn.split("/opt/pypi-more/simple")[1].split("/opt/wheels")[0], drawn
+    assert "file:///opt/pypi-more/simple: not used: a folder" in " ".join(words)
 
 
 def test_build_results_keep_references_whole_and_say_every_reason() -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+from rich.cells import cell_len
 from rich.filesize import decimal
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
@@ -521,8 +522,14 @@ def _show_report(report: VerifyReport) -> None:
     from learnerkit.scheduler.provenance.report import folded_unsigned
 
     for state, item, detail in folded_unsigned(report.checks):
-        said = f": {escape(detail)}" if detail else ""
-        console.print(f"[{colours[state]}]{state}[/] {escape(item)}{said}")
+        head = f"[{colours[state]}]{state}[/] {escape(item)}"
+        if not detail:
+            console.print(head)
+        elif cell_len(f"{state} {item}: {detail}") <= console.width:
+            console.print(f"{head}: {escape(detail)}")
+        else:  # the detail under its item, whole, rather than wrapped from the item's line into the next
+            console.print(head)
+            console.print(f"  {escape(detail)}")
     found = report.to_dict()
     problems = [f"{len(found[k])} {k}" for k in ("changed", "missing") if found[k]]
     problems += [] if found["complete"] else ["the statement is incomplete"]

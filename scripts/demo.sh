@@ -12,11 +12,14 @@ say() { printf '\033[1mdemo:\033[0m %s\n' "$*"; }
 # etcd, SeaweedFS and the registry need no image: they start in the background while the images build (their
 # output in a file, shown if they fail), and the demo waits for them only once the images are there. The
 # scheduler pins the sidecar image as it starts, so it starts once that image is built.
+# An early exit waits for what runs in the background (`background`), so that none outlives the demo.
 mkdir -p "$DEMO"
+background=()
+trap 'wait "${background[@]}" 2>/dev/null || true' EXIT
 say "starting etcd, SeaweedFS (S3) and the catalog's registry in the background ($DEMO/dev-up.log)"
 "$LK" dev up >"$DEMO/dev-up.log" 2>&1 &
 services=$!
-trap 'wait "$services" 2>/dev/null || true' EXIT
+background+=("$services")
 
 # The factsheet shows the scan verdict of the image ID the job ran, from the record `image scan` keeps; the dev
 # scheduler trusts the project's images without one, so the demo scans the learner image once per image ID.
@@ -43,7 +46,7 @@ else
   say "scanning the learner image in the background ($DEMO/scan.log), so the job's factsheet carries its verdict"
   "$LK" image scan pytorch:2.13-cpu >"$DEMO/scan.log" 2>&1 &
   scan=$!
-  trap 'wait "$services" "$scan" 2>/dev/null || true' EXIT
+  background+=("$scan")
 fi
 "$LK" sidecar build --quiet-log
 

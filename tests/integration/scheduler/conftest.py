@@ -96,9 +96,9 @@ class Harness:
 
 
 GATE = "/tmp/learnerkit-test-gate"
-HELD = f"until [ -e {GATE} ]; do sleep 0.2; done"
-"""A learner command that runs until the test makes `GATE` in the learner's /tmp: a fixed sleep races the test
-on a busy machine, where the steps before it may take longer than the sleep."""
+HELD = f"n=0; until [ -e {GATE} ] || [ $n -ge 1200 ]; do sleep 0.5; n=$((n + 1)); done"
+"""A learner command that runs until the test makes `GATE` in the learner's /tmp (10 minutes at most, should the
+test fail first): a fixed sleep races the test on a busy machine, where the steps before it may take longer."""
 
 
 def manifest(

@@ -242,7 +242,14 @@ def estimate_line(names: Sequence[str], durations: Mapping[str, float], jobs: in
         for name in names
     ]
     total = expected_seconds(names, durations, jobs)
-    return f"to build: {', '.join(parts)}; about {estimate_text(total)} in all (each image's last build here)"
+    recorded = sum(1 for name in names if name in durations)
+    if recorded == len(names):
+        basis = "each image's last build here"
+    elif recorded == 0:
+        basis = f"none built here before: {estimate_text(DEFAULT_BUILD_S)} each assumed"
+    else:
+        basis = f"each image's last build here; ~: never built here, {estimate_text(DEFAULT_BUILD_S)} assumed"
+    return f"to build: {', '.join(parts)}; about {estimate_text(total)} in all ({basis})"
 
 
 def fill_line(report: FillReport) -> str:

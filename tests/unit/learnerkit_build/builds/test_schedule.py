@@ -237,4 +237,9 @@ def test_the_expected_seconds_follow_the_slots_and_the_estimate_names_each_image
     assert expected_seconds(names, durations, jobs=2) == 900.0  # new then quick on the second slot: 330 s
     line = estimate_line(names, durations, jobs=1)
     assert line.startswith("to build: slow:1-cpu 15 min 0 s, new:1-cpu ~5 min 0 s, quick:1-cpu 30 s;")
-    assert "about 20 min 30 s in all" in line
+    assert line.endswith(
+        "about 20 min 30 s in all (each image's last build here; ~: never built here, 5 min 0 s assumed)"
+    )
+    assert estimate_line(["quick:1-cpu"], durations, jobs=1).endswith("(each image's last build here)")
+    fresh = estimate_line(["new:1-cpu"], durations, jobs=1)
+    assert fresh.endswith("about 5 min 0 s in all (none built here before: 5 min 0 s each assumed)"), fresh

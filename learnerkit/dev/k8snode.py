@@ -5,13 +5,11 @@ The first node lives in the host's network namespace: its address is the cluster
 sit on that bridge. Every further node gets a network namespace of its own with a veth into the cluster bridge
 (its own address there, so its kubelet's ports clash with nothing), a pod subnet of its own behind a bridge
 inside that namespace, and its own containerd, kubelet folders and cgroup root: two kubelets on one containerd
-would each see the other's pod sandboxes. Its kubelet and containerd also share a mount namespace of their own
-(a slave of the host's: they see the host's mounts, the host not theirs) in which ``/var/log/pods`` and
-``/var/log/containers`` are folders of the node's: a kubelet's garbage collection removes every pod log folder
-of a pod it does not know, so two kubelets on one ``/var/log/pods`` would delete each other's pods' logs (and a
-container created after that fails: its log file's folder is gone). Its pods' network namespaces are mounted
-under its containerd's state folder, not in the host's ``/var/run/netns``: clusters run side by side (one per test
-worker), and each removes and checks only what is its own.
+would each see the other's pod sandboxes. Every node's kubelet and containerd, the first's too, share a mount
+namespace of their own (``learnerkit/dev/k8scluster/mountns.py``) in which the pod log folders are the node's: two
+kubelets on one ``/var/log/pods`` delete each other's pods' logs. Its pods' network namespaces are mounted under its
+containerd's state folder, in that mount namespace, not in the host's ``/var/run/netns``: clusters run side by side
+(one per test worker), and each removes and checks only what is its own.
 """
 
 from __future__ import annotations
@@ -56,7 +54,7 @@ class NodeSpec:
 
     @property
     def mount_namespace(self) -> Path:
-        """The file that keeps the node's mount namespace (further nodes only), in a private mount of its own."""
+        """The file that keeps the node's mount namespace, in a private mount of its own."""
         return self.folder / "ns" / "mnt"
 
     @property
@@ -81,11 +79,11 @@ class NodeSpec:
         return part if self.first else f"{part}-{self.index}"
 
     def nsenter(self) -> list[str]:
-        """The argv prefix that runs a command in the node's namespaces (``ip netns exec`` would give every command
-        a mount namespace of its own, hiding the kubelet's mounts from containerd and the cgroups from both)."""
-        if self.netns is None:
-            return []
-        return ["nsenter", f"--mount={self.mount_namespace}", f"--net=/var/run/netns/{self.netns}", "--"]
+        """The argv prefix that runs a command in the node's namespaces: its mount namespace, and its network
+        namespace but for the first node (``ip netns exec`` would give every command a mount namespace of its own,
+        hiding the kubelet's mounts from containerd and the cgroups from both)."""
+        net = [] if self.netns is None else [f"--net=/var/run/netns/{self.netns}"]
+        return ["nsenter", f"--mount={self.mount_namespace}", *net, "--"]
 
 
 def cni_config(node: NodeSpec, bridge: str, network: str) -> dict[str, object]:

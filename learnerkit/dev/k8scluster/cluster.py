@@ -31,6 +31,7 @@ from learnerkit.dev.k8scluster.controlplane import (
 )
 from learnerkit.dev.k8scluster.forwarder import Forwarder
 from learnerkit.dev.k8scluster.host import NOT_YET, free_subnet, mounts_below, run, terminate, unmount_below
+from learnerkit.dev.k8scluster.mountns import make_mount_namespace, remove_mount_namespace
 from learnerkit.dev.k8scluster.nodenet import connect, disconnect, network_leftovers
 from learnerkit.dev.k8scluster.poddns import PodDns
 from learnerkit.dev.k8scluster.volumes import make_shared_volumes
@@ -82,7 +83,6 @@ class LocalCluster:
         self.images: list[str] = []
         """What ``import_images`` imported: a node added later gets them too."""
         self.kubeconfig = self.workdir / "admin.kubeconfig"
-        self.pod_uids: set[str] = set()
 
     @property
     def first(self) -> NodeSpec:
@@ -107,7 +107,9 @@ class LocalCluster:
         self.started_s = time.monotonic() - began
 
     def _node_up(self, node: NodeSpec) -> None:
-        """The node's containerd (with the pause image), cgroup root and kubelet, until the node is Ready."""
+        """The node's mount namespace, containerd (with the pause image), cgroup root and kubelet, until the node is
+        Ready."""
+        make_mount_namespace(node)
         self._containerd(node)
         self.import_archive(self.binaries.pause_archive, node)
         make_cgroup_root(node)
@@ -300,20 +302,12 @@ class LocalCluster:
         route and Node object."""
         node = self.nodes.pop(name)
         with contextlib.suppress(*NOT_YET):
-            self._note_pods(name)
             self._force_delete_pods_on(name)
             if node.process("kubelet") in self.processes:  # it tears its pods' networks down
                 poll_until(lambda: not sandboxes(node), timeout=60, interval=0.5)
         self._stop_node(node)
         with contextlib.suppress(*NOT_YET):
             self.kubectl("delete", "node", name, "--ignore-not-found")
-        self._remove_pod_logs()
-
-    def _note_pods(self, name: str) -> None:
-        """Remember the node's pods, whose log folders ``stop`` removes where no kubelet did."""
-        pods = self.get(f"/api/v1/pods?fieldSelector=spec.nodeName%3D{name}").get("items", [])
-        assert isinstance(pods, list)
-        self.pod_uids.update(pod["metadata"]["uid"] for pod in pods)
 
     def _stop_node(self, node: NodeSpec) -> None:
         self._terminate(node.process("kubelet"))
@@ -321,6 +315,7 @@ class LocalCluster:
             kill_tasks(node)
         self._terminate(node.process("containerd"))
         remove_cgroups(node)
+        remove_mount_namespace(node)
         if node.netns is not None:
             disconnect(node, self._veth(node))
 
@@ -341,7 +336,6 @@ class LocalCluster:
 
     def _stop_kubelet(self, name: str) -> None:
         node = self.nodes[name]
-        self._note_pods(name)
         proc = self.processes.pop(node.process("kubelet"))
         proc.kill()
         proc.wait(timeout=10)
@@ -419,17 +413,16 @@ class LocalCluster:
             forwarder.close()
         if self.dns is not None:
             self.dns.close()
+        remove_mount_namespace(self.first)
         unmount_below(self.workdir)
         remove_cgroups(self.first)
         subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True, check=False)
         subprocess.run(["iptables", "-D", "FORWARD", *self._forward_rule], capture_output=True, check=False)
-        self._remove_pod_logs()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _delete_pods(self) -> None:
         pods = self.get("/api/v1/pods").get("items", [])
         assert isinstance(pods, list)
-        self.pod_uids.update(pod["metadata"]["uid"] for pod in pods)
         if not pods:
             return
         self.kubectl("delete", "pods", "--all-namespaces", "--all", "--grace-period=0", "--force", "--wait=false")
@@ -439,16 +432,6 @@ class LocalCluster:
 
     def _terminate(self, name: str) -> None:
         terminate(self.processes.pop(name, None))
-
-    def _remove_pod_logs(self) -> None:
-        for uid in self.pod_uids:
-            for folder in Path("/var/log/pods").glob(f"*_{uid}"):
-                shutil.rmtree(folder, ignore_errors=True)
-        containers = Path("/var/log/containers")
-        if containers.is_dir():
-            for link in containers.iterdir():
-                if link.is_symlink() and not link.exists():
-                    link.unlink()
 
     def leftovers(self) -> list[str]:
         """What of the cluster is still on the machine (empty after ``stop()``)."""
@@ -460,16 +443,17 @@ class LocalCluster:
         if self.workdir.exists():
             found.append(f"folder {self.workdir}")
         found += [f"mount {m}" for m in mounts_below(self.workdir)]
-        found += [f"pod log {p}" for uid in self.pod_uids for p in Path("/var/log/pods").glob(f"*_{uid}")]
         for name in self.made:
             found += [item for item in self.node_leftovers(name) if item not in found]
         return found
 
-    def pod_network_namespaces(self) -> list[str]:
-        """The first node's pods' network namespaces, mounted under its containerd's state folder (not in the
-        host's ``/var/run/netns``, where a cluster beside this one, another test worker's, would take them for its
-        own)."""
-        return [m for m in mounts_below(self.workdir) if "/netns/cni-" in m]
+    def pod_network_namespaces(self) -> list[Path]:
+        """The first node's pods' network namespaces, mounted under its containerd's state folder in the node's
+        mount namespace (not in the host's ``/var/run/netns``, where a cluster beside this one, another test
+        worker's, would take them for its own), as paths this process can open: through containerd's root."""
+        containerd = self.processes["containerd"].pid
+        seen = mounts_below(self.workdir, Path(f"/proc/{containerd}/mountinfo"))
+        return [Path(f"/proc/{containerd}/root{point}") for point in seen if "/netns/cni-" in point]
 
     def node_leftovers(self, name: str) -> list[str]:
         """What of one node is still on the machine (empty once ``remove_node`` or ``stop`` removed it)."""

@@ -36,10 +36,11 @@ def free_subnet() -> ipaddress.IPv4Network:
     raise RuntimeError("no free /24 left in 10.222.0.0/16")
 
 
-def mounts_below(folder: Path) -> list[str]:
-    """The mount points of this process's mount namespace at or below ``folder``."""
+def mounts_below(folder: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> list[str]:
+    """The mount points at or below ``folder`` in the mount namespace ``mountinfo`` describes (this process's
+    unless told)."""
     top = str(folder.resolve())
-    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    points = [line.split()[4] for line in mountinfo.read_text().splitlines()]
     return [point for point in points if point == top or point.startswith(f"{top}/")]
 
 

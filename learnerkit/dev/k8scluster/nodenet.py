@@ -1,14 +1,13 @@
-"""An added node's network and mount namespaces: a veth into the cluster bridge with the node's address, the
-host's route to its pods, and its own pod log folders; and their removal."""
+"""An added node's network namespace: a veth into the cluster bridge with the node's address and the host's route
+to its pods; and their removal."""
 
 from __future__ import annotations
 
 import ipaddress
 import shutil
 import subprocess
-from pathlib import Path
 
-from learnerkit.dev.k8scluster.host import netns, run, unmount_below
+from learnerkit.dev.k8scluster.host import netns, run
 from learnerkit.dev.k8snode import NodeSpec
 
 
@@ -25,30 +24,11 @@ def connect(node: NodeSpec, veth: str, bridge: str, subnet: ipaddress.IPv4Networ
     run(*in_ns, "link", "set", "lo", "up")
     run("ip", "netns", "exec", node.netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
     run("ip", "route", "add", str(node.pod_subnet), "via", node.address, "dev", bridge)
-    _mount_namespace(node)
-
-
-def _mount_namespace(node: NodeSpec) -> None:
-    """The node's mount namespace, kept by a file in a private mount (a namespace file may not sit in a shared
-    one), with the node's own pod log folders bound over the host's."""
-    keep = node.mount_namespace.parent
-    keep.mkdir(parents=True)
-    run("mount", "--bind", str(keep), str(keep))
-    run("mount", "--make-private", str(keep))
-    node.mount_namespace.touch()
-    run("unshare", f"--mount={node.mount_namespace}", "--propagation", "slave", "true")
-    for target in (Path("/var/log/pods"), Path("/var/log/containers")):
-        own = node.folder / "logs" / target.name
-        own.mkdir(parents=True)
-        target.mkdir(parents=True, exist_ok=True)
-        run("nsenter", f"--mount={node.mount_namespace}", "--", "mount", "--bind", str(own), str(target))
 
 
 def disconnect(node: NodeSpec, veth: str) -> None:
-    """Its mounts (volumes, snapshots, pod namespaces, log folders) live in its mount namespace: they go with it
-    once the file that keeps it is unmounted and its processes are gone."""
+    """Its namespace, veth and route, and its folder (its mount namespace is removed before)."""
     assert node.netns is not None
-    unmount_below(node.mount_namespace.parent)
     subprocess.run(["ip", "route", "delete", str(node.pod_subnet)], capture_output=True, check=False)
     subprocess.run(["ip", "link", "delete", veth], capture_output=True, check=False)
     subprocess.run(["ip", "netns", "delete", node.netns], capture_output=True, check=False)

@@ -54,6 +54,13 @@ class LearnerCgroup:
         except (OSError, ValueError):
             return 0
 
+    def describe(self) -> str:
+        """Which of the learner's cgroup folders are mounted here, e.g. ``cgroup v1 at /learner-cgroup: memory,
+        pids``; none where the learner ended before the sidecar started."""
+        found = sorted(child.name for child in self.root.iterdir()) if self.root.is_dir() else []
+        mounted = ", ".join(found) if found else "none mounted (the learner ended before the sidecar started)"
+        return f"cgroup v{self.version} at {self.root}: {mounted}"
+
     def populated(self) -> bool:
         """Whether any learner process is alive; False once the learner container has stopped. Each look also
         notes the forks refused so far (:meth:`forks_refused`), which the runtime removes with the folder."""

@@ -436,6 +436,7 @@ class Sidecar:
         deadline = time.monotonic() + self._halt_wait() if halt_sent else None
         empty_since: float | None = None
         early_record_seen = False
+        LOGGER.info("watching the learner: %s", self._watching())
         while True:
             ended = not self._learner_running()  # before the read: the record is final then
             try:
@@ -459,6 +460,8 @@ class Sidecar:
             if deadline is not None and now > deadline:
                 return LearnerExit(137, "halt_timeout", error="no learner.exit within the halt grace period"), True
             if self.cgroup is not None and ended:
+                if empty_since is None:
+                    LOGGER.info("the learner's processes are gone; waiting for %s", EXIT_FILE)
                 empty_since = empty_since or now
                 if now - empty_since > LEARNER_LOST_AFTER_S:
                     lost = "the learner ended without learner-run's exit record: is learner-run the image's entrypoint?"
@@ -466,6 +469,14 @@ class Sidecar:
             else:
                 empty_since = None
             await self._pause(self.settings.timing.poll_interval_s)
+
+    def _watching(self) -> str:
+        """How the sidecar sees the learner's processes, for its log: where a job stays PROCESSING, this says why."""
+        if self.cgroup is not None:
+            return self.cgroup.describe()
+        if self.settings.shares_learner_pid_namespace:
+            return "its processes, in the PID namespace the two containers share"
+        return f"only {EXIT_FILE}: the sidecar sees neither the learner's cgroup nor its processes"
 
     def _learner_running(self) -> bool:
         """Whether the learner's processes are seen alive; False where the sidecar cannot see them."""

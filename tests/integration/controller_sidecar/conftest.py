@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import docker.errors
@@ -15,6 +16,7 @@ from controller_sidecar.settings import EtcdSettings
 from controller_sidecar.status import Phase, StatusRecord
 from learnerkit.common import engine
 from learnerkit.dev.s3 import create_bucket
+from learnerkit.pair.cgroups import SIDECAR_MOUNT
 from learnerkit.pair.docker import PairHandle, exit_code, remove_pair, start_pair
 from learnerkit.pair.etcd import job_history, learner_metrics, learner_status
 from learnerkit.pair.spec import PairSpec
@@ -146,6 +148,7 @@ class Pairs:
             except docker.errors.DockerException as e:
                 logs = f"<{e}>"
             parts.append(f"--- {role}:\n{logs}")
+        parts.append(watched_cgroups(handle))
         return "\n".join(parts)
 
     def objects(self, prefix: str) -> dict[str, bytes]:
@@ -182,3 +185,29 @@ def pairs(
     yield made
     for handle in made.made:
         remove_pair(handle)
+
+
+def watched_cgroups(handle: PairHandle) -> str:
+    """The learner's state as the engine tells it, and each cgroup folder of its mounted into the sidecar as this
+    host sees it: where a sidecar did not see its learner end, this says what it was looking at."""
+    client = engine.engine()
+    try:
+        state = client.containers.get(handle.learner).attrs["State"]
+        mounts = client.containers.get(handle.sidecar).attrs["Mounts"]
+    except docker.errors.DockerException as e:
+        return f"--- cgroups: <{e}>"
+    lines = [f"--- learner state: { {k: state.get(k) for k in ('Status', 'Pid', 'ExitCode', 'FinishedAt')} }"]
+    for mount in mounts:
+        if not str(mount.get("Destination", "")).startswith(SIDECAR_MOUNT):
+            continue
+        source = Path(mount["Source"])
+        seen = {name: _read(source / name) for name in ("pids.current", "cgroup.procs", "cgroup.events")}
+        lines.append(f"{mount['Destination']} <- {source} (exists: {source.is_dir()}): {seen}")
+    return "\n".join(lines)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError as e:
+        return f"<{e.strerror}>"

@@ -117,3 +117,12 @@ def test_a_v1_cgroup_removed_after_it_was_mounted_reads_as_a_learner_gone(tmp_pa
 
 def test_an_empty_cgroup_folder_reads_as_a_learner_gone(tmp_path: Path) -> None:
     assert not LearnerCgroup(tmp_path).populated()
+
+
+def test_the_sidecar_says_which_cgroup_folders_it_watches_the_learner_through(tmp_path: Path) -> None:
+    assert LearnerCgroup(tmp_path).describe() == (
+        f"cgroup v1 at {tmp_path}: none mounted (the learner ended before the sidecar started)"
+    )
+    for controller in ("pids", "memory"):
+        (tmp_path / controller).mkdir()
+    assert LearnerCgroup(tmp_path).describe() == f"cgroup v1 at {tmp_path}: memory, pids"

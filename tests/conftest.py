@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import settings
+from xdist.remote import Producer
+
+from tests.scheduling import LongestFirstFileScheduling
 
 # Property tests draw the same examples on every run: a run that fails only under some random draw is a flaky
 # test. Set LEARNERKIT_HYPOTHESIS_EXPLORE=1 to search with fresh random draws (and keep what it finds as an
@@ -21,3 +25,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
 
 pytest_plugins = ["tests.servers.etcd", "tests.servers.s3", "tests.engine_leftovers"]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LongestFirstFileScheduling | None:
+    """`--dist loadfile` (`make test`) with the real-cluster tier's files first (tests/scheduling.py)."""
+    return LongestFirstFileScheduling(config, log) if config.getoption("dist") == "loadfile" else None

@@ -41,6 +41,7 @@ WORKERS = 16
 READ_BYTES = 64 << 10
 TRANSIENT_CODES = {4: "DEADLINE_EXCEEDED", 8: "RESOURCE_EXHAUSTED", 10: "ABORTED", 14: "UNAVAILABLE"}
 UNAUTHENTICATED = 16
+NOT_FOUND = 5
 OUT_OF_RANGE = 11
 """A read at a revision that was compacted away."""
 FAILED_PRECONDITION = 9
@@ -54,6 +55,10 @@ _KEEPALIVE = [
 
 class RevisionCompacted(TransientError):
     """The revision a read asked for is gone; reading again at the current one succeeds."""
+
+
+class LeaseNotFound(PermanentError):
+    """A call named a lease etcd no longer has: it expired (or was revoked) since it was last refreshed."""
 
 
 class _TokenRejected(PermanentError):
@@ -83,6 +88,8 @@ def error_of(what: str, answer: Json, status: int) -> PermanentError | Transient
         return TransientError(f"{what}: etcd answered {TRANSIENT_CODES[code]}: {message}")
     if code == OUT_OF_RANGE and "compacted" in message:
         return RevisionCompacted(f"{what}: {message}")
+    if code == NOT_FOUND and "lease not found" in message:
+        return LeaseNotFound(f"{what}: {message}")
     if code == FAILED_PRECONDITION and "authentication is not enabled" in message:
         return _AuthOff(message)
     if code == UNAUTHENTICATED:

@@ -34,7 +34,7 @@ from typing import TypeVar
 from controller_sidecar import keys
 from controller_sidecar.clock import SYSTEM_CLOCK, Clock
 from controller_sidecar.errors import PermanentError, SidecarConfigError, TransientError
-from controller_sidecar.etcdgateway import Gateway, Json, RevisionCompacted, b64, unb64
+from controller_sidecar.etcdgateway import Gateway, Json, LeaseNotFound, RevisionCompacted, b64, unb64
 from controller_sidecar.fence import UNGUARDED, Fence, FencedError
 from controller_sidecar.retry import Backoff, Outage, retry_async
 from controller_sidecar.settings import EtcdSettings
@@ -290,7 +290,8 @@ class EtcdStore:
 
     async def _keep_alive(self, key: str, ttl_s: int, lease: _LeaseState, fence_key: str, fence: Fence) -> None:
         """Grant, put and refresh until cancelled; after a failure refresh again, and re-grant if it expired, unless
-        the job's fence names another attempt: then revoke the lease, lose the fence and stop."""
+        the job's fence names another attempt: then revoke the lease, lose the fence and stop. Nothing else ends
+        it: a keeper that stopped would leave a running learner to be taken for lost once the lease ran out."""
         value = json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat()})
         what = f"keep {key} alive"
         needs_put = True
@@ -317,7 +318,13 @@ class EtcdStore:
             except FencedError:
                 await self._give_up_lease(lease, what)
                 return
-            except TransientError as e:
+            except LeaseNotFound:
+                # It ran out between its refresh and the put that names it (etcd slow or paused meanwhile).
+                LOGGER.warning("the lease of %s expired; granting a new one", key)
+                fence.lapsed()
+                lease.lease_id = None
+                continue
+            except (TransientError, PermanentError) as e:
                 outage.failed(e)
                 needs_put = True
                 await self._clock.sleep(self._backoff.delay(outage.failures, self._rng))

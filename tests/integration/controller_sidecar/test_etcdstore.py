@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Callable, Coroutine
+import logging
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 
 from controller_sidecar import keys
 from controller_sidecar.errors import PermanentError, TransientError
-from controller_sidecar.etcdgateway import Gateway
+from controller_sidecar.etcdgateway import Gateway, Json, b64
 from controller_sidecar.etcdstore import PAGE_SIZE, EtcdStore, WatchEvent, status_seq_key
 from controller_sidecar.settings import EtcdSettings
 from controller_sidecar.status import Phase, StatusRecord
@@ -184,6 +185,49 @@ def test_alive_key_is_kept_across_an_etcd_restart(etcd_server: EtcdServer, job_i
             await store.close()
 
     run(scenario)
+
+
+def test_a_lease_that_runs_out_before_its_put_is_granted_again(
+    etcd_server: EtcdServer, job_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lease goes between its grant (or refresh) and the put that names it, as when etcd stalls past its TTL
+    there: etcd refuses the put (lease not found), and the keeper grants a new lease and puts the key again."""
+    alive = keys.learner_alive_key(job_id, 1)
+
+    async def scenario() -> None:
+        store = await EtcdStore.connect(etcd_server.settings())
+        revoked: list[int] = []
+        call = store._gateway.call
+
+        async def revoking_the_first_lease_before_its_put(path: str, body: Mapping[str, Any], what: str) -> Json:
+            lease = _lease_of_put(body)
+            if path == "kv/txn" and lease is not None and not revoked:
+                revoked.append(lease)
+                await call("lease/revoke", {"ID": lease}, "revoke the lease under the keeper")
+            return await call(path, body, what)
+
+        store._gateway.call = revoking_the_first_lease_before_its_put  # type: ignore[method-assign]
+        try:
+            async with store.hold_alive(job_id, 1, ttl_s=30):
+                await await_until(lambda: store.get(alive), timeout=10, message="the alive key on a new lease")
+                assert revoked, "the put never named a lease"
+                lease = await call("kv/range", {"key": b64(alive)}, "read the alive key")
+                assert int(lease["kvs"][0]["lease"]) != revoked[0]
+            assert "expired; granting a new one" in caplog.text
+        finally:
+            await store.close()
+
+    with caplog.at_level(logging.WARNING, logger="controller_sidecar.etcdstore"):
+        run(scenario)
+
+
+def _lease_of_put(body: Mapping[str, Any]) -> int | None:
+    """The lease the first put of a transaction names, if any."""
+    for operation in body.get("success", []):
+        lease = operation.get("request_put", {}).get("lease")
+        if lease:
+            return int(lease)
+    return None
 
 
 def test_wait_for_key_survives_an_etcd_restart(etcd_server: EtcdServer, job_id: str) -> None:

@@ -38,7 +38,8 @@ def test_the_first_nodes_pods_take_addresses_below_the_other_nodes() -> None:
         [{"subnet": "10.222.7.0/24", "gateway": "10.222.7.1", "rangeEnd": "10.222.7.200"}]
     ]
     assert plugin["ipam"]["routes"] == []
-    assert (FIRST.netns, FIRST.nsenter(), FIRST.process("kubelet")) == (None, [], "kubelet")
+    assert (FIRST.netns, FIRST.process("kubelet")) == (None, "kubelet")
+    assert FIRST.nsenter() == ["nsenter", "--mount=/w/ns/mnt", "--"], "its own mount namespace, the host's network"
 
 
 def test_a_further_nodes_pods_sit_behind_its_own_bridge_routed_to_the_cluster_bridge() -> None:

@@ -4,7 +4,9 @@ both ways, Hugging Face export and import, and bad input refused with nothing ha
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
 import uuid
@@ -116,9 +118,13 @@ def storage(registry: str) -> Path:
     """The storage folder of the test registry at `registry`, found by the address its config names, wherever
     pytest made it (a worker's own folder under pytest-xdist)."""
     address = re.compile(rf"{re.escape(registry)}\b")
-    for config in Path("/tmp").glob("pytest-of-*/pytest-*/**/registry*/config.yml"):
-        if address.search(config.read_text()):
-            return config.parent / "data"
+    for user in Path("/tmp").glob("pytest-of-*"):
+        # os.walk passes over the folders other workers remove meanwhile (a glob would raise on them).
+        for folder, _, files in os.walk(user):
+            if "config.yml" in files and Path(folder).name.startswith("registry"):
+                with contextlib.suppress(OSError):
+                    if address.search((Path(folder) / "config.yml").read_text()):
+                        return Path(folder) / "data"
     raise AssertionError(f"no registry storage found for {registry}")
 
 
